@@ -1,0 +1,16 @@
+/* em_driver.h: the only module that sees every stage: trace -> IR checks -> guards ->
+ * backend compile -> cache entry.
+ */
+#ifndef EM_DRIVER_H
+#define EM_DRIVER_H
+
+#include "../cache/em_cache.h"
+
+typedef enum { EMD_OK, EMD_ABORT, EMD_NOGRAPH, EMD_ERR } EmDriverResult;
+
+/* Compiles the frame. EMD_OK: *out is a new entry (not yet in the cache). EMD_ABORT:
+ * *why is a new str naming file, line and reason. EMD_NOGRAPH: the frame touches no tensor
+ * (run it as plain Python). EMD_ERR: exception set. */
+EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, EmEntry **out, PyObject **why);
+
+#endif

@@ -1,0 +1,345 @@
+/* em_guard.c: guard program builder, the allocation-free evaluator run on every call,
+ * the explainer for misses and the deterministic dump. Consumes sources and assumptions
+ * from the tracer; produces an EmGuardProg owned by a cache entry.
+ */
+#include "em_guard.h"
+
+#include "../pyver/em_state.h"
+
+static const char *const g_names[] = {
+#define X(e, name, is_load) name,
+#include "em_guards.def"
+#undef X
+};
+static const uint8_t g_is_load[] = {
+#define X(e, name, is_load) is_load,
+#include "em_guards.def"
+#undef X
+};
+
+void em_guard_init(EmGuardProg *P) { memset(P, 0, sizeof(*P)); }
+
+void em_guard_free(EmGuardProg *P) {
+    for (int32_t i = 0; i < P->ins.len; i++) Py_XDECREF(P->ins.data[i].obj);
+    for (int32_t i = 0; i < P->specs.len; i++) em_guard_tensor_spec_free(&P->specs.data[i]);
+    for (int32_t i = 0; i < P->names.len; i++) free(P->names.data[i]);
+    em_vec_free(&P->ins);
+    em_vec_free(&P->specs);
+    em_vec_free(&P->names);
+    em_vec_free(&P->owned);
+    P->nslots = 0;
+}
+
+static int g_push(EmGuardProg *P, EmGuardOp op, int32_t slot, int32_t base, Py_ssize_t a,
+                  PyObject *EM_BORROWED obj) {
+    EmGInstr in = {.op = (uint8_t)op, .slot = slot, .base = base, .a = a, .obj = obj};
+    if (em_vec_push(&P->ins, in)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_XINCREF(obj);
+    return 0;
+}
+
+static int same_obj(PyObject *a, PyObject *b) {
+    if (a == b) return 1;
+    if (!a || !b) return 0;
+    if (PyUnicode_CheckExact(a) && PyUnicode_CheckExact(b)) return PyUnicode_Compare(a, b) == 0;
+    return 0;
+}
+
+/* Deduplicating load: the slot of an identical earlier load, or a new one. */
+static int32_t g_load(EmGuardProg *P, EmGuardOp op, int32_t base, Py_ssize_t a, PyObject *obj,
+                      const char *name, int owned) {
+    for (int32_t i = 0; i < P->ins.len; i++) {
+        EmGInstr *in = &P->ins.data[i];
+        if (in->op == op && in->base == base && in->a == a && same_obj(in->obj, obj)) return in->slot;
+    }
+    int32_t slot = P->nslots;
+    char *copy = strdup(name);
+    if (!copy || em_vec_push(&P->names, copy) || em_vec_push(&P->owned, (uint8_t)owned)) {
+        free(copy);
+        PyErr_NoMemory();
+        return -1;
+    }
+    P->nslots++;
+    if (g_push(P, op, slot, base, a, obj)) return -1;
+    return slot;
+}
+
+static int32_t g_named(EmGuardProg *P, EmGuardOp op, int32_t base, Py_ssize_t a, PyObject *obj,
+                       const char *fmt, PyObject *fmtarg, int owned) {
+    PyObject *s = fmtarg ? PyUnicode_FromFormat(fmt, base >= 0 ? P->names.data[base] : "", fmtarg)
+                         : PyUnicode_FromFormat(fmt, base >= 0 ? P->names.data[base] : "", (int)a);
+    if (!s) return -1;
+    const char *u = PyUnicode_AsUTF8(s);
+    int32_t r = u ? g_load(P, op, base, a, obj, u, owned) : -1;
+    Py_DECREF(s);
+    return r;
+}
+
+int32_t em_guard_local(EmGuardProg *P, int idx, PyObject *name) {
+    return g_named(P, EMG_LOAD_LOCAL, -1, idx, NULL, "%sL['%U']", name, 0);
+}
+int32_t em_guard_closure(EmGuardProg *P, int idx, PyObject *name) {
+    return g_named(P, EMG_LOAD_CLOSURE, -1, idx, NULL, "%sL['%U']", name, 0);
+}
+int32_t em_guard_global(EmGuardProg *P, PyObject *name) {
+    return g_named(P, EMG_LOAD_GLOBAL, -1, 0, name, "%sG['%U']", name, 0);
+}
+int32_t em_guard_odict(EmGuardProg *P, int32_t base, PyObject *name) {
+    return g_named(P, EMG_LOAD_ODICT, base, 0, name, "%s.%U", name, 0);
+}
+int32_t em_guard_dict(EmGuardProg *P, int32_t base, PyObject *key) {
+    return g_named(P, EMG_LOAD_DICT, base, 0, key, "%s[%R]", key, 0);
+}
+int32_t em_guard_attr(EmGuardProg *P, int32_t base, PyObject *name) {
+    return g_named(P, EMG_LOAD_ATTR, base, 0, name, "%s.%U", name, 1);
+}
+int32_t em_guard_item(EmGuardProg *P, int32_t base, Py_ssize_t i, int is_list) {
+    return g_named(P, is_list ? EMG_LOAD_LIST_ITEM : EMG_LOAD_TUPLE_ITEM, base, i, NULL, "%s[%d]",
+                   NULL, 0);
+}
+
+int em_guard_check(EmGuardProg *P, EmGuardOp op, int32_t slot, PyObject *obj, Py_ssize_t a) {
+    for (int32_t i = 0; i < P->ins.len; i++) {
+        EmGInstr *in = &P->ins.data[i];
+        if (in->op == op && in->slot == slot && in->a == a && in->obj == obj) return 0;
+    }
+    return g_push(P, op, slot, -1, a, obj);
+}
+
+int em_guard_check_tensor(EmGuardProg *P, int32_t slot, PyObject *tensor) {
+    for (int32_t i = 0; i < P->ins.len; i++)
+        if (P->ins.data[i].op == EMG_TENSOR && P->ins.data[i].slot == slot) return 0;
+    EmTensorSpec s;
+    if (em_guard_tensor_read(tensor, &s)) return -1;
+    if (em_vec_push(&P->specs, s)) {
+        em_guard_tensor_spec_free(&s);
+        PyErr_NoMemory();
+        return -1;
+    }
+    return g_push(P, EMG_TENSOR, slot, -1, P->specs.len - 1, NULL);
+}
+
+int em_guard_check_global_state(EmGuardProg *P) {
+    for (int32_t i = 0; i < P->ins.len; i++)
+        if (P->ins.data[i].op == EMG_GLOBAL_STATE) return 0;
+    if (em_guard_global_state_read(&P->gs)) return -1;
+    return g_push(P, EMG_GLOBAL_STATE, -1, -1, 0, NULL);
+}
+
+/* ---- evaluation (hot path: no allocation) ---- */
+
+static PyObject *odict_get(PyObject *o, PyObject *name) {
+    PyObject **dp = _PyObject_GetDictPtr(o);
+    if (!dp || !*dp) return NULL;
+    return PyDict_GetItemWithError(*dp, name);
+}
+
+static int eq_const(PyObject *v, PyObject *c) {
+    if (v == c) return 1;
+    if (Py_TYPE(v) != Py_TYPE(c)) return 0;
+    if (PyFloat_CheckExact(v)) {
+        double x = PyFloat_AS_DOUBLE(v), y = PyFloat_AS_DOUBLE(c);
+        return x == y || (x != x && y != y);
+    }
+    return PyObject_RichCompareBool(v, c, Py_EQ);
+}
+
+static int gs_match(const EmGlobalState *want) {
+    EmGlobalState now;
+    if (em_guard_global_state_read(&now)) return -1;
+    return now.grad == want->grad && now.autocast_cpu == want->autocast_cpu &&
+           now.autocast_cuda == want->autocast_cuda && now.default_dtype == want->default_dtype;
+}
+
+/* Returns 1 pass, 0 fail, -1 error. */
+static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, PyObject **slots) {
+    PyObject *v = NULL, *b = in->base >= 0 ? slots[in->base] : NULL;
+    switch ((EmGuardOp)in->op) {
+        case EMG_LOAD_LOCAL: v = f->localsplus[in->a]; break;
+        case EMG_LOAD_CLOSURE:
+            if (!f->closure || in->a >= PyTuple_GET_SIZE(f->closure)) return 0;
+            v = PyCell_GET(PyTuple_GET_ITEM(f->closure, in->a));
+            break;
+        case EMG_LOAD_GLOBAL:
+            v = PyDict_GetItemWithError(f->globals, in->obj);
+            if (!v && !PyErr_Occurred() && PyDict_CheckExact(f->builtins))
+                v = PyDict_GetItemWithError(f->builtins, in->obj);
+            break;
+        case EMG_LOAD_ODICT: v = odict_get(b, in->obj); break;
+        case EMG_LOAD_DICT:
+            if (!PyDict_CheckExact(b)) return 0;
+            v = PyDict_GetItemWithError(b, in->obj);
+            break;
+        case EMG_LOAD_ATTR:
+            v = PyObject_GetAttr(b, in->obj);
+            if (!v && PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
+            break;
+        case EMG_LOAD_TUPLE_ITEM:
+            if (!PyTuple_CheckExact(b) || in->a >= PyTuple_GET_SIZE(b)) return 0;
+            v = PyTuple_GET_ITEM(b, in->a);
+            break;
+        case EMG_LOAD_LIST_ITEM:
+            if (!PyList_CheckExact(b) || in->a >= PyList_GET_SIZE(b)) return 0;
+            v = PyList_GET_ITEM(b, in->a);
+            break;
+        case EMG_TYPE: return (PyObject *)Py_TYPE(slots[in->slot]) == in->obj;
+        case EMG_ID: return slots[in->slot] == in->obj;
+        case EMG_EQ: return eq_const(slots[in->slot], in->obj);
+        case EMG_LEN: {
+            Py_ssize_t n = PyObject_Length(slots[in->slot]);
+            if (n < 0) return -1;
+            return n == in->a;
+        }
+        case EMG_TENSOR: return em_guard_tensor_match(slots[in->slot], &P->specs.data[in->a]);
+        case EMG_SAME: return slots[in->slot] == slots[in->a];
+        case EMG_GLOBAL_STATE: return gs_match(&P->gs);
+        default: return -1;
+    }
+    if (!v) return PyErr_Occurred() ? -1 : 0;
+    slots[in->slot] = v;
+    return 1;
+}
+
+int em_guard_run(const EmGuardProg *P, const EmFrameIn *f, PyObject **slots, int32_t *failed) {
+    for (int32_t i = 0; i < P->nslots; i++) slots[i] = NULL;
+    for (int32_t i = 0; i < P->ins.len; i++) {
+        int r = g_step(P, &P->ins.data[i], f, slots);
+        if (r != 1) {
+            if (failed) *failed = i;
+            return r;
+        }
+    }
+    return 1;
+}
+
+void em_guard_release_slots(const EmGuardProg *P, PyObject **slots) {
+    for (int32_t i = 0; i < P->nslots; i++)
+        if (P->owned.data[i]) Py_CLEAR(slots[i]);
+}
+
+/* ---- misses and dumps (may allocate) ---- */
+
+EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int32_t at) {
+    const EmGInstr *in = &P->ins.data[at];
+    const char *name = in->slot >= 0 ? P->names.data[in->slot] : "";
+    if (g_is_load[in->op]) {
+        const char *base = in->base >= 0 ? P->names.data[in->base] : "frame";
+        return PyUnicode_FromFormat("%s is missing (from %s)", name, base);
+    }
+    PyObject **slots = PyMem_Calloc((size_t)P->nslots + 1, sizeof(PyObject *));
+    if (!slots) return PyErr_NoMemory();
+    PyObject *res = NULL;
+    for (int32_t i = 0; i < at; i++)
+        if (g_step(P, &P->ins.data[i], f, slots) != 1) break;
+    PyObject *v = in->slot >= 0 ? slots[in->slot] : NULL;
+    switch ((EmGuardOp)in->op) {
+        case EMG_TYPE:
+            res = PyUnicode_FromFormat("type(%s) is %s, expected %s", name,
+                                       v ? Py_TYPE(v)->tp_name : "?", ((PyTypeObject *)in->obj)->tp_name);
+            break;
+        case EMG_ID: res = PyUnicode_FromFormat("%s is %R, expected the object %R", name, v, in->obj); break;
+        case EMG_EQ: res = PyUnicode_FromFormat("%s == %R, expected %R", name, v, in->obj); break;
+        case EMG_LEN: res = PyUnicode_FromFormat("len(%s) changed, expected %zd", name, in->a); break;
+        case EMG_SAME:
+            res = PyUnicode_FromFormat("%s is no longer the same object as %s", name, P->names.data[in->a]);
+            break;
+        case EMG_GLOBAL_STATE: {
+            EmGlobalState now;
+            if (em_guard_global_state_read(&now) == 0)
+                res = PyUnicode_FromFormat(
+                    "global state changed: grad_enabled %d->%d, autocast cpu %d->%d, cuda %d->%d, "
+                    "default dtype %R->%R",
+                    P->gs.grad, now.grad, P->gs.autocast_cpu, now.autocast_cpu, P->gs.autocast_cuda,
+                    now.autocast_cuda, P->gs.default_dtype, now.default_dtype);
+            break;
+        }
+        case EMG_TENSOR: {
+            const EmTensorSpec *s = &P->specs.data[in->a];
+            EmTensorSpec cur;
+            if (!v || Py_TYPE(v) != s->type) {
+                res = PyUnicode_FromFormat("type(%s) is %s, expected %s", name, v ? Py_TYPE(v)->tp_name : "?",
+                                           s->type->tp_name);
+            } else if (em_guard_tensor_read(v, &cur) == 0) {
+                if (cur.dtype != s->dtype)
+                    res = PyUnicode_FromFormat("%s dtype is %R, expected %R", name, cur.py_dtype, s->py_dtype);
+                else if (cur.dev_type != s->dev_type || cur.dev_index != s->dev_index)
+                    res = PyUnicode_FromFormat("%s device is %R, expected %R", name, cur.py_device, s->py_device);
+                else if (cur.requires_grad != s->requires_grad)
+                    res = PyUnicode_FromFormat("%s requires_grad is %s, expected %s", name,
+                                               cur.requires_grad ? "True" : "False",
+                                               s->requires_grad ? "True" : "False");
+                else if (cur.ndim != s->ndim || PyObject_RichCompareBool(cur.py_sizes, s->py_sizes, Py_EQ) != 1)
+                    res = PyUnicode_FromFormat("%s size is %R, expected %R", name, cur.py_sizes, s->py_sizes);
+                else if (PyObject_RichCompareBool(cur.py_strides, s->py_strides, Py_EQ) != 1)
+                    res = PyUnicode_FromFormat("%s stride is %R, expected %R", name, cur.py_strides,
+                                               s->py_strides);
+                else
+                    res = PyUnicode_FromFormat("%s dispatch keys changed (inference or layout)", name);
+                em_guard_tensor_spec_free(&cur);
+            }
+            break;
+        }
+        default: res = PyUnicode_FromFormat("guard %s on %s failed", g_names[in->op], name); break;
+    }
+    em_guard_release_slots(P, slots);
+    PyMem_Free(slots);
+    if (!res) {
+        PyErr_Clear();
+        res = PyUnicode_FromFormat("guard %s on %s failed", g_names[in->op], name);
+    }
+    return res;
+}
+
+int em_guard_dump(const EmGuardProg *P, EmStrBuf *o) {
+    int rc = 0;
+    for (int32_t i = 0; i < P->ins.len && !rc; i++) {
+        const EmGInstr *in = &P->ins.data[i];
+        if (g_is_load[in->op]) continue;
+        const char *name = in->slot >= 0 ? P->names.data[in->slot] : "";
+        switch ((EmGuardOp)in->op) {
+            case EMG_TYPE: rc = em_sb_printf(o, "  TYPE_MATCH %s %s\n", name, ((PyTypeObject *)in->obj)->tp_name); break;
+            case EMG_ID: {
+                PyObject *r = PyObject_Repr(in->obj);
+                const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
+                if (!u) PyErr_Clear();
+                rc = em_sb_printf(o, "  ID_MATCH %s %s\n", name, u ? u : "?");
+                Py_XDECREF(r);
+                break;
+            }
+            case EMG_EQ: {
+                PyObject *r = PyObject_Repr(in->obj);
+                const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
+                if (!u) PyErr_Clear();
+                rc = em_sb_printf(o, "  EQUALS %s == %s\n", name, u ? u : "?");
+                Py_XDECREF(r);
+                break;
+            }
+            case EMG_LEN: rc = em_sb_printf(o, "  LENGTH %s == %zd\n", name, in->a); break;
+            case EMG_SAME: rc = em_sb_printf(o, "  SAME_OBJECT %s is %s\n", name, P->names.data[in->a]); break;
+            case EMG_GLOBAL_STATE: {
+                PyObject *r = PyObject_Repr(P->gs.default_dtype);
+                const char *u = r ? PyUnicode_AsUTF8(r) : "?";
+                rc = em_sb_printf(o, "  GLOBAL_STATE grad=%d autocast_cpu=%d autocast_cuda=%d default_dtype=%s\n",
+                                  P->gs.grad, P->gs.autocast_cpu, P->gs.autocast_cuda, u ? u : "?");
+                Py_XDECREF(r);
+                break;
+            }
+            case EMG_TENSOR: {
+                const EmTensorSpec *s = &P->specs.data[in->a];
+                rc = em_sb_printf(o, "  TENSOR_MATCH %s %s dtype=%d device=%d:%d requires_grad=%d size=(", name,
+                                  s->type->tp_name, s->dtype, s->dev_type, s->dev_index, s->requires_grad);
+                for (int d = 0; d < s->ndim && !rc; d++) rc = em_sb_printf(o, d ? ", %lld" : "%lld", (long long)s->sizes[d]);
+                if (!rc) rc = em_sb_puts(o, ") stride=(");
+                for (int d = 0; d < s->ndim && !rc; d++) rc = em_sb_printf(o, d ? ", %lld" : "%lld", (long long)s->strides[d]);
+                if (!rc) rc = em_sb_puts(o, ")\n");
+                break;
+            }
+            default: break;
+        }
+    }
+    if (rc) PyErr_NoMemory();
+    return rc;
+}

@@ -1,0 +1,97 @@
+/* em_guard.h: guard programs. The tracer builds one while it reads the frame: loads name
+ * the values it touched (by their source path), checks record what it assumed. The hook
+ * evaluates the flat program on every call without allocating; on a miss the program can
+ * explain the first failing check in words.
+ */
+#ifndef EM_GUARD_H
+#define EM_GUARD_H
+
+#include <Python.h>
+
+#include "../core/em_core.h"
+
+typedef enum {
+#define X(e, name, is_load) EMG_##e,
+#include "em_guards.def"
+#undef X
+    EMG__COUNT
+} EmGuardOp;
+
+typedef struct {
+    uint8_t op;
+    int32_t slot;  /* destination (loads) or tested slot (checks) */
+    int32_t base;  /* loads from another slot: its index */
+    Py_ssize_t a;  /* index / length / spec / other slot */
+    PyObject *obj; /* owned: name, key, type or constant */
+} EmGInstr;
+
+/* Tensor metadata captured at trace time (TENSOR check). */
+typedef struct {
+    PyTypeObject *type; /* owned */
+    int dtype, dev_type, dev_index, requires_grad, ndim;
+    uint64_t keyset;
+    int64_t *sizes, *strides; /* owned, ndim each */
+    PyObject *py_dtype, *py_device, *py_sizes, *py_strides; /* owned, fallback path */
+} EmTensorSpec;
+
+typedef struct {
+    int grad, autocast_cpu, autocast_cuda;
+    PyObject *default_dtype; /* borrowed singleton */
+} EmGlobalState;
+
+typedef struct EmGuardProg {
+    EmVec(EmGInstr) ins;
+    EmVec(EmTensorSpec) specs;
+    EmVec(char *) names; /* per slot: printable source path, owned */
+    EmVec(uint8_t) owned; /* per slot: 1 when the load returns an owned reference */
+    int32_t nslots;
+    EmGlobalState gs;
+} EmGuardProg;
+
+/* What a guard program reads a frame through (all borrowed). */
+typedef struct {
+    PyObject *const *localsplus;
+    PyObject *closure; /* tuple of cells or NULL */
+    PyObject *globals, *builtins;
+} EmFrameIn;
+
+void em_guard_init(EmGuardProg *P);
+void em_guard_free(EmGuardProg *P);
+
+/* Sources: each returns its slot (deduplicated) or -1 with an exception set. */
+int32_t em_guard_local(EmGuardProg *P, int idx, PyObject *name);
+int32_t em_guard_closure(EmGuardProg *P, int idx, PyObject *name);
+int32_t em_guard_global(EmGuardProg *P, PyObject *name);
+int32_t em_guard_odict(EmGuardProg *P, int32_t base, PyObject *name);
+int32_t em_guard_dict(EmGuardProg *P, int32_t base, PyObject *key);
+int32_t em_guard_attr(EmGuardProg *P, int32_t base, PyObject *name);
+int32_t em_guard_item(EmGuardProg *P, int32_t base, Py_ssize_t i, int is_list);
+
+/* Checks: 0 or -1 with an exception set. Duplicates are dropped. */
+int em_guard_check(EmGuardProg *P, EmGuardOp op, int32_t slot, PyObject *obj, Py_ssize_t a);
+int em_guard_check_tensor(EmGuardProg *P, int32_t slot, PyObject *tensor);
+int em_guard_check_global_state(EmGuardProg *P);
+
+/* Runs the program. slots must hold P->nslots entries. Returns 1 (pass), 0 (fail; *failed
+ * = failing instruction) or -1 (error). Owned slots that were filled are released by
+ * em_guard_release_slots, whatever the result. */
+int em_guard_run(const EmGuardProg *P, const EmFrameIn *in, PyObject **slots, int32_t *failed);
+void em_guard_release_slots(const EmGuardProg *P, PyObject **slots);
+
+/* Describes why instruction `at` failed for this frame. Returns a new str or NULL. */
+EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *in, int32_t at);
+/* Deterministic dump of the program. Returns 0 or -1. */
+int em_guard_dump(const EmGuardProg *P, EmStrBuf *out);
+
+/* Tensor layout probing (em_guard_tensor.c). Called once at module init; returns 0 when the
+ * direct field reads were verified, 1 when the Python attribute fallback is in use, -1 on
+ * error. force_fallback selects the fallback (tests). */
+int em_guard_tensor_probe(int force_fallback);
+int em_guard_tensor_fast(void);
+int em_guard_tensor_read(PyObject *t, EmTensorSpec *out); /* 0, or -1 with exception */
+int em_guard_tensor_match(PyObject *t, const EmTensorSpec *s); /* 1, 0, or -1 error */
+void em_guard_tensor_spec_free(EmTensorSpec *s);
+int em_guard_global_state_read(EmGlobalState *gs); /* 0 or -1 */
+int em_guard_global_state_set_fns(PyObject *grad, PyObject *autocast, PyObject *default_dtype);
+
+#endif

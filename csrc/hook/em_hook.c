@@ -1,0 +1,237 @@
+/* em_hook.c: the PEP 523 callback. Enabled per thread while a compiled callable runs;
+ * chains to the hook that was installed before ours. A fresh frame of a code ember may
+ * compile is looked up in its co_extra cache: a hit runs the compiled graph directly from
+ * here (a frame captured whole needs no bytecode), a miss compiles through the driver, and
+ * anything ember cannot capture runs as plain Python.
+ */
+#include "em_hook.h"
+
+#include "../driver/em_driver.h"
+#include "../pyver/em_pyver.h"
+#include "../pyver/em_state.h"
+#include "../runtime/em_runtime.h"
+
+#define HOOK_STACK_SLOTS 64
+
+static inline int tls_flags(void) { return (int)(intptr_t)PyThread_tss_get(&em_state.tss_enabled); }
+static inline void tls_set(int f) { PyThread_tss_set(&em_state.tss_enabled, (void *)(intptr_t)f); }
+
+int em_hook_flags(void) { return tls_flags(); }
+
+static PyObject *em_eval(PyThreadState *ts, EmPyFrame *f, int throwflag);
+
+static inline PyObject *eval_prev(PyThreadState *ts, EmPyFrame *f, int throwflag) {
+    EmEvalFn prev = (EmEvalFn)em_state.prev_eval;
+    return prev ? prev(ts, f, throwflag) : _PyEval_EvalFrameDefault(ts, f, throwflag);
+}
+
+int em_hook_init(void) {
+    if (PyThread_tss_create(&em_state.tss_enabled)) {
+        PyErr_SetString(PyExc_RuntimeError, "ember: cannot create thread-local storage");
+        return -1;
+    }
+    return 0;
+}
+
+int em_hook_enter(int flags) {
+    int prev = tls_flags();
+    if ((flags & EMH_ENABLED) && !(prev & EMH_ENABLED)) {
+        if (em_state.hook_users++ == 0) {
+            EmEvalFn cur = em_eval_get();
+            if (cur != em_eval) {
+                em_state.prev_eval = cur == _PyEval_EvalFrameDefault ? NULL : (void *)cur;
+                em_eval_set(em_eval);
+            }
+        }
+    } else if (!(flags & EMH_ENABLED) && (prev & EMH_ENABLED)) {
+        em_state.hook_users--;
+    }
+    tls_set(flags);
+    return prev;
+}
+
+void em_hook_exit(int prev) {
+    int cur = tls_flags();
+    if ((cur & EMH_ENABLED) && !(prev & EMH_ENABLED)) {
+        if (--em_state.hook_users == 0 && em_eval_get() == em_eval)
+            em_eval_set(em_state.prev_eval ? (EmEvalFn)em_state.prev_eval : _PyEval_EvalFrameDefault);
+    } else if (!(cur & EMH_ENABLED) && (prev & EMH_ENABLED)) {
+        em_state.hook_users++;
+    }
+    tls_set(prev);
+}
+
+EM_NEW PyObject *em_hook_call(int flags, PyObject *fn, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    int prev = em_hook_enter(flags);
+    PyObject *r = PyObject_Vectorcall(fn, args, nargsf, kwnames);
+    em_hook_exit(prev);
+    return r;
+}
+
+static int skip_code(PyCodeObject *co) {
+    if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) return 1;
+    PyObject *pre = em_state.skip_prefixes;
+    if (!pre || !PyUnicode_Check(co->co_filename)) return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pre); i++) {
+        Py_ssize_t r = PyUnicode_Tailmatch(co->co_filename, PyTuple_GET_ITEM(pre, i), 0, PY_SSIZE_T_MAX, -1);
+        if (r < 0) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (r) return 1;
+    }
+    return 0;
+}
+
+static void call_quiet(PyObject *fn, const char *channel, PyObject *msg) {
+    if (!fn) return;
+    PyObject *r = channel ? PyObject_CallFunction(fn, "sO", channel, msg) : PyObject_CallOneArg(fn, msg);
+    if (!r) PyErr_WriteUnraisable(fn);
+    Py_XDECREF(r);
+}
+
+/* Stops compiling this code: it runs as plain Python from now on. Under fullgraph or
+ * strict, raises ember.Unsupported instead (returns -1). */
+static int fall_back(EmExtra *x, PyObject *EM_STEALS why, int flags, const char *what) {
+    em_state.n_aborts++;
+    if ((flags & EMH_FULLGRAPH) || em_state.strict) {
+        PyObject *exc = PyObject_GetAttrString(PyImport_AddModule("ember._C"), "Unsupported");
+        if (exc) PyErr_SetObject(exc, why);
+        Py_XDECREF(exc);
+        Py_DECREF(why);
+        return -1;
+    }
+    x->mode = EMX_FALLBACK;
+    Py_XSETREF(x->reason, why);
+    PyObject *msg = PyUnicode_FromFormat("ember: %s; running it as plain Python: %U", what, why);
+    if (msg) call_quiet(em_state.warn, NULL, msg);
+    else PyErr_Clear();
+    Py_XDECREF(msg);
+    return 0;
+}
+
+static PyObject *run_entry(EmEntry *e, PyObject **slots) {
+    int prev = em_hook_enter(0);
+    PyObject *r = em_rt_call((EmCompiled *)e->compiled, slots);
+    em_hook_exit(prev);
+    return r;
+}
+
+static PyObject *em_eval(PyThreadState *ts, EmPyFrame *f, int throwflag) {
+    int flags = tls_flags();
+    if (!(flags & EMH_ENABLED) || throwflag) return eval_prev(ts, f, throwflag);
+    PyCodeObject *co = em_frame_code(f);
+    EmExtra *x = em_cache_get(co);
+    if (x && x->mode == EMX_SKIP) return eval_prev(ts, f, throwflag);
+    if (!em_frame_fresh(f)) return eval_prev(ts, f, throwflag);
+    if (!x) {
+        x = em_cache_get_or_new(co);
+        if (!x) {
+            PyErr_Clear();
+            return eval_prev(ts, f, throwflag);
+        }
+        if (skip_code(co)) {
+            x->mode = EMX_SKIP;
+            return eval_prev(ts, f, throwflag);
+        }
+    }
+    PyFunctionObject *fn = em_frame_func(f);
+    EmFrameIn in = {em_frame_locals(f), fn->func_closure, em_frame_globals(f), em_frame_builtins(f)};
+    PyObject *stack_slots[HOOK_STACK_SLOTS], **slots = stack_slots, *res = NULL;
+    int32_t failed = -1;
+    EmEntry *prev = NULL, *first_fail = NULL;
+    for (EmEntry *e = x->head; e; prev = e, e = e->next) {
+        if (e->P.nslots > HOOK_STACK_SLOTS) {
+            slots = PyMem_Malloc(sizeof(PyObject *) * (size_t)e->P.nslots);
+            if (!slots) return PyErr_NoMemory();
+        }
+        int32_t at = -1;
+        int ok = em_guard_run(&e->P, &in, slots, &at);
+        if (ok == 1) {
+            em_state.n_hits++;
+            e->hits++;
+            em_cache_move_front(x, prev, e);
+            res = run_entry(e, slots);
+            em_guard_release_slots(&e->P, slots);
+            if (slots != stack_slots) PyMem_Free(slots);
+            return res;
+        }
+        em_guard_release_slots(&e->P, slots);
+        if (slots != stack_slots) {
+            PyMem_Free(slots);
+            slots = stack_slots;
+        }
+        if (ok < 0) PyErr_Clear(); /* a guard that raised is a failed guard */
+        if (!first_fail) {
+            first_fail = e;
+            failed = at;
+        }
+    }
+    if (x->mode == EMX_FALLBACK) return eval_prev(ts, f, throwflag);
+
+    /* miss: compile (the hook stays off for this thread meanwhile) */
+    PyObject *reason = first_fail ? em_guard_explain(&first_fail->P, &in, failed) : NULL;
+    if (first_fail && !reason) PyErr_Clear();
+    if (first_fail && x->n_entries >= em_state.cache_size_limit) {
+        PyObject *why = PyUnicode_FromFormat("%U:%d: cache_size_limit (%d) reached; last guard failure: %S",
+                                             co->co_filename, co->co_firstlineno, em_state.cache_size_limit,
+                                             reason ? reason : Py_None);
+        Py_XDECREF(reason);
+        em_state.n_fallbacks++;
+        if (!why || fall_back(x, why, flags, "recompile limit hit") < 0) return NULL;
+        return eval_prev(ts, f, throwflag);
+    }
+    if (first_fail) {
+        em_state.n_recompiles++;
+        if ((em_state.logs & EM_LOG_RECOMPILES) && reason) {
+            PyObject *msg = PyUnicode_FromFormat("recompiling %U (%U:%d): %U", co->co_qualname, co->co_filename,
+                                                 co->co_firstlineno, reason);
+            if (msg) call_quiet(em_state.log, "recompiles", msg);
+            Py_XDECREF(msg);
+        }
+    }
+    Py_XDECREF(reason);
+    int saved = em_hook_enter(0);
+    EmEntry *ne = NULL;
+    PyObject *why = NULL;
+    EmDriverResult dr = em_driver_compile(co, &in, &ne, &why);
+    em_hook_exit(saved);
+    x->n_compiles++;
+    switch (dr) {
+        case EMD_OK:
+            em_state.n_frames++;
+            em_cache_push(x, ne);
+            slots = ne->P.nslots > HOOK_STACK_SLOTS ? PyMem_Malloc(sizeof(PyObject *) * (size_t)ne->P.nslots)
+                                                    : stack_slots;
+            if (!slots) return PyErr_NoMemory();
+            {
+                int ok = em_guard_run(&ne->P, &in, slots, &failed);
+                if (ok == 1) res = run_entry(ne, slots);
+                em_guard_release_slots(&ne->P, slots);
+                if (slots != stack_slots) PyMem_Free(slots);
+                if (ok == 1) return res;
+                /* the new guards must hold for the frame they came from */
+                PyErr_Clear();
+                why = PyUnicode_FromFormat("%U:%d: guards of a fresh compile failed (internal error)",
+                                           co->co_filename, co->co_firstlineno);
+                if (!why || fall_back(x, why, 0, "internal error") < 0) return NULL;
+                return eval_prev(ts, f, throwflag);
+            }
+        case EMD_NOGRAPH: x->mode = EMX_SKIP; return eval_prev(ts, f, throwflag);
+        case EMD_ABORT:
+            if (fall_back(x, why, flags, "could not capture a frame") < 0) return NULL;
+            return eval_prev(ts, f, throwflag);
+        default: {
+            /* internal error: never crash the program; report it and run the frame as is */
+            PyObject *et, *ev, *tb;
+            PyErr_Fetch(&et, &ev, &tb);
+            why = PyUnicode_FromFormat("%U:%d: internal error %S", co->co_filename, co->co_firstlineno,
+                                       ev ? ev : Py_None);
+            Py_XDECREF(et);
+            Py_XDECREF(ev);
+            Py_XDECREF(tb);
+            if (!why || fall_back(x, why, 0, "internal error while compiling") < 0) return NULL;
+            return eval_prev(ts, f, throwflag);
+        }
+    }
+}

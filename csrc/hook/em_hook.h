@@ -1,0 +1,21 @@
+/* em_hook.h: the PEP 523 frame hook and its per-thread enable flag. */
+#ifndef EM_HOOK_H
+#define EM_HOOK_H
+
+#include <Python.h>
+
+#include "../core/em_core.h"
+
+/* Thread flag bits. */
+enum { EMH_ENABLED = 1, EMH_FULLGRAPH = 2 };
+
+int em_hook_init(void);
+/* Sets this thread's flags, installing the hook when the first thread enables it. Returns
+ * the previous flags (to pass to em_hook_exit). */
+int em_hook_enter(int flags);
+void em_hook_exit(int prev);
+int em_hook_flags(void);
+/* Calls fn with this thread's flags set to `flags` (the compiled-callable wrapper). */
+EM_NEW PyObject *em_hook_call(int flags, PyObject *fn, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+
+#endif

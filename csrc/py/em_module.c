@@ -1,0 +1,217 @@
+/* em_module.c: ember._C. Module init, the module state, the compiled-callable wrapper type
+ * (CompiledFunction: sets this thread's hook flags around a call) and the functions the
+ * Python package uses: setup, config, reset, counters, cache inspection.
+ */
+#include "../cache/em_cache.h"
+#include "../guard/em_guard.h"
+#include "../hook/em_hook.h"
+#include "../ir/em_ir.h"
+#include "../pyver/em_pyver.h"
+#include "../pyver/em_state.h"
+#include "structmember.h"
+
+EmState em_state;
+
+/* ---- CompiledFunction ---- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *fn;
+    PyObject *dict;
+    int flags;
+    vectorcallfunc vectorcall;
+} CompiledFunction;
+
+static PyObject *cf_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    CompiledFunction *c = (CompiledFunction *)self;
+    return em_hook_call(c->flags, c->fn, args, nargsf, kwnames);
+}
+
+static PyObject *cf_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
+    PyObject *fn;
+    int flags;
+    static char *kwlist[] = {"fn", "flags", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi", kwlist, &fn, &flags)) return NULL;
+    if (!PyCallable_Check(fn)) return PyErr_Format(PyExc_TypeError, "expected a callable, got %R", fn);
+    CompiledFunction *c = (CompiledFunction *)tp->tp_alloc(tp, 0);
+    if (!c) return NULL;
+    c->fn = Py_NewRef(fn);
+    c->flags = flags;
+    c->vectorcall = cf_vectorcall;
+    return (PyObject *)c;
+}
+
+static int cf_traverse(CompiledFunction *c, visitproc visit, void *arg) {
+    Py_VISIT(c->fn);
+    Py_VISIT(c->dict);
+    return 0;
+}
+
+static int cf_clear(CompiledFunction *c) {
+    Py_CLEAR(c->fn);
+    Py_CLEAR(c->dict);
+    return 0;
+}
+
+static void cf_dealloc(CompiledFunction *c) {
+    PyObject_GC_UnTrack(c);
+    cf_clear(c);
+    Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+static PyObject *cf_descr_get(PyObject *self, PyObject *obj, PyObject *type) {
+    (void)type;
+    if (!obj || obj == Py_None) return Py_NewRef(self);
+    return PyMethod_New(self, obj);
+}
+
+static PyMemberDef cf_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(CompiledFunction, fn), READONLY, "the original callable"},
+    {"_ember_flags", T_INT, offsetof(CompiledFunction, flags), READONLY, "hook flags while it runs"},
+    {"__dictoffset__", T_PYSSIZET, offsetof(CompiledFunction, dict), READONLY, NULL},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(CompiledFunction, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyGetSetDef cf_getset[] = {{"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+                                  {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject CompiledFunctionType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ember._C.CompiledFunction",
+    .tp_basicsize = sizeof(CompiledFunction),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "A callable that runs its wrapped callable with ember's frame hook flags set.",
+    .tp_new = cf_new,
+    .tp_dealloc = (destructor)cf_dealloc,
+    .tp_traverse = (traverseproc)cf_traverse,
+    .tp_clear = (inquiry)cf_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(CompiledFunction, vectorcall),
+    .tp_descr_get = cf_descr_get,
+    .tp_dictoffset = offsetof(CompiledFunction, dict),
+    .tp_members = cf_members,
+    .tp_getset = cf_getset,
+};
+
+/* ---- module functions ---- */
+
+static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
+    (void)self;
+    PyObject *rules, *helper, *warn, *log, *skip, *pure, *nnmod, *ops, *grad, *autocast, *ddtype;
+    int force_fallback = 0;
+    static char *kwlist[] = {"rules", "helper", "warn", "log", "skip_prefixes", "pure_types", "nn_module",
+                             "op_fns", "grad", "autocast", "default_dtype", "force_fallback", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OOOO!O!OO!OOO|p", kwlist, &PyDict_Type, &rules, &helper, &warn,
+                                     &log, &PyTuple_Type, &skip, &PyTuple_Type, &pure, &nnmod, &PyDict_Type, &ops,
+                                     &grad, &autocast, &ddtype, &force_fallback))
+        return NULL;
+    PyObject *fns = PyTuple_New(EMOP__COUNT);
+    if (!fns) return NULL;
+    for (int i = 0; i < EMOP__COUNT; i++) {
+        PyObject *f = PyDict_GetItemString(ops, em_op_info[i].name);
+        PyTuple_SET_ITEM(fns, i, Py_NewRef(f ? f : Py_None));
+    }
+    Py_XSETREF(em_state.op_fns, fns);
+    Py_XSETREF(em_state.rules, Py_NewRef(rules));
+    Py_XSETREF(em_state.meta_run, Py_NewRef(helper));
+    Py_XSETREF(em_state.warn, Py_NewRef(warn));
+    Py_XSETREF(em_state.log, Py_NewRef(log));
+    Py_XSETREF(em_state.skip_prefixes, Py_NewRef(skip));
+    Py_XSETREF(em_state.pure_types, Py_NewRef(pure));
+    Py_XSETREF(em_state.nn_module_type, Py_NewRef(nnmod));
+    if (em_guard_global_state_set_fns(grad, autocast, ddtype)) return NULL;
+    int p = em_guard_tensor_probe(force_fallback);
+    if (p < 0) return NULL;
+    return PyBool_FromLong(p == 0);
+}
+
+static PyObject *m_set_config(PyObject *self, PyObject *args) {
+    (void)self;
+    int limit, strict;
+    unsigned int logs;
+    if (!PyArg_ParseTuple(args, "iiI", &limit, &strict, &logs)) return NULL;
+    em_state.cache_size_limit = limit;
+    em_state.strict = strict;
+    em_state.logs = logs;
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_reset(PyObject *self, PyObject *args) {
+    (void)self;
+    (void)args;
+    em_cache_reset();
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_counters(PyObject *self, PyObject *args) {
+    (void)self;
+    (void)args;
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L}", "frames", em_state.n_frames, "aborts", em_state.n_aborts, "hits",
+                         em_state.n_hits, "recompiles", em_state.n_recompiles, "fallbacks", em_state.n_fallbacks);
+}
+
+static PyObject *m_reset_counters(PyObject *self, PyObject *args) {
+    (void)self;
+    (void)args;
+    em_state.n_frames = em_state.n_aborts = em_state.n_hits = em_state.n_recompiles = em_state.n_fallbacks = 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_entries(PyObject *self, PyObject *code) {
+    (void)self;
+    if (!PyCode_Check(code)) return PyErr_Format(PyExc_TypeError, "expected a code object");
+    return em_cache_entries((PyCodeObject *)code);
+}
+
+static PyObject *m_code_state(PyObject *self, PyObject *code) {
+    (void)self;
+    if (!PyCode_Check(code)) return PyErr_Format(PyExc_TypeError, "expected a code object");
+    EmExtra *x = em_cache_get((PyCodeObject *)code);
+    if (!x) Py_RETURN_NONE;
+    static const char *modes[] = {"compile", "skip", "fallback"};
+    return Py_BuildValue("{s:s,s:i,s:i,s:O}", "mode", modes[x->mode], "entries", x->n_entries, "compiles",
+                         x->n_compiles, "reason", x->reason ? x->reason : Py_None);
+}
+
+static PyObject *m_hook_active(PyObject *self, PyObject *args) {
+    (void)self;
+    (void)args;
+    return Py_BuildValue("{s:i,s:i}", "users", em_state.hook_users, "flags", em_hook_flags());
+}
+
+static PyMethodDef methods[] = {
+    {"_setup", (PyCFunction)(void (*)(void))m_setup, METH_VARARGS | METH_KEYWORDS, "Hand rules and helpers to C."},
+    {"_set_config", m_set_config, METH_VARARGS, "(cache_size_limit, strict, log_bits)"},
+    {"reset", m_reset, METH_NOARGS, "Drop every compiled entry of every code object."},
+    {"counters", m_counters, METH_NOARGS, "Compile/hit counters."},
+    {"reset_counters", m_reset_counters, METH_NOARGS, "Zero the counters."},
+    {"entries", m_entries, METH_O, "Cache entries of a code object: graph and guard dumps."},
+    {"code_state", m_code_state, METH_O, "What ember does with a code object."},
+    {"hook_state", m_hook_active, METH_NOARGS, "Hook users and this thread's flags."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "ember._C", "ember's C core.", -1, methods,
+                                    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__C(void); /* exported: the module entry point */
+PyMODINIT_FUNC PyInit__C(void) {
+    PyObject *m = PyModule_Create(&moddef);
+    if (!m) return NULL;
+    em_state.cache_size_limit = 8;
+    if (PyType_Ready(&CompiledFunctionType) < 0 || em_hook_init() < 0 || em_cache_init() < 0) goto error;
+    if (PyModule_AddObjectRef(m, "CompiledFunction", (PyObject *)&CompiledFunctionType) < 0) goto error;
+    PyObject *unsup = PyErr_NewExceptionWithDoc("ember._C.Unsupported",
+                                                "ember could not capture code and was told not to fall back "
+                                                "(fullgraph=True or ember.config.strict).",
+                                                PyExc_RuntimeError, NULL);
+    if (!unsup || PyModule_AddObject(m, "Unsupported", unsup) < 0) goto error;
+    if (PyModule_AddIntConstant(m, "CAPTURE_SUPPORTED", EM_CAPTURE_SUPPORTED) < 0) goto error;
+    if (PyModule_AddIntConstant(m, "FLAG_ENABLED", EMH_ENABLED) < 0) goto error;
+    if (PyModule_AddIntConstant(m, "FLAG_FULLGRAPH", EMH_FULLGRAPH) < 0) goto error;
+    if (PyModule_AddIntConstant(m, "LOG_GRAPH", EM_LOG_GRAPH) < 0) goto error;
+    if (PyModule_AddIntConstant(m, "LOG_GUARDS", EM_LOG_GUARDS) < 0) goto error;
+    if (PyModule_AddIntConstant(m, "LOG_RECOMPILES", EM_LOG_RECOMPILES) < 0) goto error;
+    return m;
+error:
+    Py_DECREF(m);
+    return NULL;
+}

@@ -1,0 +1,53 @@
+/* em_state.h: all process-wide mutable state of ember in one struct (DESIGN.md convention
+ * 10). Filled by py/em_module.c at import and by ember.__init__ through _C._setup; read by
+ * every stage. Object fields are owned references unless marked borrowed.
+ */
+#ifndef EM_STATE_H
+#define EM_STATE_H
+
+#include <Python.h>
+
+#include "../core/em_core.h"
+
+typedef struct {
+    /* tensor layout, found by probing (guard/em_guard_tensor.c) */
+    int probe_ok;
+    Py_ssize_t impl_off, ss_off, dtype_off, dev_off, keyset_off;
+    int ss_inline;
+    getter requires_grad_get;
+    PyTypeObject *tensor_type, *param_type;
+
+    /* global-state readers */
+    PyObject *fn_grad, *fn_autocast, *fn_default_dtype, *str_cpu, *str_cuda;
+
+    /* rules and helpers handed over by ember/_setup (see ember/_rules.py) */
+    PyObject *rules;      /* dict: id(callable) -> rule int */
+    PyObject *pure_types; /* tuple of types whose instances are constants */
+    PyObject *meta_run;   /* callable(fn, args, kwargs) -> meta result, with device rules */
+    PyObject *warn;       /* callable(msg) */
+    PyObject *log;        /* callable(channel, text) */
+    PyObject *skip_prefixes; /* tuple of str: co_filename prefixes never intercepted */
+    PyObject *nn_module_type; /* torch.nn.Module */
+    PyObject *op_fns;     /* tuple indexed by EmOp: the Python operator of each op (meta runs) */
+
+    /* code extra slot and hook */
+    Py_ssize_t extra_index;
+    PyObject *code_registry; /* list of codes that have an extra (cache/) */
+    void *prev_eval; /* _PyFrameEvalFunction saved when the hook was installed */
+    int hook_users;  /* threads with the hook enabled */
+    Py_tss_t tss_enabled;
+
+    /* config (ember.config pushes changes through _C._set_config) */
+    int cache_size_limit;
+    int strict;
+    unsigned logs; /* EM_LOG_* bits */
+
+    /* counters for ember.testing */
+    long long n_frames, n_aborts, n_hits, n_recompiles, n_fallbacks;
+} EmState;
+
+enum { EM_LOG_GRAPH = 1, EM_LOG_GUARDS = 2, EM_LOG_RECOMPILES = 4, EM_LOG_ABORTS = 8 };
+
+extern EmState em_state;
+
+#endif

@@ -1,0 +1,256 @@
+/* em_rt_eager.c: executes an EmGraph op by op with the C API (PyNumber_*, vectorcall of the
+ * recorded torch callables) and rebuilds the frame's return value from the output tree.
+ * Consumes EmCompiled and the guard slots of a hit; produces the return value.
+ */
+#include "em_runtime.h"
+
+#define RT_STACK_ARGS 16
+
+static void release_out(EmOut *out, int32_t n) {
+    for (int32_t i = 0; i < n; i++) Py_XDECREF(out[i].obj);
+    free(out);
+}
+
+static void note_use(int32_t *last, const EmGraph *G, const EmArg *a, int32_t at) {
+    if (a->kind == EMA_REF) last[a->v] = at;
+    else if (a->kind == EMA_TUPLE || a->kind == EMA_LIST)
+        for (int32_t i = 0; i < a->n; i++) note_use(last, G, &G->args.data[a->v + i], at);
+}
+
+EmCompiled *em_rt_compile(EmGraph *G, EmOut *out, int32_t nout, const int32_t *input_slots, int32_t nin) {
+    EmCompiled *C = calloc(1, sizeof(EmCompiled));
+    int32_t n = G->nodes.len, *last = NULL;
+    if (!C) goto nomem;
+    C->G = *G;
+    memset(G, 0, sizeof(*G));
+    C->out = out;
+    C->nout = nout;
+    out = NULL;
+    C->input_slots = malloc(sizeof(int32_t) * (size_t)(nin + 1));
+    C->free_at = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    C->frees = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    C->is_output = calloc((size_t)n + 1, 1);
+    last = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    if (!C->input_slots || !C->free_at || !C->frees || !C->is_output || !last) goto nomem;
+    if (nin) memcpy(C->input_slots, input_slots, sizeof(int32_t) * (size_t)nin);
+    for (int32_t i = 0; i < C->G.outputs.len; i++) C->is_output[C->G.outputs.data[i]] = 1;
+    /* last use of every value; a value never used dies right after it is made */
+    for (int32_t r = 0; r < n; r++) {
+        last[r] = r;
+        const EmNode *nd = &C->G.nodes.data[r];
+        if (nd->op == EMOP_INPUT) continue;
+        for (int32_t i = 0; i < nd->nargs; i++) note_use(last, &C->G, &C->G.args.data[nd->args + i], r);
+    }
+    /* bucket refs by their last use (counting sort) */
+    for (int32_t r = 0; r <= n; r++) C->free_at[r] = 0;
+    for (int32_t r = 0; r < n; r++)
+        if (!C->is_output[r]) C->free_at[last[r] + 1]++;
+    for (int32_t r = 0; r < n; r++) C->free_at[r + 1] += C->free_at[r];
+    int32_t *fill = calloc((size_t)n + 1, sizeof(int32_t));
+    if (!fill) goto nomem;
+    for (int32_t r = 0; r < n; r++)
+        if (!C->is_output[r]) C->frees[C->free_at[last[r]] + fill[last[r]]++] = r;
+    free(fill);
+    free(last);
+    return C;
+nomem:
+    free(last);
+    if (out) release_out(out, nout);
+    if (C) em_rt_free(C);
+    else em_graph_free(G);
+    PyErr_NoMemory();
+    return NULL;
+}
+
+void em_rt_free(EmCompiled *C) {
+    if (!C) return;
+    em_graph_free(&C->G);
+    if (C->out) release_out(C->out, C->nout);
+    free(C->input_slots);
+    free(C->frees);
+    free(C->free_at);
+    free(C->is_output);
+    free(C);
+}
+
+/* Value of an argument: borrowed for refs and consts, new for tuples/lists (*owned = 1). */
+static PyObject *arg_value(const EmGraph *G, PyObject **vals, const EmArg *a, int *owned) {
+    *owned = 0;
+    switch (a->kind) {
+        case EMA_REF: return vals[a->v];
+        case EMA_CONST: return (PyObject *)G->consts.data[a->v].obj;
+        default: {
+            PyObject *s = a->kind == EMA_TUPLE ? PyTuple_New(a->n) : PyList_New(a->n);
+            for (int32_t i = 0; s && i < a->n; i++) {
+                int o;
+                PyObject *v = arg_value(G, vals, &G->args.data[a->v + i], &o);
+                if (!v) {
+                    Py_CLEAR(s);
+                    break;
+                }
+                if (!o) Py_INCREF(v);
+                if (a->kind == EMA_TUPLE) PyTuple_SET_ITEM(s, i, v);
+                else PyList_SET_ITEM(s, i, v);
+            }
+            *owned = 1;
+            return s;
+        }
+    }
+}
+
+static PyObject *binary(EmOp op, PyObject *a, PyObject *b) {
+    switch (op) {
+        case EMOP_ADD: return PyNumber_Add(a, b);
+        case EMOP_SUB: return PyNumber_Subtract(a, b);
+        case EMOP_MUL: return PyNumber_Multiply(a, b);
+        case EMOP_TRUEDIV: return PyNumber_TrueDivide(a, b);
+        case EMOP_FLOORDIV: return PyNumber_FloorDivide(a, b);
+        case EMOP_MOD: return PyNumber_Remainder(a, b);
+        case EMOP_POW: return PyNumber_Power(a, b, Py_None);
+        case EMOP_MATMUL: return PyNumber_MatrixMultiply(a, b);
+        case EMOP_AND: return PyNumber_And(a, b);
+        case EMOP_OR: return PyNumber_Or(a, b);
+        case EMOP_XOR: return PyNumber_Xor(a, b);
+        case EMOP_LSHIFT: return PyNumber_Lshift(a, b);
+        case EMOP_RSHIFT: return PyNumber_Rshift(a, b);
+        case EMOP_IADD: return PyNumber_InPlaceAdd(a, b);
+        case EMOP_ISUB: return PyNumber_InPlaceSubtract(a, b);
+        case EMOP_IMUL: return PyNumber_InPlaceMultiply(a, b);
+        case EMOP_ITRUEDIV: return PyNumber_InPlaceTrueDivide(a, b);
+        case EMOP_IFLOORDIV: return PyNumber_InPlaceFloorDivide(a, b);
+        case EMOP_IMOD: return PyNumber_InPlaceRemainder(a, b);
+        case EMOP_IPOW: return PyNumber_InPlacePower(a, b, Py_None);
+        case EMOP_IMATMUL: return PyNumber_InPlaceMatrixMultiply(a, b);
+        case EMOP_IAND: return PyNumber_InPlaceAnd(a, b);
+        case EMOP_IOR: return PyNumber_InPlaceOr(a, b);
+        case EMOP_IXOR: return PyNumber_InPlaceXor(a, b);
+        case EMOP_ILSHIFT: return PyNumber_InPlaceLshift(a, b);
+        case EMOP_IRSHIFT: return PyNumber_InPlaceRshift(a, b);
+        case EMOP_LT: return PyObject_RichCompare(a, b, Py_LT);
+        case EMOP_LE: return PyObject_RichCompare(a, b, Py_LE);
+        case EMOP_EQ: return PyObject_RichCompare(a, b, Py_EQ);
+        case EMOP_NE: return PyObject_RichCompare(a, b, Py_NE);
+        case EMOP_GT: return PyObject_RichCompare(a, b, Py_GT);
+        case EMOP_GE: return PyObject_RichCompare(a, b, Py_GE);
+        case EMOP_SUBSCR: return PyObject_GetItem(a, b);
+        default: PyErr_SetString(PyExc_SystemError, "ember: bad binary op"); return NULL;
+    }
+}
+
+static PyObject *run_node(const EmGraph *G, const EmNode *n, PyObject **vals) {
+    PyObject *stack[RT_STACK_ARGS], **argv = stack, *res = NULL;
+    uint8_t owned[RT_STACK_ARGS], *own = owned;
+    int32_t na = n->nargs, got = 0;
+    if (na > RT_STACK_ARGS) {
+        argv = PyMem_Malloc(sizeof(PyObject *) * (size_t)na);
+        own = PyMem_Malloc((size_t)na);
+        if (!argv || !own) {
+            PyMem_Free(argv == stack ? NULL : argv);
+            PyMem_Free(own == owned ? NULL : own);
+            return PyErr_NoMemory();
+        }
+    }
+    for (; got < na; got++) {
+        int o;
+        argv[got] = arg_value(G, vals, &G->args.data[n->args + got], &o);
+        own[got] = (uint8_t)o;
+        if (!argv[got]) goto done;
+    }
+    switch (em_op_info[n->op].kind) {
+        case EMOK_BINARY:
+        case EMOK_INPLACE:
+        case EMOK_COMPARE:
+        case EMOK_SUBSCR: res = binary((EmOp)n->op, argv[0], argv[1]); break;
+        case EMOK_UNARY:
+            res = n->op == EMOP_NEG ? PyNumber_Negative(argv[0])
+                  : n->op == EMOP_POS ? PyNumber_Positive(argv[0])
+                                      : PyNumber_Invert(argv[0]);
+            break;
+        case EMOK_SETITEM:
+            if (PyObject_SetItem(argv[0], argv[1], argv[2]) == 0) res = Py_NewRef(Py_None);
+            break;
+        case EMOK_GETATTR: res = PyObject_GetAttr(argv[0], (PyObject *)G->consts.data[n->fn].obj); break;
+        case EMOK_CALL: {
+            PyObject *kw = n->nkw ? (PyObject *)G->consts.data[n->kwnames].obj : NULL;
+            res = PyObject_Vectorcall((PyObject *)G->consts.data[n->fn].obj, argv, (size_t)(na - n->nkw), kw);
+            break;
+        }
+        case EMOK_ITEM: res = PySequence_GetItem(argv[0], n->aux); break;
+        default: PyErr_SetString(PyExc_SystemError, "ember: bad node kind"); break;
+    }
+done:
+    for (int32_t i = 0; i < got; i++)
+        if (own[i]) Py_XDECREF(argv[i]);
+    if (argv != stack) {
+        PyMem_Free(argv);
+        PyMem_Free(own);
+    }
+    return res;
+}
+
+static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const *slots, int32_t *at) {
+    const EmOut *o = &C->out[(*at)++];
+    switch (o->kind) {
+        case OUT_VALUE: return Py_NewRef(vals[C->G.outputs.data[o->v]]);
+        case OUT_CONST: return Py_NewRef(o->obj);
+        case OUT_SLOT: return Py_NewRef(slots[o->v]);
+        case OUT_TUPLE:
+        case OUT_LIST: {
+            PyObject *s = o->kind == OUT_LIST ? PyList_New(o->v) : PyTuple_New(o->v);
+            for (int32_t i = 0; i < o->v; i++) {
+                PyObject *v = s ? build_out(C, vals, slots, at) : NULL;
+                if (!v) {
+                    Py_XDECREF(s);
+                    return NULL;
+                }
+                if (o->kind == OUT_LIST) PyList_SET_ITEM(s, i, v);
+                else PyTuple_SET_ITEM(s, i, v);
+            }
+            if (o->kind == OUT_TUPLE && o->obj) {
+                /* namedtuples take fields as arguments; structseqs take one sequence */
+                PyObject *r = PyObject_HasAttrString(o->obj, "_make") ? PyObject_CallMethod(o->obj, "_make", "O", s)
+                                                                      : PyObject_CallOneArg(o->obj, s);
+                Py_DECREF(s);
+                return r;
+            }
+            return s;
+        }
+        case OUT_DICT: {
+            PyObject *d = PyDict_New();
+            for (int32_t i = 0; i < o->v; i++) {
+                PyObject *v = d ? build_out(C, vals, slots, at) : NULL;
+                if (!v || PyDict_SetItem(d, PyTuple_GET_ITEM(o->obj, i), v)) {
+                    Py_XDECREF(v);
+                    Py_XDECREF(d);
+                    return NULL;
+                }
+                Py_DECREF(v);
+            }
+            return d;
+        }
+        default: PyErr_SetString(PyExc_SystemError, "ember: bad output"); return NULL;
+    }
+}
+
+EM_NEW PyObject *em_rt_call(EmCompiled *C, PyObject *const *slots) {
+    const EmGraph *G = &C->G;
+    int32_t n = G->nodes.len;
+    PyObject *stackvals[64], **vals = n <= 64 ? stackvals : PyMem_Calloc((size_t)n, sizeof(PyObject *));
+    PyObject *res = NULL;
+    if (!vals) return PyErr_NoMemory();
+    int32_t r = 0;
+    for (; r < n; r++) {
+        const EmNode *nd = &G->nodes.data[r];
+        vals[r] = nd->op == EMOP_INPUT ? Py_NewRef(slots[C->input_slots[nd->aux]]) : run_node(G, nd, vals);
+        if (!vals[r]) goto done;
+        for (int32_t k = C->free_at[r]; k < C->free_at[r + 1]; k++) Py_CLEAR(vals[C->frees[k]]);
+    }
+    int32_t at = 0;
+    res = C->nout ? build_out(C, vals, slots, &at) : Py_NewRef(Py_None);
+done:
+    /* values still alive: outputs, and everything after a failure */
+    for (int32_t i = 0; i < r; i++)
+        if (C->is_output[i] || r < n) Py_XDECREF(vals[i]);
+    if (vals != stackvals) PyMem_Free(vals);
+    return res;
+}

@@ -1,0 +1,385 @@
+/* em_call.c: what a call becomes (DESIGN.md: one table of rules, in ember/_rules.py, read
+ * here): torch callables are recorded as graph nodes after running them on meta tensors;
+ * tensor metadata queries and pure builtins on constants are evaluated; data-dependent
+ * and side-effecting calls abort; Python functions need inlining (not yet).
+ */
+#include "em_trace.h"
+
+#include "../pyver/em_state.h"
+
+/* Rule numbers: ember/_rules.py. */
+enum { RULE_UNKNOWN = 0, RULE_GRAPH = 1, RULE_CONST = 2, RULE_ABORT = 3, RULE_META_QUERY = 4, RULE_TRUE = 5 };
+
+static int rule_of(PyObject *fn) {
+    PyObject *r = PyDict_GetItemWithError(em_state.rules, fn);
+    if (!r) {
+        if (PyErr_Occurred()) {
+            PyErr_Clear(); /* unhashable */
+        }
+        r = PyObject_CallMethod(em_state.meta_run, "classify", "O", fn);
+        if (!r) return -1;
+        int v = (int)PyLong_AsLong(r);
+        Py_DECREF(r);
+        return v;
+    }
+    return (int)PyLong_AsLong(r);
+}
+
+/* Python value of a sym with tensors replaced by their meta tensors (new ref). */
+static EM_NEW PyObject *meta_value(EmTracer *T, EmSym *s, int *has_tensor) {
+    switch (s->kind) {
+        case SYM_TENSOR: *has_tensor = 1; return Py_NewRef(s->obj);
+        case SYM_CONST:
+        case SYM_OBJ: return Py_NewRef(s->obj);
+        case SYM_TUPLE:
+        case SYM_LIST: {
+            PyObject *r = s->kind == SYM_TUPLE ? PyTuple_New(s->items.len) : PyList_New(s->items.len);
+            for (int32_t i = 0; r && i < s->items.len; i++) {
+                PyObject *v = meta_value(T, s->items.data[i], has_tensor);
+                if (!v) {
+                    Py_CLEAR(r);
+                    break;
+                }
+                if (s->kind == SYM_TUPLE) PyTuple_SET_ITEM(r, i, v);
+                else PyList_SET_ITEM(r, i, v);
+            }
+            return r;
+        }
+        case SYM_DICT: {
+            PyObject *d = PyDict_New();
+            for (int32_t i = 0; d && i < s->items.len; i++) {
+                PyObject *v = meta_value(T, s->items.data[i], has_tensor);
+                if (!v || PyDict_SetItem(d, s->keys.data[i], v)) Py_CLEAR(d);
+                Py_XDECREF(v);
+            }
+            return d;
+        }
+        default: PyErr_SetString(PyExc_TypeError, "ember: value cannot be an argument"); return NULL;
+    }
+}
+
+/* ndim of a meta tensor without allocating a Python int on the common path */
+static int meta_ndim(PyObject *m) {
+    PyObject *n = PyObject_GetAttrString(m, "ndim");
+    if (!n) {
+        PyErr_Clear();
+        return -1;
+    }
+    int v = (int)PyLong_AsLong(n);
+    Py_DECREF(n);
+    return v;
+}
+
+static PyObject *result_device(EmSym **args, int nargs) {
+    PyObject *first = NULL;
+    for (int i = 0; i < nargs; i++) {
+        EmSym *s = args[i];
+        PyObject *d = NULL;
+        if (s->kind == SYM_TUPLE || s->kind == SYM_LIST) d = result_device(s->items.data, s->items.len);
+        else if (s->kind == SYM_TENSOR && meta_ndim(s->obj) != 0) d = s->device;
+        if (d) return d;
+        if (!first && s->kind == SYM_TENSOR) first = s->device;
+    }
+    return first;
+}
+
+/* Argument indices of each sym, then the headers copied contiguously: the node's args. */
+static int32_t node_args(EmTracer *T, EmSym **args, int nargs, EmStatus *st) {
+    int32_t tmp[64];
+    if (nargs > 64) {
+        *st = em_trace_fail(T, EMA_CALL, "call with more than 64 arguments");
+        return -1;
+    }
+    for (int i = 0; i < nargs; i++)
+        if ((tmp[i] = em_sym_arg(T, args[i], st)) < 0) return -1;
+    int32_t first = T->G->args.len;
+    for (int i = 0; i < nargs; i++) {
+        EmArg a = T->G->args.data[tmp[i]];
+        if (em_ir_arg(T->G, a.kind, a.v, a.n) < 0) {
+            *st = EM_ERR;
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    return first;
+}
+
+static int32_t kw_const(EmTracer *T, PyObject *kwnames) {
+    if (!kwnames) return -1;
+    PyObject *r = PyObject_Repr(kwnames);
+    const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
+    int32_t c = u ? em_ir_const(T->G, EMC_OBJ, 0, 0, kwnames, u) : -1;
+    Py_XDECREF(r);
+    /* per-name text consts follow, for the dump */
+    for (Py_ssize_t i = 0; c >= 0 && i < PyTuple_GET_SIZE(kwnames); i++) {
+        PyObject *k = PyTuple_GET_ITEM(kwnames, i);
+        if (em_ir_const(T->G, EMC_OBJ, 0, 0, k, PyUnicode_AsUTF8(k)) < 0) c = -1;
+    }
+    if (c < 0 && !PyErr_Occurred()) PyErr_NoMemory();
+    return c;
+}
+
+static const char *callable_name(PyObject *fn, char *buf, size_t n) {
+    PyObject *q = PyObject_GetAttrString(fn, "__qualname__");
+    if (!q) {
+        PyErr_Clear();
+        q = PyObject_GetAttrString(fn, "__name__");
+    }
+    if (!q) {
+        PyErr_Clear();
+        snprintf(buf, n, "%s", Py_TYPE(fn)->tp_name);
+        return buf;
+    }
+    PyObject *mod = PyObject_GetAttrString(fn, "__module__");
+    if (!mod) PyErr_Clear();
+    const char *qs = PyUnicode_Check(q) ? PyUnicode_AsUTF8(q) : NULL;
+    const char *ms = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+    if (!qs) PyErr_Clear();
+    if (!ms) PyErr_Clear();
+    if (ms && !strcmp(ms, "torch._C._nn")) ms = "torch._C._nn";
+    if (!ms && Py_IS_TYPE(fn, &PyMethodDescr_Type)) ms = "Tensor";
+    if (ms && !strncmp(ms, "torch._tensor", 13)) ms = NULL;
+    snprintf(buf, n, "%s%s%s", ms ? ms : "", ms ? "." : "", qs ? qs : "?");
+    Py_DECREF(q);
+    Py_XDECREF(mod);
+    return buf;
+}
+
+/* Runs meta_fn on meta values, records a node, and makes the result sym. */
+EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
+                      PyObject *meta_fn, EmSym **out) {
+    EmStatus st = EM_ERR;
+    PyObject *margs = NULL, *mkw = NULL, *res = NULL, *mres = NULL, *dev = NULL;
+    int has_tensor = 0;
+    char name[160];
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    if (op == EMOP_CALL) callable_name(fn, name, sizeof(name));
+    else snprintf(name, sizeof(name), "%s", em_op_info[op].name);
+    if (!(margs = PyTuple_New(npos + (op == EMOP_GETATTR)))) goto done;
+    for (Py_ssize_t i = 0; i < npos; i++) {
+        PyObject *v = meta_value(T, args[i], &has_tensor);
+        if (!v) goto done;
+        PyTuple_SET_ITEM(margs, i, v);
+    }
+    if (op == EMOP_GETATTR) PyTuple_SET_ITEM(margs, npos, Py_NewRef(fn));
+    if (!(mkw = PyDict_New())) goto done;
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *v = meta_value(T, args[npos + i], &has_tensor);
+        if (!v || PyDict_SetItem(mkw, PyTuple_GET_ITEM(kwnames, i), v)) {
+            Py_XDECREF(v);
+            goto done;
+        }
+        Py_DECREF(v);
+    }
+    dev = result_device(args, nargs);
+    res = PyObject_CallMethod(em_state.meta_run, "run", "OOOO", meta_fn ? meta_fn : fn, margs, mkw,
+                              dev ? dev : Py_None);
+    if (!res) {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        PyObject *msg = ev ? PyObject_Str(ev) : NULL;
+        const char *m = msg ? PyUnicode_AsUTF8(msg) : NULL;
+        if (!m) PyErr_Clear();
+        st = em_trace_fail(T, EMA_META, "%s (%.100s)", name, m ? m : "error");
+        Py_XDECREF(msg);
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        Py_XDECREF(tb);
+        goto done;
+    }
+    mres = PyTuple_GET_ITEM(res, 0);
+    PyObject *rdev = PyTuple_GET_ITEM(res, 1);
+    int is_tensor = PyObject_TypeCheck(mres, em_state.tensor_type);
+    int is_seq = !is_tensor && (PyTuple_Check(mres) || PyList_Check(mres));
+    if (is_seq) {
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(mres); i++)
+            if (!PyObject_TypeCheck(PySequence_Fast_GET_ITEM(mres, i), em_state.tensor_type)) {
+                st = em_trace_fail(T, EMA_DATA_DEP, "%s returning non-tensors", name);
+                goto done;
+            }
+    }
+    if (!is_tensor && !is_seq && mres != Py_None) {
+        st = em_trace_fail(T, EMA_DATA_DEP, "%s returning %s", name, Py_TYPE(mres)->tp_name);
+        goto done;
+    }
+    int32_t a0 = node_args(T, args, nargs, &st);
+    if (a0 < 0) goto done;
+    int32_t fnc = -1, kwc = kw_const(T, kwnames);
+    if (kwnames && kwc < 0) goto done;
+    if (op == EMOP_CALL || op == EMOP_GETATTR) {
+        fnc = em_ir_const(T->G, EMC_OBJ, 0, 0, fn, op == EMOP_CALL ? name : PyUnicode_AsUTF8(fn));
+        if (fnc < 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    EmRef r = em_ir_node(T->G, op, a0, nargs, kwc, (int32_t)nkw, fnc);
+    if (r < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (is_tensor) {
+        /* an op that returned one of its tensor arguments (in place): the sym now names r */
+        for (int i = 0; i < nargs; i++)
+            if (args[i]->kind == SYM_TENSOR && args[i]->obj == mres) {
+                if (em_sym_retarget(T, args[i], r, mres, rdev)) goto done;
+                *out = args[i];
+                st = EM_OK;
+                goto done;
+            }
+        *out = em_sym_tensor(T, r, mres, rdev);
+        st = *out ? EM_OK : EM_ERR;
+    } else if (is_seq) {
+        T->G->nodes.data[r].vkind = EMV_SEQ;
+        int is_list = PyList_Check(mres);
+        EmSym *s = em_sym_new(T, is_list ? SYM_LIST : SYM_TUPLE);
+        if (!s) goto done;
+        if (!is_list && !PyTuple_CheckExact(mres)) s->seq_type = Py_NewRef((PyObject *)Py_TYPE(mres));
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(mres); i++) {
+            int32_t a = em_ir_arg(T->G, EMA_REF, r, 0);
+            EmRef ri = a < 0 ? -1 : em_ir_node(T->G, EMOP_ITEM, a, 1, -1, 0, -1);
+            if (ri < 0) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            T->G->nodes.data[ri].aux = (int32_t)i;
+            EmSym *it = em_sym_tensor(T, ri, PySequence_Fast_GET_ITEM(mres, i), rdev);
+            if (!it || em_vec_push(&s->items, it)) goto done;
+        }
+        *out = s;
+        st = EM_OK;
+    } else {
+        T->G->nodes.data[r].vkind = EMV_NONE;
+        *out = em_sym_const(T, Py_None);
+        st = *out ? EM_OK : EM_ERR;
+    }
+done:
+    Py_XDECREF(margs);
+    Py_XDECREF(mkw);
+    Py_XDECREF(res);
+    if (st == EM_ERR && !PyErr_Occurred()) PyErr_NoMemory();
+    return st;
+}
+
+/* Evaluates fn on the known values of args (meta tensors in place of tensors). Tensor
+ * results become graph calls; pure results constants; errors abort. */
+static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, int rule,
+                          EmSym **out) {
+    int has_tensor = 0;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *stack[65];
+    char name[160];
+    callable_name(fn, name, sizeof(name));
+    if (nargs > 64) return em_trace_fail(T, EMA_CALL, "%s with too many arguments", name);
+    int n = 0;
+    EmStatus st = EM_ERR;
+    for (; n < nargs; n++)
+        if (!(stack[n] = meta_value(T, args[n], &has_tensor))) goto done;
+    PyObject *r = PyObject_Vectorcall(fn, stack, (size_t)(nargs - nkw), kwnames);
+    if (!r) {
+        PyErr_Clear();
+        st = em_trace_fail(T, rule == RULE_META_QUERY ? EMA_META : EMA_CALL, "%s on these arguments", name);
+        goto done;
+    }
+    if (has_tensor && rule == RULE_CONST &&
+        (PyObject_TypeCheck(r, em_state.tensor_type) || PyTuple_Check(r) || PyList_Check(r))) {
+        /* a builtin applied to tensors that makes tensors (abs(x), sum(tensors)): an op */
+        Py_DECREF(r);
+        st = em_op_record(T, EMOP_CALL, fn, args, nargs, kwnames, NULL, out);
+        goto done;
+    }
+    if (PyList_CheckExact(r) || (PyTuple_CheckExact(r) && !has_tensor)) {
+        EmSym *s = em_sym_new(T, PyList_CheckExact(r) ? SYM_LIST : SYM_TUPLE);
+        for (Py_ssize_t i = 0; s && i < PySequence_Fast_GET_SIZE(r); i++) {
+            EmSym *it = em_sym_const(T, PySequence_Fast_GET_ITEM(r, i));
+            if (!it || em_vec_push(&s->items, it)) s = NULL;
+        }
+        Py_DECREF(r);
+        *out = s;
+        st = s ? EM_OK : EM_ERR;
+        goto done;
+    }
+    PyObject *nm = PyUnicode_FromString("is_const");
+    PyObject *chk = nm ? PyObject_CallMethodOneArg(em_state.meta_run, nm, r) : NULL;
+    Py_XDECREF(nm);
+    int pure = chk ? PyObject_IsTrue(chk) : -1;
+    Py_XDECREF(chk);
+    if (pure != 1) {
+        Py_DECREF(r);
+        if (pure < 0) goto done;
+        st = em_trace_fail(T, EMA_DATA_DEP, "%s returning %s", name, Py_TYPE(r)->tp_name);
+        goto done;
+    }
+    *out = em_sym_const(T, r);
+    Py_DECREF(r);
+    st = *out ? EM_OK : EM_ERR;
+done:
+    for (int i = 0; i < n; i++) Py_DECREF(stack[i]);
+    return st;
+}
+
+/* list.append / dict.__setitem__-like mutations of containers made while tracing. */
+static EmStatus call_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **args, int nargs,
+                                      EmSym **out) {
+    const char *n = PyUnicode_AsUTF8(PyDescr_NAME(fn));
+    if (!n) return EM_ERR;
+    if (self->src >= 0)
+        return em_trace_fail(T, EMA_SIDE_EFFECT, "%s.%s on an input", em_sym_describe(self), n);
+    if (self->kind == SYM_LIST && !strcmp(n, "append") && nargs == 1) {
+        if (em_vec_push(&self->items, args[0])) return PyErr_NoMemory(), EM_ERR;
+    } else if (self->kind == SYM_LIST && !strcmp(n, "extend") && nargs == 1 &&
+               (args[0]->kind == SYM_LIST || args[0]->kind == SYM_TUPLE)) {
+        EmSym *src = args[0];
+        int32_t cnt = src->items.len;
+        for (int32_t i = 0; i < cnt; i++)
+            if (em_vec_push(&self->items, src->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+    } else if (self->kind == SYM_DICT && !strcmp(n, "get") && (nargs == 1 || nargs == 2) &&
+               args[0]->kind == SYM_CONST) {
+        for (int32_t i = 0; i < self->keys.len; i++) {
+            int eq = PyObject_RichCompareBool(self->keys.data[i], args[0]->obj, Py_EQ);
+            if (eq < 0) return EM_ERR;
+            if (eq) {
+                *out = self->items.data[i];
+                return EM_OK;
+            }
+        }
+        *out = nargs == 2 ? args[1] : em_sym_const(T, Py_None);
+        return *out ? EM_OK : EM_ERR;
+    } else {
+        return em_trace_fail(T, EMA_CALL, "%s.%s", em_sym_describe(self), n);
+    }
+    *out = em_sym_const(T, Py_None);
+    return *out ? EM_OK : EM_ERR;
+}
+
+EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
+    EmSym *all[65];
+    if (nargs + 1 > 65) return em_trace_fail(T, EMA_CALL, "call with too many arguments");
+    int n = 0;
+    if (self) all[n++] = self;
+    for (int i = 0; i < nargs; i++) all[n++] = args[i];
+    if (fn->kind != SYM_OBJ && fn->kind != SYM_CONST)
+        return em_trace_fail(T, EMA_CALL, "a %s", em_sym_describe(fn));
+    PyObject *f = fn->obj;
+    char name[160];
+    if (self && (self->kind == SYM_LIST || self->kind == SYM_DICT || self->kind == SYM_TUPLE) &&
+        Py_IS_TYPE(f, &PyMethodDescr_Type))
+        return call_container_method(T, f, self, args, nargs, out);
+    int rule = rule_of(f);
+    if (rule < 0) return EM_ERR;
+    switch (rule) {
+        case RULE_GRAPH: return em_op_record(T, EMOP_CALL, f, all, n, kwnames, NULL, out);
+        case RULE_CONST:
+        case RULE_META_QUERY: return call_eval(T, f, all, n, kwnames, rule, out);
+        case RULE_TRUE: *out = em_sym_const(T, Py_True); return *out ? EM_OK : EM_ERR;
+        case RULE_ABORT:
+            callable_name(f, name, sizeof(name));
+            return em_trace_fail(T, EMA_DATA_DEP, "%s", name);
+        default: break;
+    }
+    callable_name(f, name, sizeof(name));
+    if (PyFunction_Check(f) || PyMethod_Check(f)) return em_trace_fail(T, EMA_INLINE, "%s", name);
+    if (PyObject_IsInstance(f, em_state.nn_module_type) == 1)
+        return em_trace_fail(T, EMA_INLINE, "%s.forward (module call)", Py_TYPE(f)->tp_name);
+    return em_trace_fail(T, EMA_CALL, "%s", name);
+}

@@ -1,0 +1,645 @@
+/* em_rec.c: opcode handlers, grouped by family (stack, loads/stores, operators,
+ * containers, calls, control flow). Each pops its inputs, asks em_sym.c / em_call.c, and
+ * pushes its result. Handlers consume EmInstr; they produce stack effects only.
+ */
+#include "em_rec.h"
+
+#include "../pyver/em_state.h"
+
+#define POP() (T->stack[--T->sp])
+#define TOP(i) (T->stack[T->sp - (i)])
+#define NEED(n)                                                                     \
+    do {                                                                            \
+        if (T->sp < (n)) return em_trace_fail(T, EMA_VALUE, "stack underflow"); \
+    } while (0)
+
+static PyObject *op_fn(EmOp op) { return PyTuple_GET_ITEM(em_state.op_fns, op); }
+
+/* ---- stack ---- */
+
+EmStatus h_nop(EmTracer *T, const EmInstr *in) {
+    (void)T;
+    (void)in;
+    return EM_OK;
+}
+EmStatus h_pop_top(EmTracer *T, const EmInstr *in) {
+    (void)in;
+    NEED(1);
+    T->sp--;
+    return EM_OK;
+}
+EmStatus h_push_null(EmTracer *T, const EmInstr *in) {
+    (void)in;
+    return em_push(T, em_sym_null(T));
+}
+EmStatus h_copy(EmTracer *T, const EmInstr *in) {
+    NEED(in->arg);
+    return em_push(T, TOP(in->arg));
+}
+EmStatus h_swap(EmTracer *T, const EmInstr *in) {
+    NEED(in->arg);
+    EmSym *t = TOP(1);
+    TOP(1) = TOP(in->arg);
+    TOP(in->arg) = t;
+    return EM_OK;
+}
+
+/* ---- loads and stores ---- */
+
+EmStatus h_load_const(EmTracer *T, const EmInstr *in) {
+    PyObject *v = PyTuple_GET_ITEM(T->code->co_consts, in->arg);
+    if (PyCode_Check(v)) return em_trace_fail(T, EMA_OPCODE, "nested function definition");
+    return em_push(T, em_sym_const(T, v));
+}
+EmStatus h_load_fast(EmTracer *T, const EmInstr *in) {
+    EmStatus st;
+    EmSym *s = em_local_get(T, in->arg, &st);
+    return s ? em_push(T, s) : st;
+}
+EmStatus h_store_fast(EmTracer *T, const EmInstr *in) {
+    NEED(1);
+    T->locals[in->arg] = POP();
+    return EM_OK;
+}
+EmStatus h_delete_fast(EmTracer *T, const EmInstr *in) {
+    T->locals[in->arg] = NULL;
+    return EM_OK;
+}
+EmStatus h_load_deref(EmTracer *T, const EmInstr *in) { return h_load_fast(T, in); }
+EmStatus h_store_deref(EmTracer *T, const EmInstr *in) {
+    if (em_code_kind(T->code, in->arg) & EM_CO_FAST_FREE)
+        return em_trace_fail(T, EMA_SIDE_EFFECT, "write to the closure variable %s",
+                             PyUnicode_AsUTF8(em_code_name(T->code, in->arg)));
+    return h_store_fast(T, in);
+}
+EmStatus h_store_attr(EmTracer *T, const EmInstr *in) {
+    return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s",
+                         PyUnicode_AsUTF8(PyTuple_GET_ITEM(T->code->co_names, in->arg)));
+}
+
+EmStatus h_store_global(EmTracer *T, const EmInstr *in) {
+    return em_trace_fail(T, EMA_SIDE_EFFECT, "global store %s",
+                         PyUnicode_AsUTF8(PyTuple_GET_ITEM(T->code->co_names, in->arg)));
+}
+
+EmStatus h_load_global(EmTracer *T, const EmInstr *in) {
+    PyObject *name = PyTuple_GET_ITEM(T->code->co_names, in->arg >> 1);
+    if ((in->arg & 1) && em_push(T, em_sym_null(T)) != EM_OK) return EM_ERR;
+    PyObject *v = PyDict_GetItemWithError(T->in.globals, name);
+    if (!v && !PyErr_Occurred() && PyDict_Check(T->in.builtins)) v = PyDict_GetItemWithError(T->in.builtins, name);
+    if (!v) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "undefined global %s", PyUnicode_AsUTF8(name));
+    int32_t slot = em_guard_global(T->P, name);
+    if (slot < 0) return EM_ERR;
+    EmStatus st;
+    EmSym *s = em_sym_wrap(T, v, slot, &st);
+    return s ? em_push(T, s) : st;
+}
+
+EmStatus h_load_attr(EmTracer *T, const EmInstr *in) {
+    int ni, method;
+    em_load_attr_arg(in->op, in->arg, &ni, &method);
+    NEED(1);
+    EmSym *base = POP(), *out = NULL, *self = NULL;
+    EmStatus st = em_sym_getattr(T, base, PyTuple_GET_ITEM(T->code->co_names, ni), method, &out, &self);
+    if (st != EM_OK) return st;
+    if (!method) return em_push(T, out);
+    if (self) {
+        st = em_push(T, out);
+        return st == EM_OK ? em_push(T, self) : st;
+    }
+    st = em_push(T, em_sym_null(T));
+    return st == EM_OK ? em_push(T, out) : st;
+}
+EmStatus h_load_method(EmTracer *T, const EmInstr *in) { return h_load_attr(T, in); }
+
+/* ---- operators ---- */
+
+static EmOp nb_op(int arg) {
+    static const struct {
+        const char *sym;
+        EmOp op;
+    } map[] = {{"+", EMOP_ADD},     {"-", EMOP_SUB},       {"*", EMOP_MUL},      {"/", EMOP_TRUEDIV},
+               {"//", EMOP_FLOORDIV}, {"%", EMOP_MOD},     {"**", EMOP_POW},     {"@", EMOP_MATMUL},
+               {"&", EMOP_AND},     {"|", EMOP_OR},        {"^", EMOP_XOR},      {"<<", EMOP_LSHIFT},
+               {">>", EMOP_RSHIFT}, {"+=", EMOP_IADD},     {"-=", EMOP_ISUB},    {"*=", EMOP_IMUL},
+               {"/=", EMOP_ITRUEDIV}, {"//=", EMOP_IFLOORDIV}, {"%=", EMOP_IMOD}, {"**=", EMOP_IPOW},
+               {"@=", EMOP_IMATMUL}, {"&=", EMOP_IAND},    {"|=", EMOP_IOR},     {"^=", EMOP_IXOR},
+               {"<<=", EMOP_ILSHIFT}, {">>=", EMOP_IRSHIFT}};
+    if (arg < 0 || arg >= EM_NB_OPS_COUNT) return EMOP__COUNT;
+    for (size_t i = 0; i < sizeof(map) / sizeof(*map); i++)
+        if (!strcmp(map[i].sym, em_nb_ops[arg])) return map[i].op;
+    return EMOP__COUNT;
+}
+
+static int has_tensor(EmSym *s) {
+    if (s->kind == SYM_TENSOR) return 1;
+    if (s->kind == SYM_TUPLE || s->kind == SYM_LIST)
+        for (int32_t i = 0; i < s->items.len; i++)
+            if (has_tensor(s->items.data[i])) return 1;
+    return 0;
+}
+
+/* Applies a Python operator to known values; abort if it raises or gives a non-constant. */
+static EmStatus eval_known(EmTracer *T, PyObject *fn, EmSym **args, int n, EmSym **out) {
+    PyObject *vals[3] = {NULL, NULL, NULL};
+    EmStatus st = EM_OK;
+    for (int i = 0; i < n; i++)
+        if (!(vals[i] = em_sym_value(T, args[i]))) {
+            st = PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "operator on %s", em_sym_describe(args[i]));
+            goto done;
+        }
+    PyObject *r = PyObject_Vectorcall(fn, vals, (size_t)n, NULL);
+    if (!r) {
+        PyErr_Clear();
+        st = em_trace_fail(T, EMA_VALUE, "operator raised on constants");
+        goto done;
+    }
+    if (PyList_CheckExact(r)) {
+        EmSym *s = em_sym_new(T, SYM_LIST);
+        for (Py_ssize_t i = 0; s && i < PyList_GET_SIZE(r); i++) {
+            EmSym *it = em_sym_const(T, PyList_GET_ITEM(r, i));
+            if (!it || em_vec_push(&s->items, it)) s = NULL;
+        }
+        *out = s;
+    } else {
+        *out = em_sym_const(T, r);
+    }
+    Py_DECREF(r);
+    if (!*out) st = EM_ERR;
+done:
+    for (int i = 0; i < n; i++) Py_XDECREF(vals[i]);
+    return st;
+}
+
+static EmStatus seq_concat(EmTracer *T, EmSym *a, EmSym *b, EmSym **out) {
+    EmSym *s = em_sym_new(T, a->kind);
+    if (!s) return EM_ERR;
+    for (int32_t i = 0; i < a->items.len; i++)
+        if (em_vec_push(&s->items, a->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+    for (int32_t i = 0; i < b->items.len; i++)
+        if (em_vec_push(&s->items, b->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+    *out = s;
+    return EM_OK;
+}
+
+static EmStatus apply_op(EmTracer *T, EmOp op, EmSym **args, int n, EmSym **out) {
+    int tens = 0;
+    for (int i = 0; i < n; i++) tens |= has_tensor(args[i]);
+    if (tens) return em_op_record(T, op, NULL, args, n, NULL, op_fn(op), out);
+    if (n == 2 && (op == EMOP_ADD || op == EMOP_IADD) && args[0]->kind == args[1]->kind &&
+        (args[0]->kind == SYM_TUPLE || (args[0]->kind == SYM_LIST && op == EMOP_ADD)) && !args[0]->seq_type)
+        return seq_concat(T, args[0], args[1], out);
+    return eval_known(T, op_fn(op), args, n, out);
+}
+
+EmStatus h_binary_op(EmTracer *T, const EmInstr *in) {
+    NEED(2);
+    EmOp op = nb_op(in->arg);
+    if (op == EMOP__COUNT) return em_trace_fail(T, EMA_OPCODE, "BINARY_OP %d", in->arg);
+    EmSym *args[2] = {TOP(2), TOP(1)}, *out = NULL;
+    T->sp -= 2;
+    EmStatus st = apply_op(T, op, args, 2, &out);
+    return st == EM_OK ? em_push(T, out) : st;
+}
+
+EmStatus h_unary(EmTracer *T, const EmInstr *in) {
+    NEED(1);
+    EmOp op = in->op == EM_OP_UNARY_NEGATIVE ? EMOP_NEG : in->op == EM_OP_UNARY_POSITIVE ? EMOP_POS : EMOP_INVERT;
+    EmSym *args[1] = {POP()}, *out = NULL;
+    EmStatus st = apply_op(T, op, args, 1, &out);
+    return st == EM_OK ? em_push(T, out) : st;
+}
+
+EmStatus h_unary_not(EmTracer *T, const EmInstr *in) {
+    (void)in;
+    NEED(1);
+    int t;
+    EmStatus st = em_sym_truth(T, POP(), &t);
+    return st == EM_OK ? em_push(T, em_sym_const(T, t ? Py_False : Py_True)) : st;
+}
+
+EmStatus h_compare_op(EmTracer *T, const EmInstr *in) {
+    NEED(2);
+    static const EmOp cmp[] = {EMOP_LT, EMOP_LE, EMOP_EQ, EMOP_NE, EMOP_GT, EMOP_GE};
+    int c = em_compare_arg(in->arg);
+    if (c < 0 || c > 5) return em_trace_fail(T, EMA_OPCODE, "COMPARE_OP %d", in->arg);
+    EmSym *args[2] = {TOP(2), TOP(1)}, *out = NULL;
+    T->sp -= 2;
+    EmStatus st = apply_op(T, cmp[c], args, 2, &out);
+    return st == EM_OK ? em_push(T, out) : st;
+}
+
+/* Identity of two syms: known for constants/objects; distinct syms of tensors are distinct
+ * objects (inputs are deduplicated by identity, in-place results reuse their sym). */
+EmStatus h_is_op(EmTracer *T, const EmInstr *in) {
+    NEED(2);
+    EmSym *b = POP(), *a = POP();
+    int same;
+    if (a == b) same = 1;
+    else if ((a->kind == SYM_CONST || a->kind == SYM_OBJ) && (b->kind == SYM_CONST || b->kind == SYM_OBJ))
+        same = a->obj == b->obj;
+    else if (a->kind == SYM_CONST || b->kind == SYM_CONST || a->kind == SYM_TENSOR || b->kind == SYM_TENSOR)
+        same = 0;
+    else
+        return em_trace_fail(T, EMA_VALUE, "'is' between %s and %s", em_sym_describe(a), em_sym_describe(b));
+    return em_push(T, em_sym_const(T, (same ^ in->arg) ? Py_True : Py_False));
+}
+
+EmStatus h_contains_op(EmTracer *T, const EmInstr *in) {
+    NEED(2);
+    EmSym *c = POP(), *k = POP();
+    int found = -1;
+    if (c->kind == SYM_DICT && k->kind == SYM_CONST) {
+        found = 0;
+        for (int32_t i = 0; i < c->keys.len && !found; i++) {
+            found = PyObject_RichCompareBool(c->keys.data[i], k->obj, Py_EQ);
+            if (found < 0) return EM_ERR;
+        }
+    } else if (k->kind == SYM_CONST || k->kind == SYM_OBJ) {
+        PyObject *cv = em_sym_value(T, c);
+        if (!cv) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "'in' on %s", em_sym_describe(c));
+        found = PySequence_Contains(cv, k->obj);
+        Py_DECREF(cv);
+        if (found < 0) {
+            PyErr_Clear();
+            return em_trace_fail(T, EMA_VALUE, "'in' raised");
+        }
+    } else {
+        return em_trace_fail(T, EMA_VALUE, "'in' with %s", em_sym_describe(k));
+    }
+    return em_push(T, em_sym_const(T, (found ^ in->arg) ? Py_True : Py_False));
+}
+
+/* ---- containers ---- */
+
+static EmStatus seq_index(EmTracer *T, EmSym *c, EmSym *k, EmSym **out) {
+    if (k->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "index by %s", em_sym_describe(k));
+    if (c->kind == SYM_DICT) {
+        for (int32_t i = 0; i < c->keys.len; i++) {
+            int eq = PyObject_RichCompareBool(c->keys.data[i], k->obj, Py_EQ);
+            if (eq < 0) return EM_ERR;
+            if (eq) {
+                *out = c->items.data[i];
+                return EM_OK;
+            }
+        }
+        return em_trace_fail(T, EMA_VALUE, "missing dict key");
+    }
+    Py_ssize_t n = c->items.len;
+    if (PyLong_Check(k->obj)) {
+        Py_ssize_t i = PyLong_AsSsize_t(k->obj);
+        if (i == -1 && PyErr_Occurred()) return EM_ERR;
+        if (i < 0) i += n;
+        if (i < 0 || i >= n) return em_trace_fail(T, EMA_VALUE, "index out of range");
+        *out = c->items.data[i];
+        return EM_OK;
+    }
+    if (PySlice_Check(k->obj)) {
+        Py_ssize_t start, stop, step;
+        if (PySlice_Unpack(k->obj, &start, &stop, &step) < 0) return EM_ERR;
+        Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
+        EmSym *s = em_sym_new(T, c->kind == SYM_LIST ? SYM_LIST : SYM_TUPLE);
+        for (Py_ssize_t i = 0; s && i < len; i++)
+            if (em_vec_push(&s->items, c->items.data[start + i * step])) s = NULL;
+        *out = s;
+        return s ? EM_OK : EM_ERR;
+    }
+    return em_trace_fail(T, EMA_VALUE, "index of type %s", Py_TYPE(k->obj)->tp_name);
+}
+
+EmStatus h_binary_subscr(EmTracer *T, const EmInstr *in) {
+    (void)in;
+    NEED(2);
+    EmSym *args[2] = {TOP(2), TOP(1)}, *out = NULL;
+    T->sp -= 2;
+    EmStatus st;
+    if (args[0]->kind == SYM_TENSOR || has_tensor(args[1]))
+        st = em_op_record(T, EMOP_SUBSCR, NULL, args, 2, NULL, op_fn(EMOP_SUBSCR), &out);
+    else if (args[0]->kind == SYM_TUPLE || args[0]->kind == SYM_LIST || args[0]->kind == SYM_DICT)
+        st = seq_index(T, args[0], args[1], &out);
+    else
+        st = eval_known(T, op_fn(EMOP_SUBSCR), args, 2, &out);
+    return st == EM_OK ? em_push(T, out) : st;
+}
+
+EmStatus h_store_subscr(EmTracer *T, const EmInstr *in) {
+    (void)in;
+    NEED(3);
+    /* stack: value, container, key (TOS) */
+    EmSym *key = TOP(1), *c = TOP(2), *v = TOP(3), *out = NULL;
+    T->sp -= 3;
+    if (c->kind == SYM_TENSOR) {
+        EmSym *args[3] = {c, key, v};
+        return em_op_record(T, EMOP_SETITEM, NULL, args, 3, NULL, op_fn(EMOP_SETITEM), &out);
+    }
+    if (c->src >= 0) return em_trace_fail(T, EMA_SIDE_EFFECT, "item store into an input %s", em_sym_describe(c));
+    if (key->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "item store with key %s", em_sym_describe(key));
+    if (c->kind == SYM_DICT) {
+        for (int32_t i = 0; i < c->keys.len; i++) {
+            int eq = PyObject_RichCompareBool(c->keys.data[i], key->obj, Py_EQ);
+            if (eq < 0) return EM_ERR;
+            if (eq) {
+                c->items.data[i] = v;
+                return EM_OK;
+            }
+        }
+        if (em_vec_push(&c->keys, Py_NewRef(key->obj)) || em_vec_push(&c->items, v)) return PyErr_NoMemory(), EM_ERR;
+        return EM_OK;
+    }
+    if (c->kind == SYM_LIST && PyLong_Check(key->obj)) {
+        Py_ssize_t i = PyLong_AsSsize_t(key->obj);
+        if (i < 0) i += c->items.len;
+        if (i < 0 || i >= c->items.len) return em_trace_fail(T, EMA_VALUE, "list index out of range");
+        c->items.data[i] = v;
+        return EM_OK;
+    }
+    return em_trace_fail(T, EMA_VALUE, "item store into %s", em_sym_describe(c));
+}
+
+EmStatus h_build_slice(EmTracer *T, const EmInstr *in) {
+    NEED(in->arg);
+    EmSym *p[3] = {NULL, NULL, NULL};
+    for (int i = in->arg - 1; i >= 0; i--) p[i] = POP();
+    PyObject *v[3] = {Py_None, Py_None, Py_None};
+    for (int i = 0; i < in->arg; i++) {
+        if (p[i]->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "slice bound %s", em_sym_describe(p[i]));
+        v[i] = p[i]->obj;
+    }
+    PyObject *s = PySlice_New(v[0], v[1], in->arg == 3 ? v[2] : NULL);
+    if (!s) return EM_ERR;
+    EmSym *r = em_sym_const(T, s);
+    Py_DECREF(s);
+    return em_push(T, r);
+}
+
+EmStatus h_build_seq(EmTracer *T, const EmInstr *in) {
+    NEED(in->arg);
+    EmSym *s = em_sym_new(T, in->op == EM_OP_BUILD_LIST ? SYM_LIST : SYM_TUPLE);
+    if (!s || em_vec_reserve(&s->items, in->arg)) return EM_ERR;
+    for (int i = in->arg; i >= 1; i--) s->items.data[s->items.len++] = TOP(i);
+    T->sp -= in->arg;
+    return em_push(T, s);
+}
+
+static EmStatus dict_put(EmTracer *T, EmSym *d, EmSym *k, EmSym *v) {
+    if (k->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "dict key %s", em_sym_describe(k));
+    for (int32_t i = 0; i < d->keys.len; i++) {
+        int eq = PyObject_RichCompareBool(d->keys.data[i], k->obj, Py_EQ);
+        if (eq < 0) return EM_ERR;
+        if (eq) {
+            d->items.data[i] = v;
+            return EM_OK;
+        }
+    }
+    if (em_vec_push(&d->keys, Py_NewRef(k->obj)) || em_vec_push(&d->items, v)) return PyErr_NoMemory(), EM_ERR;
+    return EM_OK;
+}
+
+EmStatus h_build_map(EmTracer *T, const EmInstr *in) {
+    NEED(2 * in->arg);
+    EmSym *d = em_sym_new(T, SYM_DICT);
+    if (!d) return EM_ERR;
+    for (int i = in->arg; i >= 1; i--) {
+        EmStatus st = dict_put(T, d, TOP(2 * i), TOP(2 * i - 1));
+        if (st != EM_OK) return st;
+    }
+    T->sp -= 2 * in->arg;
+    return em_push(T, d);
+}
+
+EmStatus h_build_const_key_map(EmTracer *T, const EmInstr *in) {
+    NEED(in->arg + 1);
+    EmSym *keys = POP();
+    if (keys->kind != SYM_CONST || !PyTuple_Check(keys->obj)) return em_trace_fail(T, EMA_VALUE, "dict keys");
+    EmSym *d = em_sym_new(T, SYM_DICT);
+    if (!d) return EM_ERR;
+    for (int i = 0; i < in->arg; i++) {
+        EmSym *k = em_sym_const(T, PyTuple_GET_ITEM(keys->obj, i));
+        if (!k) return EM_ERR;
+        EmStatus st = dict_put(T, d, k, TOP(in->arg - i));
+        if (st != EM_OK) return st;
+    }
+    T->sp -= in->arg;
+    return em_push(T, d);
+}
+
+EmStatus h_list_append(EmTracer *T, const EmInstr *in) {
+    NEED(in->arg + 1);
+    EmSym *v = POP(), *l = TOP(in->arg);
+    if (l->kind != SYM_LIST) return em_trace_fail(T, EMA_VALUE, "LIST_APPEND");
+    return em_vec_push(&l->items, v) ? (PyErr_NoMemory(), EM_ERR) : EM_OK;
+}
+
+/* Items of a sequence-like sym (tuple/list syms, or a constant tuple/list/range/Size). */
+static EmStatus seq_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
+    if (s->kind == SYM_TUPLE || s->kind == SYM_LIST) {
+        *tmp_out = s;
+        return EM_OK;
+    }
+    if (s->kind == SYM_CONST) {
+        PyObject *seq = PySequence_Fast(s->obj, "");
+        if (!seq) {
+            PyErr_Clear();
+            return em_trace_fail(T, EMA_VALUE, "iteration over %s", Py_TYPE(s->obj)->tp_name);
+        }
+        EmSym *r = em_sym_new(T, SYM_TUPLE);
+        for (Py_ssize_t i = 0; r && i < PySequence_Fast_GET_SIZE(seq); i++) {
+            EmSym *it = em_sym_const(T, PySequence_Fast_GET_ITEM(seq, i));
+            if (!it || em_vec_push(&r->items, it)) r = NULL;
+        }
+        Py_DECREF(seq);
+        *tmp_out = r;
+        return r ? EM_OK : EM_ERR;
+    }
+    if (s->kind == SYM_DICT) {
+        EmSym *r = em_sym_new(T, SYM_TUPLE);
+        for (int32_t i = 0; r && i < s->keys.len; i++) {
+            EmSym *it = em_sym_const(T, s->keys.data[i]);
+            if (!it || em_vec_push(&r->items, it)) r = NULL;
+        }
+        *tmp_out = r;
+        return r ? EM_OK : EM_ERR;
+    }
+    return em_trace_fail(T, s->kind == SYM_TENSOR ? EMA_DATA_DEP : EMA_VALUE, "iteration over %s",
+                         em_sym_describe(s));
+}
+
+EmStatus h_list_extend(EmTracer *T, const EmInstr *in) {
+    NEED(in->arg + 1);
+    EmSym *v = POP(), *l = TOP(in->arg), *items = NULL;
+    if (l->kind != SYM_LIST) return em_trace_fail(T, EMA_VALUE, "LIST_EXTEND");
+    EmStatus st = seq_items(T, v, &items);
+    if (st != EM_OK) return st;
+    for (int32_t i = 0; i < items->items.len; i++)
+        if (em_vec_push(&l->items, items->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+    return EM_OK;
+}
+
+EmStatus h_unpack_sequence(EmTracer *T, const EmInstr *in) {
+    NEED(1);
+    EmSym *s = POP(), *items = NULL;
+    EmStatus st = seq_items(T, s, &items);
+    if (st != EM_OK) return st;
+    if (items->items.len != in->arg) return em_trace_fail(T, EMA_VALUE, "unpacking %d values into %d", items->items.len, in->arg);
+    for (int i = in->arg - 1; i >= 0; i--)
+        if ((st = em_push(T, items->items.data[i])) != EM_OK) return st;
+    return EM_OK;
+}
+
+/* ---- calls ---- */
+
+EmStatus h_kw_names(EmTracer *T, const EmInstr *in) {
+    T->kwnames = PyTuple_GET_ITEM(T->code->co_consts, in->arg);
+    return EM_OK;
+}
+
+EmStatus h_call(EmTracer *T, const EmInstr *in) {
+    int n = in->arg;
+    NEED(n + 2);
+    PyObject *kw = T->kwnames;
+    T->kwnames = NULL;
+    EmSym **args = &TOP(n), *second = TOP(n + 1), *first = TOP(n + 2), *out = NULL;
+    EmSym *fn = first->kind == SYM_NULL ? second : first, *self = first->kind == SYM_NULL ? NULL : second;
+    EmStatus st = em_call(T, fn, self, args, n, kw, &out);
+    T->sp -= n + 2;
+    return st == EM_OK ? em_push(T, out) : st;
+}
+
+EmStatus h_call_ex(EmTracer *T, const EmInstr *in) {
+    int has_kw = in->arg & 1;
+    NEED(3 + has_kw);
+    EmSym *kw = has_kw ? POP() : NULL, *pos = POP(), *fn = POP(), *null = POP(), *items = NULL, *out = NULL;
+    if (null->kind != SYM_NULL) return em_trace_fail(T, EMA_OPCODE, "CALL_FUNCTION_EX on a bound method");
+    EmStatus st = seq_items(T, pos, &items);
+    if (st != EM_OK) return st;
+    if (kw && kw->kind != SYM_DICT) return em_trace_fail(T, EMA_VALUE, "**kwargs of %s", em_sym_describe(kw));
+    int np = items->items.len, nk = kw ? kw->items.len : 0;
+    EmSym *args[64];
+    if (np + nk > 64) return em_trace_fail(T, EMA_CALL, "call with too many arguments");
+    for (int i = 0; i < np; i++) args[i] = items->items.data[i];
+    PyObject *names = NULL;
+    if (nk) {
+        if (!(names = PyTuple_New(nk))) return EM_ERR;
+        for (int i = 0; i < nk; i++) {
+            PyTuple_SET_ITEM(names, i, Py_NewRef(kw->keys.data[i]));
+            args[np + i] = kw->items.data[i];
+        }
+    }
+    st = em_call(T, fn, NULL, args, np + nk, names, &out);
+    Py_XDECREF(names);
+    return st == EM_OK ? em_push(T, out) : st;
+}
+
+/* ---- control flow ---- */
+
+EmStatus h_jump(EmTracer *T, const EmInstr *in) {
+    T->ip = em_jump_target(in);
+    return EM_OK;
+}
+
+EmStatus h_pop_jump_if(EmTracer *T, const EmInstr *in) {
+    NEED(1);
+    EmSym *c = POP();
+    const char *name = em_op_names[in->op];
+    int take;
+    if (strstr(name, "NONE")) {
+        int is_none = c->kind == SYM_CONST && c->obj == Py_None;
+        if (c->kind == SYM_NULL) return em_trace_fail(T, EMA_VALUE, "None test of NULL");
+        take = strstr(name, "NOT_NONE") ? !is_none : is_none;
+    } else {
+        int t;
+        EmStatus st = em_sym_truth(T, c, &t);
+        if (st != EM_OK) return st;
+        take = strstr(name, "IF_TRUE") ? t : !t;
+    }
+    if (take) T->ip = em_jump_target(in);
+    return EM_OK;
+}
+
+EmStatus h_jump_or_pop(EmTracer *T, const EmInstr *in) {
+    NEED(1);
+    int t;
+    EmStatus st = em_sym_truth(T, TOP(1), &t);
+    if (st != EM_OK) return st;
+    int jump_when = in->op != EM_OP_JUMP_IF_FALSE_OR_POP;
+    if (t == jump_when) T->ip = em_jump_target(in);
+    else T->sp--;
+    return EM_OK;
+}
+
+EmStatus h_get_iter(EmTracer *T, const EmInstr *in) {
+    (void)in;
+    NEED(1);
+    EmSym *s = POP(), *items = NULL;
+    EmStatus st = seq_items(T, s, &items);
+    if (st != EM_OK) return st;
+    EmSym *it = em_sym_new(T, SYM_ITER);
+    if (!it) return EM_ERR;
+    for (int32_t i = 0; i < items->items.len; i++)
+        if (em_vec_push(&it->items, items->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+    return em_push(T, it);
+}
+
+EmStatus h_for_iter(EmTracer *T, const EmInstr *in) {
+    NEED(1);
+    EmSym *it = TOP(1);
+    if (it->kind != SYM_ITER) return em_trace_fail(T, EMA_VALUE, "FOR_ITER over %s", em_sym_describe(it));
+    if (it->pos < it->items.len) return em_push(T, it->items.data[it->pos++]);
+    T->sp--;
+    T->ip = em_jump_target(in);
+    return EM_OK;
+}
+
+EmStatus h_format_value(EmTracer *T, const EmInstr *in) {
+    int has_spec = (in->arg & 4) != 0;
+    NEED(1 + has_spec);
+    EmSym *spec = has_spec ? POP() : NULL, *v = POP();
+    if (v->kind != SYM_CONST || (spec && spec->kind != SYM_CONST))
+        return em_trace_fail(T, EMA_VALUE, "f-string of %s", em_sym_describe(v));
+    PyObject *conv = Py_NewRef(v->obj), *tmp = NULL;
+    switch (in->arg & 3) {
+        case 1: tmp = PyObject_Str(conv); break;
+        case 2: tmp = PyObject_Repr(conv); break;
+        case 3: tmp = PyObject_ASCII(conv); break;
+        default: tmp = Py_NewRef(conv); break;
+    }
+    Py_DECREF(conv);
+    if (!tmp) return EM_ERR;
+    PyObject *r = PyObject_Format(tmp, spec ? spec->obj : NULL);
+    Py_DECREF(tmp);
+    if (!r) return EM_ERR;
+    EmSym *s = em_sym_const(T, r);
+    Py_DECREF(r);
+    return em_push(T, s);
+}
+
+EmStatus h_build_string(EmTracer *T, const EmInstr *in) {
+    NEED(in->arg);
+    PyObject *parts = PyTuple_New(in->arg);
+    if (!parts) return EM_ERR;
+    for (int i = 0; i < in->arg; i++) {
+        EmSym *p = TOP(in->arg - i);
+        if (p->kind != SYM_CONST || !PyUnicode_Check(p->obj)) {
+            Py_DECREF(parts);
+            return em_trace_fail(T, EMA_VALUE, "string of %s", em_sym_describe(p));
+        }
+        PyTuple_SET_ITEM(parts, i, Py_NewRef(p->obj));
+    }
+    T->sp -= in->arg;
+    PyObject *empty = PyUnicode_FromString("");
+    PyObject *r = empty ? PyUnicode_Join(empty, parts) : NULL;
+    Py_XDECREF(empty);
+    Py_DECREF(parts);
+    if (!r) return EM_ERR;
+    EmSym *s = em_sym_const(T, r);
+    Py_DECREF(r);
+    return em_push(T, s);
+}
+
+EmStatus h_return_value(EmTracer *T, const EmInstr *in) {
+    (void)in;
+    NEED(1);
+    T->retval = POP();
+    T->done = 1;
+    return EM_OK;
+}

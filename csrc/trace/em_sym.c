@@ -1,0 +1,581 @@
+/* em_sym.c: symbolic values. Wrapping a real object read from the frame (installing the
+ * guards the trace relies on), constants, tensors with their meta tensors and devices,
+ * attribute loads, truth values, and conversion of syms into graph arguments.
+ */
+#include "em_trace.h"
+
+#include "../pyver/em_state.h"
+
+EmSym *em_sym_new(EmTracer *T, EmSymKind kind) {
+    EmSym *s = calloc(1, sizeof(EmSym));
+    if (!s || em_vec_push(&T->syms, s)) {
+        free(s);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    s->kind = (uint8_t)kind;
+    s->src = -1;
+    s->ref = -1;
+    return s;
+}
+
+EmSym *em_sym_const(EmTracer *T, PyObject *v) {
+    EmSym *s = em_sym_new(T, SYM_CONST);
+    if (s) s->obj = Py_NewRef(v);
+    return s;
+}
+
+EmSym *em_sym_null(EmTracer *T) { return em_sym_new(T, SYM_NULL); }
+
+const char *em_sym_describe(EmSym *s) {
+    static const char *names[] = {"NULL", "constant", "tensor", "tuple", "list", "dict", "object", "iterator"};
+    if (s->kind == SYM_OBJ || s->kind == SYM_CONST) return Py_TYPE(s->obj)->tp_name;
+    return names[s->kind];
+}
+
+/* ---- constants: which Python values are immutable and known ---- */
+
+static int is_pure(PyObject *v, int depth) {
+    if (v == Py_None || v == Py_Ellipsis || v == Py_NotImplemented) return 1;
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == &PyLong_Type || t == &PyFloat_Type || t == &PyBool_Type || t == &PyUnicode_Type ||
+        t == &PyBytes_Type || t == &PyComplex_Type || t == &PyRange_Type || t == &PySlice_Type)
+        return 1;
+    if (t == &PyFrozenSet_Type) return 1;
+    if (PyTuple_Check(v)) {
+        if (depth > 8) return 0;
+        if (t != &PyTuple_Type) { /* torch.Size is a pure tuple subclass; namedtuples are not */
+            int ok = PyObject_IsInstance(v, em_state.pure_types);
+            if (ok <= 0) {
+                PyErr_Clear();
+                return 0;
+            }
+        }
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(v); i++)
+            if (!is_pure(PyTuple_GET_ITEM(v, i), depth + 1)) return 0;
+        return 1;
+    }
+    int r = PyObject_IsInstance(v, em_state.pure_types);
+    if (r < 0) PyErr_Clear();
+    return r == 1;
+}
+
+EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s) {
+    switch (s->kind) {
+        case SYM_CONST:
+        case SYM_OBJ: return Py_NewRef(s->obj);
+        case SYM_TUPLE:
+        case SYM_LIST: {
+            PyObject *r = s->kind == SYM_TUPLE ? PyTuple_New(s->items.len) : PyList_New(s->items.len);
+            if (!r) return NULL;
+            for (int32_t i = 0; i < s->items.len; i++) {
+                PyObject *v = em_sym_value(T, s->items.data[i]);
+                if (!v) {
+                    Py_DECREF(r);
+                    return NULL;
+                }
+                if (s->kind == SYM_TUPLE) PyTuple_SET_ITEM(r, i, v);
+                else PyList_SET_ITEM(r, i, v);
+            }
+            if (s->kind == SYM_TUPLE && s->seq_type) {
+                PyObject *t = PyObject_CallOneArg(s->seq_type, r);
+                Py_DECREF(r);
+                if (!t) PyErr_Clear();
+                return t;
+            }
+            return r;
+        }
+        default: return NULL;
+    }
+}
+
+/* ---- tensors ---- */
+
+static int dev_code(PyObject *dev, int *type, int *index) {
+    *type = -1;
+    *index = -1;
+    if (!dev) return 0;
+    PyObject *t = PyObject_GetAttrString(dev, "type"), *i = PyObject_GetAttrString(dev, "index");
+    if (!t || !i) {
+        Py_XDECREF(t);
+        Py_XDECREF(i);
+        return -1;
+    }
+    const char *ts = PyUnicode_AsUTF8(t);
+    if (ts) *type = !strcmp(ts, "cpu") ? 0 : !strcmp(ts, "cuda") ? 1 : !strcmp(ts, "meta") ? 14 : 99;
+    if (i != Py_None) *index = (int)PyLong_AsLong(i);
+    Py_DECREF(t);
+    Py_DECREF(i);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* Writes node metadata from a tensor (real or meta). */
+static int set_meta(EmTracer *T, EmRef r, PyObject *t, PyObject *dev) {
+    EmTensorSpec s;
+    if (em_guard_tensor_read(t, &s)) return -1;
+    int dt = s.dtype, dtype_num = -1, type, index;
+    if (dt < 0) { /* fallback path: number from the dtype's position in ember's table */
+        PyObject *n = PyObject_CallMethod(em_state.meta_run, "dtype_num", "O", s.py_dtype);
+        if (n) dtype_num = (int)PyLong_AsLong(n);
+        Py_XDECREF(n);
+        PyErr_Clear();
+        dt = dtype_num;
+    }
+    int rc = dev_code(dev, &type, &index);
+    if (!rc) rc = em_ir_set_tensor(T->G, r, dt, type, index, s.requires_grad, s.ndim, s.sizes, s.strides);
+    if (rc && !PyErr_Occurred()) PyErr_NoMemory();
+    em_guard_tensor_spec_free(&s);
+    return rc;
+}
+
+EmSym *em_sym_tensor(EmTracer *T, EmRef r, PyObject *m, PyObject *dev) {
+    EmSym *s = em_sym_new(T, SYM_TENSOR);
+    if (!s) return NULL;
+    s->ref = r;
+    s->obj = Py_NewRef(m);
+    s->device = Py_NewRef(dev);
+    if (set_meta(T, r, m, dev)) return NULL;
+    return s;
+}
+
+int em_sym_retarget(EmTracer *T, EmSym *s, EmRef r, PyObject *m, PyObject *dev) {
+    s->ref = r;
+    Py_SETREF(s->obj, Py_NewRef(m));
+    Py_SETREF(s->device, Py_NewRef(dev));
+    return set_meta(T, r, m, dev);
+}
+
+PyObject *em_sym_meta(EmTracer *T, EmSym *s) {
+    (void)T;
+    return s->obj;
+}
+
+static EmSym *wrap_tensor(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
+    PyTypeObject *tp = Py_TYPE(v);
+    if (tp != em_state.tensor_type && tp != em_state.param_type) {
+        *st = em_trace_fail(T, EMA_INPUT, "tensor subclass %s", tp->tp_name);
+        return NULL;
+    }
+    if (em_guard_check_tensor(T->P, slot, v)) return NULL;
+    PyObject *m = PyObject_CallMethod(em_state.meta_run, "meta_like", "O", v);
+    if (!m) {
+        PyErr_Clear();
+        *st = em_trace_fail(T, EMA_INPUT, "tensor that has no meta equivalent");
+        return NULL;
+    }
+    PyObject *dev = PyObject_GetAttrString(v, "device");
+    EmSym *s = NULL;
+    int32_t label = -1;
+    EmRef r = em_ir_node(T->G, EMOP_INPUT, 0, 0, -1, 0, -1);
+    if (dev && r >= 0) {
+        label = em_ir_text(T->G, T->P->names.data[slot]);
+        T->G->nodes.data[r].aux = T->G->ninputs++;
+        T->G->nodes.data[r].label = label;
+        if (label >= 0 && em_vec_push(&T->input_slots, slot) == 0) s = em_sym_tensor(T, r, m, dev);
+        else PyErr_NoMemory();
+    } else if (dev) {
+        PyErr_NoMemory();
+    }
+    Py_XDECREF(dev);
+    Py_DECREF(m);
+    if (s) s->src = slot;
+    return s;
+}
+
+/* Wraps the object read from guard slot `slot`. Installs the guards that make its use sound:
+ * tensors TENSOR_MATCH, constants EQUALS or ID, containers TYPE+LEN (items wrapped too),
+ * modules and callables ID, other objects TYPE. */
+EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
+    *st = EM_ERR;
+    PyObject *key = PyLong_FromVoidPtr(v);
+    if (!key) return NULL;
+    PyObject *idx = PyDict_GetItemWithError(T->seen, key);
+    if (idx) {
+        EmSym *prev = T->syms.data[PyLong_AsLong(idx)];
+        Py_DECREF(key);
+        if (prev->src >= 0 && prev->src != slot && prev->kind != SYM_CONST &&
+            em_guard_check(T->P, EMG_SAME, slot, NULL, prev->src))
+            return NULL;
+        if (prev->kind == SYM_CONST && em_guard_check(T->P, EMG_EQ, slot, v, 0)) return NULL;
+        return prev;
+    }
+    EmSym *s = NULL;
+    PyTypeObject *tp = Py_TYPE(v);
+    if (PyObject_TypeCheck(v, em_state.tensor_type)) {
+        s = wrap_tensor(T, v, slot, st);
+    } else if (v == Py_None || v == Py_True || v == Py_False || v == Py_Ellipsis) {
+        if (em_guard_check(T->P, EMG_ID, slot, v, 0) == 0) s = em_sym_const(T, v);
+    } else if (is_pure(v, 0)) {
+        if (em_guard_check(T->P, EMG_EQ, slot, v, 0) == 0) s = em_sym_const(T, v);
+    } else if (tp == &PyTuple_Type || tp == &PyList_Type) {
+        int is_list = tp == &PyList_Type;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+        if (em_guard_check(T->P, EMG_TYPE, slot, (PyObject *)tp, 0) ||
+            em_guard_check(T->P, EMG_LEN, slot, NULL, n))
+            goto done;
+        s = em_sym_new(T, is_list ? SYM_LIST : SYM_TUPLE);
+        for (Py_ssize_t i = 0; s && i < n; i++) {
+            PyObject *item = PySequence_Fast_GET_ITEM(v, i);
+            int32_t islot = em_guard_item(T->P, slot, i, is_list);
+            EmSym *is = islot < 0 ? NULL : em_sym_wrap(T, item, islot, st);
+            if (!is || em_vec_push(&s->items, is)) s = NULL;
+        }
+    } else if (tp == &PyDict_Type) {
+        if (em_guard_check(T->P, EMG_TYPE, slot, (PyObject *)tp, 0) ||
+            em_guard_check(T->P, EMG_LEN, slot, NULL, PyDict_GET_SIZE(v)))
+            goto done;
+        s = em_sym_new(T, SYM_DICT);
+        Py_ssize_t pos = 0;
+        PyObject *k, *item;
+        while (s && PyDict_Next(v, &pos, &k, &item)) {
+            if (!is_pure(k, 0)) {
+                *st = em_trace_fail(T, EMA_INPUT, "dict with a non-constant key");
+                s = NULL;
+                break;
+            }
+            int32_t islot = em_guard_dict(T->P, slot, k);
+            EmSym *is = islot < 0 ? NULL : em_sym_wrap(T, item, islot, st);
+            if (!is || em_vec_push(&s->items, is) || em_vec_push(&s->keys, Py_NewRef(k))) s = NULL;
+        }
+    } else {
+        /* modules, functions, classes, builtins: identity; other objects: type */
+        int by_id = PyModule_Check(v) || PyFunction_Check(v) || PyCFunction_Check(v) || PyType_Check(v) ||
+                    Py_IS_TYPE(v, &PyMethodDescr_Type) || Py_IS_TYPE(v, &PyWrapperDescr_Type) ||
+                    Py_IS_TYPE(v, &PyClassMethodDescr_Type);
+        if (em_guard_check(T->P, by_id ? EMG_ID : EMG_TYPE, slot, by_id ? v : (PyObject *)tp, 0) == 0) {
+            s = em_sym_new(T, SYM_OBJ);
+            if (s) s->obj = Py_NewRef(v);
+        }
+    }
+done:
+    if (s) {
+        if (s->src < 0) s->src = slot;
+        PyObject *at = PyLong_FromLong(T->syms.len - 1);
+        /* index of s: it is the last sym created for this value unless items were added */
+        for (int32_t i = T->syms.len - 1; i >= 0; i--)
+            if (T->syms.data[i] == s) {
+                Py_XSETREF(at, PyLong_FromLong(i));
+                break;
+            }
+        if (!at || PyDict_SetItem(T->seen, key, at)) s = NULL;
+        Py_XDECREF(at);
+        if (s) *st = EM_OK;
+    } else if (*st == EM_ERR && !PyErr_Occurred()) {
+        *st = EM_ABORT;
+    }
+    Py_DECREF(key);
+    return s;
+}
+
+/* ---- graph arguments ---- */
+
+int32_t em_sym_arg(EmTracer *T, EmSym *s, EmStatus *st) {
+    EmGraph *G = T->G;
+    switch (s->kind) {
+        case SYM_TENSOR: return em_ir_arg(G, EMA_REF, s->ref, 0);
+        case SYM_CONST:
+        case SYM_OBJ: {
+            PyObject *r = PyObject_Repr(s->obj);
+            const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
+            if (!u) PyErr_Clear();
+            EmConstKind k = s->obj == Py_None ? EMC_NONE
+                            : PyBool_Check(s->obj) ? EMC_BOOL
+                            : PyLong_CheckExact(s->obj) ? EMC_INT
+                            : PyFloat_CheckExact(s->obj) ? EMC_FLOAT
+                                                           : EMC_OBJ;
+            int64_t iv = k == EMC_INT || k == EMC_BOOL ? PyLong_AsLongLong(s->obj) : 0;
+            if (PyErr_Occurred()) PyErr_Clear();
+            double fv = k == EMC_FLOAT ? PyFloat_AS_DOUBLE(s->obj) : 0.0;
+            int32_t c = em_ir_const(G, k, iv, fv, s->obj, u ? u : "<obj>");
+            Py_XDECREF(r);
+            if (c < 0) {
+                *st = EM_ERR;
+                PyErr_NoMemory();
+                return -1;
+            }
+            return em_ir_arg(G, EMA_CONST, c, 0);
+        }
+        case SYM_TUPLE:
+        case SYM_LIST: {
+            if (s->kind == SYM_TUPLE && s->seq_type) {
+                PyObject *v = em_sym_value(T, s);
+                if (v) {
+                    EmSym *c = em_sym_const(T, v);
+                    Py_DECREF(v);
+                    return c ? em_sym_arg(T, c, st) : -1;
+                }
+                *st = em_trace_fail(T, EMA_VALUE, "named tuple of tensors passed to an op");
+                return -1;
+            }
+            /* children must be contiguous: convert each, then copy them to the end */
+            int32_t n = s->items.len;
+            int32_t *tmp = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+            if (!tmp) {
+                *st = EM_ERR;
+                PyErr_NoMemory();
+                return -1;
+            }
+            for (int32_t i = 0; i < n; i++) {
+                tmp[i] = em_sym_arg(T, s->items.data[i], st);
+                if (tmp[i] < 0) {
+                    free(tmp);
+                    return -1;
+                }
+            }
+            int32_t first = G->args.len;
+            for (int32_t i = 0; i < n; i++) {
+                EmArg a = G->args.data[tmp[i]];
+                if (em_ir_arg(G, a.kind, a.v, a.n) < 0) {
+                    free(tmp);
+                    *st = EM_ERR;
+                    PyErr_NoMemory();
+                    return -1;
+                }
+            }
+            free(tmp);
+            return em_ir_arg(G, s->kind == SYM_TUPLE ? EMA_TUPLE : EMA_LIST, first, n);
+        }
+        default:
+            *st = em_trace_fail(T, EMA_VALUE, "%s passed to an op", em_sym_describe(s));
+            return -1;
+    }
+}
+
+/* ---- truth ---- */
+
+int em_sym_truth(EmTracer *T, EmSym *s, int *out) {
+    switch (s->kind) {
+        case SYM_CONST: {
+            int r = PyObject_IsTrue(s->obj);
+            if (r < 0) return EM_ERR;
+            *out = r;
+            return EM_OK;
+        }
+        case SYM_TUPLE:
+        case SYM_LIST:
+        case SYM_DICT: *out = s->items.len > 0; return EM_OK;
+        case SYM_TENSOR: return em_trace_fail(T, EMA_TENSOR_BRANCH, "bool() of a tensor");
+        case SYM_OBJ:
+            if (!Py_TYPE(s->obj)->tp_as_number && !Py_TYPE(s->obj)->tp_as_mapping &&
+                !Py_TYPE(s->obj)->tp_as_sequence) {
+                *out = 1;
+                return EM_OK;
+            }
+            if (PyModule_Check(s->obj) || PyFunction_Check(s->obj) || PyCFunction_Check(s->obj) ||
+                PyType_Check(s->obj)) {
+                *out = 1;
+                return EM_OK;
+            }
+            return em_trace_fail(T, EMA_VALUE, "truth value of %s", Py_TYPE(s->obj)->tp_name);
+        default: return em_trace_fail(T, EMA_VALUE, "truth value of %s", em_sym_describe(s));
+    }
+}
+
+/* ---- attributes ---- */
+
+static EmStatus tensor_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out,
+                            EmSym **self) {
+    const char *n = PyUnicode_AsUTF8(name);
+    if (!n) return EM_ERR;
+    PyObject *m = base->obj;
+    if (method) {
+        /* x.view(...): the unbound method from the type, self = x */
+        PyObject *fn = _PyType_Lookup(Py_TYPE(m), name);
+        if (fn) {
+            EmSym *f = em_sym_new(T, SYM_OBJ);
+            if (!f) return EM_ERR;
+            f->obj = Py_NewRef(fn);
+            *out = f;
+            *self = base;
+            return EM_OK;
+        }
+    }
+    if (!strcmp(n, "device")) {
+        *out = em_sym_const(T, base->device);
+        return *out ? EM_OK : EM_ERR;
+    }
+    if (!strcmp(n, "is_cuda") || !strcmp(n, "is_cpu") || !strcmp(n, "is_meta")) {
+        PyObject *t = PyObject_GetAttrString(base->device, "type");
+        if (!t) return EM_ERR;
+        int eq = PyUnicode_CompareWithASCIIString(t, n + 3) == 0;
+        Py_DECREF(t);
+        *out = em_sym_const(T, eq ? Py_True : Py_False);
+        return *out ? EM_OK : EM_ERR;
+    }
+    static const char *const meta_attrs[] = {"shape", "dtype", "ndim", "requires_grad", "layout",
+                                             "is_sparse", "is_quantized", "itemsize", "nbytes", "is_leaf", NULL};
+    static const char *const graph_attrs[] = {"T", "mT", "H", "mH", "real", "imag", NULL};
+    for (int i = 0; meta_attrs[i]; i++)
+        if (!strcmp(n, meta_attrs[i])) {
+            if (!strcmp(n, "is_leaf") && base->src < 0)
+                return em_trace_fail(T, EMA_ATTR, "is_leaf of an intermediate tensor");
+            PyObject *v = PyObject_GetAttr(m, name);
+            if (!v) return EM_ERR;
+            *out = em_sym_const(T, v);
+            Py_DECREF(v);
+            return *out ? EM_OK : EM_ERR;
+        }
+    for (int i = 0; graph_attrs[i]; i++)
+        if (!strcmp(n, graph_attrs[i])) {
+            EmSym *args[1] = {base};
+            return em_op_record(T, EMOP_GETATTR, name, args, 1, NULL, PyTuple_GET_ITEM(em_state.op_fns, EMOP_GETATTR), out);
+        }
+    return em_trace_fail(T, EMA_ATTR, "Tensor.%s", n);
+}
+
+/* Resolution on an object: instance dict, nn.Module parameters/buffers/modules, then the
+ * type. Data descriptors on the type (properties) would run code: not supported yet. */
+static EmStatus obj_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
+    PyObject *o = base->obj;
+    const char *n = PyUnicode_AsUTF8(name);
+    if (!n) return EM_ERR;
+    EmStatus st = EM_ERR;
+    if (PyModule_Check(o)) {
+        PyObject *d = PyModule_GetDict(o);
+        PyObject *v = d ? PyDict_GetItemWithError(d, name) : NULL;
+        if (!v) {
+            if (PyErr_Occurred()) return EM_ERR;
+            return em_trace_fail(T, EMA_ATTR, "%s.%s (module attribute missing)", PyModule_GetName(o), n);
+        }
+        /* attributes of trusted library modules are not guarded: see README limitations */
+        if (base->src >= 0 && !PyObject_HasAttrString(o, "__ember_trusted__")) {
+            const char *mn = PyModule_GetName(o);
+            if (!mn) PyErr_Clear();
+            int trusted = mn && (!strncmp(mn, "torch", 5) || !strcmp(mn, "math") || !strcmp(mn, "operator") ||
+                                 !strcmp(mn, "builtins") || !strncmp(mn, "numpy", 5));
+            if (!trusted) {
+                int32_t slot = em_guard_odict(T->P, base->src, name);
+                if (slot < 0) return EM_ERR;
+                *out = em_sym_wrap(T, v, slot, &st);
+                return *out ? EM_OK : st;
+            }
+        }
+        if (PyObject_TypeCheck(v, em_state.tensor_type))
+            return em_trace_fail(T, EMA_ATTR, "tensor stored in module %s", PyModule_GetName(o));
+        *out = is_pure(v, 0) ? em_sym_const(T, v) : em_sym_new(T, SYM_OBJ);
+        if (*out && (*out)->kind == SYM_OBJ) (*out)->obj = Py_NewRef(v);
+        return *out ? EM_OK : EM_ERR;
+    }
+    if (base->src < 0) return em_trace_fail(T, EMA_ATTR, "%s.%s of an object made while tracing", Py_TYPE(o)->tp_name, n);
+    PyTypeObject *tp = Py_TYPE(o);
+    if (tp->tp_getattro != PyObject_GenericGetAttr && !PyObject_IsInstance(o, em_state.nn_module_type))
+        return em_trace_fail(T, EMA_ATTR, "%s.%s (custom __getattribute__)", tp->tp_name, n);
+    PyObject *descr = _PyType_Lookup(tp, name);
+    if (descr && Py_TYPE(descr)->tp_descr_set)
+        return em_trace_fail(T, EMA_ATTR, "%s.%s (property or descriptor)", tp->tp_name, n);
+    if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
+    PyObject **dp = _PyObject_GetDictPtr(o);
+    PyObject *v = dp && *dp ? PyDict_GetItemWithError(*dp, name) : NULL;
+    int32_t slot = -1;
+    if (v) {
+        slot = em_guard_odict(T->P, base->src, name);
+    } else if (PyErr_Occurred()) {
+        return EM_ERR;
+    } else if (!descr && dp && *dp && PyObject_IsInstance(o, em_state.nn_module_type) == 1) {
+        static const char *const tables[] = {"_parameters", "_buffers", "_modules", NULL};
+        for (int i = 0; tables[i] && !v; i++) {
+            PyObject *tab = PyDict_GetItemString(*dp, tables[i]);
+            PyObject *tn = PyUnicode_InternFromString(tables[i]);
+            if (!tn) return EM_ERR;
+            v = tab && PyDict_Check(tab) ? PyDict_GetItemWithError(tab, name) : NULL;
+            if (v) {
+                int32_t ts = em_guard_odict(T->P, base->src, tn);
+                slot = ts < 0 ? -1 : em_guard_dict(T->P, ts, name);
+            }
+            Py_DECREF(tn);
+            if (PyErr_Occurred()) return EM_ERR;
+        }
+        if (v == Py_None) return em_trace_fail(T, EMA_ATTR, "%s.%s is a None parameter", tp->tp_name, n);
+    }
+    if (v) {
+        if (slot < 0) return EM_ERR;
+        *out = em_sym_wrap(T, v, slot, &st);
+        return *out ? EM_OK : st;
+    }
+    if (!descr) return em_trace_fail(T, EMA_ATTR, "%s.%s (not found)", tp->tp_name, n);
+    if (PyFunction_Check(descr)) {
+        if (method) {
+            EmSym *f = em_sym_new(T, SYM_OBJ);
+            if (!f) return EM_ERR;
+            f->obj = Py_NewRef(descr);
+            *out = f;
+            *self = base;
+            return EM_OK;
+        }
+        return em_trace_fail(T, EMA_ATTR, "bound method %s.%s as a value", tp->tp_name, n);
+    }
+    if (Py_TYPE(descr)->tp_descr_get)
+        return em_trace_fail(T, EMA_ATTR, "%s.%s (descriptor)", tp->tp_name, n);
+    /* a plain class attribute: guard its value through a generic getattr */
+    slot = em_guard_attr(T->P, base->src, name);
+    if (slot < 0) return EM_ERR;
+    *out = em_sym_wrap(T, descr, slot, &st);
+    return *out ? EM_OK : st;
+}
+
+EmStatus em_sym_getattr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
+    *self = NULL;
+    switch (base->kind) {
+        case SYM_TENSOR: return tensor_attr(T, base, name, method, out, self);
+        case SYM_OBJ: return obj_attr(T, base, name, method, out, self);
+        case SYM_CONST: {
+            PyObject *v = PyObject_GetAttr(base->obj, name);
+            if (!v) {
+                PyErr_Clear();
+                return em_trace_fail(T, EMA_ATTR, "%s.%s", Py_TYPE(base->obj)->tp_name, PyUnicode_AsUTF8(name));
+            }
+            if (!is_pure(v, 0) && !PyCFunction_Check(v)) {
+                Py_DECREF(v);
+                return em_trace_fail(T, EMA_ATTR, "%s.%s", Py_TYPE(base->obj)->tp_name, PyUnicode_AsUTF8(name));
+            }
+            *out = PyCFunction_Check(v) ? em_sym_new(T, SYM_OBJ) : em_sym_const(T, v);
+            if (*out && (*out)->kind == SYM_OBJ) (*out)->obj = Py_NewRef(v);
+            Py_DECREF(v);
+            return *out ? EM_OK : EM_ERR;
+        }
+        case SYM_TUPLE:
+            if (base->seq_type) {
+                PyObject *fields = PyObject_GetAttrString(base->seq_type, "_fields");
+                if (!fields) {
+                    PyErr_Clear();
+                    fields = PyObject_GetAttrString(base->seq_type, "__match_args__");
+                }
+                if (!fields) {
+                    PyErr_Clear();
+                    break;
+                }
+                Py_ssize_t n = PySequence_Size(fields);
+                for (Py_ssize_t i = 0; i < n && i < base->items.len; i++) {
+                    PyObject *f = PySequence_GetItem(fields, i);
+                    int eq = f ? PyObject_RichCompareBool(f, name, Py_EQ) : -1;
+                    Py_XDECREF(f);
+                    if (eq < 0) {
+                        Py_DECREF(fields);
+                        return EM_ERR;
+                    }
+                    if (eq) {
+                        Py_DECREF(fields);
+                        *out = base->items.data[i];
+                        return EM_OK;
+                    }
+                }
+                Py_DECREF(fields);
+            }
+            break;
+        default: break;
+    }
+    if (method && (base->kind == SYM_LIST || base->kind == SYM_DICT || base->kind == SYM_TUPLE)) {
+        /* list.append etc.: the unbound method of the builtin type, self = the sym */
+        PyTypeObject *tp = base->kind == SYM_LIST ? &PyList_Type : base->kind == SYM_DICT ? &PyDict_Type : &PyTuple_Type;
+        PyObject *fn = _PyType_Lookup(tp, name);
+        if (fn) {
+            EmSym *f = em_sym_new(T, SYM_OBJ);
+            if (!f) return EM_ERR;
+            f->obj = Py_NewRef(fn);
+            *out = f;
+            *self = base;
+            return EM_OK;
+        }
+    }
+    return em_trace_fail(T, EMA_ATTR, "%s of %s", PyUnicode_AsUTF8(name), em_sym_describe(base));
+}

@@ -1,0 +1,242 @@
+/* em_trace.c: the interpreter loop. Sets up symbolic locals for a fresh frame, decodes one
+ * instruction at a time, dispatches through the handler table (em_trace_ops.def) and
+ * turns the returned value into the output tree. Aborts carry a reason from em_aborts.def.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "em_rec.h"
+
+#include "../pyver/em_state.h"
+
+#define EM_MAX_STEPS 200000
+
+static const char *const abort_fmt[] = {
+#define X(e, fmt) fmt,
+#include "em_aborts.def"
+#undef X
+};
+
+EmStatus em_trace_fail(EmTracer *T, EmAbort why, const char *fmt, ...) {
+    if (PyErr_Occurred()) return EM_ERR;
+    char detail[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof(detail), fmt, ap);
+    va_end(ap);
+    T->abort = why;
+    T->abort_line = em_trace_lineno(T);
+    snprintf(T->abort_detail, sizeof(T->abort_detail), abort_fmt[why], detail);
+    return EM_ABORT;
+}
+
+int em_trace_lineno(EmTracer *T) {
+    return PyCode_Addr2Line(T->code, T->cur * 2);
+}
+
+EM_NEW PyObject *em_trace_abort_message(const EmTracer *T) {
+    return PyUnicode_FromFormat("%U:%d: %s", T->code->co_filename, T->abort_line, T->abort_detail);
+}
+
+/* Stack helpers for handlers. */
+EmStatus em_push(EmTracer *T, EmSym *s) {
+    if (!s) return PyErr_Occurred() ? EM_ERR : EM_ABORT;
+    if (T->sp >= T->stack_cap) return em_trace_fail(T, EMA_VALUE, "stack overflow");
+    T->stack[T->sp++] = s;
+    return EM_OK;
+}
+
+static EmStatus setup_locals(EmTracer *T) {
+    PyCodeObject *co = T->code;
+    int n = em_code_nlocalsplus(co), nfree = em_code_nfree(co);
+    int nargs = co->co_argcount + co->co_kwonlyargcount + !!(co->co_flags & CO_VARARGS) +
+                !!(co->co_flags & CO_VARKEYWORDS);
+    T->nlocals = n;
+    T->locals = calloc((size_t)n + 1, sizeof(EmSym *));
+    T->stack_cap = co->co_stacksize + 8;
+    T->stack = calloc((size_t)T->stack_cap, sizeof(EmSym *));
+    if (!T->locals || !T->stack) return PyErr_NoMemory(), EM_ERR;
+    for (int i = 0; i < n; i++) {
+        PyObject *name = em_code_name(co, i);
+        int kind = em_code_kind(co, i);
+        PyObject *v = NULL;
+        int32_t slot = -1;
+        if (kind & EM_CO_FAST_FREE) {
+            int fi = i - (n - nfree);
+            if (!T->in.closure || fi >= PyTuple_GET_SIZE(T->in.closure)) continue;
+            v = PyCell_GET(PyTuple_GET_ITEM(T->in.closure, fi));
+            if (!v) continue;
+            slot = em_guard_closure(T->P, fi, name);
+        } else if (i < nargs) {
+            v = T->in.localsplus[i];
+            if (!v) continue;
+            slot = em_guard_local(T->P, i, name);
+        } else {
+            continue;
+        }
+        if (slot < 0) return EM_ERR;
+        EmStatus st;
+        /* wrapping is lazy for arguments: done on first load (em_rec_load_local) */
+        EmSym *s = em_sym_new(T, SYM_NULL);
+        if (!s) return EM_ERR;
+        s->src = slot;
+        s->pos = -2; /* marker: unrealized argument; obj holds the real value */
+        s->obj = Py_NewRef(v);
+        T->locals[i] = s;
+        (void)st;
+    }
+    return EM_OK;
+}
+
+/* Realizes an argument the first time it is read. */
+EmSym *em_local_get(EmTracer *T, int i, EmStatus *st) {
+    EmSym *s = T->locals[i];
+    *st = EM_OK;
+    if (!s) {
+        *st = em_trace_fail(T, EMA_VALUE, "read of unbound local %s",
+                            PyUnicode_AsUTF8(em_code_name(T->code, i)));
+        return NULL;
+    }
+    if (s->kind == SYM_NULL && s->pos == -2) {
+        EmSym *w = em_sym_wrap(T, s->obj, s->src, st);
+        if (!w) return NULL;
+        T->locals[i] = w;
+        return w;
+    }
+    return s;
+}
+
+typedef EmStatus (*EmHandler)(EmTracer *T, const EmInstr *in);
+
+static EmStatus dispatch(EmTracer *T, const EmInstr *in) {
+    switch (in->op) {
+#define X(name, fn) \
+    case EM_OP_##name: return fn(T, in);
+#include "em_trace_ops.def"
+#undef X
+        default: return em_trace_fail(T, EMA_OPCODE, "%s", em_op_names[in->op]);
+    }
+}
+
+static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
+    EmOut o = {0};
+    if (depth > 32) return em_trace_fail(T, EMA_RETURN, "nesting too deep");
+    switch (s->kind) {
+        case SYM_TENSOR: {
+            int32_t idx = -1;
+            for (int32_t i = 0; i < T->G->outputs.len; i++)
+                if (T->G->outputs.data[i] == s->ref) idx = i;
+            if (idx < 0) {
+                idx = T->G->outputs.len;
+                if (em_vec_push(&T->G->outputs, s->ref)) return PyErr_NoMemory(), EM_ERR;
+            }
+            o.kind = OUT_VALUE;
+            o.v = idx;
+            break;
+        }
+        case SYM_CONST: o.kind = OUT_CONST; o.obj = Py_NewRef(s->obj); break;
+        case SYM_OBJ:
+            if (s->src < 0) return em_trace_fail(T, EMA_RETURN, "%s made while tracing", em_sym_describe(s));
+            o.kind = OUT_SLOT;
+            o.v = s->src;
+            break;
+        case SYM_TUPLE:
+        case SYM_LIST:
+        case SYM_DICT: {
+            o.kind = s->kind == SYM_TUPLE ? OUT_TUPLE : s->kind == SYM_LIST ? OUT_LIST : OUT_DICT;
+            o.v = s->items.len;
+            if (s->kind == SYM_TUPLE && s->seq_type) o.obj = Py_NewRef(s->seq_type);
+            if (s->kind == SYM_DICT) {
+                o.obj = PyTuple_New(s->keys.len);
+                if (!o.obj) return EM_ERR;
+                for (int32_t i = 0; i < s->keys.len; i++)
+                    PyTuple_SET_ITEM(o.obj, i, Py_NewRef(s->keys.data[i]));
+            }
+            if (s->kind == SYM_LIST && s->src >= 0) {
+                /* an input list returned as is: same object */
+                o.kind = OUT_SLOT;
+                o.v = s->src;
+                o.obj = NULL;
+                if (em_vec_push(&T->out, o)) return PyErr_NoMemory(), EM_ERR;
+                return EM_OK;
+            }
+            if (em_vec_push(&T->out, o)) {
+                Py_XDECREF(o.obj);
+                return PyErr_NoMemory(), EM_ERR;
+            }
+            for (int32_t i = 0; i < s->items.len; i++) {
+                EmStatus st = build_out(T, s->items.data[i], depth + 1);
+                if (st != EM_OK) return st;
+            }
+            return EM_OK;
+        }
+        default: return em_trace_fail(T, EMA_RETURN, "%s", em_sym_describe(s));
+    }
+    if (em_vec_push(&T->out, o)) {
+        Py_XDECREF(o.obj);
+        return PyErr_NoMemory(), EM_ERR;
+    }
+    return EM_OK;
+}
+
+EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P) {
+    memset(T, 0, sizeof(*T));
+    T->G = G;
+    T->P = P;
+    T->code = code;
+    T->in = *in;
+    T->code_bytes = em_code_bytes(code);
+    if (!T->code_bytes) return EM_ERR;
+    T->bytes = (const unsigned char *)PyBytes_AS_STRING(T->code_bytes);
+    T->n_units = (int)(PyBytes_GET_SIZE(T->code_bytes) / 2);
+    if (!(T->seen = PyDict_New())) return EM_ERR;
+    if (em_guard_check_global_state(P)) return EM_ERR;
+    EmStatus st = setup_locals(T);
+    while (st == EM_OK && !T->done) {
+        if (T->ip >= T->n_units) {
+            st = em_trace_fail(T, EMA_VALUE, "ran off the end of the code");
+            break;
+        }
+        if (++T->steps > EM_MAX_STEPS) {
+            st = em_trace_fail(T, EMA_TOO_LONG, "more than %d instructions", EM_MAX_STEPS);
+            break;
+        }
+        EmInstr ins;
+        em_decode(T->bytes, T->n_units, T->ip, &ins);
+        T->cur = ins.at;
+        T->ip = ins.next;
+        st = dispatch(T, &ins);
+    }
+    if (st == EM_OK) st = build_out(T, T->retval, 0);
+    if (st == EM_OK) {
+        const char *bad = em_ir_verify(G);
+        if (bad) {
+            PyErr_Format(PyExc_SystemError, "ember: graph verifier: %s", bad);
+            st = EM_ERR;
+        }
+    }
+    return st;
+}
+
+void em_trace_free(EmTracer *T) {
+    for (int32_t i = 0; i < T->syms.len; i++) {
+        EmSym *s = T->syms.data[i];
+        Py_XDECREF(s->obj);
+        Py_XDECREF(s->device);
+        Py_XDECREF(s->seq_type);
+        for (int32_t k = 0; k < s->keys.len; k++) Py_DECREF(s->keys.data[k]);
+        em_vec_free(&s->items);
+        em_vec_free(&s->keys);
+        free(s);
+    }
+    em_vec_free(&T->syms);
+    for (int32_t i = 0; i < T->out.len; i++) Py_XDECREF(T->out.data[i].obj);
+    em_vec_free(&T->out);
+    em_vec_free(&T->input_slots);
+    free(T->locals);
+    free(T->stack);
+    Py_CLEAR(T->seen);
+    Py_CLEAR(T->code_bytes);
+    T->locals = NULL;
+    T->stack = NULL;
+}

@@ -1,0 +1,120 @@
+/* em_trace.h: the symbolic interpreter. It walks a frame's bytecode over symbolic values
+ * (EmSym), records tensor operations into an EmGraph, records the assumptions it made into
+ * an EmGuardProg and describes the return value as an output tree. It never runs real
+ * kernels: result metadata comes from torch's meta device, with devices tracked here.
+ */
+#ifndef EM_TRACE_H
+#define EM_TRACE_H
+
+#include "../guard/em_guard.h"
+#include "../ir/em_ir.h"
+#include "../pyver/em_pyver.h"
+
+typedef enum {
+#define X(e, fmt) EMA_##e,
+#include "em_aborts.def"
+#undef X
+    EMA__COUNT
+} EmAbort;
+
+typedef enum {
+    SYM_NULL,   /* the NULL a call sequence pushes */
+    SYM_CONST,  /* immutable Python value known at trace time (obj) */
+    SYM_TENSOR, /* graph value (ref), its meta tensor (obj) and device */
+    SYM_TUPLE,  /* items; seq_type = namedtuple/structseq type or NULL */
+    SYM_LIST,   /* items, created while tracing or read from an input */
+    SYM_DICT,   /* keys (constants) and items */
+    SYM_OBJ,    /* any other Python object (module, function, nn.Module...) */
+    SYM_ITER    /* iterator over items of a sequence: items, pos */
+} EmSymKind;
+
+typedef struct EmSym EmSym;
+struct EmSym {
+    uint8_t kind;
+    int32_t src;    /* guard slot it was read from, -1 if made while tracing */
+    PyObject *obj;  /* CONST value, OBJ object, TENSOR meta tensor (all owned) */
+    PyObject *device; /* TENSOR: the real torch.device (owned) */
+    EmRef ref;      /* TENSOR: graph node */
+    PyObject *seq_type; /* TUPLE: namedtuple/structseq type (owned) or NULL */
+    EmVec(EmSym *) items;
+    EmVec(PyObject *) keys; /* DICT: owned keys, parallel to items */
+    int32_t pos;    /* ITER position */
+};
+
+/* Return-value description: a prefix-order tree. */
+typedef enum { OUT_VALUE, OUT_CONST, OUT_SLOT, OUT_TUPLE, OUT_LIST, OUT_DICT } EmOutKind;
+typedef struct {
+    uint8_t kind;
+    int32_t v;     /* VALUE: graph output index; SLOT: guard slot; seqs: child count */
+    PyObject *obj; /* CONST value; TUPLE type (namedtuple) or NULL; DICT keys tuple (owned) */
+} EmOut;
+
+typedef struct EmTracer {
+    EmGraph *G;
+    EmGuardProg *P;
+    /* the frame being traced (borrowed) */
+    PyCodeObject *code;
+    PyObject *code_bytes; /* owned */
+    const unsigned char *bytes;
+    int n_units;
+    EmFrameIn in;
+    /* interpreter state */
+    EmSym **locals;
+    int nlocals;
+    EmSym **stack;
+    int sp, stack_cap;
+    PyObject *kwnames; /* borrowed from co_consts, pending for the next CALL */
+    int ip;            /* code unit of the next instruction */
+    int cur;           /* code unit of the current instruction */
+    long steps;
+    /* bookkeeping */
+    PyObject *seen;    /* dict: id(object) -> index in syms of the sym made for it */
+    EmVec(EmSym *) syms; /* every sym, freed at the end */
+    EmVec(int32_t) input_slots; /* guard slot of each graph input */
+    EmVec(EmOut) out;
+    EmSym *retval;
+    int done;
+    /* abort */
+    EmAbort abort;
+    int abort_line;
+    char abort_detail[200];
+} EmTracer;
+
+/* Traces the frame. Returns EM_OK (graph, guards and out filled), EM_ABORT (reason in T) or
+ * EM_ERR (Python exception set). The caller owns G and P and must call em_trace_free. */
+EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P);
+void em_trace_free(EmTracer *T);
+/* Formats the abort as "file:line: reason". Returns a new str. */
+EM_NEW PyObject *em_trace_abort_message(const EmTracer *T);
+
+/* ---- internal to trace/ ---- */
+EmStatus em_trace_fail(EmTracer *T, EmAbort why, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+EmSym *em_sym_new(EmTracer *T, EmSymKind kind);
+EmSym *em_sym_const(EmTracer *T, PyObject *EM_BORROWED v);
+EmSym *em_sym_null(EmTracer *T);
+/* Wraps a value read from a guard slot, installing guards; NULL with status in *st. */
+EmSym *em_sym_wrap(EmTracer *T, PyObject *EM_BORROWED v, int32_t slot, EmStatus *st);
+/* Meta tensor of a tensor sym (created lazily). Borrowed, NULL on error. */
+PyObject *em_sym_meta(EmTracer *T, EmSym *s);
+/* Makes a TENSOR sym for graph node r from meta result m (borrowed) on device dev. */
+EmSym *em_sym_tensor(EmTracer *T, EmRef r, PyObject *m, PyObject *dev);
+/* Points an existing tensor sym at node r (an op returned its argument). 0 or -1. */
+int em_sym_retarget(EmTracer *T, EmSym *s, EmRef r, PyObject *m, PyObject *dev);
+/* Python value of a sym when it is fully known at trace time (new ref), else NULL without
+ * exception. */
+EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s);
+int em_sym_truth(EmTracer *T, EmSym *s, int *out); /* 0 ok, else abort status */
+EmStatus em_sym_getattr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self);
+/* Graph argument for a sym (tensors become refs, constants consts). -1 on abort/error with
+ * *st set. */
+int32_t em_sym_arg(EmTracer *T, EmSym *s, EmStatus *st);
+const char *em_sym_describe(EmSym *s);
+
+EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames,
+                 EmSym **out);
+EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
+                      PyObject *meta_fn, EmSym **out);
+
+int em_trace_lineno(EmTracer *T);
+
+#endif

@@ -1,0 +1,222 @@
+"""What a call becomes, decided in one place (DESIGN.md), and the helpers the C tracer calls.
+
+Rules, keyed by the callable object:
+  GRAPH       put into the graph (torch functions, Tensor methods, torch.nn.functional)
+  CONST       pure: evaluated at trace time on known values (builtins, math, operator);
+              applied to tensors it becomes a graph op when the result is a tensor
+  ABORT       depends on tensor values or has side effects ember cannot replay yet
+  META_QUERY  tensor metadata query (size, dim, ...): evaluated on the meta tensor
+  TRUE        answers True while tracing (torch.compiler.is_compiling and friends)
+
+The tracer calls `classify` for callables missing from RULES; the answer is memoized.
+`run` runs a callable on meta tensors and tells the device of its result (devices are
+tracked by ember, since meta tensors have none).
+"""
+import builtins
+import math
+import operator
+import types
+
+import torch
+
+UNKNOWN, GRAPH, CONST, ABORT, META_QUERY, TRUE = 0, 1, 2, 3, 4, 5
+
+RULES = {}
+META = torch.device("meta")
+_TensorBase = torch._C.TensorBase
+
+
+def _set(rule, objs):
+    for o in objs:
+        if o is not None:
+            try:
+                RULES[o] = rule
+            except TypeError:
+                pass
+
+
+_set(CONST, [getattr(builtins, n) for n in (
+    "abs", "all", "any", "bool", "chr", "divmod", "float", "format", "int", "isinstance", "issubclass",
+    "len", "max", "min", "ord", "pow", "repr", "round", "sorted", "str", "sum", "tuple", "list", "range",
+    "slice", "callable", "reversed", "enumerate", "zip", "hash", "type")])
+_set(CONST, [v for v in vars(math).values() if callable(v)])
+_set(CONST, [v for k, v in vars(operator).items() if callable(v) and not k.startswith("_")])
+_set(CONST, [torch.Size, torch.device, torch.get_default_dtype, torch.is_grad_enabled,
+             torch.is_autocast_enabled, torch.is_inference_mode_enabled, torch.finfo, torch.iinfo,
+             torch.broadcast_shapes, torch.is_tensor, torch.is_floating_point, torch.is_complex,
+             torch.numel, torch.promote_types, torch.result_type, torch.can_cast,
+             torch.jit.is_scripting, torch.jit.is_tracing, torch.cuda.is_available,
+             getattr(torch, "get_default_device", None), torch._C._get_tracing_state])
+_set(TRUE, [torch.compiler.is_compiling, getattr(torch._dynamo, "is_compiling", None),
+            getattr(torch.compiler, "is_dynamo_compiling", None)])
+_T = torch.Tensor
+_set(META_QUERY, [getattr(_T, n, None) for n in (
+    "size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous", "element_size",
+    "is_floating_point", "is_complex", "is_signed", "storage_offset", "__len__", "has_names")])
+_set(ABORT, [getattr(_T, n, None) for n in (
+    "item", "tolist", "numpy", "data_ptr", "__bool__", "__int__", "__float__", "__index__", "__complex__",
+    "backward", "register_hook", "retain_grad", "untyped_storage", "storage", "get_device", "__iter__",
+    "__array__", "__repr__", "__str__", "__format__", "equal", "is_nonzero", "nonzero", "record_stream",
+    "__reduce_ex__", "__setstate__", "share_memory_", "pin_memory", "is_pinned")])
+_set(ABORT, [torch.equal, torch.is_nonzero, torch.allclose, torch.manual_seed, torch.seed,
+             torch.set_grad_enabled, torch.set_default_dtype, getattr(torch, "set_default_device", None),
+             torch.use_deterministic_algorithms, torch.save, torch.load, torch.cuda.synchronize,
+             torch.nonzero, torch.unique, torch.masked_select, torch.autograd.grad, torch.autograd.backward,
+             torch.no_grad, torch.enable_grad, torch.inference_mode, torch.autocast, torch.set_printoptions,
+             torch.get_rng_state, torch.set_rng_state, torch.random.fork_rng])
+_set(ABORT, [print, input, open, builtins.exec, builtins.eval, builtins.id, builtins.setattr,
+             builtins.delattr, builtins.vars, builtins.globals, builtins.locals])
+
+
+def classify(fn):
+    """Rule for a callable not yet in RULES (memoized)."""
+    rule = _classify(fn)
+    try:
+        RULES[fn] = rule
+    except TypeError:
+        pass
+    return rule
+
+
+def _classify(fn):
+    if isinstance(fn, type):
+        return UNKNOWN
+    objclass = getattr(fn, "__objclass__", None)
+    if isinstance(objclass, type) and issubclass(objclass, _TensorBase):
+        return GRAPH
+    if isinstance(fn, (types.BuiltinFunctionType, types.FunctionType)):
+        mod = getattr(fn, "__module__", None) or ""
+        self_obj = getattr(fn, "__self__", None)
+        if isinstance(self_obj, type) and self_obj.__module__.startswith("torch"):
+            mod = mod or "torch"  # torch._C._VariableFunctions methods
+        if mod == "torch" or mod.startswith("torch.") and not mod.startswith(("torch._dynamo", "torch.compiler")):
+            return GRAPH
+    return UNKNOWN
+
+
+# ---- values ----
+
+PURE_TYPES = (torch.dtype, torch.device, torch.Size, torch.memory_format, torch.layout, torch.finfo,
+              torch.iinfo, type(Ellipsis), type(None))
+_SCALARS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), slice, range, torch.dtype,
+            torch.device, torch.memory_format, torch.layout, torch.finfo, torch.iinfo)
+
+
+def is_const(v, depth=0):
+    """True when v is an immutable value the tracer may treat as a constant."""
+    if isinstance(v, _SCALARS):
+        return True
+    if isinstance(v, (tuple, frozenset)) and depth < 8 and not isinstance(v, torch.Tensor):
+        if type(v) is tuple or isinstance(v, (torch.Size, frozenset)):
+            return all(is_const(x, depth + 1) for x in v)
+    return False
+
+
+_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16, torch.float32,
+           torch.float64, torch.complex32, torch.complex64, torch.complex128, torch.bool, torch.qint8,
+           torch.quint8, torch.qint32, torch.bfloat16]
+
+
+def dtype_num(dt):
+    """torch's ScalarType number of a dtype (used when tensor fields cannot be read directly)."""
+    try:
+        return _DTYPES.index(dt)
+    except ValueError:
+        return -1
+
+
+# ---- meta execution ----
+
+def meta_like(t):
+    m = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=META, requires_grad=t.requires_grad)
+    if type(t) is torch.nn.Parameter:
+        m = torch.nn.Parameter(m, requires_grad=t.requires_grad)
+    return m
+
+
+def _device(d):
+    d = torch.device(d)
+    if d.type == "cuda" and d.index is None:
+        d = torch.device("cuda", torch.cuda.current_device() if torch.cuda.is_available() else 0)
+    return d
+
+
+def _has_tensor(x):
+    if isinstance(x, torch.Tensor):
+        return True
+    if isinstance(x, (list, tuple)):
+        return any(_has_tensor(i) for i in x)
+    if isinstance(x, dict):
+        return any(_has_tensor(i) for i in x.values())
+    return False
+
+
+_MOVES = {getattr(_T, "to"): "to", getattr(_T, "cuda"): "cuda", getattr(_T, "cpu"): "cpu"}
+
+
+def _move(kind, args, kwargs, device):
+    self, rest, new = args[0], [], device
+    for a in args[1:]:
+        if isinstance(a, (torch.device, str)) or (kind == "cuda" and type(a) is int):
+            new = _device(a if kind != "cuda" or not isinstance(a, int) else torch.device("cuda", a))
+        elif isinstance(a, torch.Tensor):
+            raise NotImplementedError("Tensor.to(other_tensor)")
+        else:
+            rest.append(a)
+    if "device" in kwargs:
+        d = kwargs.pop("device")
+        new = device if d is None else _device(d)
+    if kind == "cuda" and new == device and device.type != "cuda":
+        new = _device("cuda")
+    if kind == "cpu":
+        new = torch.device("cpu")
+    out = self.to(*rest, **kwargs) if kind == "to" else self
+    if new != device:
+        out = torch.empty_strided(out.size(), out.stride(), dtype=out.dtype, device=META,
+                                  requires_grad=out.requires_grad)
+    return out, new
+
+
+def _all_meta(x):
+    if isinstance(x, torch.Tensor):
+        return x.device.type == "meta"
+    if isinstance(x, (list, tuple)):
+        return all(_all_meta(i) for i in x)
+    return True
+
+
+def run(fn, args, kwargs, device):
+    """Runs fn on meta values; returns (result, device of the result)."""
+    kind = _MOVES.get(fn)
+    if kind is not None:
+        return _move(kind, args, kwargs, device)
+    if "device" in kwargs:
+        d = kwargs["device"]
+        device = _device(d) if d is not None else (device or torch.get_default_device())
+        kwargs["device"] = META
+        out = fn(*args, **kwargs)
+    elif device is None and not _has_tensor(args) and not _has_tensor(kwargs):
+        device = torch.get_default_device()
+        try:
+            out = fn(*args, device=META, **kwargs)
+        except TypeError:
+            out = fn(*args, **kwargs)
+    else:
+        out = fn(*args, **kwargs)
+    if not _all_meta(out):
+        raise NotImplementedError("creates tensor data while tracing")
+    return out, device if device is not None else torch.device("cpu")
+
+
+OP_FNS = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
+    "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow, "matmul": operator.matmul,
+    "and": operator.and_, "or": operator.or_, "xor": operator.xor, "lshift": operator.lshift,
+    "rshift": operator.rshift, "iadd": operator.iadd, "isub": operator.isub, "imul": operator.imul,
+    "itruediv": operator.itruediv, "ifloordiv": operator.ifloordiv, "imod": operator.imod,
+    "ipow": operator.ipow, "imatmul": operator.imatmul, "iand": operator.iand, "ior": operator.ior,
+    "ixor": operator.ixor, "ilshift": operator.ilshift, "irshift": operator.irshift, "neg": operator.neg,
+    "pos": operator.pos, "invert": operator.invert, "lt": operator.lt, "le": operator.le,
+    "eq": operator.eq, "ne": operator.ne, "gt": operator.gt, "ge": operator.ge,
+    "getitem": operator.getitem, "setitem": operator.setitem, "getattr": getattr,
+}

@@ -1,0 +1,31 @@
+"""Builds ember._C from every C source under csrc/ (C11). The opcode table is generated
+first from the interpreter that builds (tools/gen_opcodes.py). EMBER_WERROR=1 turns
+warnings into errors (CI); EMBER_ASAN=1 builds with AddressSanitizer and UBSan."""
+import glob
+import os
+import subprocess
+import sys
+
+from setuptools import Extension, setup
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+subprocess.check_call([sys.executable, os.path.join(ROOT, "tools", "gen_opcodes.py"),
+                       os.path.join(ROOT, "csrc", "pyver", "em_opcodes_gen.h")])
+
+flags = ["-std=c11", "-Wall", "-Wextra", "-Wshadow", "-Wstrict-prototypes", "-Wmissing-prototypes",
+         "-Wno-unused-parameter", "-Wno-missing-field-initializers", "-fvisibility=hidden"]
+link = []
+if os.environ.get("EMBER_WERROR") == "1":
+    flags.append("-Werror")
+if os.environ.get("EMBER_ASAN") == "1":
+    flags += ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
+    link += ["-fsanitize=address,undefined"]
+else:
+    flags += ["-O2"]
+if os.environ.get("EMBER_DEBUG") == "1":
+    flags += ["-O0", "-g", "-UNDEBUG"]
+
+sources = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "csrc", "**", "*.c"), recursive=True))
+
+setup(ext_modules=[Extension("ember._C", sources=sources, include_dirs=["csrc/pyver"],
+                             extra_compile_args=flags, extra_link_args=link)])
