@@ -28,18 +28,6 @@ class EmberWarning(UserWarning):
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
-def _skip_prefixes():
-    import os
-    import sysconfig
-    paths = {os.path.dirname(torch.__file__), os.path.dirname(__file__), sysconfig.get_paths()["stdlib"],
-             sysconfig.get_paths()["platstdlib"]}
-    for mod in ("numpy", "sympy", "typing_extensions"):
-        m = sys.modules.get(mod)
-        if m is not None and getattr(m, "__file__", None):
-            paths.add(os.path.dirname(m.__file__))
-    return tuple(sorted(p + os.sep for p in paths)) + ("<frozen ",)
-
-
 def _push_config():
     bits = 0
     for name, bit in (("graph", _C.LOG_GRAPH), ("guards", _C.LOG_GUARDS), ("recompiles", _C.LOG_RECOMPILES)):
@@ -51,7 +39,7 @@ def _push_config():
 def _setup():
     fast = _C._setup(
         rules=_rules.RULES, helper=_rules, warn=_logging.warn, log=_logging.log,
-        skip_prefixes=_skip_prefixes(), pure_types=_rules.PURE_TYPES, nn_module=torch.nn.Module,
+        skip_file=_rules.skip_file, pure_types=_rules.PURE_TYPES, nn_module=torch.nn.Module,
         op_fns=_rules.OP_FNS, grad=torch._C.is_grad_enabled, autocast=torch._C.is_autocast_enabled,
         default_dtype=torch.get_default_dtype, force_fallback=config.force_python_tensor_guards)
     _push_config()

@@ -46,7 +46,8 @@ _set(CONST, [torch.Size, torch.device, torch.get_default_dtype, torch.is_grad_en
              torch.broadcast_shapes, torch.is_tensor, torch.is_floating_point, torch.is_complex,
              torch.numel, torch.promote_types, torch.result_type, torch.can_cast,
              torch.jit.is_scripting, torch.jit.is_tracing, torch.cuda.is_available,
-             getattr(torch, "get_default_device", None), torch._C._get_tracing_state])
+             getattr(torch, "get_default_device", None), torch._C._get_tracing_state,
+             getattr(getattr(torch.backends, "mha", None), "get_fastpath_enabled", None)])
 _set(TRUE, [torch.compiler.is_compiling, getattr(torch._dynamo, "is_compiling", None),
             getattr(torch.compiler, "is_dynamo_compiling", None)])
 _T = torch.Tensor
@@ -92,6 +93,50 @@ def _classify(fn):
         if mod == "torch" or mod.startswith("torch.") and not mod.startswith(("torch._dynamo", "torch.compiler")):
             return GRAPH
     return UNKNOWN
+
+
+# ---- which files ember never intercepts ----
+
+def _dirs():
+    import os
+    import site
+    import sysconfig
+    sep = os.sep
+    pkgs = {os.path.dirname(torch.__file__), os.path.dirname(os.path.abspath(__file__))}
+    for mod in ("numpy", "sympy", "typing_extensions", "functorch", "triton", "_pytest", "pytest", "pluggy"):
+        try:
+            m = __import__(mod)
+        except Exception:
+            continue
+        f = getattr(m, "__file__", None)
+        if f:
+            pkgs.add(f if f.endswith(("/" + mod + ".py",)) else os.path.dirname(f))
+    keep = set(site.getsitepackages() + [site.getusersitepackages()])
+    keep |= {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    stdlib = {os.path.dirname(os.__file__), os.path.dirname(sysconfig.__file__)}
+    norm = lambda ps: tuple(sorted(p if p.endswith(".py") else p.rstrip(sep) + sep for p in ps if p))  # noqa: E731
+    return norm(pkgs), norm(keep), norm(stdlib)
+
+
+_PKGS, _KEEP, _STDLIB = _dirs()
+_skip_cache = {}
+
+
+def skip_file(filename):
+    """True for code ember never compiles: torch, ember, numpy and the standard library
+    (third-party packages in site-packages, such as torchvision or transformers, are compiled)."""
+    r = _skip_cache.get(filename)
+    if r is None:
+        if filename.startswith("<frozen "):
+            r = True
+        elif filename.startswith(_PKGS):
+            r = True
+        elif filename.startswith(_KEEP):
+            r = False
+        else:
+            r = filename.startswith(_STDLIB)
+        _skip_cache[filename] = r
+    return r
 
 
 # ---- values ----

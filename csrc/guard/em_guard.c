@@ -87,6 +87,21 @@ int32_t em_guard_closure(EmGuardProg *P, int idx, PyObject *name) {
 int32_t em_guard_global(EmGuardProg *P, PyObject *name) {
     return g_named(P, EMG_LOAD_GLOBAL, -1, 0, name, "%sG['%U']", name, 0);
 }
+int32_t em_guard_global_in(EmGuardProg *P, int32_t gslot, int32_t bslot, PyObject *name) {
+    /* named like a root global: the function's module is implied by the function's guard */
+    for (int32_t i = 0; i < P->ins.len; i++) {
+        EmGInstr *in = &P->ins.data[i];
+        if (in->op == EMG_LOAD_GLOBAL && in->base == gslot && in->a == bslot && same_obj(in->obj, name))
+            return in->slot;
+    }
+    return g_named(P, EMG_LOAD_GLOBAL, gslot, bslot, name, "%s['%U']", name, 0);
+}
+int32_t em_guard_const(EmGuardProg *P, PyObject *obj, const char *label) {
+    return g_load(P, EMG_LOAD_CONST, -1, 0, obj, label, 0);
+}
+int32_t em_guard_cell(EmGuardProg *P, int32_t base, PyObject *name) {
+    return g_named(P, EMG_LOAD_CELL, base, 0, NULL, "%s.cell['%U']", name, 0);
+}
 int32_t em_guard_odict(EmGuardProg *P, int32_t base, PyObject *name) {
     return g_named(P, EMG_LOAD_ODICT, base, 0, name, "%s.%U", name, 0);
 }
@@ -163,11 +178,14 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
             if (!f->closure || in->a >= PyTuple_GET_SIZE(f->closure)) return 0;
             v = PyCell_GET(PyTuple_GET_ITEM(f->closure, in->a));
             break;
-        case EMG_LOAD_GLOBAL:
-            v = PyDict_GetItemWithError(f->globals, in->obj);
-            if (!v && !PyErr_Occurred() && PyDict_CheckExact(f->builtins))
-                v = PyDict_GetItemWithError(f->builtins, in->obj);
+        case EMG_LOAD_GLOBAL: {
+            PyObject *g = b ? b : f->globals, *bi = b ? slots[in->a] : f->builtins;
+            v = PyDict_GetItemWithError(g, in->obj);
+            if (!v && !PyErr_Occurred() && PyDict_CheckExact(bi)) v = PyDict_GetItemWithError(bi, in->obj);
             break;
+        }
+        case EMG_LOAD_CONST: v = in->obj; break;
+        case EMG_LOAD_CELL: v = PyCell_GET(b); break;
         case EMG_LOAD_ODICT: v = odict_get(b, in->obj); break;
         case EMG_LOAD_DICT:
             if (!PyDict_CheckExact(b)) return 0;

@@ -66,6 +66,11 @@ int32_t em_guard_odict(EmGuardProg *P, int32_t base, PyObject *name);
 int32_t em_guard_dict(EmGuardProg *P, int32_t base, PyObject *key);
 int32_t em_guard_attr(EmGuardProg *P, int32_t base, PyObject *name);
 int32_t em_guard_item(EmGuardProg *P, int32_t base, Py_ssize_t i, int is_list);
+int32_t em_guard_global_in(EmGuardProg *P, int32_t gslot, int32_t bslot, PyObject *name);
+/* A value the trace depends on through its identity (a function's globals, a closure cell);
+ * label names it in dumps. */
+int32_t em_guard_const(EmGuardProg *P, PyObject *obj, const char *label);
+int32_t em_guard_cell(EmGuardProg *P, int32_t base, PyObject *name);
 
 /* Checks: 0 or -1 with an exception set. Duplicates are dropped. */
 int em_guard_check(EmGuardProg *P, EmGuardOp op, int32_t slot, PyObject *obj, Py_ssize_t a);

@@ -68,19 +68,21 @@ EM_NEW PyObject *em_hook_call(int flags, PyObject *fn, PyObject *const *args, si
     return r;
 }
 
+/* Codes ember never intercepts: generators and coroutines, and files ember/_rules.py's
+ * skip_file names (torch, ember, the standard library). Asked once per code object. */
 static int skip_code(PyCodeObject *co) {
     if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) return 1;
-    PyObject *pre = em_state.skip_prefixes;
-    if (!pre || !PyUnicode_Check(co->co_filename)) return 0;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pre); i++) {
-        Py_ssize_t r = PyUnicode_Tailmatch(co->co_filename, PyTuple_GET_ITEM(pre, i), 0, PY_SSIZE_T_MAX, -1);
-        if (r < 0) {
-            PyErr_Clear();
-            return 0;
-        }
-        if (r) return 1;
+    if (!em_state.skip_file) return 0;
+    int saved = em_hook_enter(0);
+    PyObject *r = PyObject_CallOneArg(em_state.skip_file, co->co_filename);
+    em_hook_exit(saved);
+    int v = r ? PyObject_IsTrue(r) : 0;
+    Py_XDECREF(r);
+    if (v < 0 || !r) {
+        PyErr_Clear();
+        return 0;
     }
-    return 0;
+    return v;
 }
 
 static void call_quiet(PyObject *fn, const char *channel, PyObject *msg) {

@@ -98,10 +98,10 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
     (void)self;
     PyObject *rules, *helper, *warn, *log, *skip, *pure, *nnmod, *ops, *grad, *autocast, *ddtype;
     int force_fallback = 0;
-    static char *kwlist[] = {"rules", "helper", "warn", "log", "skip_prefixes", "pure_types", "nn_module",
+    static char *kwlist[] = {"rules", "helper", "warn", "log", "skip_file", "pure_types", "nn_module",
                              "op_fns", "grad", "autocast", "default_dtype", "force_fallback", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OOOO!O!OO!OOO|p", kwlist, &PyDict_Type, &rules, &helper, &warn,
-                                     &log, &PyTuple_Type, &skip, &PyTuple_Type, &pure, &nnmod, &PyDict_Type, &ops,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OOOOO!OO!OOO|p", kwlist, &PyDict_Type, &rules, &helper, &warn,
+                                     &log, &skip, &PyTuple_Type, &pure, &nnmod, &PyDict_Type, &ops,
                                      &grad, &autocast, &ddtype, &force_fallback))
         return NULL;
     PyObject *fns = PyTuple_New(EMOP__COUNT);
@@ -111,11 +111,14 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
         PyTuple_SET_ITEM(fns, i, Py_NewRef(f ? f : Py_None));
     }
     Py_XSETREF(em_state.op_fns, fns);
+    PyObject *bi = PyEval_GetBuiltins();
+    em_state.builtin_len = bi ? PyDict_GetItemString(bi, "len") : NULL;
+    em_state.builtin_getattr = bi ? PyDict_GetItemString(bi, "getattr") : NULL;
     Py_XSETREF(em_state.rules, Py_NewRef(rules));
     Py_XSETREF(em_state.meta_run, Py_NewRef(helper));
     Py_XSETREF(em_state.warn, Py_NewRef(warn));
     Py_XSETREF(em_state.log, Py_NewRef(log));
-    Py_XSETREF(em_state.skip_prefixes, Py_NewRef(skip));
+    Py_XSETREF(em_state.skip_file, Py_NewRef(skip));
     Py_XSETREF(em_state.pure_types, Py_NewRef(pure));
     Py_XSETREF(em_state.nn_module_type, Py_NewRef(nnmod));
     if (em_guard_global_state_set_fns(grad, autocast, ddtype)) return NULL;

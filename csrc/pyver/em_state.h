@@ -26,8 +26,9 @@ typedef struct {
     PyObject *meta_run;   /* callable(fn, args, kwargs) -> meta result, with device rules */
     PyObject *warn;       /* callable(msg) */
     PyObject *log;        /* callable(channel, text) */
-    PyObject *skip_prefixes; /* tuple of str: co_filename prefixes never intercepted */
+    PyObject *skip_file;  /* callable(co_filename) -> bool: never intercept that file's code */
     PyObject *nn_module_type; /* torch.nn.Module */
+    PyObject *builtin_len, *builtin_getattr; /* borrowed from builtins */
     PyObject *op_fns;     /* tuple indexed by EmOp: the Python operator of each op (meta runs) */
 
     /* code extra slot and hook */

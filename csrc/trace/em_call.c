@@ -365,6 +365,32 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
     if (self && (self->kind == SYM_LIST || self->kind == SYM_DICT || self->kind == SYM_TUPLE) &&
         Py_IS_TYPE(f, &PyMethodDescr_Type))
         return call_container_method(T, f, self, args, nargs, out);
+    if (f == em_state.builtin_len && n == 1 && all[0]->kind == SYM_OBJ &&
+        PyObject_IsInstance(all[0]->obj, em_state.nn_module_type) == 1) {
+        EmSym *items = NULL;
+        EmStatus st = em_module_items(T, all[0], 1, &items);
+        if (st != EM_OK) return st;
+        PyObject *len = PyLong_FromLong(items->items.len);
+        if (!len) return EM_ERR;
+        *out = em_sym_const(T, len);
+        Py_DECREF(len);
+        return *out ? EM_OK : EM_ERR;
+    }
+    if (f == em_state.builtin_getattr && (n == 2 || n == 3) && !kwnames && all[1]->kind == SYM_CONST &&
+        PyUnicode_Check(all[1]->obj)) {
+        EmSym *self_out = NULL;
+        EmStatus st = em_sym_getattr(T, all[0], all[1]->obj, 0, out, &self_out);
+        if (st == EM_ABORT && n == 3 && all[0]->kind == SYM_OBJ && all[0]->src >= 0) {
+            /* getattr(obj, name, default) when obj has no such attribute: guarded absence is
+             * not expressible yet; only accept the default when the attribute is really
+             * absent and the object's type is guarded (instance attributes still unguarded) */
+            if (!PyObject_HasAttr(all[0]->obj, all[1]->obj)) {
+                *out = all[2];
+                return EM_OK;
+            }
+        }
+        return st;
+    }
     int rule = rule_of(f);
     if (rule < 0) return EM_ERR;
     switch (rule) {
@@ -377,9 +403,9 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
             return em_trace_fail(T, EMA_DATA_DEP, "%s", name);
         default: break;
     }
+    if (PyFunction_Check(f)) return em_inline(T, f, all, n, kwnames, out);
+    if (fn->kind == SYM_OBJ && PyObject_IsInstance(f, em_state.nn_module_type) == 1)
+        return em_inline_module(T, fn, all, n, kwnames, out);
     callable_name(f, name, sizeof(name));
-    if (PyFunction_Check(f) || PyMethod_Check(f)) return em_trace_fail(T, EMA_INLINE, "%s", name);
-    if (PyObject_IsInstance(f, em_state.nn_module_type) == 1)
-        return em_trace_fail(T, EMA_INLINE, "%s.forward (module call)", Py_TYPE(f)->tp_name);
-    return em_trace_fail(T, EMA_CALL, "%s", name);
+    return em_trace_fail(T, PyMethod_Check(f) ? EMA_INLINE : EMA_CALL, "%s", name);
 }

@@ -85,10 +85,15 @@ EmStatus h_store_global(EmTracer *T, const EmInstr *in) {
 EmStatus h_load_global(EmTracer *T, const EmInstr *in) {
     PyObject *name = PyTuple_GET_ITEM(T->code->co_names, in->arg >> 1);
     if ((in->arg & 1) && em_push(T, em_sym_null(T)) != EM_OK) return EM_ERR;
-    PyObject *v = PyDict_GetItemWithError(T->in.globals, name);
-    if (!v && !PyErr_Occurred() && PyDict_Check(T->in.builtins)) v = PyDict_GetItemWithError(T->in.builtins, name);
+    PyObject *v = PyDict_GetItemWithError(T->globals, name);
+    if (!v && !PyErr_Occurred() && PyDict_Check(T->builtins)) v = PyDict_GetItemWithError(T->builtins, name);
     if (!v) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "undefined global %s", PyUnicode_AsUTF8(name));
-    int32_t slot = em_guard_global(T->P, name);
+    int32_t slot;
+    if (T->gslot < 0) {
+        slot = em_guard_global(T->P, name);
+    } else {
+        slot = em_guard_global_in(T->P, T->gslot, T->bslot, name);
+    }
     if (slot < 0) return EM_ERR;
     EmStatus st;
     EmSym *s = em_sym_wrap(T, v, slot, &st);
@@ -317,6 +322,12 @@ EmStatus h_binary_subscr(EmTracer *T, const EmInstr *in) {
         st = em_op_record(T, EMOP_SUBSCR, NULL, args, 2, NULL, op_fn(EMOP_SUBSCR), &out);
     else if (args[0]->kind == SYM_TUPLE || args[0]->kind == SYM_LIST || args[0]->kind == SYM_DICT)
         st = seq_index(T, args[0], args[1], &out);
+    else if (args[0]->kind == SYM_OBJ && args[1]->kind == SYM_CONST && PyLong_CheckExact(args[1]->obj) &&
+             PyObject_IsInstance(args[0]->obj, em_state.nn_module_type) == 1) {
+        EmSym *items = NULL; /* ModuleList[i], Sequential[i] */
+        st = em_module_items(T, args[0], 0, &items);
+        if (st == EM_OK) st = seq_index(T, items, args[1], &out);
+    }
     else
         st = eval_known(T, op_fn(EMOP_SUBSCR), args, 2, &out);
     return st == EM_OK ? em_push(T, out) : st;
@@ -460,6 +471,8 @@ static EmStatus seq_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
         *tmp_out = r;
         return r ? EM_OK : EM_ERR;
     }
+    if (s->kind == SYM_OBJ && PyObject_IsInstance(s->obj, em_state.nn_module_type) == 1)
+        return em_module_items(T, s, 0, tmp_out);
     return em_trace_fail(T, s->kind == SYM_TENSOR ? EMA_DATA_DEP : EMA_VALUE, "iteration over %s",
                          em_sym_describe(s));
 }

@@ -403,7 +403,8 @@ static EmStatus tensor_attr(EmTracer *T, EmSym *base, PyObject *name, int method
         return *out ? EM_OK : EM_ERR;
     }
     static const char *const meta_attrs[] = {"shape", "dtype", "ndim", "requires_grad", "layout",
-                                             "is_sparse", "is_quantized", "itemsize", "nbytes", "is_leaf", NULL};
+                                             "is_sparse", "is_quantized", "itemsize", "nbytes", "is_leaf", "is_nested",
+                                             "is_mkldnn", "is_complex_dtype", NULL};
     static const char *const graph_attrs[] = {"T", "mT", "H", "mH", "real", "imag", NULL};
     for (int i = 0; meta_attrs[i]; i++)
         if (!strcmp(n, meta_attrs[i])) {
@@ -485,7 +486,6 @@ static EmStatus obj_attr(EmTracer *T, EmSym *base, PyObject *name, int method, E
             Py_DECREF(tn);
             if (PyErr_Occurred()) return EM_ERR;
         }
-        if (v == Py_None) return em_trace_fail(T, EMA_ATTR, "%s.%s is a None parameter", tp->tp_name, n);
     }
     if (v) {
         if (slot < 0) return EM_ERR;

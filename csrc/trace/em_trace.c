@@ -26,6 +26,7 @@ EmStatus em_trace_fail(EmTracer *T, EmAbort why, const char *fmt, ...) {
     va_end(ap);
     T->abort = why;
     T->abort_line = em_trace_lineno(T);
+    Py_XSETREF(T->abort_file, Py_NewRef(T->code->co_filename));
     snprintf(T->abort_detail, sizeof(T->abort_detail), abort_fmt[why], detail);
     return EM_ABORT;
 }
@@ -35,7 +36,8 @@ int em_trace_lineno(EmTracer *T) {
 }
 
 EM_NEW PyObject *em_trace_abort_message(const EmTracer *T) {
-    return PyUnicode_FromFormat("%U:%d: %s", T->code->co_filename, T->abort_line, T->abort_detail);
+    return PyUnicode_FromFormat("%U:%d: %s", T->abort_file ? T->abort_file : T->code->co_filename, T->abort_line,
+                                T->abort_detail);
 }
 
 /* Stack helpers for handlers. */
@@ -96,6 +98,26 @@ EmSym *em_local_get(EmTracer *T, int i, EmStatus *st) {
         *st = em_trace_fail(T, EMA_VALUE, "read of unbound local %s",
                             PyUnicode_AsUTF8(em_code_name(T->code, i)));
         return NULL;
+    }
+    if (s->kind == SYM_NULL && s->pos == -3) { /* free variable of an inlined function: obj = cell */
+        PyObject *lab = PyUnicode_FromFormat("cell[%U.%U]", T->code->co_qualname, em_code_name(T->code, i));
+        const char *labu = lab ? PyUnicode_AsUTF8(lab) : NULL;
+        int32_t cs = labu ? em_guard_const(T->P, s->obj, labu) : -1;
+        Py_XDECREF(lab);
+        int32_t slot = cs < 0 ? -1 : em_guard_cell(T->P, cs, em_code_name(T->code, i));
+        PyObject *v = PyCell_GET(s->obj);
+        if (slot < 0) {
+            *st = EM_ERR;
+            return NULL;
+        }
+        if (!v) {
+            *st = em_trace_fail(T, EMA_VALUE, "empty closure cell");
+            return NULL;
+        }
+        EmSym *w = em_sym_wrap(T, v, slot, st);
+        if (!w) return NULL;
+        T->locals[i] = w;
+        return w;
     }
     if (s->kind == SYM_NULL && s->pos == -2) {
         EmSym *w = em_sym_wrap(T, s->obj, s->src, st);
@@ -179,19 +201,8 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
     return EM_OK;
 }
 
-EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P) {
-    memset(T, 0, sizeof(*T));
-    T->G = G;
-    T->P = P;
-    T->code = code;
-    T->in = *in;
-    T->code_bytes = em_code_bytes(code);
-    if (!T->code_bytes) return EM_ERR;
-    T->bytes = (const unsigned char *)PyBytes_AS_STRING(T->code_bytes);
-    T->n_units = (int)(PyBytes_GET_SIZE(T->code_bytes) / 2);
-    if (!(T->seen = PyDict_New())) return EM_ERR;
-    if (em_guard_check_global_state(P)) return EM_ERR;
-    EmStatus st = setup_locals(T);
+EmStatus em_trace_loop(EmTracer *T) {
+    EmStatus st = EM_OK;
     while (st == EM_OK && !T->done) {
         if (T->ip >= T->n_units) {
             st = em_trace_fail(T, EMA_VALUE, "ran off the end of the code");
@@ -207,6 +218,26 @@ EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGr
         T->ip = ins.next;
         st = dispatch(T, &ins);
     }
+    return st;
+}
+
+EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P) {
+    memset(T, 0, sizeof(*T));
+    T->G = G;
+    T->P = P;
+    T->code = code;
+    T->in = *in;
+    T->code_bytes = em_code_bytes(code);
+    if (!T->code_bytes) return EM_ERR;
+    T->bytes = (const unsigned char *)PyBytes_AS_STRING(T->code_bytes);
+    T->n_units = (int)(PyBytes_GET_SIZE(T->code_bytes) / 2);
+    if (!(T->seen = PyDict_New())) return EM_ERR;
+    if (em_guard_check_global_state(P)) return EM_ERR;
+    T->globals = in->globals;
+    T->builtins = in->builtins;
+    T->gslot = T->bslot = -1;
+    EmStatus st = setup_locals(T);
+    if (st == EM_OK) st = em_trace_loop(T);
     if (st == EM_OK) st = build_out(T, T->retval, 0);
     if (st == EM_OK) {
         const char *bad = em_ir_verify(G);
@@ -236,6 +267,7 @@ void em_trace_free(EmTracer *T) {
     free(T->locals);
     free(T->stack);
     Py_CLEAR(T->seen);
+    Py_CLEAR(T->abort_file);
     Py_CLEAR(T->code_bytes);
     T->locals = NULL;
     T->stack = NULL;

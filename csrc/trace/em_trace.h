@@ -66,17 +66,21 @@ typedef struct EmTracer {
     PyObject *kwnames; /* borrowed from co_consts, pending for the next CALL */
     int ip;            /* code unit of the next instruction */
     int cur;           /* code unit of the current instruction */
+    PyObject *globals, *builtins; /* of the function being traced (borrowed) */
+    int32_t gslot, bslot; /* guard slots of those dicts in an inlined frame, -1 = root's */
+    int depth;         /* inlining depth, 0 = the intercepted frame */
+    EmSym *retval;
+    int done;
     long steps;
     /* bookkeeping */
     PyObject *seen;    /* dict: id(object) -> index in syms of the sym made for it */
     EmVec(EmSym *) syms; /* every sym, freed at the end */
     EmVec(int32_t) input_slots; /* guard slot of each graph input */
     EmVec(EmOut) out;
-    EmSym *retval;
-    int done;
     /* abort */
     EmAbort abort;
     int abort_line;
+    PyObject *abort_file; /* owned */
     char abort_detail[200];
 } EmTracer;
 
@@ -116,5 +120,14 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
                       PyObject *meta_fn, EmSym **out);
 
 int em_trace_lineno(EmTracer *T);
+/* Inlines a call of the Python function `func` (em_inline.c). */
+EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
+/* Calls of nn.Module instances and iteration/indexing of module containers (em_inline.c). */
+EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
+EmStatus em_module_items(EmTracer *T, EmSym *mod, int want_keys, EmSym **out);
+/* The interpreter loop over the current frame state (em_trace.c). */
+EmStatus em_trace_loop(EmTracer *T);
+/* Realizes a lazily wrapped local (argument or free variable). */
+EmSym *em_local_get(EmTracer *T, int i, EmStatus *st);
 
 #endif

@@ -1,0 +1,299 @@
+/* em_inline.c: inlining. A call of a Python function is traced in place: its arguments are
+ * bound to a fresh set of symbolic locals, the interpreter runs its bytecode over the same
+ * graph and guards, and its return value replaces the call. nn.Module calls inline forward
+ * (after checking the module has no hooks); module containers iterate and index through
+ * their _modules dict, with guards on what was read.
+ */
+#include "em_rec.h"
+
+#include "../pyver/em_state.h"
+
+#define EM_MAX_DEPTH 48
+
+/* Frame state swapped in and out around an inlined call. */
+typedef struct {
+    PyCodeObject *code;
+    PyObject *code_bytes;
+    const unsigned char *bytes;
+    int n_units;
+    EmSym **locals;
+    int nlocals;
+    EmSym **stack;
+    int sp, stack_cap;
+    PyObject *kwnames;
+    int ip, cur;
+    PyObject *globals, *builtins;
+    int32_t gslot, bslot;
+    EmSym *retval;
+    int done;
+} EmFrameSave;
+
+static void frame_save(EmTracer *T, EmFrameSave *s) {
+    *s = (EmFrameSave){T->code, T->code_bytes, T->bytes, T->n_units, T->locals, T->nlocals, T->stack, T->sp,
+                       T->stack_cap, T->kwnames, T->ip, T->cur, T->globals, T->builtins, T->gslot, T->bslot,
+                       T->retval, T->done};
+}
+
+static void frame_restore(EmTracer *T, const EmFrameSave *s) {
+    T->code = s->code;
+    T->code_bytes = s->code_bytes;
+    T->bytes = s->bytes;
+    T->n_units = s->n_units;
+    T->locals = s->locals;
+    T->nlocals = s->nlocals;
+    T->stack = s->stack;
+    T->sp = s->sp;
+    T->stack_cap = s->stack_cap;
+    T->kwnames = s->kwnames;
+    T->ip = s->ip;
+    T->cur = s->cur;
+    T->globals = s->globals;
+    T->builtins = s->builtins;
+    T->gslot = s->gslot;
+    T->bslot = s->bslot;
+    T->retval = s->retval;
+    T->done = s->done;
+}
+
+static int kw_index(PyCodeObject *co, PyObject *name, int lo, int hi) {
+    for (int i = lo; i < hi; i++) {
+        int eq = PyObject_RichCompareBool(PyTuple_GET_ITEM(co->co_localsplusnames, i), name, Py_EQ);
+        if (eq) return eq < 0 ? -2 : i;
+    }
+    return -1;
+}
+
+/* Binds call arguments to the parameters of `fn` (Python's rules for positional, keyword,
+ * default, *args and **kwargs parameters). Returns EM_OK with locals filled. */
+static EmStatus bind_args(EmTracer *T, PyFunctionObject *fn, EmSym **args, int nargs, PyObject *kwnames,
+                          EmSym **locals) {
+    PyCodeObject *co = (PyCodeObject *)fn->func_code;
+    int npos_params = co->co_argcount, nkwonly = co->co_kwonlyargcount;
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    int has_var = !!(co->co_flags & CO_VARARGS), has_kw = !!(co->co_flags & CO_VARKEYWORDS);
+    int var_at = npos_params + nkwonly, kw_at = var_at + has_var;
+    EmSym *varargs = NULL, *varkw = NULL;
+    if (has_var && !(varargs = em_sym_new(T, SYM_TUPLE))) return EM_ERR;
+    if (has_kw && !(varkw = em_sym_new(T, SYM_DICT))) return EM_ERR;
+    for (int i = 0; i < npos; i++) {
+        if (i < npos_params) locals[i] = args[i];
+        else if (varargs) {
+            if (em_vec_push(&varargs->items, args[i])) return PyErr_NoMemory(), EM_ERR;
+        } else
+            return em_trace_fail(T, EMA_INLINE, "%s (too many positional arguments)", PyUnicode_AsUTF8(co->co_qualname));
+    }
+    for (int k = 0; k < nkw; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        int at = kw_index(co, name, co->co_posonlyargcount, npos_params + nkwonly);
+        if (at == -2) return EM_ERR;
+        if (at >= 0) {
+            if (locals[at]) return em_trace_fail(T, EMA_INLINE, "%s (argument given twice)", PyUnicode_AsUTF8(co->co_qualname));
+            locals[at] = args[npos + k];
+        } else if (varkw) {
+            if (em_vec_push(&varkw->keys, Py_NewRef(name)) || em_vec_push(&varkw->items, args[npos + k]))
+                return PyErr_NoMemory(), EM_ERR;
+        } else {
+            return em_trace_fail(T, EMA_INLINE, "%s (unexpected keyword %s)", PyUnicode_AsUTF8(co->co_qualname),
+                                 PyUnicode_AsUTF8(name));
+        }
+    }
+    PyObject *defs = fn->func_defaults;
+    int ndefs = defs ? (int)PyTuple_GET_SIZE(defs) : 0;
+    for (int i = 0; i < npos_params; i++) {
+        if (locals[i]) continue;
+        int d = i - (npos_params - ndefs);
+        if (d < 0) return em_trace_fail(T, EMA_INLINE, "%s (missing argument)", PyUnicode_AsUTF8(co->co_qualname));
+        /* defaults are values of the function object: constants, or wrapped without a source */
+        PyObject *v = PyTuple_GET_ITEM(defs, d);
+        if (!(locals[i] = em_sym_const(T, v))) return EM_ERR;
+        if (PyObject_TypeCheck(v, em_state.tensor_type) || (!PyLong_Check(v) && !PyFloat_Check(v) && v != Py_None &&
+                                                             !PyBool_Check(v) && !PyUnicode_Check(v) && !PyTuple_Check(v)))
+            return em_trace_fail(T, EMA_INLINE, "%s (default value of type %s)", PyUnicode_AsUTF8(co->co_qualname),
+                                 Py_TYPE(v)->tp_name);
+    }
+    for (int i = npos_params; i < npos_params + nkwonly; i++) {
+        if (locals[i]) continue;
+        PyObject *v = fn->func_kwdefaults ? PyDict_GetItemWithError(fn->func_kwdefaults, PyTuple_GET_ITEM(co->co_localsplusnames, i)) : NULL;
+        if (!v) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_INLINE, "%s (missing keyword argument)", PyUnicode_AsUTF8(co->co_qualname));
+        if (!(locals[i] = em_sym_const(T, v))) return EM_ERR;
+    }
+    if (varargs) locals[var_at] = varargs;
+    if (varkw) locals[kw_at] = varkw;
+    return EM_OK;
+}
+
+EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
+    PyFunctionObject *fn = (PyFunctionObject *)func;
+    PyCodeObject *co = (PyCodeObject *)fn->func_code;
+    if (T->depth >= EM_MAX_DEPTH) return em_trace_fail(T, EMA_INLINE, "%s (inlining too deep)", PyUnicode_AsUTF8(co->co_qualname));
+    if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE))
+        return em_trace_fail(T, EMA_INLINE, "%s (generator or coroutine)", PyUnicode_AsUTF8(co->co_qualname));
+    int n = em_code_nlocalsplus(co), nfree = em_code_nfree(co);
+    EmSym **locals = calloc((size_t)n + 1, sizeof(EmSym *));
+    EmSym **stack = calloc((size_t)co->co_stacksize + 8, sizeof(EmSym *));
+    PyObject *bytes = em_code_bytes(co);
+    EmStatus st = EM_ERR;
+    if (!locals || !stack || !bytes) {
+        if (!bytes && !PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    if ((st = bind_args(T, fn, args, nargs, kwnames, locals)) != EM_OK) goto done;
+    for (int i = n - nfree; i < n; i++) { /* free variables: realized from their cells on first read */
+        PyObject *cell = fn->func_closure ? PyTuple_GET_ITEM(fn->func_closure, i - (n - nfree)) : NULL;
+        if (!cell) continue;
+        EmSym *m = em_sym_new(T, SYM_NULL);
+        if (!m) {
+            st = EM_ERR;
+            goto done;
+        }
+        m->pos = -3;
+        m->obj = Py_NewRef(cell);
+        locals[i] = m;
+    }
+    EmFrameSave saved;
+    frame_save(T, &saved);
+    T->code = co;
+    T->code_bytes = bytes;
+    T->bytes = (const unsigned char *)PyBytes_AS_STRING(bytes);
+    T->n_units = (int)(PyBytes_GET_SIZE(bytes) / 2);
+    T->locals = locals;
+    T->nlocals = n;
+    T->stack = stack;
+    T->sp = 0;
+    T->stack_cap = co->co_stacksize + 8;
+    T->kwnames = NULL;
+    T->ip = T->cur = 0;
+    T->retval = NULL;
+    T->done = 0;
+    if (fn->func_globals != saved.globals || T->gslot >= 0 || saved.gslot >= 0) {
+        if (fn->func_globals == T->in.globals) {
+            T->gslot = T->bslot = -1;
+        } else {
+            PyObject *mod = PyDict_GetItemString(fn->func_globals, "__name__");
+            const char *mn = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : "?";
+            char label[200];
+            snprintf(label, sizeof(label), "G(%s)", mn ? mn : "?");
+            T->gslot = em_guard_const(T->P, fn->func_globals, label);
+            T->bslot = em_guard_const(T->P, fn->func_builtins, "builtins");
+            if (T->gslot < 0 || T->bslot < 0) {
+                frame_restore(T, &saved);
+                st = EM_ERR;
+                goto done;
+            }
+        }
+    }
+    T->globals = fn->func_globals;
+    T->builtins = fn->func_builtins;
+    T->depth++;
+    st = em_trace_loop(T);
+    T->depth--;
+    EmSym *ret = T->retval;
+    frame_restore(T, &saved);
+    if (st == EM_OK) *out = ret;
+done:
+    free(locals);
+    free(stack);
+    Py_XDECREF(bytes);
+    return st;
+}
+
+/* ---- nn.Module ---- */
+
+static int is_container_iter(PyObject *tp_iter, const char **kind) {
+    /* torch.nn containers iterate their _modules (values; ModuleDict: keys) */
+    if (!tp_iter || !PyFunction_Check(tp_iter)) return 0;
+    PyObject *q = ((PyFunctionObject *)tp_iter)->func_qualname;
+    PyObject *m = ((PyFunctionObject *)tp_iter)->func_module;
+    if (!m || !PyUnicode_Check(m) || PyUnicode_CompareWithASCIIString(m, "torch.nn.modules.container")) return 0;
+    const char *qs = PyUnicode_AsUTF8(q);
+    if (!qs) return 0;
+    if (!strcmp(qs, "ModuleDict.__iter__")) *kind = "keys";
+    else if (!strcmp(qs, "Sequential.__iter__") || !strcmp(qs, "ModuleList.__iter__")) *kind = "values";
+    else return 0;
+    return 1;
+}
+
+/* The _modules dict of a module sym and its slot, with a LEN guard (keys are then each
+ * loaded by name, so any change of the container fails a guard). */
+static PyObject *modules_dict(EmTracer *T, EmSym *mod, int32_t *slot) {
+    PyObject **dp = _PyObject_GetDictPtr(mod->obj);
+    PyObject *d = dp && *dp ? PyDict_GetItemString(*dp, "_modules") : NULL;
+    if (!d || !PyDict_Check(d)) return NULL;
+    PyObject *name = PyUnicode_InternFromString("_modules");
+    if (!name) return NULL;
+    *slot = em_guard_odict(T->P, mod->src, name);
+    Py_DECREF(name);
+    if (*slot < 0 || em_guard_check(T->P, EMG_LEN, *slot, NULL, PyDict_GET_SIZE(d))) return NULL;
+    return d;
+}
+
+EmStatus em_module_items(EmTracer *T, EmSym *mod, int want_keys, EmSym **out) {
+    const char *kind = NULL;
+    PyObject *iname = PyUnicode_InternFromString("__iter__");
+    if (!iname) return EM_ERR;
+    PyObject *tp_iter = _PyType_Lookup(Py_TYPE(mod->obj), iname);
+    Py_DECREF(iname);
+    if (mod->src < 0 || !is_container_iter(tp_iter, &kind))
+        return em_trace_fail(T, EMA_VALUE, "iteration over %s", Py_TYPE(mod->obj)->tp_name);
+    if (em_guard_check(T->P, EMG_TYPE, mod->src, (PyObject *)Py_TYPE(mod->obj), 0)) return EM_ERR;
+    int32_t mslot;
+    PyObject *d = modules_dict(T, mod, &mslot);
+    if (!d) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "module without _modules");
+    EmSym *s = em_sym_new(T, SYM_TUPLE);
+    if (!s) return EM_ERR;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    int keys = want_keys || !strcmp(kind, "keys");
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        EmSym *it;
+        if (keys) {
+            it = em_sym_const(T, k);
+        } else {
+            EmStatus st;
+            int32_t slot = em_guard_dict(T->P, mslot, k);
+            it = slot < 0 ? NULL : em_sym_wrap(T, v, slot, &st);
+            if (!it) return slot < 0 ? EM_ERR : st;
+        }
+        if (!it || em_vec_push(&s->items, it)) return EM_ERR;
+    }
+    *out = s;
+    return EM_OK;
+}
+
+EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
+    PyObject *m = mod->obj;
+    PyTypeObject *tp = Py_TYPE(m);
+    if (mod->src < 0) return em_trace_fail(T, EMA_INLINE, "%s made while tracing", tp->tp_name);
+    PyObject *cname = PyUnicode_InternFromString("__call__");
+    if (!cname) return EM_ERR;
+    PyObject *call = _PyType_Lookup(tp, cname);
+    PyObject *base_call = _PyType_Lookup((PyTypeObject *)em_state.nn_module_type, cname);
+    Py_DECREF(cname);
+    if (call != base_call) return em_trace_fail(T, EMA_INLINE, "%s.__call__ (overridden)", tp->tp_name);
+    static const char *const hooks[] = {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+                                        "_backward_pre_hooks", NULL};
+    PyObject **dp = _PyObject_GetDictPtr(m);
+    if (!dp || !*dp) return em_trace_fail(T, EMA_INLINE, "%s without __dict__", tp->tp_name);
+    if (em_guard_check(T->P, EMG_TYPE, mod->src, (PyObject *)tp, 0)) return EM_ERR;
+    for (int i = 0; hooks[i]; i++) {
+        PyObject *h = PyDict_GetItemString(*dp, hooks[i]);
+        if (!h) continue;
+        if (!PyDict_Check(h) || PyDict_GET_SIZE(h))
+            return em_trace_fail(T, EMA_INLINE, "%s has %s", tp->tp_name, hooks[i]);
+        PyObject *name = PyUnicode_InternFromString(hooks[i]);
+        int32_t slot = name ? em_guard_odict(T->P, mod->src, name) : -1;
+        Py_XDECREF(name);
+        if (slot < 0 || em_guard_check(T->P, EMG_LEN, slot, NULL, 0)) return EM_ERR;
+    }
+    PyObject *fwd_name = PyUnicode_InternFromString("forward");
+    PyObject *fwd = fwd_name ? _PyType_Lookup(tp, fwd_name) : NULL;
+    PyObject *own = fwd_name ? PyDict_GetItemWithError(*dp, fwd_name) : NULL;
+    Py_XDECREF(fwd_name);
+    if (own) return em_trace_fail(T, EMA_INLINE, "%s with a forward set on the instance", tp->tp_name);
+    if (!fwd || !PyFunction_Check(fwd)) return em_trace_fail(T, EMA_INLINE, "%s.forward (not a Python function)", tp->tp_name);
+    EmSym *all[65];
+    if (nargs + 1 > 65) return em_trace_fail(T, EMA_CALL, "call with too many arguments");
+    all[0] = mod;
+    for (int i = 0; i < nargs; i++) all[i + 1] = args[i];
+    return em_inline(T, fwd, all, nargs + 1, kwnames, out);
+}
