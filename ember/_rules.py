@@ -47,7 +47,10 @@ _set(CONST, [torch.Size, torch.device, torch.get_default_dtype, torch.is_grad_en
              torch.numel, torch.promote_types, torch.result_type, torch.can_cast,
              torch.jit.is_scripting, torch.jit.is_tracing, torch.cuda.is_available,
              getattr(torch, "get_default_device", None), torch._C._get_tracing_state,
-             getattr(getattr(torch.backends, "mha", None), "get_fastpath_enabled", None)])
+             getattr(getattr(torch.backends, "mha", None), "get_fastpath_enabled", None),
+             torch._C._has_torch_function, torch._C._has_torch_function_unary,
+             torch._C._has_torch_function_variadic, torch.overrides.has_torch_function,
+             torch.overrides.has_torch_function_unary, torch.overrides.has_torch_function_variadic])
 _set(TRUE, [torch.compiler.is_compiling, getattr(torch._dynamo, "is_compiling", None),
             getattr(torch.compiler, "is_dynamo_compiling", None)])
 _T = torch.Tensor
@@ -85,14 +88,23 @@ def _classify(fn):
     objclass = getattr(fn, "__objclass__", None)
     if isinstance(objclass, type) and issubclass(objclass, _TensorBase):
         return GRAPH
-    if isinstance(fn, (types.BuiltinFunctionType, types.FunctionType)):
-        mod = getattr(fn, "__module__", None) or ""
+    mod = getattr(fn, "__module__", None) or ""
+    if isinstance(fn, types.BuiltinFunctionType):
         self_obj = getattr(fn, "__self__", None)
         if isinstance(self_obj, type) and self_obj.__module__.startswith("torch"):
             mod = mod or "torch"  # torch._C._VariableFunctions methods
         if mod == "torch" or mod.startswith("torch.") and not mod.startswith(("torch._dynamo", "torch.compiler")):
             return GRAPH
+    elif isinstance(fn, types.FunctionType) and mod in _GRAPH_PY_MODULES:
+        # torch's Python-level operators; any other Python function (nn.Module methods,
+        # user code) is inlined
+        return GRAPH
     return UNKNOWN
+
+
+_GRAPH_PY_MODULES = {"torch", "torch.functional", "torch.nn.functional", "torch._tensor", "torch.random",
+                     "torch.nn.init", "torch.utils.checkpoint", "torch.autograd.function", "torch._jit_internal",
+                     "torch.overrides", "torch.fft", "torch.linalg", "torch.special"}
 
 
 # ---- which files ember never intercepts ----

@@ -136,9 +136,12 @@ static const char *callable_name(PyObject *fn, char *buf, size_t n) {
     const char *ms = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
     if (!qs) PyErr_Clear();
     if (!ms) PyErr_Clear();
-    if (ms && !strcmp(ms, "torch._C._nn")) ms = "torch._C._nn";
-    if (!ms && Py_IS_TYPE(fn, &PyMethodDescr_Type)) ms = "Tensor";
+    if (Py_IS_TYPE(fn, &PyMethodDescr_Type)) {
+        ms = "Tensor";
+        qs = PyUnicode_AsUTF8(PyDescr_NAME(fn));
+    }
     if (ms && !strncmp(ms, "torch._tensor", 13)) ms = NULL;
+    if (qs && !strncmp(qs, "_VariableFunctionsClass.", 24)) qs += 24;
     snprintf(buf, n, "%s%s%s", ms ? ms : "", ms ? "." : "", qs ? qs : "?");
     Py_DECREF(q);
     Py_XDECREF(mod);

@@ -244,7 +244,10 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
                     Py_IS_TYPE(v, &PyClassMethodDescr_Type);
         if (em_guard_check(T->P, by_id ? EMG_ID : EMG_TYPE, slot, by_id ? v : (PyObject *)tp, 0) == 0) {
             s = em_sym_new(T, SYM_OBJ);
-            if (s) s->obj = Py_NewRef(v);
+            if (s) {
+                s->obj = Py_NewRef(v);
+                s->by_id = (uint8_t)by_id;
+            }
         }
     }
 done:
@@ -275,6 +278,12 @@ int32_t em_sym_arg(EmTracer *T, EmSym *s, EmStatus *st) {
         case SYM_TENSOR: return em_ir_arg(G, EMA_REF, s->ref, 0);
         case SYM_CONST:
         case SYM_OBJ: {
+            if (s->kind == SYM_OBJ && s->src >= 0 && !s->by_id) {
+                /* an instance guarded only by type (a module, a user object): its state is
+                 * not guarded, so it must not be baked into the graph */
+                *st = em_trace_fail(T, EMA_VALUE, "%s instance passed to an op", Py_TYPE(s->obj)->tp_name);
+                return -1;
+            }
             PyObject *r = PyObject_Repr(s->obj);
             const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
             if (!u) PyErr_Clear();

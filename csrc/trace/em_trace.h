@@ -39,6 +39,7 @@ struct EmSym {
     EmVec(EmSym *) items;
     EmVec(PyObject *) keys; /* DICT: owned keys, parallel to items */
     int32_t pos;    /* ITER position */
+    uint8_t by_id;  /* OBJ: guarded by identity (or a constant of a trusted module) */
 };
 
 /* Return-value description: a prefix-order tree. */
