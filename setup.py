@@ -28,4 +28,4 @@ if os.environ.get("EMBER_DEBUG") == "1":
 sources = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "csrc", "**", "*.c"), recursive=True))
 
 setup(ext_modules=[Extension("ember._C", sources=sources, include_dirs=["csrc/pyver"],
-                             extra_compile_args=flags, extra_link_args=link)])
+                             extra_compile_args=flags, extra_link_args=link, libraries=["dl"])])

@@ -46,7 +46,43 @@ def _setup():
     return fast
 
 
+def _setup_global_state_reads():
+    """Direct reads of grad mode, autocast and default dtype from c10 (no Python call per
+    guard check), switched on only if they agree with torch's functions in every state we
+    can set here; otherwise guards call torch's Python functions."""
+    import os
+    lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    if config.force_python_tensor_guards:
+        return False
+    if not _C._gs_resolve(os.path.join(lib, "libc10.so"), os.path.join(lib, "libtorch_cpu.so")):
+        return False
+
+    def py():
+        return (int(torch.is_grad_enabled()), int(torch.is_autocast_enabled("cpu")),
+                int(torch.is_autocast_enabled("cuda")), _rules.dtype_num(torch.get_default_dtype()))
+
+    def agree():
+        return tuple(_C._gs_read(True)) == py()
+
+    ok = agree()
+    old_dtype = torch.get_default_dtype()
+    try:
+        with torch.no_grad():
+            ok = ok and agree()
+        with torch.autocast("cpu"):
+            ok = ok and agree()
+        torch.set_default_dtype(torch.float64)
+        ok = ok and agree()
+    except Exception:
+        ok = False
+    finally:
+        torch.set_default_dtype(old_dtype)
+    ok = ok and agree()
+    return bool(_C._gs_use_direct(ok))
+
+
 tensor_guards_fast = _setup()
+global_state_guards_fast = _setup_global_state_reads()
 
 
 def set_logs(spec):

@@ -24,6 +24,16 @@ def log(channel, text):
 
 
 def warn(msg):
+    """Warns at the user's line: the innermost frame that is not torch's or ember's (the
+    frame ember gave up on is not on the stack yet while the hook runs)."""
     import warnings
     from . import EmberWarning
-    warnings.warn(str(msg), EmberWarning, stacklevel=3)
+    from ._rules import skip_file
+    f = sys._getframe(1)
+    while f is not None and skip_file(f.f_code.co_filename):
+        f = f.f_back
+    if f is None:
+        warnings.warn(str(msg), EmberWarning, stacklevel=2)
+        return
+    warnings.warn_explicit(str(msg), EmberWarning, f.f_code.co_filename, f.f_lineno,
+                           module=f.f_globals.get("__name__"), registry=f.f_globals.setdefault("__warningregistry__", {}))

@@ -14,6 +14,7 @@ tracked by ember, since meta tensors have none).
 """
 import builtins
 import math
+import os
 import operator
 import types
 
@@ -131,6 +132,8 @@ def _dirs():
 
 
 _PKGS, _KEEP, _STDLIB = _dirs()
+# ember's benchmark models are user code, though they ship inside the package
+_USER_CODE = (os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench") + os.sep,)
 _skip_cache = {}
 
 
@@ -141,6 +144,8 @@ def skip_file(filename):
     if r is None:
         if filename.startswith("<frozen "):
             r = True
+        elif filename.startswith(_USER_CODE):
+            r = False
         elif filename.startswith(_PKGS):
             r = True
         elif filename.startswith(_KEEP):

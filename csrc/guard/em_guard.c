@@ -4,6 +4,8 @@
  */
 #include "em_guard.h"
 
+#include <math.h>
+
 #include "../pyver/em_state.h"
 
 static const char *const g_names[] = {
@@ -140,7 +142,7 @@ int em_guard_check_tensor(EmGuardProg *P, int32_t slot, PyObject *tensor) {
 int em_guard_check_global_state(EmGuardProg *P) {
     for (int32_t i = 0; i < P->ins.len; i++)
         if (P->ins.data[i].op == EMG_GLOBAL_STATE) return 0;
-    if (em_guard_global_state_read(&P->gs)) return -1;
+    if (em_guard_global_state_capture(&P->gs)) return -1;
     return g_push(P, EMG_GLOBAL_STATE, -1, -1, 0, NULL);
 }
 
@@ -155,9 +157,9 @@ static PyObject *odict_get(PyObject *o, PyObject *name) {
 static int eq_const(PyObject *v, PyObject *c) {
     if (v == c) return 1;
     if (Py_TYPE(v) != Py_TYPE(c)) return 0;
-    if (PyFloat_CheckExact(v)) {
+    if (PyFloat_CheckExact(v)) { /* NaN equals NaN; -0.0 differs from 0.0 (1/x differs) */
         double x = PyFloat_AS_DOUBLE(v), y = PyFloat_AS_DOUBLE(c);
-        return x == y || (x != x && y != y);
+        return (x == y && signbit(x) == signbit(y)) || (x != x && y != y);
     }
     return PyObject_RichCompareBool(v, c, Py_EQ);
 }
@@ -165,8 +167,7 @@ static int eq_const(PyObject *v, PyObject *c) {
 static int gs_match(const EmGlobalState *want) {
     EmGlobalState now;
     if (em_guard_global_state_read(&now)) return -1;
-    return now.grad == want->grad && now.autocast_cpu == want->autocast_cpu &&
-           now.autocast_cuda == want->autocast_cuda && now.default_dtype == want->default_dtype;
+    return em_guard_global_state_equal(&now, want);
 }
 
 /* Returns 1 pass, 0 fail, -1 error. */
@@ -266,7 +267,7 @@ EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int3
             break;
         case EMG_GLOBAL_STATE: {
             EmGlobalState now;
-            if (em_guard_global_state_read(&now) == 0)
+            if (em_guard_global_state_capture(&now) == 0)
                 res = PyUnicode_FromFormat(
                     "global state changed: grad_enabled %d->%d, autocast cpu %d->%d, cuda %d->%d, "
                     "default dtype %R->%R",

@@ -36,7 +36,8 @@ typedef struct {
 
 typedef struct {
     int grad, autocast_cpu, autocast_cuda;
-    PyObject *default_dtype; /* borrowed singleton */
+    int dtype;               /* default dtype as a ScalarType number (direct reads), else -1 */
+    PyObject *default_dtype; /* borrowed singleton; set by em_guard_global_state_capture */
 } EmGlobalState;
 
 typedef struct EmGuardProg {
@@ -96,7 +97,17 @@ int em_guard_tensor_fast(void);
 int em_guard_tensor_read(PyObject *t, EmTensorSpec *out); /* 0, or -1 with exception */
 int em_guard_tensor_match(PyObject *t, const EmTensorSpec *s); /* 1, 0, or -1 error */
 void em_guard_tensor_spec_free(EmTensorSpec *s);
-int em_guard_global_state_read(EmGlobalState *gs); /* 0 or -1 */
+/* Hot-path read (direct calls into c10 when verified, else torch's Python functions) and the
+ * capture-time read that also records the default dtype object. 0 or -1. */
+int em_guard_global_state_read(EmGlobalState *gs);
+int em_guard_global_state_capture(EmGlobalState *gs);
+int em_guard_global_state_equal(const EmGlobalState *a, const EmGlobalState *b);
+/* Direct reads: resolve c10's GradMode::is_enabled, at::autocast::is_autocast_enabled and
+ * c10::get_default_dtype_as_scalartype from the given libraries (0 or -1), and switch them
+ * on after the caller verified them against torch's Python functions. */
+int em_guard_global_state_resolve(const char *libc10, const char *libtorch_cpu);
+int em_guard_global_state_read_direct(EmGlobalState *gs);
+void em_guard_global_state_use_direct(int on);
 int em_guard_global_state_set_fns(PyObject *grad, PyObject *autocast, PyObject *default_dtype);
 
 #endif

@@ -4,6 +4,8 @@
  * tensors whose metadata we know, then verify on more tensors. If any step disagrees, the
  * Python attribute path is used instead (slower, same answers).
  */
+#include <dlfcn.h>
+
 #include "em_guard.h"
 
 #include "../pyver/em_state.h"
@@ -348,7 +350,42 @@ static int call_bool(PyObject *fn, PyObject *arg) {
     return v;
 }
 
+typedef _Bool (*gs_bool_fn)(void);
+typedef _Bool (*gs_autocast_fn)(int8_t);
+typedef int8_t (*gs_dtype_fn)(void);
+
+int em_guard_global_state_resolve(const char *libc10, const char *libtorch_cpu) {
+    void *h1 = dlopen(libc10, RTLD_LAZY | RTLD_NOLOAD), *h2 = dlopen(libtorch_cpu, RTLD_LAZY | RTLD_NOLOAD);
+    void *g = h1 ? dlsym(h1, "_ZN3c108GradMode10is_enabledEv") : NULL;
+    void *d = h1 ? dlsym(h1, "_ZN3c1031get_default_dtype_as_scalartypeEv") : NULL;
+    void *a = h2 ? dlsym(h2, "_ZN2at8autocast19is_autocast_enabledEN3c1010DeviceTypeE") : NULL;
+    /* the libraries stay loaded by torch; our extra references are dropped */
+    if (h1) dlclose(h1);
+    if (h2) dlclose(h2);
+    if (!g || !d || !a) return -1;
+    em_state.gs_grad = g;
+    em_state.gs_autocast = a;
+    em_state.gs_dtype = d;
+    return 0;
+}
+
+int em_guard_global_state_read_direct(EmGlobalState *gs) {
+    if (!em_state.gs_grad) {
+        PyErr_SetString(PyExc_RuntimeError, "ember: direct global-state reads not resolved");
+        return -1;
+    }
+    gs->grad = ((gs_bool_fn)em_state.gs_grad)();
+    gs->autocast_cpu = ((gs_autocast_fn)em_state.gs_autocast)(0);  /* c10::DeviceType::CPU */
+    gs->autocast_cuda = ((gs_autocast_fn)em_state.gs_autocast)(1); /* c10::DeviceType::CUDA */
+    gs->dtype = ((gs_dtype_fn)em_state.gs_dtype)();
+    gs->default_dtype = NULL;
+    return 0;
+}
+
+void em_guard_global_state_use_direct(int on) { em_state.gs_direct = on && em_state.gs_grad; }
+
 int em_guard_global_state_read(EmGlobalState *gs) {
+    if (EM_LIKELY(em_state.gs_direct)) return em_guard_global_state_read_direct(gs);
     if (!em_state.fn_grad) {
         PyErr_SetString(PyExc_RuntimeError, "ember: global-state readers not set up");
         return -1;
@@ -359,7 +396,22 @@ int em_guard_global_state_read(EmGlobalState *gs) {
     if (gs->grad < 0 || gs->autocast_cpu < 0 || gs->autocast_cuda < 0) return -1;
     PyObject *d = PyObject_CallNoArgs(em_state.fn_default_dtype);
     if (!d) return -1;
-    gs->default_dtype = d; /* dtype objects are immortal singletons held by torch */
+    gs->default_dtype = d; /* dtype objects are singletons kept alive by torch */
+    gs->dtype = -1;
     Py_DECREF(d);
     return 0;
+}
+
+int em_guard_global_state_capture(EmGlobalState *gs) {
+    if (em_guard_global_state_read(gs)) return -1;
+    PyObject *d = PyObject_CallNoArgs(em_state.fn_default_dtype);
+    if (!d) return -1;
+    gs->default_dtype = d;
+    Py_DECREF(d);
+    return 0;
+}
+
+int em_guard_global_state_equal(const EmGlobalState *a, const EmGlobalState *b) {
+    if (a->grad != b->grad || a->autocast_cpu != b->autocast_cpu || a->autocast_cuda != b->autocast_cuda) return 0;
+    return a->dtype >= 0 && b->dtype >= 0 ? a->dtype == b->dtype : a->default_dtype == b->default_dtype;
 }

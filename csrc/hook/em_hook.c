@@ -19,6 +19,11 @@ static inline void tls_set(int f) { PyThread_tss_set(&em_state.tss_enabled, (voi
 int em_hook_flags(void) { return tls_flags(); }
 
 static PyObject *em_eval(PyThreadState *ts, EmPyFrame *f, int throwflag);
+static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, EmExtra *x, int flags);
+
+/* Evaluates the frame as plain Python with this thread's hook flags restored, so that the
+ * functions it calls are intercepted again. */
+static PyObject *eval_plain(PyThreadState *ts, EmPyFrame *f, int throwflag, int flags);
 
 static inline PyObject *eval_prev(PyThreadState *ts, EmPyFrame *f, int throwflag) {
     EmEvalFn prev = (EmEvalFn)em_state.prev_eval;
@@ -113,9 +118,13 @@ static int fall_back(EmExtra *x, PyObject *EM_STEALS why, int flags, const char 
 }
 
 static PyObject *run_entry(EmEntry *e, PyObject **slots) {
-    int prev = em_hook_enter(0);
-    PyObject *r = em_rt_call((EmCompiled *)e->compiled, slots);
-    em_hook_exit(prev);
+    return em_rt_call((EmCompiled *)e->compiled, slots); /* hook already off (em_eval) */
+}
+
+static PyObject *eval_plain(PyThreadState *ts, EmPyFrame *f, int throwflag, int flags) {
+    tls_set(flags);
+    PyObject *r = eval_prev(ts, f, throwflag);
+    tls_set(0);
     return r;
 }
 
@@ -137,9 +146,20 @@ static PyObject *em_eval(PyThreadState *ts, EmPyFrame *f, int throwflag) {
             return eval_prev(ts, f, throwflag);
         }
     }
+    /* from here on ember's own work (guards, explanations, compiling) must not be
+     * intercepted: the hook is off for this thread until we hand the frame back */
+    tls_set(0);
+    PyObject *res = em_eval_cached(ts, f, throwflag, x, flags);
+    tls_set(flags);
+    return res;
+}
+
+static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, EmExtra *x, int flags) {
+    PyCodeObject *co = em_frame_code(f);
     PyFunctionObject *fn = em_frame_func(f);
     EmFrameIn in = {em_frame_locals(f), fn->func_closure, em_frame_globals(f), em_frame_builtins(f)};
     PyObject *stack_slots[HOOK_STACK_SLOTS], **slots = stack_slots, *res = NULL;
+    (void)flags;
     int32_t failed = -1;
     EmEntry *prev = NULL, *first_fail = NULL;
     for (EmEntry *e = x->head; e; prev = e, e = e->next) {
@@ -169,7 +189,7 @@ static PyObject *em_eval(PyThreadState *ts, EmPyFrame *f, int throwflag) {
             failed = at;
         }
     }
-    if (x->mode == EMX_FALLBACK) return eval_prev(ts, f, throwflag);
+    if (x->mode == EMX_FALLBACK) return eval_plain(ts, f, throwflag, flags);
 
     /* miss: compile (the hook stays off for this thread meanwhile) */
     PyObject *reason = first_fail ? em_guard_explain(&first_fail->P, &in, failed) : NULL;
@@ -181,7 +201,7 @@ static PyObject *em_eval(PyThreadState *ts, EmPyFrame *f, int throwflag) {
         Py_XDECREF(reason);
         em_state.n_fallbacks++;
         if (!why || fall_back(x, why, flags, "recompile limit hit") < 0) return NULL;
-        return eval_prev(ts, f, throwflag);
+        return eval_plain(ts, f, throwflag, flags);
     }
     if (first_fail) {
         em_state.n_recompiles++;
@@ -193,11 +213,9 @@ static PyObject *em_eval(PyThreadState *ts, EmPyFrame *f, int throwflag) {
         }
     }
     Py_XDECREF(reason);
-    int saved = em_hook_enter(0);
     EmEntry *ne = NULL;
     PyObject *why = NULL;
     EmDriverResult dr = em_driver_compile(co, &in, &ne, &why);
-    em_hook_exit(saved);
     x->n_compiles++;
     switch (dr) {
         case EMD_OK:
@@ -217,12 +235,12 @@ static PyObject *em_eval(PyThreadState *ts, EmPyFrame *f, int throwflag) {
                 why = PyUnicode_FromFormat("%U:%d: guards of a fresh compile failed (internal error)",
                                            co->co_filename, co->co_firstlineno);
                 if (!why || fall_back(x, why, 0, "internal error") < 0) return NULL;
-                return eval_prev(ts, f, throwflag);
+                return eval_plain(ts, f, throwflag, flags);
             }
-        case EMD_NOGRAPH: x->mode = EMX_SKIP; return eval_prev(ts, f, throwflag);
+        case EMD_NOGRAPH: x->mode = EMX_SKIP; return eval_plain(ts, f, throwflag, flags);
         case EMD_ABORT:
             if (fall_back(x, why, flags, "could not capture a frame") < 0) return NULL;
-            return eval_prev(ts, f, throwflag);
+            return eval_plain(ts, f, throwflag, flags);
         default: {
             /* internal error: never crash the program; report it and run the frame as is */
             PyObject *et, *ev, *tb;
@@ -233,7 +251,7 @@ static PyObject *em_eval(PyThreadState *ts, EmPyFrame *f, int throwflag) {
             Py_XDECREF(ev);
             Py_XDECREF(tb);
             if (!why || fall_back(x, why, 0, "internal error while compiling") < 0) return NULL;
-            return eval_prev(ts, f, throwflag);
+            return eval_plain(ts, f, throwflag, flags);
         }
     }
 }

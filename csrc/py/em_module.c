@@ -127,6 +127,27 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
     return PyBool_FromLong(p == 0);
 }
 
+static PyObject *m_gs_resolve(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *a, *b;
+    if (!PyArg_ParseTuple(args, "ss", &a, &b)) return NULL;
+    return PyBool_FromLong(em_guard_global_state_resolve(a, b) == 0);
+}
+
+static PyObject *m_gs_read(PyObject *self, PyObject *direct) {
+    (void)self;
+    EmGlobalState gs;
+    int r = PyObject_IsTrue(direct) ? em_guard_global_state_read_direct(&gs) : em_guard_global_state_capture(&gs);
+    if (r) return NULL;
+    return Py_BuildValue("(iiii)", gs.grad, gs.autocast_cpu, gs.autocast_cuda, gs.dtype);
+}
+
+static PyObject *m_gs_use_direct(PyObject *self, PyObject *on) {
+    (void)self;
+    em_guard_global_state_use_direct(PyObject_IsTrue(on));
+    return PyBool_FromLong(em_state.gs_direct);
+}
+
 static PyObject *m_set_config(PyObject *self, PyObject *args) {
     (void)self;
     int limit, strict;
@@ -183,6 +204,9 @@ static PyObject *m_hook_active(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"_setup", (PyCFunction)(void (*)(void))m_setup, METH_VARARGS | METH_KEYWORDS, "Hand rules and helpers to C."},
+    {"_gs_resolve", m_gs_resolve, METH_VARARGS, "(libc10, libtorch_cpu): resolve direct global-state reads."},
+    {"_gs_read", m_gs_read, METH_O, "(direct): (grad, autocast_cpu, autocast_cuda, dtype)."},
+    {"_gs_use_direct", m_gs_use_direct, METH_O, "Switch direct global-state reads on or off."},
     {"_set_config", m_set_config, METH_VARARGS, "(cache_size_limit, strict, log_bits)"},
     {"reset", m_reset, METH_NOARGS, "Drop every compiled entry of every code object."},
     {"counters", m_counters, METH_NOARGS, "Compile/hit counters."},

@@ -19,6 +19,8 @@ typedef struct {
 
     /* global-state readers */
     PyObject *fn_grad, *fn_autocast, *fn_default_dtype, *str_cpu, *str_cuda;
+    void *gs_grad, *gs_autocast, *gs_dtype; /* c10 functions for direct reads */
+    int gs_direct;                          /* 1 once verified by ember._setup */
 
     /* rules and helpers handed over by ember/_setup (see ember/_rules.py) */
     PyObject *rules;      /* dict: id(callable) -> rule int */

@@ -110,6 +110,8 @@ def capture_times(repeats):
             ct(*args)
             tc.append(time.perf_counter() - t0)
         c = ember.testing.counters()
+        if not ember.testing.entries(fn):
+            raise RuntimeError(f"ember did not compile {name}: {ember.testing.code_state(fn)}")
         ref = fn(*args)
         ok = all(torch.allclose(a, b) for a, b in zip(ref if isinstance(ref, tuple) else (ref,),
                                                       got if isinstance(got, tuple) else (got,)))

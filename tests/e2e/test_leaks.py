@@ -1,0 +1,136 @@
+"""Leak tests: many cache-hit calls and many compile/reset cycles must not leak
+Python objects, references or memory.
+
+Bounds are generous (no timings): a leak of one small object per call shows up as
+>= 100k objects / several MB; an honest run stays near zero.
+"""
+import gc
+import os
+import sys
+import tracemalloc
+
+import torch
+
+import ember
+import ember.testing
+
+N_HITS = 100_000
+N_CYCLES = 1_000
+MAX_RSS_GROWTH = 20 * 2**20  # bytes
+MAX_OBJECT_GROWTH = 1_000  # gc-tracked objects
+MAX_TRACED_GROWTH = 1 * 2**20  # bytes allocated through Python's allocators
+
+
+def add(x, y):
+    return x + y
+
+
+def rss_bytes():
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def snapshot(*objs):
+    gc.collect()
+    gc.collect()
+    return {
+        "rss": rss_bytes(),
+        "objects": len(gc.get_objects()),
+        "traced": tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else 0,
+        "refs": [sys.getrefcount(o) for o in objs],
+    }
+
+
+def check(before, after, what):
+    rss = after["rss"] - before["rss"]
+    objects = after["objects"] - before["objects"]
+    traced = after["traced"] - before["traced"]
+    assert after["refs"] == before["refs"], f"{what}: reference counts changed {before['refs']} -> {after['refs']}"
+    assert objects < MAX_OBJECT_GROWTH, f"{what}: {objects} more gc-tracked objects"
+    assert traced < MAX_TRACED_GROWTH, f"{what}: {traced} more bytes traced by tracemalloc"
+    assert rss < MAX_RSS_GROWTH, f"{what}: RSS grew by {rss / 2**20:.1f} MiB"
+
+
+def test_no_leak_on_cache_hits_and_compile_reset_cycles():
+    cf = ember.compile(add)
+    x = torch.arange(4.0)
+    y = torch.full((4,), 0.5)
+    expected = x + y
+    watched = (x, y, cf, add, add.__code__)
+
+    # warm-up: allocator pools, lazy imports, the first compile
+    for _ in range(1_000):
+        cf(x, y)
+    for _ in range(50):
+        ember.reset()
+        cf(x, y)
+    ember.testing.reset_counters()
+
+    tracemalloc.start()
+    try:
+        before = snapshot(*watched)
+        for _ in range(N_HITS):
+            out = cf(x, y)
+        del out
+        after_hits = snapshot(*watched)
+        for _ in range(N_CYCLES):
+            ember.reset()
+            out = cf(x, y)
+        del out
+        after_cycles = snapshot(*watched)
+    finally:
+        tracemalloc.stop()
+
+    c = ember.testing.counters()
+    assert c["hits"] == N_HITS, c
+    assert c["frames"] == N_CYCLES, c
+    assert c["aborts"] == 0 and c["recompiles"] == 0, c
+    torch.testing.assert_close(cf(x, y), expected, rtol=0, atol=0)
+
+    check(before, after_hits, f"{N_HITS} cache hits")
+    check(after_hits, after_cycles, f"{N_CYCLES} compile/reset cycles")
+    check(before, after_cycles, "whole run")
+
+
+def test_no_leak_of_outputs():
+    """Every output of a compiled call is freed once the caller drops it."""
+    import weakref
+    cf = ember.compile(add)
+    x, y = torch.arange(4.0), torch.ones(4)
+    cf(x, y)
+    refs = []
+    for _ in range(100):
+        refs.append(weakref.ref(cf(x, y)))
+    gc.collect()
+    assert all(r() is None for r in refs)
+    ember.reset()
+    r = weakref.ref(cf(x, y))
+    gc.collect()
+    assert r() is None
+
+
+class Holder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(4))
+
+    def forward(self, x):
+        return x * self.weight
+
+
+def test_compiled_modules_and_arguments_are_released():
+    """Cache entries must not keep modules, parameters or arguments alive."""
+    import weakref
+    x = torch.arange(4.0)
+    refs = []
+    for _ in range(200):
+        m = Holder()
+        cm = ember.compile(m)
+        torch.testing.assert_close(cm(x), x * m.weight, rtol=0, atol=0)
+        a = torch.ones(4)
+        cm(a)
+        refs += [weakref.ref(m), weakref.ref(m.weight), weakref.ref(cm), weakref.ref(a)]
+        del m, cm, a
+    gc.collect()
+    assert ember.testing.counters()["frames"] == 1  # one entry serves every instance
+    assert sum(r() is not None for r in refs) == 0

@@ -1,0 +1,543 @@
+"""Tests of ember's public API: ember.compile / disable / reset / config / set_logs,
+CompiledModule, and the errors and warnings they raise.
+
+tests/conftest.py resets ember's caches and counters before and after every test.
+"""
+import os
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import ember
+import ember.testing
+
+THIS_FILE = os.path.basename(__file__)
+
+
+def counters():
+    return ember.testing.counters()
+
+
+def add_relu(x, y):
+    """Adds and rectifies."""
+    return torch.relu(x + y) * 2
+
+
+def randn(*shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g)
+
+
+@pytest.fixture
+def xy():
+    return randn(4, 3, seed=1), randn(4, 3, seed=2)
+
+
+@pytest.fixture
+def no_logs():
+    try:
+        yield
+    finally:
+        ember.set_logs("")
+
+
+# ---------------------------------------------------------------------------
+# ember.compile: call and decorator forms
+# ---------------------------------------------------------------------------
+
+
+def test_compile_as_call(xy):
+    cf = ember.compile(add_relu)
+    torch.testing.assert_close(cf(*xy), add_relu(*xy), rtol=0, atol=0)
+    assert counters()["frames"] == 1
+    assert counters()["aborts"] == 0
+    torch.testing.assert_close(cf(*xy), add_relu(*xy), rtol=0, atol=0)
+    assert counters()["frames"] == 1
+    assert counters()["hits"] == 1
+
+
+def test_compile_as_bare_decorator(xy):
+    @ember.compile
+    def f(x, y):
+        return x * y - y
+
+    x, y = xy
+    torch.testing.assert_close(f(x, y), x * y - y, rtol=0, atol=0)
+    assert counters()["frames"] == 1
+    assert ember.testing.code_state(f)["mode"] == "compile"
+
+
+def test_compile_as_decorator_with_arguments(xy):
+    @ember.compile(fullgraph=False)
+    def f(x, y):
+        return torch.sigmoid(x) + y
+
+    x, y = xy
+    torch.testing.assert_close(f(x, y), torch.sigmoid(x) + y, rtol=0, atol=0)
+    assert counters()["frames"] == 1
+
+
+def test_compile_with_explicit_defaults(xy):
+    cf = ember.compile(add_relu, backend="eager", fullgraph=True, dynamic=False, mode="default", options=None)
+    torch.testing.assert_close(cf(*xy), add_relu(*xy), rtol=0, atol=0)
+    assert counters()["frames"] == 1
+
+
+def test_compiled_function_keeps_metadata():
+    cf = ember.compile(add_relu)
+    assert cf.__name__ == "add_relu"
+    assert cf.__qualname__ == "add_relu"
+    assert cf.__doc__ == "Adds and rectifies."
+    assert cf.__module__ == add_relu.__module__
+    assert cf.__wrapped__ is add_relu
+
+
+def test_decorated_function_keeps_metadata():
+    @ember.compile(fullgraph=False)
+    def documented(x):
+        """Some documentation."""
+        return x + 1
+
+    assert documented.__name__ == "documented"
+    assert documented.__doc__ == "Some documentation."
+    assert callable(documented.__wrapped__)
+    assert documented.__wrapped__.__name__ == "documented"
+
+
+# ---------------------------------------------------------------------------
+# ember.compile: argument validation
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("obj", [3, "add_relu", [add_relu], object()])
+def test_compile_non_callable_raises_type_error(obj):
+    with pytest.raises(TypeError):
+        ember.compile(obj)
+
+
+def test_compile_unknown_backend_lists_eager():
+    with pytest.raises(ValueError) as ei:
+        ember.compile(add_relu, backend="no_such_backend")
+    assert "eager" in str(ei.value)
+    assert "no_such_backend" in str(ei.value)
+
+
+def test_compile_unknown_mode_raises():
+    with pytest.raises(ValueError):
+        ember.compile(add_relu, mode="no-such-mode")
+
+
+def test_compile_mode_and_options_together_raise():
+    with pytest.raises(ValueError):
+        ember.compile(add_relu, mode="default", options={"x": 1})
+
+
+def test_compile_dynamic_true_raises():
+    with pytest.raises(ValueError):
+        ember.compile(add_relu, dynamic=True)
+
+
+def test_compile_errors_leave_nothing_compiled(xy):
+    for kw in (dict(backend="nope"), dict(mode="nope"), dict(dynamic=True)):
+        with pytest.raises(ValueError):
+            ember.compile(add_relu, **kw)
+    assert add_relu(*xy) is not None
+    assert counters()["frames"] == 0
+    assert ember.testing.code_state(add_relu) is None
+
+
+def test_list_backends_contains_eager():
+    backends = ember.list_backends()
+    assert isinstance(backends, list)
+    assert "eager" in backends
+
+
+# ---------------------------------------------------------------------------
+# nn.Module compile
+# ---------------------------------------------------------------------------
+
+
+class FunctionalLinear(nn.Module):
+    """forward uses only torch functions and the module's own parameters."""
+
+    def __init__(self, n_in=4, n_out=3):
+        super().__init__()
+        g = torch.Generator().manual_seed(3)
+        self.weight = nn.Parameter(torch.randn(n_out, n_in, generator=g))
+        self.bias = nn.Parameter(torch.randn(n_out, generator=g))
+        self.scale = 2.0
+
+    def forward(self, x):
+        return F.linear(x, self.weight, self.bias).relu() * self.scale
+
+
+class UsesItem(nn.Module):
+    """forward reads a tensor value (.item()): ember cannot capture it."""
+
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(5)
+        self.weight = nn.Parameter(torch.randn(3, 4, generator=g))
+
+    def forward(self, x):
+        s = x.abs().max().item()
+        return F.linear(x / s, self.weight)
+
+
+class WithSubmodule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(4)
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.fc(x).relu()
+
+
+def test_compile_module_returns_module_with_eager_outputs():
+    m = FunctionalLinear()
+    cm = ember.compile(m)
+    assert isinstance(cm, nn.Module)
+    assert isinstance(cm, ember.CompiledModule)
+    x = randn(5, 4)
+    expected = m(x)
+    torch.testing.assert_close(cm(x), expected, rtol=0, atol=0)
+    torch.testing.assert_close(cm.forward(x), expected, rtol=0, atol=0)
+    assert counters()["frames"] == 1
+    assert counters()["aborts"] == 0
+
+
+def test_compile_module_backward_matches_eager():
+    m = FunctionalLinear()
+    cm = ember.compile(m)
+    x = randn(5, 4)
+    cm(x).sum().backward()
+    got = [p.grad.clone() for p in m.parameters()]
+    m.zero_grad()
+    m(x).sum().backward()
+    for g, e in zip(got, [p.grad for p in m.parameters()]):
+        torch.testing.assert_close(g, e)
+
+
+def test_compile_module_fallback_warns_and_is_correct():
+    m = UsesItem()
+    cm = ember.compile(m)
+    x = randn(5, 4)
+    with pytest.warns(ember.EmberWarning):
+        got = cm(x)
+    torch.testing.assert_close(got, m(x), rtol=0, atol=0)
+    assert counters()["aborts"] == 1
+    assert counters()["frames"] == 0
+    # Later calls keep running as plain Python, correctly, without aborting again.
+    x2 = randn(5, 4, seed=9)
+    torch.testing.assert_close(cm(x2), m(x2), rtol=0, atol=0)
+    assert counters()["aborts"] == 1
+
+
+def test_compile_module_with_submodule_is_correct():
+    """Calling a submodule from forward: either captured (one frame, no abort, no warning)
+    or run as plain Python (one abort, an EmberWarning); results are right either way."""
+    m = WithSubmodule()
+    cm = ember.compile(m)
+    x = randn(5, 4)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        got = cm(x)
+    torch.testing.assert_close(got, m.fc(x).relu(), rtol=0, atol=0)
+    c = counters()
+    assert c["frames"] + c["aborts"] == 1
+    n_warn = sum(issubclass(w.category, ember.EmberWarning) for w in rec)
+    assert n_warn == c["aborts"]
+    x2 = randn(5, 4, seed=9)
+    torch.testing.assert_close(cm(x2), m.fc(x2).relu(), rtol=0, atol=0)
+    with torch.no_grad():
+        m.fc.weight.mul_(-1)
+    torch.testing.assert_close(cm(x2), m.fc(x2).relu(), rtol=0, atol=0)
+    assert counters()["frames"] + counters()["aborts"] == 1
+
+
+def test_compiled_module_state_dict_keys_equal_original():
+    m = FunctionalLinear()
+    cm = ember.compile(m)
+    assert list(cm.state_dict().keys()) == list(m.state_dict().keys())
+    for k, v in cm.state_dict().items():
+        assert torch.equal(v, m.state_dict()[k])
+
+    m2 = WithSubmodule()
+    assert list(ember.compile(m2).state_dict().keys()) == list(m2.state_dict().keys())
+
+
+def test_compiled_module_parameters_are_the_same_objects():
+    m = FunctionalLinear()
+    cm = ember.compile(m)
+    cps, ops = list(cm.parameters()), list(m.parameters())
+    assert len(cps) == len(ops) == 2
+    assert all(a is b for a, b in zip(cps, ops))
+    assert [n for n, _ in cm.named_parameters()] == [n for n, _ in m.named_parameters()]
+
+
+def test_compiled_module_train_eval_forwarded():
+    m = FunctionalLinear()
+    cm = ember.compile(m)
+    assert m.training and cm.training
+    assert cm.eval() is cm
+    assert m.training is False
+    assert cm.training is False
+    assert cm.train() is cm
+    assert m.training is True
+    assert cm.train(False) is cm
+    assert m.training is False
+
+
+def test_compiled_module_attribute_get_set_forwarded():
+    m = FunctionalLinear()
+    cm = ember.compile(m)
+    assert cm.scale == 2.0
+    assert cm.weight is m.weight
+    cm.scale = 5.0
+    assert m.scale == 5.0
+    cm.new_attribute = "hello"
+    assert m.new_attribute == "hello"
+    m.other = 7
+    assert cm.other == 7
+    with pytest.raises(AttributeError):
+        cm.does_not_exist  # noqa: B018
+
+
+def test_compile_of_compiled_module_unwraps():
+    m = FunctionalLinear()
+    cm2 = ember.compile(ember.compile(m))
+    assert isinstance(cm2, ember.CompiledModule)
+    assert list(cm2.parameters())[0] is m.weight
+    x = randn(2, 4)
+    torch.testing.assert_close(cm2(x), m(x), rtol=0, atol=0)
+
+
+def test_module_in_place_parameter_update_no_recompile():
+    m = FunctionalLinear()
+    cm = ember.compile(m)
+    x = randn(5, 4)
+    torch.testing.assert_close(cm(x), m(x), rtol=0, atol=0)
+    assert counters()["frames"] == 1
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(1)
+    expected = F.linear(x, m.weight, m.bias).relu() * 2.0
+    torch.testing.assert_close(cm(x), expected, rtol=0, atol=0)
+    assert counters()["frames"] == 1
+    assert counters()["recompiles"] == 0
+    assert counters()["hits"] == 1
+
+
+# ---------------------------------------------------------------------------
+# ember.disable / ember.reset
+# ---------------------------------------------------------------------------
+
+
+def test_disable_runs_plain_python(xy):
+    def f(x, y):
+        return x * y + 1
+
+    d = ember.disable(f)
+    assert callable(d)
+    x, y = xy
+    for _ in range(3):
+        torch.testing.assert_close(d(x, y), x * y + 1, rtol=0, atol=0)
+    state = ember.testing.code_state(f)
+    assert state is None or state["mode"] != "compile"
+    assert counters()["frames"] == 0
+    assert ember.testing.entries(f) == []
+
+
+def test_disable_as_decorator(xy):
+    @ember.disable
+    def f(x, y):
+        return x - y
+
+    x, y = xy
+    torch.testing.assert_close(f(x, y), x - y, rtol=0, atol=0)
+    assert counters()["frames"] == 0
+
+
+def test_disable_non_callable_raises():
+    with pytest.raises(TypeError):
+        ember.disable(42)
+
+
+def test_reset_makes_next_call_compile_again(xy):
+    cf = ember.compile(add_relu)
+    cf(*xy)
+    cf(*xy)
+    assert counters()["frames"] == 1
+    assert len(ember.testing.entries(add_relu)) == 1
+    ember.reset()
+    assert ember.testing.entries(add_relu) == []
+    torch.testing.assert_close(cf(*xy), add_relu(*xy), rtol=0, atol=0)
+    assert counters()["frames"] == 2
+    assert counters()["recompiles"] == 0
+    assert len(ember.testing.entries(add_relu)) == 1
+
+
+# ---------------------------------------------------------------------------
+# ember.config
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "3", None])
+def test_cache_size_limit_rejects_bad_values(bad):
+    before = ember.config.cache_size_limit
+    with pytest.raises(ValueError):
+        ember.config.cache_size_limit = bad
+    assert ember.config.cache_size_limit == before
+
+
+def test_cache_size_limit_accepts_positive_int():
+    try:
+        ember.config.cache_size_limit = 3
+        assert ember.config.cache_size_limit == 3
+    finally:
+        ember.config.cache_size_limit = 8
+    assert ember.config.cache_size_limit == 8
+
+
+def test_unknown_config_attribute_raises():
+    with pytest.raises(AttributeError):
+        ember.config.no_such_setting = 1
+    with pytest.raises(AttributeError):
+        ember.config.no_such_setting  # noqa: B018
+
+
+# ---------------------------------------------------------------------------
+# fullgraph / strict / fallback warnings
+# ---------------------------------------------------------------------------
+
+
+def uses_print(x):
+    y = x * 2
+    print("value")  # <-- unsupported
+    return y
+
+
+def uses_item(x):
+    y = x.sum()
+    return y.item() + 1  # <-- unsupported
+
+
+def _line_of(fn, marker):
+    import inspect
+    src, start = inspect.getsourcelines(fn)
+    for i, line in enumerate(src):
+        if marker in line:
+            return start + i
+    raise AssertionError(marker)
+
+
+@pytest.mark.parametrize("fn", [uses_print, uses_item])
+def test_fullgraph_unsupported_names_file_and_line(fn):
+    cf = ember.compile(fn, fullgraph=True)
+    with pytest.raises(ember.Unsupported) as ei:
+        cf(randn(3))
+    msg = str(ei.value)
+    assert THIS_FILE in msg
+    assert f"{THIS_FILE}:{_line_of(fn, '# <-- unsupported')}" in msg
+
+
+def test_strict_config_raises_unsupported():
+    cf = ember.compile(uses_item)
+    try:
+        ember.config.strict = True
+        with pytest.raises(ember.Unsupported) as ei:
+            cf(randn(3))
+    finally:
+        ember.config.strict = False
+    msg = str(ei.value)
+    assert THIS_FILE in msg
+    assert f"{THIS_FILE}:{_line_of(uses_item, '# <-- unsupported')}" in msg
+
+
+def test_non_fullgraph_falls_back_with_warning():
+    cf = ember.compile(uses_item)
+    x = randn(3)
+    with pytest.warns(ember.EmberWarning):
+        got = cf(x)
+    assert got == uses_item(x)
+    assert counters()["aborts"] == 1
+    assert ember.testing.code_state(uses_item)["mode"] == "fallback"
+    # runs as plain Python afterwards, still correct, no second abort
+    x2 = randn(3, seed=5)
+    assert cf(x2) == uses_item(x2)
+    assert counters()["aborts"] == 1
+
+
+def test_unsupported_is_exported():
+    assert issubclass(ember.Unsupported, Exception)
+    assert issubclass(ember.EmberWarning, UserWarning)
+
+
+def test_fallback_warning_points_at_call_site():
+    cf = ember.compile(uses_item)
+    x = randn(3)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        cf(x); line = _line_of(test_fallback_warning_points_at_call_site, "cf(x); line")  # noqa: E702
+    ember_warnings = [w for w in rec if issubclass(w.category, ember.EmberWarning)]
+    assert len(ember_warnings) == 1
+    assert os.path.basename(ember_warnings[0].filename) == THIS_FILE
+    assert ember_warnings[0].lineno == line
+
+
+# ---------------------------------------------------------------------------
+# logging
+# ---------------------------------------------------------------------------
+
+
+def test_set_logs_graph_guards_recompiles(capfd, no_logs):
+    def logged(x):
+        return torch.tanh(x) * 3
+
+    cf = ember.compile(logged)
+    ember.set_logs("graph,guards,recompiles")
+    cf(randn(4))
+    err = capfd.readouterr().err
+    assert "[ember:graph]" in err
+    assert "tanh" in err
+    assert "[ember:guards]" in err
+    assert "TENSOR_MATCH" in err
+    assert "[ember:recompiles]" not in err
+
+    cf(randn(4, seed=3))  # cache hit: nothing printed
+    assert "[ember:" not in capfd.readouterr().err
+
+    cf(randn(6))
+    err = capfd.readouterr().err
+    rec = [line for line in err.splitlines() if line.startswith("[ember:recompiles]")]
+    assert len(rec) == 1
+    assert "logged" in rec[0]
+    assert "L['x']" in rec[0]  # the reason names the failed guard
+    assert "6" in rec[0]  # ... and the new size
+    assert "[ember:graph]" in err
+
+    ember.set_logs("")
+    cf(randn(7))
+    assert "[ember:" not in capfd.readouterr().err
+
+
+def test_set_logs_single_channel(capfd, no_logs):
+    def f(x):
+        return x - 1
+
+    ember.set_logs("guards")
+    ember.compile(f)(randn(2))
+    err = capfd.readouterr().err
+    assert "[ember:guards]" in err
+    assert "[ember:graph]" not in err
+
+
+def test_set_logs_bogus_raises(no_logs):
+    with pytest.raises(ValueError):
+        ember.set_logs("bogus")
+    with pytest.raises(ValueError):
+        ember.set_logs("graph,bogus")
