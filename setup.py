@@ -9,8 +9,11 @@ import sys
 from setuptools import Extension, setup
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+# generated per interpreter, outside the source tree, so 3.11 and 3.12 builds never mix
+GEN = os.path.join(ROOT, "build", "gen-%d.%d" % sys.version_info[:2])
+os.makedirs(GEN, exist_ok=True)
 subprocess.check_call([sys.executable, os.path.join(ROOT, "tools", "gen_opcodes.py"),
-                       os.path.join(ROOT, "csrc", "pyver", "em_opcodes_gen.h")])
+                       os.path.join(GEN, "em_opcodes_gen.h")])
 
 flags = ["-std=c11", "-Wall", "-Wextra", "-Wshadow", "-Wstrict-prototypes", "-Wmissing-prototypes",
          "-Wno-unused-parameter", "-Wno-missing-field-initializers", "-fvisibility=hidden"]
@@ -27,5 +30,5 @@ if os.environ.get("EMBER_DEBUG") == "1":
 
 sources = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "csrc", "**", "*.c"), recursive=True))
 
-setup(ext_modules=[Extension("ember._C", sources=sources, include_dirs=["csrc/pyver"],
+setup(ext_modules=[Extension("ember._C", sources=sources, include_dirs=[os.path.relpath(GEN, ROOT)],
                              extra_compile_args=flags, extra_link_args=link, libraries=["dl"])])

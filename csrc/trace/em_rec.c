@@ -115,7 +115,9 @@ EmStatus h_load_attr(EmTracer *T, const EmInstr *in) {
     st = em_push(T, em_sym_null(T));
     return st == EM_OK ? em_push(T, out) : st;
 }
+#ifdef EM_OP_LOAD_METHOD
 EmStatus h_load_method(EmTracer *T, const EmInstr *in) { return h_load_attr(T, in); }
+#endif
 
 /* ---- operators ---- */
 
@@ -209,7 +211,10 @@ EmStatus h_binary_op(EmTracer *T, const EmInstr *in) {
 
 EmStatus h_unary(EmTracer *T, const EmInstr *in) {
     NEED(1);
-    EmOp op = in->op == EM_OP_UNARY_NEGATIVE ? EMOP_NEG : in->op == EM_OP_UNARY_POSITIVE ? EMOP_POS : EMOP_INVERT;
+    EmOp op = in->op == EM_OP_UNARY_NEGATIVE ? EMOP_NEG : EMOP_INVERT;
+#ifdef EM_OP_UNARY_POSITIVE
+    if (in->op == EM_OP_UNARY_POSITIVE) op = EMOP_POS;
+#endif
     EmSym *args[1] = {POP()}, *out = NULL;
     EmStatus st = apply_op(T, op, args, 1, &out);
     return st == EM_OK ? em_push(T, out) : st;
@@ -569,6 +574,7 @@ EmStatus h_pop_jump_if(EmTracer *T, const EmInstr *in) {
     return EM_OK;
 }
 
+#ifdef EM_OP_JUMP_IF_FALSE_OR_POP
 EmStatus h_jump_or_pop(EmTracer *T, const EmInstr *in) {
     NEED(1);
     int t;
@@ -579,6 +585,7 @@ EmStatus h_jump_or_pop(EmTracer *T, const EmInstr *in) {
     else T->sp--;
     return EM_OK;
 }
+#endif
 
 EmStatus h_get_iter(EmTracer *T, const EmInstr *in) {
     (void)in;
