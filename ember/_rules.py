@@ -196,6 +196,26 @@ def meta_like(t):
     return m
 
 
+def meta_empty(sizes, strides, dtype_num, requires_grad):
+    """Meta tensor for a value whose metadata ember inferred in C. A result that requires
+    grad is made a non-leaf, as the real one is (in-place ops on it are allowed)."""
+    m = torch.empty_strided(sizes, strides, dtype=_DTYPES[dtype_num], device=META)
+    return m.requires_grad_().clone() if requires_grad else m
+
+
+# elementwise, one tensor in, same dtype out (for floating dtypes): metadata inferred in C
+POINTWISE = set()
+for _name in ("relu", "sigmoid", "tanh", "exp", "log", "sin", "cos", "sqrt", "rsqrt", "abs", "neg", "exp2",
+              "log1p", "expm1", "reciprocal", "erf", "floor", "ceil", "round", "trunc", "sign", "square"):
+    for _ns in (torch, _T):
+        _f = getattr(_ns, _name, None)
+        if _f is not None:
+            POINTWISE.add(_f)
+for _f in (torch.nn.functional.relu, torch.nn.functional.gelu, torch.nn.functional.silu,
+           torch.nn.functional.sigmoid, torch.nn.functional.tanh, torch._C._nn.gelu, torch._C._nn.silu):
+    POINTWISE.add(_f)
+
+
 def _device(d):
     d = torch.device(d)
     if d.type == "cuda" and d.index is None:

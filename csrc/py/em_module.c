@@ -111,6 +111,12 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
         PyTuple_SET_ITEM(fns, i, Py_NewRef(f ? f : Py_None));
     }
     Py_XSETREF(em_state.op_fns, fns);
+    PyObject *pw = PyObject_GetAttrString(helper, "POINTWISE");
+    if (!pw || !PySet_Check(pw)) {
+        Py_XDECREF(pw);
+        return PyErr_Format(PyExc_TypeError, "ember: helper.POINTWISE must be a set");
+    }
+    Py_XSETREF(em_state.pointwise_fns, pw);
     PyObject *bi = PyEval_GetBuiltins();
     em_state.builtin_len = bi ? PyDict_GetItemString(bi, "len") : NULL;
     em_state.builtin_getattr = bi ? PyDict_GetItemString(bi, "getattr") : NULL;

@@ -31,7 +31,8 @@ typedef struct {
     PyObject *skip_file;  /* callable(co_filename) -> bool: never intercept that file's code */
     PyObject *nn_module_type; /* torch.nn.Module */
     PyObject *builtin_len, *builtin_getattr; /* borrowed from builtins */
-    PyObject *op_fns;     /* tuple indexed by EmOp: the Python operator of each op (meta runs) */
+    PyObject *op_fns;
+    PyObject *pointwise_fns; /* set of elementwise callables whose metadata C infers */     /* tuple indexed by EmOp: the Python operator of each op (meta runs) */
 
     /* code extra slot and hook */
     Py_ssize_t extra_index;

@@ -28,7 +28,11 @@ static int rule_of(PyObject *fn) {
 /* Python value of a sym with tensors replaced by their meta tensors (new ref). */
 static EM_NEW PyObject *meta_value(EmTracer *T, EmSym *s, int *has_tensor) {
     switch (s->kind) {
-        case SYM_TENSOR: *has_tensor = 1; return Py_NewRef(s->obj);
+        case SYM_TENSOR: {
+            *has_tensor = 1;
+            PyObject *m = em_sym_meta(T, s);
+            return m ? Py_NewRef(m) : NULL;
+        }
         case SYM_CONST:
         case SYM_OBJ: return Py_NewRef(s->obj);
         case SYM_TUPLE:
@@ -58,25 +62,13 @@ static EM_NEW PyObject *meta_value(EmTracer *T, EmSym *s, int *has_tensor) {
     }
 }
 
-/* ndim of a meta tensor without allocating a Python int on the common path */
-static int meta_ndim(PyObject *m) {
-    PyObject *n = PyObject_GetAttrString(m, "ndim");
-    if (!n) {
-        PyErr_Clear();
-        return -1;
-    }
-    int v = (int)PyLong_AsLong(n);
-    Py_DECREF(n);
-    return v;
-}
-
-static PyObject *result_device(EmSym **args, int nargs) {
+static PyObject *result_device(EmTracer *T, EmSym **args, int nargs) {
     PyObject *first = NULL;
     for (int i = 0; i < nargs; i++) {
         EmSym *s = args[i];
         PyObject *d = NULL;
-        if (s->kind == SYM_TUPLE || s->kind == SYM_LIST) d = result_device(s->items.data, s->items.len);
-        else if (s->kind == SYM_TENSOR && meta_ndim(s->obj) != 0) d = s->device;
+        if (s->kind == SYM_TUPLE || s->kind == SYM_LIST) d = result_device(T, s->items.data, s->items.len);
+        else if (s->kind == SYM_TENSOR && T->G->nodes.data[s->ref].ndim != 0) d = s->device;
         if (d) return d;
         if (!first && s->kind == SYM_TENSOR) first = s->device;
     }
@@ -148,6 +140,32 @@ static const char *callable_name(PyObject *fn, char *buf, size_t n) {
     return buf;
 }
 
+/* Records an elementwise node whose metadata was inferred in C (no meta run). */
+static EmStatus record_inferred(EmTracer *T, EmOp op, PyObject *fn, const char *name, EmSym **args, int nargs,
+                                int dtype, const EmNode *like, int rg, EmSym **out) {
+    int ndim = like->ndim, dt = like->dev_type, di = like->dev_index;
+    int64_t dims[2 * 64];
+    PyObject *dev = NULL;
+    if (ndim > 64) return em_trace_fail(T, EMA_META, "%s on more than 64 dimensions", name);
+    memcpy(dims, em_ir_sizes(T->G, like), sizeof(int64_t) * (size_t)ndim);
+    memcpy(dims + ndim, em_ir_strides(T->G, like), sizeof(int64_t) * (size_t)ndim);
+    for (int i = 0; i < nargs && !dev; i++)
+        if (args[i]->kind == SYM_TENSOR) dev = args[i]->device;
+    EmStatus st = EM_ERR;
+    int32_t a0 = node_args(T, args, nargs, &st);
+    if (a0 < 0) return st;
+    int32_t fnc = -1;
+    if (op == EMOP_CALL && (fnc = em_ir_const(T->G, EMC_OBJ, 0, 0, fn, name)) < 0) return PyErr_NoMemory(), EM_ERR;
+    EmRef r = em_ir_node(T->G, op, a0, nargs, -1, 0, fnc);
+    if (r < 0 || em_ir_set_tensor(T->G, r, dtype, dt, di, rg, ndim, dims, dims + ndim)) return PyErr_NoMemory(), EM_ERR;
+    EmSym *s = em_sym_new(T, SYM_TENSOR);
+    if (!s) return EM_ERR;
+    s->ref = r;
+    s->device = Py_NewRef(dev);
+    *out = s; /* s->obj (its meta tensor) is made on demand by em_sym_meta */
+    return EM_OK;
+}
+
 /* Runs meta_fn on meta values, records a node, and makes the result sym. */
 EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
                       PyObject *meta_fn, EmSym **out) {
@@ -158,6 +176,10 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
     if (op == EMOP_CALL) callable_name(fn, name, sizeof(name));
     else snprintf(name, sizeof(name), "%s", em_op_info[op].name);
+    int cdt, crg;
+    const EmNode *like = NULL;
+    if (em_infer_pointwise(T, op, fn, args, nargs, kwnames, &cdt, &like, &crg))
+        return record_inferred(T, op, fn, name, args, nargs, cdt, like, crg, out);
     if (!(margs = PyTuple_New(npos + (op == EMOP_GETATTR)))) goto done;
     for (Py_ssize_t i = 0; i < npos; i++) {
         PyObject *v = meta_value(T, args[i], &has_tensor);
@@ -174,7 +196,7 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
         }
         Py_DECREF(v);
     }
-    dev = result_device(args, nargs);
+    dev = result_device(T, args, nargs);
     res = PyObject_CallMethod(em_state.meta_run, "run", "OOOO", meta_fn ? meta_fn : fn, margs, mkw,
                               dev ? dev : Py_None);
     if (!res) {

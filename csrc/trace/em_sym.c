@@ -146,7 +146,24 @@ int em_sym_retarget(EmTracer *T, EmSym *s, EmRef r, PyObject *m, PyObject *dev) 
 }
 
 PyObject *em_sym_meta(EmTracer *T, EmSym *s) {
-    (void)T;
+    if (s->obj) return s->obj;
+    /* inferred in C: make the meta tensor now (ember/_rules.py meta_empty) */
+    const EmNode *n = &T->G->nodes.data[s->ref];
+    PyObject *sizes = PyTuple_New(n->ndim), *strides = PyTuple_New(n->ndim);
+    for (int i = 0; sizes && strides && i < n->ndim; i++) {
+        PyTuple_SET_ITEM(sizes, i, PyLong_FromLongLong(em_ir_sizes(T->G, n)[i]));
+        PyTuple_SET_ITEM(strides, i, PyLong_FromLongLong(em_ir_strides(T->G, n)[i]));
+    }
+    PyObject *name = PyUnicode_FromString("meta_empty");
+    if (sizes && strides && name && !PyErr_Occurred()) {
+        PyObject *argv[5] = {em_state.meta_run, sizes, strides, PyLong_FromLong(n->dtype), PyBool_FromLong(n->requires_grad)};
+        if (argv[3] && argv[4]) s->obj = PyObject_VectorcallMethod(name, argv, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        Py_XDECREF(argv[3]);
+        Py_XDECREF(argv[4]);
+    }
+    Py_XDECREF(sizes);
+    Py_XDECREF(strides);
+    Py_XDECREF(name);
     return s->obj;
 }
 
@@ -386,7 +403,8 @@ static EmStatus tensor_attr(EmTracer *T, EmSym *base, PyObject *name, int method
                             EmSym **self) {
     const char *n = PyUnicode_AsUTF8(name);
     if (!n) return EM_ERR;
-    PyObject *m = base->obj;
+    PyObject *m = em_sym_meta(T, base);
+    if (!m) return EM_ERR;
     if (method) {
         /* x.view(...): the unbound method from the type, self = x */
         PyObject *fn = _PyType_Lookup(Py_TYPE(m), name);
@@ -413,7 +431,7 @@ static EmStatus tensor_attr(EmTracer *T, EmSym *base, PyObject *name, int method
     }
     static const char *const meta_attrs[] = {"shape", "dtype", "ndim", "requires_grad", "layout",
                                              "is_sparse", "is_quantized", "itemsize", "nbytes", "is_leaf", "is_nested",
-                                             "is_mkldnn", "is_complex_dtype", NULL};
+                                             "is_mkldnn", NULL};
     static const char *const graph_attrs[] = {"T", "mT", "H", "mH", "real", "imag", NULL};
     for (int i = 0; meta_attrs[i]; i++)
         if (!strcmp(n, meta_attrs[i])) {

@@ -121,6 +121,9 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
                       PyObject *meta_fn, EmSym **out);
 
 int em_trace_lineno(EmTracer *T);
+/* C shape inference for common elementwise ops (em_infer.c): 1 when inferred. */
+int em_infer_pointwise(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
+                       int *dtype, const EmNode **like, int *requires_grad);
 /* Inlines a call of the Python function `func` (em_inline.c). */
 EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
 /* Calls of nn.Module instances and iteration/indexing of module containers (em_inline.c). */
