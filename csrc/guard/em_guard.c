@@ -282,9 +282,9 @@ EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int3
                 res = PyUnicode_FromFormat("type(%s) is %s, expected %s", name, v ? Py_TYPE(v)->tp_name : "?",
                                            s->type->tp_name);
             } else if (em_guard_tensor_read(v, &cur) == 0) {
-                if (cur.dtype != s->dtype)
+                if (cur.py_dtype != s->py_dtype)
                     res = PyUnicode_FromFormat("%s dtype is %R, expected %R", name, cur.py_dtype, s->py_dtype);
-                else if (cur.dev_type != s->dev_type || cur.dev_index != s->dev_index)
+                else if (PyObject_RichCompareBool(cur.py_device, s->py_device, Py_EQ) != 1)
                     res = PyUnicode_FromFormat("%s device is %R, expected %R", name, cur.py_device, s->py_device);
                 else if (cur.requires_grad != s->requires_grad)
                     res = PyUnicode_FromFormat("%s requires_grad is %s, expected %s", name,

@@ -53,14 +53,6 @@ static int impl_dims(const char *impl, int64_t *ndim, const int64_t **sizes, con
     return 0;
 }
 
-static int py_dtype_index(PyObject *t, int *out) {
-    /* torch.dtype has no public number; ember/_setup gives us none either, so compare the
-     * probed field against known dtypes below. In the fallback path the number is unused. */
-    (void)t;
-    *out = -1;
-    return 0;
-}
-
 static int read_py(PyObject *t, EmTensorSpec *s) {
     memset(s, 0, sizeof(*s));
     s->dtype = s->dev_type = s->dev_index = -1;
@@ -92,8 +84,7 @@ static int read_py(PyObject *t, EmTensorSpec *s) {
         s->strides[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(s->py_strides, i));
     }
     if (PyErr_Occurred()) goto error;
-    py_dtype_index(s->py_dtype, &s->dtype);
-    return 0;
+    return 0; /* dtype/device numbers and keys stay -1/0: only direct reads fill them */
 error:
     Py_XDECREF(stride);
     Py_XDECREF(rg);

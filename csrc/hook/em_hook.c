@@ -102,9 +102,7 @@ static void call_quiet(PyObject *fn, const char *channel, PyObject *msg) {
 static int fall_back(EmExtra *x, PyObject *EM_STEALS why, int flags, const char *what) {
     em_state.n_aborts++;
     if ((flags & EMH_FULLGRAPH) || em_state.strict) {
-        PyObject *exc = PyObject_GetAttrString(PyImport_AddModule("ember._C"), "Unsupported");
-        if (exc) PyErr_SetObject(exc, why);
-        Py_XDECREF(exc);
+        PyErr_SetObject(em_state.unsupported, why);
         Py_DECREF(why);
         return -1;
     }

@@ -236,7 +236,11 @@ PyMODINIT_FUNC PyInit__C(void) {
                                                 "ember could not capture code and was told not to fall back "
                                                 "(fullgraph=True or ember.config.strict).",
                                                 PyExc_RuntimeError, NULL);
-    if (!unsup || PyModule_AddObject(m, "Unsupported", unsup) < 0) goto error;
+    if (!unsup || PyModule_AddObjectRef(m, "Unsupported", unsup) < 0) {
+        Py_XDECREF(unsup);
+        goto error;
+    }
+    em_state.unsupported = unsup;
     if (PyModule_AddIntConstant(m, "CAPTURE_SUPPORTED", EM_CAPTURE_SUPPORTED) < 0) goto error;
     if (PyModule_AddIntConstant(m, "FLAG_ENABLED", EMH_ENABLED) < 0) goto error;
     if (PyModule_AddIntConstant(m, "FLAG_FULLGRAPH", EMH_FULLGRAPH) < 0) goto error;

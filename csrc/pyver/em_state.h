@@ -30,6 +30,7 @@ typedef struct {
     PyObject *log;        /* callable(channel, text) */
     PyObject *skip_file;  /* callable(co_filename) -> bool: never intercept that file's code */
     PyObject *nn_module_type; /* torch.nn.Module */
+    PyObject *unsupported;    /* ember.Unsupported */
     PyObject *builtin_len, *builtin_getattr; /* borrowed from builtins */
     PyObject *op_fns;
     PyObject *pointwise_fns; /* set of elementwise callables whose metadata C infers */     /* tuple indexed by EmOp: the Python operator of each op (meta runs) */

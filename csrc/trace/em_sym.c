@@ -270,13 +270,10 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
 done:
     if (s) {
         if (s->src < 0) s->src = slot;
-        PyObject *at = PyLong_FromLong(T->syms.len - 1);
-        /* index of s: it is the last sym created for this value unless items were added */
-        for (int32_t i = T->syms.len - 1; i >= 0; i--)
-            if (T->syms.data[i] == s) {
-                Py_XSETREF(at, PyLong_FromLong(i));
-                break;
-            }
+        /* remember which sym stands for this object (its index in T->syms) */
+        int32_t at_i = T->syms.len - 1;
+        while (at_i >= 0 && T->syms.data[at_i] != s) at_i--;
+        PyObject *at = PyLong_FromLong(at_i);
         if (!at || PyDict_SetItem(T->seen, key, at)) s = NULL;
         Py_XDECREF(at);
         if (s) *st = EM_OK;

@@ -77,15 +77,13 @@ static EmStatus setup_locals(EmTracer *T) {
             continue;
         }
         if (slot < 0) return EM_ERR;
-        EmStatus st;
-        /* wrapping is lazy for arguments: done on first load (em_rec_load_local) */
+        /* wrapping is lazy for arguments: done on first load (em_local_get) */
         EmSym *s = em_sym_new(T, SYM_NULL);
         if (!s) return EM_ERR;
         s->src = slot;
         s->pos = -2; /* marker: unrealized argument; obj holds the real value */
         s->obj = Py_NewRef(v);
         T->locals[i] = s;
-        (void)st;
     }
     return EM_OK;
 }
