@@ -33,6 +33,18 @@ def main(out_path):
             lines.append("#define EM_OP_%s %d" % (name, num))
     lines.append("static const unsigned char em_op_caches[256] = {%s};" % ", ".join(map(str, caches)))
     lines.append("static const char *const em_op_names[256] = {%s};" % ", ".join('"%s"' % n for n in names))
+    jumps = set(opcode.hasjrel) | set(opcode.hasjabs)
+    is_jump = [1 if i in jumps else 0 for i in range(256)]
+    backward = [1 if "BACKWARD" in names[i] else 0 for i in range(256)]
+    flip = [-1] * 256
+    for i in jumps:
+        n = names[i]
+        other = n.replace("BACKWARD", "FORWARD") if "BACKWARD" in n else n.replace("FORWARD", "BACKWARD")
+        if other != n and other in opcode.opmap:
+            flip[i] = opcode.opmap[other]
+    lines.append("static const unsigned char em_op_is_jump[256] = {%s};" % ", ".join(map(str, is_jump)))
+    lines.append("static const unsigned char em_op_is_backward[256] = {%s};" % ", ".join(map(str, backward)))
+    lines.append("static const short em_op_flip[256] = {%s};" % ", ".join(map(str, flip)))
     nb = [sym for _, sym in dis._nb_ops]
     lines.append("#define EM_NB_OPS_COUNT %d" % len(nb))
     lines.append("static const char *const em_nb_ops[%d] = {%s};" % (len(nb), ", ".join('"%s"' % s for s in nb)))

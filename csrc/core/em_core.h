@@ -48,6 +48,7 @@ typedef struct {
 } EmStrBuf;
 
 int em_sb_puts(EmStrBuf *b, const char *s);
+int em_sb_putc(EmStrBuf *b, unsigned char c); /* any byte, NUL included */
 int em_sb_printf(EmStrBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void em_sb_free(EmStrBuf *b);
 

@@ -25,6 +25,13 @@ int em_sb_puts(EmStrBuf *b, const char *s) {
     return 0;
 }
 
+int em_sb_putc(EmStrBuf *b, unsigned char c) {
+    if (sb_reserve(b, 1)) return -1;
+    b->s[b->len++] = (char)c;
+    b->s[b->len] = 0;
+    return 0;
+}
+
 int em_sb_printf(EmStrBuf *b, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

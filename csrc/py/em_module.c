@@ -3,6 +3,7 @@
  * Python package uses: setup, config, reset, counters, cache inspection.
  */
 #include "../cache/em_cache.h"
+#include "../emit/em_emit.h"
 #include "../guard/em_guard.h"
 #include "../hook/em_hook.h"
 #include "../ir/em_ir.h"
@@ -208,7 +209,21 @@ static PyObject *m_hook_active(PyObject *self, PyObject *args) {
     return Py_BuildValue("{s:i,s:i}", "users", em_state.hook_users, "flags", em_hook_flags());
 }
 
+/* Decodes and reassembles a code object (tests of the assembler). */
+static PyObject *m_asm_roundtrip(PyObject *self, PyObject *code) {
+    (void)self;
+    if (!PyCode_Check(code)) return PyErr_Format(PyExc_TypeError, "expected a code object");
+    EmAsm A;
+    em_asm_init(&A);
+    PyObject *r = NULL;
+    if (em_asm_decode(&A, (PyCodeObject *)code) == 0)
+        r = em_asm_build(&A, (PyCodeObject *)code, NULL, ((PyCodeObject *)code)->co_firstlineno);
+    em_asm_free(&A);
+    return r;
+}
+
 static PyMethodDef methods[] = {
+    {"_asm_roundtrip", m_asm_roundtrip, METH_O, "Decode and reassemble a code object (assembler tests)."},
     {"_setup", (PyCFunction)(void (*)(void))m_setup, METH_VARARGS | METH_KEYWORDS, "Hand rules and helpers to C."},
     {"_gs_resolve", m_gs_resolve, METH_VARARGS, "(libc10, libtorch_cpu): resolve direct global-state reads."},
     {"_gs_read", m_gs_read, METH_O, "(direct): (grad, autocast_cpu, autocast_cuda, dtype)."},

@@ -1,0 +1,48 @@
+/* em_emit.h: the bytecode assembler. An EmAsm is an instruction list with labels (jump
+ * targets are labels, never offsets), per-instruction source lines and exception-table
+ * entries over label ranges. em_asm_build lays it out (EXTENDED_ARG, inline CACHE units,
+ * relative jumps with forward/backward variants chosen from the layout), writes the line
+ * and exception tables, computes the stack depth and builds a code object from a template.
+ * em_asm_decode does the reverse for an existing code object.
+ */
+#ifndef EM_EMIT_H
+#define EM_EMIT_H
+
+#include "../core/em_core.h"
+#include "../pyver/em_pyver.h"
+
+typedef struct {
+    int op;     /* opcode (a jump's forward variant; em_asm_build picks the direction) */
+    int arg;    /* operand; for jumps, filled by the assembler */
+    int target; /* label of a jump's target, -1 otherwise */
+    int line;   /* source line, -1 for none */
+} EmAsmInstr;
+
+typedef struct {
+    int start, end, target; /* labels: [start, end) covered, handler */
+    int depth, lasti;
+} EmAsmExc;
+
+typedef struct {
+    EmVec(EmAsmInstr) ins;
+    EmVec(int32_t) labels; /* label -> index of the instruction it precedes, -1 = unplaced */
+    EmVec(EmAsmExc) exc;
+} EmAsm;
+
+void em_asm_init(EmAsm *A);
+void em_asm_free(EmAsm *A);
+int em_asm_label(EmAsm *A);              /* new unplaced label, or -1 (no memory) */
+void em_asm_place(EmAsm *A, int label);  /* label = the next instruction appended */
+int em_asm_op(EmAsm *A, int op, int arg, int line); /* 0 or -1 */
+int em_asm_jump(EmAsm *A, int op, int label, int line);
+int em_asm_is_jump(int op);
+
+/* Decodes co into A (EXTENDED_ARG folded, caches dropped, jumps as labels). 0 or -1. */
+int em_asm_decode(EmAsm *A, PyCodeObject *co);
+
+/* Builds a code object: `replace` keyword arguments applied to template `co` (a dict that
+ * may set co_consts, co_names, co_varnames, co_argcount, ...), with co_code, co_linetable,
+ * co_exceptiontable, co_stacksize and co_firstlineno computed from A. New ref or NULL. */
+EM_NEW PyObject *em_asm_build(EmAsm *A, PyCodeObject *co, PyObject *replace_kw, int firstlineno);
+
+#endif
