@@ -30,7 +30,8 @@ _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagra
 
 def _push_config():
     bits = 0
-    for name, bit in (("graph", _C.LOG_GRAPH), ("guards", _C.LOG_GUARDS), ("recompiles", _C.LOG_RECOMPILES)):
+    for name, bit in (("graph", _C.LOG_GRAPH), ("guards", _C.LOG_GUARDS), ("recompiles", _C.LOG_RECOMPILES),
+                      ("breaks", _C.LOG_BREAKS)):
         if name in _logging.enabled:
             bits |= bit
     _C._set_config(config.cache_size_limit, bool(config.strict), bits)

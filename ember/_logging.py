@@ -1,8 +1,8 @@
-"""EMBER_LOGS=graph,guards,recompiles: which stage products are printed (to stderr)."""
+"""EMBER_LOGS=graph,guards,recompiles,breaks: which stage products are printed (to stderr)."""
 import os
 import sys
 
-CHANNELS = ("graph", "guards", "recompiles")
+CHANNELS = ("graph", "guards", "recompiles", "breaks")
 
 
 def parse(spec):

@@ -33,7 +33,7 @@ def main(out_path):
             lines.append("#define EM_OP_%s %d" % (name, num))
     lines.append("static const unsigned char em_op_caches[256] = {%s};" % ", ".join(map(str, caches)))
     lines.append("static const char *const em_op_names[256] = {%s};" % ", ".join('"%s"' % n for n in names))
-    jumps = set(opcode.hasjrel) | set(opcode.hasjabs)
+    jumps = {i for i in set(opcode.hasjrel) | set(opcode.hasjabs) if i < 256}
     is_jump = [1 if i in jumps else 0 for i in range(256)]
     backward = [1 if "BACKWARD" in names[i] else 0 for i in range(256)]
     flip = [-1] * 256
@@ -45,6 +45,9 @@ def main(out_path):
     lines.append("static const unsigned char em_op_is_jump[256] = {%s};" % ", ".join(map(str, is_jump)))
     lines.append("static const unsigned char em_op_is_backward[256] = {%s};" % ", ".join(map(str, backward)))
     lines.append("static const short em_op_flip[256] = {%s};" % ", ".join(map(str, flip)))
+    local_ops = {i for i in set(opcode.haslocal) | set(opcode.hasfree) if i < 256}
+    lines.append("static const unsigned char em_op_has_local[256] = {%s};" % ", ".join(
+        "1" if i in local_ops else "0" for i in range(256)))
     nb = [sym for _, sym in dis._nb_ops]
     lines.append("#define EM_NB_OPS_COUNT %d" % len(nb))
     lines.append("static const char *const em_nb_ops[%d] = {%s};" % (len(nb), ", ".join('"%s"' % s for s in nb)))

@@ -12,6 +12,10 @@ void em_entry_free(EmEntry *e) {
     if (e->compiled && e->free_compiled) e->free_compiled(e->compiled);
     free(e->graph_text);
     free(e->guard_text);
+    free(e->break_reason);
+    Py_XDECREF(e->tcode);
+    Py_XDECREF(e->tfunc);
+    Py_XDECREF(e->tfunc_closure);
     free(e);
 }
 
@@ -91,15 +95,17 @@ void em_cache_reset(void) {
         if (em_code_set_extra(co, em_state.extra_index, NULL) < 0) PyErr_Clear();
     }
     PyList_SetSlice(reg, 0, PyList_GET_SIZE(reg), NULL);
+    if (em_state.resume_codes) PyDict_Clear(em_state.resume_codes);
 }
 
 EM_NEW PyObject *em_cache_entries(PyCodeObject *co) {
     PyObject *lst = PyList_New(0);
     EmExtra *x = em_cache_get(co);
     for (EmEntry *e = x ? x->head : NULL; lst && e; e = e->next) {
-        PyObject *t = Py_BuildValue("{s:s,s:s,s:i,s:i,s:L}", "graph", e->graph_text ? e->graph_text : "",
+        PyObject *t = Py_BuildValue("{s:s,s:s,s:i,s:i,s:L,s:s}", "graph", e->graph_text ? e->graph_text : "",
                                     "guards", e->guard_text ? e->guard_text : "", "ops", e->op_count,
-                                    "inputs", e->ninputs, "hits", e->hits);
+                                    "inputs", e->ninputs, "hits", e->hits, "break",
+                                    e->break_reason ? e->break_reason : "");
         if (!t || PyList_Append(lst, t)) Py_CLEAR(lst);
         Py_XDECREF(t);
     }

@@ -17,6 +17,13 @@ typedef struct EmEntry {
     char *graph_text, *guard_text; /* deterministic dumps, owned */
     int32_t op_count, ninputs;
     long long hits;
+    /* graph break: the graph returns the values the transformed code needs; the transformed
+     * code (tcode) runs the unsupported instruction and calls the resume function */
+    PyObject *tcode;        /* owned, or NULL for a frame captured whole */
+    int nargs;              /* argument slots of the frame, passed on to tcode */
+    PyObject *tfunc;        /* owned: function of tcode for ... */
+    PyObject *tfunc_closure; /* ... this closure (owned, may be NULL) */
+    char *break_reason;     /* owned: "file:line: reason" of the break */
 } EmEntry;
 
 typedef enum { EMX_COMPILE = 0, EMX_SKIP = 1, EMX_FALLBACK = 2 } EmExtraMode;

@@ -1,9 +1,13 @@
 /* em_driver.c: runs the stages for one frame: trace it (graph, guards, output tree),
  * verify, hand the graph to the eager backend, and package the result as a cache entry
- * with its deterministic dumps; logs graph and guards when asked.
+ * with its deterministic dumps. When the trace stops at an instruction ember cannot capture,
+ * the frame is traced again up to that instruction and compiled with a graph break: the
+ * graph returns the live values, and generated code runs the instruction as plain Python
+ * and continues in a resume function (emit/em_resume.c).
  */
 #include "em_driver.h"
 
+#include "../emit/em_emit.h"
 #include "../pyver/em_state.h"
 #include "../runtime/em_runtime.h"
 #include "../trace/em_trace.h"
@@ -19,12 +23,92 @@ static int log_text(const char *channel, const char *text) {
     return r ? 0 : -1;
 }
 
-EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, EmEntry **out, PyObject **why) {
+static int n_arg_slots(PyCodeObject *co) {
+    return co->co_argcount + co->co_kwonlyargcount + !!(co->co_flags & CO_VARARGS) + !!(co->co_flags & CO_VARKEYWORDS);
+}
+
+/* Instructions a break may run as plain Python: anything but control flow. */
+static int breakable_op(int op) {
+    if (em_op_is_jump[op]) return 0;
+    const char *n = em_op_names[op];
+    return strcmp(n, "RETURN_VALUE") && strcmp(n, "RETURN_CONST") && strcmp(n, "RAISE_VARARGS") &&
+           strcmp(n, "RERAISE") && strcmp(n, "YIELD_VALUE") && strcmp(n, "GET_ITER") && strcmp(n, "FOR_ITER") &&
+           strncmp(n, "SETUP_", 6) && strcmp(n, "BEFORE_WITH") && strcmp(n, "PUSH_EXC_INFO");
+}
+
+/* Resume code for (co, X, live locals), shared by every entry that breaks there. */
+static PyObject *resume_code(PyCodeObject *co, const EmBreakPlan *plan) {
+    PyObject *live = PyTuple_New(plan->nlive), *key = NULL, *code = NULL;
+    if (!live) return NULL;
+    for (int i = 0; i < plan->nlive; i++) PyTuple_SET_ITEM(live, i, PyLong_FromLong(plan->live[i]));
+    key = Py_BuildValue("(OiiO)", co, plan->at, plan->stack_after, live);
+    Py_DECREF(live);
+    if (!key) return NULL;
+    code = PyDict_GetItemWithError(em_state.resume_codes, key);
+    if (code) {
+        Py_INCREF(code);
+    } else if (!PyErr_Occurred()) {
+        code = em_emit_resume(co, plan);
+        if (code && PyDict_SetItem(em_state.resume_codes, key, code)) Py_CLEAR(code);
+    }
+    Py_DECREF(key);
+    return code;
+}
+
+/* Completes entry e for a trace that stopped at T->brk. Returns 0, or -1 with an exception. */
+static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEntry *e, EmStatus *st) {
+    EmBreakPlan plan = {0};
+    int rc = -1;
+    PyObject *rcode = NULL, *resume = NULL;
+    *st = em_trace_break_outputs(T, &plan.stack_val, &plan.nstack, &plan.store_local, &plan.store_val, &plan.nstore,
+                                 &plan.live, &plan.nlive);
+    if (*st != EM_OK) goto done;
+    plan.at = T->brk.at;
+    plan.next = T->brk.next;
+    plan.op = T->brk.op;
+    plan.arg = T->brk.arg;
+    plan.kw_const = -1;
+    plan.line = PyCode_Addr2Line(co, plan.at * 2);
+    int effect = PyCompile_OpcodeStackEffect(plan.op, plan.arg);
+#ifdef EM_OP_PRECALL
+    if (plan.op == EM_OP_CALL) effect += PyCompile_OpcodeStackEffect(EM_OP_PRECALL, plan.arg);
+#endif
+    if (T->kwnames)
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(co->co_consts); i++)
+            if (PyTuple_GET_ITEM(co->co_consts, i) == T->kwnames) plan.kw_const = (int)i;
+    plan.stack_after = plan.nstack + effect;
+    if (plan.stack_after < 0) {
+        PyErr_SetString(PyExc_SystemError, "ember: negative stack after a break");
+        goto done;
+    }
+    if (!(rcode = resume_code(co, &plan))) goto done;
+    resume = co->co_nfreevars ? Py_NewRef(rcode) : PyFunction_New(rcode, in->globals);
+    if (!resume) goto done;
+    e->tcode = em_emit_transformed(co, &plan, resume);
+    if (!e->tcode) goto done;
+    EmExtra *tx = em_cache_get_or_new((PyCodeObject *)e->tcode);
+    if (!tx) goto done;
+    tx->mode = EMX_SKIP; /* the transformed code itself is never intercepted */
+    e->nargs = n_arg_slots(co);
+    rc = 0;
+done:
+    free(plan.stack_val);
+    free(plan.store_local);
+    free(plan.store_val);
+    free(plan.live);
+    Py_XDECREF(rcode);
+    Py_XDECREF(resume);
+    return rc;
+}
+
+EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allow_break, EmEntry **out,
+                                 PyObject **why) {
     EmTracer T;
     EmGraph G;
     EmStrBuf gtxt = {0}, ktxt = {0};
     EmDriverResult res = EMD_ERR;
     EmEntry *e = calloc(1, sizeof(EmEntry));
+    PyObject *first_why = NULL;
     *out = NULL;
     *why = NULL;
     if (!e) {
@@ -33,14 +117,49 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, EmEntry 
     }
     em_guard_init(&e->P);
     em_graph_init(&G, obj_retain, obj_release);
-    EmStatus st = em_trace_run(&T, co, in, &G, &e->P);
+    EmStatus st = em_trace_run(&T, co, in, &G, &e->P, -1);
     if (st == EM_ABORT) {
-        *why = em_trace_abort_message(&T);
-        res = *why ? EMD_ABORT : EMD_ERR;
+        if (!(first_why = em_trace_abort_message(&T))) goto done;
+        int at = T.abort_root_at;
+        const char *whynot = "the instruction cannot run on its own";
+        EmInstr x;
+        if (at >= 0) em_decode(T.bytes, T.n_units, at, &x);
+        if (!allow_break || at < 0 || !breakable_op(x.op) || !em_break_possible(co, at, &whynot)) {
+            *why = allow_break ? PyUnicode_FromFormat("%U (no graph break: %s)", first_why, whynot)
+                               : Py_NewRef(first_why);
+            res = *why ? EMD_ABORT : EMD_ERR;
+            goto done;
+        }
+        /* trace again, stopping just before the instruction */
+        em_trace_free(&T);
+        em_graph_free(&G);
+        em_guard_free(&e->P);
+        em_guard_init(&e->P);
+        em_graph_init(&G, obj_retain, obj_release);
+        st = em_trace_run(&T, co, in, &G, &e->P, at);
+        if (st == EM_OK && T.broke) {
+            if (build_break(&T, co, in, e, &st)) {
+                if (st == EM_ABORT) goto abort_break;
+                goto done;
+            }
+            if (!(e->break_reason = strdup(PyUnicode_AsUTF8(first_why)))) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            em_state.n_breaks++;
+            if ((em_state.logs & EM_LOG_BREAKS) && log_text("breaks", e->break_reason)) goto done;
+        } else if (st == EM_ABORT || (st == EM_OK && !T.broke)) {
+        abort_break:
+            *why = PyUnicode_FromFormat("%U (no graph break: the replay did not reach it)", first_why);
+            res = *why ? EMD_ABORT : EMD_ERR;
+            goto done;
+        } else {
+            goto done;
+        }
+    } else if (st != EM_OK) {
         goto done;
     }
-    if (st != EM_OK) goto done;
-    if (G.ninputs == 0 && em_ir_op_count(&G) == 0) {
+    if (!e->tcode && G.ninputs == 0 && em_ir_op_count(&G) == 0) {
         res = EMD_NOGRAPH;
         goto done;
     }
@@ -70,5 +189,6 @@ done:
     em_sb_free(&gtxt);
     em_sb_free(&ktxt);
     em_entry_free(e);
+    Py_XDECREF(first_why);
     return res;
 }

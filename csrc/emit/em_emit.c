@@ -22,14 +22,14 @@ int em_asm_label(EmAsm *A) {
 void em_asm_place(EmAsm *A, int label) { A->labels.data[label] = A->ins.len; }
 
 int em_asm_op(EmAsm *A, int op, int arg, int line) {
-    EmAsmInstr in = {.op = op, .arg = arg, .target = -1, .line = line};
+    EmAsmInstr in = {.op = op, .arg = arg, .target = -1, .line = line, .orig = -1};
     return em_vec_push(&A->ins, in);
 }
 
 int em_asm_is_jump(int op) { return em_op_is_jump[op & 255]; }
 
 int em_asm_jump(EmAsm *A, int op, int label, int line) {
-    EmAsmInstr in = {.op = op, .arg = 0, .target = label, .line = line};
+    EmAsmInstr in = {.op = op, .arg = 0, .target = label, .line = line, .orig = -1};
     return em_vec_push(&A->ins, in);
 }
 
@@ -59,14 +59,16 @@ int em_asm_decode(EmAsm *A, PyCodeObject *co) {
         goto done;
     }
     for (int i = 0; i <= n; i++) index_at[i] = -1;
-    /* pass 1: instructions; jump targets recorded as units for now */
+    /* pass 1: instructions (appended after any already in A); jump targets recorded as
+     * units for now */
+    int32_t first = A->ins.len;
     for (int at = 0; at < n;) {
         EmInstr in;
         int start = at;
         em_decode(code, n, at, &in);
         int line = PyCode_Addr2Line(co, in.at * 2);
         index_at[start] = A->ins.len;
-        EmAsmInstr ai = {.op = in.op, .arg = in.arg, .target = -1, .line = line};
+        EmAsmInstr ai = {.op = in.op, .arg = in.arg, .target = -1, .line = line, .orig = in.at};
         if (em_op_is_jump[in.op]) {
             ai.target = em_jump_target(&in); /* a unit, turned into a label below */
             if (em_op_is_backward[in.op] && em_op_flip[in.op] >= 0) ai.op = em_op_flip[in.op];
@@ -98,7 +100,7 @@ int em_asm_decode(EmAsm *A, PyCodeObject *co) {
         }                                                                                       \
         (out) = label_at[u_] - 1;                                                               \
     } while (0)
-    for (int32_t i = 0; i < A->ins.len; i++)
+    for (int32_t i = first; i < A->ins.len; i++)
         if (A->ins.data[i].target >= 0) LABEL_FOR(A->ins.data[i].target, A->ins.data[i].target);
     {
         const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(co->co_exceptiontable);

@@ -16,6 +16,7 @@ typedef struct {
     int arg;    /* operand; for jumps, filled by the assembler */
     int target; /* label of a jump's target, -1 otherwise */
     int line;   /* source line, -1 for none */
+    int orig;   /* code unit of the opcode in the decoded code object, -1 if new */
 } EmAsmInstr;
 
 typedef struct {
@@ -44,5 +45,35 @@ int em_asm_decode(EmAsm *A, PyCodeObject *co);
  * may set co_consts, co_names, co_varnames, co_argcount, ...), with co_code, co_linetable,
  * co_exceptiontable, co_stacksize and co_firstlineno computed from A. New ref or NULL. */
 EM_NEW PyObject *em_asm_build(EmAsm *A, PyCodeObject *co, PyObject *replace_kw, int firstlineno);
+
+/* ---- graph breaks (em_resume.c) ---- */
+
+/* What the transformed code of a frame that breaks at instruction X must do. Stack slots
+ * and changed locals are rebuilt from a tuple of values the graph returns (the extra
+ * argument `__ember_vals`), X runs as plain Python, then the resume function continues
+ * with the stack after X and the live locals as arguments. */
+typedef struct {
+    int at, next;     /* code units of X's opcode and of the instruction after X */
+    int op, arg;      /* X */
+    int kw_const;     /* KW_NAMES operand pending for a CALL at X, or -1 */
+    int nstack;       /* stack depth before X */
+    int *stack_val;   /* per slot: index into the values tuple, -1 for a NULL */
+    int nstore;
+    int *store_local; /* locals to store from the values tuple ... */
+    int *store_val;   /* ... and the index of each value */
+    int nlive;
+    int *live;        /* plain locals passed to the resume function, in order */
+    int stack_after;  /* stack depth after X */
+    int line;         /* source line of X */
+} EmBreakPlan;
+
+/* Whether a frame of co can break at X (not in a loop body or a try/with block; no cell
+ * variables). Returns 1, or 0 with a reason in why. */
+int em_break_possible(PyCodeObject *co, int at, const char **why);
+/* Code of the resume function that continues co after X. New ref or NULL. */
+EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan);
+/* Transformed code of co for the break; resume is the resume function (no free variables)
+ * or its code (free variables: built with the frame's closure at run time). */
+EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, PyObject *resume);
 
 #endif

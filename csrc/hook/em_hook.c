@@ -115,8 +115,47 @@ static int fall_back(EmExtra *x, PyObject *EM_STEALS why, int flags, const char 
     return 0;
 }
 
-static PyObject *run_entry(EmEntry *e, PyObject **slots) {
-    return em_rt_call((EmCompiled *)e->compiled, slots); /* hook already off (em_eval) */
+/* The function object of an entry's transformed code for this frame's closure (cached). */
+static PyObject *transformed_func(EmEntry *e, PyFunctionObject *fn) {
+    if (e->tfunc && e->tfunc_closure == fn->func_closure) return e->tfunc;
+    PyObject *f = PyFunction_New(e->tcode, fn->func_globals);
+    if (!f) return NULL;
+    if (fn->func_closure && PyFunction_SetClosure(f, fn->func_closure) < 0) {
+        Py_DECREF(f);
+        return NULL;
+    }
+    Py_XSETREF(e->tfunc, f);
+    Py_XSETREF(e->tfunc_closure, Py_XNewRef(fn->func_closure));
+    return f;
+}
+
+/* Runs an entry: the graph, then for a graph break the transformed code with the frame's
+ * arguments and the graph's values (with this thread's hook flags back on, so the resume
+ * function and everything called from plain Python are intercepted again). */
+static PyObject *run_entry(EmEntry *e, PyObject **slots, EmPyFrame *f, PyFunctionObject *fn, int flags) {
+    PyObject *r = em_rt_call((EmCompiled *)e->compiled, slots); /* hook already off (em_eval) */
+    if (!r || !e->tcode) return r;
+    PyObject *vals = r, *stack_argv[17], **argv = stack_argv;
+    PyObject *func = transformed_func(e, fn);
+    if (!func) {
+        Py_DECREF(vals);
+        return NULL;
+    }
+    if (e->nargs + 1 > 17 && !(argv = PyMem_Malloc(sizeof(PyObject *) * ((size_t)e->nargs + 1)))) {
+        Py_DECREF(vals);
+        return PyErr_NoMemory();
+    }
+    PyObject *const *loc = em_frame_locals(f);
+    for (int i = 0; i < e->nargs; i++) argv[i] = loc[i];
+    argv[e->nargs] = vals;
+    Py_INCREF(func); /* a recompile inside may replace e->tfunc */
+    tls_set(flags);
+    r = PyObject_Vectorcall(func, argv, (size_t)e->nargs + 1, NULL);
+    tls_set(0);
+    Py_DECREF(func);
+    Py_DECREF(vals);
+    if (argv != stack_argv) PyMem_Free(argv);
+    return r;
 }
 
 static PyObject *eval_plain(PyThreadState *ts, EmPyFrame *f, int throwflag, int flags) {
@@ -157,7 +196,6 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
     PyFunctionObject *fn = em_frame_func(f);
     EmFrameIn in = {em_frame_locals(f), fn->func_closure, em_frame_globals(f), em_frame_builtins(f)};
     PyObject *stack_slots[HOOK_STACK_SLOTS], **slots = stack_slots, *res = NULL;
-    (void)flags;
     int32_t failed = -1;
     EmEntry *prev = NULL, *first_fail = NULL;
     for (EmEntry *e = x->head; e; prev = e, e = e->next) {
@@ -171,7 +209,7 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
             em_state.n_hits++;
             e->hits++;
             em_cache_move_front(x, prev, e);
-            res = run_entry(e, slots);
+            res = run_entry(e, slots, f, fn, flags);
             em_guard_release_slots(&e->P, slots);
             if (slots != stack_slots) PyMem_Free(slots);
             return res;
@@ -213,7 +251,8 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
     Py_XDECREF(reason);
     EmEntry *ne = NULL;
     PyObject *why = NULL;
-    EmDriverResult dr = em_driver_compile(co, &in, &ne, &why);
+    int allow_break = !(flags & EMH_FULLGRAPH) && !em_state.strict;
+    EmDriverResult dr = em_driver_compile(co, &in, allow_break, &ne, &why);
     x->n_compiles++;
     switch (dr) {
         case EMD_OK:
@@ -224,7 +263,7 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
             if (!slots) return PyErr_NoMemory();
             {
                 int ok = em_guard_run(&ne->P, &in, slots, &failed);
-                if (ok == 1) res = run_entry(ne, slots);
+                if (ok == 1) res = run_entry(ne, slots, f, fn, flags);
                 em_guard_release_slots(&ne->P, slots);
                 if (slots != stack_slots) PyMem_Free(slots);
                 if (ok == 1) return res;

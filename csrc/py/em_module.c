@@ -176,14 +176,16 @@ static PyObject *m_reset(PyObject *self, PyObject *args) {
 static PyObject *m_counters(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
-    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L}", "frames", em_state.n_frames, "aborts", em_state.n_aborts, "hits",
-                         em_state.n_hits, "recompiles", em_state.n_recompiles, "fallbacks", em_state.n_fallbacks);
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L}", "frames", em_state.n_frames, "aborts", em_state.n_aborts,
+                         "hits", em_state.n_hits, "recompiles", em_state.n_recompiles, "fallbacks",
+                         em_state.n_fallbacks, "breaks", em_state.n_breaks);
 }
 
 static PyObject *m_reset_counters(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
     em_state.n_frames = em_state.n_aborts = em_state.n_hits = em_state.n_recompiles = em_state.n_fallbacks = 0;
+    em_state.n_breaks = 0;
     Py_RETURN_NONE;
 }
 
@@ -222,7 +224,14 @@ static PyObject *m_asm_roundtrip(PyObject *self, PyObject *code) {
     return r;
 }
 
+static PyObject *m_resume_codes(PyObject *self, PyObject *args) {
+    (void)self;
+    (void)args;
+    return PyDict_Copy(em_state.resume_codes);
+}
+
 static PyMethodDef methods[] = {
+    {"_resume_codes", m_resume_codes, METH_NOARGS, "Resume code objects generated so far (tests, debugging)."},
     {"_asm_roundtrip", m_asm_roundtrip, METH_O, "Decode and reassemble a code object (assembler tests)."},
     {"_setup", (PyCFunction)(void (*)(void))m_setup, METH_VARARGS | METH_KEYWORDS, "Hand rules and helpers to C."},
     {"_gs_resolve", m_gs_resolve, METH_VARARGS, "(libc10, libtorch_cpu): resolve direct global-state reads."},
@@ -262,6 +271,8 @@ PyMODINIT_FUNC PyInit__C(void) {
     if (PyModule_AddIntConstant(m, "LOG_GRAPH", EM_LOG_GRAPH) < 0) goto error;
     if (PyModule_AddIntConstant(m, "LOG_GUARDS", EM_LOG_GUARDS) < 0) goto error;
     if (PyModule_AddIntConstant(m, "LOG_RECOMPILES", EM_LOG_RECOMPILES) < 0) goto error;
+    if (PyModule_AddIntConstant(m, "LOG_BREAKS", EM_LOG_BREAKS) < 0) goto error;
+    if (!(em_state.resume_codes = PyDict_New())) goto error;
     return m;
 error:
     Py_DECREF(m);

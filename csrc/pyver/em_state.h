@@ -38,6 +38,7 @@ typedef struct {
     /* code extra slot and hook */
     Py_ssize_t extra_index;
     PyObject *code_registry; /* list of codes that have an extra (cache/) */
+    PyObject *resume_codes;  /* dict: (code, offset, live locals) -> resume code (driver/) */
     void *prev_eval; /* _PyFrameEvalFunction saved when the hook was installed */
     int hook_users;  /* threads with the hook enabled */
     Py_tss_t tss_enabled;
@@ -48,10 +49,10 @@ typedef struct {
     unsigned logs; /* EM_LOG_* bits */
 
     /* counters for ember.testing */
-    long long n_frames, n_aborts, n_hits, n_recompiles, n_fallbacks;
+    long long n_frames, n_aborts, n_hits, n_recompiles, n_fallbacks, n_breaks;
 } EmState;
 
-enum { EM_LOG_GRAPH = 1, EM_LOG_GUARDS = 2, EM_LOG_RECOMPILES = 4, EM_LOG_ABORTS = 8 };
+enum { EM_LOG_GRAPH = 1, EM_LOG_GUARDS = 2, EM_LOG_RECOMPILES = 4, EM_LOG_BREAKS = 8 };
 
 extern EmState em_state;
 

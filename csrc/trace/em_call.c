@@ -425,7 +425,7 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         case RULE_TRUE: *out = em_sym_const(T, Py_True); return *out ? EM_OK : EM_ERR;
         case RULE_ABORT:
             callable_name(f, name, sizeof(name));
-            return em_trace_fail(T, EMA_DATA_DEP, "%s", name);
+            return em_trace_fail(T, EMA_NOT_IN_GRAPH, "%s", name);
         default: break;
     }
     if (PyFunction_Check(f)) return em_inline(T, f, all, n, kwnames, out);

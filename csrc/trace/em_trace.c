@@ -57,7 +57,9 @@ static EmStatus setup_locals(EmTracer *T) {
     T->locals = calloc((size_t)n + 1, sizeof(EmSym *));
     T->stack_cap = co->co_stacksize + 8;
     T->stack = calloc((size_t)T->stack_cap, sizeof(EmSym *));
-    if (!T->locals || !T->stack) return PyErr_NoMemory(), EM_ERR;
+    T->arg_slots = malloc(sizeof(int32_t) * ((size_t)n + 1));
+    if (!T->locals || !T->stack || !T->arg_slots) return PyErr_NoMemory(), EM_ERR;
+    for (int i = 0; i <= n; i++) T->arg_slots[i] = -1;
     for (int i = 0; i < n; i++) {
         PyObject *name = em_code_name(co, i);
         int kind = em_code_kind(co, i);
@@ -77,6 +79,7 @@ static EmStatus setup_locals(EmTracer *T) {
             continue;
         }
         if (slot < 0) return EM_ERR;
+        T->arg_slots[i] = slot;
         /* wrapping is lazy for arguments: done on first load (em_local_get) */
         EmSym *s = em_sym_new(T, SYM_NULL);
         if (!s) return EM_ERR;
@@ -156,7 +159,11 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
         }
         case SYM_CONST: o.kind = OUT_CONST; o.obj = Py_NewRef(s->obj); break;
         case SYM_OBJ:
-            if (s->src < 0) return em_trace_fail(T, EMA_RETURN, "%s made while tracing", em_sym_describe(s));
+            if (s->src < 0) { /* a constant of the trace (method, function of a trusted module) */
+                o.kind = OUT_CONST;
+                o.obj = Py_NewRef(s->obj);
+                break;
+            }
             o.kind = OUT_SLOT;
             o.v = s->src;
             break;
@@ -212,15 +219,69 @@ EmStatus em_trace_loop(EmTracer *T) {
         }
         EmInstr ins;
         em_decode(T->bytes, T->n_units, T->ip, &ins);
+        if (T->depth == 0 && ins.at == T->break_at) {
+            T->brk = ins;
+            T->broke = T->done = 1;
+            break;
+        }
         T->cur = ins.at;
         T->ip = ins.next;
         st = dispatch(T, &ins);
+        if (st == EM_ABORT && T->depth == 0) T->abort_root_at = ins.at;
     }
     return st;
 }
 
-EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P) {
+/* The value of local i has not changed since the frame started. */
+static int local_unchanged(EmTracer *T, int i) {
+    EmSym *s = T->locals[i];
+    if (!s) return 1;
+    if (s->kind == SYM_NULL && s->pos == -2) return 1;
+    return T->arg_slots[i] >= 0 && s->src == T->arg_slots[i];
+}
+
+EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int **store_local, int **store_val,
+                                int *nstore, int **live, int *nlive) {
+    int n = T->code->co_nlocals, k = 0;
+    *stack_val = malloc(sizeof(int) * ((size_t)T->sp + 1));
+    *store_local = malloc(sizeof(int) * ((size_t)n + 1));
+    *store_val = malloc(sizeof(int) * ((size_t)n + 1));
+    *live = malloc(sizeof(int) * ((size_t)n + 1));
+    if (!*stack_val || !*store_local || !*store_val || !*live) return PyErr_NoMemory(), EM_ERR;
+    EmOut head = {.kind = OUT_TUPLE, .v = 0};
+    if (em_vec_push(&T->out, head)) return PyErr_NoMemory(), EM_ERR;
+    for (int s = 0; s < T->sp; s++) {
+        if (T->stack[s]->kind == SYM_NULL) {
+            (*stack_val)[s] = -1;
+            continue;
+        }
+        EmStatus st = build_out(T, T->stack[s], 0);
+        if (st != EM_OK) return st;
+        (*stack_val)[s] = k++;
+    }
+    *nstack = T->sp;
+    *nstore = *nlive = 0;
+    for (int i = 0; i < n; i++) {
+        if (!T->locals[i]) {
+            if (T->arg_slots[i] >= 0) return em_trace_fail(T, EMA_VALUE, "argument deleted before a break");
+            continue;
+        }
+        (*live)[(*nlive)++] = i;
+        if (local_unchanged(T, i)) continue;
+        EmStatus st = build_out(T, T->locals[i], 0);
+        if (st != EM_OK) return st;
+        (*store_local)[*nstore] = i;
+        (*store_val)[(*nstore)++] = k++;
+    }
+    T->out.data[0].v = k;
+    return EM_OK;
+}
+
+EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P,
+                      int break_at) {
     memset(T, 0, sizeof(*T));
+    T->break_at = break_at;
+    T->abort_root_at = -1;
     T->G = G;
     T->P = P;
     T->code = code;
@@ -236,7 +297,7 @@ EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGr
     T->gslot = T->bslot = -1;
     EmStatus st = setup_locals(T);
     if (st == EM_OK) st = em_trace_loop(T);
-    if (st == EM_OK) st = build_out(T, T->retval, 0);
+    if (st == EM_OK && !T->broke) st = build_out(T, T->retval, 0);
     if (st == EM_OK) {
         const char *bad = em_ir_verify(G);
         if (bad) {
@@ -264,6 +325,8 @@ void em_trace_free(EmTracer *T) {
     em_vec_free(&T->input_slots);
     free(T->locals);
     free(T->stack);
+    free(T->arg_slots);
+    T->arg_slots = NULL;
     Py_CLEAR(T->seen);
     Py_CLEAR(T->abort_file);
     Py_CLEAR(T->code_bytes);

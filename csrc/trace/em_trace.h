@@ -78,6 +78,12 @@ typedef struct EmTracer {
     EmVec(EmSym *) syms; /* every sym, freed at the end */
     EmVec(int32_t) input_slots; /* guard slot of each graph input */
     EmVec(EmOut) out;
+    /* graph breaks */
+    int break_at;      /* code unit of the root instruction to break at, -1 = none */
+    int broke;         /* the trace stopped at break_at (stack and locals kept) */
+    EmInstr brk;       /* that instruction */
+    int abort_root_at; /* code unit of the root instruction that aborted, -1 if none */
+    int32_t *arg_slots; /* per local: guard slot of the argument it started as, or -1 */
     /* abort */
     EmAbort abort;
     int abort_line;
@@ -87,7 +93,12 @@ typedef struct EmTracer {
 
 /* Traces the frame. Returns EM_OK (graph, guards and out filled), EM_ABORT (reason in T) or
  * EM_ERR (Python exception set). The caller owns G and P and must call em_trace_free. */
-EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P);
+EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P,
+                      int break_at);
+/* After a trace that broke: the output tree is a tuple of the stack values (NULLs skipped)
+ * then the changed locals; fills the plan's stack, store and live lists (malloc'd). */
+EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int **store_local, int **store_val,
+                                int *nstore, int **live, int *nlive);
 void em_trace_free(EmTracer *T);
 /* Formats the abort as "file:line: reason". Returns a new str. */
 EM_NEW PyObject *em_trace_abort_message(const EmTracer *T);

@@ -222,11 +222,37 @@ def test_compile_module_backward_matches_eager():
         torch.testing.assert_close(g, e)
 
 
-def test_compile_module_fallback_warns_and_is_correct():
+def test_compile_module_item_breaks_the_graph_and_is_correct():
     m = UsesItem()
     cm = ember.compile(m)
     x = randn(5, 4)
-    with pytest.warns(ember.EmberWarning):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ember.EmberWarning)  # a graph break is not a fallback
+        got = cm(x)
+    torch.testing.assert_close(got, m(x), rtol=0, atol=0)
+    c = counters()
+    assert c["breaks"] == 1 and c["aborts"] == 0
+    assert c["frames"] == 2  # forward up to .item(), and the resume function after it
+    x2 = randn(5, 4, seed=9)
+    torch.testing.assert_close(cm(x2), m(x2), rtol=0, atol=0)
+    assert counters()["aborts"] == 0  # (the resume function specializes on the .item() value)
+
+
+class ItemInLoop(nn.Module):
+    """Reads a tensor value inside a loop body: no graph break there, plain Python."""
+
+    def forward(self, x):
+        total = 0.0
+        for i in range(3):
+            total = total + x[i].sum().item()
+        return x * total
+
+
+def test_compile_module_fallback_warns_and_is_correct():
+    m = ItemInLoop()
+    cm = ember.compile(m)
+    x = randn(5, 4)
+    with pytest.warns(ember.EmberWarning, match="inside a loop body"):
         got = cm(x)
     torch.testing.assert_close(got, m(x), rtol=0, atol=0)
     assert counters()["aborts"] == 1
@@ -458,18 +484,34 @@ def test_strict_config_raises_unsupported():
     assert f"{THIS_FILE}:{_line_of(uses_item, '# <-- unsupported')}" in msg
 
 
+def item_in_loop(x):
+    total = 0.0
+    for i in range(2):
+        total += x[i].item()
+    return total
+
+
 def test_non_fullgraph_falls_back_with_warning():
-    cf = ember.compile(uses_item)
+    cf = ember.compile(item_in_loop)
     x = randn(3)
     with pytest.warns(ember.EmberWarning):
         got = cf(x)
-    assert got == uses_item(x)
+    assert got == item_in_loop(x)
     assert counters()["aborts"] == 1
-    assert ember.testing.code_state(uses_item)["mode"] == "fallback"
+    assert ember.testing.code_state(item_in_loop)["mode"] == "fallback"
     # runs as plain Python afterwards, still correct, no second abort
     x2 = randn(3, seed=5)
-    assert cf(x2) == uses_item(x2)
+    assert cf(x2) == item_in_loop(x2)
     assert counters()["aborts"] == 1
+
+
+def test_non_fullgraph_breaks_the_graph_without_warning():
+    cf = ember.compile(uses_item)
+    x = randn(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ember.EmberWarning)
+        assert cf(x) == uses_item(x)
+    assert counters()["breaks"] == 1 and counters()["aborts"] == 0
 
 
 def test_unsupported_is_exported():
@@ -478,7 +520,7 @@ def test_unsupported_is_exported():
 
 
 def test_fallback_warning_points_at_call_site():
-    cf = ember.compile(uses_item)
+    cf = ember.compile(item_in_loop)
     x = randn(3)
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")

@@ -1,0 +1,253 @@
+/* em_resume.c: code objects for graph breaks. The transformed code of the broken frame
+ * rebuilds the stack and changed locals from the graph's values, runs the unsupported
+ * instruction and calls the resume function; the resume function is the original code with a
+ * prologue that pushes the saved stack and jumps to the instruction after the break.
+ * Consumes an EmBreakPlan; produces code objects (built from the original by replace()).
+ */
+#include "em_emit.h"
+
+int em_break_possible(PyCodeObject *co, int at, const char **why) {
+    if (co->co_ncellvars > 0) {
+        *why = "the function has variables captured by inner functions";
+        return 0;
+    }
+    if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {
+        *why = "generator or coroutine";
+        return 0;
+    }
+    /* inside a try/with block: the exception table covers X */
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(co->co_exceptiontable);
+    const unsigned char *end = p + PyBytes_GET_SIZE(co->co_exceptiontable);
+    while (p < end) {
+        int v[4];
+        for (int k = 0; k < 4; k++) {
+            int x = 0;
+            unsigned char b;
+            do {
+                if (p >= end) {
+                    *why = "unreadable exception table";
+                    return 0;
+                }
+                b = *p++;
+                x = (x << 6) | (b & 63);
+            } while (b & 64);
+            v[k] = x;
+        }
+        if (at >= v[0] && at < v[0] + v[1]) {
+            *why = "inside a try or with block";
+            return 0;
+        }
+    }
+    /* inside a loop: a backward jump after X lands at or before X */
+    PyObject *bytes = em_code_bytes(co);
+    if (!bytes) {
+        PyErr_Clear();
+        *why = "no code";
+        return 0;
+    }
+    const unsigned char *code = (const unsigned char *)PyBytes_AS_STRING(bytes);
+    int n = (int)(PyBytes_GET_SIZE(bytes) / 2), ok = 1;
+    for (int u = 0; u < n && ok;) {
+        EmInstr in;
+        em_decode(code, n, u, &in);
+        if (em_op_is_jump[in.op] && em_op_is_backward[in.op] && in.at > at && em_jump_target(&in) <= at) {
+            *why = "inside a loop body";
+            ok = 0;
+        }
+        u = in.next;
+    }
+    Py_DECREF(bytes);
+    return ok;
+}
+
+static int n_arg_slots(PyCodeObject *co) {
+    return co->co_argcount + co->co_kwonlyargcount + !!(co->co_flags & CO_VARARGS) + !!(co->co_flags & CO_VARKEYWORDS);
+}
+
+static EM_NEW PyObject *tuple_append(PyObject *t, PyObject *v, int *index) {
+    Py_ssize_t n = PyTuple_GET_SIZE(t);
+    PyObject *r = PyTuple_New(n + 1);
+    if (!r) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(r, i, Py_NewRef(PyTuple_GET_ITEM(t, i)));
+    PyTuple_SET_ITEM(r, n, Py_NewRef(v));
+    *index = (int)n;
+    return r;
+}
+
+/* Adds v to the consts tuple *consts (replacing it), returning its index, or -1. */
+static int add_const(PyObject **consts, PyObject *v) {
+    int idx;
+    PyObject *r = tuple_append(*consts, v, &idx);
+    if (!r) return -1;
+    Py_SETREF(*consts, r);
+    return idx;
+}
+
+static int add_int_const(PyObject **consts, long v) {
+    PyObject *o = PyLong_FromLong(v);
+    if (!o) return -1;
+    int r = add_const(consts, o);
+    Py_DECREF(o);
+    return r;
+}
+
+#define OP(op, arg)                                     \
+    do {                                                \
+        if (em_asm_op(&A, (op), (arg), line)) goto nomem; \
+    } while (0)
+#define FLAGS_NO_STAR(f) ((f) & ~(CO_VARARGS | CO_VARKEYWORDS))
+
+EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, PyObject *resume) {
+    EmAsm A;
+    em_asm_init(&A);
+    int line = plan->line, nargs = n_arg_slots(co), nfree = co->co_nfreevars, nlocals = co->co_nlocals;
+    PyObject *consts = Py_NewRef(co->co_consts), *varnames = NULL, *kw = NULL, *res = NULL, *orig = NULL;
+#define SHIFT(i) ((i) < nargs ? (i) : (i) + 1)
+    int vals = nargs; /* __ember_vals: the argument after the original ones */
+    if (nfree) OP(EM_OP_COPY_FREE_VARS, nfree);
+    OP(EM_OP_RESUME, 0);
+    OP(EM_OP_LOAD_FAST, vals);
+    for (int s = 0; s < plan->nstack; s++) {
+        if (plan->stack_val[s] < 0) {
+            OP(EM_OP_PUSH_NULL, 0);
+        } else {
+            int k = add_int_const(&consts, plan->stack_val[s]);
+            if (k < 0) goto done;
+            OP(EM_OP_COPY, 1);
+            OP(EM_OP_LOAD_CONST, k);
+            OP(EM_OP_BINARY_SUBSCR, 0);
+        }
+        OP(EM_OP_SWAP, 2);
+    }
+    for (int j = 0; j < plan->nstore; j++) {
+        int k = add_int_const(&consts, plan->store_val[j]);
+        if (k < 0) goto done;
+        OP(EM_OP_COPY, 1);
+        OP(EM_OP_LOAD_CONST, k);
+        OP(EM_OP_BINARY_SUBSCR, 0);
+        OP(EM_OP_STORE_FAST, SHIFT(plan->store_local[j]));
+    }
+    OP(EM_OP_POP_TOP, 0);
+#ifdef EM_OP_KW_NAMES
+    if (plan->kw_const >= 0) OP(EM_OP_KW_NAMES, plan->kw_const);
+#endif
+#ifdef EM_OP_PRECALL
+    if (plan->op == EM_OP_CALL) OP(EM_OP_PRECALL, plan->arg);
+#endif
+    if (em_op_has_local[plan->op]) OP(plan->op, SHIFT(plan->arg));
+    else OP(plan->op, plan->arg);
+    /* resume(*stack_after_X, *live_locals) */
+    OP(EM_OP_BUILD_TUPLE, plan->stack_after);
+    if (plan->nlive) {
+        for (int j = 0; j < plan->nlive; j++) OP(EM_OP_LOAD_FAST, SHIFT(plan->live[j]));
+        OP(EM_OP_BUILD_TUPLE, plan->nlive);
+        OP(EM_OP_BINARY_OP, 0); /* + : tuple concatenation */
+    }
+    OP(EM_OP_PUSH_NULL, 0);
+    OP(EM_OP_SWAP, 2);
+    if (nfree) {
+        for (int f = 0; f < nfree; f++) OP(EM_OP_LOAD_CLOSURE, SHIFT(nlocals + f));
+        OP(EM_OP_BUILD_TUPLE, nfree);
+        int k = add_const(&consts, resume);
+        if (k < 0) goto done;
+        OP(EM_OP_LOAD_CONST, k);
+        OP(EM_OP_MAKE_FUNCTION, 8);
+    } else {
+        int k = add_const(&consts, resume);
+        if (k < 0) goto done;
+        OP(EM_OP_LOAD_CONST, k);
+    }
+    OP(EM_OP_SWAP, 2);
+    OP(EM_OP_CALL_FUNCTION_EX, 0);
+    OP(EM_OP_RETURN_VALUE, 0);
+#undef SHIFT
+    /* varnames: the original ones with __ember_vals after the arguments */
+    orig = PyCode_GetVarnames(co);
+    if (!orig) goto done;
+    Py_ssize_t nv = PyTuple_GET_SIZE(orig);
+    varnames = PyTuple_New(nv + 1);
+    if (!varnames) goto done;
+    for (Py_ssize_t i = 0, o = 0; i < nv + 1; i++) {
+        PyObject *name = i == nargs ? PyUnicode_FromString("__ember_vals") : Py_NewRef(PyTuple_GET_ITEM(orig, o++));
+        if (!name) goto done;
+        PyTuple_SET_ITEM(varnames, i, name);
+    }
+    kw = Py_BuildValue("{s:O,s:O,s:i,s:i,s:i,s:i,s:i}", "co_consts", consts, "co_varnames", varnames, "co_argcount",
+                       nargs + 1, "co_posonlyargcount", 0, "co_kwonlyargcount", 0, "co_flags",
+                       FLAGS_NO_STAR(co->co_flags), "co_nlocals", (int)nv + 1);
+    if (kw) res = em_asm_build(&A, co, kw, co->co_firstlineno);
+    goto done;
+nomem:
+    PyErr_NoMemory();
+done:
+    em_asm_free(&A);
+    Py_XDECREF(consts);
+    Py_XDECREF(orig);
+    Py_XDECREF(varnames);
+    Py_XDECREF(kw);
+    return res;
+}
+
+EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan) {
+    EmAsm A;
+    em_asm_init(&A);
+    int line = plan->line, nfree = co->co_nfreevars, nlocals = co->co_nlocals;
+    int m = plan->stack_after, nnew = m + nlocals;
+    int *map = malloc(sizeof(int) * ((size_t)nlocals + 1));
+    PyObject *varnames = PyTuple_New(nnew), *kw = NULL, *res = NULL, *name = NULL, *qual = NULL;
+    PyObject *orig = PyCode_GetVarnames(co);
+    if (!map || !varnames || !orig) {
+        if (!map) PyErr_NoMemory();
+        goto done;
+    }
+    /* varnames: stack values, then the live locals, then the other locals */
+    for (int i = 0; i < nlocals; i++) map[i] = -1;
+    int at = 0;
+    for (; at < m; at++) {
+        PyObject *nm = PyUnicode_FromFormat("__ember_stack%d", at);
+        if (!nm) goto done;
+        PyTuple_SET_ITEM(varnames, at, nm);
+    }
+    for (int j = 0; j < plan->nlive; j++) map[plan->live[j]] = at++;
+    for (int i = 0; i < nlocals; i++)
+        if (map[i] < 0) map[i] = at++;
+    for (int i = 0; i < nlocals; i++) PyTuple_SET_ITEM(varnames, map[i], Py_NewRef(PyTuple_GET_ITEM(orig, i)));
+    /* prologue */
+    int body = em_asm_label(&A);
+    if (body < 0) goto nomem;
+    if (nfree) OP(EM_OP_COPY_FREE_VARS, nfree);
+    OP(EM_OP_RESUME, 0);
+    for (int s = 0; s < m; s++) OP(EM_OP_LOAD_FAST, s);
+    if (em_asm_jump(&A, EM_OP_JUMP_FORWARD, body, line)) goto nomem;
+    /* the original instructions, locals renumbered */
+    int first = A.ins.len;
+    if (em_asm_decode(&A, co)) goto done;
+    for (int32_t i = first; i < A.ins.len; i++) {
+        EmAsmInstr *in = &A.ins.data[i];
+        if (in->orig == plan->next) A.labels.data[body] = i;
+        if (em_op_has_local[in->op]) in->arg = in->arg < nlocals ? map[in->arg] : in->arg - nlocals + nnew;
+    }
+    if (A.labels.data[body] < first) {
+        PyErr_SetString(PyExc_SystemError, "ember: resume point not found");
+        goto done;
+    }
+    name = PyUnicode_FromFormat("__resume_%U_at_%d", co->co_name, plan->line);
+    qual = PyUnicode_FromFormat("%U.__resume_at_%d", co->co_qualname, plan->line);
+    if (!name || !qual) goto done;
+    kw = Py_BuildValue("{s:O,s:i,s:i,s:i,s:i,s:O,s:O,s:i}", "co_varnames", varnames, "co_argcount", m + plan->nlive,
+                       "co_posonlyargcount", 0, "co_kwonlyargcount", 0, "co_flags", FLAGS_NO_STAR(co->co_flags),
+                       "co_name", name, "co_qualname", qual, "co_nlocals", nnew);
+    if (kw) res = em_asm_build(&A, co, kw, co->co_firstlineno);
+    goto done;
+nomem:
+    PyErr_NoMemory();
+done:
+    em_asm_free(&A);
+    free(map);
+    Py_XDECREF(orig);
+    Py_XDECREF(varnames);
+    Py_XDECREF(kw);
+    Py_XDECREF(name);
+    Py_XDECREF(qual);
+    return res;
+}
