@@ -27,8 +27,15 @@ static int n_arg_slots(PyCodeObject *co) {
     return co->co_argcount + co->co_kwonlyargcount + !!(co->co_flags & CO_VARARGS) + !!(co->co_flags & CO_VARKEYWORDS);
 }
 
-/* Instructions a break may run as plain Python: anything but control flow. */
+static int is_cond_jump(int op) {
+    const char *n = em_op_names[op];
+    return em_op_is_jump[op] && strstr(n, "POP_JUMP") && (strstr(n, "IF_TRUE") || strstr(n, "IF_FALSE"));
+}
+
+/* Instructions a break may run as plain Python: anything but control flow, and
+ * conditional jumps on a value (each side gets its resume function). */
 static int breakable_op(int op) {
+    if (is_cond_jump(op)) return 1;
     if (em_op_is_jump[op]) return 0;
     const char *n = em_op_names[op];
     return strcmp(n, "RETURN_VALUE") && strcmp(n, "RETURN_CONST") && strcmp(n, "RAISE_VARARGS") &&
@@ -36,19 +43,20 @@ static int breakable_op(int op) {
            strncmp(n, "SETUP_", 6) && strcmp(n, "BEFORE_WITH") && strcmp(n, "PUSH_EXC_INFO");
 }
 
-/* Resume code for (co, X, live locals), shared by every entry that breaks there. */
-static PyObject *resume_code(PyCodeObject *co, const EmBreakPlan *plan) {
+/* Resume code for (co, resume point, stack depth, live locals), shared by every entry that
+ * breaks there. */
+static PyObject *resume_code(PyCodeObject *co, const EmBreakPlan *plan, int resume_at) {
     PyObject *live = PyTuple_New(plan->nlive), *key = NULL, *code = NULL;
     if (!live) return NULL;
     for (int i = 0; i < plan->nlive; i++) PyTuple_SET_ITEM(live, i, PyLong_FromLong(plan->live[i]));
-    key = Py_BuildValue("(OiiO)", co, plan->at, plan->stack_after, live);
+    key = Py_BuildValue("(OiiO)", co, resume_at, plan->stack_after, live);
     Py_DECREF(live);
     if (!key) return NULL;
     code = PyDict_GetItemWithError(em_state.resume_codes, key);
     if (code) {
         Py_INCREF(code);
     } else if (!PyErr_Occurred()) {
-        code = em_emit_resume(co, plan);
+        code = em_emit_resume(co, plan, resume_at);
         if (code && PyDict_SetItem(em_state.resume_codes, key, code)) Py_CLEAR(code);
     }
     Py_DECREF(key);
@@ -59,7 +67,7 @@ static PyObject *resume_code(PyCodeObject *co, const EmBreakPlan *plan) {
 static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEntry *e, EmStatus *st) {
     EmBreakPlan plan = {0};
     int rc = -1;
-    PyObject *rcode = NULL, *resume = NULL;
+    PyObject *rcode = NULL, *resume = NULL, *rcode2 = NULL, *resume2 = NULL;
     *st = em_trace_break_outputs(T, &plan.stack_val, &plan.nstack, &plan.store_local, &plan.store_val, &plan.nstore,
                                  &plan.live, &plan.nlive);
     if (*st != EM_OK) goto done;
@@ -77,14 +85,24 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(co->co_consts); i++)
             if (PyTuple_GET_ITEM(co->co_consts, i) == T->kwnames) plan.kw_const = (int)i;
     plan.stack_after = plan.nstack + effect;
+    plan.jump_to = -1;
+    if (is_cond_jump(plan.op)) {
+        plan.jump_to = em_jump_target(&T->brk);
+        plan.stack_after = plan.nstack - 1;
+    }
     if (plan.stack_after < 0) {
         PyErr_SetString(PyExc_SystemError, "ember: negative stack after a break");
         goto done;
     }
-    if (!(rcode = resume_code(co, &plan))) goto done;
+    if (!(rcode = resume_code(co, &plan, plan.next))) goto done;
     resume = co->co_nfreevars ? Py_NewRef(rcode) : PyFunction_New(rcode, in->globals);
     if (!resume) goto done;
-    e->tcode = em_emit_transformed(co, &plan, resume);
+    if (plan.jump_to >= 0) {
+        if (!(rcode2 = resume_code(co, &plan, plan.jump_to))) goto done;
+        resume2 = co->co_nfreevars ? Py_NewRef(rcode2) : PyFunction_New(rcode2, in->globals);
+        if (!resume2) goto done;
+    }
+    e->tcode = em_emit_transformed(co, &plan, resume, resume2);
     if (!e->tcode) goto done;
     EmExtra *tx = em_cache_get_or_new((PyCodeObject *)e->tcode);
     if (!tx) goto done;
@@ -98,6 +116,8 @@ done:
     free(plan.live);
     Py_XDECREF(rcode);
     Py_XDECREF(resume);
+    Py_XDECREF(rcode2);
+    Py_XDECREF(resume2);
     return rc;
 }
 

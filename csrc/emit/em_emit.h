@@ -64,16 +64,20 @@ typedef struct {
     int nlive;
     int *live;        /* plain locals passed to the resume function, in order */
     int stack_after;  /* stack depth after X */
+    int jump_to;      /* X a conditional jump: code unit of its target, else -1 */
     int line;         /* source line of X */
 } EmBreakPlan;
 
 /* Whether a frame of co can break at X (not in a loop body or a try/with block; no cell
  * variables). Returns 1, or 0 with a reason in why. */
 int em_break_possible(PyCodeObject *co, int at, const char **why);
-/* Code of the resume function that continues co after X. New ref or NULL. */
-EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan);
+/* Code of the resume function that continues co at code unit resume_at (the instruction
+ * after X, or a jump's target) with the stack after X. New ref or NULL. */
+EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int resume_at);
 /* Transformed code of co for the break; resume is the resume function (no free variables)
- * or its code (free variables: built with the frame's closure at run time). */
-EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, PyObject *resume);
+ * or its code (free variables: built with the frame's closure at run time); resume2, for a
+ * conditional jump at X, continues at the jump's target. */
+EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, PyObject *resume,
+                                     PyObject *resume2);
 
 #endif

@@ -97,7 +97,8 @@ static int add_int_const(PyObject **consts, long v) {
     } while (0)
 #define FLAGS_NO_STAR(f) ((f) & ~(CO_VARARGS | CO_VARKEYWORDS))
 
-EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, PyObject *resume) {
+EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, PyObject *resume,
+                                     PyObject *resume2) {
     EmAsm A;
     em_asm_init(&A);
     int line = plan->line, nargs = n_arg_slots(co), nfree = co->co_nfreevars, nlocals = co->co_nlocals;
@@ -134,32 +135,41 @@ EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, 
 #ifdef EM_OP_PRECALL
     if (plan->op == EM_OP_CALL) OP(EM_OP_PRECALL, plan->arg);
 #endif
-    if (em_op_has_local[plan->op]) OP(plan->op, SHIFT(plan->arg));
-    else OP(plan->op, plan->arg);
-    /* resume(*stack_after_X, *live_locals) */
-    OP(EM_OP_BUILD_TUPLE, plan->stack_after);
-    if (plan->nlive) {
-        for (int j = 0; j < plan->nlive; j++) OP(EM_OP_LOAD_FAST, SHIFT(plan->live[j]));
-        OP(EM_OP_BUILD_TUPLE, plan->nlive);
-        OP(EM_OP_BINARY_OP, 0); /* + : tuple concatenation */
-    }
-    OP(EM_OP_PUSH_NULL, 0);
-    OP(EM_OP_SWAP, 2);
-    if (nfree) {
-        for (int f = 0; f < nfree; f++) OP(EM_OP_LOAD_CLOSURE, SHIFT(nlocals + f));
-        OP(EM_OP_BUILD_TUPLE, nfree);
-        int k = add_const(&consts, resume);
-        if (k < 0) goto done;
-        OP(EM_OP_LOAD_CONST, k);
-        OP(EM_OP_MAKE_FUNCTION, 8);
+    int branch = -1;
+    if (resume2) { /* X is a conditional jump on a value: each side continues in its own resume */
+        if ((branch = em_asm_label(&A)) < 0) goto nomem;
+        if (em_asm_jump(&A, plan->op, branch, line)) goto nomem;
+    } else if (em_op_has_local[plan->op]) {
+        OP(plan->op, SHIFT(plan->arg));
     } else {
-        int k = add_const(&consts, resume);
-        if (k < 0) goto done;
-        OP(EM_OP_LOAD_CONST, k);
+        OP(plan->op, plan->arg);
     }
-    OP(EM_OP_SWAP, 2);
-    OP(EM_OP_CALL_FUNCTION_EX, 0);
-    OP(EM_OP_RETURN_VALUE, 0);
+    for (int side = 0; side < (resume2 ? 2 : 1); side++) {
+        if (side) em_asm_place(&A, branch);
+        PyObject *r = side ? resume2 : resume;
+        /* r(*stack_after_X, *live_locals) */
+        OP(EM_OP_BUILD_TUPLE, plan->stack_after);
+        if (plan->nlive) {
+            for (int j = 0; j < plan->nlive; j++) OP(EM_OP_LOAD_FAST, SHIFT(plan->live[j]));
+            OP(EM_OP_BUILD_TUPLE, plan->nlive);
+            OP(EM_OP_BINARY_OP, 0); /* + : tuple concatenation */
+        }
+        OP(EM_OP_PUSH_NULL, 0);
+        OP(EM_OP_SWAP, 2);
+        int k = add_const(&consts, r);
+        if (k < 0) goto done;
+        if (nfree) {
+            for (int f = 0; f < nfree; f++) OP(EM_OP_LOAD_CLOSURE, SHIFT(nlocals + f));
+            OP(EM_OP_BUILD_TUPLE, nfree);
+            OP(EM_OP_LOAD_CONST, k);
+            OP(EM_OP_MAKE_FUNCTION, 8);
+        } else {
+            OP(EM_OP_LOAD_CONST, k);
+        }
+        OP(EM_OP_SWAP, 2);
+        OP(EM_OP_CALL_FUNCTION_EX, 0);
+        OP(EM_OP_RETURN_VALUE, 0);
+    }
 #undef SHIFT
     /* varnames: the original ones with __ember_vals after the arguments */
     orig = PyCode_GetVarnames(co);
@@ -188,7 +198,7 @@ done:
     return res;
 }
 
-EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan) {
+EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int resume_at) {
     EmAsm A;
     em_asm_init(&A);
     int line = plan->line, nfree = co->co_nfreevars, nlocals = co->co_nlocals;
@@ -224,15 +234,16 @@ EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan) {
     if (em_asm_decode(&A, co)) goto done;
     for (int32_t i = first; i < A.ins.len; i++) {
         EmAsmInstr *in = &A.ins.data[i];
-        if (in->orig == plan->next) A.labels.data[body] = i;
+        if (in->orig == resume_at) A.labels.data[body] = i;
         if (em_op_has_local[in->op]) in->arg = in->arg < nlocals ? map[in->arg] : in->arg - nlocals + nnew;
     }
     if (A.labels.data[body] < first) {
         PyErr_SetString(PyExc_SystemError, "ember: resume point not found");
         goto done;
     }
-    name = PyUnicode_FromFormat("__resume_%U_at_%d", co->co_name, plan->line);
-    qual = PyUnicode_FromFormat("%U.__resume_at_%d", co->co_qualname, plan->line);
+    int rline = PyCode_Addr2Line(co, resume_at * 2);
+    name = PyUnicode_FromFormat("__resume_%U_at_%d", co->co_name, rline > 0 ? rline : plan->line);
+    qual = PyUnicode_FromFormat("%U.__resume_at_%d", co->co_qualname, rline > 0 ? rline : plan->line);
     if (!name || !qual) goto done;
     kw = Py_BuildValue("{s:O,s:i,s:i,s:i,s:i,s:O,s:O,s:i}", "co_varnames", varnames, "co_argcount", m + plan->nlive,
                        "co_posonlyargcount", 0, "co_kwonlyargcount", 0, "co_flags", FLAGS_NO_STAR(co->co_flags),
