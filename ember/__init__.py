@@ -13,9 +13,10 @@ import torch
 
 from . import _C, _logging, _rules
 from ._config import config
+from ._explain import BreakReason, ExplainOutput, explain
 from .backends import list_backends, resolve as _resolve_backend
 
-__all__ = ["compile", "disable", "reset", "config", "list_backends", "Unsupported", "EmberWarning"]
+__all__ = ["compile", "disable", "reset", "explain", "config", "list_backends", "Unsupported", "EmberWarning"]
 
 Unsupported = _C.Unsupported
 Unsupported.__module__ = "ember"
@@ -188,7 +189,9 @@ def compile(fn_or_module=None, *, backend="eager", fullgraph=False, dynamic=None
     if isinstance(fn_or_module, CompiledModule):
         fn_or_module = fn_or_module._orig_mod
     if isinstance(fn_or_module, torch.nn.Module):
+        _force(getattr(type(fn_or_module), "forward", None))
         return CompiledModule(fn_or_module, _C.CompiledFunction(fn_or_module, flags))
+    _force(fn_or_module)
     wrapped = _C.CompiledFunction(getattr(fn_or_module, "__wrapped__", None)
                                   if isinstance(fn_or_module, _C.CompiledFunction) else fn_or_module, flags)
     try:
@@ -196,6 +199,14 @@ def compile(fn_or_module=None, *, backend="eager", fullgraph=False, dynamic=None
     except (AttributeError, TypeError):
         pass
     return wrapped
+
+
+def _force(fn):
+    """The code the user compiled is compiled even where ember skips the file (a torch
+    module's forward, a function in the standard library)."""
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    if code is not None:
+        _C.forced_codes.add(code)
 
 
 def disable(fn=None):

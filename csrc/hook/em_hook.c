@@ -77,6 +77,7 @@ EM_NEW PyObject *em_hook_call(int flags, PyObject *fn, PyObject *const *args, si
  * skip_file names (torch, ember, the standard library). Asked once per code object. */
 static int skip_code(PyCodeObject *co) {
     if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) return 1;
+    if (em_state.forced_codes && PySet_Contains(em_state.forced_codes, (PyObject *)co) == 1) return 0;
     if (!em_state.skip_file) return 0;
     int saved = em_hook_enter(0);
     PyObject *r = PyObject_CallOneArg(em_state.skip_file, co->co_filename);

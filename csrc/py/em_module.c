@@ -230,7 +230,22 @@ static PyObject *m_resume_codes(PyObject *self, PyObject *args) {
     return PyDict_Copy(em_state.resume_codes);
 }
 
+/* Codes ember compiled or gave up on since the last reset, in the order it first saw them. */
+static PyObject *m_seen_codes(PyObject *self, PyObject *args) {
+    (void)self;
+    (void)args;
+    PyObject *out = PyList_New(0);
+    PyObject *reg = em_state.code_registry;
+    for (Py_ssize_t i = 0; out && reg && i < PyList_GET_SIZE(reg); i++) {
+        PyObject *co = PyList_GET_ITEM(reg, i);
+        EmExtra *x = em_cache_get((PyCodeObject *)co);
+        if (x && x->mode != EMX_SKIP && PyList_Append(out, co) < 0) Py_CLEAR(out);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"_seen_codes", m_seen_codes, METH_NOARGS, "Codes compiled or run as plain Python since the last reset."},
     {"_resume_codes", m_resume_codes, METH_NOARGS, "Resume code objects generated so far (tests, debugging)."},
     {"_asm_roundtrip", m_asm_roundtrip, METH_O, "Decode and reassemble a code object (assembler tests)."},
     {"_setup", (PyCFunction)(void (*)(void))m_setup, METH_VARARGS | METH_KEYWORDS, "Hand rules and helpers to C."},
@@ -273,6 +288,8 @@ PyMODINIT_FUNC PyInit__C(void) {
     if (PyModule_AddIntConstant(m, "LOG_RECOMPILES", EM_LOG_RECOMPILES) < 0) goto error;
     if (PyModule_AddIntConstant(m, "LOG_BREAKS", EM_LOG_BREAKS) < 0) goto error;
     if (!(em_state.resume_codes = PyDict_New())) goto error;
+    if (!(em_state.forced_codes = PySet_New(NULL))) goto error;
+    if (PyModule_AddObjectRef(m, "forced_codes", em_state.forced_codes) < 0) goto error;
     return m;
 error:
     Py_DECREF(m);
