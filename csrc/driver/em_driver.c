@@ -43,13 +43,37 @@ static int breakable_op(int op) {
            strncmp(n, "SETUP_", 6) && strcmp(n, "BEFORE_WITH") && strcmp(n, "PUSH_EXC_INFO");
 }
 
+/* Stack slots instruction X pops (when known exactly; -1 otherwise): what is below them
+ * survives X, NULLs of pending calls included. */
+static int consumed(int op, int arg, int cond_jump) {
+    const char *n = em_op_names[op];
+    if (cond_jump) return 1;
+    if (op == EM_OP_CALL) return arg + 2;
+    if (!strcmp(n, "CALL_FUNCTION_EX")) return 3 + (arg & 1);
+    if (!strcmp(n, "LOAD_CONST") || !strcmp(n, "LOAD_FAST") || !strcmp(n, "LOAD_DEREF") ||
+        !strcmp(n, "LOAD_CLOSURE") || (!strcmp(n, "LOAD_GLOBAL") && !(arg & 1)))
+        return 0;
+    if (!strcmp(n, "MAKE_FUNCTION")) return 1 + !!(arg & 1) + !!(arg & 2) + !!(arg & 4) + !!(arg & 8);
+    if (!strncmp(n, "BUILD_TUPLE", 11) || !strcmp(n, "BUILD_LIST") || !strcmp(n, "BUILD_SET")) return arg;
+    if (!strcmp(n, "BINARY_OP") || !strcmp(n, "BINARY_SUBSCR") || !strcmp(n, "COMPARE_OP") ||
+        !strcmp(n, "STORE_ATTR") || !strcmp(n, "CONTAINS_OP") || !strcmp(n, "IS_OP"))
+        return 2;
+    if (!strcmp(n, "STORE_SUBSCR")) return 3;
+    if (!strcmp(n, "LOAD_ATTR") || !strncmp(n, "UNARY_", 6) || !strcmp(n, "STORE_GLOBAL") ||
+        !strcmp(n, "STORE_FAST") || !strcmp(n, "FORMAT_VALUE") || !strcmp(n, "GET_ITER"))
+        return 1;
+    return -1;
+}
+
 /* Resume code for (co, resume point, stack depth, live locals), shared by every entry that
  * breaks there. */
 static PyObject *resume_code(PyCodeObject *co, const EmBreakPlan *plan, int resume_at) {
     PyObject *live = PyTuple_New(plan->nlive), *key = NULL, *code = NULL;
     if (!live) return NULL;
     for (int i = 0; i < plan->nlive; i++) PyTuple_SET_ITEM(live, i, PyLong_FromLong(plan->live[i]));
-    key = Py_BuildValue("(OiiO)", co, resume_at, plan->stack_after, live);
+    PyObject *nulls = PyBytes_FromStringAndSize((const char *)plan->after_null, plan->stack_after);
+    key = nulls ? Py_BuildValue("(OiiOO)", co, resume_at, plan->stack_after, live, nulls) : NULL;
+    Py_XDECREF(nulls);
     Py_DECREF(live);
     if (!key) return NULL;
     code = PyDict_GetItemWithError(em_state.resume_codes, key);
@@ -94,6 +118,23 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
         PyErr_SetString(PyExc_SystemError, "ember: negative stack after a break");
         goto done;
     }
+    /* NULLs that survive X: below a CALL's operands exactly; for other instructions any NULL
+     * on the stack makes the break impossible (what X consumes is not known precisely) */
+    if (!(plan.after_null = calloc((size_t)plan.stack_after + 1, 1))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    {
+        int used = consumed(plan.op, plan.arg, plan.jump_to >= 0), keep = plan.nstack - (used < 0 ? 0 : used);
+        for (int i = 0; i < plan.nstack; i++) {
+            if (plan.stack_val[i] >= 0 || i >= keep) continue; /* a value, or consumed by X */
+            if (used < 0) {
+                *st = em_trace_fail(T, EMA_VALUE, "a pending call below %s", em_op_names[plan.op]);
+                goto done;
+            }
+            plan.after_null[i] = 1;
+        }
+    }
     if (!(rcode = resume_code(co, &plan, plan.next))) goto done;
     resume = co->co_nfreevars ? Py_NewRef(rcode) : PyFunction_New(rcode, in->globals);
     if (!resume) goto done;
@@ -114,6 +155,7 @@ done:
     free(plan.store_local);
     free(plan.store_val);
     free(plan.live);
+    free(plan.after_null);
     Py_XDECREF(rcode);
     Py_XDECREF(resume);
     Py_XDECREF(rcode2);
@@ -159,17 +201,28 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
         st = em_trace_run(&T, co, in, &G, &e->P, at);
         if (st == EM_OK && T.broke) {
             if (build_break(&T, co, in, e, &st)) {
-                if (st == EM_ABORT) goto abort_break;
+                if (st == EM_ABORT) {
+                    *why = PyUnicode_FromFormat("%U (no graph break: %s)", first_why, T.abort_detail);
+                    res = *why ? EMD_ABORT : EMD_ERR;
+                }
                 goto done;
             }
-            if (!(e->break_reason = strdup(PyUnicode_AsUTF8(first_why)))) {
+            PyObject *where = PyUnicode_FromFormat("%U:%d: ", co->co_filename, PyCode_Addr2Line(co, at * 2));
+            int inner = where && !PyUnicode_Tailmatch(first_why, where, 0, PyUnicode_GET_LENGTH(where), -1);
+            PyObject *reason = !where ? NULL
+                               : inner ? PyUnicode_FromFormat("%U%s (inside a call, at %U)", where, T.abort_detail, first_why)
+                                       : Py_NewRef(first_why);
+            Py_XDECREF(where);
+            const char *ru = reason ? PyUnicode_AsUTF8(reason) : NULL;
+            e->break_reason = ru ? strdup(ru) : NULL;
+            Py_XDECREF(reason);
+            if (!e->break_reason) {
                 PyErr_NoMemory();
                 goto done;
             }
             em_state.n_breaks++;
             if ((em_state.logs & EM_LOG_BREAKS) && log_text("breaks", e->break_reason)) goto done;
         } else if (st == EM_ABORT || (st == EM_OK && !T.broke)) {
-        abort_break:
             *why = PyUnicode_FromFormat("%U (no graph break: the replay did not reach it)", first_why);
             res = *why ? EMD_ABORT : EMD_ERR;
             goto done;

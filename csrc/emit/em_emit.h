@@ -65,6 +65,7 @@ typedef struct {
     int *live;        /* plain locals passed to the resume function, in order */
     int stack_after;  /* stack depth after X */
     int jump_to;      /* X a conditional jump: code unit of its target, else -1 */
+    uint8_t *after_null; /* per slot of the stack after X: 1 for a NULL (a pending call's) */
     int line;         /* source line of X */
 } EmBreakPlan;
 

@@ -102,8 +102,11 @@ EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, 
     EmAsm A;
     em_asm_init(&A);
     int line = plan->line, nargs = n_arg_slots(co), nfree = co->co_nfreevars, nlocals = co->co_nlocals;
+    int ntemps = plan->stack_after; /* temporaries that take the stack apart after X */
     PyObject *consts = Py_NewRef(co->co_consts), *varnames = NULL, *kw = NULL, *res = NULL, *orig = NULL;
-#define SHIFT(i) ((i) < nargs ? (i) : (i) + 1)
+    PyObject *empty_call = (PyObject *)&PyTuple_Type; /* called with no arguments to pop a NULL */
+#define SHIFT(i) ((i) < nargs ? (i) : (i) < nlocals ? (i) + 1 : (i) + 1 + ntemps)
+#define TEMP(t) (nlocals + 1 + (t))
     int vals = nargs; /* __ember_vals: the argument after the original ones */
     if (nfree) OP(EM_OP_COPY_FREE_VARS, nfree);
     OP(EM_OP_RESUME, 0);
@@ -147,8 +150,26 @@ EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, 
     for (int side = 0; side < (resume2 ? 2 : 1); side++) {
         if (side) em_asm_place(&A, branch);
         PyObject *r = side ? resume2 : resume;
-        /* r(*stack_after_X, *live_locals) */
-        OP(EM_OP_BUILD_TUPLE, plan->stack_after);
+        /* r(*stack_after_X, *live_locals), NULLs left out: the resume function pushes them */
+        int nvals = 0;
+        for (int t = plan->stack_after - 1; t >= 0; t--) {
+            if (plan->after_null[t]) { /* a NULL can only be consumed by a call */
+                int k = add_const(&consts, empty_call);
+                if (k < 0) goto done;
+                OP(EM_OP_LOAD_CONST, k);
+#ifdef EM_OP_PRECALL
+                OP(EM_OP_PRECALL, 0);
+#endif
+                OP(EM_OP_CALL, 0);
+                OP(EM_OP_POP_TOP, 0);
+            } else {
+                OP(EM_OP_STORE_FAST, TEMP(t));
+                nvals++;
+            }
+        }
+        for (int t = 0; t < plan->stack_after; t++)
+            if (!plan->after_null[t]) OP(EM_OP_LOAD_FAST, TEMP(t));
+        OP(EM_OP_BUILD_TUPLE, nvals);
         if (plan->nlive) {
             for (int j = 0; j < plan->nlive; j++) OP(EM_OP_LOAD_FAST, SHIFT(plan->live[j]));
             OP(EM_OP_BUILD_TUPLE, plan->nlive);
@@ -171,20 +192,23 @@ EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, 
         OP(EM_OP_RETURN_VALUE, 0);
     }
 #undef SHIFT
-    /* varnames: the original ones with __ember_vals after the arguments */
+#undef TEMP
+    /* varnames: the original ones with __ember_vals after the arguments, then temporaries */
     orig = PyCode_GetVarnames(co);
     if (!orig) goto done;
     Py_ssize_t nv = PyTuple_GET_SIZE(orig);
-    varnames = PyTuple_New(nv + 1);
+    varnames = PyTuple_New(nv + 1 + ntemps);
     if (!varnames) goto done;
-    for (Py_ssize_t i = 0, o = 0; i < nv + 1; i++) {
-        PyObject *name = i == nargs ? PyUnicode_FromString("__ember_vals") : Py_NewRef(PyTuple_GET_ITEM(orig, o++));
+    for (Py_ssize_t i = 0, o = 0; i < nv + 1 + ntemps; i++) {
+        PyObject *name = i == nargs ? PyUnicode_FromString("__ember_vals")
+                         : i > nv  ? PyUnicode_FromFormat("__ember_t%zd", i - nv - 1)
+                                   : Py_NewRef(PyTuple_GET_ITEM(orig, o++));
         if (!name) goto done;
         PyTuple_SET_ITEM(varnames, i, name);
     }
     kw = Py_BuildValue("{s:O,s:O,s:i,s:i,s:i,s:i,s:i}", "co_consts", consts, "co_varnames", varnames, "co_argcount",
                        nargs + 1, "co_posonlyargcount", 0, "co_kwonlyargcount", 0, "co_flags",
-                       FLAGS_NO_STAR(co->co_flags), "co_nlocals", (int)nv + 1);
+                       FLAGS_NO_STAR(co->co_flags), "co_nlocals", (int)(nv + 1 + ntemps));
     if (kw) res = em_asm_build(&A, co, kw, co->co_firstlineno);
     goto done;
 nomem:
@@ -202,7 +226,9 @@ EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int r
     EmAsm A;
     em_asm_init(&A);
     int line = plan->line, nfree = co->co_nfreevars, nlocals = co->co_nlocals;
-    int m = plan->stack_after, nnew = m + nlocals;
+    int m = 0; /* stack values passed as arguments: the NULLs are pushed by the prologue */
+    for (int t = 0; t < plan->stack_after; t++) m += !plan->after_null[t];
+    int nnew = m + nlocals;
     int *map = malloc(sizeof(int) * ((size_t)nlocals + 1));
     PyObject *varnames = PyTuple_New(nnew), *kw = NULL, *res = NULL, *name = NULL, *qual = NULL;
     PyObject *orig = PyCode_GetVarnames(co);
@@ -227,7 +253,10 @@ EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int r
     if (body < 0) goto nomem;
     if (nfree) OP(EM_OP_COPY_FREE_VARS, nfree);
     OP(EM_OP_RESUME, 0);
-    for (int s = 0; s < m; s++) OP(EM_OP_LOAD_FAST, s);
+    for (int t = 0, a = 0; t < plan->stack_after; t++) {
+        if (plan->after_null[t]) OP(EM_OP_PUSH_NULL, 0);
+        else OP(EM_OP_LOAD_FAST, a++);
+    }
     if (em_asm_jump(&A, EM_OP_JUMP_FORWARD, body, line)) goto nomem;
     /* the original instructions, locals renumbered */
     int first = A.ins.len;

@@ -32,7 +32,7 @@ typedef struct {
     PyObject *forced_codes; /* set: codes ember.compile was given directly (never skipped) */
     PyObject *nn_module_type; /* torch.nn.Module */
     PyObject *unsupported;    /* ember.Unsupported */
-    PyObject *builtin_len, *builtin_getattr; /* borrowed from builtins */
+    PyObject *builtin_len, *builtin_getattr, *builtin_isinstance, *builtin_issubclass, *builtin_callable; /* borrowed */
     PyObject *op_fns;
     PyObject *pointwise_fns; /* set of elementwise callables whose metadata C infers */     /* tuple indexed by EmOp: the Python operator of each op (meta runs) */
 

@@ -195,6 +195,7 @@ static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const
         case OUT_CONST: return Py_NewRef(o->obj);
         case OUT_SLOT: return Py_NewRef(slots[o->v]);
         case OUT_TUPLE:
+        case OUT_ITER:
         case OUT_LIST: {
             PyObject *s = o->kind == OUT_LIST ? PyList_New(o->v) : PyTuple_New(o->v);
             for (int32_t i = 0; i < o->v; i++) {
@@ -212,6 +213,11 @@ static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const
                                                                       : PyObject_CallOneArg(o->obj, s);
                 Py_DECREF(s);
                 return r;
+            }
+            if (o->kind == OUT_ITER) {
+                PyObject *it = PyObject_GetIter(s);
+                Py_DECREF(s);
+                return it;
             }
             return s;
         }

@@ -62,6 +62,17 @@ static EM_NEW PyObject *meta_value(EmTracer *T, EmSym *s, int *has_tensor) {
     }
 }
 
+/* A sym (or a container holding one) that stands for a live Python object ember does not
+ * model: evaluating a builtin on it would run user code or read unguarded state. */
+static int has_opaque(EmSym *s) {
+    if (s->kind == SYM_OBJ) return !s->by_id && s->src >= 0;
+    if (s->kind == SYM_ITER || s->kind == SYM_NULL) return 1;
+    if (s->kind == SYM_TUPLE || s->kind == SYM_LIST || s->kind == SYM_DICT)
+        for (int32_t i = 0; i < s->items.len; i++)
+            if (has_opaque(s->items.data[i])) return 1;
+    return 0;
+}
+
 static PyObject *result_device(EmTracer *T, EmSym **args, int nargs) {
     PyObject *first = NULL;
     for (int i = 0; i < nargs; i++) {
@@ -298,6 +309,14 @@ static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **args, int nargs, Py
     if (nargs > 64) return em_trace_fail(T, EMA_CALL, "%s with too many arguments", name);
     int n = 0;
     EmStatus st = EM_ERR;
+    /* only type-level questions may be asked of objects ember does not model */
+    int introspect = fn == em_state.builtin_isinstance || fn == em_state.builtin_issubclass ||
+                     fn == em_state.builtin_callable || fn == (PyObject *)&PyType_Type;
+    for (int i = 0; i < nargs && !introspect; i++)
+        if (has_opaque(args[i])) return em_trace_fail(T, EMA_CALL, "%s on a %s", name, em_sym_describe(args[i]));
+    for (int i = 0; i < nargs; i++)
+        if (args[i]->kind == SYM_ITER || args[i]->kind == SYM_NULL)
+            return em_trace_fail(T, EMA_CALL, "%s on a %s", name, em_sym_describe(args[i]));
     for (; n < nargs; n++)
         if (!(stack[n] = meta_value(T, args[n], &has_tensor))) goto done;
     PyObject *r = PyObject_Vectorcall(fn, stack, (size_t)(nargs - nkw), kwnames);

@@ -179,8 +179,8 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
                 for (int32_t i = 0; i < s->keys.len; i++)
                     PyTuple_SET_ITEM(o.obj, i, Py_NewRef(s->keys.data[i]));
             }
-            if (s->kind == SYM_LIST && s->src >= 0) {
-                /* an input list returned as is: same object */
+            if (s->src >= 0) {
+                /* a container read from the frame (never mutated while tracing): the object itself */
                 o.kind = OUT_SLOT;
                 o.v = s->src;
                 o.obj = NULL;
@@ -192,6 +192,16 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
                 return PyErr_NoMemory(), EM_ERR;
             }
             for (int32_t i = 0; i < s->items.len; i++) {
+                EmStatus st = build_out(T, s->items.data[i], depth + 1);
+                if (st != EM_OK) return st;
+            }
+            return EM_OK;
+        }
+        case SYM_ITER: { /* an iterator over known items: rebuilt over the items not yet taken */
+            o.kind = OUT_ITER;
+            o.v = s->items.len - s->pos;
+            if (em_vec_push(&T->out, o)) return PyErr_NoMemory(), EM_ERR;
+            for (int32_t i = s->pos; i < s->items.len; i++) {
                 EmStatus st = build_out(T, s->items.data[i], depth + 1);
                 if (st != EM_OK) return st;
             }

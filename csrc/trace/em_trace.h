@@ -43,7 +43,7 @@ struct EmSym {
 };
 
 /* Return-value description: a prefix-order tree. */
-typedef enum { OUT_VALUE, OUT_CONST, OUT_SLOT, OUT_TUPLE, OUT_LIST, OUT_DICT } EmOutKind;
+typedef enum { OUT_VALUE, OUT_CONST, OUT_SLOT, OUT_TUPLE, OUT_LIST, OUT_DICT, OUT_ITER } EmOutKind;
 typedef struct {
     uint8_t kind;
     int32_t v;     /* VALUE: graph output index; SLOT: guard slot; seqs: child count */
