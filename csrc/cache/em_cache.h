@@ -17,6 +17,7 @@ typedef struct EmEntry {
     char *graph_text, *guard_text; /* deterministic dumps, owned */
     int32_t op_count, ninputs;
     long long hits;
+    double compile_s;       /* wall time the driver spent producing this entry */
     /* graph break: the graph returns the values the transformed code needs; the transformed
      * code (tcode) runs the unsupported instruction and calls the resume function */
     PyObject *tcode;        /* owned, or NULL for a frame captured whole */

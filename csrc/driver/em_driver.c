@@ -7,6 +7,8 @@
  */
 #include "em_driver.h"
 
+#include <time.h>
+
 #include "../emit/em_emit.h"
 #include "../pyver/em_state.h"
 #include "../runtime/em_runtime.h"
@@ -171,6 +173,8 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
     EmDriverResult res = EMD_ERR;
     EmEntry *e = calloc(1, sizeof(EmEntry));
     PyObject *first_why = NULL;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     *out = NULL;
     *why = NULL;
     if (!e) {
@@ -253,6 +257,8 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
     gtxt.s = ktxt.s = NULL;
     if ((em_state.logs & EM_LOG_GRAPH) && log_text("graph", e->graph_text)) goto done;
     if ((em_state.logs & EM_LOG_GUARDS) && log_text("guards", e->guard_text)) goto done;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    e->compile_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     *out = e;
     e = NULL;
     res = EMD_OK;
