@@ -1,0 +1,1223 @@
+"""End-to-end graph-break tests for ember.
+
+Code ember cannot capture (a print, `.item()`, `.tolist()`, numpy, logging, stores to
+objects...) causes a graph break: the graph captured so far runs compiled, the
+unsupported instruction runs as normal Python, and a generated resume function
+(compiled on its own first call) continues the frame.  Where a break is not possible
+(loops, try/with blocks, frames with cell variables) the whole frame runs as plain
+Python with an ``ember.EmberWarning`` (an abort).
+
+Every test runs the same function eagerly (uncompiled, on cloned inputs) and through
+ember and compares results, printed text and side effects; counters are checked where
+the number of graphs and breaks is determined by the path taken.
+
+The fixture in tests/conftest.py resets ember's caches and counters before every test.
+"""
+
+import inspect
+import io
+import logging
+import math
+import traceback
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import ember
+import ember.testing
+
+# ---------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------
+
+
+def counters():
+    return ember.testing.counters()
+
+
+def randn(*shape, seed=0, requires_grad=False):
+    g = torch.Generator().manual_seed(seed)
+    t = torch.randn(shape, generator=g)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def clone_tree(v):
+    """Deep copy of args: tensors cloned (leaf-ness and requires_grad preserved),
+    containers rebuilt; other objects returned as they are."""
+    if isinstance(v, torch.Tensor):
+        c = v.detach().clone()
+        if v.requires_grad:
+            c.requires_grad_(True)
+        return c
+    if isinstance(v, tuple):
+        return tuple(clone_tree(e) for e in v)
+    if isinstance(v, list):
+        return [clone_tree(e) for e in v]
+    if isinstance(v, dict):
+        return {k: clone_tree(e) for k, e in v.items()}
+    return v
+
+
+def assert_same(got, expected, path="out"):
+    """Recursive comparison of a compiled result with the eager one."""
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(got, torch.Tensor), f"{path}: expected Tensor, got {type(got)}"
+        assert got.shape == expected.shape, f"{path}: shape {got.shape} != {expected.shape}"
+        assert got.dtype == expected.dtype, f"{path}: dtype {got.dtype} != {expected.dtype}"
+        assert got.requires_grad == expected.requires_grad, \
+            f"{path}: requires_grad {got.requires_grad} != {expected.requires_grad}"
+        torch.testing.assert_close(got.detach(), expected.detach(), equal_nan=True,
+                                   msg=lambda m: f"{path}: {m}")
+    elif isinstance(expected, np.ndarray):
+        assert isinstance(got, np.ndarray), f"{path}: expected ndarray, got {type(got)}"
+        np.testing.assert_allclose(got, expected)
+    elif isinstance(expected, (tuple, list)):
+        assert type(got) is type(expected), f"{path}: type {type(got)} != {type(expected)}"
+        assert len(got) == len(expected), f"{path}: len {len(got)} != {len(expected)}"
+        for i, (g, e) in enumerate(zip(got, expected)):
+            assert_same(g, e, f"{path}[{i}]")
+    elif isinstance(expected, dict):
+        assert type(got) is type(expected), f"{path}: type {type(got)} != {type(expected)}"
+        assert list(got.keys()) == list(expected.keys()), f"{path}: keys {list(got)} != {list(expected)}"
+        for k in expected:
+            assert_same(got[k], expected[k], f"{path}[{k!r}]")
+    elif isinstance(expected, float):
+        assert type(got) is float, f"{path}: type {type(got)} != float"
+        assert got == pytest.approx(expected, rel=1e-5, abs=1e-6), f"{path}: {got!r} != {expected!r}"
+    else:
+        assert type(got) is type(expected), f"{path}: type {type(got)} != {type(expected)}"
+        assert got == expected, f"{path}: {got!r} != {expected!r}"
+
+
+def compare(fn, *args, capsys=None, cfn=None, **kwargs):
+    """Run fn eagerly, then compiled, on clones of args; compare results, the inputs
+    afterwards (mutations) and, with capsys, the printed text. Returns (got, expected)."""
+    eager_args, eager_kwargs = clone_tree(args), clone_tree(kwargs)
+    comp_args, comp_kwargs = clone_tree(args), clone_tree(kwargs)
+    if capsys is not None:
+        capsys.readouterr()
+    expected = fn(*eager_args, **eager_kwargs)
+    eager_out = capsys.readouterr().out if capsys is not None else None
+    ember.testing.reset_counters()
+    if cfn is None:
+        cfn = ember.compile(fn)
+    got = cfn(*comp_args, **comp_kwargs)
+    if capsys is not None:
+        comp_out = capsys.readouterr().out
+        assert comp_out == eager_out, f"printed text differs:\ncompiled: {comp_out!r}\neager:    {eager_out!r}"
+    assert_same(got, expected, "out")
+    assert_same(comp_args, eager_args, "args after call")
+    assert_same(comp_kwargs, eager_kwargs, "kwargs after call")
+    return got, expected
+
+
+def assert_counts(frames=None, breaks=None, aborts=None, hits=None):
+    c = counters()
+    for name, want in (("frames", frames), ("breaks", breaks), ("aborts", aborts), ("hits", hits)):
+        if want is not None:
+            assert c[name] == want, f"counters()[{name!r}] == {c[name]}, expected {want}; all: {c}"
+
+
+def line_of(fn, marker):
+    """Absolute line number of the source line of fn containing `marker`."""
+    lines, start = inspect.getsourcelines(fn)
+    hits = [start + i for i, text in enumerate(lines) if marker in text]
+    assert len(hits) == 1, f"marker {marker!r} found {len(hits)} times in {fn.__name__}"
+    return hits[0]
+
+
+def raised(callable_, *args, **kwargs):
+    try:
+        callable_(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001
+        return e
+    raise AssertionError("no exception raised")
+
+
+# ---------------------------------------------------------------------------
+# print
+# ---------------------------------------------------------------------------
+
+
+def print_tensor(x):
+    y = x.sin() + 1
+    print(y)
+    return y * x
+
+
+def test_print_tensor_between_ops(capsys):
+    compare(print_tensor, randn(4), capsys=capsys)
+    assert_counts(frames=2, breaks=1, aborts=0)
+
+
+def print_shape(x, w):
+    y = x @ w
+    print("shape:", y.shape, y.dtype)
+    return torch.relu(y).sum(dim=0)
+
+
+def test_print_shape_between_ops(capsys):
+    compare(print_shape, randn(3, 4), randn(4, 2, seed=1), capsys=capsys)
+    assert_counts(frames=2, breaks=1, aborts=0)
+
+
+def print_string(x):
+    a = x * 3
+    print("hello from ember")
+    b = a.exp()
+    return a + b
+
+
+def test_print_string_between_ops(capsys):
+    compare(print_string, randn(5), capsys=capsys)
+    assert_counts(frames=2, breaks=1, aborts=0)
+
+
+def print_kwargs(x):
+    n = x.shape[0]
+    y = x.cos()
+    print("a", n, "b", sep="|", end="<>\n")
+    return y - n
+
+
+def test_print_with_sep_and_end_keywords(capsys):
+    compare(print_kwargs, randn(3), capsys=capsys)
+    assert_counts(frames=2, breaks=1, aborts=0)
+
+
+def print_to_buffer(x, buf):
+    y = x + 2
+    print("value", y.shape[0], file=buf)
+    return y.neg()
+
+
+def test_print_to_file_argument():
+    eager_buf, comp_buf = io.StringIO(), io.StringIO()
+    x = randn(3)
+    expected = print_to_buffer(x.clone(), eager_buf)
+    got = ember.compile(print_to_buffer)(x.clone(), comp_buf)
+    assert_same(got, expected)
+    assert comp_buf.getvalue() == eager_buf.getvalue() == "value 3\n"
+    assert_counts(frames=2, breaks=1, aborts=0)
+
+
+def print_fstring(x):
+    s = x.sum()
+    print(f"sum={s.item():.4f} n={x.numel()}")
+    return x / s
+
+
+def test_print_fstring_of_item(capsys):
+    compare(print_fstring, randn(4) + 3, capsys=capsys)
+    assert counters()["aborts"] == 0
+
+
+def test_print_reason_in_cache_entry(capsys):
+    compare(print_tensor, randn(4), capsys=capsys)
+    reason = ember.testing.entries(print_tensor)[0]["break"]
+    assert f"{__file__.rsplit('/', 1)[-1]}:{line_of(print_tensor, 'print(y)')}:" in reason
+    assert "print" in reason
+
+
+# ---------------------------------------------------------------------------
+# logging
+# ---------------------------------------------------------------------------
+
+
+def log_info(x):
+    y = x * 2
+    logging.getLogger().info("info %d", y.shape[0])
+    return y + 1
+
+
+def log_warning(x):
+    y = x.abs()
+    logging.getLogger().warning("careful: %s", "big")
+    z = y.sqrt()
+    logging.getLogger("ember.test.child").warning("child %d", 7)
+    return z
+
+
+@pytest.mark.parametrize("fn", [log_info, log_warning])
+def test_logging_calls(fn, caplog):
+    caplog.set_level(logging.INFO)
+    x = randn(4)
+    expected = fn(x.clone())
+    eager_records = [(r.name, r.levelname, r.getMessage()) for r in caplog.records]
+    assert eager_records  # the eager run logs something
+    caplog.clear()
+    got = ember.compile(fn)(x.clone())
+    comp_records = [(r.name, r.levelname, r.getMessage()) for r in caplog.records]
+    assert_same(got, expected)
+    assert comp_records == eager_records
+    assert counters()["aborts"] == 0
+
+
+# ---------------------------------------------------------------------------
+# .item(), .tolist(), float/int/bool, numpy
+# ---------------------------------------------------------------------------
+
+
+def item_math(x):
+    s = x.sum().item()
+    k = math.sqrt(abs(s)) + 1.0
+    return x * k, k
+
+
+def test_item_used_in_python_math():
+    compare(item_math, randn(5))
+    assert_counts(frames=2, breaks=1, aborts=0)
+
+
+def test_item_new_values_each_call():
+    cf = ember.compile(item_math)
+    for seed in range(4):
+        x = randn(5, seed=seed)
+        assert_same(cf(x.clone()), item_math(x.clone()))
+    assert counters()["aborts"] == 0
+
+
+def item_as_index(x, idx):
+    n = int(idx.sum().item())
+    return x[:n] * 2
+
+
+def test_item_as_slice_bound():
+    x = randn(6)
+    compare(item_as_index, x, torch.tensor([1, 2]))
+    compare(item_as_index, x, torch.tensor([2, 2]))
+
+
+def tolist_math(x):
+    y = x * 10
+    vals = y.tolist()
+    m = max(vals)
+    total = sum(v * v for v in vals)
+    return y - m, total
+
+
+def test_tolist_used_in_python_math():
+    compare(tolist_math, randn(4))
+    assert counters()["aborts"] == 0
+
+
+def tolist_2d(x):
+    rows = x.tolist()
+    scales = [r[0] + r[1] for r in rows]
+    return x * torch.tensor(scales).unsqueeze(1)
+
+
+def test_tolist_nested_fed_back_into_tensor():
+    compare(tolist_2d, randn(3, 2))
+
+
+def float_value(x):
+    f = float(x.mean())
+    return x - f, f * 2
+
+
+def int_value(x):
+    n = int(x.sum())
+    return x.new_full((2,), 1.0) * n, n + 1
+
+
+def bool_value(x):
+    b = bool((x > 0).any())
+    return x * b, b, not b
+
+
+@pytest.mark.parametrize("fn", [float_value, int_value, bool_value])
+def test_builtin_conversions_as_values(fn):
+    compare(fn, randn(4) * 5)
+    assert_counts(frames=2, breaks=1, aborts=0)
+
+
+def numpy_round_trip(x):
+    y = x * 2
+    a = y.numpy()
+    a = a + 1
+    z = torch.from_numpy(a)
+    return z.sin() + x
+
+
+def test_numpy_round_trip():
+    compare(numpy_round_trip, randn(4))
+    assert counters()["aborts"] == 0
+
+
+def numpy_shared_memory(x):
+    y = x + 1
+    a = y.numpy()
+    a *= 3                      # writes into y's storage
+    return y * 2
+
+
+def test_numpy_view_shares_memory_with_graph_output():
+    compare(numpy_shared_memory, randn(4))
+
+
+def numpy_returned(x):
+    y = x.exp()
+    return y.numpy(), y.sum()
+
+
+def test_numpy_array_returned():
+    compare(numpy_returned, randn(3))
+
+
+# ---------------------------------------------------------------------------
+# several breaks
+# ---------------------------------------------------------------------------
+
+
+def two_breaks(x):
+    a = x + 1
+    print("first", a.shape)
+    b = a * 2
+    print("second")
+    return b - x
+
+
+def three_breaks(x, y):
+    a = x @ y
+    print("one")
+    b = a.relu()
+    s = b.sum().item()
+    c = b * s
+    print("three", round(s, 3))
+    return c + a
+
+
+def test_two_breaks_counts_and_cache(capsys):
+    x = randn(3)
+    compare(two_breaks, x, capsys=capsys, cfn=(cf := ember.compile(two_breaks)))
+    assert_counts(frames=3, breaks=2, aborts=0, hits=0)
+    assert_same(cf(x.clone()), two_breaks(x.clone()))
+    assert capsys.readouterr().out == "first torch.Size([3])\nsecond\n" * 2
+    assert_counts(frames=3, breaks=2, aborts=0, hits=3)
+
+
+def test_three_breaks_counts_and_cache(capsys):
+    x, y = randn(2, 3), randn(3, 2, seed=1)
+    cf = ember.compile(three_breaks)
+    compare(three_breaks, x, y, capsys=capsys, cfn=cf)
+    assert_counts(frames=4, breaks=3, aborts=0, hits=0)
+    assert_same(cf(x.clone(), y.clone()), three_breaks(x.clone(), y.clone()))
+    assert_counts(frames=4, aborts=0, hits=4)
+
+
+def break_first_and_last(x):
+    print("start")
+    y = x.tanh() * 3
+    print("end")
+    return y
+
+
+def test_breaks_at_start_and_end(capsys):
+    compare(break_first_and_last, randn(3), capsys=capsys)
+    assert counters()["breaks"] == 2
+    assert counters()["aborts"] == 0
+
+
+def resume_breaks_again(x):
+    y = x + 1
+    print("a")
+    print("b")          # the resume function after "a" breaks again at once
+    return y
+
+
+def test_resume_function_breaks_again_immediately(capsys):
+    compare(resume_breaks_again, randn(2), capsys=capsys)
+    assert_counts(breaks=2, aborts=0)
+
+
+def test_break_reasons_of_both_breaks(capsys):
+    compare(two_breaks, randn(3), capsys=capsys)
+    reason = ember.testing.entries(two_breaks)[0]["break"]
+    line = line_of(two_breaks, 'print("first"')
+    assert f":{line}:" in reason
+
+
+def mid_expression(x):
+    return (x + 1) * note(x) + x.sum() * note(x * 2)
+
+
+def note(t):
+    print("note", t.shape)
+    return t.cos()
+
+
+def test_break_with_values_live_on_the_stack(capsys):
+    compare(mid_expression, randn(3), capsys=capsys)
+    assert counters()["aborts"] == 0
+
+
+def in_call_args(x):
+    return torch.cat([x, note(x), x * 2], dim=0)
+
+
+def test_break_inside_call_argument_list(capsys):
+    compare(in_call_args, randn(2), capsys=capsys)
+    assert counters()["aborts"] == 0
+
+
+def many_locals(x, tag):
+    n = 3
+    s = "abc"
+    lst = [1, 2]
+    d = {"k": 2.5}
+    none = None
+    y = x * n
+    print(tag)
+    return y + d["k"] + len(s) + lst[1], none, s * 2, lst, tag
+
+
+def test_non_tensor_locals_survive_break(capsys):
+    compare(many_locals, randn(3), "tag!", capsys=capsys)
+    assert_counts(frames=2, breaks=1, aborts=0)
+
+
+def deleted_local(x):
+    tmp = x * 2
+    y = tmp + 1
+    del tmp
+    print("deleted")
+    return y
+
+
+def test_deleted_local_across_break(capsys):
+    compare(deleted_local, randn(3), capsys=capsys)
+    assert counters()["aborts"] == 0
+
+
+# ---------------------------------------------------------------------------
+# breaks in helper functions
+# ---------------------------------------------------------------------------
+
+
+def helper_prints(t):
+    u = t * 2
+    print("helper", u.shape)
+    return u + 1
+
+
+def calls_helper(x):
+    y = x.exp()
+    z = helper_prints(y)
+    return z * y
+
+
+def test_break_in_helper(capsys):
+    compare(calls_helper, randn(3), capsys=capsys)
+    assert counters()["aborts"] == 0
+    assert counters()["breaks"] >= 1
+    reason = ember.testing.entries(calls_helper)[0]["break"]
+    assert str(line_of(calls_helper, "helper_prints(y)")) in reason.split(":")[1]
+
+
+def outer_helper(t):
+    return helper_prints(t) - 1
+
+
+def calls_nested_helper(x):
+    return outer_helper(x.sin()) * 2
+
+
+def test_break_in_nested_helper(capsys):
+    compare(calls_nested_helper, randn(3), capsys=capsys)
+    assert counters()["aborts"] == 0
+
+
+def calls_helper_twice(x):
+    a = helper_prints(x)
+    b = helper_prints(a * 3)
+    return a + b
+
+
+def test_breaking_helper_called_twice(capsys):
+    cf = ember.compile(calls_helper_twice)
+    compare(calls_helper_twice, randn(3), capsys=capsys, cfn=cf)
+    assert counters()["aborts"] == 0
+    compare(calls_helper_twice, randn(3, seed=1), capsys=capsys, cfn=cf)
+    assert_counts(frames=0, aborts=0)
+    assert counters()["hits"] > 0
+
+
+def helper_item(t):
+    return t.max().item()
+
+
+def calls_item_helper(x):
+    m = helper_item(x)
+    return x / m, m
+
+
+def test_helper_returning_item():
+    compare(calls_item_helper, randn(4).abs() + 1)
+    assert counters()["aborts"] == 0
+
+
+# ---------------------------------------------------------------------------
+# loops and with-blocks (aborts)
+# ---------------------------------------------------------------------------
+
+
+def loop_print(x):
+    for i in range(3):
+        x = x + i
+        print("iter", i)
+    return x * 2
+
+
+def test_break_in_for_loop_aborts(capsys):
+    with pytest.warns(ember.EmberWarning):
+        compare(loop_print, randn(3), capsys=capsys)
+    assert counters()["aborts"] >= 1
+
+
+def loop_item(x):
+    total = 0.0
+    for i in range(x.shape[0]):
+        total += x[i].item()
+    return x - total / x.shape[0], total
+
+
+def test_item_in_for_loop_aborts():
+    with pytest.warns(ember.EmberWarning):
+        compare(loop_item, randn(4))
+
+
+def loop_calls_helper(x):
+    for _ in range(2):
+        x = helper_prints(x)
+    return x
+
+
+def test_loop_calling_breaking_helper(capsys):
+    with pytest.warns(ember.EmberWarning):
+        compare(loop_calls_helper, randn(2), capsys=capsys)
+
+
+def no_grad_print(x, w):
+    y = x * w
+    with torch.no_grad():
+        z = y * 2
+        print("inside no_grad")
+        u = z + 1
+    return y, z, u, y + u
+
+
+def test_break_inside_no_grad(capsys):
+    x = randn(3)
+    w = randn(3, seed=1, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ember.EmberWarning)
+        got, expected = compare(no_grad_print, x, w, capsys=capsys)
+    assert [t.requires_grad for t in got] == [True, False, False, True]
+    assert torch.is_grad_enabled()
+
+
+def no_grad_item(x, w):
+    with torch.no_grad():
+        s = (x * w).sum().item()
+    return w * s
+
+
+def test_item_inside_no_grad_then_backward():
+    x = randn(3)
+    w = randn(3, seed=1, requires_grad=True)
+    we = w.detach().clone().requires_grad_(True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ember.EmberWarning)
+        got = ember.compile(no_grad_item)(x, w)
+    expected = no_grad_item(x, we)
+    assert_same(got, expected)
+    got.sum().backward()
+    expected.sum().backward()
+    assert_same(w.grad, we.grad)
+
+
+def try_print(x):
+    try:
+        y = x + 1
+        print("in try")
+    finally:
+        y = y * 2
+    return y
+
+
+def test_break_inside_try_finally(capsys):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ember.EmberWarning)
+        compare(try_print, randn(3), capsys=capsys)
+
+
+# ---------------------------------------------------------------------------
+# side effects before a break
+# ---------------------------------------------------------------------------
+
+
+def append_then_print(x, log):
+    y = x * 2
+    log.append(y.shape[0])
+    log.append("after")
+    print("logged", len(log))
+    return y + len(log)
+
+
+def test_list_append_before_break(capsys):
+    got, expected = compare(append_then_print, randn(3), ["before"], capsys=capsys)
+    assert counters()["aborts"] == 0
+
+
+def test_list_append_visible_in_callers_list(capsys):
+    log_e, log_c = [], []
+    x = randn(3)
+    expected = append_then_print(x.clone(), log_e)
+    got = ember.compile(append_then_print)(x.clone(), log_c)
+    assert_same(got, expected)
+    assert log_c == log_e == [3, "after"]
+
+
+class Box:
+    pass
+
+
+def setattr_then_print(x, box):
+    y = x + 1
+    box.value = y.sum()
+    box.count = 5
+    print("stored")
+    return y * box.count
+
+
+def test_attribute_store_before_break(capsys):
+    be, bc = Box(), Box()
+    x = randn(3)
+    capsys.readouterr()
+    expected = setattr_then_print(x.clone(), be)
+    eager_out = capsys.readouterr().out
+    got = ember.compile(setattr_then_print)(x.clone(), bc)
+    assert capsys.readouterr().out == eager_out
+    assert_same(got, expected)
+    assert_same(bc.value, be.value)
+    assert bc.count == be.count == 5
+    assert counters()["aborts"] == 0
+
+
+GLOBAL_STATE = 0
+GLOBAL_TENSOR = None
+
+
+def global_then_print(x):
+    global GLOBAL_STATE, GLOBAL_TENSOR
+    y = x.exp()
+    GLOBAL_STATE = GLOBAL_STATE + 10
+    GLOBAL_TENSOR = y * 2
+    print("global", GLOBAL_STATE)
+    return y + GLOBAL_STATE
+
+
+def test_global_store_before_break(capsys):
+    global GLOBAL_STATE, GLOBAL_TENSOR
+    x = randn(3)
+    GLOBAL_STATE, GLOBAL_TENSOR = 0, None
+    capsys.readouterr()
+    expected = global_then_print(x.clone())
+    eager_out = capsys.readouterr().out
+    eager_state, eager_tensor = GLOBAL_STATE, GLOBAL_TENSOR
+    GLOBAL_STATE, GLOBAL_TENSOR = 0, None
+    got = ember.compile(global_then_print)(x.clone())
+    assert capsys.readouterr().out == eager_out
+    assert_same(got, expected)
+    assert GLOBAL_STATE == eager_state == 10
+    assert_same(GLOBAL_TENSOR, eager_tensor)
+    assert counters()["aborts"] == 0
+
+
+def dict_store_then_print(x, d):
+    y = x * 3
+    d["y"] = y
+    d["n"] = d.get("n", 0) + 1
+    print("dict", sorted(d))
+    return y - d["n"]
+
+
+def test_dict_store_before_break(capsys):
+    compare(dict_store_then_print, randn(2), {"n": 4}, capsys=capsys)
+
+
+# ---------------------------------------------------------------------------
+# exceptions after a break
+# ---------------------------------------------------------------------------
+
+
+def raise_after_print(x):
+    y = x * 2
+    print("about to fail")
+    if y.shape[0] == 3:
+        raise ValueError(f"bad size {y.shape[0]}")  # RAISE-HERE
+    return y
+
+
+def test_exception_after_break(capsys):
+    x = randn(3)
+    e_eager = raised(raise_after_print, x.clone())
+    eager_out = capsys.readouterr().out
+    e = raised(ember.compile(raise_after_print), x.clone())
+    assert capsys.readouterr().out == eager_out
+    assert type(e) is type(e_eager) is ValueError
+    assert str(e) == str(e_eager) == "bad size 3"
+    last = traceback.extract_tb(e.__traceback__)[-1]
+    assert last.filename == __file__
+    assert last.lineno == line_of(raise_after_print, "RAISE-HERE")
+
+
+def test_exception_after_break_second_call(capsys):
+    cf = ember.compile(raise_after_print)
+    x = randn(3)
+    raised(cf, x)
+    e = raised(cf, x)
+    assert type(e) is ValueError and str(e) == "bad size 3"
+    last = traceback.extract_tb(e.__traceback__)[-1]
+    assert (last.filename, last.lineno) == (__file__, line_of(raise_after_print, "RAISE-HERE"))
+    # the non-raising path still works with the same compiled function
+    assert_same(cf(randn(2)), raise_after_print(randn(2)))
+
+
+def index_error_after_item(x):
+    table = [10, 20, 30]
+    i = int(x.sum().item())
+    y = x + 1
+    return y * table[i]  # INDEX-HERE
+
+
+def test_index_error_after_item():
+    x = torch.full((2,), 4.0)
+    e_eager = raised(index_error_after_item, x.clone())
+    e = raised(ember.compile(index_error_after_item), x.clone())
+    assert type(e) is type(e_eager) is IndexError
+    assert str(e) == str(e_eager)
+    last = traceback.extract_tb(e.__traceback__)[-1]
+    assert (last.filename, last.lineno) == (__file__, line_of(index_error_after_item, "INDEX-HERE"))
+    # an in-range index works
+    compare(index_error_after_item, torch.tensor([0.5, 0.7]))
+
+
+def helper_raises(t):
+    print("helper before raise")
+    raise KeyError("missing")  # HELPER-RAISE
+
+
+def calls_raising_helper(x):
+    y = x + 1
+    return helper_raises(y) * 2
+
+
+def test_exception_in_helper_after_break(capsys):
+    e_eager = raised(calls_raising_helper, randn(2))
+    eager_out = capsys.readouterr().out
+    e = raised(ember.compile(calls_raising_helper), randn(2))
+    assert capsys.readouterr().out == eager_out
+    assert type(e) is KeyError and str(e) == str(e_eager)
+    tb = traceback.extract_tb(e.__traceback__)
+    assert (tb[-1].filename, tb[-1].lineno) == (__file__, line_of(helper_raises, "HELPER-RAISE"))
+    assert any(fr.name == "calls_raising_helper" for fr in tb)
+
+
+def torch_error_after_print(x, y):
+    print("mismatch ahead")
+    return x + y  # TORCH-ERROR
+
+
+def test_torch_error_after_break(capsys):
+    e_eager = raised(torch_error_after_print, randn(2), randn(3))
+    e = raised(ember.compile(torch_error_after_print), randn(2), randn(3))
+    assert type(e) is type(e_eager) is RuntimeError
+    assert str(e) == str(e_eager)
+    last = traceback.extract_tb(e.__traceback__)[-1]
+    assert (last.filename, last.lineno) == (__file__, line_of(torch_error_after_print, "TORCH-ERROR"))
+
+
+# ---------------------------------------------------------------------------
+# cache hits, recursion
+# ---------------------------------------------------------------------------
+
+
+def test_many_calls_hit_cache(capsys):
+    cf = ember.compile(print_string)
+    for i in range(6):
+        x = randn(5, seed=i)
+        assert_same(cf(x.clone()), print_string(x.clone()))
+    assert counters()["frames"] == 2
+    assert counters()["breaks"] == 1
+    assert counters()["hits"] == 2 * 5
+    assert capsys.readouterr().out == "hello from ember\n" * 12
+
+
+def recursive(x, n):
+    if n == 0:
+        return x
+    print("depth", n)
+    return recursive(x * 2 + 1, n - 1) + n
+
+
+def test_recursive_function_with_break(capsys):
+    cf = ember.compile(recursive)
+    compare(recursive, randn(2), 3, capsys=capsys, cfn=cf)
+    assert counters()["aborts"] == 0
+    frames = counters()["frames"]
+    compare(recursive, randn(2, seed=1), 3, capsys=capsys, cfn=cf)
+    assert counters()["frames"] == 0, f"second call compiled again: {counters()} (first: {frames})"
+
+
+# ---------------------------------------------------------------------------
+# arguments: keywords, defaults, *args/**kwargs, closures
+# ---------------------------------------------------------------------------
+
+
+def kw_defaults(x, scale=2.0, *, shift=1, name="kw"):
+    y = x * scale
+    print(name, shift)
+    return y + shift * scale
+
+
+def test_keyword_and_default_arguments(capsys):
+    cf = ember.compile(kw_defaults)
+    compare(kw_defaults, randn(3), capsys=capsys, cfn=cf)
+    compare(kw_defaults, randn(3), 3.0, shift=-2, capsys=capsys, cfn=cf)
+    compare(kw_defaults, randn(3), name="other", scale=0.5, capsys=capsys, cfn=cf)
+    assert counters()["aborts"] == 0
+
+
+def varargs(*args, **kwargs):
+    total = sum(a.sum() for a in args)
+    print("nargs", len(args), sorted(kwargs))
+    out = total * kwargs.get("mul", 1)
+    return out + args[0], kwargs
+
+
+def test_varargs_and_kwargs(capsys):
+    compare(varargs, randn(2), randn(2, seed=1), randn(2, seed=2), mul=3, extra="e", capsys=capsys)
+    assert counters()["aborts"] == 0
+
+
+def make_closure(factor, offset_tensor):
+    def inner(x):
+        y = x * factor
+        print("closure", factor)
+        return y + offset_tensor
+    return inner
+
+
+def test_closure_reading_free_variables(capsys):
+    fn = make_closure(3, randn(2, seed=7))
+    compare(fn, randn(2), capsys=capsys)
+    assert_counts(frames=2, breaks=1, aborts=0)
+
+
+def has_cell(x):
+    k = x.sum()
+
+    def inner(t):
+        return t * k
+    print("with cell")
+    return inner(x) + 1
+
+
+def test_frame_with_cell_variables_aborts(capsys):
+    with pytest.warns(ember.EmberWarning):
+        compare(has_cell, randn(3), capsys=capsys)
+
+
+# ---------------------------------------------------------------------------
+# nn.Module
+# ---------------------------------------------------------------------------
+
+
+class PrintNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(4, 3)
+        self.fc2 = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        h = torch.relu(self.fc1(x))
+        print("hidden", h.shape)
+        return self.fc2(h)
+
+
+def test_module_forward_with_print(capsys):
+    torch.manual_seed(0)
+    m = PrintNet()
+    cm = ember.compile(m)
+    x = randn(2, 4)
+    expected = m(x)
+    eager_out = capsys.readouterr().out
+    got = cm(x)
+    assert capsys.readouterr().out == eager_out
+    assert_same(got, expected)
+    assert_counts(frames=2, breaks=1, aborts=0)
+    # gradients flow through both graphs
+    g = torch.autograd.grad(got.sum(), list(m.parameters()))
+    ge = torch.autograd.grad(expected.sum(), list(m.parameters()))
+    for a, b in zip(g, ge):
+        assert_same(a, b)
+    # second call hits
+    assert_same(cm(x), expected)
+    assert_counts(frames=2, hits=2)
+
+
+class PrintingBlock(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        y = self.lin(x)
+        print("block")
+        return y.tanh()
+
+
+class Outer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = PrintingBlock()
+        self.head = torch.nn.Linear(3, 1)
+
+    def forward(self, x):
+        return self.head(self.block(x) + x)
+
+
+def test_submodule_forward_with_print(capsys):
+    torch.manual_seed(0)
+    m = Outer()
+    x = randn(2, 3)
+    expected = m(x)
+    eager_out = capsys.readouterr().out
+    got = ember.compile(m)(x)
+    assert capsys.readouterr().out == eager_out
+    assert_same(got, expected)
+    assert counters()["aborts"] == 0
+
+
+# ---------------------------------------------------------------------------
+# returned values, in-place ops, None vs value
+# ---------------------------------------------------------------------------
+
+
+def return_tuple(x):
+    before = x * 2
+    print("tuple")
+    after = before + 1
+    return before, after, x.shape[0]
+
+
+def return_dict(x):
+    before = x.relu()
+    s = before.sum().item()
+    return {"before": before, "after": before * s, "s": s}
+
+
+@pytest.mark.parametrize("fn", [return_tuple, return_dict])
+def test_return_values_from_both_sides(fn, capsys):
+    compare(fn, randn(3), capsys=capsys)
+    assert_counts(frames=2, breaks=1, aborts=0)
+
+
+def return_input(x):
+    print("identity")
+    return x
+
+
+def test_return_input_after_break(capsys):
+    x = randn(2)
+    got = ember.compile(return_input)(x)
+    assert got is x
+
+
+def inplace_across(x, y):
+    x.add_(1)
+    print("mutated")
+    x.mul_(2)
+    y[0] = x.sum()
+    return x + y
+
+
+def test_inplace_ops_on_inputs_around_break(capsys):
+    compare(inplace_across, randn(3), randn(3, seed=1), capsys=capsys)
+    assert counters()["aborts"] == 0
+
+
+def inplace_view(x):
+    v = x[1:]
+    v.mul_(10)
+    print("view")
+    v.add_(1)
+    return v.sum()
+
+
+def test_inplace_on_view_of_input_around_break(capsys):
+    compare(inplace_view, randn(4), capsys=capsys)
+
+
+def prints_none(x):
+    y = x + 1
+    r = print("none")
+    return y, r
+
+
+@ember.disable
+def opaque(t):
+    return t * 100
+
+
+def disabled_value(x):
+    y = x + 1
+    r = opaque(y)
+    return y, r + 1
+
+
+def test_break_returning_none(capsys):
+    compare(prints_none, randn(2), capsys=capsys)
+    assert_counts(frames=2, breaks=1, aborts=0)
+
+
+def test_break_returning_value_from_disabled_function():
+    compare(disabled_value, randn(2))
+    assert counters()["aborts"] == 0
+
+
+# ---------------------------------------------------------------------------
+# fullgraph / strict
+# ---------------------------------------------------------------------------
+
+
+def test_fullgraph_raises_unsupported_for_print():
+    with pytest.raises(ember.Unsupported) as info:
+        ember.compile(print_tensor, fullgraph=True)(randn(3))
+    msg = str(info.value)
+    assert __file__.rsplit("/", 1)[-1] in msg
+    assert str(line_of(print_tensor, "print(y)")) in msg
+    assert "print" in msg
+
+
+def test_fullgraph_raises_unsupported_for_item():
+    with pytest.raises(ember.Unsupported) as info:
+        ember.compile(item_math, fullgraph=True)(randn(3))
+    msg = str(info.value)
+    assert str(line_of(item_math, ".item()")) in msg
+    assert "item" in msg
+
+
+def test_fullgraph_raises_for_break_in_helper(capsys):
+    with pytest.raises(ember.Unsupported) as info:
+        ember.compile(calls_helper, fullgraph=True)(randn(3))
+    assert str(line_of(helper_prints, "print(")) in str(info.value)
+    assert capsys.readouterr().out == ""  # nothing ran as Python
+
+
+def test_strict_mode_raises():
+    old = ember.config.strict
+    try:
+        ember.config.strict = True
+        with pytest.raises(ember.Unsupported) as info:
+            ember.compile(two_breaks)(randn(3))
+        assert str(line_of(two_breaks, 'print("first"')) in str(info.value)
+    finally:
+        ember.config.strict = old
+    # back to normal: breaks again
+    assert_same(ember.compile(two_breaks)(randn(3)), two_breaks(randn(3)))
+
+
+# ---------------------------------------------------------------------------
+# shapes and recompiles
+# ---------------------------------------------------------------------------
+
+
+def shape_after_break(x):
+    y = x * 2
+    print("n", y.shape[0])
+    return y.reshape(y.shape[0] // 2, 2).sum(dim=1) + y.shape[0]
+
+
+def test_shape_change_recompile(capsys):
+    cf = ember.compile(shape_after_break)
+    for n in (4, 6, 4, 8):
+        compare(shape_after_break, randn(n), capsys=capsys, cfn=cf)
+        assert counters()["aborts"] == 0
+
+
+def dtype_after_break(x):
+    y = x + 1
+    print(y.dtype)
+    return y * 2
+
+
+def test_dtype_change_recompile(capsys):
+    cf = ember.compile(dtype_after_break)
+    compare(dtype_after_break, randn(3), capsys=capsys, cfn=cf)
+    compare(dtype_after_break, randn(3).double(), capsys=capsys, cfn=cf)
+    compare(dtype_after_break, torch.arange(3), capsys=capsys, cfn=cf)
+
+
+# ---------------------------------------------------------------------------
+# conditional jumps on tensor values (correctness only)
+# ---------------------------------------------------------------------------
+
+
+def tensor_cond(x):
+    y = x * 2
+    if y.sum() > 0:
+        return y + 1
+    return y - 1
+
+
+def test_branch_on_tensor_value():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ember.EmberWarning)
+        cf = ember.compile(tensor_cond)
+        compare(tensor_cond, torch.ones(3), cfn=cf)
+        compare(tensor_cond, -torch.ones(3), cfn=cf)
+
+
+def print_then_tensor_cond(x):
+    print("cond")
+    if (x > 0).all():
+        x = x.sqrt()
+    return x + 1
+
+
+def test_print_then_branch_on_tensor_value(capsys):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ember.EmberWarning)
+        cf = ember.compile(print_then_tensor_cond)
+        compare(print_then_tensor_cond, torch.ones(3), cfn=cf, capsys=capsys)
+        compare(print_then_tensor_cond, -torch.ones(3), cfn=cf, capsys=capsys)
+
+
+# ---------------------------------------------------------------------------
+# autograd across a break
+# ---------------------------------------------------------------------------
+
+
+def grad_across(x, w):
+    h = x @ w
+    print("grad")
+    return (h.tanh() * w.sum()).sum()
+
+
+def test_backward_through_graphs_on_both_sides(capsys):
+    x = randn(2, 3)
+    w = randn(3, 2, seed=1, requires_grad=True)
+    we = w.detach().clone().requires_grad_(True)
+    expected = grad_across(x, we)
+    got = ember.compile(grad_across)(x, w)
+    assert_same(got, expected)
+    got.backward()
+    expected.backward()
+    assert_same(w.grad, we.grad)
