@@ -158,8 +158,10 @@ static EmStatus record_inferred(EmTracer *T, EmOp op, PyObject *fn, const char *
     int64_t dims[2 * 64];
     PyObject *dev = NULL;
     if (ndim > 64) return em_trace_fail(T, EMA_META, "%s on more than 64 dimensions", name);
-    memcpy(dims, em_ir_sizes(T->G, like), sizeof(int64_t) * (size_t)ndim);
-    memcpy(dims + ndim, em_ir_strides(T->G, like), sizeof(int64_t) * (size_t)ndim);
+    if (ndim) {
+        memcpy(dims, em_ir_sizes(T->G, like), sizeof(int64_t) * (size_t)ndim);
+        memcpy(dims + ndim, em_ir_strides(T->G, like), sizeof(int64_t) * (size_t)ndim);
+    }
     for (int i = 0; i < nargs && !dev; i++)
         if (args[i]->kind == SYM_TENSOR) dev = args[i]->device;
     EmStatus st = EM_ERR;

@@ -52,7 +52,7 @@ int em_infer_pointwise(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nar
                 ref = n;
             } else if (n->dtype != ref->dtype || n->ndim != ref->ndim || n->dev_type != ref->dev_type ||
                        n->dev_index != ref->dev_index ||
-                       memcmp(em_ir_sizes(G, n), em_ir_sizes(G, ref), sizeof(int64_t) * n->ndim) ||
+                       (n->ndim && memcmp(em_ir_sizes(G, n), em_ir_sizes(G, ref), sizeof(int64_t) * n->ndim)) ||
                        !contiguous(G, n)) {
                 return 0;
             }
