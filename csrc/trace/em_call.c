@@ -334,6 +334,12 @@ static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **args, int nargs, Py
         st = em_op_record(T, EMOP_CALL, fn, args, nargs, kwnames, NULL, out);
         goto done;
     }
+    if (has_tensor && rule == RULE_CONST && !introspect && fn != em_state.builtin_len) {
+        /* str(t), repr(t), hash(t), format(t)...: the meta tensor's answer is not the tensor's */
+        Py_DECREF(r);
+        st = em_trace_fail(T, EMA_NOT_IN_GRAPH, "%s of a tensor", name);
+        goto done;
+    }
     if (PyList_CheckExact(r) || (PyTuple_CheckExact(r) && !has_tensor)) {
         EmSym *s = em_sym_new(T, PyList_CheckExact(r) ? SYM_LIST : SYM_TUPLE);
         for (Py_ssize_t i = 0; s && i < PySequence_Fast_GET_SIZE(r); i++) {

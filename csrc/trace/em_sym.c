@@ -432,8 +432,9 @@ static EmStatus tensor_attr(EmTracer *T, EmSym *base, PyObject *name, int method
     static const char *const graph_attrs[] = {"T", "mT", "H", "mH", "real", "imag", NULL};
     for (int i = 0; meta_attrs[i]; i++)
         if (!strcmp(n, meta_attrs[i])) {
-            if (!strcmp(n, "is_leaf") && base->src < 0)
-                return em_trace_fail(T, EMA_ATTR, "is_leaf of an intermediate tensor");
+            /* is_leaf is not guarded: known only for tensors that do not require grad */
+            if (!strcmp(n, "is_leaf") && (base->src < 0 || T->G->nodes.data[base->ref].requires_grad))
+                return em_trace_fail(T, EMA_ATTR, "is_leaf of a tensor that requires grad");
             PyObject *v = PyObject_GetAttr(m, name);
             if (!v) return EM_ERR;
             *out = em_sym_const(T, v);
