@@ -1248,8 +1248,6 @@ def print_str_of_tensor(x):
     return y + 1
 
 
-@pytest.mark.xfail(strict=True, reason="str(tensor) is evaluated on the meta tensor at trace time "
-                                       "(gives \"tensor(..., device='meta', size=(3,))\")")
 def test_print_str_of_tensor(capsys):
     compare(print_str_of_tensor, torch.tensor([1.0, 2.0, 3.0]), capsys=capsys)
 
