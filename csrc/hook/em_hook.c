@@ -210,8 +210,20 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
             em_state.n_hits++;
             e->hits++;
             em_cache_move_front(x, prev, e);
+            /* the entry may be dropped while it runs (ember.reset() from user code after a
+             * break): take what the slots hold before running */
+            int32_t nslots = e->P.nslots;
+            uint8_t owned_copy[HOOK_STACK_SLOTS], *owned = owned_copy;
+            if (nslots > HOOK_STACK_SLOTS && !(owned = PyMem_Malloc((size_t)nslots))) {
+                em_guard_release_slots(&e->P, slots);
+                if (slots != stack_slots) PyMem_Free(slots);
+                return PyErr_NoMemory();
+            }
+            memcpy(owned, e->P.owned.data, (size_t)nslots);
             res = run_entry(e, slots, f, fn, flags);
-            em_guard_release_slots(&e->P, slots);
+            for (int32_t i = 0; i < nslots; i++)
+                if (owned[i]) Py_CLEAR(slots[i]);
+            if (owned != owned_copy) PyMem_Free(owned);
             if (slots != stack_slots) PyMem_Free(slots);
             return res;
         }

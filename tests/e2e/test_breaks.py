@@ -1789,3 +1789,4 @@ def deep_stack(x):
 def test_break_deep_inside_nested_expression(capsys):
     compare(deep_stack, randn(2), capsys=capsys)
     assert counters()["aborts"] == 0
+
