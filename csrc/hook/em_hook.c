@@ -159,6 +159,24 @@ static PyObject *run_entry(EmEntry *e, PyObject **slots, EmPyFrame *f, PyFunctio
     return r;
 }
 
+/* Runs an entry whose guards passed, then releases the slots' owned references. The entry
+ * may be dropped while it runs (ember.reset() from user code after a break), so what the
+ * slots own is copied first and the entry is not touched afterwards. */
+static PyObject *run_guarded(EmEntry *e, PyObject **slots, EmPyFrame *f, PyFunctionObject *fn, int flags) {
+    int32_t nslots = e->P.nslots;
+    uint8_t owned_copy[HOOK_STACK_SLOTS], *owned = owned_copy;
+    if (nslots > HOOK_STACK_SLOTS && !(owned = PyMem_Malloc((size_t)nslots))) {
+        em_guard_release_slots(&e->P, slots);
+        return PyErr_NoMemory();
+    }
+    if (nslots) memcpy(owned, e->P.owned.data, (size_t)nslots);
+    PyObject *res = run_entry(e, slots, f, fn, flags);
+    for (int32_t i = 0; i < nslots; i++)
+        if (owned[i]) Py_CLEAR(slots[i]);
+    if (owned != owned_copy) PyMem_Free(owned);
+    return res;
+}
+
 static PyObject *eval_plain(PyThreadState *ts, EmPyFrame *f, int throwflag, int flags) {
     tls_set(flags);
     PyObject *r = eval_prev(ts, f, throwflag);
@@ -210,20 +228,7 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
             em_state.n_hits++;
             e->hits++;
             em_cache_move_front(x, prev, e);
-            /* the entry may be dropped while it runs (ember.reset() from user code after a
-             * break): take what the slots hold before running */
-            int32_t nslots = e->P.nslots;
-            uint8_t owned_copy[HOOK_STACK_SLOTS], *owned = owned_copy;
-            if (nslots > HOOK_STACK_SLOTS && !(owned = PyMem_Malloc((size_t)nslots))) {
-                em_guard_release_slots(&e->P, slots);
-                if (slots != stack_slots) PyMem_Free(slots);
-                return PyErr_NoMemory();
-            }
-            memcpy(owned, e->P.owned.data, (size_t)nslots);
-            res = run_entry(e, slots, f, fn, flags);
-            for (int32_t i = 0; i < nslots; i++)
-                if (owned[i]) Py_CLEAR(slots[i]);
-            if (owned != owned_copy) PyMem_Free(owned);
+            res = run_guarded(e, slots, f, fn, flags);
             if (slots != stack_slots) PyMem_Free(slots);
             return res;
         }
@@ -276,8 +281,8 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
             if (!slots) return PyErr_NoMemory();
             {
                 int ok = em_guard_run(&ne->P, &in, slots, &failed);
-                if (ok == 1) res = run_entry(ne, slots, f, fn, flags);
-                em_guard_release_slots(&ne->P, slots);
+                if (ok == 1) res = run_guarded(ne, slots, f, fn, flags);
+                else em_guard_release_slots(&ne->P, slots);
                 if (slots != stack_slots) PyMem_Free(slots);
                 if (ok == 1) return res;
                 /* the new guards must hold for the frame they came from */

@@ -1790,3 +1790,16 @@ def test_break_deep_inside_nested_expression(capsys):
     compare(deep_stack, randn(2), capsys=capsys)
     assert counters()["aborts"] == 0
 
+
+
+def resets_after_break(x):
+    y = x * 2
+    ember.reset()  # drops every cache entry, the running one included
+    return y + 1
+
+
+def test_reset_inside_a_compiled_call_is_safe():
+    cf = ember.compile(resets_after_break)
+    x = randn(3)
+    for _ in range(5):
+        torch.testing.assert_close(cf(x), resets_after_break(x))
