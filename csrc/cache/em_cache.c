@@ -102,10 +102,11 @@ EM_NEW PyObject *em_cache_entries(PyCodeObject *co) {
     PyObject *lst = PyList_New(0);
     EmExtra *x = em_cache_get(co);
     for (EmEntry *e = x ? x->head : NULL; lst && e; e = e->next) {
-        PyObject *t = Py_BuildValue("{s:s,s:s,s:i,s:i,s:L,s:s,s:d}", "graph", e->graph_text ? e->graph_text : "",
+        PyObject *t = Py_BuildValue("{s:s,s:s,s:i,s:i,s:L,s:s,s:d,s:O}", "graph", e->graph_text ? e->graph_text : "",
                                     "guards", e->guard_text ? e->guard_text : "", "ops", e->op_count,
                                     "inputs", e->ninputs, "hits", e->hits, "break",
-                                    e->break_reason ? e->break_reason : "", "compile_s", e->compile_s);
+                                    e->break_reason ? e->break_reason : "", "compile_s", e->compile_s, "code",
+                                    e->tcode ? e->tcode : Py_None);
         if (!t || PyList_Append(lst, t)) Py_CLEAR(lst);
         Py_XDECREF(t);
     }

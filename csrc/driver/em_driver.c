@@ -136,6 +136,14 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
             }
             plan.after_null[i] = 1;
         }
+        /* the NULL X itself pushes below a callable (a method load is emitted as attribute +
+         * NULL, see em_emit_transformed) */
+        int pushes_null = 0;
+#ifdef EM_OP_LOAD_METHOD
+        pushes_null |= plan.op == EM_OP_LOAD_METHOD;
+#endif
+        pushes_null |= plan.op == EM_OP_LOAD_GLOBAL && (plan.arg & 1);
+        if (pushes_null && plan.stack_after >= 2) plan.after_null[plan.stack_after - 2] = 1;
     }
     if (!(rcode = resume_code(co, &plan, plan.next))) goto done;
     resume = co->co_nfreevars ? Py_NewRef(rcode) : PyFunction_New(rcode, in->globals);

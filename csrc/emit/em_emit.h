@@ -51,7 +51,7 @@ EM_NEW PyObject *em_asm_build(EmAsm *A, PyCodeObject *co, PyObject *replace_kw, 
 /* What the transformed code of a frame that breaks at instruction X must do. Stack slots
  * and changed locals are rebuilt from a tuple of values the graph returns (the extra
  * argument `__ember_vals`), X runs as plain Python, then the resume function continues
- * with the stack after X and the live locals as arguments. */
+ * with the live locals and the stack after X as arguments. */
 typedef struct {
     int at, next;     /* code units of X's opcode and of the instruction after X */
     int op, arg;      /* X */

@@ -144,13 +144,19 @@ EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, 
         if (em_asm_jump(&A, plan->op, branch, line)) goto nomem;
     } else if (em_op_has_local[plan->op]) {
         OP(plan->op, SHIFT(plan->arg));
+#ifdef EM_OP_LOAD_METHOD
+    } else if (plan->op == EM_OP_LOAD_METHOD) { /* always (NULL, bound method): the NULL is known */
+        OP(EM_OP_LOAD_ATTR, plan->arg);
+        OP(EM_OP_PUSH_NULL, 0);
+        OP(EM_OP_SWAP, 2);
+#endif
     } else {
         OP(plan->op, plan->arg);
     }
     for (int side = 0; side < (resume2 ? 2 : 1); side++) {
         if (side) em_asm_place(&A, branch);
         PyObject *r = side ? resume2 : resume;
-        /* r(*stack_after_X, *live_locals), NULLs left out: the resume function pushes them */
+        /* r(*live_locals, *stack_after_X), NULLs left out: the resume function pushes them */
         int nvals = 0;
         for (int t = plan->stack_after - 1; t >= 0; t--) {
             if (plan->after_null[t]) { /* a NULL can only be consumed by a call */
@@ -167,12 +173,12 @@ EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, 
                 nvals++;
             }
         }
-        for (int t = 0; t < plan->stack_after; t++)
-            if (!plan->after_null[t]) OP(EM_OP_LOAD_FAST, TEMP(t));
-        OP(EM_OP_BUILD_TUPLE, nvals);
-        if (plan->nlive) {
-            for (int j = 0; j < plan->nlive; j++) OP(EM_OP_LOAD_FAST, SHIFT(plan->live[j]));
-            OP(EM_OP_BUILD_TUPLE, plan->nlive);
+        for (int j = 0; j < plan->nlive; j++) OP(EM_OP_LOAD_FAST, SHIFT(plan->live[j]));
+        OP(EM_OP_BUILD_TUPLE, plan->nlive);
+        if (nvals) {
+            for (int t = 0; t < plan->stack_after; t++)
+                if (!plan->after_null[t]) OP(EM_OP_LOAD_FAST, TEMP(t));
+            OP(EM_OP_BUILD_TUPLE, nvals);
             OP(EM_OP_BINARY_OP, 0); /* + : tuple concatenation */
         }
         OP(EM_OP_PUSH_NULL, 0);
@@ -236,15 +242,16 @@ EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int r
         if (!map) PyErr_NoMemory();
         goto done;
     }
-    /* varnames: stack values, then the live locals, then the other locals */
+    /* varnames: the live locals (in their order, so a live local 0 stays local 0, which
+     * zero-argument super() reads), then the stack values, then the other locals */
     for (int i = 0; i < nlocals; i++) map[i] = -1;
     int at = 0;
-    for (; at < m; at++) {
-        PyObject *nm = PyUnicode_FromFormat("__ember_stack%d", at);
+    for (int j = 0; j < plan->nlive; j++) map[plan->live[j]] = at++;
+    for (int t = 0; t < m; t++, at++) {
+        PyObject *nm = PyUnicode_FromFormat("__ember_stack%d", t);
         if (!nm) goto done;
         PyTuple_SET_ITEM(varnames, at, nm);
     }
-    for (int j = 0; j < plan->nlive; j++) map[plan->live[j]] = at++;
     for (int i = 0; i < nlocals; i++)
         if (map[i] < 0) map[i] = at++;
     for (int i = 0; i < nlocals; i++) PyTuple_SET_ITEM(varnames, map[i], Py_NewRef(PyTuple_GET_ITEM(orig, i)));
@@ -255,7 +262,7 @@ EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int r
     OP(EM_OP_RESUME, 0);
     for (int t = 0, a = 0; t < plan->stack_after; t++) {
         if (plan->after_null[t]) OP(EM_OP_PUSH_NULL, 0);
-        else OP(EM_OP_LOAD_FAST, a++);
+        else OP(EM_OP_LOAD_FAST, plan->nlive + a++);
     }
     if (em_asm_jump(&A, EM_OP_JUMP_FORWARD, body, line)) goto nomem;
     /* the original instructions, locals renumbered */

@@ -1803,3 +1803,53 @@ def test_reset_inside_a_compiled_call_is_safe():
     x = randn(3)
     for _ in range(5):
         torch.testing.assert_close(cf(x), resets_after_break(x))
+
+
+class _ConfigBase:
+    table = {"alias": "real"}
+
+    def lookup(self, key):
+        # zero-argument super() reads local 0 (self) of whatever frame runs it: a resume
+        # function must keep `self` as its local 0
+        if key in super().__getattribute__("table"):
+            key = super().__getattribute__("table")[key]
+        return super().__getattribute__(key)
+
+
+class _Config(_ConfigBase):
+    def __init__(self):
+        self.real = 3
+        self.other = 4
+
+
+def uses_config_with_super(x, cfg):
+    return x * cfg.lookup("alias") + cfg.lookup("other")
+
+
+@pytest.mark.filterwarnings("ignore::ember.EmberWarning")
+def test_zero_argument_super_in_a_resumed_method():
+    cfg = _Config()
+    cf = ember.compile(uses_config_with_super)
+    for _ in range(3):
+        compare(uses_config_with_super, randn(3), cfg, cfn=cf)
+
+
+class _NoMethodLoad:
+    """An object whose methods ember cannot load (a custom __getattribute__): the break
+    happens at the method load itself."""
+
+    def __getattribute__(self, name):
+        return object.__getattribute__(self, name)
+
+    def scale(self, v):
+        return v * 2
+
+
+def break_at_method_load(x, obj):
+    y = x + 1
+    return obj.scale(y) + y
+
+
+def test_break_at_a_method_load_keeps_the_call_pending():
+    compare(break_at_method_load, randn(3), _NoMethodLoad())
+    assert counters()["aborts"] == 0
