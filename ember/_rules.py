@@ -7,6 +7,8 @@ Rules, keyed by the callable object:
   ABORT       depends on tensor values or has side effects ember cannot replay yet
   META_QUERY  tensor metadata query (size, dim, ...): evaluated on the meta tensor
   TRUE        answers True while tracing (torch.compiler.is_compiling and friends)
+  CTX         a context manager of global state (grad mode, inference mode): its `with`
+              block is traced, the state changes recorded in the graph (csrc/trace/em_ctx.c)
 
 The tracer calls `classify` for callables missing from RULES; the answer is memoized.
 `run` runs a callable on meta tensors and tells the device of its result (devices are
@@ -20,7 +22,7 @@ import types
 
 import torch
 
-UNKNOWN, GRAPH, CONST, ABORT, META_QUERY, TRUE = 0, 1, 2, 3, 4, 5
+UNKNOWN, GRAPH, CONST, ABORT, META_QUERY, TRUE, CTX = 0, 1, 2, 3, 4, 5, 6
 
 RULES = {}
 META = torch.device("meta")
@@ -64,13 +66,63 @@ _set(ABORT, [getattr(_T, n, None) for n in (
     "__array__", "__repr__", "__str__", "__format__", "equal", "is_nonzero", "nonzero", "record_stream",
     "__reduce_ex__", "__setstate__", "share_memory_", "pin_memory", "is_pinned")])
 _set(ABORT, [torch.equal, torch.is_nonzero, torch.allclose, torch.manual_seed, torch.seed,
-             torch.set_grad_enabled, torch.set_default_dtype, getattr(torch, "set_default_device", None),
+             torch.set_default_dtype, getattr(torch, "set_default_device", None),
              torch.use_deterministic_algorithms, torch.save, torch.load, torch.cuda.synchronize,
              torch.nonzero, torch.unique, torch.masked_select, torch.autograd.grad, torch.autograd.backward,
-             torch.no_grad, torch.enable_grad, torch.inference_mode, torch.autocast, torch.set_printoptions,
+             torch.autocast, torch.set_printoptions,
              torch.get_rng_state, torch.set_rng_state, torch.random.fork_rng])
 _set(ABORT, [print, input, open, builtins.exec, builtins.eval, builtins.id, builtins.setattr,
              builtins.delattr, builtins.vars, builtins.globals, builtins.locals])
+
+
+# ---- context managers of global state (csrc/trace/em_ctx.c) ----
+
+GRAD_CTX = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
+_set(CTX, GRAD_CTX + (torch.inference_mode,))
+set_grad_enabled = torch._C._set_grad_enabled
+
+
+def grad_mode(_=None):
+    return torch.is_grad_enabled()
+
+
+def ctx_new(cls, args, kwargs):
+    """The tracer's twin of a context the traced code makes: (object, changes only grad mode)."""
+    return cls(*args, **dict(kwargs)), cls in GRAD_CTX
+
+
+def ctx_enter(obj):
+    obj.__enter__()
+    return torch.is_grad_enabled()
+
+
+def ctx_exit(obj):
+    obj.__exit__(None, None, None)
+    return torch.is_grad_enabled()
+
+
+def enter_ctx(spec):
+    """Graph call: makes and enters the context of spec = (cls, args, kwargs pairs)."""
+    cls, args, kwargs = spec
+    obj = cls(*args, **dict(kwargs))
+    obj.__enter__()
+    return obj
+
+
+def exit_ctx(obj):
+    """Graph call: leaves a context enter_ctx entered."""
+    obj.__exit__(None, None, None)
+
+
+def reenter(spec):
+    """At a graph break inside a `with` block: the block's context made and entered again
+    (the graph left it), as the value of the block's __exit__ on the stack."""
+    return enter_ctx(spec).__exit__
+
+
+def grad_restorer(mode):
+    """What a graph that changes grad mode runs when it fails: grad mode as it found it."""
+    return lambda: torch._C._set_grad_enabled(mode)
 
 
 def classify(fn):

@@ -260,6 +260,9 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
     if (!C) goto done;
     e->compiled = C;
     e->free_compiled = compiled_free;
+    if (T.state_ops && !(C->on_error = PyObject_CallOneArg(em_state.grad_restorer, T.start_grad ? Py_True : Py_False)))
+        goto done;
+    e->free_compiled = compiled_free;
     e->graph_text = gtxt.s;
     e->guard_text = ktxt.s;
     gtxt.s = ktxt.s = NULL;

@@ -69,7 +69,12 @@ typedef struct {
     int line;         /* source line of X */
 } EmBreakPlan;
 
-/* Whether a frame of co can break at X (not in a loop body or a try/with block; no cell
+#define EM_MAX_WITH 16
+/* Stack depths (exception-table depth: the block's __exit__ is the value below it) of the
+ * with blocks open at code unit `at`, innermost first; returns their number, or -1 when
+ * `at` is inside a try block (or more than max blocks). */
+int em_with_depths(PyCodeObject *co, int at, int *depths, int max);
+/* Whether a frame of co can break at X (not in a loop body or a try block; no cell
  * variables). Returns 1, or 0 with a reason in why. */
 int em_break_possible(PyCodeObject *co, int at, const char **why);
 /* Code of the resume function that continues co at code unit resume_at (the instruction

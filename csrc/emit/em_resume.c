@@ -6,6 +6,58 @@
  */
 #include "em_emit.h"
 
+/* The exception-table entry covering code unit u: 1 with its handler and depth, 0 if none,
+ * -1 if the table cannot be read. */
+static int exc_entry(PyCodeObject *co, int u, int *handler, int *depth) {
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(co->co_exceptiontable);
+    const unsigned char *end = p + PyBytes_GET_SIZE(co->co_exceptiontable);
+    while (p < end) {
+        int v[4];
+        for (int k = 0; k < 4; k++) {
+            int x = 0;
+            unsigned char b;
+            do {
+                if (p >= end) return -1;
+                b = *p++;
+                x = (x << 6) | (b & 63);
+            } while (b & 64);
+            v[k] = x;
+        }
+        if (u >= v[0] && u < v[0] + v[1]) {
+            *handler = v[2];
+            *depth = v[3] >> 1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int em_with_depths(PyCodeObject *co, int at, int *depths, int max) {
+    PyObject *bytes = em_code_bytes(co);
+    if (!bytes) {
+        PyErr_Clear();
+        return -1;
+    }
+    const unsigned char *code = (const unsigned char *)PyBytes_AS_STRING(bytes);
+    int n_units = (int)(PyBytes_GET_SIZE(bytes) / 2), n = 0, u = at, h, d, r;
+    while ((r = exc_entry(co, u, &h, &d)) == 1) {
+        /* a with block's handler: PUSH_EXC_INFO, WITH_EXCEPT_START; it is covered by its
+         * cleanup, whose own cover (if any) is the enclosing block's handler */
+        EmInstr a, b;
+        if (n == max || h >= n_units) break;
+        em_decode(code, n_units, h, &a);
+        if (a.op != EM_OP_PUSH_EXC_INFO || a.next >= n_units) break;
+        em_decode(code, n_units, a.next, &b);
+        if (b.op != EM_OP_WITH_EXCEPT_START) break;
+        depths[n++] = d;
+        int cleanup, cd;
+        if (exc_entry(co, h, &cleanup, &cd) != 1) break;
+        u = cleanup;
+    }
+    Py_DECREF(bytes);
+    return r == 0 ? n : -1;
+}
+
 int em_break_possible(PyCodeObject *co, int at, const char **why) {
     if (co->co_ncellvars > 0) {
         *why = "the function has variables captured by inner functions";
@@ -15,28 +67,10 @@ int em_break_possible(PyCodeObject *co, int at, const char **why) {
         *why = "generator or coroutine";
         return 0;
     }
-    /* inside a try/with block: the exception table covers X */
-    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(co->co_exceptiontable);
-    const unsigned char *end = p + PyBytes_GET_SIZE(co->co_exceptiontable);
-    while (p < end) {
-        int v[4];
-        for (int k = 0; k < 4; k++) {
-            int x = 0;
-            unsigned char b;
-            do {
-                if (p >= end) {
-                    *why = "unreadable exception table";
-                    return 0;
-                }
-                b = *p++;
-                x = (x << 6) | (b & 63);
-            } while (b & 64);
-            v[k] = x;
-        }
-        if (at >= v[0] && at < v[0] + v[1]) {
-            *why = "inside a try or with block";
-            return 0;
-        }
+    int depths[EM_MAX_WITH];
+    if (em_with_depths(co, at, depths, EM_MAX_WITH) < 0) {
+        *why = "inside a try block";
+        return 0;
     }
     /* inside a loop: a backward jump after X lands at or before X */
     PyObject *bytes = em_code_bytes(co);
@@ -138,6 +172,15 @@ EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, 
 #ifdef EM_OP_PRECALL
     if (plan->op == EM_OP_CALL) OP(EM_OP_PRECALL, plan->arg);
 #endif
+    /* X runs inside the frame's open with blocks: if it raises, their __exit__ must run */
+    int depths[EM_MAX_WITH], nwith = em_with_depths(co, plan->at, depths, EM_MAX_WITH);
+    int xs = em_asm_label(&A), xe = em_asm_label(&A);
+    if (nwith < 0) {
+        PyErr_SetString(PyExc_SystemError, "ember: a break inside a try block");
+        goto done;
+    }
+    if (xs < 0 || xe < 0) goto nomem;
+    em_asm_place(&A, xs);
     int branch = -1;
     if (resume2) { /* X is a conditional jump on a value: each side continues in its own resume */
         if ((branch = em_asm_label(&A)) < 0) goto nomem;
@@ -153,6 +196,7 @@ EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, 
     } else {
         OP(plan->op, plan->arg);
     }
+    em_asm_place(&A, xe);
     for (int side = 0; side < (resume2 ? 2 : 1); side++) {
         if (side) em_asm_place(&A, branch);
         PyObject *r = side ? resume2 : resume;
@@ -196,6 +240,27 @@ EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, 
         OP(EM_OP_SWAP, 2);
         OP(EM_OP_CALL_FUNCTION_EX, 0);
         OP(EM_OP_RETURN_VALUE, 0);
+    }
+    /* the with blocks' handlers, innermost first, as CPython lays them out; the contexts
+     * ember traces never suppress an exception, so __exit__'s answer is dropped */
+    for (int k = 0, cover_s = xs, cover_e = xe; k < nwith; k++) {
+        int h = em_asm_label(&A), c = em_asm_label(&A), ce = em_asm_label(&A);
+        if (h < 0 || c < 0 || ce < 0) goto nomem;
+        EmAsmExc body = {.start = cover_s, .end = cover_e, .target = h, .depth = depths[k], .lasti = 1};
+        EmAsmExc hand = {.start = h, .end = c, .target = c, .depth = depths[k] + 2, .lasti = 1};
+        if (em_vec_push(&A.exc, body) || em_vec_push(&A.exc, hand)) goto nomem;
+        em_asm_place(&A, h);
+        OP(EM_OP_PUSH_EXC_INFO, 0);
+        OP(EM_OP_WITH_EXCEPT_START, 0);
+        OP(EM_OP_POP_TOP, 0);
+        OP(EM_OP_RERAISE, 2);
+        em_asm_place(&A, c);
+        OP(EM_OP_COPY, 3);
+        OP(EM_OP_POP_EXCEPT, 0);
+        OP(EM_OP_RERAISE, 1);
+        em_asm_place(&A, ce);
+        cover_s = c; /* the cleanup is covered by the enclosing block's handler */
+        cover_e = ce;
     }
 #undef SHIFT
 #undef TEMP

@@ -118,6 +118,14 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
         return PyErr_Format(PyExc_TypeError, "ember: helper.POINTWISE must be a set");
     }
     Py_XSETREF(em_state.pointwise_fns, pw);
+    static const char *names[] = {"set_grad_enabled", "enter_ctx", "exit_ctx", "reenter", "grad_restorer"};
+    PyObject **slots[] = {&em_state.set_grad_enabled, &em_state.ctx_enter_fn, &em_state.ctx_exit_fn,
+                          &em_state.ctx_reenter_fn, &em_state.grad_restorer};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        PyObject *f = PyObject_GetAttrString(helper, names[i]);
+        if (!f) return NULL;
+        Py_XSETREF(*slots[i], f);
+    }
     PyObject *bi = PyEval_GetBuiltins();
     em_state.builtin_len = bi ? PyDict_GetItemString(bi, "len") : NULL;
     em_state.builtin_getattr = bi ? PyDict_GetItemString(bi, "getattr") : NULL;

@@ -33,8 +33,10 @@ typedef struct {
     PyObject *nn_module_type; /* torch.nn.Module */
     PyObject *unsupported;    /* ember.Unsupported */
     PyObject *builtin_len, *builtin_getattr, *builtin_isinstance, *builtin_issubclass, *builtin_callable; /* borrowed */
-    PyObject *op_fns;
-    PyObject *pointwise_fns; /* set of elementwise callables whose metadata C infers */     /* tuple indexed by EmOp: the Python operator of each op (meta runs) */
+    PyObject *op_fns;        /* tuple indexed by EmOp: the Python operator of each op (meta runs) */
+    PyObject *pointwise_fns; /* set of elementwise callables whose metadata C infers */
+    /* graph calls that change global state (helper attributes of the same names) */
+    PyObject *set_grad_enabled, *ctx_enter_fn, *ctx_exit_fn, *ctx_reenter_fn, *grad_restorer;
 
     /* code extra slot and hook */
     Py_ssize_t extra_index;

@@ -4,6 +4,8 @@
  */
 #include "em_runtime.h"
 
+#include "../pyver/em_state.h"
+
 #define RT_STACK_ARGS 16
 
 static void release_out(EmOut *out, int32_t n) {
@@ -65,6 +67,7 @@ nomem:
 void em_rt_free(EmCompiled *C) {
     if (!C) return;
     em_graph_free(&C->G);
+    Py_XDECREF(C->on_error);
     if (C->out) release_out(C->out, C->nout);
     free(C->input_slots);
     free(C->frees);
@@ -194,6 +197,7 @@ static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const
         case OUT_VALUE: return Py_NewRef(vals[C->G.outputs.data[o->v]]);
         case OUT_CONST: return Py_NewRef(o->obj);
         case OUT_SLOT: return Py_NewRef(slots[o->v]);
+        case OUT_REENTER: return PyObject_CallOneArg(em_state.ctx_reenter_fn, o->obj);
         case OUT_TUPLE:
         case OUT_ITER:
         case OUT_LIST: {
@@ -254,6 +258,14 @@ EM_NEW PyObject *em_rt_call(EmCompiled *C, PyObject *const *slots) {
     int32_t at = 0;
     res = C->nout ? build_out(C, vals, slots, &at) : Py_NewRef(Py_None);
 done:
+    if (!res && C->on_error) { /* put global state back as the graph found it */
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        PyObject *x = PyObject_CallNoArgs(C->on_error);
+        if (!x) PyErr_Clear();
+        Py_XDECREF(x);
+        PyErr_Restore(et, ev, tb);
+    }
     /* values still alive: outputs, and everything after a failure */
     for (int32_t i = 0; i < r; i++)
         if (C->is_output[i] || r < n) Py_XDECREF(vals[i]);

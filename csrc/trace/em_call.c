@@ -8,7 +8,10 @@
 #include "../pyver/em_state.h"
 
 /* Rule numbers: ember/_rules.py. */
-enum { RULE_UNKNOWN = 0, RULE_GRAPH = 1, RULE_CONST = 2, RULE_ABORT = 3, RULE_META_QUERY = 4, RULE_TRUE = 5 };
+enum {
+    RULE_UNKNOWN = 0, RULE_GRAPH = 1, RULE_CONST = 2, RULE_ABORT = 3, RULE_META_QUERY = 4, RULE_TRUE = 5,
+    RULE_CTX = 6
+};
 
 static int rule_of(PyObject *fn) {
     PyObject *r = PyDict_GetItemWithError(em_state.rules, fn);
@@ -66,7 +69,7 @@ static EM_NEW PyObject *meta_value(EmTracer *T, EmSym *s, int *has_tensor) {
  * model: evaluating a builtin on it would run user code or read unguarded state. */
 static int has_opaque(EmSym *s) {
     if (s->kind == SYM_OBJ) return !s->by_id && s->src >= 0;
-    if (s->kind == SYM_ITER || s->kind == SYM_NULL) return 1;
+    if (s->kind == SYM_ITER || s->kind == SYM_NULL || s->kind == SYM_CTX || s->kind == SYM_EXIT) return 1;
     if (s->kind == SYM_TUPLE || s->kind == SYM_LIST || s->kind == SYM_DICT)
         for (int32_t i = 0; i < s->items.len; i++)
             if (has_opaque(s->items.data[i])) return 1;
@@ -87,7 +90,7 @@ static PyObject *result_device(EmTracer *T, EmSym **args, int nargs) {
 }
 
 /* Argument indices of each sym, then the headers copied contiguously: the node's args. */
-static int32_t node_args(EmTracer *T, EmSym **args, int nargs, EmStatus *st) {
+int32_t em_node_args(EmTracer *T, EmSym **args, int nargs, EmStatus *st) {
     int32_t tmp[64];
     if (nargs > 64) {
         *st = em_trace_fail(T, EMA_CALL, "call with more than 64 arguments");
@@ -165,7 +168,7 @@ static EmStatus record_inferred(EmTracer *T, EmOp op, PyObject *fn, const char *
     for (int i = 0; i < nargs && !dev; i++)
         if (args[i]->kind == SYM_TENSOR) dev = args[i]->device;
     EmStatus st = EM_ERR;
-    int32_t a0 = node_args(T, args, nargs, &st);
+    int32_t a0 = em_node_args(T, args, nargs, &st);
     if (a0 < 0) return st;
     int32_t fnc = -1;
     if (op == EMOP_CALL && (fnc = em_ir_const(T->G, EMC_OBJ, 0, 0, fn, name)) < 0) return PyErr_NoMemory(), EM_ERR;
@@ -240,7 +243,7 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
         st = em_trace_fail(T, EMA_DATA_DEP, "%s returning %s", name, Py_TYPE(mres)->tp_name);
         goto done;
     }
-    int32_t a0 = node_args(T, args, nargs, &st);
+    int32_t a0 = em_node_args(T, args, nargs, &st);
     if (a0 < 0) goto done;
     int32_t fnc = -1, kwc = kw_const(T, kwnames);
     if (kwnames && kwc < 0) goto done;
@@ -410,10 +413,12 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
     int n = 0;
     if (self) all[n++] = self;
     for (int i = 0; i < nargs; i++) all[n++] = args[i];
+    if (fn->kind == SYM_EXIT) return em_ctx_exit_call(T, fn, all, n, out);
     if (fn->kind != SYM_OBJ && fn->kind != SYM_CONST)
         return em_trace_fail(T, EMA_CALL, "a %s", em_sym_describe(fn));
     PyObject *f = fn->obj;
     char name[160];
+    if (fn->kind == SYM_OBJ && fn->src >= 0 && em_ctx_is_grad_exit(f)) return em_ctx_exit_input(T, fn, all, n, out);
     if (self && (self->kind == SYM_LIST || self->kind == SYM_DICT || self->kind == SYM_TUPLE) &&
         Py_IS_TYPE(f, &PyMethodDescr_Type))
         return call_container_method(T, f, self, args, nargs, out);
@@ -450,6 +455,7 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         case RULE_CONST:
         case RULE_META_QUERY: return call_eval(T, f, all, n, kwnames, rule, out);
         case RULE_TRUE: *out = em_sym_const(T, Py_True); return *out ? EM_OK : EM_ERR;
+        case RULE_CTX: return em_ctx_make(T, f, all, n, kwnames, out);
         case RULE_ABORT:
             callable_name(f, name, sizeof(name));
             return em_trace_fail(T, EMA_NOT_IN_GRAPH, "%s", name);

@@ -73,6 +73,6 @@ int em_infer_pointwise(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nar
     }
     *dtype = d;
     *like = ref;
-    *requires_grad = rg && T->P->gs.grad && is_float_dt(d);
+    *requires_grad = rg && T->grad && is_float_dt(d);
     return 1;
 }

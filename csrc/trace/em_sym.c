@@ -28,7 +28,8 @@ EmSym *em_sym_const(EmTracer *T, PyObject *v) {
 EmSym *em_sym_null(EmTracer *T) { return em_sym_new(T, SYM_NULL); }
 
 const char *em_sym_describe(EmSym *s) {
-    static const char *names[] = {"NULL", "constant", "tensor", "tuple", "list", "dict", "object", "iterator"};
+    static const char *names[] = {"NULL", "constant", "tensor", "tuple", "list", "dict", "object", "iterator", "context manager",
+                                  "__exit__ of a with block"};
     if (s->kind == SYM_OBJ || s->kind == SYM_CONST) return Py_TYPE(s->obj)->tp_name;
     return names[s->kind];
 }

@@ -207,6 +207,11 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
             }
             return EM_OK;
         }
+        case SYM_EXIT: /* a with block open at a break: left by the graph, entered again */
+            if (s->items.data[0]->ctx_state != 1) return em_trace_fail(T, EMA_RETURN, "__exit__ of a closed block");
+            o.kind = OUT_REENTER;
+            o.obj = Py_NewRef(s->items.data[0]->spec);
+            break;
         default: return em_trace_fail(T, EMA_RETURN, "%s", em_sym_describe(s));
     }
     if (em_vec_push(&T->out, o)) {
@@ -258,6 +263,8 @@ EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int *
     *store_val = malloc(sizeof(int) * ((size_t)n + 1));
     *live = malloc(sizeof(int) * ((size_t)n + 1));
     if (!*stack_val || !*store_local || !*store_val || !*live) return PyErr_NoMemory(), EM_ERR;
+    EmStatus cst = em_ctx_close_all(T); /* the outputs enter the open blocks again */
+    if (cst != EM_OK) return cst;
     EmOut head = {.kind = OUT_TUPLE, .v = 0};
     if (em_vec_push(&T->out, head)) return PyErr_NoMemory(), EM_ERR;
     for (int s = 0; s < T->sp; s++) {
@@ -302,11 +309,15 @@ EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGr
     T->n_units = (int)(PyBytes_GET_SIZE(T->code_bytes) / 2);
     if (!(T->seen = PyDict_New())) return EM_ERR;
     if (em_guard_check_global_state(P)) return EM_ERR;
+    T->grad = T->start_grad = P->gs.grad;
     T->globals = in->globals;
     T->builtins = in->builtins;
     T->gslot = T->bslot = -1;
     EmStatus st = setup_locals(T);
     if (st == EM_OK) st = em_trace_loop(T);
+    em_ctx_unwind(T);
+    if (st == EM_OK && !T->broke && T->ctx_open.len)
+        st = em_trace_fail(T, EMA_VALUE, "returned inside a with block");
     if (st == EM_OK && !T->broke) st = build_out(T, T->retval, 0);
     if (st == EM_OK) {
         const char *bad = em_ir_verify(G);
@@ -324,12 +335,14 @@ void em_trace_free(EmTracer *T) {
         Py_XDECREF(s->obj);
         Py_XDECREF(s->device);
         Py_XDECREF(s->seq_type);
+        Py_XDECREF(s->spec);
         for (int32_t k = 0; k < s->keys.len; k++) Py_DECREF(s->keys.data[k]);
         em_vec_free(&s->items);
         em_vec_free(&s->keys);
         free(s);
     }
     em_vec_free(&T->syms);
+    em_vec_free(&T->ctx_open);
     for (int32_t i = 0; i < T->out.len; i++) Py_XDECREF(T->out.data[i].obj);
     em_vec_free(&T->out);
     em_vec_free(&T->input_slots);

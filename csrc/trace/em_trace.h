@@ -25,7 +25,9 @@ typedef enum {
     SYM_LIST,   /* items, created while tracing or read from an input */
     SYM_DICT,   /* keys (constants) and items */
     SYM_OBJ,    /* any other Python object (module, function, nn.Module...) */
-    SYM_ITER    /* iterator over items of a sequence: items, pos */
+    SYM_ITER,   /* iterator over items of a sequence: items, pos */
+    SYM_CTX,    /* context manager of torch's global state (em_ctx.c): obj = its twin, spec */
+    SYM_EXIT    /* the bound __exit__ BEFORE_WITH pushes for a SYM_CTX (items[0]) */
 } EmSymKind;
 
 typedef struct EmSym EmSym;
@@ -40,14 +42,21 @@ struct EmSym {
     EmVec(PyObject *) keys; /* DICT: owned keys, parallel to items */
     int32_t pos;    /* ITER position */
     uint8_t by_id;  /* OBJ: guarded by identity (or a constant of a trusted module) */
+    /* CTX: (cls, args, kwargs pairs) to make it again (owned); grad mode to restore on exit;
+     * state 0 made, 1 entered, 2 exited, 3 made by set_grad_enabled (in effect); grad_family: its changes are recorded as
+     * _set_grad_enabled calls (else as enter/exit helper calls, ref = the enter node) */
+    PyObject *spec;
+    int8_t prev_grad, ctx_state, grad_family;
 };
 
 /* Return-value description: a prefix-order tree. */
-typedef enum { OUT_VALUE, OUT_CONST, OUT_SLOT, OUT_TUPLE, OUT_LIST, OUT_DICT, OUT_ITER } EmOutKind;
+typedef enum { OUT_VALUE, OUT_CONST, OUT_SLOT, OUT_TUPLE, OUT_LIST, OUT_DICT, OUT_ITER, OUT_REENTER } EmOutKind;
 typedef struct {
     uint8_t kind;
     int32_t v;     /* VALUE: graph output index; SLOT: guard slot; seqs: child count */
-    PyObject *obj; /* CONST value; TUPLE type (namedtuple) or NULL; DICT keys tuple (owned) */
+    PyObject *obj; /* CONST value; TUPLE type (namedtuple) or NULL; DICT keys tuple; REENTER
+                    * the context's spec: a new one is made and entered, its __exit__ is the
+                    * value (all owned) */
 } EmOut;
 
 typedef struct EmTracer {
@@ -84,6 +93,12 @@ typedef struct EmTracer {
     EmInstr brk;       /* that instruction */
     int abort_root_at; /* code unit of the root instruction that aborted, -1 if none */
     int32_t *arg_slots; /* per local: guard slot of the argument it started as, or -1 */
+    /* global state (em_ctx.c) */
+    int grad;          /* grad mode at the current point of the trace */
+    int start_grad;    /* grad mode when the trace started (restored when it ends) */
+    int state_ops;     /* the graph changes global state */
+    int grad_set_in_with; /* set_grad_enabled() was called inside an open with block */
+    EmVec(EmSym *) ctx_open; /* contexts entered (their twins really entered), innermost last */
     /* abort */
     EmAbort abort;
     int abort_line;
@@ -140,6 +155,21 @@ EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObjec
 /* Calls of nn.Module instances and iteration/indexing of module containers (em_inline.c). */
 EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
 EmStatus em_module_items(EmTracer *T, EmSym *mod, int want_keys, EmSym **out);
+/* Context managers of global state (em_ctx.c). */
+int em_ctx_class(PyObject *fn);
+EmStatus em_ctx_make(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
+EmStatus em_ctx_before_with(EmTracer *T, EmSym *ctx, EmSym **exit_fn, EmSym **entered);
+EmStatus em_ctx_exit_call(EmTracer *T, EmSym *exit_fn, EmSym **args, int nargs, EmSym **out);
+/* The bound __exit__ of a grad-mode context made before the trace (an input), and its call. */
+int em_ctx_is_grad_exit(PyObject *f);
+EmStatus em_ctx_exit_input(EmTracer *T, EmSym *fn, EmSym **args, int nargs, EmSym **out);
+/* At a break: records the exits of the contexts still open, innermost first. */
+EmStatus em_ctx_close_all(EmTracer *T);
+/* Exits the twins still entered and puts grad mode back as the trace found it; keeps any
+ * pending exception. */
+void em_ctx_unwind(EmTracer *T);
+/* Graph arguments for syms, contiguous: the first index, or -1 with *st set (em_call.c). */
+int32_t em_node_args(EmTracer *T, EmSym **args, int nargs, EmStatus *st);
 /* The interpreter loop over the current frame state (em_trace.c). */
 EmStatus em_trace_loop(EmTracer *T);
 /* Realizes a lazily wrapped local (argument or free variable). */

@@ -1,0 +1,230 @@
+/* em_ctx.c: `with` blocks of context managers that change torch's global state
+ * (torch.no_grad, enable_grad, set_grad_enabled, inference_mode), traced into the graph.
+ * While the tracer is inside such a block it really enters a twin of the context (made from
+ * the same constant arguments), so meta runs see the state the real ops will see; the twins
+ * still entered when a trace ends are exited by em_ctx_unwind. The graph records the state
+ * changes as calls: grad-mode contexts as torch._C._set_grad_enabled(mode), the others as
+ * ember._rules.enter_ctx(spec) / exit_ctx(entered) pairs.
+ * Helpers in ember/_rules.py: ctx_new, ctx_enter, ctx_exit, enter_ctx, exit_ctx, reenter.
+ */
+#include "em_trace.h"
+
+#include "../pyver/em_state.h"
+
+/* Records fn(args) as a graph node with no tensor result; args are the nargs graph
+ * arguments from a0. The node's ref, or -1 with an exception. */
+static EmRef record(EmTracer *T, PyObject *fn, const char *name, int32_t a0, int nargs, int vkind) {
+    int32_t fnc = a0 < 0 ? -1 : em_ir_const(T->G, EMC_OBJ, 0, 0, fn, name);
+    EmRef r = fnc < 0 ? -1 : em_ir_node(T->G, EMOP_CALL, a0, nargs, -1, 0, fnc);
+    if (r < 0) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        return -1;
+    }
+    T->G->nodes.data[r].vkind = (uint8_t)vkind;
+    T->state_ops = 1;
+    return r;
+}
+
+/* A graph argument holding constant v: its index, or -1. */
+static int32_t const_arg(EmTracer *T, PyObject *v) {
+    EmStatus st = EM_ERR;
+    EmSym *a = em_sym_const(T, v);
+    return a ? em_sym_arg(T, a, &st) : -1;
+}
+
+static EmStatus record_grad(EmTracer *T, int mode) {
+    int32_t a = const_arg(T, mode ? Py_True : Py_False);
+    return record(T, em_state.set_grad_enabled, "torch._C._set_grad_enabled", a, 1, EMV_NONE) < 0 ? EM_ERR : EM_OK;
+}
+
+/* Calls helper(arg) of ember._rules; for ctx_enter/ctx_exit the answer is the grad mode. */
+static int helper_grad(const char *helper, PyObject *arg) {
+    PyObject *r = PyObject_CallMethod(em_state.meta_run, helper, "O", arg);
+    if (!r) return -1;
+    int g = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return g;
+}
+
+EmStatus em_ctx_make(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    PyObject *pos = PyTuple_New(npos), *kw = PyTuple_New(nkw), *res = NULL;
+    EmStatus st = EM_ERR;
+    if (!pos || !kw) goto done;
+    for (int i = 0; i < nargs; i++) {
+        PyObject *v = em_sym_value(T, args[i]);
+        if (!v) {
+            if (PyErr_Occurred()) goto done;
+            st = em_trace_fail(T, EMA_VALUE, "%s with a non-constant argument", ((PyTypeObject *)cls)->tp_name);
+            goto done;
+        }
+        if (i < npos) {
+            PyTuple_SET_ITEM(pos, i, v);
+        } else {
+            PyObject *pair = PyTuple_Pack(2, PyTuple_GET_ITEM(kwnames, i - npos), v);
+            Py_DECREF(v);
+            if (!pair) goto done;
+            PyTuple_SET_ITEM(kw, i - npos, pair);
+        }
+    }
+    /* the twin; set_grad_enabled changes grad mode as it is made */
+    res = PyObject_CallMethod(em_state.meta_run, "ctx_new", "OOO", cls, pos, kw);
+    if (!res) {
+        PyErr_Clear();
+        st = em_trace_fail(T, EMA_CALL, "%s on these arguments", ((PyTypeObject *)cls)->tp_name);
+        goto done;
+    }
+    EmSym *s = em_sym_new(T, SYM_CTX);
+    if (!s) goto done;
+    s->obj = Py_NewRef(PyTuple_GET_ITEM(res, 0));
+    s->grad_family = (int8_t)PyObject_IsTrue(PyTuple_GET_ITEM(res, 1));
+    if (!(s->spec = PyTuple_Pack(3, cls, pos, kw))) goto done;
+    s->prev_grad = (int8_t)T->grad;
+    int g = helper_grad("grad_mode", Py_None);
+    if (g < 0) goto done;
+    if (s->grad_family && g != T->grad) { /* set_grad_enabled changes grad mode when made */
+        if (T->ctx_open.len) T->grad_set_in_with = 1;
+        T->grad = g;
+        if (record_grad(T, g) != EM_OK) goto done;
+        s->ctx_state = 3;
+    }
+    *out = s;
+    st = EM_OK;
+done:
+    Py_XDECREF(pos);
+    Py_XDECREF(kw);
+    Py_XDECREF(res);
+    if (st == EM_ERR && !PyErr_Occurred()) PyErr_NoMemory();
+    return st;
+}
+
+EmStatus em_ctx_before_with(EmTracer *T, EmSym *ctx, EmSym **exit_fn, EmSym **entered) {
+    if (ctx->ctx_state == 0) {
+        ctx->prev_grad = (int8_t)T->grad;
+        if (!ctx->grad_family) { /* the node's value is the entered context, for its exit */
+            ctx->ref = record(T, em_state.ctx_enter_fn, "enter_ctx", const_arg(T, ctx->spec), 1, EMV_OBJ);
+            if (ctx->ref < 0) return EM_ERR;
+        }
+        int g = helper_grad("ctx_enter", ctx->obj);
+        if (g < 0) return EM_ERR;
+        if (ctx->grad_family && g != T->grad && record_grad(T, g) != EM_OK) return EM_ERR;
+        T->grad = g;
+    } else if (ctx->ctx_state == 3) {
+        /* made by set_grad_enabled (already in effect): its __enter__ changes nothing */
+        if (helper_grad("ctx_enter", ctx->obj) < 0) return EM_ERR;
+    } else {
+        return em_trace_fail(T, EMA_VALUE, "a context manager entered twice");
+    }
+    if (em_vec_push(&T->ctx_open, ctx)) return PyErr_NoMemory(), EM_ERR;
+    ctx->ctx_state = 1;
+    EmSym *x = em_sym_new(T, SYM_EXIT);
+    if (!x || em_vec_push(&x->items, ctx)) return x ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
+    *exit_fn = x;
+    *entered = em_sym_const(T, Py_None); /* the __enter__ of every supported context returns None */
+    return *entered ? EM_OK : EM_ERR;
+}
+
+/* Records ctx's exit (graph only; the twin is exited by the caller or by unwinding). */
+static EmStatus record_exit(EmTracer *T, EmSym *ctx) {
+    if (ctx->grad_family) return record_grad(T, ctx->prev_grad);
+    int32_t a = em_ir_arg(T->G, EMA_REF, ctx->ref, 0);
+    return record(T, em_state.ctx_exit_fn, "exit_ctx", a, 1, EMV_NONE) < 0 ? EM_ERR : EM_OK;
+}
+
+EmStatus em_ctx_exit_call(EmTracer *T, EmSym *exit_fn, EmSym **args, int nargs, EmSym **out) {
+    EmSym *ctx = exit_fn->items.data[0];
+    if (nargs != 3 || ctx->ctx_state != 1 || !T->ctx_open.len || T->ctx_open.data[T->ctx_open.len - 1] != ctx)
+        return em_trace_fail(T, EMA_CALL, "__exit__ of a context manager out of order");
+    for (int i = 0; i < 3; i++)
+        if (args[i]->kind != SYM_CONST || args[i]->obj != Py_None)
+            return em_trace_fail(T, EMA_CALL, "__exit__ with an exception");
+    EmStatus st = record_exit(T, ctx);
+    if (st != EM_OK) return st;
+    T->ctx_open.len--;
+    ctx->ctx_state = 2;
+    int g = helper_grad("ctx_exit", ctx->obj);
+    if (g < 0) return EM_ERR;
+    T->grad = g;
+    *out = em_sym_const(T, Py_None);
+    return *out ? EM_OK : EM_ERR;
+}
+
+EmStatus em_ctx_close_all(EmTracer *T) {
+    if (T->grad_set_in_with) /* re-entering the open blocks would not restore that state */
+        return em_trace_fail(T, EMA_VALUE, "a break after set_grad_enabled() inside a with block");
+    for (int32_t i = T->ctx_open.len - 1; i >= 0; i--) {
+        EmStatus st = record_exit(T, T->ctx_open.data[i]);
+        if (st != EM_OK) return st;
+    }
+    return EM_OK;
+}
+
+void em_ctx_unwind(EmTracer *T) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    for (int32_t i = T->ctx_open.len - 1; i >= 0; i--) {
+        EmSym *c = T->ctx_open.data[i];
+        if (helper_grad("ctx_exit", c->obj) < 0) PyErr_Clear();
+    }
+    PyObject *r = PyObject_CallOneArg(em_state.set_grad_enabled, T->start_grad ? Py_True : Py_False);
+    if (!r) PyErr_Clear();
+    Py_XDECREF(r);
+    PyErr_Restore(et, ev, tb);
+}
+
+int em_ctx_is_grad_exit(PyObject *f) {
+    if (!PyMethod_Check(f)) return 0;
+    PyObject *self = PyMethod_GET_SELF(f), *grad_ctx = PyObject_GetAttrString(em_state.meta_run, "GRAD_CTX");
+    int is = 0;
+    if (!grad_ctx) {
+        PyErr_Clear();
+        return 0;
+    }
+    for (Py_ssize_t i = 0; PyTuple_Check(grad_ctx) && i < PyTuple_GET_SIZE(grad_ctx); i++)
+        if ((PyObject *)Py_TYPE(self) == PyTuple_GET_ITEM(grad_ctx, i)) is = 1;
+    Py_DECREF(grad_ctx);
+    if (!is) return 0;
+    PyObject *ex = PyObject_GetAttrString((PyObject *)Py_TYPE(self), "__exit__");
+    if (!ex) PyErr_Clear();
+    is = ex == PyMethod_GET_FUNCTION(f);
+    Py_XDECREF(ex);
+    return is;
+}
+
+/* Reads attribute `name` of slot base as a new guarded slot; -1 on error. */
+static int32_t attr_slot(EmTracer *T, int32_t base, const char *name) {
+    PyObject *n = PyUnicode_InternFromString(name);
+    int32_t s = n ? em_guard_attr(T->P, base, n) : -1;
+    Py_XDECREF(n);
+    return s;
+}
+
+EmStatus em_ctx_exit_input(EmTracer *T, EmSym *fn, EmSym **args, int nargs, EmSym **out) {
+    /* the __exit__ of a grad-mode context entered before this frame (a resume function's
+     * argument): it sets grad mode to the context's `prev`, which is guarded */
+    PyObject *f = fn->obj, *self = PyMethod_GET_SELF(f);
+    if (nargs != 3) return em_trace_fail(T, EMA_CALL, "__exit__ with %d arguments", nargs);
+    for (int i = 0; i < 3; i++)
+        if (args[i]->kind != SYM_CONST || args[i]->obj != Py_None)
+            return em_trace_fail(T, EMA_CALL, "__exit__ with an exception");
+    PyObject *prev = PyObject_GetAttrString(self, "prev");
+    if (!prev) {
+        PyErr_Clear();
+        return em_trace_fail(T, EMA_CALL, "__exit__ of a context without `prev`");
+    }
+    int g = PyObject_IsTrue(prev);
+    int32_t s_self = attr_slot(T, fn->src, "__self__"), s_func = attr_slot(T, fn->src, "__func__");
+    int32_t s_prev = s_self < 0 ? -1 : attr_slot(T, s_self, "prev");
+    int bad = g < 0 || s_func < 0 || s_prev < 0 ||
+              em_guard_check(T->P, EMG_TYPE, s_self, (PyObject *)Py_TYPE(self), 0) ||
+              em_guard_check(T->P, EMG_ID, s_func, PyMethod_GET_FUNCTION(f), 0) ||
+              em_guard_check(T->P, EMG_EQ, s_prev, prev, 0);
+    Py_DECREF(prev);
+    if (bad || record_grad(T, g) != EM_OK) return EM_ERR;
+    PyObject *r = PyObject_CallOneArg(em_state.set_grad_enabled, g ? Py_True : Py_False);
+    if (!r) return EM_ERR;
+    Py_DECREF(r);
+    T->grad = g;
+    *out = em_sym_const(T, Py_None);
+    return *out ? EM_OK : EM_ERR;
+}

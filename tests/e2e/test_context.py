@@ -1,0 +1,293 @@
+"""`with` blocks of torch's global-state context managers (torch.no_grad, enable_grad,
+set_grad_enabled, inference_mode) under ember.
+
+Traced blocks become state changes inside the graph (one graph, no break); a graph break
+inside a block leaves the block in the graph, enters it again around the unsupported
+instruction (whose exceptions still run the block's __exit__) and in the resume function.
+Every test compares results, requires_grad and the grad mode afterwards with eager.
+"""
+
+import io
+
+import pytest
+import torch
+
+import ember
+import ember.testing
+
+
+def counters():
+    return ember.testing.counters()
+
+
+def randn(*shape, seed=0, requires_grad=False):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=g).requires_grad_(requires_grad)
+
+
+def flat(v):
+    return list(v) if isinstance(v, (tuple, list)) else [v]
+
+
+def check(fn, *args, graphs=None, breaks=None, calls=2):
+    """fn eager vs compiled (called `calls` times): values, requires_grad, is_inference,
+    and the grad mode after the call."""
+    expected = fn(*args)
+    grad_after = torch.is_grad_enabled()
+    torch.set_grad_enabled(True)
+    cf = ember.compile(fn)
+    for _ in range(calls):
+        got = cf(*args)
+        assert torch.is_grad_enabled() == grad_after
+        torch.set_grad_enabled(True)
+        for g, e in zip(flat(got), flat(expected)):
+            if isinstance(e, torch.Tensor):
+                assert g.requires_grad == e.requires_grad
+                assert g.is_inference() == e.is_inference()
+                torch.testing.assert_close(g.detach(), e.detach())
+            else:
+                assert g == e
+    c = counters()
+    assert c["aborts"] == 0, c
+    if graphs is not None:
+        assert c["frames"] == graphs, c
+    if breaks is not None:
+        assert c["breaks"] == breaks, c
+    return got
+
+
+# ---------------------------------------------------------------------------
+# traced into one graph
+# ---------------------------------------------------------------------------
+
+
+def no_grad_middle(x, w):
+    y = x @ w
+    with torch.no_grad():
+        z = y * 2
+        q = w + 1
+    return y + z, q, z
+
+
+def nested_grad_blocks(x, w):
+    with torch.no_grad():
+        a = x * w
+        with torch.enable_grad():
+            b = x * w
+        c = b + 1
+    return a, b, c
+
+
+def set_grad_enabled_block(x, w):
+    with torch.set_grad_enabled(False):
+        a = x * w
+    with torch.set_grad_enabled(True):
+        b = x * w
+    return a, b
+
+
+def inference_block(x, w):
+    with torch.inference_mode():
+        a = x * 2
+    return a, w * 3
+
+
+def grad_mode_queries(x, w):
+    with torch.no_grad():
+        inside = torch.is_grad_enabled()
+        y = w * 2
+    return y, inside, torch.is_grad_enabled()
+
+
+def _helper_no_grad(w):
+    with torch.no_grad():
+        return w * 2
+
+
+def with_in_helper(x, w):
+    return _helper_no_grad(w) + x * w
+
+
+def return_inside_with(x, w):
+    with torch.no_grad():
+        return x * w
+
+
+@pytest.mark.parametrize("fn", [no_grad_middle, nested_grad_blocks, set_grad_enabled_block, inference_block,
+                                grad_mode_queries, with_in_helper, return_inside_with],
+                         ids=lambda f: f.__name__)
+def test_traced_block_is_one_graph(fn):
+    check(fn, randn(3, 3), randn(3, 3, seed=1, requires_grad=True), graphs=1, breaks=0)
+
+
+def test_block_under_callers_no_grad():
+    x, w = randn(3, 3), randn(3, 3, seed=1, requires_grad=True)
+    with torch.no_grad():
+        got = ember.compile(nested_grad_blocks)(x, w)
+        expected = nested_grad_blocks(x, w)
+    assert [t.requires_grad for t in got] == [t.requires_grad for t in expected] == [False, True, False]
+
+
+def grad_off_and_return(x):
+    torch.set_grad_enabled(False)
+    return x * 2
+
+
+def test_set_grad_enabled_call_outlives_the_frame():
+    w = randn(3, requires_grad=True)
+    try:
+        got = ember.compile(grad_off_and_return)(w)
+        assert not torch.is_grad_enabled()
+        assert not got.requires_grad
+    finally:
+        torch.set_grad_enabled(True)
+    assert counters()["aborts"] == 0
+
+
+def cholesky_no_grad(x):
+    with torch.no_grad():
+        y = x * 2
+        return torch.linalg.cholesky(y)
+
+
+def test_graph_failing_inside_block_restores_grad_mode():
+    cf = ember.compile(cholesky_no_grad)
+    spd = torch.eye(3) + 0.1
+    torch.testing.assert_close(cf(spd), cholesky_no_grad(spd))
+    not_spd = -torch.eye(3)
+    with pytest.raises(torch.linalg.LinAlgError):
+        cf(not_spd)  # same guards, fails inside the graph while grad is off
+    assert torch.is_grad_enabled()
+
+
+def backward_through_block(x, w):
+    with torch.no_grad():
+        scale = w.abs().max() + 1
+    return (x * w / scale).sum()
+
+
+def test_backward_through_traced_block():
+    x = randn(4)
+    w1 = randn(4, seed=1, requires_grad=True)
+    w2 = w1.detach().clone().requires_grad_(True)
+    ember.compile(backward_through_block)(x, w1).backward()
+    backward_through_block(x, w2).backward()
+    torch.testing.assert_close(w1.grad, w2.grad)
+
+
+# ---------------------------------------------------------------------------
+# graph breaks inside blocks
+# ---------------------------------------------------------------------------
+
+
+def print_in_no_grad(x, w):
+    y = x * w
+    with torch.no_grad():
+        z = y * 2
+        print("grad inside:", torch.is_grad_enabled())
+        u = z + w
+    return y, z, u, y + u
+
+
+def test_break_inside_no_grad_is_resumed(capsys):
+    check(print_in_no_grad, randn(3), randn(3, seed=1, requires_grad=True), graphs=2, breaks=1, calls=1)
+    assert capsys.readouterr().out == "grad inside: False\n" * 2  # eager, then compiled
+
+
+def print_in_nested(x, w):
+    with torch.no_grad():
+        a = x * w
+        with torch.enable_grad():
+            b = a * w
+            print("inner:", torch.is_grad_enabled())
+            b = b + 1
+        print("outer:", torch.is_grad_enabled())
+        c = b * 2
+    return a, b, c
+
+
+def test_breaks_inside_nested_blocks(capsys):
+    check(print_in_nested, randn(3), randn(3, seed=1, requires_grad=True), graphs=3, breaks=2, calls=1)
+    assert capsys.readouterr().out == "inner: True\nouter: False\n" * 2
+
+
+def test_resumed_blocks_hit_their_caches(capsys):
+    cf = ember.compile(print_in_nested)
+    x, w = randn(3), randn(3, seed=1, requires_grad=True)
+    for _ in range(3):
+        cf(x, w)
+    c = counters()
+    assert c["frames"] == 3 and c["hits"] == 6, c
+    assert torch.is_grad_enabled()
+
+
+class _FailingFile(io.StringIO):
+    def write(self, s):
+        raise OSError("disk full")
+
+
+def failing_print_in_no_grad(x, f):
+    with torch.no_grad():
+        y = x * 2
+        print(y.shape, file=f)
+        return y
+
+
+@pytest.mark.filterwarnings("ignore::ember.EmberWarning")  # _FailingFile.write runs as plain Python
+def test_exception_at_the_break_runs_the_blocks_exit():
+    cf = ember.compile(failing_print_in_no_grad)
+    for _ in range(2):
+        with pytest.raises(OSError, match="disk full"):
+            cf(randn(3, requires_grad=True), _FailingFile())
+        assert torch.is_grad_enabled()
+    assert counters()["breaks"] >= 1  # (the failing write may break on its own too)
+
+
+def _raises_after(y):
+    raise ValueError("late")
+
+
+def raise_after_break(x):
+    with torch.no_grad():
+        y = x * 2
+        print("before")
+        _raises_after(y)
+    return y
+
+
+@pytest.mark.filterwarnings("ignore::ember.EmberWarning")  # _raises_after runs as plain Python
+def test_exception_in_the_resumed_block_runs_its_exit(capsys):
+    cf = ember.compile(raise_after_break)
+    with pytest.raises(ValueError, match="late"):
+        cf(randn(3, requires_grad=True))
+    assert torch.is_grad_enabled()
+
+
+def print_in_inference(x):
+    with torch.inference_mode():
+        y = x * 2
+        print("inference:", torch.is_inference_mode_enabled())
+        z = y + 1
+    return z
+
+
+def test_break_inside_inference_mode(capsys):
+    check(print_in_inference, randn(3), calls=1)
+    assert capsys.readouterr().out == "inference: True\n" * 2
+
+
+def print_in_with_in_try(x):
+    try:
+        with torch.no_grad():
+            y = x * 2
+            print("in try")
+    finally:
+        y = y + 1
+    return y
+
+
+def test_block_inside_try_falls_back(capsys):
+    with pytest.warns(ember.EmberWarning, match="try block"):
+        got = ember.compile(print_in_with_in_try)(randn(3, requires_grad=True))
+    torch.testing.assert_close(got, print_in_with_in_try(randn(3, requires_grad=True)))
+    assert torch.is_grad_enabled()
