@@ -118,6 +118,8 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
         return PyErr_Format(PyExc_TypeError, "ember: helper.POINTWISE must be a set");
     }
     Py_XSETREF(em_state.pointwise_fns, pw);
+    Py_XSETREF(em_state.object_getattribute, PyObject_GetAttrString((PyObject *)&PyBaseObject_Type, "__getattribute__"));
+    if (!em_state.object_getattribute) return NULL;
     static const char *names[] = {"set_grad_enabled", "enter_ctx", "exit_ctx", "reenter", "grad_restorer"};
     PyObject **slots[] = {&em_state.set_grad_enabled, &em_state.ctx_enter_fn, &em_state.ctx_exit_fn,
                           &em_state.ctx_reenter_fn, &em_state.grad_restorer};

@@ -419,6 +419,13 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
     PyObject *f = fn->obj;
     char name[160];
     if (fn->kind == SYM_OBJ && fn->src >= 0 && em_ctx_is_grad_exit(f)) return em_ctx_exit_input(T, fn, all, n, out);
+    if (f == em_state.object_getattribute && n == 2 && !kwnames && all[1]->kind == SYM_CONST &&
+        PyUnicode_Check(all[1]->obj))
+        return em_sym_getattr_generic(T, all[0], all[1]->obj, out);
+    if (f == (PyObject *)&PySuper_Type && !kwnames) {
+        if (n == 0) return em_super_noargs(T, out);
+        if (n == 2) return em_super(T, all[0], all[1], out);
+    }
     if (self && (self->kind == SYM_LIST || self->kind == SYM_DICT || self->kind == SYM_TUPLE) &&
         Py_IS_TYPE(f, &PyMethodDescr_Type))
         return call_container_method(T, f, self, args, nargs, out);

@@ -297,3 +297,20 @@ EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyOb
     for (int i = 0; i < nargs; i++) all[i + 1] = args[i];
     return em_inline(T, fwd, all, nargs + 1, kwnames, out);
 }
+
+EmStatus em_super_noargs(EmTracer *T, EmSym **out) {
+    PyCodeObject *co = T->code;
+    int n = em_code_nlocalsplus(co), cls_at = -1;
+    for (int i = 0; i < n; i++) {
+        if (!(em_code_kind(co, i) & EM_CO_FAST_FREE)) continue;
+        if (PyUnicode_CompareWithASCIIString(em_code_name(co, i), "__class__") == 0) cls_at = i;
+    }
+    if (cls_at < 0 || (co->co_argcount + co->co_kwonlyargcount < 1 && !(co->co_flags & CO_VARARGS)))
+        return em_trace_fail(T, EMA_CALL, "super() without a __class__ cell or an argument");
+    EmStatus st = EM_OK;
+    EmSym *cls = em_local_get(T, cls_at, &st);
+    if (!cls) return st;
+    EmSym *obj = em_local_get(T, 0, &st);
+    if (!obj) return st;
+    return em_super(T, cls, obj, out);
+}

@@ -452,11 +452,114 @@ static EmStatus tensor_attr(EmTracer *T, EmSym *base, PyObject *name, int method
 
 /* Resolution on an object: instance dict, nn.Module parameters/buffers/modules, then the
  * type. Data descriptors on the type (properties) would run code: not supported yet. */
+/* A class attribute `descr` found for instance sym base (type tp): functions become the
+ * method (self = base), properties are inlined, static and class methods unwrapped. */
+static EmStatus class_attr(EmTracer *T, EmSym *base, PyTypeObject *tp, PyObject *descr, const char *n, int method,
+                           EmSym **out, EmSym **self) {
+    PyObject *fn = descr;
+    EmSym *bound = base;
+    if (Py_IS_TYPE(descr, &PyProperty_Type)) {
+        PyObject *fget = PyObject_GetAttrString(descr, "fget");
+        if (!fget) return EM_ERR;
+        EmStatus st = PyFunction_Check(fget)
+                          ? em_inline(T, fget, &base, 1, NULL, out)
+                          : em_trace_fail(T, EMA_ATTR, "%s.%s (property without a Python getter)", tp->tp_name, n);
+        Py_DECREF(fget);
+        return st;
+    }
+    if (Py_IS_TYPE(descr, &PyStaticMethod_Type) || Py_IS_TYPE(descr, &PyClassMethod_Type)) {
+        int is_static = Py_IS_TYPE(descr, &PyStaticMethod_Type);
+        PyObject *f = PyObject_GetAttrString(descr, "__func__");
+        if (!f) return EM_ERR;
+        Py_DECREF(f); /* kept alive by descr */
+        if (!PyFunction_Check(f)) return em_trace_fail(T, EMA_ATTR, "%s.%s (wraps a builtin)", tp->tp_name, n);
+        fn = f;
+        bound = is_static ? NULL : em_sym_const(T, (PyObject *)tp);
+        if (!is_static && !bound) return EM_ERR;
+        if (!method && !is_static)
+            return em_trace_fail(T, EMA_ATTR, "bound class method %s.%s as a value", tp->tp_name, n);
+    } else if (descr == em_state.object_getattribute) {
+        if (!method) return em_trace_fail(T, EMA_ATTR, "bound %s.%s as a value", tp->tp_name, n);
+    } else if (!PyFunction_Check(descr)) {
+        return em_trace_fail(T, EMA_ATTR, "%s.%s (descriptor)", tp->tp_name, n);
+    } else if (!method) {
+        return em_trace_fail(T, EMA_ATTR, "bound method %s.%s as a value", tp->tp_name, n);
+    }
+    EmSym *f = em_sym_new(T, SYM_OBJ);
+    if (!f) return EM_ERR;
+    f->obj = Py_NewRef(fn);
+    *out = f;
+    *self = bound;
+    return EM_OK;
+}
+
+/* Attribute of super(cls, obj) (a sym made by em_super: items[0] is obj's sym): looked up
+ * in type(obj).__mro__ after cls. */
+static EmStatus super_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
+    PyObject *sup = base->obj, *cls = PyObject_GetAttrString(sup, "__thisclass__");
+    EmSym *obj = base->items.data[0];
+    const char *n = PyUnicode_AsUTF8(name);
+    if (!cls || !n) return EM_ERR;
+    Py_DECREF(cls); /* kept alive by sup */
+    PyTypeObject *tp = Py_TYPE(obj->obj);
+    PyObject *mro = tp->tp_mro;
+    Py_ssize_t i = 0, nm = mro ? PyTuple_GET_SIZE(mro) : 0;
+    while (i < nm && PyTuple_GET_ITEM(mro, i) != cls) i++;
+    for (i++; i < nm; i++) {
+        PyObject *d = ((PyTypeObject *)PyTuple_GET_ITEM(mro, i))->tp_dict;
+        PyObject *v = d ? PyDict_GetItemWithError(d, name) : NULL;
+        if (v) return class_attr(T, obj, tp, v, n, method, out, self);
+        if (PyErr_Occurred()) return EM_ERR;
+    }
+    return em_trace_fail(T, EMA_ATTR, "super().%s (not found)", n);
+}
+
+EmStatus em_super(EmTracer *T, EmSym *cls, EmSym *obj, EmSym **out) {
+    if ((cls->kind != SYM_CONST && cls->kind != SYM_OBJ) || !PyType_Check(cls->obj) || obj->kind != SYM_OBJ)
+        return em_trace_fail(T, EMA_CALL, "super() of a %s", em_sym_describe(obj));
+    PyObject *sup = PyObject_CallFunctionObjArgs((PyObject *)&PySuper_Type, cls->obj, obj->obj, NULL);
+    if (!sup) {
+        PyErr_Clear();
+        return em_trace_fail(T, EMA_CALL, "super() on these arguments");
+    }
+    EmSym *s = em_sym_new(T, SYM_OBJ);
+    if (!s || em_vec_push(&s->items, obj)) {
+        Py_DECREF(sup);
+        return s ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
+    }
+    s->obj = sup;
+    *out = s;
+    return EM_OK;
+}
+
+/* Inlines hook(base, name) for a type's Python __getattribute__ or __getattr__. */
+static EmStatus inline_attr_hook(EmTracer *T, PyObject *hook, EmSym *base, PyObject *name, EmSym **out) {
+    EmSym *args[2] = {base, em_sym_const(T, name)};
+    if (!args[1]) return EM_ERR;
+    return em_inline(T, hook, args, 2, NULL, out);
+}
+
+static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self,
+                              int generic);
+
 static EmStatus obj_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
+    return obj_attr_impl(T, base, name, method, out, self, 0);
+}
+
+EmStatus em_sym_getattr_generic(EmTracer *T, EmSym *base, PyObject *name, EmSym **out) {
+    EmSym *self = NULL;
+    if (base->kind != SYM_OBJ) return em_trace_fail(T, EMA_ATTR, "object.__getattribute__ of a %s", em_sym_describe(base));
+    return obj_attr_impl(T, base, name, 0, out, &self, 1);
+}
+
+/* generic: object.__getattribute__ semantics even when the type overrides it. */
+static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self,
+                              int generic) {
     PyObject *o = base->obj;
     const char *n = PyUnicode_AsUTF8(name);
     if (!n) return EM_ERR;
     EmStatus st = EM_ERR;
+    if (Py_IS_TYPE(o, &PySuper_Type) && base->items.len == 1) return super_attr(T, base, name, method, out, self);
     if (PyModule_Check(o)) {
         PyObject *d = PyModule_GetDict(o);
         PyObject *v = d ? PyDict_GetItemWithError(d, name) : NULL;
@@ -485,9 +588,26 @@ static EmStatus obj_attr(EmTracer *T, EmSym *base, PyObject *name, int method, E
     }
     if (base->src < 0) return em_trace_fail(T, EMA_ATTR, "%s.%s of an object made while tracing", Py_TYPE(o)->tp_name, n);
     PyTypeObject *tp = Py_TYPE(o);
-    if (tp->tp_getattro != PyObject_GenericGetAttr && !PyObject_IsInstance(o, em_state.nn_module_type))
-        return em_trace_fail(T, EMA_ATTR, "%s.%s (custom __getattribute__)", tp->tp_name, n);
+    PyObject *getattr_hook = NULL;
+    if (!generic && tp->tp_getattro != PyObject_GenericGetAttr && !PyObject_IsInstance(o, em_state.nn_module_type)) {
+        static PyObject *s_ga, *s_gattr; /* interned names, immortal for the process */
+        if (!s_ga && !(s_ga = PyUnicode_InternFromString("__getattribute__"))) return EM_ERR;
+        if (!s_gattr && !(s_gattr = PyUnicode_InternFromString("__getattr__"))) return EM_ERR;
+        PyObject *ga = _PyType_Lookup(tp, s_ga);
+        if (ga && PyFunction_Check(ga)) {
+            if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
+            return inline_attr_hook(T, ga, base, name, out);
+        }
+        PyObject *gattr = _PyType_Lookup(tp, s_gattr);
+        if (!ga || ga != em_state.object_getattribute || !gattr || !PyFunction_Check(gattr))
+            return em_trace_fail(T, EMA_ATTR, "%s.%s (custom __getattribute__)", tp->tp_name, n);
+        getattr_hook = gattr; /* object's lookup, then __getattr__ when it finds nothing */
+    }
     PyObject *descr = _PyType_Lookup(tp, name);
+    if (descr && Py_IS_TYPE(descr, &PyProperty_Type)) { /* a data descriptor: before the instance dict */
+        if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
+        return class_attr(T, base, tp, descr, n, method, out, self);
+    }
     if (descr && Py_TYPE(descr)->tp_descr_set)
         return em_trace_fail(T, EMA_ATTR, "%s.%s (property or descriptor)", tp->tp_name, n);
     if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
@@ -518,20 +638,9 @@ static EmStatus obj_attr(EmTracer *T, EmSym *base, PyObject *name, int method, E
         *out = em_sym_wrap(T, v, slot, &st);
         return *out ? EM_OK : st;
     }
+    if (!descr && getattr_hook) return inline_attr_hook(T, getattr_hook, base, name, out);
     if (!descr) return em_trace_fail(T, EMA_ATTR, "%s.%s (not found)", tp->tp_name, n);
-    if (PyFunction_Check(descr)) {
-        if (method) {
-            EmSym *f = em_sym_new(T, SYM_OBJ);
-            if (!f) return EM_ERR;
-            f->obj = Py_NewRef(descr);
-            *out = f;
-            *self = base;
-            return EM_OK;
-        }
-        return em_trace_fail(T, EMA_ATTR, "bound method %s.%s as a value", tp->tp_name, n);
-    }
-    if (Py_TYPE(descr)->tp_descr_get)
-        return em_trace_fail(T, EMA_ATTR, "%s.%s (descriptor)", tp->tp_name, n);
+    if (Py_TYPE(descr)->tp_descr_get) return class_attr(T, base, tp, descr, n, method, out, self);
     /* a plain class attribute: guard its value through a generic getattr */
     slot = em_guard_attr(T->P, base->src, name);
     if (slot < 0) return EM_ERR;

@@ -136,6 +136,12 @@ int em_sym_retarget(EmTracer *T, EmSym *s, EmRef r, PyObject *m, PyObject *dev);
 EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s);
 int em_sym_truth(EmTracer *T, EmSym *s, int *out); /* 0 ok, else abort status */
 EmStatus em_sym_getattr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self);
+/* object.__getattribute__(base, name): the generic lookup, bypassing a type's override. */
+EmStatus em_sym_getattr_generic(EmTracer *T, EmSym *base, PyObject *name, EmSym **out);
+/* super(cls, obj) as a sym whose attributes resolve along type(obj).__mro__ after cls. */
+EmStatus em_super(EmTracer *T, EmSym *cls, EmSym *obj, EmSym **out);
+/* super() with no arguments in the frame being traced: __class__ and the first local. */
+EmStatus em_super_noargs(EmTracer *T, EmSym **out);
 /* Graph argument for a sym (tensors become refs, constants consts). -1 on abort/error with
  * *st set. */
 int32_t em_sym_arg(EmTracer *T, EmSym *s, EmStatus *st);

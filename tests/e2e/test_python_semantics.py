@@ -1,0 +1,123 @@
+"""Python constructs real models use, captured into one graph: super(), properties,
+static and class methods, objects with their own __getattribute__ / __getattr__ (such as
+Hugging Face configs), comprehensions and generator expressions. Each case is compared
+with eager and must be one graph with no break and no fallback.
+"""
+
+import pytest
+import torch
+
+import ember
+import ember.testing
+
+
+def randn(*shape, seed=0):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+
+
+def one_graph(fn, *args, calls=2):
+    expected = fn(*args)
+    cf = ember.compile(fn)
+    for _ in range(calls):
+        got = cf(*args)
+        torch.testing.assert_close(got, expected)
+    c = ember.testing.counters()
+    assert (c["frames"], c["breaks"], c["aborts"]) == (1, 0, 0), c
+    assert c["hits"] == calls - 1, c
+    return got
+
+
+# ---- super(), properties, static and class methods ----
+
+
+class Base(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x).relu()
+
+    def scale(self, x):
+        return x * 2
+
+
+class Child(Base):
+    def __init__(self):
+        super().__init__()
+        self.extra = torch.nn.Parameter(torch.ones(4))
+
+    @property
+    def offset(self):
+        return self.extra * 3
+
+    @staticmethod
+    def shift(x, k):
+        return x + k
+
+    @classmethod
+    def factor(cls, x):
+        return x * cls.FACTOR
+
+    FACTOR = 5
+
+    def forward(self, x):
+        y = super().forward(x)  # zero-argument super()
+        y = super(Child, self).scale(y)  # explicit super
+        return self.shift(y, 1) + self.offset + self.factor(x)
+
+
+def test_super_property_static_class_methods():
+    m = Child()
+    one_graph(m, randn(2, 4))
+
+
+class Config:
+    """Like transformers' PretrainedConfig: aliases resolved in __getattribute__."""
+
+    attribute_map = {"hidden": "hidden_size"}
+
+    def __init__(self):
+        self.hidden_size = 4
+        self.width = 2
+        self.eps = 1e-5
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+class Lazy:
+    """Attributes computed by __getattr__ when the normal lookup fails."""
+
+    def __init__(self):
+        self.base = 2
+
+    def __getattr__(self, name):
+        if name == "double":
+            return self.base * 2
+        raise AttributeError(name)
+
+
+def use_config(x, cfg, lazy):
+    return x.reshape(-1, cfg.hidden) * cfg.eps + lazy.double + cfg.hidden_size
+
+
+def test_custom_getattribute_and_getattr_inlined():
+    one_graph(use_config, randn(2, 4), Config(), Lazy())
+
+
+def test_config_attribute_change_is_noticed():
+    cfg = Config()
+    cf = ember.compile(use_config)
+    x = randn(2, 4)
+    torch.testing.assert_close(cf(x, cfg, Lazy()), use_config(x, cfg, Lazy()))
+    cfg.eps = 0.5
+    torch.testing.assert_close(cf(x, cfg, Lazy()), use_config(x, cfg, Lazy()))
+    Config.attribute_map["hidden"] = "width"  # the alias table changed: guarded
+    try:
+        torch.testing.assert_close(cf(x, cfg, Lazy()), use_config(x, cfg, Lazy()))
+    finally:
+        Config.attribute_map["hidden"] = "hidden_size"
+    assert ember.testing.counters()["frames"] == 3  # recompiled for eps, then for the alias
