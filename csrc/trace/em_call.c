@@ -407,6 +407,50 @@ static EmStatus call_container_method(EmTracer *T, PyObject *fn, EmSym *self, Em
     return *out ? EM_OK : EM_ERR;
 }
 
+/* tuple(), list(), enumerate(), zip(), reversed() over syms: their items rearranged, no
+ * graph op. enumerate's optional start must be a constant int. */
+static EmStatus call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, EmSym **out) {
+    int is_enum = f == (PyObject *)&PyEnum_Type, is_zip = f == (PyObject *)&PyZip_Type;
+    long start = 0;
+    if (is_enum && n == 2) {
+        if (all[1]->kind != SYM_CONST || !PyLong_Check(all[1]->obj)) return em_trace_fail(T, EMA_CALL, "enumerate start");
+        start = PyLong_AsLong(all[1]->obj);
+        n = 1;
+    }
+    if (!is_zip && n != 1) return em_trace_fail(T, EMA_CALL, "%s with %d arguments", ((PyTypeObject *)f)->tp_name, n);
+    if (f == (PyObject *)&PyReversed_Type && all[0]->kind == SYM_ITER)
+        return em_trace_fail(T, EMA_CALL, "reversed() of an iterator");
+    EmSym *seqs[8];
+    int32_t len = -1;
+    for (int i = 0; i < n; i++) {
+        EmStatus st = em_seq_items(T, all[i], &seqs[i]);
+        if (st != EM_OK) return st;
+        if (len < 0 || seqs[i]->items.len < len) len = seqs[i]->items.len;
+    }
+    EmSymKind kind = f == (PyObject *)&PyTuple_Type ? SYM_TUPLE : f == (PyObject *)&PyList_Type ? SYM_LIST : SYM_ITER;
+    EmSym *r = em_sym_new(T, kind);
+    if (!r) return EM_ERR;
+    for (int32_t k = 0; k < len; k++) {
+        EmSym *item;
+        if (is_enum || is_zip) {
+            if (!(item = em_sym_new(T, SYM_TUPLE))) return EM_ERR;
+            if (is_enum) {
+                PyObject *iv = PyLong_FromLong(start + k);
+                EmSym *c = iv ? em_sym_const(T, iv) : NULL;
+                Py_XDECREF(iv);
+                if (!c || em_vec_push(&item->items, c)) return c ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
+            }
+            for (int i = 0; i < n; i++)
+                if (em_vec_push(&item->items, seqs[i]->items.data[k])) return PyErr_NoMemory(), EM_ERR;
+        } else {
+            item = seqs[0]->items.data[f == (PyObject *)&PyReversed_Type ? len - 1 - k : k];
+        }
+        if (em_vec_push(&r->items, item)) return PyErr_NoMemory(), EM_ERR;
+    }
+    *out = r;
+    return EM_OK;
+}
+
 EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
     EmSym *all[65];
     if (nargs + 1 > 65) return em_trace_fail(T, EMA_CALL, "call with too many arguments");
@@ -455,8 +499,27 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         }
         return st;
     }
+    if (!kwnames && n >= 1 && n <= 8 && (f == (PyObject *)&PyTuple_Type || f == (PyObject *)&PyList_Type ||
+                                         f == (PyObject *)&PyEnum_Type || f == (PyObject *)&PyZip_Type ||
+                                         f == (PyObject *)&PyReversed_Type)) {
+        int structural = 0; /* over syms that hold tensors, modules or iterators */
+        for (int i = 0; i < n; i++) structural |= all[i]->kind != SYM_CONST;
+        if (structural) return call_sequence(T, f, all, n, out);
+    }
     int rule = rule_of(f);
     if (rule < 0) return EM_ERR;
+    if (rule == RULE_CONST && PyCFunction_Check(f)) {
+        /* builtins consume an iterator argument whole (sum, any, all, max, sorted...) */
+        for (int i = 0; i < n; i++) {
+            if (all[i]->kind != SYM_ITER) continue;
+            EmSym *t = em_sym_new(T, SYM_TUPLE);
+            if (!t) return EM_ERR;
+            for (int32_t k = all[i]->pos; k < all[i]->items.len; k++)
+                if (em_vec_push(&t->items, all[i]->items.data[k])) return PyErr_NoMemory(), EM_ERR;
+            all[i]->pos = all[i]->items.len;
+            all[i] = t;
+        }
+    }
     switch (rule) {
         case RULE_GRAPH: return em_op_record(T, EMOP_CALL, f, all, n, kwnames, NULL, out);
         case RULE_CONST:
@@ -468,7 +531,10 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
             return em_trace_fail(T, EMA_NOT_IN_GRAPH, "%s", name);
         default: break;
     }
-    if (PyFunction_Check(f)) return em_inline(T, f, all, n, kwnames, out);
+    if (PyFunction_Check(f)) {
+        T->closure = fn->items.len ? fn : NULL;
+        return em_inline(T, f, all, n, kwnames, out);
+    }
     if (fn->kind == SYM_OBJ && PyObject_IsInstance(f, em_state.nn_module_type) == 1)
         return em_inline_module(T, fn, all, n, kwnames, out);
     callable_name(f, name, sizeof(name));

@@ -26,12 +26,13 @@ typedef struct {
     int32_t gslot, bslot;
     EmSym *retval;
     int done;
+    EmSym *gen_items;
 } EmFrameSave;
 
 static void frame_save(EmTracer *T, EmFrameSave *s) {
     *s = (EmFrameSave){T->code, T->code_bytes, T->bytes, T->n_units, T->locals, T->nlocals, T->stack, T->sp,
                        T->stack_cap, T->kwnames, T->ip, T->cur, T->globals, T->builtins, T->gslot, T->bslot,
-                       T->retval, T->done};
+                       T->retval, T->done, T->gen_items};
 }
 
 static void frame_restore(EmTracer *T, const EmFrameSave *s) {
@@ -53,6 +54,7 @@ static void frame_restore(EmTracer *T, const EmFrameSave *s) {
     T->bslot = s->bslot;
     T->retval = s->retval;
     T->done = s->done;
+    T->gen_items = s->gen_items;
 }
 
 static int kw_index(PyCodeObject *co, PyObject *name, int lo, int hi) {
@@ -126,8 +128,15 @@ EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObjec
     PyFunctionObject *fn = (PyFunctionObject *)func;
     PyCodeObject *co = (PyCodeObject *)fn->func_code;
     if (T->depth >= EM_MAX_DEPTH) return em_trace_fail(T, EMA_INLINE, "%s (inlining too deep)", PyUnicode_AsUTF8(co->co_qualname));
-    if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE))
+    EmSym *closure = T->closure;
+    T->closure = NULL;
+    /* a generator expression runs to its end at once: its yields become the items of an
+     * iterator (extra items a short-circuiting consumer would not take are only traced) */
+    int genexpr = (co->co_flags & CO_GENERATOR) && !PyUnicode_CompareWithASCIIString(co->co_name, "<genexpr>");
+    if (!genexpr && (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)))
         return em_trace_fail(T, EMA_INLINE, "%s (generator or coroutine)", PyUnicode_AsUTF8(co->co_qualname));
+    EmSym *gen = genexpr ? em_sym_new(T, SYM_ITER) : NULL;
+    if (genexpr && !gen) return EM_ERR;
     int n = em_code_nlocalsplus(co), nfree = em_code_nfree(co);
     EmSym **locals = calloc((size_t)n + 1, sizeof(EmSym *));
     EmSym **stack = calloc((size_t)co->co_stacksize + 8, sizeof(EmSym *));
@@ -138,7 +147,15 @@ EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObjec
         goto done;
     }
     if ((st = bind_args(T, fn, args, nargs, kwnames, locals)) != EM_OK) goto done;
+    if (closure && closure->items.len != nfree) {
+        st = em_trace_fail(T, EMA_INLINE, "%s (closure size)", PyUnicode_AsUTF8(co->co_qualname));
+        goto done;
+    }
     for (int i = n - nfree; i < n; i++) { /* free variables: realized from their cells on first read */
+        if (closure) {
+            locals[i] = closure->items.data[i - (n - nfree)];
+            continue;
+        }
         PyObject *cell = fn->func_closure ? PyTuple_GET_ITEM(fn->func_closure, i - (n - nfree)) : NULL;
         if (!cell) continue;
         EmSym *m = em_sym_new(T, SYM_NULL);
@@ -165,6 +182,7 @@ EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObjec
     T->ip = T->cur = 0;
     T->retval = NULL;
     T->done = 0;
+    T->gen_items = gen;
     if (fn->func_globals != saved.globals || T->gslot >= 0 || saved.gslot >= 0) {
         if (fn->func_globals == T->in.globals) {
             T->gslot = T->bslot = -1;
@@ -187,7 +205,7 @@ EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObjec
     T->depth++;
     st = em_trace_loop(T);
     T->depth--;
-    EmSym *ret = T->retval;
+    EmSym *ret = genexpr ? gen : T->retval;
     frame_restore(T, &saved);
     if (st == EM_OK) *out = ret;
 done:

@@ -48,7 +48,6 @@ EmStatus h_swap(EmTracer *T, const EmInstr *in) {
 
 EmStatus h_load_const(EmTracer *T, const EmInstr *in) {
     PyObject *v = PyTuple_GET_ITEM(T->code->co_consts, in->arg);
-    if (PyCode_Check(v)) return em_trace_fail(T, EMA_OPCODE, "nested function definition");
     return em_push(T, em_sym_const(T, v));
 }
 EmStatus h_load_fast(EmTracer *T, const EmInstr *in) {
@@ -447,9 +446,18 @@ EmStatus h_list_append(EmTracer *T, const EmInstr *in) {
 }
 
 /* Items of a sequence-like sym (tuple/list syms, or a constant tuple/list/range/Size). */
-static EmStatus seq_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
+EmStatus em_seq_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
     if (s->kind == SYM_TUPLE || s->kind == SYM_LIST) {
         *tmp_out = s;
+        return EM_OK;
+    }
+    if (s->kind == SYM_ITER) { /* the items not yet taken; the iterator is used up */
+        EmSym *r = em_sym_new(T, SYM_TUPLE);
+        for (int32_t i = s->pos; r && i < s->items.len; i++)
+            if (em_vec_push(&r->items, s->items.data[i])) r = NULL;
+        if (!r) return PyErr_Occurred() ? EM_ERR : (PyErr_NoMemory(), EM_ERR);
+        s->pos = s->items.len;
+        *tmp_out = r;
         return EM_OK;
     }
     if (s->kind == SYM_CONST) {
@@ -486,7 +494,7 @@ EmStatus h_list_extend(EmTracer *T, const EmInstr *in) {
     NEED(in->arg + 1);
     EmSym *v = POP(), *l = TOP(in->arg), *items = NULL;
     if (l->kind != SYM_LIST) return em_trace_fail(T, EMA_VALUE, "LIST_EXTEND");
-    EmStatus st = seq_items(T, v, &items);
+    EmStatus st = em_seq_items(T, v, &items);
     if (st != EM_OK) return st;
     for (int32_t i = 0; i < items->items.len; i++)
         if (em_vec_push(&l->items, items->items.data[i])) return PyErr_NoMemory(), EM_ERR;
@@ -496,7 +504,7 @@ EmStatus h_list_extend(EmTracer *T, const EmInstr *in) {
 EmStatus h_unpack_sequence(EmTracer *T, const EmInstr *in) {
     NEED(1);
     EmSym *s = POP(), *items = NULL;
-    EmStatus st = seq_items(T, s, &items);
+    EmStatus st = em_seq_items(T, s, &items);
     if (st != EM_OK) return st;
     if (items->items.len != in->arg) return em_trace_fail(T, EMA_VALUE, "unpacking %d values into %d", items->items.len, in->arg);
     for (int i = in->arg - 1; i >= 0; i--)
@@ -528,7 +536,7 @@ EmStatus h_call_ex(EmTracer *T, const EmInstr *in) {
     NEED(3 + has_kw);
     EmSym *kw = has_kw ? POP() : NULL, *pos = POP(), *fn = POP(), *null = POP(), *items = NULL, *out = NULL;
     if (null->kind != SYM_NULL) return em_trace_fail(T, EMA_OPCODE, "CALL_FUNCTION_EX on a bound method");
-    EmStatus st = seq_items(T, pos, &items);
+    EmStatus st = em_seq_items(T, pos, &items);
     if (st != EM_OK) return st;
     if (kw && kw->kind != SYM_DICT) return em_trace_fail(T, EMA_VALUE, "**kwargs of %s", em_sym_describe(kw));
     int np = items->items.len, nk = kw ? kw->items.len : 0;
@@ -557,6 +565,87 @@ EmStatus h_before_with(EmTracer *T, const EmInstr *in) {
     if (st != EM_OK) return st;
     if ((st = em_push(T, exit_fn)) != EM_OK) return st;
     return em_push(T, entered);
+}
+
+/* ---- functions made while tracing: comprehensions, generator expressions, lambdas ---- */
+
+static int is_comprehension(PyCodeObject *co) {
+    const char *n = PyUnicode_AsUTF8(co->co_name);
+    return n && (!strcmp(n, "<listcomp>") || !strcmp(n, "<genexpr>") || !strcmp(n, "<dictcomp>") ||
+                 !strcmp(n, "<setcomp>"));
+}
+
+EmStatus h_load_closure(EmTracer *T, const EmInstr *in) {
+    /* the cell's current value: a comprehension runs before its parent can change it
+     * (MAKE_FUNCTION accepts closures of comprehensions only) */
+    EmStatus st = EM_OK;
+    EmSym *v = em_local_get(T, in->arg, &st);
+    if (!v) return st != EM_OK ? st : em_trace_fail(T, EMA_VALUE, "closure over an unbound variable");
+    return em_push(T, v);
+}
+
+EmStatus h_make_function(EmTracer *T, const EmInstr *in) {
+    int flags = in->arg;
+    NEED(1 + !!(flags & 1) + !!(flags & 2) + !!(flags & 4) + !!(flags & 8));
+    EmSym *code = POP(), *closure = flags & 8 ? POP() : NULL;
+    if (flags & 4) (void)POP();
+    if (flags & 2) return em_trace_fail(T, EMA_VALUE, "a function with keyword-only defaults made while tracing");
+    EmSym *defaults = flags & 1 ? POP() : NULL;
+    if (code->kind != SYM_CONST || !PyCode_Check(code->obj))
+        return em_trace_fail(T, EMA_VALUE, "MAKE_FUNCTION of a %s", em_sym_describe(code));
+    PyCodeObject *co = (PyCodeObject *)code->obj;
+    if (closure && (!is_comprehension(co) || closure->kind != SYM_TUPLE))
+        return em_trace_fail(T, EMA_VALUE, "a closure made while tracing (%s)", PyUnicode_AsUTF8(co->co_qualname));
+    PyObject *fn = PyFunction_NewWithQualName(code->obj, T->globals, co->co_qualname);
+    if (!fn) return EM_ERR;
+    EmSym *s = em_sym_new(T, SYM_OBJ);
+    if (!s) {
+        Py_DECREF(fn);
+        return EM_ERR;
+    }
+    s->obj = fn;
+    if (defaults) {
+        PyObject *d = em_sym_value(T, defaults);
+        if (!d) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "non-constant default values");
+        int r = PyFunction_SetDefaults(fn, d);
+        Py_DECREF(d);
+        if (r) return EM_ERR;
+    }
+    for (int32_t i = 0; closure && i < closure->items.len; i++)
+        if (em_vec_push(&s->items, closure->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+    return em_push(T, s);
+}
+
+EmStatus h_return_generator(EmTracer *T, const EmInstr *in) {
+    (void)in;
+    if (!T->gen_items) return em_trace_fail(T, EMA_OPCODE, "RETURN_GENERATOR");
+    return em_push(T, em_sym_const(T, Py_None)); /* the value the first send() resumes with */
+}
+
+EmStatus h_yield_value(EmTracer *T, const EmInstr *in) {
+    (void)in;
+    NEED(1);
+    if (!T->gen_items) return em_trace_fail(T, EMA_OPCODE, "YIELD_VALUE");
+    EmSym *v = POP();
+    if (em_vec_push(&T->gen_items->items, v)) return PyErr_NoMemory(), EM_ERR;
+    return em_push(T, em_sym_const(T, Py_None));
+}
+
+EmStatus h_map_add(EmTracer *T, const EmInstr *in) {
+    NEED(in->arg + 2);
+    EmSym *v = POP(), *k = POP(), *d = TOP(in->arg);
+    if (d->kind != SYM_DICT || d->src >= 0 || k->kind != SYM_CONST)
+        return em_trace_fail(T, EMA_VALUE, "MAP_ADD of a %s key", em_sym_describe(k));
+    for (int32_t i = 0; i < d->keys.len; i++) {
+        int eq = PyObject_RichCompareBool(d->keys.data[i], k->obj, Py_EQ);
+        if (eq < 0) return EM_ERR;
+        if (eq) {
+            d->items.data[i] = v;
+            return EM_OK;
+        }
+    }
+    if (em_vec_push(&d->keys, Py_NewRef(k->obj)) || em_vec_push(&d->items, v)) return PyErr_NoMemory(), EM_ERR;
+    return EM_OK;
 }
 
 /* ---- control flow ---- */
@@ -602,7 +691,7 @@ EmStatus h_get_iter(EmTracer *T, const EmInstr *in) {
     (void)in;
     NEED(1);
     EmSym *s = POP(), *items = NULL;
-    EmStatus st = seq_items(T, s, &items);
+    EmStatus st = em_seq_items(T, s, &items);
     if (st != EM_OK) return st;
     EmSym *it = em_sym_new(T, SYM_ITER);
     if (!it) return EM_ERR;

@@ -159,6 +159,7 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
         }
         case SYM_CONST: o.kind = OUT_CONST; o.obj = Py_NewRef(s->obj); break;
         case SYM_OBJ:
+            if (s->items.len) return em_trace_fail(T, EMA_RETURN, "a function with a closure made while tracing");
             if (s->src < 0) { /* a constant of the trace (method, function of a trusted module) */
                 o.kind = OUT_CONST;
                 o.obj = Py_NewRef(s->obj);

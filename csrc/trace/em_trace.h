@@ -93,6 +93,10 @@ typedef struct EmTracer {
     EmInstr brk;       /* that instruction */
     int abort_root_at; /* code unit of the root instruction that aborted, -1 if none */
     int32_t *arg_slots; /* per local: guard slot of the argument it started as, or -1 */
+    /* functions made while tracing (em_inline.c) */
+    EmSym *closure;    /* set by em_call for the next em_inline: the function sym, whose items
+                        * are the values of its free variables (comprehensions only) */
+    EmSym *gen_items;  /* tracing a generator expression: the list its yields go to */
     /* global state (em_ctx.c) */
     int grad;          /* grad mode at the current point of the trace */
     int start_grad;    /* grad mode when the trace started (restored when it ends) */
@@ -178,6 +182,9 @@ void em_ctx_unwind(EmTracer *T);
 int32_t em_node_args(EmTracer *T, EmSym **args, int nargs, EmStatus *st);
 /* The interpreter loop over the current frame state (em_trace.c). */
 EmStatus em_trace_loop(EmTracer *T);
+/* Items of an iterable sym as a tuple/list sym (an iterator's remaining items, which
+ * uses it up; a constant sequence; a dict's keys; a module container). */
+EmStatus em_seq_items(EmTracer *T, EmSym *s, EmSym **out);
 /* Realizes a lazily wrapped local (argument or free variable). */
 EmSym *em_local_get(EmTracer *T, int i, EmStatus *st);
 

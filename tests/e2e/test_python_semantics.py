@@ -121,3 +121,53 @@ def test_config_attribute_change_is_noticed():
     finally:
         Config.attribute_map["hidden"] = "hidden_size"
     assert ember.testing.counters()["frames"] == 3  # recompiled for eps, then for the alias
+
+
+# ---- comprehensions, generator expressions, lambdas, iteration builtins ----
+
+
+def comprehensions(x, ws):
+    ys = [x * w for w in ws]
+    k = 3  # captured by the comprehension below (a cell of this frame)
+    zs = [y + k for y in ys if y.shape[0] > 1]
+    t = tuple(z * 2 for z in zs)
+    s = sum(z.sum() for z in zs)
+    ok = all(z.dim() == 1 for z in zs) and not any(z.shape[0] == 7 for z in zs)
+    d = {i: z for i, z in enumerate(zs, 1)}
+    g = (lambda a, b=2: a * b)(x)
+    pairs = [a - b for a, b in zip(ys, reversed(zs))]
+    return t, s, ok, d[2], g, pairs, list(d)
+
+
+def test_comprehensions_and_generators_inlined():
+    one_graph(comprehensions, randn(3), [1.0, 2.0, 3.0])
+
+
+class Stack(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+
+    def forward(self, x):
+        outs = [x]
+        for i, layer in enumerate(self.layers):
+            outs.append(layer(outs[-1]) * (i + 1))
+        return torch.stack([o.sum(-1) for o in outs[1:]]), tuple(o for o in outs if o is not x)
+
+
+def test_enumerate_module_list_and_filtering_genexpr():
+    one_graph(Stack(), randn(2, 4))
+
+
+def closure_changed_after_creation(x):
+    k = 1
+    f = lambda y: y * k  # noqa: E731  (a closure: it must see k's later value)
+    k = 5
+    return f(x)
+
+
+def test_closure_seeing_a_later_assignment_is_not_captured_by_value():
+    x = randn(3)
+    with pytest.warns(ember.EmberWarning, match="closure made while tracing"):
+        got = ember.compile(closure_changed_after_creation)(x)
+    torch.testing.assert_close(got, x * 5)
