@@ -54,6 +54,12 @@ _set(CONST, [torch.Size, torch.device, torch.get_default_dtype, torch.is_grad_en
              torch._C._has_torch_function, torch._C._has_torch_function_unary,
              torch._C._has_torch_function_variadic, torch.overrides.has_torch_function,
              torch.overrides.has_torch_function_unary, torch.overrides.has_torch_function_variadic])
+# CONST callables whose answer for a tensor depends only on its type (the tensor guards
+# check the exact type, and meta tensors keep Parameter-ness): answered on meta tensors
+TYPE_QUERIES = {torch._C._has_torch_function, torch._C._has_torch_function_unary,
+                torch._C._has_torch_function_variadic, torch.overrides.has_torch_function,
+                torch.overrides.has_torch_function_unary, torch.overrides.has_torch_function_variadic,
+                torch.is_tensor, torch.is_floating_point, torch.is_complex}
 _set(TRUE, [torch.compiler.is_compiling, getattr(torch._dynamo, "is_compiling", None),
             getattr(torch.compiler, "is_dynamo_compiling", None)])
 _T = torch.Tensor

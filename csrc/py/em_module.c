@@ -118,6 +118,12 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
         return PyErr_Format(PyExc_TypeError, "ember: helper.POINTWISE must be a set");
     }
     Py_XSETREF(em_state.pointwise_fns, pw);
+    PyObject *tq = PyObject_GetAttrString(helper, "TYPE_QUERIES");
+    if (!tq || !PySet_Check(tq)) {
+        Py_XDECREF(tq);
+        return PyErr_Format(PyExc_TypeError, "ember: helper.TYPE_QUERIES must be a set");
+    }
+    Py_XSETREF(em_state.type_query_fns, tq);
     Py_XSETREF(em_state.object_getattribute, PyObject_GetAttrString((PyObject *)&PyBaseObject_Type, "__getattribute__"));
     if (!em_state.object_getattribute) return NULL;
     static const char *names[] = {"set_grad_enabled", "enter_ctx", "exit_ctx", "reenter", "grad_restorer"};

@@ -234,7 +234,8 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
     int is_seq = !is_tensor && (PyTuple_Check(mres) || PyList_Check(mres));
     if (is_seq) {
         for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(mres); i++)
-            if (!PyObject_TypeCheck(PySequence_Fast_GET_ITEM(mres, i), em_state.tensor_type)) {
+            if (!PyObject_TypeCheck(PySequence_Fast_GET_ITEM(mres, i), em_state.tensor_type) &&
+                PySequence_Fast_GET_ITEM(mres, i) != Py_None) {
                 st = em_trace_fail(T, EMA_DATA_DEP, "%s returning non-tensors", name);
                 goto done;
             }
@@ -277,6 +278,11 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
         if (!s) goto done;
         if (!is_list && !PyTuple_CheckExact(mres)) s->seq_type = Py_NewRef((PyObject *)Py_TYPE(mres));
         for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(mres); i++) {
+            if (PySequence_Fast_GET_ITEM(mres, i) == Py_None) { /* (out, None) results: a constant */
+                EmSym *c = em_sym_const(T, Py_None);
+                if (!c || em_vec_push(&s->items, c)) goto done;
+                continue;
+            }
             int32_t a = em_ir_arg(T->G, EMA_REF, r, 0);
             EmRef ri = a < 0 ? -1 : em_ir_node(T->G, EMOP_ITEM, a, 1, -1, 0, -1);
             if (ri < 0) {
@@ -317,6 +323,8 @@ static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **args, int nargs, Py
     /* only type-level questions may be asked of objects ember does not model */
     int introspect = fn == em_state.builtin_isinstance || fn == em_state.builtin_issubclass ||
                      fn == em_state.builtin_callable || fn == (PyObject *)&PyType_Type;
+    /* questions about types a meta tensor answers as its tensor does (has_torch_function...) */
+    int type_query = PySet_Contains(em_state.type_query_fns, fn) == 1;
     for (int i = 0; i < nargs && !introspect; i++)
         if (has_opaque(args[i])) return em_trace_fail(T, EMA_CALL, "%s on a %s", name, em_sym_describe(args[i]));
     for (int i = 0; i < nargs; i++)
@@ -337,7 +345,7 @@ static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **args, int nargs, Py
         st = em_op_record(T, EMOP_CALL, fn, args, nargs, kwnames, NULL, out);
         goto done;
     }
-    if (has_tensor && rule == RULE_CONST && !introspect && fn != em_state.builtin_len) {
+    if (has_tensor && rule == RULE_CONST && !introspect && !type_query && fn != em_state.builtin_len) {
         /* str(t), repr(t), hash(t), format(t)...: the meta tensor's answer is not the tensor's */
         Py_DECREF(r);
         st = em_trace_fail(T, EMA_NOT_IN_GRAPH, "%s of a tensor", name);
