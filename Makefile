@@ -15,7 +15,7 @@ setup: $(DEPS) $(SO)
 
 $(DEPS): pyproject.toml Makefile
 	test -x $(VPY) || $(PY) -m venv $(VENV)
-	$(VPY) -m pip install -q torch==2.14.1 torchvision==0.29.1 pytest numpy setuptools wheel
+	$(VPY) -m pip install -q torch==2.14.1 torchvision==0.29.1 transformers pytest numpy setuptools wheel
 	touch $@
 
 $(SO): $(DEPS) $(CSRC)

@@ -50,6 +50,8 @@ _set(CONST, [torch.Size, torch.device, torch.get_default_dtype, torch.is_grad_en
              torch.numel, torch.promote_types, torch.result_type, torch.can_cast,
              torch.jit.is_scripting, torch.jit.is_tracing, torch.cuda.is_available,
              getattr(torch, "get_default_device", None), torch._C._get_tracing_state,
+             # no torch dispatch mode is active while ember's graphs run (README, limitations)
+             getattr(torch._C, "_len_torch_dispatch_stack", None),
              getattr(getattr(torch.backends, "mha", None), "get_fastpath_enabled", None),
              torch._C._has_torch_function, torch._C._has_torch_function_unary,
              torch._C._has_torch_function_variadic, torch.overrides.has_torch_function,
