@@ -36,6 +36,7 @@ EmCompiled *em_rt_compile(EmGraph *G, EmOut *out, int32_t nout, const int32_t *i
     if (!C->input_slots || !C->free_at || !C->frees || !C->is_output || !last) goto nomem;
     if (nin) memcpy(C->input_slots, input_slots, sizeof(int32_t) * (size_t)nin);
     for (int32_t i = 0; i < C->G.outputs.len; i++) C->is_output[C->G.outputs.data[i]] = 1;
+    for (int32_t i = 0; i < nout; i++) C->has_same |= C->out[i].kind == OUT_SAME;
     /* last use of every value; a value never used dies right after it is made */
     for (int32_t r = 0; r < n; r++) {
         last[r] = r;
@@ -191,9 +192,19 @@ done:
     return res;
 }
 
-static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const *slots, int32_t *at) {
+/* memo (NULL when the tree has no OUT_SAME): per position, the LIST/DICT/ITER object built
+ * there (borrowed: owned by its parent or by the result while the tree is built). */
+static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const *slots, int32_t *at,
+                           PyObject **memo) {
+    int32_t pos = *at;
     const EmOut *o = &C->out[(*at)++];
     switch (o->kind) {
+        case OUT_SAME:
+            if (!memo || !memo[o->v]) {
+                PyErr_SetString(PyExc_SystemError, "ember: output refers to an object not built");
+                return NULL;
+            }
+            return Py_NewRef(memo[o->v]);
         case OUT_VALUE: return Py_NewRef(vals[C->G.outputs.data[o->v]]);
         case OUT_CONST: return Py_NewRef(o->obj);
         case OUT_SLOT: return Py_NewRef(slots[o->v]);
@@ -202,8 +213,9 @@ static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const
         case OUT_ITER:
         case OUT_LIST: {
             PyObject *s = o->kind == OUT_LIST ? PyList_New(o->v) : PyTuple_New(o->v);
+            if (s && memo && o->kind == OUT_LIST) memo[pos] = s;
             for (int32_t i = 0; i < o->v; i++) {
-                PyObject *v = s ? build_out(C, vals, slots, at) : NULL;
+                PyObject *v = s ? build_out(C, vals, slots, at, memo) : NULL;
                 if (!v) {
                     Py_XDECREF(s);
                     return NULL;
@@ -221,14 +233,16 @@ static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const
             if (o->kind == OUT_ITER) {
                 PyObject *it = PyObject_GetIter(s);
                 Py_DECREF(s);
+                if (it && memo) memo[pos] = it;
                 return it;
             }
             return s;
         }
         case OUT_DICT: {
             PyObject *d = PyDict_New();
+            if (d && memo) memo[pos] = d;
             for (int32_t i = 0; i < o->v; i++) {
-                PyObject *v = d ? build_out(C, vals, slots, at) : NULL;
+                PyObject *v = d ? build_out(C, vals, slots, at, memo) : NULL;
                 if (!v || PyDict_SetItem(d, PyTuple_GET_ITEM(o->obj, i), v)) {
                     Py_XDECREF(v);
                     Py_XDECREF(d);
@@ -256,7 +270,13 @@ EM_NEW PyObject *em_rt_call(EmCompiled *C, PyObject *const *slots) {
         for (int32_t k = C->free_at[r]; k < C->free_at[r + 1]; k++) Py_CLEAR(vals[C->frees[k]]);
     }
     int32_t at = 0;
-    res = C->nout ? build_out(C, vals, slots, &at) : Py_NewRef(Py_None);
+    PyObject **memo = C->has_same ? PyMem_Calloc((size_t)C->nout, sizeof(PyObject *)) : NULL;
+    if (C->has_same && !memo) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    res = C->nout ? build_out(C, vals, slots, &at, memo) : Py_NewRef(Py_None);
+    PyMem_Free(memo);
 done:
     if (!res && C->on_error) { /* put global state back as the graph found it */
         PyObject *et, *ev, *tb;

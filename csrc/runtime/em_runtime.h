@@ -18,6 +18,7 @@ typedef struct EmCompiled {
     int32_t *frees;       /* per node: refs whose last use it is, -1 terminated runs */
     int32_t *free_at;     /* per node: first index in frees */
     uint8_t *is_output;
+    int has_same;         /* the output tree has OUT_SAME entries (needs a memo per call) */
     PyObject *on_error;   /* owned or NULL: called when the graph fails (restores global state) */
 } EmCompiled;
 

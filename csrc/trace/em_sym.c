@@ -16,6 +16,7 @@ EmSym *em_sym_new(EmTracer *T, EmSymKind kind) {
     s->kind = (uint8_t)kind;
     s->src = -1;
     s->ref = -1;
+    s->out_at = -1;
     return s;
 }
 

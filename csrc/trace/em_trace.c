@@ -141,6 +141,14 @@ static EmStatus dispatch(EmTracer *T, const EmInstr *in) {
     }
 }
 
+static EmStatus same_out(EmTracer *T, EmSym *s) {
+    EmOut o = {.kind = OUT_SAME, .v = s->out_at};
+    return em_vec_push(&T->out, o) ? (PyErr_NoMemory(), EM_ERR) : EM_OK;
+}
+
+/* Appends the output tree of s. A list, dict or iterator made while tracing is built once:
+ * where it appears again (two names, or inside another output) the tree says OUT_SAME, so
+ * the frame sees one object, as eager Python does. */
 static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
     EmOut o = {0};
     if (depth > 32) return em_trace_fail(T, EMA_RETURN, "nesting too deep");
@@ -182,12 +190,17 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
             }
             if (s->src >= 0) {
                 /* a container read from the frame (never mutated while tracing): the object itself */
+                Py_CLEAR(o.obj);
                 o.kind = OUT_SLOT;
                 o.v = s->src;
-                o.obj = NULL;
                 if (em_vec_push(&T->out, o)) return PyErr_NoMemory(), EM_ERR;
                 return EM_OK;
             }
+            if (s->kind != SYM_TUPLE && s->out_at >= 0) { /* the same mutable object again */
+                Py_CLEAR(o.obj);
+                return same_out(T, s);
+            }
+            if (s->kind != SYM_TUPLE) s->out_at = T->out.len;
             if (em_vec_push(&T->out, o)) {
                 Py_XDECREF(o.obj);
                 return PyErr_NoMemory(), EM_ERR;
@@ -199,6 +212,8 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
             return EM_OK;
         }
         case SYM_ITER: { /* an iterator over known items: rebuilt over the items not yet taken */
+            if (s->out_at >= 0) return same_out(T, s);
+            s->out_at = T->out.len;
             o.kind = OUT_ITER;
             o.v = s->items.len - s->pos;
             if (em_vec_push(&T->out, o)) return PyErr_NoMemory(), EM_ERR;

@@ -47,10 +47,14 @@ struct EmSym {
      * _set_grad_enabled calls (else as enter/exit helper calls, ref = the enter node) */
     PyObject *spec;
     int8_t prev_grad, ctx_state, grad_family;
+    int32_t out_at; /* LIST/DICT/ITER made while tracing: its entry in the output tree, or -1 */
 };
 
 /* Return-value description: a prefix-order tree. */
-typedef enum { OUT_VALUE, OUT_CONST, OUT_SLOT, OUT_TUPLE, OUT_LIST, OUT_DICT, OUT_ITER, OUT_REENTER } EmOutKind;
+typedef enum {
+    OUT_VALUE, OUT_CONST, OUT_SLOT, OUT_TUPLE, OUT_LIST, OUT_DICT, OUT_ITER, OUT_REENTER,
+    OUT_SAME /* v: position of an earlier LIST/DICT/ITER entry: the very object built there */
+} EmOutKind;
 typedef struct {
     uint8_t kind;
     int32_t v;     /* VALUE: graph output index; SLOT: guard slot; seqs: child count */

@@ -1851,3 +1851,46 @@ def break_at_method_load(x, obj):
 def test_break_at_a_method_load_keeps_the_call_pending():
     compare(break_at_method_load, randn(3), _NoMethodLoad())
     assert counters()["aborts"] == 0
+
+
+# ---------------------------------------------------------------------------
+# one object per container across a break (mutations at the break are seen)
+# ---------------------------------------------------------------------------
+
+
+def dict_pop_at_break(x):
+    d = {"a": 1, "b": 2}
+    d.pop("a")  # dict.pop is not traced: the break runs it on the frame's dict
+    return x + len(d)
+
+
+_REGISTRY = []
+
+
+def _register(o):
+    _REGISTRY.append(o)
+
+
+def register_then_append(x):
+    lst = []
+    _register(lst)  # runs as plain Python with the list the frame keeps using
+    lst.append(x + 1)
+    return len(_REGISTRY[-1])
+
+
+def same_list_twice(x):
+    lst = [x]
+    return lst, lst, (lst,)
+
+
+@pytest.mark.filterwarnings("ignore::ember.EmberWarning")
+def test_container_mutated_at_a_break_is_the_frames_container():
+    compare(dict_pop_at_break, randn(2))
+    _REGISTRY.clear()
+    got = ember.compile(register_then_append)(randn(2))
+    assert got == 1 and len(_REGISTRY[-1]) == 1
+
+
+def test_returned_container_keeps_its_identity():
+    got = ember.compile(same_list_twice)(randn(2))
+    assert got[0] is got[1] and got[2][0] is got[0]
