@@ -222,7 +222,8 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
             PyObject *where = PyUnicode_FromFormat("%U:%d: ", co->co_filename, PyCode_Addr2Line(co, at * 2));
             int inner = where && !PyUnicode_Tailmatch(first_why, where, 0, PyUnicode_GET_LENGTH(where), -1);
             PyObject *reason = !where ? NULL
-                               : inner ? PyUnicode_FromFormat("%U%s (inside a call, at %U)", where, T.abort_detail, first_why)
+                               : inner ? PyUnicode_FromFormat("%Ua call that cannot be captured whole (inside it, at %U)",
+                                                              where, first_why)
                                        : Py_NewRef(first_why);
             Py_XDECREF(where);
             const char *ru = reason ? PyUnicode_AsUTF8(reason) : NULL;
