@@ -648,6 +648,46 @@ EmStatus h_map_add(EmTracer *T, const EmInstr *in) {
     return EM_OK;
 }
 
+/* DICT_MERGE (f(**a, **b): a repeated key is an error) and DICT_UPDATE ({**a, **b}) into a
+ * dict made while tracing, from a dict sym whose keys are known. */
+EmStatus h_dict_merge(EmTracer *T, const EmInstr *in) {
+    NEED(in->arg + 1);
+    int merge = in->op == EM_OP_DICT_MERGE;
+    EmSym *src = POP(), *d = TOP(in->arg);
+    if (d->kind != SYM_DICT || d->src >= 0 || src->kind != SYM_DICT)
+        return em_trace_fail(T, EMA_VALUE, "%s of a %s", em_op_names[in->op], em_sym_describe(src));
+    for (int32_t k = 0; k < src->keys.len; k++) {
+        int32_t at = -1;
+        for (int32_t i = 0; i < d->keys.len && at < 0; i++) {
+            int eq = PyObject_RichCompareBool(d->keys.data[i], src->keys.data[k], Py_EQ);
+            if (eq < 0) return EM_ERR;
+            if (eq) at = i;
+        }
+        if (at >= 0 && merge) /* Python raises TypeError: let it, as plain Python */
+            return em_trace_fail(T, EMA_VALUE, "keyword argument given twice");
+        if (at >= 0) {
+            d->items.data[at] = src->items.data[k];
+        } else if (em_vec_push(&d->keys, Py_NewRef(src->keys.data[k])) || em_vec_push(&d->items, src->items.data[k])) {
+            return PyErr_NoMemory(), EM_ERR;
+        }
+    }
+    return EM_OK;
+}
+
+#ifdef EM_OP_LIST_TO_TUPLE
+EmStatus h_list_to_tuple(EmTracer *T, const EmInstr *in) {
+    (void)in;
+    NEED(1);
+    EmSym *l = POP();
+    if (l->kind != SYM_LIST) return em_trace_fail(T, EMA_VALUE, "LIST_TO_TUPLE of a %s", em_sym_describe(l));
+    EmSym *t = em_sym_new(T, SYM_TUPLE);
+    if (!t) return EM_ERR;
+    for (int32_t i = 0; i < l->items.len; i++)
+        if (em_vec_push(&t->items, l->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+    return em_push(T, t);
+}
+#endif
+
 /* ---- control flow ---- */
 
 EmStatus h_jump(EmTracer *T, const EmInstr *in) {

@@ -171,3 +171,41 @@ def test_closure_seeing_a_later_assignment_is_not_captured_by_value():
     with pytest.warns(ember.EmberWarning, match="closure made while tracing"):
         got = ember.compile(closure_changed_after_creation)(x)
     torch.testing.assert_close(got, x * 5)
+
+
+# ---- keyword forwarding: f(*a, **kw, k=v), {**a, **b}, decorators ----
+
+
+def _inner(x, scale=1.0, shift=0.0, *rest):
+    return x * scale + shift + len(rest)
+
+
+def _deco(fn):
+    def wrapper(*args, **kwargs):
+        kwargs = {**kwargs, "shift": 2.0}
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+_wrapped = _deco(_inner)
+
+
+def forwards_kwargs(x, kw):
+    a = _inner(*[x], **kw, shift=1.0)
+    b = _wrapped(x, scale=5.0)
+    c = _inner(*(x, 2.0, 0.5, "r1", "r2"))
+    return a, b, c
+
+
+def test_kwargs_forwarding_and_decorators():
+    one_graph(forwards_kwargs, randn(3), {"scale": 2.0})
+
+
+def duplicate_keyword(x, **kw):
+    return _inner(x, **kw, scale=3.0)
+
+
+@pytest.mark.filterwarnings("ignore::ember.EmberWarning")
+def test_duplicate_keyword_raises_as_in_python():
+    with pytest.raises(TypeError, match="multiple values"):
+        ember.compile(duplicate_keyword)(randn(3), scale=2.0)
