@@ -634,18 +634,8 @@ EmStatus h_yield_value(EmTracer *T, const EmInstr *in) {
 EmStatus h_map_add(EmTracer *T, const EmInstr *in) {
     NEED(in->arg + 2);
     EmSym *v = POP(), *k = POP(), *d = TOP(in->arg);
-    if (d->kind != SYM_DICT || d->src >= 0 || k->kind != SYM_CONST)
-        return em_trace_fail(T, EMA_VALUE, "MAP_ADD of a %s key", em_sym_describe(k));
-    for (int32_t i = 0; i < d->keys.len; i++) {
-        int eq = PyObject_RichCompareBool(d->keys.data[i], k->obj, Py_EQ);
-        if (eq < 0) return EM_ERR;
-        if (eq) {
-            d->items.data[i] = v;
-            return EM_OK;
-        }
-    }
-    if (em_vec_push(&d->keys, Py_NewRef(k->obj)) || em_vec_push(&d->items, v)) return PyErr_NoMemory(), EM_ERR;
-    return EM_OK;
+    if (d->kind != SYM_DICT || d->src >= 0) return em_trace_fail(T, EMA_VALUE, "MAP_ADD into a %s", em_sym_describe(d));
+    return dict_put(T, d, k, v);
 }
 
 /* DICT_MERGE (f(**a, **b): a repeated key is an error) and DICT_UPDATE ({**a, **b}) into a
@@ -657,19 +647,15 @@ EmStatus h_dict_merge(EmTracer *T, const EmInstr *in) {
     if (d->kind != SYM_DICT || d->src >= 0 || src->kind != SYM_DICT)
         return em_trace_fail(T, EMA_VALUE, "%s of a %s", em_op_names[in->op], em_sym_describe(src));
     for (int32_t k = 0; k < src->keys.len; k++) {
-        int32_t at = -1;
-        for (int32_t i = 0; i < d->keys.len && at < 0; i++) {
+        for (int32_t i = 0; merge && i < d->keys.len; i++) {
             int eq = PyObject_RichCompareBool(d->keys.data[i], src->keys.data[k], Py_EQ);
             if (eq < 0) return EM_ERR;
-            if (eq) at = i;
+            if (eq) /* Python raises TypeError: let it, as plain Python */
+                return em_trace_fail(T, EMA_VALUE, "keyword argument given twice");
         }
-        if (at >= 0 && merge) /* Python raises TypeError: let it, as plain Python */
-            return em_trace_fail(T, EMA_VALUE, "keyword argument given twice");
-        if (at >= 0) {
-            d->items.data[at] = src->items.data[k];
-        } else if (em_vec_push(&d->keys, Py_NewRef(src->keys.data[k])) || em_vec_push(&d->items, src->items.data[k])) {
-            return PyErr_NoMemory(), EM_ERR;
-        }
+        EmSym *key = em_sym_const(T, src->keys.data[k]);
+        EmStatus st = key ? dict_put(T, d, key, src->items.data[k]) : EM_ERR;
+        if (st != EM_OK) return st;
     }
     return EM_OK;
 }
