@@ -15,6 +15,7 @@ The tracer calls `classify` for callables missing from RULES; the answer is memo
 tracked by ember, since meta tensors have none).
 """
 import builtins
+import enum
 import math
 import os
 import operator
@@ -219,8 +220,9 @@ def skip_file(filename):
 
 # ---- values ----
 
+# enum members are singletons compared by identity: constants like ints
 PURE_TYPES = (torch.dtype, torch.device, torch.Size, torch.memory_format, torch.layout, torch.finfo,
-              torch.iinfo, type(Ellipsis), type(None))
+              torch.iinfo, type(Ellipsis), type(None), enum.Enum)
 _SCALARS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), slice, range, torch.dtype,
             torch.device, torch.memory_format, torch.layout, torch.finfo, torch.iinfo)
 

@@ -214,6 +214,18 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
         }
         case EMG_TENSOR: return em_guard_tensor_match(slots[in->slot], &P->specs.data[in->a]);
         case EMG_SAME: return slots[in->slot] == slots[in->a];
+        case EMG_ABSENT: {
+            PyObject *d = slots[in->slot], **dp = NULL;
+            if (!in->a) {
+                dp = _PyObject_GetDictPtr(d);
+                d = dp ? *dp : NULL;
+            } else if (!PyDict_CheckExact(d)) {
+                return 0;
+            }
+            if (!d) return 1;
+            int has = PyDict_Contains(d, in->obj);
+            return has < 0 ? -1 : !has;
+        }
         case EMG_GLOBAL_STATE: return gs_match(&P->gs);
         default: return -1;
     }
@@ -262,6 +274,7 @@ EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int3
         case EMG_ID: res = PyUnicode_FromFormat("%s is %R, expected the object %R", name, v, in->obj); break;
         case EMG_EQ: res = PyUnicode_FromFormat("%s == %R, expected %R", name, v, in->obj); break;
         case EMG_LEN: res = PyUnicode_FromFormat("len(%s) changed, expected %zd", name, in->a); break;
+        case EMG_ABSENT: res = PyUnicode_FromFormat("%s now has %R, expected it absent", name, in->obj); break;
         case EMG_SAME:
             res = PyUnicode_FromFormat("%s is no longer the same object as %s", name, P->names.data[in->a]);
             break;
@@ -338,6 +351,12 @@ int em_guard_dump(const EmGuardProg *P, EmStrBuf *o) {
             }
             case EMG_LEN: rc = em_sb_printf(o, "  LENGTH %s == %zd\n", name, in->a); break;
             case EMG_SAME: rc = em_sb_printf(o, "  SAME_OBJECT %s is %s\n", name, P->names.data[in->a]); break;
+            case EMG_ABSENT: {
+                const char *u = PyUnicode_Check(in->obj) ? PyUnicode_AsUTF8(in->obj) : "?";
+                if (!u) PyErr_Clear();
+                rc = em_sb_printf(o, "  ABSENT %s%s %s\n", name, in->a ? "" : ".__dict__", u ? u : "?");
+                break;
+            }
             case EMG_GLOBAL_STATE: {
                 PyObject *r = PyObject_Repr(P->gs.default_dtype);
                 const char *u = r ? PyUnicode_AsUTF8(r) : "?";

@@ -381,33 +381,151 @@ done:
     return st;
 }
 
-/* list.append / dict.__setitem__-like mutations of containers made while tracing. */
+static int dict_find(EmSym *d, PyObject *key) {
+    for (int32_t i = 0; i < d->keys.len; i++) {
+        int eq = PyObject_RichCompareBool(d->keys.data[i], key, Py_EQ);
+        if (eq) return eq < 0 ? -2 : i;
+    }
+    return -1;
+}
+
+static void dict_remove(EmSym *d, int i) {
+    Py_DECREF(d->keys.data[i]);
+    for (int32_t k = i + 1; k < d->keys.len; k++) {
+        d->keys.data[k - 1] = d->keys.data[k];
+        d->items.data[k - 1] = d->items.data[k];
+    }
+    d->keys.len--;
+    d->items.len--;
+}
+
+/* A list sym of d's keys, values or (key, value) tuples (what = 'k', 'v', 'i'). */
+static EmSym *dict_view(EmTracer *T, EmSym *d, char what) {
+    EmSym *r = em_sym_new(T, SYM_LIST);
+    for (int32_t i = 0; r && i < d->keys.len; i++) {
+        EmSym *k = what != 'v' ? em_sym_const(T, d->keys.data[i]) : d->items.data[i], *it = k;
+        if (k && what == 'i' && (it = em_sym_new(T, SYM_TUPLE)) &&
+            (em_vec_push(&it->items, k) || em_vec_push(&it->items, d->items.data[i])))
+            it = (PyErr_NoMemory(), NULL);
+        if (!it || em_vec_push(&r->items, it)) r = NULL;
+    }
+    return r;
+}
+
+/* Methods of lists and dicts the trace models: reads on any, mutations only on containers
+ * made while tracing (em_sym_own), and lookups in dicts read through a slot. */
 static EmStatus call_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **args, int nargs,
                                       EmSym **out) {
     const char *n = PyUnicode_AsUTF8(PyDescr_NAME(fn));
     if (!n) return EM_ERR;
-    if (self->src >= 0)
-        return em_trace_fail(T, EMA_SIDE_EFFECT, "%s.%s on an input", em_sym_describe(self), n);
-    if (self->kind == SYM_LIST && !strcmp(n, "append") && nargs == 1) {
+    *out = NULL;
+    if (self->kind == SYM_OBJ) { /* a dict read through a slot (em_lazy_dict_get) */
+        int found = 0;
+        if ((!strcmp(n, "get") && (nargs == 1 || nargs == 2)) || (!strcmp(n, "__contains__") && nargs == 1) ||
+            (!strcmp(n, "__getitem__") && nargs == 1)) {
+            if (args[0]->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "dict.%s by a %s", n, em_sym_describe(args[0]));
+            EmStatus st = em_lazy_dict_get(T, self, args[0]->obj, &found, out);
+            if (st != EM_OK) return st;
+            if (n[0] == '_' && n[2] == 'c') *out = em_sym_const(T, found ? Py_True : Py_False);
+            else if (!found && n[0] == '_') return em_trace_fail(T, EMA_VALUE, "missing dict key");
+            else if (!found) *out = nargs == 2 ? args[1] : em_sym_const(T, Py_None);
+            return *out ? EM_OK : EM_ERR;
+        }
+        return em_trace_fail(T, EMA_SIDE_EFFECT, "dict.%s on an input", n);
+    }
+    int is_dict = self->kind == SYM_DICT, is_list = self->kind == SYM_LIST;
+    /* reads */
+    if (is_dict && (!strcmp(n, "get") || !strcmp(n, "__getitem__") || !strcmp(n, "__contains__")) &&
+        nargs >= 1 && nargs <= 2 - (n[0] == '_')) {
+        if (args[0]->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "dict.%s by a %s", n, em_sym_describe(args[0]));
+        int i = dict_find(self, args[0]->obj);
+        if (i == -2) return EM_ERR;
+        if (n[0] == '_' && n[2] == 'c') *out = em_sym_const(T, i >= 0 ? Py_True : Py_False);
+        else if (i >= 0) *out = self->items.data[i];
+        else if (n[0] == '_') return em_trace_fail(T, EMA_VALUE, "missing dict key");
+        else *out = nargs == 2 ? args[1] : em_sym_const(T, Py_None);
+        return *out ? EM_OK : EM_ERR;
+    }
+    if (is_dict && nargs == 0 && (!strcmp(n, "keys") || !strcmp(n, "values") || !strcmp(n, "items"))) {
+        *out = dict_view(T, self, n[0]);
+        return *out ? EM_OK : EM_ERR;
+    }
+    if ((is_dict || is_list) && nargs == 0 && !strcmp(n, "copy")) {
+        EmSym *c = em_sym_new(T, self->kind);
+        for (int32_t i = 0; c && i < self->items.len; i++)
+            if (em_vec_push(&c->items, self->items.data[i]) ||
+                (is_dict && em_vec_push(&c->keys, Py_NewRef(self->keys.data[i]))))
+                c = (PyErr_NoMemory(), NULL);
+        *out = c;
+        return c ? EM_OK : EM_ERR;
+    }
+    /* mutations */
+    int own = em_sym_own(T, self);
+    if (own < 0) return EM_ERR;
+    if (!own) return em_trace_fail(T, EMA_SIDE_EFFECT, "%s.%s on an input", em_sym_describe(self), n);
+    if (is_list && !strcmp(n, "append") && nargs == 1) {
         if (em_vec_push(&self->items, args[0])) return PyErr_NoMemory(), EM_ERR;
-    } else if (self->kind == SYM_LIST && !strcmp(n, "extend") && nargs == 1 &&
+    } else if (is_list && !strcmp(n, "extend") && nargs == 1 &&
                (args[0]->kind == SYM_LIST || args[0]->kind == SYM_TUPLE)) {
         EmSym *src = args[0];
         int32_t cnt = src->items.len;
         for (int32_t i = 0; i < cnt; i++)
             if (em_vec_push(&self->items, src->items.data[i])) return PyErr_NoMemory(), EM_ERR;
-    } else if (self->kind == SYM_DICT && !strcmp(n, "get") && (nargs == 1 || nargs == 2) &&
-               args[0]->kind == SYM_CONST) {
-        for (int32_t i = 0; i < self->keys.len; i++) {
-            int eq = PyObject_RichCompareBool(self->keys.data[i], args[0]->obj, Py_EQ);
-            if (eq < 0) return EM_ERR;
-            if (eq) {
-                *out = self->items.data[i];
-                return EM_OK;
-            }
+    } else if (is_list && (!strcmp(n, "pop") || !strcmp(n, "insert")) && nargs <= 2) {
+        int is_pop = n[0] == 'p';
+        if ((is_pop && nargs > 1) || (!is_pop && nargs != 2)) return em_trace_fail(T, EMA_CALL, "list.%s arguments", n);
+        Py_ssize_t i = is_pop ? -1 : 0, len = self->items.len;
+        if (nargs >= 1) {
+            if (nargs && (args[0]->kind != SYM_CONST || !PyLong_Check(args[0]->obj)))
+                return em_trace_fail(T, EMA_CALL, "list.%s index", n);
+            if (nargs) i = PyLong_AsSsize_t(args[0]->obj);
         }
-        *out = nargs == 2 ? args[1] : em_sym_const(T, Py_None);
-        return *out ? EM_OK : EM_ERR;
+        if (i < 0) i += len;
+        if (is_pop) {
+            if (i < 0 || i >= len) return em_trace_fail(T, EMA_VALUE, "pop from an empty list or bad index");
+            *out = self->items.data[i];
+            for (Py_ssize_t k = i + 1; k < len; k++) self->items.data[k - 1] = self->items.data[k];
+            self->items.len--;
+            return EM_OK;
+        }
+        if (i < 0) i = 0;
+        if (i > len) i = len;
+        if (em_vec_push(&self->items, args[1])) return PyErr_NoMemory(), EM_ERR;
+        for (Py_ssize_t k = len; k > i; k--) self->items.data[k] = self->items.data[k - 1];
+        self->items.data[i] = args[1];
+    } else if (is_dict && (!strcmp(n, "pop") || !strcmp(n, "setdefault") || !strcmp(n, "__setitem__")) &&
+               nargs >= 1 && nargs <= 2) {
+        if (args[0]->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "dict.%s by a %s", n, em_sym_describe(args[0]));
+        int i = dict_find(self, args[0]->obj);
+        if (i == -2) return EM_ERR;
+        if (n[0] == 'p') {
+            if (i < 0 && nargs == 1) return em_trace_fail(T, EMA_VALUE, "missing dict key");
+            *out = i >= 0 ? self->items.data[i] : args[1];
+            if (i >= 0) dict_remove(self, i);
+            return EM_OK;
+        }
+        if (n[0] == 's' && i >= 0) {
+            *out = self->items.data[i];
+            return EM_OK;
+        }
+        EmSym *v = nargs == 2 ? args[1] : em_sym_const(T, Py_None);
+        if (!v) return EM_ERR;
+        if (i >= 0) self->items.data[i] = v;
+        else if (em_vec_push(&self->keys, Py_NewRef(args[0]->obj)) || em_vec_push(&self->items, v))
+            return PyErr_NoMemory(), EM_ERR;
+        if (n[0] == 's' && n[1] == 'e' && n[2] == 't') {
+            *out = v;
+            return EM_OK;
+        }
+    } else if (is_dict && !strcmp(n, "update") && nargs == 1 && args[0]->kind == SYM_DICT) {
+        EmSym *o = args[0];
+        for (int32_t k = 0; k < o->keys.len; k++) {
+            int i = dict_find(self, o->keys.data[k]);
+            if (i == -2) return EM_ERR;
+            if (i >= 0) self->items.data[i] = o->items.data[k];
+            else if (em_vec_push(&self->keys, Py_NewRef(o->keys.data[k])) || em_vec_push(&self->items, o->items.data[k]))
+                return PyErr_NoMemory(), EM_ERR;
+        }
     } else {
         return em_trace_fail(T, EMA_CALL, "%s.%s", em_sym_describe(self), n);
     }
@@ -478,7 +596,8 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         if (n == 0) return em_super_noargs(T, out);
         if (n == 2) return em_super(T, all[0], all[1], out);
     }
-    if (self && (self->kind == SYM_LIST || self->kind == SYM_DICT || self->kind == SYM_TUPLE) &&
+    if (self && (self->kind == SYM_LIST || self->kind == SYM_DICT || self->kind == SYM_TUPLE ||
+                 (self->kind == SYM_OBJ && PyDict_CheckExact(self->obj) && self->src >= 0)) &&
         Py_IS_TYPE(f, &PyMethodDescr_Type))
         return call_container_method(T, f, self, args, nargs, out);
     if (f == em_state.builtin_len && n == 1 && all[0]->kind == SYM_OBJ &&
@@ -492,21 +611,23 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         Py_DECREF(len);
         return *out ? EM_OK : EM_ERR;
     }
-    if (f == em_state.builtin_getattr && (n == 2 || n == 3) && !kwnames && all[1]->kind == SYM_CONST &&
-        PyUnicode_Check(all[1]->obj)) {
-        EmSym *self_out = NULL;
-        EmStatus st = em_sym_getattr(T, all[0], all[1]->obj, 0, out, &self_out);
-        if (st == EM_ABORT && n == 3 && all[0]->kind == SYM_OBJ && all[0]->src >= 0) {
-            /* getattr(obj, name, default) when obj has no such attribute: guarded absence is
-             * not expressible yet; only accept the default when the attribute is really
-             * absent and the object's type is guarded (instance attributes still unguarded) */
-            if (!PyObject_HasAttr(all[0]->obj, all[1]->obj)) {
-                *out = all[2];
-                return EM_OK;
+    int is_hasattr = f == em_state.builtin_hasattr && n == 2;
+    if ((is_hasattr || (f == em_state.builtin_getattr && (n == 2 || n == 3))) && !kwnames &&
+        all[1]->kind == SYM_CONST && PyUnicode_Check(all[1]->obj)) {
+        if (n == 3 || is_hasattr) { /* the default / False when absence can be guarded */
+            int absent = em_sym_attr_absent(T, all[0], all[1]->obj);
+            if (absent < 0) return EM_ERR;
+            if (absent) {
+                *out = is_hasattr ? em_sym_const(T, Py_False) : all[2];
+                return *out ? EM_OK : EM_ERR;
             }
         }
-        return st;
+        EmSym *self_out = NULL;
+        EmStatus st = em_sym_getattr(T, all[0], all[1]->obj, is_hasattr, out, &self_out);
+        if (st == EM_OK && is_hasattr) *out = em_sym_const(T, Py_True);
+        return st == EM_OK && !*out ? EM_ERR : st;
     }
+    if (f == (PyObject *)&PyType_Type && n == 1 && !kwnames) return em_sym_type(T, all[0], out);
     if (!kwnames && n >= 1 && n <= 8 && (f == (PyObject *)&PyTuple_Type || f == (PyObject *)&PyList_Type ||
                                          f == (PyObject *)&PyEnum_Type || f == (PyObject *)&PyZip_Type ||
                                          f == (PyObject *)&PyReversed_Type)) {
@@ -514,7 +635,13 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         for (int i = 0; i < n; i++) structural |= all[i]->kind != SYM_CONST;
         if (structural) return call_sequence(T, f, all, n, out);
     }
-    int rule = rule_of(f);
+    PyObject *bound_to = PyCFunction_Check(f) ? PyCFunction_GET_SELF(f) : NULL;
+    /* methods of immutable builtin values ("-".join, "{}".format, (1, 2).index): pure */
+    int rule = bound_to && (PyUnicode_CheckExact(bound_to) || PyBytes_CheckExact(bound_to) ||
+                            PyLong_CheckExact(bound_to) || PyFloat_CheckExact(bound_to) ||
+                            PyTuple_CheckExact(bound_to) || PyFrozenSet_CheckExact(bound_to))
+                   ? RULE_CONST
+                   : rule_of(f);
     if (rule < 0) return EM_ERR;
     if (rule == RULE_CONST && PyCFunction_Check(f)) {
         /* builtins consume an iterator argument whole (sum, any, all, max, sorted...) */

@@ -264,6 +264,10 @@ EmStatus h_contains_op(EmTracer *T, const EmInstr *in) {
             found = PyObject_RichCompareBool(c->keys.data[i], k->obj, Py_EQ);
             if (found < 0) return EM_ERR;
         }
+    } else if (c->kind == SYM_OBJ && PyDict_CheckExact(c->obj) && c->src >= 0 && k->kind == SYM_CONST) {
+        EmSym *v;
+        EmStatus st = em_lazy_dict_get(T, c, k->obj, &found, &v);
+        if (st != EM_OK) return st;
     } else if (k->kind == SYM_CONST || k->kind == SYM_OBJ) {
         PyObject *cv = em_sym_value(T, c);
         if (!cv) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "'in' on %s", em_sym_describe(c));
@@ -326,6 +330,12 @@ EmStatus h_binary_subscr(EmTracer *T, const EmInstr *in) {
         st = em_op_record(T, EMOP_SUBSCR, NULL, args, 2, NULL, op_fn(EMOP_SUBSCR), &out);
     else if (args[0]->kind == SYM_TUPLE || args[0]->kind == SYM_LIST || args[0]->kind == SYM_DICT)
         st = seq_index(T, args[0], args[1], &out);
+    else if (args[0]->kind == SYM_OBJ && PyDict_CheckExact(args[0]->obj) && args[0]->src >= 0 &&
+             args[1]->kind == SYM_CONST) {
+        int found;
+        st = em_lazy_dict_get(T, args[0], args[1]->obj, &found, &out);
+        if (st == EM_OK && !found) st = em_trace_fail(T, EMA_VALUE, "missing dict key");
+    }
     else if (args[0]->kind == SYM_OBJ && args[1]->kind == SYM_CONST && PyLong_CheckExact(args[1]->obj) &&
              PyObject_IsInstance(args[0]->obj, em_state.nn_module_type) == 1) {
         EmSym *items = NULL; /* ModuleList[i], Sequential[i] */
@@ -347,7 +357,7 @@ EmStatus h_store_subscr(EmTracer *T, const EmInstr *in) {
         EmSym *args[3] = {c, key, v};
         return em_op_record(T, EMOP_SETITEM, NULL, args, 3, NULL, op_fn(EMOP_SETITEM), &out);
     }
-    if (c->src >= 0) return em_trace_fail(T, EMA_SIDE_EFFECT, "item store into an input %s", em_sym_describe(c));
+    if (!em_sym_own(T, c)) return em_trace_fail(T, EMA_SIDE_EFFECT, "item store into an input %s", em_sym_describe(c));
     if (key->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "item store with key %s", em_sym_describe(key));
     if (c->kind == SYM_DICT) {
         for (int32_t i = 0; i < c->keys.len; i++) {

@@ -543,6 +543,222 @@ static EmStatus inline_attr_hook(EmTracer *T, PyObject *hook, EmSym *base, PyObj
 static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self,
                               int generic);
 
+/* A sym for an object whose identity the trace already knows (the type of a guarded
+ * instance, a class found in a guarded class's MRO): its slot is a constant, so attribute
+ * reads through it are guarded like those of any input. */
+EmSym *em_sym_known(EmTracer *T, PyObject *EM_BORROWED obj, const char *label) {
+    int32_t slot = em_guard_const(T->P, obj, label);
+    if (slot < 0) return NULL;
+    EmSym *s = em_sym_new(T, SYM_OBJ);
+    if (!s) return NULL;
+    s->obj = Py_NewRef(obj);
+    s->by_id = 1;
+    s->src = slot;
+    return s;
+}
+
+static EmStatus known_out(EmTracer *T, PyObject *obj, const char *label, EmSym **out) {
+    *out = em_sym_known(T, obj, label);
+    return *out ? EM_OK : EM_ERR;
+}
+
+/* 1 when the trace may mutate container s: it was made while tracing, or it is the frame's
+ * own **kwargs dict (a fresh dict no one else sees), which from then on is rebuilt in the
+ * output tree like a dict made while tracing. 0 for other inputs. */
+int em_sym_own(EmTracer *T, EmSym *s) {
+    (void)T;
+    if (s->src < 0) return 1;
+    if (s->kind == SYM_DICT && s->pos == -4) {
+        s->src = -1;
+        s->out_at = -1;
+        return 1;
+    }
+    return 0;
+}
+
+/* key in d, d[key], d.get(key) on an exact dict read through a guard slot but not wrapped
+ * whole (an instance __dict__): only the key's presence (LOAD_DICT) or absence (ABSENT) is
+ * guarded. Sets *found; *out is the value's sym when found. */
+EmStatus em_lazy_dict_get(EmTracer *T, EmSym *d, PyObject *key, int *found, EmSym **out) {
+    *found = 0;
+    *out = NULL;
+    if (d->kind != SYM_OBJ || !PyDict_CheckExact(d->obj) || d->src < 0)
+        return em_trace_fail(T, EMA_VALUE, "lookup in %s", em_sym_describe(d));
+    if (!is_pure(key, 0)) return em_trace_fail(T, EMA_VALUE, "dict lookup by a %s", Py_TYPE(key)->tp_name);
+    PyObject *v = PyDict_GetItemWithError(d->obj, key);
+    if (!v) {
+        if (PyErr_Occurred()) return EM_ERR;
+        return em_guard_check(T->P, EMG_ABSENT, d->src, key, 1) ? EM_ERR : EM_OK;
+    }
+    *found = 1;
+    int32_t slot = em_guard_dict(T->P, d->src, key);
+    if (slot < 0) return EM_ERR;
+    EmStatus st;
+    *out = em_sym_wrap(T, v, slot, &st);
+    return *out ? EM_OK : st;
+}
+
+/* 1 when `name` is provably not an attribute of the object base stands for, with the guards
+ * that keep it so installed; 0 when that cannot be shown this way; -1 on error. Covers
+ * instances of types with the generic lookup (and nn.Module's parameter/buffer/module tables):
+ * the type (guarded) has no such attribute and the instance dict (guarded) has no such key. */
+int em_sym_attr_absent(EmTracer *T, EmSym *base, PyObject *name) {
+    if (base->kind != SYM_OBJ || base->src < 0 || PyType_Check(base->obj) || PyModule_Check(base->obj)) return 0;
+    PyObject *o = base->obj;
+    PyTypeObject *tp = Py_TYPE(o);
+    int is_mod = PyObject_IsInstance(o, em_state.nn_module_type);
+    if (is_mod < 0) return -1;
+    if (tp->tp_getattro != PyObject_GenericGetAttr && !is_mod) return 0;
+    if (_PyType_Lookup(tp, name)) return 0;
+    PyObject **dp = _PyObject_GetDictPtr(o);
+    PyObject *dict = dp ? *dp : NULL;
+    if (dict) {
+        int has = PyDict_Contains(dict, name);
+        if (has) return has < 0 ? -1 : 0;
+    }
+    static const char *const tables[] = {"_parameters", "_buffers", "_modules", NULL};
+    if (is_mod) {
+        if (!dict) return 0;
+        for (int i = 0; tables[i]; i++) {
+            PyObject *tab = PyDict_GetItemString(dict, tables[i]);
+            if (!tab || !PyDict_CheckExact(tab)) return 0;
+            int has = PyDict_Contains(tab, name);
+            if (has) return has < 0 ? -1 : 0;
+        }
+    }
+    if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0) ||
+        em_guard_check(T->P, EMG_ABSENT, base->src, name, 0))
+        return -1;
+    for (int i = 0; is_mod && tables[i]; i++) {
+        PyObject *tn = PyUnicode_InternFromString(tables[i]);
+        int32_t ts = tn ? em_guard_odict(T->P, base->src, tn) : -1;
+        Py_XDECREF(tn);
+        if (ts < 0 || em_guard_check(T->P, EMG_ABSENT, ts, name, 1)) return -1;
+    }
+    return 1;
+}
+
+/* type(s): the class, known from the guards that already describe s. */
+EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out) {
+    PyObject *tp = NULL;
+    switch (s->kind) {
+        case SYM_TENSOR: {
+            PyObject *m = em_sym_meta(T, s);
+            if (!m) return EM_ERR;
+            tp = (PyObject *)Py_TYPE(m);
+            break;
+        }
+        case SYM_CONST:
+        case SYM_OBJ:
+        case SYM_CTX: tp = (PyObject *)Py_TYPE(s->obj); break;
+        case SYM_TUPLE: tp = s->seq_type ? s->seq_type : (PyObject *)&PyTuple_Type; break;
+        case SYM_LIST: tp = (PyObject *)&PyList_Type; break;
+        case SYM_DICT: tp = (PyObject *)&PyDict_Type; break;
+        default: return em_trace_fail(T, EMA_VALUE, "type() of a %s", em_sym_describe(s));
+    }
+    if (s->kind == SYM_OBJ && s->src >= 0 && !s->by_id &&
+        em_guard_check(T->P, EMG_TYPE, s->src, tp, 0))
+        return EM_ERR;
+    return known_out(T, tp, ((PyTypeObject *)tp)->tp_name, out);
+}
+
+/* Attributes that describe a function or code object rather than state: read as constants
+ * (functions are guarded by identity; renaming one after compiling is not seen). */
+static EmStatus describing_attr(EmTracer *T, EmSym *base, PyObject *name, const char *n, EmSym **out, int *done) {
+    PyObject *o = base->obj;
+    *done = 0;
+    int is_code = PyCode_Check(o);
+    if (!is_code && !(PyFunction_Check(o) && base->by_id)) return EM_OK;
+    if (!is_code && strcmp(n, "__name__") && strcmp(n, "__qualname__") && strcmp(n, "__module__") &&
+        strcmp(n, "__doc__") && strcmp(n, "__code__"))
+        return EM_OK;
+    *done = 1;
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (!v) {
+        PyErr_Clear();
+        return em_trace_fail(T, EMA_ATTR, "%s.%s (not found)", Py_TYPE(o)->tp_name, n);
+    }
+    EmStatus st;
+    if (PyCode_Check(v)) st = known_out(T, v, "<code>", out);
+    else if (is_pure(v, 0)) st = (*out = em_sym_const(T, v)) ? EM_OK : EM_ERR;
+    else st = em_trace_fail(T, EMA_ATTR, "%s.%s (not a constant)", Py_TYPE(o)->tp_name, n);
+    Py_DECREF(v);
+    return st;
+}
+
+/* Attribute of a class (type.__getattribute__ semantics): a data descriptor of the metaclass
+ * (__name__, __qualname__...), else the class's MRO (functions, static and class methods,
+ * plain values guarded through the owning class's __dict__), else the metaclass. */
+static EmStatus type_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
+    PyTypeObject *cls = (PyTypeObject *)base->obj, *meta = Py_TYPE(cls);
+    const char *n = PyUnicode_AsUTF8(name);
+    static PyObject *s_ga;
+    if (!n || (!s_ga && !(s_ga = PyUnicode_InternFromString("__getattribute__")))) return EM_ERR;
+    if (meta->tp_getattro != PyType_Type.tp_getattro &&
+        _PyType_Lookup(meta, s_ga) != _PyType_Lookup(&PyType_Type, s_ga))
+        return em_trace_fail(T, EMA_ATTR, "%s.%s (metaclass with its own __getattribute__)", cls->tp_name, n);
+    PyObject *mattr = _PyType_Lookup(meta, name);
+    if (mattr && Py_TYPE(mattr)->tp_descr_set) {
+        if (strcmp(n, "__name__") && strcmp(n, "__qualname__") && strcmp(n, "__module__") && strcmp(n, "__doc__"))
+            return em_trace_fail(T, EMA_ATTR, "%s.%s (metaclass descriptor)", cls->tp_name, n);
+        PyObject *v = PyObject_GetAttr((PyObject *)cls, name);
+        if (!v) return EM_ERR;
+        *out = is_pure(v, 0) ? em_sym_const(T, v) : NULL;
+        int pure = is_pure(v, 0);
+        Py_DECREF(v);
+        if (!pure) return em_trace_fail(T, EMA_ATTR, "%s.%s (not a constant)", cls->tp_name, n);
+        return *out ? EM_OK : EM_ERR;
+    }
+    PyObject *mro = cls->tp_mro, *owner = NULL, *v = NULL;
+    for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro) && !v; i++) {
+        owner = PyTuple_GET_ITEM(mro, i);
+        PyObject *d = ((PyTypeObject *)owner)->tp_dict;
+        v = d ? PyDict_GetItemWithError(d, name) : NULL;
+        if (!v && PyErr_Occurred()) return EM_ERR;
+    }
+    if (!v) {
+        if (mattr && PyFunction_Check(mattr) && method) { /* a metaclass method: cls is self */
+            EmSym *f = em_sym_new(T, SYM_OBJ);
+            if (!f) return EM_ERR;
+            f->obj = Py_NewRef(mattr);
+            *out = f;
+            *self = base;
+            return EM_OK;
+        }
+        return em_trace_fail(T, EMA_ATTR, "%s.%s (not found on the class)", cls->tp_name, n);
+    }
+    /* the owner's dict entry is guarded: a class attribute reassigned later is noticed */
+    EmSym *osym = owner == (PyObject *)cls ? base : em_sym_known(T, owner, ((PyTypeObject *)owner)->tp_name);
+    if (!osym) return EM_ERR;
+    if (osym->src < 0) return em_trace_fail(T, EMA_ATTR, "%s.%s of a class made while tracing", cls->tp_name, n);
+    int32_t slot = em_guard_odict(T->P, osym->src, name);
+    if (slot < 0) return EM_ERR;
+    int is_static = Py_IS_TYPE(v, &PyStaticMethod_Type), is_cm = Py_IS_TYPE(v, &PyClassMethod_Type);
+    if (is_static || is_cm || PyFunction_Check(v)) {
+        if (em_guard_check(T->P, EMG_ID, slot, v, 0)) return EM_ERR;
+        PyObject *f = v;
+        if (is_static || is_cm) {
+            f = PyObject_GetAttrString(v, "__func__");
+            if (!f) return EM_ERR;
+            Py_DECREF(f); /* kept alive by v */
+            if (!PyFunction_Check(f)) return em_trace_fail(T, EMA_ATTR, "%s.%s (wraps a builtin)", cls->tp_name, n);
+        }
+        if (is_cm && !method) return em_trace_fail(T, EMA_ATTR, "bound class method %s.%s as a value", cls->tp_name, n);
+        EmSym *fs = em_sym_new(T, SYM_OBJ);
+        if (!fs) return EM_ERR;
+        fs->obj = Py_NewRef(f);
+        fs->by_id = 1;
+        *out = fs;
+        *self = is_cm ? base : NULL;
+        return EM_OK;
+    }
+    if (Py_TYPE(v)->tp_descr_get && !PyType_Check(v))
+        return em_trace_fail(T, EMA_ATTR, "%s.%s (descriptor read on the class)", cls->tp_name, n);
+    EmStatus st;
+    *out = em_sym_wrap(T, v, slot, &st);
+    return *out ? EM_OK : st;
+}
+
 static EmStatus obj_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
     return obj_attr_impl(T, base, name, method, out, self, 0);
 }
@@ -587,8 +803,32 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
         if (*out && (*out)->kind == SYM_OBJ) (*out)->obj = Py_NewRef(v);
         return *out ? EM_OK : EM_ERR;
     }
+    int done;
+    if ((st = describing_attr(T, base, name, n, out, &done)) != EM_OK || done) return st;
     if (base->src < 0) return em_trace_fail(T, EMA_ATTR, "%s.%s of an object made while tracing", Py_TYPE(o)->tp_name, n);
+    if (PyType_Check(o)) return type_attr(T, base, name, method, out, self);
     PyTypeObject *tp = Py_TYPE(o);
+    static PyObject *s_class;
+    if (!s_class && !(s_class = PyUnicode_InternFromString("__class__"))) return EM_ERR;
+    static PyObject *s_dict;
+    if (!s_dict && !(s_dict = PyUnicode_InternFromString("__dict__"))) return EM_ERR;
+    if (PyUnicode_Compare(name, s_dict) == 0 && !method) {
+        PyObject **dp = _PyObject_GetDictPtr(o);
+        if (!dp || !*dp || !PyDict_CheckExact(*dp))
+            return em_trace_fail(T, EMA_ATTR, "%s.__dict__ (no plain instance dict)", tp->tp_name);
+        if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
+        int32_t ds = em_guard_attr(T->P, base->src, name);
+        EmSym *d = ds < 0 ? NULL : em_sym_new(T, SYM_OBJ);
+        if (!d) return EM_ERR;
+        d->obj = Py_NewRef(*dp);
+        d->src = ds;
+        *out = d;
+        return EM_OK;
+    }
+    if (PyUnicode_Compare(name, s_class) == 0 && _PyType_Lookup(tp, name) == _PyType_Lookup(&PyBaseObject_Type, name)) {
+        if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
+        return known_out(T, (PyObject *)tp, tp->tp_name, out);
+    }
     PyObject *getattr_hook = NULL;
     if (!generic && tp->tp_getattro != PyObject_GenericGetAttr && !PyObject_IsInstance(o, em_state.nn_module_type)) {
         static PyObject *s_ga, *s_gattr; /* interned names, immortal for the process */
@@ -653,7 +893,9 @@ EmStatus em_sym_getattr(EmTracer *T, EmSym *base, PyObject *name, int method, Em
     *self = NULL;
     switch (base->kind) {
         case SYM_TENSOR: return tensor_attr(T, base, name, method, out, self);
-        case SYM_OBJ: return obj_attr(T, base, name, method, out, self);
+        case SYM_OBJ:
+            if (method && PyDict_CheckExact(base->obj) && base->src >= 0) break;
+            return obj_attr(T, base, name, method, out, self);
         case SYM_CONST: {
             PyObject *v = PyObject_GetAttr(base->obj, name);
             if (!v) {
@@ -699,6 +941,17 @@ EmStatus em_sym_getattr(EmTracer *T, EmSym *base, PyObject *name, int method, Em
             }
             break;
         default: break;
+    }
+    if (method && base->kind == SYM_OBJ && PyDict_CheckExact(base->obj) && base->src >= 0) {
+        PyObject *fn = _PyType_Lookup(&PyDict_Type, name);
+        if (fn) {
+            EmSym *f = em_sym_new(T, SYM_OBJ);
+            if (!f) return EM_ERR;
+            f->obj = Py_NewRef(fn);
+            *out = f;
+            *self = base;
+            return EM_OK;
+        }
     }
     if (method && (base->kind == SYM_LIST || base->kind == SYM_DICT || base->kind == SYM_TUPLE)) {
         /* list.append etc.: the unbound method of the builtin type, self = the sym */

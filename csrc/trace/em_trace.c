@@ -123,6 +123,10 @@ EmSym *em_local_get(EmTracer *T, int i, EmStatus *st) {
     if (s->kind == SYM_NULL && s->pos == -2) {
         EmSym *w = em_sym_wrap(T, s->obj, s->src, st);
         if (!w) return NULL;
+        PyCodeObject *co = T->code;
+        if (w->kind == SYM_DICT && (co->co_flags & CO_VARKEYWORDS) &&
+            i == co->co_argcount + co->co_kwonlyargcount + !!(co->co_flags & CO_VARARGS))
+            w->pos = -4; /* the frame's own **kwargs dict (em_call.c may mutate it) */
         T->locals[i] = w;
         return w;
     }

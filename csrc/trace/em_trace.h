@@ -131,6 +131,8 @@ EmStatus em_trace_fail(EmTracer *T, EmAbort why, const char *fmt, ...) __attribu
 EmSym *em_sym_new(EmTracer *T, EmSymKind kind);
 EmSym *em_sym_const(EmTracer *T, PyObject *EM_BORROWED v);
 EmSym *em_sym_null(EmTracer *T);
+/* A by-identity OBJ sym for an object the trace knows from other guards, with a constant slot. */
+EmSym *em_sym_known(EmTracer *T, PyObject *EM_BORROWED obj, const char *label);
 /* Wraps a value read from a guard slot, installing guards; NULL with status in *st. */
 EmSym *em_sym_wrap(EmTracer *T, PyObject *EM_BORROWED v, int32_t slot, EmStatus *st);
 /* Meta tensor of a tensor sym (created lazily). Borrowed, NULL on error. */
@@ -143,6 +145,11 @@ int em_sym_retarget(EmTracer *T, EmSym *s, EmRef r, PyObject *m, PyObject *dev);
  * exception. */
 EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s);
 int em_sym_truth(EmTracer *T, EmSym *s, int *out); /* 0 ok, else abort status */
+/* Lookups in a dict read through a slot without wrapping it whole; absence proofs; type(). */
+int em_sym_own(EmTracer *T, EmSym *s);
+EmStatus em_lazy_dict_get(EmTracer *T, EmSym *d, PyObject *key, int *found, EmSym **out);
+int em_sym_attr_absent(EmTracer *T, EmSym *base, PyObject *name);
+EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out);
 EmStatus em_sym_getattr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self);
 /* object.__getattribute__(base, name): the generic lookup, bypassing a type's override. */
 EmStatus em_sym_getattr_generic(EmTracer *T, EmSym *base, PyObject *name, EmSym **out);

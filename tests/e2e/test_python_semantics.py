@@ -209,3 +209,197 @@ def duplicate_keyword(x, **kw):
 def test_duplicate_keyword_raises_as_in_python():
     with pytest.raises(TypeError, match="multiple values"):
         ember.compile(duplicate_keyword)(randn(3), scale=2.0)
+
+
+# ---- classes, enums, type(), hasattr, instance dicts, function attributes ----
+
+import enum  # noqa: E402
+
+
+class Mode(enum.Enum):
+    FAST = 1
+    SLOW = 2
+
+
+class Settings:
+    SCALE = 3.0
+    mode = Mode.FAST
+
+    def __init__(self):
+        self.bias = 1.0
+
+    @classmethod
+    def make_scale(cls):
+        return cls.SCALE * 2
+
+    @staticmethod
+    def helper(x):
+        return x - 1
+
+
+def test_class_attributes_enums_and_methods_read_on_the_class():
+    s = Settings()
+
+    def f(x):
+        y = x * Settings.SCALE + Settings.make_scale() + Settings.helper(x)
+        if s.mode == Mode.FAST and type(s).mode is Mode.FAST:
+            y = y + 1
+        return y + s.bias
+
+    one_graph(f, randn(3))
+
+
+def test_class_attribute_change_is_noticed():
+    class K:
+        FACTOR = 2
+
+    def f(x):
+        return x * K.FACTOR
+
+    cf = ember.compile(f)
+    x = randn(3)
+    torch.testing.assert_close(cf(x), x * 2)
+    K.FACTOR = 5
+    torch.testing.assert_close(cf(x), x * 5)
+
+
+def test_enum_member_argument_guarded_by_value():
+    def f(x, m):
+        return x + 1 if m is Mode.FAST else x - 1
+
+    cf = ember.compile(f)
+    x = randn(3)
+    torch.testing.assert_close(cf(x, Mode.FAST), x + 1)
+    torch.testing.assert_close(cf(x, Mode.SLOW), x - 1)
+    torch.testing.assert_close(cf(x, Mode.FAST), x + 1)
+
+
+def test_type_and_dunder_class_names():
+    s = Settings()
+    lin = torch.nn.Linear(3, 3)
+
+    def f(x):
+        name = f"{type(s).__name__}.{s.__class__.__qualname__}:{type(lin).__name__}"
+        if name == "Settings.Settings:Linear" and type(x) is torch.Tensor and type([1]) is list:
+            return lin(x)
+        return x
+
+    one_graph(f, randn(2, 3))
+
+
+def test_hasattr_and_getattr_default_are_guarded():
+    class Box:
+        pass
+
+    b = Box()
+
+    def f(x):
+        y = x + getattr(b, "extra", 0.0)
+        return y * 2 if hasattr(b, "flag") else y
+
+    cf = ember.compile(f)
+    x = randn(3)
+    torch.testing.assert_close(cf(x), x * 1)
+    b.extra = 1.5
+    torch.testing.assert_close(cf(x), x + 1.5)
+    b.flag = True
+    torch.testing.assert_close(cf(x), (x + 1.5) * 2)
+    del b.flag, b.extra
+    torch.testing.assert_close(cf(x), x)
+
+
+def test_hasattr_on_a_module_sees_parameters_and_submodules():
+    m = torch.nn.Sequential(torch.nn.Linear(3, 3))
+
+    def f(x):
+        y = m(x)
+        if hasattr(m, "weight"):
+            y = y + 100
+        if hasattr(m, "0") and hasattr(m[0], "weight") and not hasattr(m[0], "nothing"):
+            y = y * 2
+        return y
+
+    one_graph(f, randn(2, 3))
+
+
+def test_instance_dict_lookups_are_guarded_per_key():
+    class Cfg:
+        def __init__(self):
+            self.size = 4
+
+    c = Cfg()
+
+    def f(x):
+        d = c.__dict__
+        y = x * d["size"]
+        if d.get("special") is not None:
+            y = y + d.get("special")
+        return y + (1 if "size" in d else 0)
+
+    cf = ember.compile(f)
+    x = randn(3)
+    torch.testing.assert_close(cf(x), x * 4 + 1)
+    c.special = 10
+    torch.testing.assert_close(cf(x), x * 4 + 10 + 1)
+
+
+def test_function_and_code_attributes():
+    def scale(x):
+        return x * 3
+
+    def f(x):
+        if scale.__name__ == "scale" and "x" in scale.__code__.co_varnames and scale.__code__.co_argcount == 1:
+            return scale(x)
+        return x
+
+    one_graph(f, randn(3))
+
+
+def test_own_kwargs_dict_get_pop_and_setitem():
+    def f(x, **kwargs):
+        scale = kwargs.pop("scale", 1.0)
+        kwargs["extra"] = kwargs.get("bias", 0.0) + 1
+        return x * scale + kwargs["extra"], sorted(kwargs)
+
+    expected = f(randn(3), scale=2.0, bias=0.5)
+    cf = ember.compile(f)
+    for _ in range(2):
+        got = cf(randn(3), scale=2.0, bias=0.5)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1] == expected[1]
+    c = ember.testing.counters()
+    assert (c["frames"], c["breaks"], c["aborts"]) == (1, 0, 0), c
+
+
+def test_list_and_dict_methods_on_containers_made_while_tracing():
+    def f(x, d):
+        xs = [x, x + 1, x + 2]
+        last = xs.pop()
+        xs.insert(0, last)
+        first = xs.pop(1)
+        e = dict(d) if False else {"a": x}
+        e.update({"b": x * 2})
+        e.setdefault("c", x * 3)
+        e.setdefault("a", x * 100)
+        c = e.copy()
+        gone = c.pop("b")
+        total = sum(v for v in e.values()) + sum(xs) + first + gone
+        keys = [k for k, _ in e.items()] + list(d.keys())
+        return total * d["w"], "-".join(keys) == "a-b-c-w", "a" in e.keys(), d.get("missing", 7)
+
+    got = one_graph(f, randn(3), {"w": randn(3, seed=1)})
+    assert got[1:] == (True, True, 7)
+
+
+def test_str_methods_on_constants():
+    name = "Layer_Norm"
+
+    def f(x):
+        parts = name.lower().split("_")
+        key = "{}-{}".format(*parts)
+        if key.startswith("layer") and "-".join(parts).endswith("norm") and name.replace("_", "") == "LayerNorm":
+            return x * len(key)
+        return x
+
+    got = one_graph(f, randn(3))
+    torch.testing.assert_close(got, randn(3) * 10)
