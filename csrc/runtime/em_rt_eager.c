@@ -238,6 +238,16 @@ static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const
             }
             return s;
         }
+        case OUT_BOUND: {
+            PyObject *self = build_out(C, vals, slots, at, memo);
+            PyObject *fn = self ? build_out(C, vals, slots, at, memo) : NULL;
+            descrgetfunc get = fn ? Py_TYPE(fn)->tp_descr_get : NULL;
+            PyObject *r = get ? get(fn, self, (PyObject *)Py_TYPE(self)) : NULL;
+            if (fn && !get) PyErr_SetString(PyExc_SystemError, "ember: bound method of a non-descriptor");
+            Py_XDECREF(self);
+            Py_XDECREF(fn);
+            return r;
+        }
         case OUT_DICT: {
             PyObject *d = PyDict_New();
             if (d && memo) memo[pos] = d;

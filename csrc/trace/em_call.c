@@ -584,6 +584,22 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
     if (self) all[n++] = self;
     for (int i = 0; i < nargs; i++) all[n++] = args[i];
     if (fn->kind == SYM_EXIT) return em_ctx_exit_call(T, fn, all, n, out);
+    if (fn->kind == SYM_BOUND && !self) return em_call(T, fn->items.data[1], fn->items.data[0], args, nargs, kwnames, out);
+    if (fn->kind == SYM_OBJ && fn->src >= 0 && PyMethod_Check(fn->obj) && !self) {
+        /* a bound method read from the frame (stored in an attribute, passed in): its
+         * function and self are guarded through their own slots */
+        static PyObject *s_func, *s_self; /* interned once for the process */
+        if (!s_func && !(s_func = PyUnicode_InternFromString("__func__"))) return EM_ERR;
+        if (!s_self && !(s_self = PyUnicode_InternFromString("__self__"))) return EM_ERR;
+        int32_t fs = em_guard_attr(T->P, fn->src, s_func);
+        int32_t ss = fs < 0 ? -1 : em_guard_attr(T->P, fn->src, s_self);
+        if (ss < 0) return EM_ERR;
+        EmStatus st;
+        EmSym *fsym = em_sym_wrap(T, PyMethod_GET_FUNCTION(fn->obj), fs, &st);
+        EmSym *ssym = fsym ? em_sym_wrap(T, PyMethod_GET_SELF(fn->obj), ss, &st) : NULL;
+        if (!ssym) return st;
+        return em_call(T, fsym, ssym, args, nargs, kwnames, out);
+    }
     if (fn->kind != SYM_OBJ && fn->kind != SYM_CONST)
         return em_trace_fail(T, EMA_CALL, "a %s", em_sym_describe(fn));
     PyObject *f = fn->obj;

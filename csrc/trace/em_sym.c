@@ -28,9 +28,25 @@ EmSym *em_sym_const(EmTracer *T, PyObject *v) {
 
 EmSym *em_sym_null(EmTracer *T) { return em_sym_new(T, SYM_NULL); }
 
+EmStatus em_sym_method(EmTracer *T, PyObject *fn, EmSym *self, int method, EmSym **out, EmSym **selfp) {
+    EmSym *f = em_sym_new(T, SYM_OBJ);
+    if (!f) return EM_ERR;
+    f->obj = Py_NewRef(fn);
+    f->by_id = 1;
+    if (method) {
+        *out = f;
+        *selfp = self;
+        return EM_OK;
+    }
+    EmSym *b = em_sym_new(T, SYM_BOUND);
+    if (!b || em_vec_push(&b->items, self) || em_vec_push(&b->items, f)) return b ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
+    *out = b;
+    return EM_OK;
+}
+
 const char *em_sym_describe(EmSym *s) {
     static const char *names[] = {"NULL", "constant", "tensor", "tuple", "list", "dict", "object", "iterator", "context manager",
-                                  "__exit__ of a with block"};
+                                  "__exit__ of a with block", "bound method"};
     if (s->kind == SYM_OBJ || s->kind == SYM_CONST) return Py_TYPE(s->obj)->tp_name;
     return names[s->kind];
 }
@@ -404,17 +420,12 @@ static EmStatus tensor_attr(EmTracer *T, EmSym *base, PyObject *name, int method
     if (!n) return EM_ERR;
     PyObject *m = em_sym_meta(T, base);
     if (!m) return EM_ERR;
-    if (method) {
-        /* x.view(...): the unbound method from the type, self = x */
+    {
+        /* x.view(...): the unbound method from the type, self = x (x.view as a value: bound) */
         PyObject *fn = _PyType_Lookup(Py_TYPE(m), name);
-        if (fn) {
-            EmSym *f = em_sym_new(T, SYM_OBJ);
-            if (!f) return EM_ERR;
-            f->obj = Py_NewRef(fn);
-            *out = f;
-            *self = base;
-            return EM_OK;
-        }
+        if (fn && (method || PyFunction_Check(fn) || Py_IS_TYPE(fn, &PyMethodDescr_Type) ||
+                   Py_IS_TYPE(fn, &PyWrapperDescr_Type)))
+            return em_sym_method(T, fn, base, method, out, self);
     }
     if (!strcmp(n, "device")) {
         *out = em_sym_const(T, base->device);
@@ -477,14 +488,11 @@ static EmStatus class_attr(EmTracer *T, EmSym *base, PyTypeObject *tp, PyObject 
         fn = f;
         bound = is_static ? NULL : em_sym_const(T, (PyObject *)tp);
         if (!is_static && !bound) return EM_ERR;
-        if (!method && !is_static)
-            return em_trace_fail(T, EMA_ATTR, "bound class method %s.%s as a value", tp->tp_name, n);
-    } else if (descr == em_state.object_getattribute) {
-        if (!method) return em_trace_fail(T, EMA_ATTR, "bound %s.%s as a value", tp->tp_name, n);
-    } else if (!PyFunction_Check(descr)) {
+        if (!method && !is_static) return em_sym_method(T, fn, bound, 0, out, self);
+    } else if (descr == em_state.object_getattribute || PyFunction_Check(descr)) {
+        if (!method) return em_sym_method(T, fn, bound, 0, out, self);
+    } else {
         return em_trace_fail(T, EMA_ATTR, "%s.%s (descriptor)", tp->tp_name, n);
-    } else if (!method) {
-        return em_trace_fail(T, EMA_ATTR, "bound method %s.%s as a value", tp->tp_name, n);
     }
     EmSym *f = em_sym_new(T, SYM_OBJ);
     if (!f) return EM_ERR;
@@ -717,14 +725,8 @@ static EmStatus type_attr(EmTracer *T, EmSym *base, PyObject *name, int method, 
         if (!v && PyErr_Occurred()) return EM_ERR;
     }
     if (!v) {
-        if (mattr && PyFunction_Check(mattr) && method) { /* a metaclass method: cls is self */
-            EmSym *f = em_sym_new(T, SYM_OBJ);
-            if (!f) return EM_ERR;
-            f->obj = Py_NewRef(mattr);
-            *out = f;
-            *self = base;
-            return EM_OK;
-        }
+        if (mattr && PyFunction_Check(mattr)) /* a metaclass method: cls is self */
+            return em_sym_method(T, mattr, base, method, out, self);
         return em_trace_fail(T, EMA_ATTR, "%s.%s (not found on the class)", cls->tp_name, n);
     }
     /* the owner's dict entry is guarded: a class attribute reassigned later is noticed */
@@ -743,13 +745,23 @@ static EmStatus type_attr(EmTracer *T, EmSym *base, PyObject *name, int method, 
             Py_DECREF(f); /* kept alive by v */
             if (!PyFunction_Check(f)) return em_trace_fail(T, EMA_ATTR, "%s.%s (wraps a builtin)", cls->tp_name, n);
         }
-        if (is_cm && !method) return em_trace_fail(T, EMA_ATTR, "bound class method %s.%s as a value", cls->tp_name, n);
+        if (is_cm) return em_sym_method(T, f, base, method, out, self);
         EmSym *fs = em_sym_new(T, SYM_OBJ);
         if (!fs) return EM_ERR;
         fs->obj = Py_NewRef(f);
         fs->by_id = 1;
         *out = fs;
         *self = is_cm ? base : NULL;
+        return EM_OK;
+    }
+    if (Py_IS_TYPE(v, &PyMethodDescr_Type) || Py_IS_TYPE(v, &PyWrapperDescr_Type)) {
+        /* list.append, object.__getattribute__: the descriptor itself */
+        if (em_guard_check(T->P, EMG_ID, slot, v, 0)) return EM_ERR;
+        EmSym *fs = em_sym_new(T, SYM_OBJ);
+        if (!fs) return EM_ERR;
+        fs->obj = Py_NewRef(v);
+        fs->by_id = 1;
+        *out = fs;
         return EM_OK;
     }
     if (Py_TYPE(v)->tp_descr_get && !PyType_Check(v))
@@ -894,7 +906,7 @@ EmStatus em_sym_getattr(EmTracer *T, EmSym *base, PyObject *name, int method, Em
     switch (base->kind) {
         case SYM_TENSOR: return tensor_attr(T, base, name, method, out, self);
         case SYM_OBJ:
-            if (method && PyDict_CheckExact(base->obj) && base->src >= 0) break;
+            if (PyDict_CheckExact(base->obj) && base->src >= 0) break;
             return obj_attr(T, base, name, method, out, self);
         case SYM_CONST: {
             PyObject *v = PyObject_GetAttr(base->obj, name);
@@ -942,29 +954,12 @@ EmStatus em_sym_getattr(EmTracer *T, EmSym *base, PyObject *name, int method, Em
             break;
         default: break;
     }
-    if (method && base->kind == SYM_OBJ && PyDict_CheckExact(base->obj) && base->src >= 0) {
-        PyObject *fn = _PyType_Lookup(&PyDict_Type, name);
-        if (fn) {
-            EmSym *f = em_sym_new(T, SYM_OBJ);
-            if (!f) return EM_ERR;
-            f->obj = Py_NewRef(fn);
-            *out = f;
-            *self = base;
-            return EM_OK;
-        }
-    }
-    if (method && (base->kind == SYM_LIST || base->kind == SYM_DICT || base->kind == SYM_TUPLE)) {
+    if ((base->kind == SYM_OBJ && PyDict_CheckExact(base->obj) && base->src >= 0) || base->kind == SYM_LIST ||
+        base->kind == SYM_DICT || base->kind == SYM_TUPLE) {
         /* list.append etc.: the unbound method of the builtin type, self = the sym */
-        PyTypeObject *tp = base->kind == SYM_LIST ? &PyList_Type : base->kind == SYM_DICT ? &PyDict_Type : &PyTuple_Type;
+        PyTypeObject *tp = base->kind == SYM_LIST ? &PyList_Type : base->kind == SYM_TUPLE ? &PyTuple_Type : &PyDict_Type;
         PyObject *fn = _PyType_Lookup(tp, name);
-        if (fn) {
-            EmSym *f = em_sym_new(T, SYM_OBJ);
-            if (!f) return EM_ERR;
-            f->obj = Py_NewRef(fn);
-            *out = f;
-            *self = base;
-            return EM_OK;
-        }
+        if (fn && Py_IS_TYPE(fn, &PyMethodDescr_Type)) return em_sym_method(T, fn, base, method, out, self);
     }
     return em_trace_fail(T, EMA_ATTR, "%s of %s", PyUnicode_AsUTF8(name), em_sym_describe(base));
 }

@@ -227,6 +227,16 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
             }
             return EM_OK;
         }
+        case SYM_BOUND: { /* a bound method: fn.__get__(self) at run time; children self, fn */
+            o.kind = OUT_BOUND;
+            o.v = 2;
+            if (em_vec_push(&T->out, o)) return PyErr_NoMemory(), EM_ERR;
+            for (int i = 0; i < 2; i++) {
+                EmStatus st = build_out(T, s->items.data[i], depth + 1);
+                if (st != EM_OK) return st;
+            }
+            return EM_OK;
+        }
         case SYM_EXIT: /* a with block open at a break: left by the graph, entered again */
             if (s->items.data[0]->ctx_state != 1) return em_trace_fail(T, EMA_RETURN, "__exit__ of a closed block");
             o.kind = OUT_REENTER;

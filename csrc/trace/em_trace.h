@@ -27,7 +27,8 @@ typedef enum {
     SYM_OBJ,    /* any other Python object (module, function, nn.Module...) */
     SYM_ITER,   /* iterator over items of a sequence: items, pos */
     SYM_CTX,    /* context manager of torch's global state (em_ctx.c): obj = its twin, spec */
-    SYM_EXIT    /* the bound __exit__ BEFORE_WITH pushes for a SYM_CTX (items[0]) */
+    SYM_EXIT,   /* the bound __exit__ BEFORE_WITH pushes for a SYM_CTX (items[0]) */
+    SYM_BOUND   /* a bound method as a value: items[0] = self, items[1] = the function's sym */
 } EmSymKind;
 
 typedef struct EmSym EmSym;
@@ -53,7 +54,8 @@ struct EmSym {
 /* Return-value description: a prefix-order tree. */
 typedef enum {
     OUT_VALUE, OUT_CONST, OUT_SLOT, OUT_TUPLE, OUT_LIST, OUT_DICT, OUT_ITER, OUT_REENTER,
-    OUT_SAME /* v: position of an earlier LIST/DICT/ITER entry: the very object built there */
+    OUT_SAME, /* v: position of an earlier LIST/DICT/ITER entry: the very object built there */
+    OUT_BOUND /* two children, self and the function: function.__get__(self) */
 } EmOutKind;
 typedef struct {
     uint8_t kind;
@@ -133,6 +135,8 @@ EmSym *em_sym_const(EmTracer *T, PyObject *EM_BORROWED v);
 EmSym *em_sym_null(EmTracer *T);
 /* A by-identity OBJ sym for an object the trace knows from other guards, with a constant slot. */
 EmSym *em_sym_known(EmTracer *T, PyObject *EM_BORROWED obj, const char *label);
+/* The method fn of self: (fn, self) for a method load, else a SYM_BOUND value. */
+EmStatus em_sym_method(EmTracer *T, PyObject *EM_BORROWED fn, EmSym *self, int method, EmSym **out, EmSym **selfp);
 /* Wraps a value read from a guard slot, installing guards; NULL with status in *st. */
 EmSym *em_sym_wrap(EmTracer *T, PyObject *EM_BORROWED v, int32_t slot, EmStatus *st);
 /* Meta tensor of a tensor sym (created lazily). Borrowed, NULL on error. */

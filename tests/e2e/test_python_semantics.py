@@ -403,3 +403,44 @@ def test_str_methods_on_constants():
 
     got = one_graph(f, randn(3))
     torch.testing.assert_close(got, randn(3) * 10)
+
+
+# ---- bound methods as values ----
+
+
+class WithStoredMethod(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.act = self._gelu  # a bound method kept in the instance dict
+
+    def _gelu(self, x):
+        return torch.nn.functional.gelu(x)
+
+    def forward(self, x):
+        shape = (*x.shape[:-1], 2, 2)
+        view = x.view
+        y = view(*shape).flatten(-2)
+        proj = self.lin.forward
+        return self.act(proj(y))
+
+
+def test_bound_methods_as_values():
+    one_graph(WithStoredMethod(), randn(3, 4))
+
+
+def test_bound_method_of_a_list_and_as_a_return_value():
+    def f(x):
+        out = []
+        push = out.append
+        push(x + 1)
+        push(x * 2)
+        return torch.stack(out), out.append
+
+    expected = f(randn(3))
+    cf = ember.compile(f)
+    got = cf(randn(3))
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1].__name__ == "append" and got[1].__self__ is not None
+    got[1](1)
+    assert len(got[1].__self__) == 3
