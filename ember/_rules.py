@@ -134,6 +134,30 @@ def grad_restorer(mode):
     return lambda: torch._C._set_grad_enabled(mode)
 
 
+def imported(name, globals_, fromlist, level):
+    """The module `import` gives without running import code now, or None: the module (and
+    every name of fromlist) must already be loaded."""
+    import sys
+    if level:
+        package = globals_.get("__package__") or (globals_.get("__spec__") and globals_["__spec__"].parent)
+        if not package:
+            return None
+        try:
+            import importlib.util
+            name = importlib.util.resolve_name("." * level + name, package)
+        except (ImportError, ValueError):
+            return None
+    mod = sys.modules.get(name)
+    if mod is None:
+        return None
+    if not fromlist:
+        return sys.modules.get(name.partition(".")[0])
+    for f in fromlist:
+        if f == "*" or not hasattr(mod, f):
+            return None
+    return mod
+
+
 def classify(fn):
     """Rule for a callable not yet in RULES (memoized)."""
     rule = _classify(fn)

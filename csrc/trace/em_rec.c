@@ -799,3 +799,75 @@ EmStatus h_return_value(EmTracer *T, const EmInstr *in) {
     T->done = 1;
     return EM_OK;
 }
+
+/* ---- imports: only of modules already imported (no import code runs while tracing) ---- */
+
+EmStatus h_import_name(EmTracer *T, const EmInstr *in) {
+    NEED(2);
+    EmSym *fromlist = POP(), *level = POP();
+    PyObject *name = PyTuple_GET_ITEM(T->code->co_names, in->arg);
+    if (fromlist->kind != SYM_CONST || level->kind != SYM_CONST)
+        return em_trace_fail(T, EMA_VALUE, "import with computed arguments");
+    PyObject *mod = PyObject_CallMethod(em_state.meta_run, "imported", "OOOO", name, T->globals, fromlist->obj,
+                                        level->obj);
+    if (!mod) return EM_ERR;
+    if (mod == Py_None) {
+        Py_DECREF(mod);
+        return em_trace_fail(T, EMA_NOT_IN_GRAPH, "import of %s (not imported yet: it would run import code)",
+                             PyUnicode_AsUTF8(name));
+    }
+    const char *mn = PyModule_Check(mod) ? PyModule_GetName(mod) : NULL;
+    if (!mn) PyErr_Clear();
+    EmSym *s = em_sym_known(T, mod, mn ? mn : "<module>");
+    Py_DECREF(mod);
+    return s ? em_push(T, s) : EM_ERR;
+}
+
+EmStatus h_import_from(EmTracer *T, const EmInstr *in) {
+    NEED(1);
+    EmSym *mod = TOP(1), *out = NULL, *self = NULL;
+    EmStatus st = em_sym_getattr(T, mod, PyTuple_GET_ITEM(T->code->co_names, in->arg), 0, &out, &self);
+    return st == EM_OK ? em_push(T, out) : st;
+}
+
+/* ---- sets: of constants only, a real set object owned by the trace ---- */
+
+EmStatus h_build_set(EmTracer *T, const EmInstr *in) {
+    NEED(in->arg);
+    PyObject *set = PySet_New(NULL);
+    if (!set) return EM_ERR;
+    for (int i = in->arg; i >= 1; i--) {
+        EmSym *v = TOP(i);
+        if (v->kind != SYM_CONST || PySet_Add(set, v->obj)) {
+            Py_DECREF(set);
+            if (PyErr_Occurred()) PyErr_Clear();
+            return em_trace_fail(T, EMA_VALUE, "set of a %s", em_sym_describe(v));
+        }
+    }
+    T->sp -= in->arg;
+    EmSym *s = em_sym_const(T, set);
+    Py_DECREF(set);
+    return s ? em_push(T, s) : EM_ERR;
+}
+
+EmStatus h_set_add(EmTracer *T, const EmInstr *in) {
+    NEED(in->arg + 1);
+    EmSym *v = POP(), *set = TOP(in->arg), *items = NULL;
+    if (set->kind != SYM_CONST || !PySet_CheckExact(set->obj)) return em_trace_fail(T, EMA_VALUE, "SET_ADD");
+    int update = in->op == EM_OP_SET_UPDATE;
+    if (update) {
+        EmStatus st = em_seq_items(T, v, &items);
+        if (st != EM_OK) return st;
+    }
+    int32_t n = update ? items->items.len : 1;
+    for (int32_t i = 0; i < n; i++) {
+        EmSym *x = update ? items->items.data[i] : v;
+        if (x->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "set item %s", em_sym_describe(x));
+        if (PySet_Add(set->obj, x->obj)) {
+            PyErr_Clear();
+            return em_trace_fail(T, EMA_VALUE, "unhashable set item");
+        }
+    }
+    return EM_OK;
+}
+

@@ -861,6 +861,19 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
         if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
         return class_attr(T, base, tp, descr, n, method, out, self);
     }
+    if (descr && Py_IS_TYPE(descr, &PyMemberDescr_Type)) { /* a __slots__ field: guarded through getattr */
+        if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
+        int32_t ms = em_guard_attr(T->P, base->src, name);
+        if (ms < 0) return EM_ERR;
+        PyObject *mv = PyObject_GetAttr(o, name);
+        if (!mv) {
+            PyErr_Clear();
+            return em_trace_fail(T, EMA_ATTR, "%s.%s (empty slot)", tp->tp_name, n);
+        }
+        *out = em_sym_wrap(T, mv, ms, &st);
+        Py_DECREF(mv);
+        return *out ? EM_OK : st;
+    }
     if (descr && Py_TYPE(descr)->tp_descr_set)
         return em_trace_fail(T, EMA_ATTR, "%s.%s (property or descriptor)", tp->tp_name, n);
     if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;

@@ -169,7 +169,12 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
             o.v = idx;
             break;
         }
-        case SYM_CONST: o.kind = OUT_CONST; o.obj = Py_NewRef(s->obj); break;
+        case SYM_CONST:
+            if (PySet_CheckExact(s->obj)) /* one object per trace: would be shared by every call */
+                return em_trace_fail(T, EMA_RETURN, "a set made while tracing");
+            o.kind = OUT_CONST;
+            o.obj = Py_NewRef(s->obj);
+            break;
         case SYM_OBJ:
             if (s->items.len) return em_trace_fail(T, EMA_RETURN, "a function with a closure made while tracing");
             if (s->src < 0) { /* a constant of the trace (method, function of a trusted module) */

@@ -444,3 +444,71 @@ def test_bound_method_of_a_list_and_as_a_return_value():
     assert got[1].__name__ == "append" and got[1].__self__ is not None
     got[1](1)
     assert len(got[1].__self__) == 3
+
+
+# ---- imports inside functions, sets, __slots__ ----
+
+
+class Slotted:
+    __slots__ = ("scale", "names")
+
+    def __init__(self, scale):
+        self.scale = scale
+        self.names = ("a", "b")
+
+
+def test_imports_inside_a_function():
+    def helper(x):
+        import math
+        import torch.nn.functional as F
+        from collections import OrderedDict
+        from torch.nn import functional
+        if OrderedDict is not None and functional is F:
+            return F.relu(x) * math.sqrt(4.0)
+        return x
+
+    def f(x):
+        return helper(x) + 1
+
+    one_graph(f, randn(3))
+
+
+def test_import_of_a_module_not_yet_loaded_is_not_run_while_tracing():
+    import sys
+
+    def f(x):
+        import this_module_does_not_exist_anywhere  # noqa: F401
+        return x + 1
+
+    cf = ember.compile(f)
+    with pytest.raises(ModuleNotFoundError):
+        cf(randn(3))
+    assert "this_module_does_not_exist_anywhere" not in sys.modules
+
+
+def test_set_literals_and_comprehensions_of_constants():
+    names = ("q", "k", "v", "q")
+
+    def f(x):
+        uniq = {n for n in names}
+        allowed = {"q", "v"}
+        y = x
+        for n in sorted(uniq):
+            if n in allowed:
+                y = y + 1
+        return y * len(uniq | {"o"})
+
+    one_graph(f, randn(3))
+
+
+def test_slots_attributes_are_guarded():
+    s = Slotted(2.0)
+
+    def f(x):
+        return x * s.scale if "a" in s.names else x
+
+    cf = ember.compile(f)
+    x = randn(3)
+    torch.testing.assert_close(cf(x), x * 2)
+    s.scale = 3.0
+    torch.testing.assert_close(cf(x), x * 3)
