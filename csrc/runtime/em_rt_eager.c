@@ -238,6 +238,47 @@ static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const
             }
             return s;
         }
+        case OUT_LAST: {
+            PyObject *v = NULL;
+            for (int32_t i = 0; i < o->v; i++) {
+                Py_XDECREF(v);
+                if (!(v = build_out(C, vals, slots, at, memo))) return NULL;
+            }
+            return v;
+        }
+        case OUT_SETATTR: {
+            PyObject *target = build_out(C, vals, slots, at, memo);
+            PyObject *v = target ? build_out(C, vals, slots, at, memo) : NULL;
+            int rc = v ? PyObject_GenericSetAttr(target, o->obj, v) : -1;
+            Py_XDECREF(target);
+            Py_XDECREF(v);
+            return rc ? NULL : Py_NewRef(Py_None);
+        }
+        case OUT_NEWOBJ: {
+            PyTypeObject *tp = (PyTypeObject *)PyTuple_GET_ITEM(o->obj, 0);
+            PyObject *set_item = PyTuple_GET_ITEM(o->obj, 1), *empty = PyTuple_New(0);
+            PyObject *inst = empty ? tp->tp_new(tp, empty, NULL) : NULL;
+            Py_XDECREF(empty);
+            if (inst && memo) memo[pos] = inst;
+            for (int32_t i = 0; inst && i < o->v; i++) {
+                PyObject *d = build_out(C, vals, slots, at, memo), *k, *v;
+                Py_ssize_t p = 0;
+                int rc = d ? 0 : -1;
+                if (d && i == 0) {
+                    PyObject *own = PyObject_GenericGetDict(inst, NULL);
+                    rc = own ? PyDict_Update(own, d) : -1;
+                    Py_XDECREF(own);
+                }
+                while (d && i == 1 && !rc && PyDict_Next(d, &p, &k, &v)) {
+                    PyObject *r = PyObject_CallFunctionObjArgs(set_item, inst, k, v, NULL);
+                    rc = r ? 0 : -1;
+                    Py_XDECREF(r);
+                }
+                Py_XDECREF(d);
+                if (rc) Py_CLEAR(inst);
+            }
+            return inst;
+        }
         case OUT_BOUND: {
             PyObject *self = build_out(C, vals, slots, at, memo);
             PyObject *fn = self ? build_out(C, vals, slots, at, memo) : NULL;

@@ -37,6 +37,7 @@ static EM_NEW PyObject *meta_value(EmTracer *T, EmSym *s, int *has_tensor) {
             return m ? Py_NewRef(m) : NULL;
         }
         case SYM_CONST:
+        case SYM_NEW: /* its placeholder: only type questions are asked of it (has_opaque) */
         case SYM_OBJ: return Py_NewRef(s->obj);
         case SYM_TUPLE:
         case SYM_LIST: {
@@ -69,7 +70,9 @@ static EM_NEW PyObject *meta_value(EmTracer *T, EmSym *s, int *has_tensor) {
  * model: evaluating a builtin on it would run user code or read unguarded state. */
 static int has_opaque(EmSym *s) {
     if (s->kind == SYM_OBJ) return !s->by_id && s->src >= 0;
-    if (s->kind == SYM_ITER || s->kind == SYM_NULL || s->kind == SYM_CTX || s->kind == SYM_EXIT) return 1;
+    if (s->kind == SYM_ITER || s->kind == SYM_NULL || s->kind == SYM_CTX || s->kind == SYM_EXIT ||
+        s->kind == SYM_NEW || s->kind == SYM_BOUND)
+        return 1;
     if (s->kind == SYM_TUPLE || s->kind == SYM_LIST || s->kind == SYM_DICT)
         for (int32_t i = 0; i < s->items.len; i++)
             if (has_opaque(s->items.data[i])) return 1;
@@ -446,6 +449,21 @@ static EmStatus call_container_method(EmTracer *T, PyObject *fn, EmSym *self, Em
         else *out = nargs == 2 ? args[1] : em_sym_const(T, Py_None);
         return *out ? EM_OK : EM_ERR;
     }
+    if ((is_dict || is_list) && nargs == 0 && !strcmp(n, "__len__")) {
+        PyObject *len = PyLong_FromLong(self->items.len);
+        *out = len ? em_sym_const(T, len) : NULL;
+        Py_XDECREF(len);
+        return *out ? EM_OK : EM_ERR;
+    }
+    if (is_dict && nargs == 0 && !strcmp(n, "__iter__")) {
+        EmSym *keys = dict_view(T, self, 'k'), *it = keys ? em_sym_new(T, SYM_ITER) : NULL;
+        if (!it) return EM_ERR;
+        it->items = keys->items; /* moved */
+        keys->items.data = NULL;
+        keys->items.len = keys->items.cap = 0;
+        *out = it;
+        return EM_OK;
+    }
     if (is_dict && nargs == 0 && (!strcmp(n, "keys") || !strcmp(n, "values") || !strcmp(n, "items"))) {
         *out = dict_view(T, self, n[0]);
         return *out ? EM_OK : EM_ERR;
@@ -517,6 +535,11 @@ static EmStatus call_container_method(EmTracer *T, PyObject *fn, EmSym *self, Em
             *out = v;
             return EM_OK;
         }
+    } else if (is_dict && !strcmp(n, "__delitem__") && nargs == 1 && args[0]->kind == SYM_CONST) {
+        int i = dict_find(self, args[0]->obj);
+        if (i == -2) return EM_ERR;
+        if (i < 0) return em_trace_fail(T, EMA_VALUE, "missing dict key");
+        dict_remove(self, i);
     } else if (is_dict && !strcmp(n, "update") && nargs == 1 && args[0]->kind == SYM_DICT) {
         EmSym *o = args[0];
         for (int32_t k = 0; k < o->keys.len; k++) {
@@ -531,6 +554,50 @@ static EmStatus call_container_method(EmTracer *T, PyObject *fn, EmSym *self, Em
     }
     *out = em_sym_const(T, Py_None);
     return *out ? EM_OK : EM_ERR;
+}
+
+/* A builtin method (a method or slot-wrapper descriptor) called on an instance made while
+ * tracing, or object.__setattr__ on an object from the frame: object's attribute protocol,
+ * dict's methods on its dict items. */
+static EmStatus call_builtin_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **args, int nargs, EmSym **out) {
+    PyTypeObject *owner = PyDescr_TYPE(fn);
+    const char *n = PyUnicode_AsUTF8(PyDescr_NAME(fn));
+    if (!n) return EM_ERR;
+    if (owner == &PyBaseObject_Type) {
+        if (!strcmp(n, "__setattr__") && nargs == 2 && args[0]->kind == SYM_CONST && PyUnicode_Check(args[0]->obj)) {
+            EmStatus st = em_obj_generic_set(T, self, args[0]->obj, args[1]);
+            if (st != EM_OK) return st;
+        } else if (!strcmp(n, "__init__") && nargs == 0 && self->kind == SYM_NEW) {
+        } else {
+            return em_trace_fail(T, EMA_CALL, "object.%s on a %s", n, em_sym_describe(self));
+        }
+        *out = em_sym_const(T, Py_None);
+        return *out ? EM_OK : EM_ERR;
+    }
+    if (self->kind == SYM_NEW && self->items.len > 1 && PyType_IsSubtype(owner, &PyDict_Type)) {
+        if (!strcmp(n, "__init__") && nargs == 0) {
+            *out = em_sym_const(T, Py_None);
+            return *out ? EM_OK : EM_ERR;
+        }
+        return call_container_method(T, fn, self->items.data[1], args, nargs, out);
+    }
+    return em_trace_fail(T, EMA_CALL, "%s.%s on a %s", owner->tp_name, n, em_sym_describe(self));
+}
+
+EmStatus em_call_dunder(EmTracer *T, EmSym *self, const char *name, EmSym **args, int nargs, EmSym **out) {
+    PyObject *nm = PyUnicode_InternFromString(name);
+    if (!nm) return EM_ERR;
+    PyObject *f = _PyType_Lookup(Py_TYPE(self->obj), nm);
+    Py_DECREF(nm);
+    if (f && PyFunction_Check(f)) {
+        EmSym *all[4];
+        all[0] = self;
+        for (int i = 0; i < nargs && i < 3; i++) all[i + 1] = args[i];
+        return em_inline(T, f, all, nargs + 1, NULL, out);
+    }
+    if (f && (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type)))
+        return call_builtin_method(T, f, self, args, nargs, out);
+    return em_trace_fail(T, EMA_VALUE, "%s of a %s", name, em_sym_describe(self));
 }
 
 /* tuple(), list(), enumerate(), zip(), reversed() over syms: their items rearranged, no
@@ -612,10 +679,14 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         if (n == 0) return em_super_noargs(T, out);
         if (n == 2) return em_super(T, all[0], all[1], out);
     }
+    if (self && (self->kind == SYM_NEW || (self->kind == SYM_OBJ && self->src >= 0 && !PyDict_CheckExact(self->obj))) &&
+        (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type)))
+        return call_builtin_method(T, f, self, args, nargs, out);
     if (self && (self->kind == SYM_LIST || self->kind == SYM_DICT || self->kind == SYM_TUPLE ||
                  (self->kind == SYM_OBJ && PyDict_CheckExact(self->obj) && self->src >= 0)) &&
         Py_IS_TYPE(f, &PyMethodDescr_Type))
         return call_container_method(T, f, self, args, nargs, out);
+    if (f == em_state.builtin_len && n == 1 && all[0]->kind == SYM_NEW) return em_call_dunder(T, all[0], "__len__", NULL, 0, out);
     if (f == em_state.builtin_len && n == 1 && all[0]->kind == SYM_OBJ &&
         PyObject_IsInstance(all[0]->obj, em_state.nn_module_type) == 1) {
         EmSym *items = NULL;
@@ -644,6 +715,11 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         return st == EM_OK && !*out ? EM_ERR : st;
     }
     if (f == (PyObject *)&PyType_Type && n == 1 && !kwnames) return em_sym_type(T, all[0], out);
+    if (f == em_state.builtin_setattr && n == 3 && !kwnames && all[1]->kind == SYM_CONST && PyUnicode_Check(all[1]->obj)) {
+        EmStatus st = em_obj_store_attr(T, all[0], all[1]->obj, all[2]);
+        if (st == EM_OK) *out = em_sym_const(T, Py_None);
+        return st == EM_OK && !*out ? EM_ERR : st;
+    }
     if (!kwnames && n >= 1 && n <= 8 && (f == (PyObject *)&PyTuple_Type || f == (PyObject *)&PyList_Type ||
                                          f == (PyObject *)&PyEnum_Type || f == (PyObject *)&PyZip_Type ||
                                          f == (PyObject *)&PyReversed_Type)) {
@@ -688,6 +764,11 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
     }
     if (fn->kind == SYM_OBJ && PyObject_IsInstance(f, em_state.nn_module_type) == 1)
         return em_inline_module(T, fn, all, n, kwnames, out);
+    if (PyType_Check(f)) {
+        int handled;
+        EmStatus st = em_obj_new(T, f, all, n, kwnames, out, &handled);
+        if (st != EM_OK || handled) return st;
+    }
     callable_name(f, name, sizeof(name));
     return em_trace_fail(T, PyMethod_Check(f) ? EMA_INLINE : EMA_CALL, "%s", name);
 }

@@ -72,8 +72,9 @@ EmStatus h_store_deref(EmTracer *T, const EmInstr *in) {
     return h_store_fast(T, in);
 }
 EmStatus h_store_attr(EmTracer *T, const EmInstr *in) {
-    return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s",
-                         PyUnicode_AsUTF8(PyTuple_GET_ITEM(T->code->co_names, in->arg)));
+    NEED(2);
+    EmSym *base = POP(), *v = POP();
+    return em_obj_store_attr(T, base, PyTuple_GET_ITEM(T->code->co_names, in->arg), v);
 }
 
 EmStatus h_store_global(EmTracer *T, const EmInstr *in) {
@@ -258,7 +259,13 @@ EmStatus h_contains_op(EmTracer *T, const EmInstr *in) {
     NEED(2);
     EmSym *c = POP(), *k = POP();
     int found = -1;
-    if (c->kind == SYM_DICT && k->kind == SYM_CONST) {
+    if (c->kind == SYM_NEW) {
+        EmSym *r = NULL;
+        EmStatus st = em_call_dunder(T, c, "__contains__", &k, 1, &r);
+        if (st != EM_OK) return st;
+        if (r->kind != SYM_CONST || !PyBool_Check(r->obj)) return em_trace_fail(T, EMA_VALUE, "__contains__ result");
+        found = r->obj == Py_True;
+    } else if (c->kind == SYM_DICT && k->kind == SYM_CONST) {
         found = 0;
         for (int32_t i = 0; i < c->keys.len && !found; i++) {
             found = PyObject_RichCompareBool(c->keys.data[i], k->obj, Py_EQ);
@@ -330,6 +337,8 @@ EmStatus h_binary_subscr(EmTracer *T, const EmInstr *in) {
         st = em_op_record(T, EMOP_SUBSCR, NULL, args, 2, NULL, op_fn(EMOP_SUBSCR), &out);
     else if (args[0]->kind == SYM_TUPLE || args[0]->kind == SYM_LIST || args[0]->kind == SYM_DICT)
         st = seq_index(T, args[0], args[1], &out);
+    else if (args[0]->kind == SYM_NEW)
+        st = em_call_dunder(T, args[0], "__getitem__", &args[1], 1, &out);
     else if (args[0]->kind == SYM_OBJ && PyDict_CheckExact(args[0]->obj) && args[0]->src >= 0 &&
              args[1]->kind == SYM_CONST) {
         int found;
@@ -356,6 +365,10 @@ EmStatus h_store_subscr(EmTracer *T, const EmInstr *in) {
     if (c->kind == SYM_TENSOR) {
         EmSym *args[3] = {c, key, v};
         return em_op_record(T, EMOP_SETITEM, NULL, args, 3, NULL, op_fn(EMOP_SETITEM), &out);
+    }
+    if (c->kind == SYM_NEW) {
+        EmSym *kv[2] = {key, v};
+        return em_call_dunder(T, c, "__setitem__", kv, 2, &out);
     }
     if (!em_sym_own(T, c)) return em_trace_fail(T, EMA_SIDE_EFFECT, "item store into an input %s", em_sym_describe(c));
     if (key->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "item store with key %s", em_sym_describe(key));
@@ -727,6 +740,13 @@ EmStatus h_get_iter(EmTracer *T, const EmInstr *in) {
     (void)in;
     NEED(1);
     EmSym *s = POP(), *items = NULL;
+    if (s->kind == SYM_NEW) {
+        EmSym *r = NULL;
+        EmStatus st = em_call_dunder(T, s, "__iter__", NULL, 0, &r);
+        if (st != EM_OK) return st;
+        if (r->kind != SYM_ITER) return em_trace_fail(T, EMA_VALUE, "__iter__ returning a %s", em_sym_describe(r));
+        return em_push(T, r);
+    }
     EmStatus st = em_seq_items(T, s, &items);
     if (st != EM_OK) return st;
     EmSym *it = em_sym_new(T, SYM_ITER);

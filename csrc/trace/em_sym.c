@@ -46,8 +46,8 @@ EmStatus em_sym_method(EmTracer *T, PyObject *fn, EmSym *self, int method, EmSym
 
 const char *em_sym_describe(EmSym *s) {
     static const char *names[] = {"NULL", "constant", "tensor", "tuple", "list", "dict", "object", "iterator", "context manager",
-                                  "__exit__ of a with block", "bound method"};
-    if (s->kind == SYM_OBJ || s->kind == SYM_CONST) return Py_TYPE(s->obj)->tp_name;
+                                  "__exit__ of a with block", "bound method", "object made while tracing"};
+    if (s->kind == SYM_OBJ || s->kind == SYM_CONST || s->kind == SYM_NEW) return Py_TYPE(s->obj)->tp_name;
     return names[s->kind];
 }
 
@@ -396,6 +396,22 @@ int em_sym_truth(EmTracer *T, EmSym *s, int *out) {
         case SYM_LIST:
         case SYM_DICT: *out = s->items.len > 0; return EM_OK;
         case SYM_TENSOR: return em_trace_fail(T, EMA_TENSOR_BRANCH, "bool() of a tensor");
+        case SYM_NEW: {
+            static PyObject *s_bool, *s_len;
+            if (!s_bool && !(s_bool = PyUnicode_InternFromString("__bool__"))) return EM_ERR;
+            if (!s_len && !(s_len = PyUnicode_InternFromString("__len__"))) return EM_ERR;
+            PyTypeObject *tp = Py_TYPE(s->obj);
+            PyObject *b = _PyType_Lookup(tp, s_bool), *l = _PyType_Lookup(tp, s_len);
+            if (!b && !l) {
+                *out = 1;
+                return EM_OK;
+            }
+            if (!b && s->items.len > 1 && !PyFunction_Check(l)) { /* dict's own __len__ */
+                *out = s->items.data[1]->items.len > 0;
+                return EM_OK;
+            }
+            return em_trace_fail(T, EMA_VALUE, "truth value of a %s", tp->tp_name);
+        }
         case SYM_OBJ:
             if (!Py_TYPE(s->obj)->tp_as_number && !Py_TYPE(s->obj)->tp_as_mapping &&
                 !Py_TYPE(s->obj)->tp_as_sequence) {
@@ -489,7 +505,8 @@ static EmStatus class_attr(EmTracer *T, EmSym *base, PyTypeObject *tp, PyObject 
         bound = is_static ? NULL : em_sym_const(T, (PyObject *)tp);
         if (!is_static && !bound) return EM_ERR;
         if (!method && !is_static) return em_sym_method(T, fn, bound, 0, out, self);
-    } else if (descr == em_state.object_getattribute || PyFunction_Check(descr)) {
+    } else if (descr == em_state.object_getattribute || PyFunction_Check(descr) ||
+               Py_IS_TYPE(descr, &PyMethodDescr_Type) || Py_IS_TYPE(descr, &PyWrapperDescr_Type)) {
         if (!method) return em_sym_method(T, fn, bound, 0, out, self);
     } else {
         return em_trace_fail(T, EMA_ATTR, "%s.%s (descriptor)", tp->tp_name, n);
@@ -524,7 +541,8 @@ static EmStatus super_attr(EmTracer *T, EmSym *base, PyObject *name, int method,
 }
 
 EmStatus em_super(EmTracer *T, EmSym *cls, EmSym *obj, EmSym **out) {
-    if ((cls->kind != SYM_CONST && cls->kind != SYM_OBJ) || !PyType_Check(cls->obj) || obj->kind != SYM_OBJ)
+    if ((cls->kind != SYM_CONST && cls->kind != SYM_OBJ) || !PyType_Check(cls->obj) ||
+        (obj->kind != SYM_OBJ && obj->kind != SYM_NEW))
         return em_trace_fail(T, EMA_CALL, "super() of a %s", em_sym_describe(obj));
     PyObject *sup = PyObject_CallFunctionObjArgs((PyObject *)&PySuper_Type, cls->obj, obj->obj, NULL);
     if (!sup) {
@@ -550,6 +568,8 @@ static EmStatus inline_attr_hook(EmTracer *T, PyObject *hook, EmSym *base, PyObj
 
 static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self,
                               int generic);
+static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self,
+                         int generic);
 
 /* A sym for an object whose identity the trace already knows (the type of a guarded
  * instance, a class found in a guarded class's MRO): its slot is a constant, so attribute
@@ -658,6 +678,7 @@ EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out) {
         }
         case SYM_CONST:
         case SYM_OBJ:
+        case SYM_NEW:
         case SYM_CTX: tp = (PyObject *)Py_TYPE(s->obj); break;
         case SYM_TUPLE: tp = s->seq_type ? s->seq_type : (PyObject *)&PyTuple_Type; break;
         case SYM_LIST: tp = (PyObject *)&PyList_Type; break;
@@ -777,6 +798,7 @@ static EmStatus obj_attr(EmTracer *T, EmSym *base, PyObject *name, int method, E
 
 EmStatus em_sym_getattr_generic(EmTracer *T, EmSym *base, PyObject *name, EmSym **out) {
     EmSym *self = NULL;
+    if (base->kind == SYM_NEW) return new_attr(T, base, name, 0, out, &self, 1);
     if (base->kind != SYM_OBJ) return em_trace_fail(T, EMA_ATTR, "object.__getattribute__ of a %s", em_sym_describe(base));
     return obj_attr_impl(T, base, name, 0, out, &self, 1);
 }
@@ -819,6 +841,11 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
     if ((st = describing_attr(T, base, name, n, out, &done)) != EM_OK || done) return st;
     if (base->src < 0) return em_trace_fail(T, EMA_ATTR, "%s.%s of an object made while tracing", Py_TYPE(o)->tp_name, n);
     if (PyType_Check(o)) return type_attr(T, base, name, method, out, self);
+    EmSym *stored = T->stores.len ? em_obj_stored(T, base, name) : NULL;
+    if (stored) { /* written earlier in this trace (replayed after the graph) */
+        *out = stored;
+        return EM_OK;
+    }
     PyTypeObject *tp = Py_TYPE(o);
     static PyObject *s_class;
     if (!s_class && !(s_class = PyUnicode_InternFromString("__class__"))) return EM_ERR;
@@ -914,10 +941,59 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
     return *out ? EM_OK : st;
 }
 
+static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self,
+                         int generic);
+
+EmStatus em_sym_new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
+    return new_attr(T, base, name, method, out, self, 0);
+}
+
+static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self,
+                         int generic) {
+    PyTypeObject *tp = Py_TYPE(base->obj);
+    const char *n = PyUnicode_AsUTF8(name);
+    static PyObject *s_ga, *s_gattr;
+    if (!n || (!s_ga && !(s_ga = PyUnicode_InternFromString("__getattribute__"))) ||
+        (!s_gattr && !(s_gattr = PyUnicode_InternFromString("__getattr__"))))
+        return EM_ERR;
+    PyObject *ga = _PyType_Lookup(tp, s_ga);
+    if (ga && PyFunction_Check(ga) && !generic) return inline_attr_hook(T, ga, base, name, out);
+    PyObject *descr = _PyType_Lookup(tp, name);
+    EmSym *attrs = base->items.data[0];
+    if (descr && Py_TYPE(descr)->tp_descr_set) { /* data descriptors come first */
+        if (Py_IS_TYPE(descr, &PyProperty_Type)) return class_attr(T, base, tp, descr, n, method, out, self);
+        if (!strcmp(n, "__dict__")) {
+            *out = attrs;
+            return EM_OK;
+        }
+        if (!strcmp(n, "__class__")) return known_out(T, (PyObject *)tp, tp->tp_name, out);
+        return em_trace_fail(T, EMA_ATTR, "%s.%s (descriptor of an object made while tracing)", tp->tp_name, n);
+    }
+    for (int32_t i = 0; i < attrs->keys.len; i++) {
+        int eq = PyObject_RichCompareBool(attrs->keys.data[i], name, Py_EQ);
+        if (eq < 0) return EM_ERR;
+        if (eq) {
+            *out = attrs->items.data[i];
+            return EM_OK;
+        }
+    }
+    if (!descr) {
+        PyObject *gattr = _PyType_Lookup(tp, s_gattr);
+        if (gattr && PyFunction_Check(gattr)) return inline_attr_hook(T, gattr, base, name, out);
+        return em_trace_fail(T, EMA_ATTR, "%s.%s (not set)", tp->tp_name, n);
+    }
+    if (PyFunction_Check(descr) || Py_IS_TYPE(descr, &PyStaticMethod_Type) || Py_IS_TYPE(descr, &PyClassMethod_Type) ||
+        Py_IS_TYPE(descr, &PyMethodDescr_Type) || Py_IS_TYPE(descr, &PyWrapperDescr_Type))
+        return class_attr(T, base, tp, descr, n, method, out, self);
+    EmSym *cls = em_sym_known(T, (PyObject *)tp, tp->tp_name), *ignored = NULL;
+    return cls ? type_attr(T, cls, name, 0, out, &ignored) : EM_ERR;
+}
+
 EmStatus em_sym_getattr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
     *self = NULL;
     switch (base->kind) {
         case SYM_TENSOR: return tensor_attr(T, base, name, method, out, self);
+        case SYM_NEW: return em_sym_new_attr(T, base, name, method, out, self);
         case SYM_OBJ:
             if (PyDict_CheckExact(base->obj) && base->src >= 0) break;
             return obj_attr(T, base, name, method, out, self);

@@ -232,6 +232,47 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
             }
             return EM_OK;
         }
+        case SYM_NEW: { /* made at run time with the class's builtin __new__ */
+            if (s->out_at >= 0) return same_out(T, s);
+            PyTypeObject *tp = Py_TYPE(s->obj);
+            PyObject *set_item = Py_None;
+            if (s->items.len > 1) {
+                PyObject *mro = tp->tp_mro;
+                static PyObject *s_setitem;
+                if (!s_setitem && !(s_setitem = PyUnicode_InternFromString("__setitem__"))) return EM_ERR;
+                for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
+                    PyTypeObject *b = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+                    if (!(b->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+                        set_item = _PyType_Lookup(b, s_setitem);
+                        break;
+                    }
+                }
+                if (!set_item) return em_trace_fail(T, EMA_RETURN, "%s without a builtin __setitem__", tp->tp_name);
+            }
+            s->out_at = T->out.len;
+            o.kind = OUT_NEWOBJ;
+            o.v = s->items.len;
+            if (!(o.obj = PyTuple_Pack(2, (PyObject *)tp, set_item))) return EM_ERR;
+            if (em_vec_push(&T->out, o)) {
+                Py_DECREF(o.obj);
+                return PyErr_NoMemory(), EM_ERR;
+            }
+            for (int32_t i = 0; i < s->items.len; i++) {
+                EmSym *d = s->items.data[i];
+                EmOut dh = {.kind = OUT_DICT, .v = d->items.len};
+                if (!(dh.obj = PyTuple_New(d->keys.len))) return EM_ERR;
+                for (int32_t k = 0; k < d->keys.len; k++) PyTuple_SET_ITEM(dh.obj, k, Py_NewRef(d->keys.data[k]));
+                if (em_vec_push(&T->out, dh)) {
+                    Py_DECREF(dh.obj);
+                    return PyErr_NoMemory(), EM_ERR;
+                }
+                for (int32_t k = 0; k < d->items.len; k++) {
+                    EmStatus st = build_out(T, d->items.data[k], depth + 1);
+                    if (st != EM_OK) return st;
+                }
+            }
+            return EM_OK;
+        }
         case SYM_BOUND: { /* a bound method: fn.__get__(self) at run time; children self, fn */
             o.kind = OUT_BOUND;
             o.v = 2;
@@ -300,6 +341,9 @@ EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int *
     if (!*stack_val || !*store_local || !*store_val || !*live) return PyErr_NoMemory(), EM_ERR;
     EmStatus cst = em_ctx_close_all(T); /* the outputs enter the open blocks again */
     if (cst != EM_OK) return cst;
+    EmStatus est = em_obj_effects_head(T);
+    if (est != EM_OK) return est;
+    int32_t head_at = T->out.len;
     EmOut head = {.kind = OUT_TUPLE, .v = 0};
     if (em_vec_push(&T->out, head)) return PyErr_NoMemory(), EM_ERR;
     for (int s = 0; s < T->sp; s++) {
@@ -325,7 +369,7 @@ EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int *
         (*store_local)[*nstore] = i;
         (*store_val)[(*nstore)++] = k++;
     }
-    T->out.data[0].v = k;
+    T->out.data[head_at].v = k;
     return EM_OK;
 }
 
@@ -353,6 +397,7 @@ EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGr
     em_ctx_unwind(T);
     if (st == EM_OK && !T->broke && T->ctx_open.len)
         st = em_trace_fail(T, EMA_VALUE, "returned inside a with block");
+    if (st == EM_OK && !T->broke) st = em_obj_effects_head(T);
     if (st == EM_OK && !T->broke) st = build_out(T, T->retval, 0);
     if (st == EM_OK) {
         const char *bad = em_ir_verify(G);
@@ -363,6 +408,8 @@ EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGr
     }
     return st;
 }
+
+EmStatus em_trace_build_out(EmTracer *T, EmSym *s, int depth) { return build_out(T, s, depth); }
 
 void em_trace_free(EmTracer *T) {
     for (int32_t i = 0; i < T->syms.len; i++) {
@@ -378,6 +425,7 @@ void em_trace_free(EmTracer *T) {
     }
     em_vec_free(&T->syms);
     em_vec_free(&T->ctx_open);
+    em_vec_free(&T->stores);
     for (int32_t i = 0; i < T->out.len; i++) Py_XDECREF(T->out.data[i].obj);
     em_vec_free(&T->out);
     em_vec_free(&T->input_slots);

@@ -28,7 +28,10 @@ typedef enum {
     SYM_ITER,   /* iterator over items of a sequence: items, pos */
     SYM_CTX,    /* context manager of torch's global state (em_ctx.c): obj = its twin, spec */
     SYM_EXIT,   /* the bound __exit__ BEFORE_WITH pushes for a SYM_CTX (items[0]) */
-    SYM_BOUND   /* a bound method as a value: items[0] = self, items[1] = the function's sym */
+    SYM_BOUND,  /* a bound method as a value: items[0] = self, items[1] = the function's sym */
+    SYM_NEW     /* an instance made while tracing (em_obj.c): obj = a placeholder of its class,
+                 * items[0] = its attributes (a DICT sym), items[1] = its dict items when the
+                 * class derives from dict */
 } EmSymKind;
 
 typedef struct EmSym EmSym;
@@ -55,7 +58,11 @@ struct EmSym {
 typedef enum {
     OUT_VALUE, OUT_CONST, OUT_SLOT, OUT_TUPLE, OUT_LIST, OUT_DICT, OUT_ITER, OUT_REENTER,
     OUT_SAME, /* v: position of an earlier LIST/DICT/ITER entry: the very object built there */
-    OUT_BOUND /* two children, self and the function: function.__get__(self) */
+    OUT_BOUND, /* two children, self and the function: function.__get__(self) */
+    OUT_LAST,  /* v children built in order; the value is the last (effects before a value) */
+    OUT_SETATTR, /* object.__setattr__(child 0, obj, child 1); the value is None */
+    OUT_NEWOBJ /* obj = (class, dict item setter or None): an instance made with the class's
+                * builtin __new__; children: its attribute dict, then its dict items if any */
 } EmOutKind;
 typedef struct {
     uint8_t kind;
@@ -109,6 +116,9 @@ typedef struct EmTracer {
     int state_ops;     /* the graph changes global state */
     int grad_set_in_with; /* set_grad_enabled() was called inside an open with block */
     EmVec(EmSym *) ctx_open; /* contexts entered (their twins really entered), innermost last */
+    /* attribute stores on objects from the frame, replayed by the output tree (em_obj.c):
+     * triples (object, name constant, value) */
+    EmVec(EmSym *) stores;
     /* abort */
     EmAbort abort;
     int abort_line;
@@ -193,6 +203,23 @@ EmStatus em_ctx_close_all(EmTracer *T);
 /* Exits the twins still entered and puts grad mode back as the trace found it; keeps any
  * pending exception. */
 void em_ctx_unwind(EmTracer *T);
+/* Objects made while tracing and attribute stores (em_obj.c). */
+/* A call of class cls that makes an instance while tracing; *handled = 0 when cls is not
+ * one ember can make (the caller goes on with its other rules). */
+EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out,
+                    int *handled);
+/* self.__name__(*args) for an instance made while tracing: inlined, or dict's on its items. */
+EmStatus em_call_dunder(EmTracer *T, EmSym *self, const char *name, EmSym **args, int nargs, EmSym **out);
+EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v);
+/* object.__setattr__ semantics on base (the type's own __setattr__ already traced). */
+EmStatus em_obj_generic_set(EmTracer *T, EmSym *base, PyObject *name, EmSym *v);
+/* The value an earlier store of this trace gave base.name, or NULL. */
+EmSym *em_obj_stored(EmTracer *T, EmSym *base, PyObject *name);
+/* Attribute of an instance made while tracing (em_sym.c). */
+EmStatus em_sym_new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self);
+/* Pushes OUT_LAST and the stores to replay when the trace made any (before the value's tree). */
+EmStatus em_obj_effects_head(EmTracer *T);
+EmStatus em_trace_build_out(EmTracer *T, EmSym *s, int depth);
 /* Graph arguments for syms, contiguous: the first index, or -1 with *st set (em_call.c). */
 int32_t em_node_args(EmTracer *T, EmSym **args, int nargs, EmStatus *st);
 /* The interpreter loop over the current frame state (em_trace.c). */

@@ -512,3 +512,95 @@ def test_slots_attributes_are_guarded():
     torch.testing.assert_close(cf(x), x * 2)
     s.scale = 3.0
     torch.testing.assert_close(cf(x), x * 3)
+
+
+# ---- objects made while tracing, attribute stores ----
+
+import dataclasses  # noqa: E402
+from collections import OrderedDict  # noqa: E402
+
+
+@dataclasses.dataclass
+class Pair:
+    first: torch.Tensor
+    second: torch.Tensor = None
+    tag: str = "p"
+
+    def __post_init__(self):
+        if self.second is None:
+            self.second = self.first * 0
+
+
+class Record(OrderedDict):
+    """A dict subclass that mirrors attribute stores into its items (as HF ModelOutput does)."""
+
+    def __init__(self, **kw):
+        super().__init__()
+        for k, v in kw.items():
+            setattr(self, k, v)
+
+    def __setattr__(self, name, value):
+        if value is not None:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+class Counter:
+    def __init__(self):
+        self.calls = 0
+        self.last = None
+
+
+def test_dataclass_made_and_returned():
+    def f(x):
+        p = Pair(x + 1)
+        q = Pair(x, second=p.first * 2, tag="q")
+        return Pair(p.first + q.second, tag=p.tag + q.tag)
+
+    expected = f(randn(3))
+    cf = ember.compile(f)
+    for _ in range(2):
+        got = cf(randn(3))
+        assert type(got) is Pair and got.tag == "pq"
+        torch.testing.assert_close(got.first, expected.first)
+        torch.testing.assert_close(got.second, expected.second)
+    c = ember.testing.counters()
+    assert (c["frames"], c["breaks"], c["aborts"]) == (1, 0, 0), c
+
+
+def test_dict_subclass_with_its_own_setattr():
+    def f(x):
+        r = Record(a=x + 1, b=None, c=x * 2)
+        out = r.to_tuple()
+        return r, out, len(r), "b" in r.keys(), r.a
+
+    expected = f(randn(3))
+    cf = ember.compile(f)
+    got = cf(randn(3))
+    assert type(got[0]) is Record and list(got[0].keys()) == ["a", "c"] and got[0].b is None
+    torch.testing.assert_close(got[0]["c"], expected[0]["c"])
+    torch.testing.assert_close(got[0].a, expected[0].a)
+    torch.testing.assert_close(got[1:], expected[1:])
+    assert ember.testing.counters()["breaks"] == 0
+
+
+def test_attribute_stores_on_an_existing_object_are_replayed():
+    state = Counter()
+
+    def f(x):
+        state.calls = state.calls + 1
+        state.last = x * 2
+        return state.last + state.calls
+
+    cf = ember.compile(f)
+    x = randn(3)
+    torch.testing.assert_close(cf(x), x * 2 + 1)
+    assert state.calls == 1
+    torch.testing.assert_close(state.last, x * 2)
+    torch.testing.assert_close(cf(x), x * 2 + 2)
+    assert state.calls == 2
+    c = ember.testing.counters()
+    assert c["aborts"] == 0 and c["breaks"] == 0, c

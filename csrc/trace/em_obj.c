@@ -1,0 +1,170 @@
+/* em_obj.c: Python objects the trace changes. Instances made while tracing (a class whose
+ * __new__ is object's, dict's or OrderedDict's and whose metaclass keeps type.__call__) are
+ * SYM_NEW syms whose attributes and dict items are tracked; the output tree makes them at run
+ * time. Attribute stores on objects from the frame are recorded and replayed by the output
+ * tree (OUT_SETATTR) after the graph ran; reads in the same trace see the stored value.
+ */
+#include "../pyver/em_state.h"
+#include "em_rec.h"
+
+static PyObject *intern(PyObject **cache, const char *s) {
+    if (!*cache) *cache = PyUnicode_InternFromString(s); /* kept for the process */
+    return *cache;
+}
+
+/* The first builtin (non-heap) class in cls's MRO when instances of cls can be made while
+ * tracing: object, dict or OrderedDict, with the same __new__, and type.__call__. */
+static PyTypeObject *builtin_base(PyTypeObject *cls) {
+    if (Py_TYPE(cls)->tp_call != PyType_Type.tp_call) return NULL;
+    PyObject *mro = cls->tp_mro;
+    for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
+        PyTypeObject *b = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        if (b->tp_flags & Py_TPFLAGS_HEAPTYPE) continue;
+        int ok = b == &PyBaseObject_Type || b == &PyDict_Type || !strcmp(b->tp_name, "collections.OrderedDict");
+        return ok && cls->tp_new == b->tp_new && cls->tp_alloc == b->tp_alloc ? b : NULL;
+    }
+    return NULL;
+}
+
+EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out,
+                    int *handled) {
+    static PyObject *s_init;
+    *handled = 0;
+    if (!PyType_Check(cls)) return EM_OK;
+    PyTypeObject *tp = (PyTypeObject *)cls, *base = builtin_base(tp);
+    if (!base || PyObject_IsSubclass(cls, em_state.nn_module_type) != 0) {
+        PyErr_Clear();
+        return EM_OK;
+    }
+    if (!intern(&s_init, "__init__")) return EM_ERR;
+    PyObject *init = _PyType_Lookup(tp, s_init);
+    int py_init = init && PyFunction_Check(init);
+    if (!py_init && nargs) return EM_OK; /* a builtin __init__ with arguments (dict(a=1) subclasses) */
+    *handled = 1;
+    PyObject *empty = PyTuple_New(0);
+    PyObject *ph = empty ? tp->tp_new(tp, empty, NULL) : NULL; /* the placeholder: an empty instance */
+    Py_XDECREF(empty);
+    if (!ph) {
+        PyErr_Clear();
+        return em_trace_fail(T, EMA_CALL, "%s() while tracing", tp->tp_name);
+    }
+    EmSym *s = em_sym_new(T, SYM_NEW), *attrs = em_sym_new(T, SYM_DICT);
+    EmSym *items = base != &PyBaseObject_Type ? em_sym_new(T, SYM_DICT) : NULL;
+    if (!s || !attrs || (base != &PyBaseObject_Type && !items)) {
+        Py_DECREF(ph);
+        return EM_ERR;
+    }
+    s->obj = ph;
+    if (em_vec_push(&s->items, attrs) || (items && em_vec_push(&s->items, items))) return PyErr_NoMemory(), EM_ERR;
+    if (py_init) {
+        EmSym *all[65], *r = NULL;
+        if (nargs + 1 > 65) return em_trace_fail(T, EMA_CALL, "%s() with too many arguments", tp->tp_name);
+        all[0] = s;
+        for (int i = 0; i < nargs; i++) all[i + 1] = args[i];
+        EmStatus st = em_inline(T, init, all, nargs + 1, kwnames, &r);
+        if (st != EM_OK) return st;
+        if (r->kind != SYM_CONST || r->obj != Py_None)
+            return em_trace_fail(T, EMA_CALL, "%s.__init__ returned a value", tp->tp_name);
+    }
+    *out = s;
+    return EM_OK;
+}
+
+EmSym *em_obj_stored(EmTracer *T, EmSym *base, PyObject *name) {
+    for (int32_t i = T->stores.len - 3; i >= 0; i -= 3)
+        if (T->stores.data[i] == base && PyUnicode_Compare(T->stores.data[i + 1]->obj, name) == 0)
+            return T->stores.data[i + 2];
+    return NULL;
+}
+
+static EmStatus record_store(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
+    for (int32_t i = 0; i < T->stores.len; i += 3)
+        if (T->stores.data[i] == base && PyUnicode_Compare(T->stores.data[i + 1]->obj, name) == 0) {
+            T->stores.data[i + 2] = v;
+            return EM_OK;
+        }
+    EmSym *ns = em_sym_const(T, name);
+    if (!ns) return EM_ERR;
+    if (em_vec_push(&T->stores, base) || em_vec_push(&T->stores, ns) || em_vec_push(&T->stores, v))
+        return PyErr_NoMemory(), EM_ERR;
+    return EM_OK;
+}
+
+static EmStatus dict_set(EmTracer *T, EmSym *d, PyObject *key, EmSym *v) {
+    for (int32_t i = 0; i < d->keys.len; i++) {
+        int eq = PyObject_RichCompareBool(d->keys.data[i], key, Py_EQ);
+        if (eq < 0) return EM_ERR;
+        if (eq) {
+            d->items.data[i] = v;
+            return EM_OK;
+        }
+    }
+    (void)T;
+    if (em_vec_push(&d->keys, Py_NewRef(key)) || em_vec_push(&d->items, v)) return PyErr_NoMemory(), EM_ERR;
+    return EM_OK;
+}
+
+EmStatus em_obj_generic_set(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
+    const char *n = PyUnicode_AsUTF8(name);
+    if (!n) return EM_ERR;
+    if (base->kind != SYM_NEW && (base->kind != SYM_OBJ || base->src < 0 || PyType_Check(base->obj) ||
+                                  PyModule_Check(base->obj)))
+        return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a %s", n, em_sym_describe(base));
+    PyTypeObject *tp = Py_TYPE(base->obj);
+    PyObject *descr = _PyType_Lookup(tp, name);
+    if (descr && Py_TYPE(descr)->tp_descr_set) {
+        if (!Py_IS_TYPE(descr, &PyProperty_Type))
+            return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s through a descriptor", n);
+        PyObject *fset = PyObject_GetAttrString(descr, "fset");
+        if (!fset) return EM_ERR;
+        EmSym *args[2] = {base, v}, *r = NULL;
+        EmStatus st = PyFunction_Check(fset) ? em_inline(T, fset, args, 2, NULL, &r)
+                                             : em_trace_fail(T, EMA_SIDE_EFFECT, "store to property .%s", n);
+        Py_DECREF(fset);
+        return st;
+    }
+    if (base->kind == SYM_NEW) return dict_set(T, base->items.data[0], name, v);
+    if (base->src >= 0 && em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
+    if (!_PyObject_GetDictPtr(base->obj))
+        return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a %s without __dict__", n, tp->tp_name);
+    return record_store(T, base, name, v);
+}
+
+EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
+    static PyObject *s_setattr;
+    if (!intern(&s_setattr, "__setattr__")) return EM_ERR;
+    if (base->kind != SYM_NEW && base->kind != SYM_OBJ)
+        return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a %s", PyUnicode_AsUTF8(name),
+                             em_sym_describe(base));
+    PyTypeObject *tp = Py_TYPE(base->obj);
+    PyObject *hook = _PyType_Lookup(tp, s_setattr);
+    if (hook && PyFunction_Check(hook)) { /* the class's own __setattr__, traced */
+        if (base->kind == SYM_OBJ && base->src >= 0 && em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0))
+            return EM_ERR;
+        EmSym *args[3] = {base, em_sym_const(T, name), v}, *r = NULL;
+        if (!args[1]) return EM_ERR;
+        return em_inline(T, hook, args, 3, NULL, &r);
+    }
+    if (tp->tp_setattro != PyObject_GenericSetAttr)
+        return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a %s (own __setattr__)", PyUnicode_AsUTF8(name),
+                             tp->tp_name);
+    return em_obj_generic_set(T, base, name, v);
+}
+
+EmStatus em_obj_effects_head(EmTracer *T) {
+    int32_t n = T->stores.len / 3;
+    if (!n) return EM_OK;
+    EmOut last = {.kind = OUT_LAST, .v = n + 1};
+    if (em_vec_push(&T->out, last)) return PyErr_NoMemory(), EM_ERR;
+    for (int32_t i = 0; i < T->stores.len; i += 3) {
+        EmOut so = {.kind = OUT_SETATTR, .v = 2, .obj = Py_NewRef(T->stores.data[i + 1]->obj)};
+        if (em_vec_push(&T->out, so)) {
+            Py_DECREF(so.obj);
+            return PyErr_NoMemory(), EM_ERR;
+        }
+        EmStatus st = em_trace_build_out(T, T->stores.data[i], 1);
+        if (st == EM_OK) st = em_trace_build_out(T, T->stores.data[i + 2], 1);
+        if (st != EM_OK) return st;
+    }
+    return EM_OK;
+}
