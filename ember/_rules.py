@@ -16,6 +16,7 @@ tracked by ember, since meta tensors have none).
 """
 import builtins
 import enum
+import inspect
 import math
 import os
 import operator
@@ -158,6 +159,9 @@ def imported(name, globals_, fromlist, level):
     return mod
 
 
+signature = inspect.signature
+
+
 def classify(fn):
     """Rule for a callable not yet in RULES (memoized)."""
     rule = _classify(fn)
@@ -244,9 +248,9 @@ def skip_file(filename):
 
 # ---- values ----
 
-# enum members are singletons compared by identity: constants like ints
+# enum members are singletons compared by identity: constants like ints; signatures are immutable
 PURE_TYPES = (torch.dtype, torch.device, torch.Size, torch.memory_format, torch.layout, torch.finfo,
-              torch.iinfo, type(Ellipsis), type(None), enum.Enum)
+              torch.iinfo, type(Ellipsis), type(None), enum.Enum, inspect.Signature, inspect.Parameter)
 _SCALARS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), slice, range, torch.dtype,
             torch.device, torch.memory_format, torch.layout, torch.finfo, torch.iinfo)
 

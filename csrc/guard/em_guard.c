@@ -188,8 +188,8 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
         case EMG_LOAD_CONST: v = in->obj; break;
         case EMG_LOAD_CELL: v = PyCell_GET(b); break;
         case EMG_LOAD_ODICT: v = odict_get(b, in->obj); break;
-        case EMG_LOAD_DICT:
-            if (!PyDict_CheckExact(b)) return 0;
+        case EMG_LOAD_DICT: /* dict storage: a subclass's __getitem__ is not consulted */
+            if (!PyDict_Check(b)) return 0;
             v = PyDict_GetItemWithError(b, in->obj);
             break;
         case EMG_LOAD_ATTR:
@@ -219,7 +219,7 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
             if (!in->a) {
                 dp = _PyObject_GetDictPtr(d);
                 d = dp ? *dp : NULL;
-            } else if (!PyDict_CheckExact(d)) {
+            } else if (!PyDict_Check(d)) {
                 return 0;
             }
             if (!d) return 1;

@@ -39,6 +39,7 @@ typedef struct {
     /* graph calls that change global state (helper attributes of the same names) */
     PyObject *object_getattribute; /* object.__getattribute__ (a slot wrapper) */
     PyObject *set_grad_enabled, *ctx_enter_fn, *ctx_exit_fn, *ctx_reenter_fn, *grad_restorer;
+    PyObject *signature_fn; /* inspect.signature: answered at trace time for known functions */
 
     /* code extra slot and hook */
     Py_ssize_t extra_index;

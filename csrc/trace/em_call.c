@@ -574,6 +574,9 @@ static EmStatus call_builtin_method(EmTracer *T, PyObject *fn, EmSym *self, EmSy
         *out = em_sym_const(T, Py_None);
         return *out ? EM_OK : EM_ERR;
     }
+    if (self->kind == SYM_OBJ && PyDict_Check(self->obj) && owner == &PyDict_Type &&
+        (!strcmp(n, "get") || !strcmp(n, "__getitem__") || !strcmp(n, "__contains__")))
+        return call_container_method(T, fn, self, args, nargs, out); /* dict's storage, guarded per key */
     if (self->kind == SYM_NEW && self->items.len > 1 && PyType_IsSubtype(owner, &PyDict_Type)) {
         if (!strcmp(n, "__init__") && nargs == 0) {
             *out = em_sym_const(T, Py_None);
@@ -687,6 +690,13 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         Py_IS_TYPE(f, &PyMethodDescr_Type))
         return call_container_method(T, f, self, args, nargs, out);
     if (f == em_state.builtin_len && n == 1 && all[0]->kind == SYM_NEW) return em_call_dunder(T, all[0], "__len__", NULL, 0, out);
+    if (f == em_state.builtin_len && n == 1 && !kwnames &&
+        (all[0]->kind == SYM_TUPLE || all[0]->kind == SYM_LIST || all[0]->kind == SYM_DICT)) {
+        PyObject *len = PyLong_FromLong(all[0]->items.len); /* whatever the items are */
+        *out = len ? em_sym_const(T, len) : NULL;
+        Py_XDECREF(len);
+        return *out ? EM_OK : EM_ERR;
+    }
     if (f == em_state.builtin_len && n == 1 && all[0]->kind == SYM_OBJ &&
         PyObject_IsInstance(all[0]->obj, em_state.nn_module_type) == 1) {
         EmSym *items = NULL;
@@ -710,11 +720,39 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
             }
         }
         EmSym *self_out = NULL;
+        int h0 = T->handlers;
+        T->missing_attr = 0;
         EmStatus st = em_sym_getattr(T, all[0], all[1]->obj, is_hasattr, out, &self_out);
+        if (st == EM_ABORT && (n == 3 || is_hasattr) && T->missing_attr && T->missing_handlers == h0) {
+            /* the lookup ended in an AttributeError no inlined frame could catch */
+            T->missing_attr = 0;
+            *out = is_hasattr ? em_sym_const(T, Py_False) : all[2];
+            return *out ? EM_OK : EM_ERR;
+        }
         if (st == EM_OK && is_hasattr) *out = em_sym_const(T, Py_True);
         return st == EM_OK && !*out ? EM_ERR : st;
     }
     if (f == (PyObject *)&PyType_Type && n == 1 && !kwnames) return em_sym_type(T, all[0], out);
+    if (f == em_state.signature_fn && n == 1 && !kwnames) {
+        /* inspect.signature of a function known by identity (or a method of one): a constant */
+        EmSym *a = all[0];
+        PyObject *target = NULL;
+        if (a->kind == SYM_BOUND && PyFunction_Check(a->items.data[1]->obj) && a->items.data[0]->obj)
+            target = PyMethod_New(a->items.data[1]->obj, a->items.data[0]->obj);
+        else if ((a->kind == SYM_OBJ && a->by_id && PyFunction_Check(a->obj)) || (a->kind == SYM_CONST))
+            target = Py_NewRef(a->obj);
+        else
+            return em_trace_fail(T, EMA_CALL, "inspect.signature of a %s", em_sym_describe(a));
+        PyObject *sig = target ? PyObject_CallOneArg(f, target) : NULL;
+        Py_XDECREF(target);
+        if (!sig) {
+            PyErr_Clear();
+            return em_trace_fail(T, EMA_CALL, "inspect.signature raised");
+        }
+        *out = em_sym_const(T, sig);
+        Py_DECREF(sig);
+        return *out ? EM_OK : EM_ERR;
+    }
     if (f == em_state.builtin_setattr && n == 3 && !kwnames && all[1]->kind == SYM_CONST && PyUnicode_Check(all[1]->obj)) {
         EmStatus st = em_obj_store_attr(T, all[0], all[1]->obj, all[2]);
         if (st == EM_OK) *out = em_sym_const(T, Py_None);

@@ -202,9 +202,12 @@ EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObjec
     }
     T->globals = fn->func_globals;
     T->builtins = fn->func_builtins;
+    int eh = PyBytes_GET_SIZE(co->co_exceptiontable) > 0;
+    T->handlers += eh;
     T->depth++;
     st = em_trace_loop(T);
     T->depth--;
+    T->handlers -= eh;
     EmSym *ret = genexpr ? gen : T->retval;
     frame_restore(T, &saved);
     if (st == EM_OK) *out = ret;

@@ -610,8 +610,10 @@ int em_sym_own(EmTracer *T, EmSym *s) {
 EmStatus em_lazy_dict_get(EmTracer *T, EmSym *d, PyObject *key, int *found, EmSym **out) {
     *found = 0;
     *out = NULL;
-    if (d->kind != SYM_OBJ || !PyDict_CheckExact(d->obj) || d->src < 0)
+    if (d->kind != SYM_OBJ || !PyDict_Check(d->obj) || d->src < 0)
         return em_trace_fail(T, EMA_VALUE, "lookup in %s", em_sym_describe(d));
+    if (!PyDict_CheckExact(d->obj) && em_guard_check(T->P, EMG_TYPE, d->src, (PyObject *)Py_TYPE(d->obj), 0))
+        return EM_ERR;
     if (!is_pure(key, 0)) return em_trace_fail(T, EMA_VALUE, "dict lookup by a %s", Py_TYPE(key)->tp_name);
     PyObject *v = PyDict_GetItemWithError(d->obj, key);
     if (!v) {
@@ -630,13 +632,18 @@ EmStatus em_lazy_dict_get(EmTracer *T, EmSym *d, PyObject *key, int *found, EmSy
  * that keep it so installed; 0 when that cannot be shown this way; -1 on error. Covers
  * instances of types with the generic lookup (and nn.Module's parameter/buffer/module tables):
  * the type (guarded) has no such attribute and the instance dict (guarded) has no such key. */
-int em_sym_attr_absent(EmTracer *T, EmSym *base, PyObject *name) {
+static int attr_absent(EmTracer *T, EmSym *base, PyObject *name, int generic);
+
+int em_sym_attr_absent(EmTracer *T, EmSym *base, PyObject *name) { return attr_absent(T, base, name, 0); }
+
+/* generic: object.__getattribute__'s answer, whatever the type's own lookup is. */
+static int attr_absent(EmTracer *T, EmSym *base, PyObject *name, int generic) {
     if (base->kind != SYM_OBJ || base->src < 0 || PyType_Check(base->obj) || PyModule_Check(base->obj)) return 0;
     PyObject *o = base->obj;
     PyTypeObject *tp = Py_TYPE(o);
     int is_mod = PyObject_IsInstance(o, em_state.nn_module_type);
     if (is_mod < 0) return -1;
-    if (tp->tp_getattro != PyObject_GenericGetAttr && !is_mod) return 0;
+    if (tp->tp_getattro != PyObject_GenericGetAttr && !is_mod && !generic) return 0;
     if (_PyType_Lookup(tp, name)) return 0;
     PyObject **dp = _PyObject_GetDictPtr(o);
     PyObject *dict = dp ? *dp : NULL;
@@ -932,7 +939,16 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
         return *out ? EM_OK : st;
     }
     if (!descr && getattr_hook) return inline_attr_hook(T, getattr_hook, base, name, out);
-    if (!descr) return em_trace_fail(T, EMA_ATTR, "%s.%s (not found)", tp->tp_name, n);
+    if (!descr) {
+        /* AttributeError: a getattr(o, n, default) or hasattr() around it may use the absence */
+        int absent = attr_absent(T, base, name, 1);
+        if (absent < 0) return EM_ERR;
+        if (absent) {
+            T->missing_attr = 1;
+            T->missing_handlers = T->handlers;
+        }
+        return em_trace_fail(T, EMA_ATTR, "%s.%s (not found)", tp->tp_name, n);
+    }
     if (Py_TYPE(descr)->tp_descr_get) return class_attr(T, base, tp, descr, n, method, out, self);
     /* a plain class attribute: guard its value through a generic getattr */
     slot = em_guard_attr(T->P, base->src, name);
@@ -980,6 +996,8 @@ static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, E
     if (!descr) {
         PyObject *gattr = _PyType_Lookup(tp, s_gattr);
         if (gattr && PyFunction_Check(gattr)) return inline_attr_hook(T, gattr, base, name, out);
+        T->missing_attr = 1; /* the trace owns every attribute of this object */
+        T->missing_handlers = T->handlers;
         return em_trace_fail(T, EMA_ATTR, "%s.%s (not set)", tp->tp_name, n);
     }
     if (PyFunction_Check(descr) || Py_IS_TYPE(descr, &PyStaticMethod_Type) || Py_IS_TYPE(descr, &PyClassMethod_Type) ||
@@ -1002,6 +1020,26 @@ EmStatus em_sym_getattr(EmTracer *T, EmSym *base, PyObject *name, int method, Em
             if (!v) {
                 PyErr_Clear();
                 return em_trace_fail(T, EMA_ATTR, "%s.%s", Py_TYPE(base->obj)->tp_name, PyUnicode_AsUTF8(name));
+            }
+            if (Py_IS_TYPE(v, &PyDictProxy_Type)) {
+                /* a read-only mapping of a constant (Signature.parameters): a dict of constants */
+                PyObject *items = PyMapping_Items(v);
+                Py_DECREF(v);
+                EmSym *d = items ? em_sym_new(T, SYM_DICT) : NULL;
+                for (Py_ssize_t i = 0; d && i < PyList_GET_SIZE(items); i++) {
+                    PyObject *kv = PyList_GET_ITEM(items, i);
+                    PyObject *k = PyTuple_GET_ITEM(kv, 0), *iv = PyTuple_GET_ITEM(kv, 1);
+                    if (!is_pure(k, 0) || !is_pure(iv, 0)) {
+                        Py_DECREF(items);
+                        return em_trace_fail(T, EMA_ATTR, "%s.%s (a mapping of non-constants)",
+                                             Py_TYPE(base->obj)->tp_name, PyUnicode_AsUTF8(name));
+                    }
+                    EmSym *c = em_sym_const(T, iv);
+                    if (!c || em_vec_push(&d->items, c) || em_vec_push(&d->keys, Py_NewRef(k))) d = NULL;
+                }
+                Py_XDECREF(items);
+                *out = d;
+                return d ? EM_OK : EM_ERR;
             }
             if (!is_pure(v, 0) && !PyCFunction_Check(v)) {
                 Py_DECREF(v);

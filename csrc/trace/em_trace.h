@@ -119,6 +119,10 @@ typedef struct EmTracer {
     /* attribute stores on objects from the frame, replayed by the output tree (em_obj.c):
      * triples (object, name constant, value) */
     EmVec(EmSym *) stores;
+    /* getattr(o, n, default) / hasattr through Python code: the generic lookup found no such
+     * attribute (absence guarded) with `missing_handlers` inlined frames having exception
+     * handlers; `handlers` counts those frames now (em_inline.c) */
+    int handlers, missing_attr, missing_handlers;
     /* abort */
     EmAbort abort;
     int abort_line;

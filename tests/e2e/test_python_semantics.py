@@ -604,3 +604,52 @@ def test_attribute_stores_on_an_existing_object_are_replayed():
     assert state.calls == 2
     c = ember.testing.counters()
     assert c["aborts"] == 0 and c["breaks"] == 0, c
+
+
+class LayeredConfig:
+    """Like transformers' heterogeneous configs: every read goes through a Python
+    __getattribute__ that consults the instance dict first."""
+
+    def __init__(self):
+        self.hidden = 4
+
+    def __getattribute__(self, key):
+        spec = super().__getattribute__("__dict__").get("_spec")
+        if spec is not None and key in spec:
+            return spec[key]
+        return super().__getattribute__(key)
+
+
+def test_getattr_default_and_hasattr_through_a_python_getattribute():
+    cfg = LayeredConfig()
+
+    def f(x):
+        y = x * cfg.hidden
+        if getattr(cfg, "output_extra", False):
+            y = y + 100
+        return y * 2 if hasattr(cfg, "scale") else y
+
+    cf = ember.compile(f)
+    x = randn(3)
+    torch.testing.assert_close(cf(x), x * 4)
+    cfg.output_extra = True
+    torch.testing.assert_close(cf(x), x * 4 + 100)
+    cfg.scale = 1
+    torch.testing.assert_close(cf(x), (x * 4 + 100) * 2)
+    c = ember.testing.counters()
+    assert c["breaks"] == 0 and c["aborts"] == 0, c
+
+
+def test_inspect_signature_of_a_method_and_len_of_a_tuple_of_objects():
+    import inspect
+
+    class Chunked(torch.nn.Module):
+        def chunk(self, a, b):
+            return a * b
+
+        def forward(self, x):
+            n = len(inspect.signature(self.chunk).parameters)
+            objs = (self, self, torch.nn.Identity())
+            return self.chunk(x, x) + n + len(objs)
+
+    one_graph(Chunked(), randn(3))
