@@ -160,6 +160,7 @@ def imported(name, globals_, fromlist, level):
 
 
 signature = inspect.signature
+environ = os.environ  # reads of it are answered at trace time, guarded per key (em_call.c)
 
 
 def classify(fn):

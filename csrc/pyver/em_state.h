@@ -40,6 +40,7 @@ typedef struct {
     PyObject *object_getattribute; /* object.__getattribute__ (a slot wrapper) */
     PyObject *set_grad_enabled, *ctx_enter_fn, *ctx_exit_fn, *ctx_reenter_fn, *grad_restorer;
     PyObject *signature_fn; /* inspect.signature: answered at trace time for known functions */
+    PyObject *os_environ;   /* os.environ: lookups guarded per key on its _data dict */
 
     /* code extra slot and hook */
     Py_ssize_t extra_index;

@@ -598,7 +598,7 @@ EmStatus em_call_dunder(EmTracer *T, EmSym *self, const char *name, EmSym **args
         for (int i = 0; i < nargs && i < 3; i++) all[i + 1] = args[i];
         return em_inline(T, f, all, nargs + 1, NULL, out);
     }
-    if (f && (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type)))
+    if (f && self->kind == SYM_NEW && (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type)))
         return call_builtin_method(T, f, self, args, nargs, out);
     return em_trace_fail(T, EMA_VALUE, "%s of a %s", name, em_sym_describe(self));
 }
@@ -654,6 +654,20 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
     if (self) all[n++] = self;
     for (int i = 0; i < nargs; i++) all[n++] = args[i];
     if (fn->kind == SYM_EXIT) return em_ctx_exit_call(T, fn, all, n, out);
+    if (self && self->kind == SYM_OBJ && self->obj == em_state.os_environ && PyFunction_Check(fn->obj) && !kwnames) {
+        const char *mn = PyUnicode_AsUTF8(((PyFunctionObject *)fn->obj)->func_name);
+        int get = mn && !strcmp(mn, "get"), item = mn && !strcmp(mn, "__getitem__"), has = mn && !strcmp(mn, "__contains__");
+        if (!mn) return EM_ERR;
+        if ((get && (nargs == 1 || nargs == 2)) || ((item || has) && nargs == 1)) {
+            int found;
+            EmStatus st = em_env_lookup(T, self, args[0], &found, out);
+            if (st != EM_OK) return st;
+            if (has) *out = em_sym_const(T, found ? Py_True : Py_False);
+            else if (!found && item) return em_trace_fail(T, EMA_VALUE, "missing environment variable");
+            else if (!found) *out = nargs == 2 ? args[1] : em_sym_const(T, Py_None);
+            return *out ? EM_OK : EM_ERR;
+        }
+    }
     if (fn->kind == SYM_BOUND && !self) return em_call(T, fn->items.data[1], fn->items.data[0], args, nargs, kwnames, out);
     if (fn->kind == SYM_OBJ && fn->src >= 0 && PyMethod_Check(fn->obj) && !self) {
         /* a bound method read from the frame (stored in an attribute, passed in): its

@@ -69,6 +69,10 @@ EmStatus h_store_deref(EmTracer *T, const EmInstr *in) {
     if (em_code_kind(T->code, in->arg) & EM_CO_FAST_FREE)
         return em_trace_fail(T, EMA_SIDE_EFFECT, "write to the closure variable %s",
                              PyUnicode_AsUTF8(em_code_name(T->code, in->arg)));
+    for (int32_t i = 0; i < T->captured.len; i += 2)
+        if (T->captured.data[i] == (void *)T->locals && (intptr_t)T->captured.data[i + 1] == in->arg)
+            return em_trace_fail(T, EMA_SIDE_EFFECT, "%s reassigned after a closure captured it",
+                                 PyUnicode_AsUTF8(em_code_name(T->code, in->arg)));
     return h_store_fast(T, in);
 }
 EmStatus h_store_attr(EmTracer *T, const EmInstr *in) {
@@ -275,6 +279,18 @@ EmStatus h_contains_op(EmTracer *T, const EmInstr *in) {
         EmSym *v;
         EmStatus st = em_lazy_dict_get(T, c, k->obj, &found, &v);
         if (st != EM_OK) return st;
+    } else if (c->kind == SYM_OBJ && c->obj == em_state.os_environ) {
+        EmSym *v;
+        EmStatus st = em_env_lookup(T, c, k, &found, &v);
+        if (st != EM_OK) return st;
+    } else if (c->kind == SYM_OBJ && c->src >= 0 && !c->by_id) {
+        /* a mutable object guarded by its type only: its own __contains__, traced */
+        EmSym *r = NULL;
+        EmStatus st = em_call_dunder(T, c, "__contains__", &k, 1, &r);
+        if (st != EM_OK) return st;
+        int t = 0;
+        if ((st = em_sym_truth(T, r, &t)) != EM_OK) return st;
+        found = t;
     } else if (k->kind == SYM_CONST || k->kind == SYM_OBJ) {
         PyObject *cv = em_sym_value(T, c);
         if (!cv) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "'in' on %s", em_sym_describe(c));
@@ -337,7 +353,9 @@ EmStatus h_binary_subscr(EmTracer *T, const EmInstr *in) {
         st = em_op_record(T, EMOP_SUBSCR, NULL, args, 2, NULL, op_fn(EMOP_SUBSCR), &out);
     else if (args[0]->kind == SYM_TUPLE || args[0]->kind == SYM_LIST || args[0]->kind == SYM_DICT)
         st = seq_index(T, args[0], args[1], &out);
-    else if (args[0]->kind == SYM_NEW)
+    else if (args[0]->kind == SYM_NEW || (args[0]->kind == SYM_OBJ && args[0]->src >= 0 && !args[0]->by_id &&
+                                          !PyDict_Check(args[0]->obj) &&
+                                          PyObject_IsInstance(args[0]->obj, em_state.nn_module_type) == 0))
         st = em_call_dunder(T, args[0], "__getitem__", &args[1], 1, &out);
     else if (args[0]->kind == SYM_OBJ && PyDict_CheckExact(args[0]->obj) && args[0]->src >= 0 &&
              args[1]->kind == SYM_CONST) {
@@ -345,9 +363,10 @@ EmStatus h_binary_subscr(EmTracer *T, const EmInstr *in) {
         st = em_lazy_dict_get(T, args[0], args[1]->obj, &found, &out);
         if (st == EM_OK && !found) st = em_trace_fail(T, EMA_VALUE, "missing dict key");
     }
-    else if (args[0]->kind == SYM_OBJ && args[1]->kind == SYM_CONST && PyLong_CheckExact(args[1]->obj) &&
+    else if (args[0]->kind == SYM_OBJ && args[1]->kind == SYM_CONST &&
+             (PyLong_CheckExact(args[1]->obj) || PySlice_Check(args[1]->obj)) &&
              PyObject_IsInstance(args[0]->obj, em_state.nn_module_type) == 1) {
-        EmSym *items = NULL; /* ModuleList[i], Sequential[i] */
+        EmSym *items = NULL; /* ModuleList[i], Sequential[i]; a slice is a list of the modules */
         st = em_module_items(T, args[0], 0, &items);
         if (st == EM_OK) st = seq_index(T, items, args[1], &out);
     }
@@ -599,11 +618,15 @@ static int is_comprehension(PyCodeObject *co) {
 }
 
 EmStatus h_load_closure(EmTracer *T, const EmInstr *in) {
-    /* the cell's current value: a comprehension runs before its parent can change it
-     * (MAKE_FUNCTION accepts closures of comprehensions only) */
+    /* the cell's current value: a comprehension runs before its parent can change it; any
+     * other closure keeps it, and the parent may not reassign the variable afterwards
+     * (h_store_deref aborts) */
     EmStatus st = EM_OK;
     EmSym *v = em_local_get(T, in->arg, &st);
     if (!v) return st != EM_OK ? st : em_trace_fail(T, EMA_VALUE, "closure over an unbound variable");
+    if (em_vec_push(&T->capture_pending, (void *)T->locals) ||
+        em_vec_push(&T->capture_pending, (void *)(intptr_t)in->arg))
+        return PyErr_NoMemory(), EM_ERR;
     return em_push(T, v);
 }
 
@@ -617,8 +640,12 @@ EmStatus h_make_function(EmTracer *T, const EmInstr *in) {
     if (code->kind != SYM_CONST || !PyCode_Check(code->obj))
         return em_trace_fail(T, EMA_VALUE, "MAKE_FUNCTION of a %s", em_sym_describe(code));
     PyCodeObject *co = (PyCodeObject *)code->obj;
-    if (closure && (!is_comprehension(co) || closure->kind != SYM_TUPLE))
+    if (closure && closure->kind != SYM_TUPLE)
         return em_trace_fail(T, EMA_VALUE, "a closure made while tracing (%s)", PyUnicode_AsUTF8(co->co_qualname));
+    if (closure && !is_comprehension(co))
+        for (int32_t i = 0; i < T->capture_pending.len; i++)
+            if (em_vec_push(&T->captured, T->capture_pending.data[i])) return PyErr_NoMemory(), EM_ERR;
+    T->capture_pending.len = 0;
     PyObject *fn = PyFunction_NewWithQualName(code->obj, T->globals, co->co_qualname);
     if (!fn) return EM_ERR;
     EmSym *s = em_sym_new(T, SYM_OBJ);

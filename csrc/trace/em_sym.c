@@ -310,6 +310,10 @@ int32_t em_sym_arg(EmTracer *T, EmSym *s, EmStatus *st) {
         case SYM_TENSOR: return em_ir_arg(G, EMA_REF, s->ref, 0);
         case SYM_CONST:
         case SYM_OBJ: {
+            if (s->kind == SYM_OBJ && s->items.len) { /* its closure lives in the trace only */
+                *st = em_trace_fail(T, EMA_VALUE, "a closure made while tracing passed to an op");
+                return -1;
+            }
             if (s->kind == SYM_OBJ && s->src >= 0 && !s->by_id) {
                 /* an instance guarded only by type (a module, a user object): its state is
                  * not guarded, so it must not be baked into the graph */
@@ -628,6 +632,40 @@ EmStatus em_lazy_dict_get(EmTracer *T, EmSym *d, PyObject *key, int *found, EmSy
     return *out ? EM_OK : st;
 }
 
+/* os.environ[key] / .get / in: the variable's encoded value in os.environ._data, guarded
+ * (present with this value, or absent). */
+EmStatus em_env_lookup(EmTracer *T, EmSym *env, EmSym *key, int *found, EmSym **out) {
+    static PyObject *s_data;
+    *found = 0;
+    *out = NULL;
+    if (key->kind != SYM_CONST || !PyUnicode_Check(key->obj) || env->src < 0)
+        return em_trace_fail(T, EMA_VALUE, "os.environ lookup by a %s", em_sym_describe(key));
+    if (!s_data && !(s_data = PyUnicode_InternFromString("_data"))) return EM_ERR;
+    PyObject *enc = PyObject_CallMethod(env->obj, "encodekey", "O", key->obj);
+    PyObject *data = enc ? PyObject_GetAttr(env->obj, s_data) : NULL;
+    int32_t ds = data ? em_guard_odict(T->P, env->src, s_data) : -1;
+    EmStatus st = EM_ERR;
+    if (ds < 0 || !PyDict_CheckExact(data)) goto done;
+    PyObject *v = PyDict_GetItemWithError(data, enc);
+    if (!v) {
+        if (!PyErr_Occurred()) st = em_guard_check(T->P, EMG_ABSENT, ds, enc, 1) ? EM_ERR : EM_OK;
+        goto done;
+    }
+    int32_t vs = em_guard_dict(T->P, ds, enc);
+    if (vs < 0 || em_guard_check(T->P, EMG_EQ, vs, v, 0)) goto done;
+    PyObject *dec = PyObject_CallMethod(env->obj, "decodevalue", "O", v);
+    if (!dec) goto done;
+    *out = em_sym_const(T, dec);
+    Py_DECREF(dec);
+    *found = 1;
+    st = *out ? EM_OK : EM_ERR;
+done:
+    Py_XDECREF(enc);
+    Py_XDECREF(data);
+    if (st == EM_ERR && !PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "ember: os.environ is not a dict");
+    return st;
+}
+
 /* 1 when `name` is provably not an attribute of the object base stands for, with the guards
  * that keep it so installed; 0 when that cannot be shown this way; -1 on error. Covers
  * instances of types with the generic lookup (and nn.Module's parameter/buffer/module tables):
@@ -638,6 +676,18 @@ int em_sym_attr_absent(EmTracer *T, EmSym *base, PyObject *name) { return attr_a
 
 /* generic: object.__getattribute__'s answer, whatever the type's own lookup is. */
 static int attr_absent(EmTracer *T, EmSym *base, PyObject *name, int generic) {
+    if (base->kind == SYM_CONST) { /* an immutable value: its attributes are its type's */
+        int has = PyObject_HasAttr(base->obj, name);
+        return !has;
+    }
+    if (base->kind == SYM_TENSOR) {
+        PyObject *m = em_sym_meta(T, base);
+        if (!m) return -1;
+        if (_PyType_Lookup(Py_TYPE(m), name)) return 0;
+        /* no attribute of the type: a tensor made by the graph has no others; an input
+         * tensor must not gain one in its __dict__ (guarded) */
+        return base->src < 0 || em_guard_check(T->P, EMG_ABSENT, base->src, name, 0) == 0 ? 1 : -1;
+    }
     if (base->kind != SYM_OBJ || base->src < 0 || PyType_Check(base->obj) || PyModule_Check(base->obj)) return 0;
     PyObject *o = base->obj;
     PyTypeObject *tp = Py_TYPE(o);

@@ -123,6 +123,9 @@ typedef struct EmTracer {
      * attribute (absence guarded) with `missing_handlers` inlined frames having exception
      * handlers; `handlers` counts those frames now (em_inline.c) */
     int handlers, missing_attr, missing_handlers;
+    /* cell variables captured by closures made while tracing (which hold their values):
+     * (locals array, index) pairs; the pending ones were loaded for a MAKE_FUNCTION */
+    EmVec(void *) captured, capture_pending;
     /* abort */
     EmAbort abort;
     int abort_line;
@@ -165,6 +168,7 @@ EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s);
 int em_sym_truth(EmTracer *T, EmSym *s, int *out); /* 0 ok, else abort status */
 /* Lookups in a dict read through a slot without wrapping it whole; absence proofs; type(). */
 int em_sym_own(EmTracer *T, EmSym *s);
+EmStatus em_env_lookup(EmTracer *T, EmSym *env, EmSym *key, int *found, EmSym **out);
 EmStatus em_lazy_dict_get(EmTracer *T, EmSym *d, PyObject *key, int *found, EmSym **out);
 int em_sym_attr_absent(EmTracer *T, EmSym *base, PyObject *name);
 EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out);

@@ -1,10 +1,8 @@
 """The public model suite in small configurations (ember.bench.models.build(name, small=True),
 random weights): captured by ember with outputs and gradients equal to eager.
 
-The models in WHOLE must be one graph with no break, in inference and in a training step,
-and an optimizer's in-place parameter updates must not cause a recompile. GPT-2 and Llama
-are not captured whole yet (README, limitations): for them the tests check that whatever
-ember captures gives eager's outputs and gradients.
+Every model must be one graph with no break, in inference and in a training step, and an
+optimizer's in-place parameter updates must not cause a recompile.
 """
 
 import copy
@@ -19,7 +17,7 @@ from ember.bench.models import build, tensors
 
 TORCHVISION = ["resnet18", "resnet50", "mobilenet_v3_large", "vit_b_16"]
 HF = ["bert", "gpt2", "llama", "t5_encoder"]
-WHOLE = TORCHVISION + ["bert", "t5_encoder"]
+WHOLE = TORCHVISION + HF
 
 
 def _needs(name):

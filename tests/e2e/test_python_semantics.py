@@ -168,7 +168,7 @@ def closure_changed_after_creation(x):
 
 def test_closure_seeing_a_later_assignment_is_not_captured_by_value():
     x = randn(3)
-    with pytest.warns(ember.EmberWarning, match="closure made while tracing"):
+    with pytest.warns(ember.EmberWarning, match="reassigned after a closure captured it"):
         got = ember.compile(closure_changed_after_creation)(x)
     torch.testing.assert_close(got, x * 5)
 
@@ -653,3 +653,71 @@ def test_inspect_signature_of_a_method_and_len_of_a_tuple_of_objects():
             return self.chunk(x, x) + n + len(objs)
 
     one_graph(Chunked(), randn(3))
+
+
+# ---- closures made while tracing, os.environ, module slices, a Python __contains__ ----
+
+
+def _and_all(*fns):
+    def combined(x):
+        out = x
+        for fn in fns:
+            out = fn(out)
+        return out
+
+    return combined
+
+
+def test_closures_made_while_tracing_and_called_later():
+    def f(x):
+        scale = 3.0
+        g = _and_all(torch.relu, lambda t: t * scale, lambda t: t + 1)
+        return g(x)
+
+    one_graph(f, randn(4))
+
+
+def test_os_environ_reads_are_guarded_per_variable(monkeypatch):
+    import os
+    monkeypatch.delenv("EMBER_TEST_FLAG", raising=False)
+
+    def f(x):
+        if os.environ.get("EMBER_TEST_FLAG", "0") == "1" or "EMBER_TEST_OTHER" in os.environ:
+            return x + 1
+        return x - 1
+
+    cf = ember.compile(f)
+    x = randn(3)
+    torch.testing.assert_close(cf(x), x - 1)
+    monkeypatch.setenv("EMBER_TEST_FLAG", "1")
+    torch.testing.assert_close(cf(x), x + 1)
+    monkeypatch.setenv("EMBER_TEST_FLAG", "2")
+    torch.testing.assert_close(cf(x), x - 1)
+    c = ember.testing.counters()
+    assert c["breaks"] == 0 and c["aborts"] == 0, c
+
+
+class Registry:
+    """A mapping with Python __getitem__/__contains__ (like transformers' AttentionInterface)."""
+
+    _table = {"double": 2.0, "triple": 3.0}
+
+    def __getitem__(self, key):
+        return self._table[key]
+
+    def __contains__(self, key):
+        return key in self._table
+
+
+def test_module_list_slice_and_python_container_protocols():
+    reg = Registry()
+    layers = torch.nn.ModuleList([torch.nn.Linear(4, 4) for _ in range(4)])
+
+    def f(x):
+        for layer in layers[:3]:
+            x = layer(x)
+        if "double" in reg and "half" not in reg:
+            x = x * reg["double"]
+        return x
+
+    one_graph(f, randn(2, 4))
