@@ -107,10 +107,10 @@ def parse_args(argv):
     ap.add_argument("--readme", default="", help="rewrite this README's results section from the run")
     ap.add_argument("--threads", type=int, default=None,
                     help="torch.set_num_threads (default: 1 on cpu, torch's default on cuda)")
-    ap.add_argument("--warmup", type=int, default=2, help="untimed steps before the steady state")
-    ap.add_argument("--iters", type=int, default=20, help="most timed (eager, backend) step pairs")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps before the steady state")
+    ap.add_argument("--iters", type=int, default=30, help="most timed (eager, backend) step pairs")
     ap.add_argument("--min-iters", type=int, default=5, help="fewest timed step pairs")
-    ap.add_argument("--budget", type=float, default=3.0, help="seconds of steady state after --min-iters")
+    ap.add_argument("--budget", type=float, default=5.0, help="seconds of steady state after --min-iters")
     ap.add_argument("--overhead-calls", type=int, default=10000)
     ap.add_argument("--overhead-repeats", type=int, default=5)
     ap.add_argument("--no-overhead", action="store_true", help="skip the cache-hit overhead measurement")
@@ -154,7 +154,7 @@ def machine_header(a, argv):
          "threads": torch.get_num_threads(), "python": sys.version.split()[0], "torch": torch.__version__,
          "ember_commit": _git_commit(), "warmup": a.warmup, "iters": a.iters, "min_iters": a.min_iters,
          "budget_s": a.budget, "overhead_calls": a.overhead_calls, "overhead_repeats": a.overhead_repeats,
-         "isolate": a.isolate}
+         "isolate": a.isolate, "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
     for mod in ("torchvision", "transformers"):
         try:
             h[mod] = __import__(mod).__version__

@@ -234,7 +234,7 @@ class Settings:
     before the steady state; iters: the most timed (eager, backend) pairs; min_iters: the fewest;
     budget_s: after min_iters pairs, stop once the steady state has taken this long."""
 
-    def __init__(self, device="cpu", small=False, train=False, warmup=2, iters=20, min_iters=5, budget_s=3.0):
+    def __init__(self, device="cpu", small=False, train=False, warmup=3, iters=30, min_iters=5, budget_s=5.0):
         self.device, self.small, self.train = device, small, train
         self.warmup, self.iters, self.min_iters, self.budget_s = warmup, iters, min_iters, budget_s
 

@@ -24,6 +24,8 @@ def _cell(text):
 def describe_machine(h):
     dev = h.get("gpu") or f"{h.get('cpu') or h.get('machine')}, {h.get('cpu_count')} cores"
     threads = f", {h['threads']} thread(s)" if h.get("threads") else ""
+    if h.get("loadavg"):
+        threads += f", load average {h['loadavg'][0]:.1f} at the start"
     return (f"{dev}{threads}; Python {h.get('python')}, torch {h.get('torch')}, "
             f"ember {h.get('ember_commit') or '?'}, {h.get('date', '')[:10]}")
 
@@ -38,11 +40,11 @@ def header_lines(h):
 
 def main_table(rows):
     lines = ["| model | backend | graphs | breaks | capture ms | first call cold ms | warm ms | step ms | "
-             "speedup vs eager | max err | note |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "eager step ms | speedup | max err | note |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["status"] != "ok":
-            lines.append(f"| {r['model']} | {r['backend']} | | | | | | | | | **{r['status']}**: "
+            lines.append(f"| {r['model']} | {r['backend']} | | | | | | | | | | **{r['status']}**: "
                          f"{_cell(r['error'])} |")
             continue
         eager = r["backend"] == "eager"
@@ -50,8 +52,8 @@ def main_table(rows):
             f"| {r['model']} | {r['backend']} | {_f(r['graphs'], 'd')} | {_f(r['breaks'], 'd')} | "
             f"{_f(r['capture_ms'], '.1f')} | {_f(r['first_call_cold_ms'], '.1f')} | "
             f"{_f(r['first_call_warm_ms'], '.1f')} | {_f(r['step_ms'], '.2f')} | "
-            f"{'' if eager else _f(r['speedup'], '.2f', 'x')} | {'' if eager else _f(r['max_err'], '.1e')} | "
-            f"{_cell(r['note'] or '')} |")
+            f"{'' if eager else _f(r['eager_step_ms'], '.2f')} | {'' if eager else _f(r['speedup'], '.2f', 'x')} | "
+            f"{'' if eager else _f(r['max_err'], '.1e')} | {_cell(r['note'] or '')} |")
     return lines
 
 
@@ -95,8 +97,9 @@ def overhead_table(orows):
 def markdown(result, chart=None, header=True):
     h, rows = result["header"], result["rows"]
     out = header_lines(h) + [""] if header else []
-    out += ["Per model and backend (times in ms; speedup = eager step / backend step, timed alternately; "
-            "max err against eager):", ""] + main_table(rows)
+    out += ["Per model and backend. Step: median steady-state step; eager step: the median of the eager steps "
+            "timed alternately with that backend's (the eager row's own step was timed before, alone); "
+            "speedup = eager step / step; max err: against eager.", ""] + main_table(rows)
     cap = capture_table(rows)
     if cap:
         out += ["", "Capture, ember vs TorchDynamo (both with the eager backend):", ""] + cap

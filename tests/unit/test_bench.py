@@ -125,7 +125,7 @@ def test_markdown_table(run):
     assert "| model | backend | graphs | breaks | capture ms |" in md
     assert "| tiny | ember:eager | 1 | 0 |" in md and "| tiny | torch:eager | 1 | 0 |" in md
     assert "**not supported**: ValueError: ember: unknown backend 'nonexistent'" in md
-    assert "| broken_forward | ember:eager | | | | | | | | | **error**: model: RuntimeError: this model" in md
+    assert "| broken_forward | ember:eager | | | | | | | | | | **error**: model: RuntimeError: this model" in md
     assert "Capture, ember vs TorchDynamo" in md and "Cache hit on `f(x, y) = x + y`" in md
     assert "![speedup and compile time per model and backend](bench_cpu.png)" in md
 
