@@ -139,16 +139,25 @@ def test_chart_is_a_png(run):
 
 def test_readme_section(run):
     result, out, readme = run
+    begin, end = report.markers("bench_cpu")
     text = readme.read_text()
-    assert text.count(report.BEGIN) == 1 and text.count(report.END) == 1
-    assert text.index("## Results") < text.index(report.BEGIN) < text.index("## Limitations")
-    section = text[text.index(report.BEGIN):text.index(report.END)]
+    assert text.count(begin) == 1 and text.count(end) == 1
+    assert text.index("## Results") < text.index(begin) < text.index("old text") < text.index("## Limitations")
+    section = text[text.index(begin):text.index(end)]
     assert "Machine: " in section and "Command: `python -m ember.bench" in section
     assert "`bench_cpu.json`" in section and "| tiny | ember:eager |" in section
     # regenerating from the saved JSON replaces the section instead of adding one
     report.main([str(out / "bench_cpu.json"), "--readme", str(readme)])
-    again = readme.read_text()
-    assert again.count(report.BEGIN) == 1 and "old text" in again and again.endswith("none\n")
+    assert readme.read_text() == text
+    # another kind of run gets its own section, before the placeholder line when there is one
+    other = tmp_copy = out / "README2.md"
+    tmp_copy.write_text(f"## Results\n\nintro\n\n{report.PLACE}\n\n## Limitations\n")
+    report.update_readme(other, report.readme_section(result, report.files_for(str(out / "bench_cpu.json"), other)))
+    saved = dict(result, header=dict(result["header"], train=True))
+    report.update_readme(other, report.readme_section(saved, {"json": "bench_cpu_train.json"}))
+    t = other.read_text()
+    b2 = report.markers("bench_cpu_train")[0]
+    assert t.index("intro") < t.index(begin) < t.index(b2) < t.index(report.PLACE) < t.index("## Limitations")
 
 
 def test_train_step_rows(tmp_path):
