@@ -5,6 +5,7 @@ or "eager" (plain PyTorch). Every measurement of one model runs in one process o
 inputs; a stage that raises becomes the row's error and the run goes on.
 """
 import contextlib
+import gc
 import os
 import re
 import shutil
@@ -424,7 +425,10 @@ def measure_model(name, builder, backends, s, progress=None):
         say(f"{name} {b.spec}: {describe(r)} ({time.perf_counter() - t1:.1f} s)")
     if not any(isinstance(b, PlainEager) for b in backends):
         rows = rows[1:]
-    del mb
+    del mb, model, inputs
+    gc.collect()
+    if s.device == "cuda":
+        torch.cuda.empty_cache()
     return rows
 
 
