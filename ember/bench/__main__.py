@@ -128,8 +128,9 @@ def _git_commit():
     try:
         sha = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                              timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        # "-dirty": the code differs from the commit (README.md and results/ are what runs write)
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":!README.md", ":!results"], capture_output=True, text=True, timeout=10).stdout.strip()
         return (sha + ("-dirty" if dirty else "")) or None
     except (OSError, subprocess.SubprocessError):
         return None

@@ -40,7 +40,7 @@ def header_lines(h):
     mode = "training step (forward + backward, dropout off; error over gradients)" if h.get("train") \
         else "inference under torch.no_grad()"
     return [f"Machine: {describe_machine(h)}. Device {h.get('device')}, "
-            f"{'small' if h.get('small') else 'full-size'} configs, {mode}.",
+            f"{'small' if h.get('small') else 'full-size'} configs, {mode}.", "",
             f"Command: `{h.get('command')}`"]
 
 
@@ -184,7 +184,7 @@ def readme_section(result, files):
     begin, end = markers(os.path.splitext(os.path.basename(files["json"]))[0])
     lines = [begin, ""] + header_lines(result["header"])
     listed = ", ".join(f"`{p}`" for p in files.values() if p)
-    lines += [f"Files: {listed}.", ""]
+    lines += ["", f"Files: {listed}.", ""]
     body = markdown(result, chart=files.get("png"), header=False).splitlines()
     return "\n".join(lines + body + ["", end]) + "\n"
 
