@@ -15,7 +15,7 @@ setup: $(DEPS) $(SO)
 
 $(DEPS): pyproject.toml Makefile
 	test -x $(VPY) || $(PY) -m venv $(VENV)
-	$(VPY) -m pip install -q torch==2.14.1 torchvision==0.29.1 transformers pytest numpy setuptools wheel
+	$(VPY) -m pip install -q torch==2.14.1 torchvision==0.29.1 transformers matplotlib pytest numpy setuptools wheel
 	touch $@
 
 $(SO): $(DEPS) $(CSRC)
@@ -37,7 +37,7 @@ asan: $(DEPS)
 	  rc=$$?; EMBER_WERROR=1 $(VPY) setup.py -q build_ext --inplace --force; exit $$rc
 
 bench: setup
-	PYTHONPATH=$(CURDIR) $(VPY) -m ember.bench.overhead
+	PYTHONPATH=$(CURDIR) $(VPY) -m ember.bench --small --out results
 
 clean:
 	rm -rf build ember/_C*.so csrc/pyver/em_opcodes_gen.h

@@ -1,0 +1,310 @@
+"""python -m ember.bench: ember against plain PyTorch and torch.compile on the public model suite.
+
+    python -m ember.bench [--small] [--models resnet18,bert,...] [--device cpu|cuda] [--train]
+                          [--backends eager,ember:eager,torch:eager,torch:inductor] [--out results]
+                          [--readme README.md] [--isolate]
+
+Models: resnet18, resnet50, mobilenet_v3_large, vit_b_16 (torchvision), bert, gpt2, llama, t5_encoder
+(transformers), pointwise_chain, mlp_block (synthetic, as in shared/anchors/torch_compile_baseline.py),
+all with random weights from a config, no downloads (ember/bench/models.py; --small scales them down).
+
+Backends, one row each per model, named SYSTEM:NAME[:MODE]:
+  eager            plain PyTorch: the reference of every speedup and error
+  ember:NAME       ember.compile(model, backend=NAME[, mode=MODE])
+  torch:NAME       torch.compile(model, backend=NAME[, mode=MODE]), i.e. TorchDynamo + NAME
+Default: eager,ember:eager,torch:eager, plus torch:inductor with --device cuda. On CPU torch:inductor
+is opt-in (--backends +torch:inductor adds to the defaults): its cold compile of one small model takes
+tens of seconds on a 2-core machine (C++ compiles), which would make a --small run take ~15 minutes.
+A backend that refuses the model when compiling (ember's ValueError for a backend it does not have
+yet; its RuntimeError on Python 3.12, where ember capture is not supported) is a row with status
+"not supported" and the message; one that raises later is a row with status "error"; the run goes on.
+
+What is measured (one process, the same module and inputs for every backend; backends run one after
+the other; --isolate runs each model in its own process, so a crash or --timeout is that model's rows):
+  step        one inference call under torch.no_grad(), or with --train one forward plus backward of
+              the first output tensor's float sum (gradients zeroed outside the timing, nn.Dropout set
+              to p=0 so that every backend computes the same thing). With --device cuda every timing
+              is bracketed by torch.cuda.synchronize().
+  first call cold   the first call of a freshly compiled model with the compiler's caches empty:
+              ember.reset() and torch._dynamo.reset() before, a fresh empty Inductor/Triton cache
+              directory and cleared in-memory compile caches (torch._inductor.utils.fresh_cache).
+              One-time process costs (imports, a backend's first use) are paid before the suite on a
+              trivial function, so they are charged to no model.
+  first call warm   the same right after: frontends reset again and a new wrapper compiled, with the
+              process warm and the on-disk caches holding this model's artifacts (Inductor's FX graph,
+              AOTAutograd and kernel caches hit; ember, which has no persistent cache yet, traces again).
+  compile_cold_ms, compile_warm_ms (JSON)  that first call minus the eager row's median step.
+  capture ms  the frontend's own timer for the cold first call. ember: the sum of its cache entries'
+              compile_s (driver time: trace, guards, backend compile, code emission), frames it gave up
+              on as plain Python not included; for ember backends other than eager this includes that
+              backend's compile. TorchDynamo: its '_compile.compile_inner' time minus
+              'OutputGraph.call_user_compiler' (the backend), from torch._dynamo.utils.
+              compilation_time_metrics; backend_compile_ms holds the latter.
+  step ms     median of the steady state: warm-up steps, then pairs of one eager step and one step of
+              the warm wrapper, alternating (at least --min-iters, at most --iters pairs, stopping once
+              --budget seconds have passed); speedup = median eager step / median backend step of the
+              same pairs. steady_compiles counts frames compiled during these steps (recompiles).
+  graphs, breaks    ember: its cache entries after the cold call (breaks = entries ending in a graph
+              break; plain_python = frames it ran as plain Python); TorchDynamo: counters['stats']
+              ['unique_graphs'] and the sum of counters['graph_break'].
+  max err     max abs difference of the cold first call's outputs (with --train: the parameter and
+              input gradients) against eager from the same parameters, buffers and RNG state.
+  overhead    per-call cost of a cache hit on f(x, y) = x + y with 4-element tensors: median over
+              repeats of a loop of calls, every backend's loop interleaved in each repeat, minus the
+              plain call's.
+Timings on a shared machine move between runs; read the ratios, measured side by side in one run.
+
+Writes <out>/bench_<device>[_small][_train].json (header + rows + overhead), .md (the tables) and .png
+(per model and backend: the speedup, and the cold first call beside one eager step, i.e. what compiling
+costs; needs matplotlib, else the run says so and goes on), prints the tables, and with
+--readme rewrites that README's results section from the run (python -m ember.bench.report does it
+from a saved JSON).
+"""
+import argparse
+import datetime
+import faulthandler
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import torch
+
+from . import harness, report
+from .models import SUITE, build
+
+DEFAULT_BACKENDS = ("eager", "ember:eager", "torch:eager")
+
+
+def _backend_specs(text, device):
+    """--backends: a comma list; a list starting with '+' adds to the defaults."""
+    defaults = list(DEFAULT_BACKENDS) + (["torch:inductor"] if device == "cuda" else [])
+    if not text:
+        specs = defaults
+    elif text.startswith("+"):
+        specs = defaults + [s for s in text[1:].split(",") if s.strip()]
+    else:
+        specs = [s for s in text.split(",") if s.strip()]
+    return list(dict.fromkeys(s.strip() for s in specs))
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="python -m ember.bench", description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n".join(__doc__.splitlines()[5:]))
+    ap.add_argument("--models", default=",".join(SUITE), help="comma-separated subset of the suite")
+    ap.add_argument("--small", action="store_true", help="scaled-down configs and inputs (for a small CPU)")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--backends", default="", help="comma list of eager, ember:NAME[:MODE], torch:NAME[:MODE]; "
+                    "'+a,b' adds to the defaults (" + ",".join(DEFAULT_BACKENDS) + ", +torch:inductor on cuda)")
+    ap.add_argument("--train", action="store_true", help="time a training step (forward + backward)")
+    ap.add_argument("--out", default="results", help="directory for bench_*.json/.md/.png ('' writes nothing)")
+    ap.add_argument("--readme", default="", help="rewrite this README's results section from the run")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch.set_num_threads (default: 1 on cpu, torch's default on cuda)")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps before the steady state")
+    ap.add_argument("--iters", type=int, default=30, help="most timed (eager, backend) step pairs")
+    ap.add_argument("--min-iters", type=int, default=5, help="fewest timed step pairs")
+    ap.add_argument("--budget", type=float, default=5.0, help="seconds of steady state after --min-iters")
+    ap.add_argument("--overhead-calls", type=int, default=10000)
+    ap.add_argument("--overhead-repeats", type=int, default=5)
+    ap.add_argument("--no-overhead", action="store_true", help="skip the cache-hit overhead measurement")
+    ap.add_argument("--isolate", action="store_true", help="each model in its own process")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per model with --isolate")
+    ap.add_argument("--child-json", default="", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    a.backend_specs = _backend_specs(a.backends, a.device)
+    a.model_names = [n.strip() for n in a.models.split(",") if n.strip()]
+    return ap, a
+
+
+def _git_commit():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        sha = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        # "-dirty": the code differs from the commit (README.md and results/ are what runs write)
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":!README.md", ":!results"], capture_output=True, text=True, timeout=10).stdout.strip()
+        return (sha + ("-dirty" if dirty else "")) or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def machine_header(a, argv):
+    h = {"schema": "ember.bench/1", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+         "command": "python -m ember.bench " + shlex.join(argv), "device": a.device, "small": a.small,
+         "train": a.train, "backends": a.backend_specs, "models": a.model_names, "platform": platform.platform(),
+         "machine": platform.machine(), "cpu": _cpu_name(), "cpu_count": os.cpu_count(),
+         "threads": torch.get_num_threads(), "python": sys.version.split()[0], "torch": torch.__version__,
+         "ember_commit": _git_commit(), "warmup": a.warmup, "iters": a.iters, "min_iters": a.min_iters,
+         "budget_s": a.budget, "overhead_calls": a.overhead_calls, "overhead_repeats": a.overhead_repeats,
+         "isolate": a.isolate, "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
+    for mod in ("torchvision", "transformers"):
+        try:
+            h[mod] = __import__(mod).__version__
+        except ImportError:
+            h[mod] = None
+    h["gpu"] = torch.cuda.get_device_name(0) if a.device == "cuda" else None
+    try:
+        from ember import _C
+        h["ember_capture_supported"] = bool(_C.CAPTURE_SUPPORTED)
+    except Exception as e:  # the extension did not load: ember rows will say why
+        h["ember_capture_supported"] = f"{type(e).__name__}: {e}"
+    return h
+
+
+def _say(msg):
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+def _isolated(name, argv, a):
+    """Runs one model in a child process; returns its rows, or an error row per backend if it died."""
+    skip_next = {"--models", "--out", "--readme", "--timeout", "--child-json"}
+    args, it = [], iter(argv)
+    for x in it:
+        if x in skip_next:
+            next(it, None)
+        elif x.split("=", 1)[0] in skip_next or x in ("--isolate", "--no-overhead"):
+            continue
+        else:
+            args.append(x)
+    with tempfile.TemporaryDirectory(prefix="ember_bench_") as d:
+        out = os.path.join(d, "rows.json")
+        cmd = [sys.executable, "-m", "ember.bench", *args, "--models", name, "--out", "", "--no-overhead",
+               "--child-json", out]
+        tail = []
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+        def pump():
+            for line in p.stderr:
+                sys.stderr.write(line)
+                tail.append(line.rstrip())
+                del tail[:-20]
+
+        t = threading.Thread(target=pump, daemon=True)
+        t.start()
+        try:
+            rc = p.wait(timeout=a.timeout)
+            why = None if rc == 0 else (f"process killed by signal {-rc}" if rc < 0 else f"process exited {rc}")
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            why = f"timed out after {a.timeout:.0f} s"
+        t.join(timeout=5)
+        if os.path.exists(out):
+            with open(out) as f:
+                rows = json.load(f)["rows"]
+            if why is None and len(rows) == len(a.backend_specs):
+                return rows
+        else:
+            rows = []
+        last = next((ln for ln in reversed(tail) if ln.strip() and not ln.startswith("[bench]")), "")
+        done = {r["backend"] for r in rows}
+        return rows + [harness.new_row(name, s, status="error", error=f"{why or 'no result'}; last output: "
+                                       f"{harness.short_path(last)[:200]}") for s in a.backend_specs if s not in done]
+
+
+def write(result, a, files_only=False):
+    """Writes <out>/bench_*.{json,md,png}; returns the JSON path (or None with --out '')."""
+    if not a.out:
+        return None
+    os.makedirs(a.out, exist_ok=True)
+    stem = os.path.join(a.out, f"bench_{a.device}" + ("_small" if a.small else "") + ("_train" if a.train else ""))
+    with open(stem + ".json", "w") as f:
+        json.dump(result, f, indent=1)
+    if files_only:
+        return stem + ".json"
+    try:
+        why = report.chart(result, stem + ".png")
+    except Exception as e:  # a chart never costs the run its tables
+        why = f"no chart: {harness.short_error(e)}"
+    if why:
+        _say(why)
+        result["header"]["chart"] = why
+        with open(stem + ".json", "w") as f:
+            json.dump(result, f, indent=1)
+    with open(stem + ".md", "w") as f:
+        f.write(report.markdown(result, chart=os.path.basename(stem + ".png") if not why else None))
+    return stem + ".json"
+
+
+def main(argv=None, builders=None):
+    """Runs the benchmark; returns {'header', 'rows', 'overhead'}. builders: extra {name: build(name,
+    small)} models the --models list may name (tests use it)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap, a = parse_args(argv)
+    known = dict.fromkeys(SUITE, build)
+    known.update(builders or {})
+    unknown = [n for n in a.model_names if n not in known]
+    if unknown:
+        ap.error(f"unknown model(s) {', '.join(unknown)}; suite: {', '.join(SUITE)}")
+    try:
+        backends = [harness.parse_backend(s) for s in a.backend_specs]
+    except ValueError as e:
+        ap.error(str(e))
+    if a.device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: torch sees no CUDA device")
+    if a.isolate and builders:
+        ap.error("--isolate runs only the suite's models")
+    faulthandler.enable()  # a crash in the C core still shows where it happened
+    torch.set_num_threads(a.threads if a.threads else (1 if a.device == "cpu" else torch.get_num_threads()))
+    s = harness.Settings(device=a.device, small=a.small, train=a.train, warmup=a.warmup, iters=a.iters,
+                         min_iters=a.min_iters, budget_s=a.budget)
+    t_start = time.perf_counter()
+    result = {"header": machine_header(a, argv), "rows": [], "overhead": []}
+    result["header"]["complete"] = False
+    if not a.isolate:
+        _say(f"warming up {', '.join(b.spec for b in backends if b.system)} on a trivial function")
+        harness.warm_up(backends, a.device)
+    for i, name in enumerate(a.model_names):
+        t0 = time.perf_counter()
+        _say(f"[{i + 1}/{len(a.model_names)}] {name} ({'small' if a.small else 'full'}, "
+             f"{'train' if a.train else 'inference'}, {a.device})")
+        if a.isolate:
+            rows = _isolated(name, argv, a)
+        else:
+            rows = harness.measure_model(name, known[name], backends, s, progress=_say)
+        result["rows"] += rows
+        _say(f"[{i + 1}/{len(a.model_names)}] {name} done in {time.perf_counter() - t0:.1f} s "
+             f"(total {time.perf_counter() - t_start:.0f} s)")
+        if a.child_json:
+            continue
+        write(result, a, files_only=True)  # what was measured so far survives a crash
+    if a.child_json:
+        with open(a.child_json, "w") as f:
+            json.dump(result, f)
+        return result
+    if not a.no_overhead:
+        _say(f"cache-hit overhead on a tiny function ({a.overhead_repeats} x {a.overhead_calls} calls)")
+        result["overhead"] = harness.overhead(backends, a.device, a.overhead_calls, a.overhead_repeats, progress=_say)
+    result["header"]["complete"] = True
+    result["header"]["elapsed_s"] = round(time.perf_counter() - t_start, 1)
+    path = write(result, a)
+    print(report.markdown(result), end="")
+    if a.readme:
+        if not path:
+            ap.error("--readme needs --out (the README links the result files)")
+        report.update_readme(a.readme, report.readme_section(result, report.files_for(path, a.readme)))
+        _say(f"rewrote the results section of {a.readme}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

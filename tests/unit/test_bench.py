@@ -1,0 +1,210 @@
+"""The benchmark harness itself (python -m ember.bench) on a tiny model: the JSON schema, the markdown
+table, the chart file, the README section, rows for failing models and unsupported backends. No test
+looks at a timing's value."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import ember
+from ember.bench import harness, report
+from ember.bench.__main__ import _backend_specs, main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FAST = ["--iters", "3", "--min-iters", "2", "--warmup", "1", "--budget", "0", "--overhead-calls", "50",
+        "--overhead-repeats", "2"]
+BACKENDS = "eager,ember:eager,torch:eager,ember:nonexistent"
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return {"out": torch.relu(self.lin(x)) * 2, "aux": x.sum()}
+
+
+class Broken(torch.nn.Module):
+    def forward(self, x):
+        raise RuntimeError("this model always fails")
+
+
+def broken_build(name, small):
+    raise ImportError("no such package")
+
+
+BUILDERS = {
+    "tiny": lambda name, small: (Tiny(), (torch.randn(4, 8),)),
+    "broken_build": broken_build,
+    "broken_forward": lambda name, small: (Broken(), (torch.randn(4, 8),)),
+}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    readme = out / "README.md"
+    readme.write_text("# project\n\n## Results\n\nold text\n\n## Limitations\n\nnone\n")
+    argv = ["--models", "broken_build,tiny,broken_forward", "--backends", BACKENDS, "--out", str(out),
+            "--readme", str(readme), *FAST]
+    result = main(argv, builders=BUILDERS)
+    return result, out, readme
+
+
+def rows_of(result, model):
+    return {r["backend"]: r for r in result["rows"] if r["model"] == model}
+
+
+def test_json_schema(run):
+    result, out, _ = run
+    with open(out / "bench_cpu.json") as f:
+        saved = json.load(f)
+    assert set(saved) == {"header", "rows", "overhead"}
+    h = saved["header"]
+    assert h["schema"] == "ember.bench/1" and h["complete"] is True
+    assert h["command"].startswith("python -m ember.bench --models broken_build,tiny")
+    for k in ("device", "python", "torch", "cpu_count", "threads", "ember_commit", "date", "backends", "small"):
+        assert k in h, k
+    assert h["backends"] == BACKENDS.split(",")
+    assert len(saved["rows"]) == 3 * 4
+    for r in saved["rows"]:
+        assert tuple(r) == harness.ROW_FIELDS
+        assert r["status"] in harness.STATUSES
+    assert [r["backend"] for r in saved["overhead"]] == BACKENDS.split(",")
+    for r in saved["overhead"]:
+        assert tuple(r) == harness.OVERHEAD_FIELDS
+
+
+def test_rows_of_a_model_that_works(run):
+    rows = rows_of(run[0], "tiny")
+    assert list(rows) == BACKENDS.split(",")
+    for b in ("eager", "ember:eager", "torch:eager"):
+        r = rows[b]
+        assert r["status"] == "ok" and r["error"] is None, r
+        for k in ("first_call_cold_ms", "step_ms", "eager_step_ms", "speedup"):
+            assert isinstance(r[k], float) and r[k] > 0, (b, k, r[k])
+        assert r["samples"] >= 2
+        assert r["max_err"] == 0.0
+    for b in ("ember:eager", "torch:eager"):
+        r = rows[b]
+        assert (r["graphs"], r["breaks"], r["steady_compiles"]) == (1, 0, 0), r
+        assert r["capture_ms"] > 0 and r["capture_warm_ms"] > 0 and r["first_call_warm_ms"] > 0
+    assert rows["ember:eager"]["plain_python"] == 0
+    assert rows["eager"]["graphs"] is None and rows["eager"]["speedup"] == 1.0
+
+
+def test_unsupported_backend_is_a_row(run):
+    r = rows_of(run[0], "tiny")["ember:nonexistent"]
+    assert r["status"] == "not supported"
+    assert "ValueError" in r["error"] and "unknown backend 'nonexistent'" in r["error"]
+    assert r["step_ms"] is None
+    o = {x["backend"]: x for x in run[0]["overhead"]}
+    assert o["ember:nonexistent"]["status"] == "not supported"
+    assert o["ember:eager"]["status"] == "ok" and o["ember:eager"]["call_us"] > 0
+
+
+def test_failing_models_are_rows_and_the_run_goes_on(run):
+    result = run[0]
+    for model, text in (("broken_build", "ImportError: no such package"),
+                        ("broken_forward", "RuntimeError: this model always fails")):
+        rows = rows_of(result, model)
+        assert list(rows) == BACKENDS.split(",")
+        for r in rows.values():
+            assert r["status"] == "error" and text in r["error"], r
+    assert [r["model"] for r in result["rows"]][-1] == "broken_forward"  # measured after the failures
+
+
+def test_markdown_table(run):
+    _, out, _ = run
+    md = (out / "bench_cpu.md").read_text()
+    assert "Command: `python -m ember.bench --models" in md
+    assert "| model | backend | graphs | breaks | capture ms |" in md
+    assert "| tiny | ember:eager | 1 | 0 |" in md and "| tiny | torch:eager | 1 | 0 |" in md
+    assert "**not supported**: ValueError: ember: unknown backend 'nonexistent'" in md
+    assert "| broken_forward | ember:eager | | | | | | | | | | **error**: model: RuntimeError: this model" in md
+    assert "Capture, ember vs TorchDynamo" in md and "Cache hit on `f(x, y) = x + y`" in md
+    assert "![speedup and compile time per model and backend](bench_cpu.png)" in md
+
+
+def test_chart_is_a_png(run):
+    pytest.importorskip("matplotlib")
+    _, out, _ = run
+    with open(out / "bench_cpu.png", "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_readme_section(run):
+    result, out, readme = run
+    begin, end = report.markers("bench_cpu")
+    text = readme.read_text()
+    assert text.count(begin) == 1 and text.count(end) == 1
+    assert text.index("## Results") < text.index(begin) < text.index("old text") < text.index("## Limitations")
+    section = text[text.index(begin):text.index(end)]
+    assert "Machine: " in section and "Command: `python -m ember.bench" in section
+    assert "`bench_cpu.json`" in section and "| tiny | ember:eager |" in section
+    # regenerating from the saved JSON replaces the section instead of adding one
+    report.main([str(out / "bench_cpu.json"), "--readme", str(readme)])
+    assert readme.read_text() == text
+    # another kind of run gets its own section, before the placeholder line when there is one
+    other = tmp_copy = out / "README2.md"
+    tmp_copy.write_text(f"## Results\n\nintro\n\n{report.PLACE}\n\n## Limitations\n")
+    report.update_readme(other, report.readme_section(result, report.files_for(str(out / "bench_cpu.json"), other)))
+    saved = dict(result, header=dict(result["header"], train=True))
+    report.update_readme(other, report.readme_section(saved, {"json": "bench_cpu_train.json"}))
+    t = other.read_text()
+    b2 = report.markers("bench_cpu_train")[0]
+    assert t.index("intro") < t.index(begin) < t.index(b2) < t.index(report.PLACE) < t.index("## Limitations")
+
+
+def test_train_step_rows(tmp_path):
+    result = main(["--models", "tiny", "--backends", "eager,ember:eager,torch:eager", "--train", "--out",
+                   str(tmp_path), "--no-overhead", *FAST], builders=BUILDERS)
+    assert result["header"]["train"] is True and (tmp_path / "bench_cpu_train.json").exists()
+    for r in result["rows"]:
+        assert r["status"] == "ok" and r["max_err"] == 0.0, r  # over the parameter gradients
+
+
+def test_capture_not_supported_on_this_python(tmp_path, monkeypatch):
+    """What Python 3.12 gives today: ember rows say 'not supported', the torch rows still measure."""
+    monkeypatch.setattr(ember._C, "CAPTURE_SUPPORTED", False)
+    result = main(["--models", "tiny", "--backends", "eager,ember:eager,torch:eager", "--out", "", *FAST],
+                  builders=BUILDERS)
+    rows = rows_of(result, "tiny")
+    assert rows["ember:eager"]["status"] == "not supported"
+    assert "capture on Python" in rows["ember:eager"]["error"]
+    assert rows["torch:eager"]["status"] == rows["eager"]["status"] == "ok"
+    o = {x["backend"]: x for x in result["overhead"]}
+    assert o["ember:eager"]["status"] == "not supported" and o["torch:eager"]["status"] == "ok"
+
+
+def test_backend_names():
+    assert _backend_specs("", "cpu") == ["eager", "ember:eager", "torch:eager"]
+    assert _backend_specs("", "cuda") == ["eager", "ember:eager", "torch:eager", "torch:inductor"]
+    assert _backend_specs("+torch:inductor,ember:inductor", "cpu")[-2:] == ["torch:inductor", "ember:inductor"]
+    assert _backend_specs("torch:eager, eager,torch:eager", "cpu") == ["torch:eager", "eager"]
+    b = harness.parse_backend("torch:inductor:max-autotune")
+    assert (b.system, b.name, b.mode) == ("torch", "inductor", "max-autotune")
+    assert harness.parse_backend("eager").system is None
+    for bad in ("inductor", "jax:eager", "ember:", "torch:a:b:c"):
+        with pytest.raises(ValueError):
+            harness.parse_backend(bad)
+
+
+def test_isolated_model_that_dies_is_a_row(tmp_path):
+    """--isolate: each model in its own process; one that does not come back (here: over --timeout)
+    becomes error rows and the run still writes its files."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-m", "ember.bench", "--models", "mlp_block", "--small", "--isolate",
+                        "--timeout", "0.01", "--backends", "eager,torch:eager", "--no-overhead", "--out",
+                        str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    with open(tmp_path / "bench_cpu_small.json") as f:
+        rows = json.load(f)["rows"]
+    assert [(r["model"], r["backend"], r["status"]) for r in rows] == [("mlp_block", "eager", "error"),
+                                                                       ("mlp_block", "torch:eager", "error")]
+    assert rows[0]["error"].startswith("timed out after")
+    assert (tmp_path / "bench_cpu_small.png").exists() and (tmp_path / "bench_cpu_small.md").exists()
