@@ -6,30 +6,9 @@
  */
 #include "em_emit.h"
 
-/* The exception-table entry covering code unit u: 1 with its handler and depth, 0 if none,
- * -1 if the table cannot be read. */
 static int exc_entry(PyCodeObject *co, int u, int *handler, int *depth) {
-    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(co->co_exceptiontable);
-    const unsigned char *end = p + PyBytes_GET_SIZE(co->co_exceptiontable);
-    while (p < end) {
-        int v[4];
-        for (int k = 0; k < 4; k++) {
-            int x = 0;
-            unsigned char b;
-            do {
-                if (p >= end) return -1;
-                b = *p++;
-                x = (x << 6) | (b & 63);
-            } while (b & 64);
-            v[k] = x;
-        }
-        if (u >= v[0] && u < v[0] + v[1]) {
-            *handler = v[2];
-            *depth = v[3] >> 1;
-            return 1;
-        }
-    }
-    return 0;
+    int lasti;
+    return em_exc_entry(co, u, handler, depth, &lasti);
 }
 
 int em_with_depths(PyCodeObject *co, int at, int *depths, int max) {

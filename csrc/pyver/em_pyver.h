@@ -113,6 +113,33 @@ static inline void em_decode(const unsigned char *code, int n_units, int at, EmI
 }
 
 /* Operand decoding that differs between versions. */
+/* The exception-table entry covering code unit u (3.11/3.12 format, Objects/exception_handling_notes.txt):
+ * 1 with its handler, stack depth and lasti flag, 0 if none, -1 if the table cannot be read. */
+static inline int em_exc_entry(PyCodeObject *co, int u, int *handler, int *depth, int *lasti) {
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(co->co_exceptiontable);
+    const unsigned char *end = p + PyBytes_GET_SIZE(co->co_exceptiontable);
+    while (p < end) {
+        int v[4];
+        for (int k = 0; k < 4; k++) {
+            int x = 0;
+            unsigned char b;
+            do {
+                if (p >= end) return -1;
+                b = *p++;
+                x = (x << 6) | (b & 63);
+            } while (b & 64);
+            v[k] = x;
+        }
+        if (u >= v[0] && u < v[0] + v[1]) {
+            *handler = v[2];
+            *depth = v[3] >> 1;
+            *lasti = v[3] & 1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static inline int em_compare_arg(int arg) { return EM_PY312 ? arg >> 4 : arg; }
 static inline void em_load_attr_arg(int op, int arg, int *name, int *method) {
 #ifdef EM_OP_LOAD_METHOD

@@ -430,7 +430,7 @@ static EmStatus call_container_method(EmTracer *T, PyObject *fn, EmSym *self, Em
             EmStatus st = em_lazy_dict_get(T, self, args[0]->obj, &found, out);
             if (st != EM_OK) return st;
             if (n[0] == '_' && n[2] == 'c') *out = em_sym_const(T, found ? Py_True : Py_False);
-            else if (!found && n[0] == '_') return em_trace_fail(T, EMA_VALUE, "missing dict key");
+            else if (!found && n[0] == '_') return em_trace_raise_new(T, PyExc_KeyError, args[0]->obj);
             else if (!found) *out = nargs == 2 ? args[1] : em_sym_const(T, Py_None);
             return *out ? EM_OK : EM_ERR;
         }
@@ -445,8 +445,46 @@ static EmStatus call_container_method(EmTracer *T, PyObject *fn, EmSym *self, Em
         if (i == -2) return EM_ERR;
         if (n[0] == '_' && n[2] == 'c') *out = em_sym_const(T, i >= 0 ? Py_True : Py_False);
         else if (i >= 0) *out = self->items.data[i];
-        else if (n[0] == '_') return em_trace_fail(T, EMA_VALUE, "missing dict key");
+        else if (n[0] == '_') return em_trace_raise_new(T, PyExc_KeyError, args[0]->obj);
         else *out = nargs == 2 ? args[1] : em_sym_const(T, Py_None);
+        return *out ? EM_OK : EM_ERR;
+    }
+    int is_seq = is_list || self->kind == SYM_TUPLE;
+    if (is_seq && nargs == 1 && (!strcmp(n, "index") || !strcmp(n, "count") || !strcmp(n, "__contains__"))) {
+        /* by value equality, as Python: only constants can be compared while tracing */
+        PyObject *want = args[0]->kind == SYM_CONST ? args[0]->obj : NULL;
+        long cnt = 0, at = -1;
+        for (int32_t i = 0; i < self->items.len; i++) {
+            EmSym *it = self->items.data[i];
+            if (!want || it->kind != SYM_CONST) {
+                if (it == args[0]) { /* the same object: equal by identity */
+                    cnt++;
+                    if (at < 0) at = i;
+                    continue;
+                }
+                return em_trace_fail(T, EMA_VALUE, "%s.%s comparing a %s", em_sym_describe(self), n,
+                                     em_sym_describe(it->kind != SYM_CONST ? it : args[0]));
+            }
+            int eq = PyObject_RichCompareBool(it->obj, want, Py_EQ);
+            if (eq < 0) return EM_ERR;
+            if (eq) {
+                cnt++;
+                if (at < 0) at = i;
+            }
+        }
+        if (n[0] == 'i' && at < 0) {
+            PyObject *msg = PyUnicode_FromFormat("%R is not in %s", want, self->kind == SYM_LIST ? "list" : "tuple");
+            EmStatus st = msg ? em_trace_raise_new(T, PyExc_ValueError, msg) : EM_ERR;
+            Py_XDECREF(msg);
+            return st;
+        }
+        if (n[0] == '_') {
+            *out = em_sym_const(T, cnt ? Py_True : Py_False);
+            return *out ? EM_OK : EM_ERR;
+        }
+        PyObject *r = PyLong_FromLong(n[0] == 'i' ? at : cnt);
+        *out = r ? em_sym_const(T, r) : NULL;
+        Py_XDECREF(r);
         return *out ? EM_OK : EM_ERR;
     }
     if ((is_dict || is_list) && nargs == 0 && !strcmp(n, "__len__")) {
@@ -517,7 +555,7 @@ static EmStatus call_container_method(EmTracer *T, PyObject *fn, EmSym *self, Em
         int i = dict_find(self, args[0]->obj);
         if (i == -2) return EM_ERR;
         if (n[0] == 'p') {
-            if (i < 0 && nargs == 1) return em_trace_fail(T, EMA_VALUE, "missing dict key");
+            if (i < 0 && nargs == 1) return em_trace_raise_new(T, PyExc_KeyError, args[0]->obj);
             *out = i >= 0 ? self->items.data[i] : args[1];
             if (i >= 0) dict_remove(self, i);
             return EM_OK;
@@ -538,7 +576,7 @@ static EmStatus call_container_method(EmTracer *T, PyObject *fn, EmSym *self, Em
     } else if (is_dict && !strcmp(n, "__delitem__") && nargs == 1 && args[0]->kind == SYM_CONST) {
         int i = dict_find(self, args[0]->obj);
         if (i == -2) return EM_ERR;
-        if (i < 0) return em_trace_fail(T, EMA_VALUE, "missing dict key");
+        if (i < 0) return em_trace_raise_new(T, PyExc_KeyError, args[0]->obj);
         dict_remove(self, i);
     } else if (is_dict && !strcmp(n, "update") && nargs == 1 && args[0]->kind == SYM_DICT) {
         EmSym *o = args[0];
@@ -598,7 +636,13 @@ EmStatus em_call_dunder(EmTracer *T, EmSym *self, const char *name, EmSym **args
         for (int i = 0; i < nargs && i < 3; i++) all[i + 1] = args[i];
         return em_inline(T, f, all, nargs + 1, NULL, out);
     }
-    if (f && self->kind == SYM_NEW && (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type)))
+    if (!f) {
+        PyObject *e = PyUnicode_FromFormat("'%s' object has no attribute '%s'", Py_TYPE(self->obj)->tp_name, name);
+        EmStatus st = e ? em_trace_raise_new(T, PyExc_TypeError, e) : EM_ERR;
+        Py_XDECREF(e);
+        return st;
+    }
+    if (self->kind == SYM_NEW && (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type)))
         return call_builtin_method(T, f, self, args, nargs, out);
     return em_trace_fail(T, EMA_VALUE, "%s of a %s", name, em_sym_describe(self));
 }
@@ -740,6 +784,7 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         if (st == EM_ABORT && (n == 3 || is_hasattr) && T->missing_attr && T->missing_handlers == h0) {
             /* the lookup ended in an AttributeError no inlined frame could catch */
             T->missing_attr = 0;
+            Py_CLEAR(T->exc);
             *out = is_hasattr ? em_sym_const(T, Py_False) : all[2];
             return *out ? EM_OK : EM_ERR;
         }
@@ -816,6 +861,25 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
     }
     if (fn->kind == SYM_OBJ && PyObject_IsInstance(f, em_state.nn_module_type) == 1)
         return em_inline_module(T, fn, all, n, kwnames, out);
+    if (PyExceptionClass_Check(f)) { /* an exception made from constants: a constant */
+        int has_tensor = 0;
+        PyObject *stack[9];
+        if (n > 8) return em_trace_fail(T, EMA_CALL, "exception with many arguments");
+        for (int i = 0; i < n; i++)
+            if (all[i]->kind != SYM_CONST || !(stack[i] = meta_value(T, all[i], &has_tensor))) {
+                for (int k = 0; k < i; k++) Py_DECREF(stack[k]);
+                return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_CALL, "exception made from a %s", em_sym_describe(all[i]));
+            }
+        PyObject *e = PyObject_Vectorcall(f, stack, (size_t)(n - (kwnames ? PyTuple_GET_SIZE(kwnames) : 0)), kwnames);
+        for (int i = 0; i < n; i++) Py_DECREF(stack[i]);
+        if (!e) {
+            PyErr_Clear();
+            return em_trace_fail(T, EMA_CALL, "making the exception raised");
+        }
+        *out = em_sym_const(T, e);
+        Py_DECREF(e);
+        return *out ? EM_OK : EM_ERR;
+    }
     if (PyType_Check(f)) {
         int handled;
         EmStatus st = em_obj_new(T, f, all, n, kwnames, out, &handled);

@@ -6,12 +6,6 @@
 
 #include "../pyver/em_state.h"
 
-#define POP() (T->stack[--T->sp])
-#define TOP(i) (T->stack[T->sp - (i)])
-#define NEED(n)                                                                     \
-    do {                                                                            \
-        if (T->sp < (n)) return em_trace_fail(T, EMA_VALUE, "stack underflow"); \
-    } while (0)
 
 static PyObject *op_fn(EmOp op) { return PyTuple_GET_ITEM(em_state.op_fns, op); }
 
@@ -160,9 +154,15 @@ static EmStatus eval_known(EmTracer *T, PyObject *fn, EmSym **args, int n, EmSym
             goto done;
         }
     PyObject *r = PyObject_Vectorcall(fn, vals, (size_t)n, NULL);
-    if (!r) {
-        PyErr_Clear();
-        st = em_trace_fail(T, EMA_VALUE, "operator raised on constants");
+    if (!r) { /* the same values raise the same exception at run time */
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        PyErr_NormalizeException(&et, &ev, &tb);
+        st = ev && PyExceptionInstance_Check(ev) ? em_trace_raise(T, ev, "operator raised on constants")
+                                                 : em_trace_fail(T, EMA_VALUE, "operator raised on constants");
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        Py_XDECREF(tb);
         goto done;
     }
     if (PyList_CheckExact(r)) {
@@ -319,14 +319,19 @@ static EmStatus seq_index(EmTracer *T, EmSym *c, EmSym *k, EmSym **out) {
                 return EM_OK;
             }
         }
-        return em_trace_fail(T, EMA_VALUE, "missing dict key");
+        return em_trace_raise_new(T, PyExc_KeyError, k->obj);
     }
     Py_ssize_t n = c->items.len;
     if (PyLong_Check(k->obj)) {
         Py_ssize_t i = PyLong_AsSsize_t(k->obj);
         if (i == -1 && PyErr_Occurred()) return EM_ERR;
         if (i < 0) i += n;
-        if (i < 0 || i >= n) return em_trace_fail(T, EMA_VALUE, "index out of range");
+        if (i < 0 || i >= n) {
+            PyObject *msg = PyUnicode_FromFormat("%s index out of range", c->kind == SYM_LIST ? "list" : "tuple");
+            EmStatus st = msg ? em_trace_raise_new(T, PyExc_IndexError, msg) : EM_ERR;
+            Py_XDECREF(msg);
+            return st;
+        }
         *out = c->items.data[i];
         return EM_OK;
     }
@@ -361,7 +366,7 @@ EmStatus h_binary_subscr(EmTracer *T, const EmInstr *in) {
              args[1]->kind == SYM_CONST) {
         int found;
         st = em_lazy_dict_get(T, args[0], args[1]->obj, &found, &out);
-        if (st == EM_OK && !found) st = em_trace_fail(T, EMA_VALUE, "missing dict key");
+        if (st == EM_OK && !found) st = em_trace_raise_new(T, PyExc_KeyError, args[1]->obj);
     }
     else if (args[0]->kind == SYM_OBJ && args[1]->kind == SYM_CONST &&
              (PyLong_CheckExact(args[1]->obj) || PySlice_Check(args[1]->obj)) &&
@@ -767,15 +772,45 @@ EmStatus h_get_iter(EmTracer *T, const EmInstr *in) {
     (void)in;
     NEED(1);
     EmSym *s = POP(), *items = NULL;
-    if (s->kind == SYM_NEW) {
+    if (s->kind == SYM_NEW || (s->kind == SYM_OBJ && s->src >= 0 && !s->by_id &&
+                               PyObject_IsInstance(s->obj, em_state.nn_module_type) == 0)) {
+        static PyObject *s_iter, *s_getitem;
+        if (!s_iter && !(s_iter = PyUnicode_InternFromString("__iter__"))) return EM_ERR;
+        if (!s_getitem && !(s_getitem = PyUnicode_InternFromString("__getitem__"))) return EM_ERR;
+        PyTypeObject *tp = Py_TYPE(s->obj);
+        PyObject *it_fn = _PyType_Lookup(tp, s_iter), *gi = _PyType_Lookup(tp, s_getitem);
         EmSym *r = NULL;
-        EmStatus st = em_call_dunder(T, s, "__iter__", NULL, 0, &r);
-        if (st != EM_OK) return st;
-        if (r->kind != SYM_ITER) return em_trace_fail(T, EMA_VALUE, "__iter__ returning a %s", em_sym_describe(r));
-        return em_push(T, r);
+        if (it_fn || s->kind == SYM_NEW || !gi || !PyFunction_Check(gi)) {
+            EmStatus st = em_call_dunder(T, s, "__iter__", NULL, 0, &r);
+            if (st != EM_OK) return st;
+            if (r->kind != SYM_ITER) { /* iter() of what __iter__ returned (a list, a dict...) */
+                EmStatus st2 = em_seq_items(T, r, &items);
+                if (st2 != EM_OK) return st2;
+                goto make_iter;
+            }
+            return em_push(T, r);
+        }
+        /* the old protocol: self[0], self[1], ... until IndexError, taken at once */
+        EmSym *it = em_sym_new(T, SYM_ITER);
+        if (!it) return EM_ERR;
+        for (long i = 0;; i++) {
+            PyObject *iv = PyLong_FromLong(i);
+            EmSym *k = iv ? em_sym_const(T, iv) : NULL, *v = NULL;
+            Py_XDECREF(iv);
+            if (!k) return EM_ERR;
+            EmStatus st = em_call_dunder(T, s, "__getitem__", &k, 1, &v);
+            if (st == EM_ABORT && T->exc && PyErr_GivenExceptionMatches(T->exc, PyExc_IndexError)) {
+                Py_CLEAR(T->exc);
+                break;
+            }
+            if (st != EM_OK) return st;
+            if (em_vec_push(&it->items, v)) return PyErr_NoMemory(), EM_ERR;
+        }
+        return em_push(T, it);
     }
     EmStatus st = em_seq_items(T, s, &items);
     if (st != EM_OK) return st;
+make_iter:;
     EmSym *it = em_sym_new(T, SYM_ITER);
     if (!it) return EM_ERR;
     for (int32_t i = 0; i < items->items.len; i++)

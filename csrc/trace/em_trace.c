@@ -170,8 +170,9 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
             break;
         }
         case SYM_CONST:
-            if (PySet_CheckExact(s->obj)) /* one object per trace: would be shared by every call */
-                return em_trace_fail(T, EMA_RETURN, "a set made while tracing");
+            if (PySet_CheckExact(s->obj) || PyExceptionInstance_Check(s->obj)) /* one object per trace: would be
+                                                                                * shared by every call */
+                return em_trace_fail(T, EMA_RETURN, "a %s made while tracing", Py_TYPE(s->obj)->tp_name);
             o.kind = OUT_CONST;
             o.obj = Py_NewRef(s->obj);
             break;
@@ -318,6 +319,14 @@ EmStatus em_trace_loop(EmTracer *T) {
         T->cur = ins.at;
         T->ip = ins.next;
         st = dispatch(T, &ins);
+        if (st == EM_ABORT && T->exc) { /* a raise: does this frame handle it? */
+            int c = em_trace_catch(T, ins.at);
+            if (c < 0) return EM_ERR;
+            if (c) {
+                st = EM_OK;
+                continue;
+            }
+        }
         if (st == EM_ABORT && T->depth == 0) T->abort_root_at = ins.at;
     }
     return st;
@@ -427,6 +436,7 @@ void em_trace_free(EmTracer *T) {
     em_vec_free(&T->ctx_open);
     em_vec_free(&T->stores);
     em_vec_free(&T->captured);
+    Py_CLEAR(T->exc);
     em_vec_free(&T->capture_pending);
     for (int32_t i = 0; i < T->out.len; i++) Py_XDECREF(T->out.data[i].obj);
     em_vec_free(&T->out);

@@ -126,6 +126,11 @@ typedef struct EmTracer {
     /* cell variables captured by closures made while tracing (which hold their values):
      * (locals array, index) pairs; the pending ones were loaded for a MAKE_FUNCTION */
     EmVec(void *) captured, capture_pending;
+    /* exceptions (em_exc.c): the one being raised (owned; the abort status carries it up to a
+     * frame whose exception table has a handler for it) and the one being handled (the
+     * value PUSH_EXC_INFO saves), NULL for none */
+    PyObject *exc;
+    EmSym *handled;
     /* abort */
     EmAbort abort;
     int abort_line;
@@ -211,6 +216,14 @@ EmStatus em_ctx_close_all(EmTracer *T);
 /* Exits the twins still entered and puts grad mode back as the trace found it; keeps any
  * pending exception. */
 void em_ctx_unwind(EmTracer *T);
+/* Exceptions (em_exc.c). em_trace_raise: `exc` (borrowed instance) is raised at the current
+ * instruction, certainly (it follows from guarded or constant values); returns EM_ABORT with
+ * the reason, which a handler in an enclosing try block may catch. em_trace_catch: called by
+ * the loop on an abort; 1 when the current frame has a handler for the pending exception (the
+ * stack and ip are set to it), 0 otherwise, -1 on error. */
+EmStatus em_trace_raise(EmTracer *T, PyObject *exc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+EmStatus em_trace_raise_new(EmTracer *T, PyObject *type, PyObject *arg);
+int em_trace_catch(EmTracer *T, int at);
 /* Objects made while tracing and attribute stores (em_obj.c). */
 /* A call of class cls that makes an instance while tracing; *handled = 0 when cls is not
  * one ember can make (the caller goes on with its other rules). */

@@ -721,3 +721,90 @@ def test_module_list_slice_and_python_container_protocols():
         return x
 
     one_graph(f, randn(2, 4))
+
+
+# ---- exceptions raised and handled inside traced code ----
+
+
+class Seq:
+    """A sequence whose iteration is Python's default protocol: __getitem__ until IndexError."""
+
+    def __init__(self, *items):
+        self.items = list(items)
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+    def __len__(self):
+        return len(self.items)
+
+
+def _lookup(table, key, default):
+    try:
+        return table[key]
+    except KeyError:
+        return default
+
+
+def _checked(x, n):
+    if n < 0:
+        raise ValueError(f"negative: {n}")
+    return x * n
+
+
+def test_try_except_inside_inlined_code():
+    table = {"a": 2.0}
+
+    def f(x):
+        y = x * _lookup(table, "a", 0.0) + _lookup(table, "missing", 5.0)
+        try:
+            y = _checked(y, -1)
+        except ValueError as e:
+            y = y + len(str(e))
+        try:
+            y = y + [1, 2][5]
+        except (IndexError, KeyError):
+            y = y - 1
+        finally:
+            y = y * 2
+        return y
+
+    one_graph(f, randn(3))
+
+
+def test_an_unhandled_raise_runs_as_python_and_raises():
+    def f(x, n):
+        return _checked(x, n) + 1
+
+    cf = ember.compile(f)
+    torch.testing.assert_close(cf(randn(3), 2), randn(3) * 2 + 1)
+    with pytest.raises(ValueError, match="negative: -3"):
+        cf(randn(3), -3)
+
+
+def test_mapping_get_and_old_style_iteration():
+    import collections.abc
+
+    class Table(collections.abc.Mapping):
+        def __init__(self):
+            self._d = {"w": 3.0}
+
+        def __getitem__(self, k):
+            return self._d[k]
+
+        def __iter__(self):
+            return iter(self._d)
+
+        def __len__(self):
+            return len(self._d)
+
+    t = Table()
+    s = Seq(1.0, 2.0, 3.0)
+
+    def f(x):
+        y = x * t.get("w", 1.0) + t.get("nope", 10.0)
+        for v in s:
+            y = y + v
+        return y, "w" in t, "q" in t
+
+    one_graph(f, randn(3))

@@ -1,0 +1,124 @@
+/* em_exc.c: exceptions inside traced code. A raise the trace can prove (an operator on
+ * constants that raises, a missing key of a dict whose keys are known, `raise` of an
+ * exception made from constants) travels up as an abort carrying the exception; the loop of
+ * each frame looks for a handler in its exception table and, when there is one (not a with
+ * block's), continues there as CPython would. Unhandled, it stays an abort: the root
+ * instruction then runs as plain Python at a graph break and raises for real.
+ */
+#include <stdarg.h>
+
+#include "../pyver/em_state.h"
+#include "em_rec.h"
+
+EmStatus em_trace_raise(EmTracer *T, PyObject *exc, const char *fmt, ...) {
+    char detail[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof(detail), fmt, ap);
+    va_end(ap);
+    Py_XSETREF(T->exc, Py_NewRef(exc));
+    return em_trace_fail(T, EMA_VALUE, "%s", detail);
+}
+
+EmStatus em_trace_raise_new(EmTracer *T, PyObject *type, PyObject *arg) {
+    PyObject *e = arg ? PyObject_CallOneArg(type, arg) : PyObject_CallNoArgs(type);
+    if (!e) return EM_ERR;
+    PyObject *r = PyObject_Repr(e);
+    const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
+    if (!u) PyErr_Clear();
+    EmStatus st = em_trace_raise(T, e, "raises %s", u ? u : ((PyTypeObject *)type)->tp_name);
+    Py_XDECREF(r);
+    Py_DECREF(e);
+    return st;
+}
+
+int em_trace_catch(EmTracer *T, int at) {
+    int h, d, lasti;
+    if (!T->exc) return 0;
+    int r = em_exc_entry(T->code, at, &h, &d, &lasti);
+    if (r != 1) return r;
+    if (d > T->sp || h >= T->n_units) return 0;
+    EmInstr a, b;
+    em_decode(T->bytes, T->n_units, h, &a);
+    if (a.op == EM_OP_PUSH_EXC_INFO && a.next < T->n_units) { /* a with block's cleanup calls __exit__: not modeled */
+        em_decode(T->bytes, T->n_units, a.next, &b);
+        if (b.op == EM_OP_WITH_EXCEPT_START) return 0;
+    }
+    T->sp = d;
+    if (lasti) {
+        PyObject *li = PyLong_FromLong(at);
+        EmSym *s = li ? em_sym_const(T, li) : NULL;
+        Py_XDECREF(li);
+        if (!s || em_push(T, s) != EM_OK) return -1;
+    }
+    EmSym *e = em_sym_const(T, T->exc);
+    if (!e || em_push(T, e) != EM_OK) return -1;
+    Py_CLEAR(T->exc);
+    T->ip = h;
+    return 1;
+}
+
+/* ---- handlers ---- */
+
+EmStatus h_push_exc_info(EmTracer *T, const EmInstr *in) {
+    (void)in;
+    NEED(1);
+    EmSym *v = POP(), *prev = T->handled ? T->handled : em_sym_const(T, Py_None);
+    if (!prev) return EM_ERR;
+    T->handled = v;
+    EmStatus st = em_push(T, prev);
+    return st == EM_OK ? em_push(T, v) : st;
+}
+
+EmStatus h_pop_except(EmTracer *T, const EmInstr *in) {
+    (void)in;
+    NEED(1);
+    EmSym *v = POP();
+    T->handled = v->kind == SYM_CONST && v->obj == Py_None ? NULL : v;
+    return EM_OK;
+}
+
+EmStatus h_check_exc_match(EmTracer *T, const EmInstr *in) {
+    (void)in;
+    NEED(2);
+    EmSym *type = POP(), *exc = TOP(1);
+    if ((type->kind != SYM_OBJ && type->kind != SYM_CONST && type->kind != SYM_TUPLE) || exc->kind != SYM_CONST)
+        return em_trace_fail(T, EMA_VALUE, "except clause on a %s", em_sym_describe(type));
+    PyObject *tv = em_sym_value(T, type);
+    if (!tv) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "except clause type");
+    int m = PyErr_GivenExceptionMatches(exc->obj, tv);
+    Py_DECREF(tv);
+    return em_push(T, em_sym_const(T, m ? Py_True : Py_False));
+}
+
+static EmStatus raise_sym(EmTracer *T, EmSym *e) {
+    if (e->kind == SYM_CONST && PyExceptionInstance_Check(e->obj)) {
+        PyObject *r = PyObject_Repr(e->obj);
+        const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
+        if (!u) PyErr_Clear();
+        EmStatus st = em_trace_raise(T, e->obj, "raise %s", u ? u : "?");
+        Py_XDECREF(r);
+        return st;
+    }
+    if ((e->kind == SYM_OBJ || e->kind == SYM_CONST) && PyExceptionClass_Check(e->obj))
+        return em_trace_raise_new(T, e->obj, NULL);
+    return em_trace_fail(T, EMA_VALUE, "raise of a %s", em_sym_describe(e));
+}
+
+EmStatus h_reraise(EmTracer *T, const EmInstr *in) {
+    NEED(1 + !!in->arg);
+    EmSym *e = POP();
+    if (in->arg) (void)POP();
+    return raise_sym(T, e);
+}
+
+EmStatus h_raise_varargs(EmTracer *T, const EmInstr *in) {
+    NEED(in->arg);
+    if (in->arg == 0) {
+        if (!T->handled) return em_trace_fail(T, EMA_VALUE, "bare raise with no exception being handled");
+        return raise_sym(T, T->handled);
+    }
+    EmSym *cause = in->arg == 2 ? POP() : NULL, *e = POP();
+    (void)cause; /* __cause__ only shows in tracebacks: the real raise (an unhandled one) sets it */
+    return raise_sym(T, e);
+}
