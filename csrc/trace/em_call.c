@@ -747,7 +747,11 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
                  (self->kind == SYM_OBJ && PyDict_CheckExact(self->obj) && self->src >= 0)) &&
         Py_IS_TYPE(f, &PyMethodDescr_Type))
         return call_container_method(T, f, self, args, nargs, out);
-    if (f == em_state.builtin_len && n == 1 && all[0]->kind == SYM_NEW) return em_call_dunder(T, all[0], "__len__", NULL, 0, out);
+    if (f == em_state.builtin_len && n == 1 &&
+        (all[0]->kind == SYM_NEW || (all[0]->kind == SYM_OBJ && all[0]->src >= 0 && !all[0]->by_id &&
+                                     !PyDict_Check(all[0]->obj) &&
+                                     PyObject_IsInstance(all[0]->obj, em_state.nn_module_type) == 0)))
+        return em_call_dunder(T, all[0], "__len__", NULL, 0, out);
     if (f == em_state.builtin_len && n == 1 && !kwnames &&
         (all[0]->kind == SYM_TUPLE || all[0]->kind == SYM_LIST || all[0]->kind == SYM_DICT)) {
         PyObject *len = PyLong_FromLong(all[0]->items.len); /* whatever the items are */

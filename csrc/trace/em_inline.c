@@ -124,6 +124,29 @@ static EmStatus bind_args(EmTracer *T, PyFunctionObject *fn, EmSym **args, int n
     return EM_OK;
 }
 
+/* Graph nodes from `from` on that change a value in place (in-place operators, item stores,
+ * torch's trailing-underscore methods, out= arguments). */
+static int mutating_ops(EmGraph *G, int32_t from) {
+    for (int32_t r = from; r < G->nodes.len; r++) {
+        const EmNode *n = &G->nodes.data[r];
+        if (em_op_info[n->op].flags & EMF_MUTATES) return 1;
+        if (n->op != EMOP_CALL) continue;
+        PyObject *f = (PyObject *)G->consts.data[n->fn].obj, *nm = PyObject_GetAttrString(f, "__name__");
+        const char *u = nm && PyUnicode_Check(nm) ? PyUnicode_AsUTF8(nm) : NULL;
+        size_t len = u ? strlen(u) : 0;
+        int inplace = len > 1 && u[len - 1] == '_' && u[0] != '_';
+        Py_XDECREF(nm);
+        PyErr_Clear();
+        if (inplace) return 1;
+        if (n->nkw) {
+            PyObject *kw = (PyObject *)G->consts.data[n->kwnames].obj;
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kw); i++)
+                if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kw, i), "out") == 0) return 1;
+        }
+    }
+    return 0;
+}
+
 EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
     PyFunctionObject *fn = (PyFunctionObject *)func;
     PyCodeObject *co = (PyCodeObject *)fn->func_code;
@@ -132,7 +155,9 @@ EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObjec
     T->closure = NULL;
     /* a generator expression runs to its end at once: its yields become the items of an
      * iterator (extra items a short-circuiting consumer would not take are only traced) */
-    int genexpr = (co->co_flags & CO_GENERATOR) && !PyUnicode_CompareWithASCIIString(co->co_name, "<genexpr>");
+    /* generator functions too (README, limitations: their body runs when they are called,
+     * not interleaved with the consumer) */
+    int genexpr = !!(co->co_flags & CO_GENERATOR);
     if (!genexpr && (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)))
         return em_trace_fail(T, EMA_INLINE, "%s (generator or coroutine)", PyUnicode_AsUTF8(co->co_qualname));
     EmSym *gen = genexpr ? em_sym_new(T, SYM_ITER) : NULL;
@@ -202,6 +227,7 @@ EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObjec
     }
     T->globals = fn->func_globals;
     T->builtins = fn->func_builtins;
+    int32_t stores0 = T->stores.len, nodes0 = T->G->nodes.len;
     int eh = PyBytes_GET_SIZE(co->co_exceptiontable) > 0;
     T->handlers += eh;
     T->depth++;
@@ -210,6 +236,9 @@ EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObjec
     T->handlers -= eh;
     EmSym *ret = genexpr ? gen : T->retval;
     frame_restore(T, &saved);
+    if (st == EM_OK && genexpr && (T->stores.len != stores0 || mutating_ops(T->G, nodes0)))
+        st = em_trace_fail(T, EMA_INLINE, "%s (a generator with side effects: its body would run before the consumer)",
+                           PyUnicode_AsUTF8(co->co_qualname));
     if (st == EM_OK) *out = ret;
 done:
     free(locals);

@@ -493,7 +493,46 @@ EmStatus h_list_append(EmTracer *T, const EmInstr *in) {
 }
 
 /* Items of a sequence-like sym (tuple/list syms, or a constant tuple/list/range/Size). */
+/* Items of an object from the frame or made while tracing, by its own iteration protocol:
+ * its __iter__ (traced), or the old one, self[0], self[1]... until IndexError. All taken at
+ * once (README, limitations). */
+static EmStatus obj_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
+    static PyObject *s_iter, *s_getitem;
+    if (!s_iter && !(s_iter = PyUnicode_InternFromString("__iter__"))) return EM_ERR;
+    if (!s_getitem && !(s_getitem = PyUnicode_InternFromString("__getitem__"))) return EM_ERR;
+    PyTypeObject *tp = Py_TYPE(s->obj);
+    PyObject *it_fn = _PyType_Lookup(tp, s_iter), *gi = _PyType_Lookup(tp, s_getitem);
+    if (it_fn || s->kind == SYM_NEW || !gi || !PyFunction_Check(gi)) {
+        EmSym *r = NULL;
+        EmStatus st = em_call_dunder(T, s, "__iter__", NULL, 0, &r);
+        if (st != EM_OK) return st;
+        if (r == s || r->kind == SYM_OBJ || r->kind == SYM_NEW)
+            return em_trace_fail(T, EMA_VALUE, "iteration over %s (its __iter__ returns an object)", tp->tp_name);
+        return em_seq_items(T, r, tmp_out);
+    }
+    EmSym *items = em_sym_new(T, SYM_TUPLE);
+    if (!items) return EM_ERR;
+    for (long i = 0;; i++) {
+        PyObject *iv = PyLong_FromLong(i);
+        EmSym *k = iv ? em_sym_const(T, iv) : NULL, *v = NULL;
+        Py_XDECREF(iv);
+        if (!k) return EM_ERR;
+        EmStatus st = em_call_dunder(T, s, "__getitem__", &k, 1, &v);
+        if (st == EM_ABORT && T->exc && PyErr_GivenExceptionMatches(T->exc, PyExc_IndexError)) {
+            Py_CLEAR(T->exc);
+            break;
+        }
+        if (st != EM_OK) return st;
+        if (em_vec_push(&items->items, v)) return PyErr_NoMemory(), EM_ERR;
+    }
+    *tmp_out = items;
+    return EM_OK;
+}
+
 EmStatus em_seq_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
+    if (s->kind == SYM_NEW || (s->kind == SYM_OBJ && s->src >= 0 && !s->by_id &&
+                               PyObject_IsInstance(s->obj, em_state.nn_module_type) == 0))
+        return obj_items(T, s, tmp_out);
     if (s->kind == SYM_TUPLE || s->kind == SYM_LIST) {
         *tmp_out = s;
         return EM_OK;
@@ -772,45 +811,8 @@ EmStatus h_get_iter(EmTracer *T, const EmInstr *in) {
     (void)in;
     NEED(1);
     EmSym *s = POP(), *items = NULL;
-    if (s->kind == SYM_NEW || (s->kind == SYM_OBJ && s->src >= 0 && !s->by_id &&
-                               PyObject_IsInstance(s->obj, em_state.nn_module_type) == 0)) {
-        static PyObject *s_iter, *s_getitem;
-        if (!s_iter && !(s_iter = PyUnicode_InternFromString("__iter__"))) return EM_ERR;
-        if (!s_getitem && !(s_getitem = PyUnicode_InternFromString("__getitem__"))) return EM_ERR;
-        PyTypeObject *tp = Py_TYPE(s->obj);
-        PyObject *it_fn = _PyType_Lookup(tp, s_iter), *gi = _PyType_Lookup(tp, s_getitem);
-        EmSym *r = NULL;
-        if (it_fn || s->kind == SYM_NEW || !gi || !PyFunction_Check(gi)) {
-            EmStatus st = em_call_dunder(T, s, "__iter__", NULL, 0, &r);
-            if (st != EM_OK) return st;
-            if (r->kind != SYM_ITER) { /* iter() of what __iter__ returned (a list, a dict...) */
-                EmStatus st2 = em_seq_items(T, r, &items);
-                if (st2 != EM_OK) return st2;
-                goto make_iter;
-            }
-            return em_push(T, r);
-        }
-        /* the old protocol: self[0], self[1], ... until IndexError, taken at once */
-        EmSym *it = em_sym_new(T, SYM_ITER);
-        if (!it) return EM_ERR;
-        for (long i = 0;; i++) {
-            PyObject *iv = PyLong_FromLong(i);
-            EmSym *k = iv ? em_sym_const(T, iv) : NULL, *v = NULL;
-            Py_XDECREF(iv);
-            if (!k) return EM_ERR;
-            EmStatus st = em_call_dunder(T, s, "__getitem__", &k, 1, &v);
-            if (st == EM_ABORT && T->exc && PyErr_GivenExceptionMatches(T->exc, PyExc_IndexError)) {
-                Py_CLEAR(T->exc);
-                break;
-            }
-            if (st != EM_OK) return st;
-            if (em_vec_push(&it->items, v)) return PyErr_NoMemory(), EM_ERR;
-        }
-        return em_push(T, it);
-    }
     EmStatus st = em_seq_items(T, s, &items);
     if (st != EM_OK) return st;
-make_iter:;
     EmSym *it = em_sym_new(T, SYM_ITER);
     if (!it) return EM_ERR;
     for (int32_t i = 0; i < items->items.len; i++)

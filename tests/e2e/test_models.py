@@ -95,3 +95,24 @@ def test_optimizer_steps_do_not_recompile():
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
     c = ember.testing.counters()
     assert c["frames"] == 1 and c["recompiles"] == 0 and c["hits"] == 2, c
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_kv_cache_decoding_step_matches_eager(name):
+    """use_cache=True (the default): the DynamicCache made while tracing comes out as a real
+    cache object, and a decoding step fed with it gives eager's logits, all without breaks."""
+    pytest.importorskip("transformers")
+    model, (ids,) = build(name, small=True)
+    model.eval()
+    nxt = torch.randint(0, 100, (ids.shape[0], 1), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        e1 = model(ids, use_cache=True)
+        e2 = model(nxt, cache=e1.cache, use_cache=True)
+        cm = ember.compile(model)
+        c1 = cm(ids, use_cache=True)
+        assert type(c1.cache) is type(e1.cache)
+        c2 = cm(nxt, cache=c1.cache, use_cache=True)
+    torch.testing.assert_close(c1.logits, e1.logits, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(c2.logits, e2.logits, rtol=1e-4, atol=1e-5)
+    c = ember.testing.counters()
+    assert (c["breaks"], c["aborts"], c["fallbacks"]) == (0, 0, 0), c
