@@ -308,6 +308,27 @@ for _f in (torch.nn.functional.relu, torch.nn.functional.gelu, torch.nn.function
     POINTWISE.add(_f)
 
 
+# result shapes C infers from the operands (csrc/trace/em_infer.c), keyed by callable:
+# LIKE_FIRST: the first operand's shape and dtype (normalizations, dropout, activations);
+# LINEAR: F.linear; CONV: F.conv1d/2d/3d with integer stride/padding/dilation
+SHAPE_LIKE_FIRST, SHAPE_LINEAR, SHAPE_CONV = 1, 2, 3
+_F = torch.nn.functional
+SHAPE_RULES = {}
+for _f in (_F.batch_norm, torch.batch_norm, _F.layer_norm, torch.layer_norm, _F.group_norm, _F.dropout,
+           _F.hardswish, _F.hardsigmoid, _F.relu6, _F.silu, _F.gelu, _F.relu, _F.leaky_relu, _F.elu, _F.mish,
+           _F.softmax, _F.log_softmax, torch.softmax, _T.softmax, torch._C._nn.hardswish, torch._C._nn.hardsigmoid):
+    SHAPE_RULES[_f] = SHAPE_LIKE_FIRST
+for _f in (_F.linear, torch._C._nn.linear):
+    SHAPE_RULES[_f] = SHAPE_LINEAR
+for _f in (_F.conv1d, _F.conv2d, _F.conv3d, torch.conv1d, torch.conv2d, torch.conv3d):
+    SHAPE_RULES[_f] = SHAPE_CONV
+SHAPE_ADAPTIVE_POOL = 4  # (kind, spatial dims)
+for _nsp, _f in ((1, _F.adaptive_avg_pool1d), (2, _F.adaptive_avg_pool2d), (3, _F.adaptive_avg_pool3d),
+                 (1, torch.adaptive_avg_pool1d), (2, torch._C._nn.adaptive_avg_pool2d),
+                 (3, torch._C._nn.adaptive_avg_pool3d)):
+    SHAPE_RULES[_f] = (SHAPE_ADAPTIVE_POOL, _nsp)
+
+
 def _device(d):
     d = torch.device(d)
     if d.type == "cuda" and d.index is None:

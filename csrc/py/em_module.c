@@ -118,6 +118,13 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
         return PyErr_Format(PyExc_TypeError, "ember: helper.POINTWISE must be a set");
     }
     Py_XSETREF(em_state.pointwise_fns, pw);
+    PyObject *sr = PyObject_GetAttrString(helper, "SHAPE_RULES");
+    if (!sr) return NULL;
+    if (!PyDict_Check(sr)) {
+        Py_DECREF(sr);
+        return PyErr_Format(PyExc_TypeError, "ember: helper.SHAPE_RULES must be a dict");
+    }
+    Py_XSETREF(em_state.shape_rules, sr);
     PyObject *tq = PyObject_GetAttrString(helper, "TYPE_QUERIES");
     if (!tq || !PySet_Check(tq)) {
         Py_XDECREF(tq);

@@ -35,6 +35,7 @@ typedef struct {
     PyObject *builtin_len, *builtin_getattr, *builtin_isinstance, *builtin_issubclass, *builtin_callable, *builtin_hasattr, *builtin_setattr; /* borrowed */
     PyObject *op_fns;        /* tuple indexed by EmOp: the Python operator of each op (meta runs) */
     PyObject *pointwise_fns; /* set of elementwise callables whose metadata C infers */
+    PyObject *shape_rules;   /* dict callable -> shape rule (em_infer.c) */
     PyObject *type_query_fns; /* set: CONST callables whose answer for a tensor depends only on its type */
     /* graph calls that change global state (helper attributes of the same names) */
     PyObject *object_getattribute; /* object.__getattribute__ (a slot wrapper) */

@@ -157,26 +157,22 @@ static const char *callable_name(PyObject *fn, char *buf, size_t n) {
     return buf;
 }
 
-/* Records an elementwise node whose metadata was inferred in C (no meta run). */
+/* Records a node whose metadata was inferred in C (no meta run). */
 static EmStatus record_inferred(EmTracer *T, EmOp op, PyObject *fn, const char *name, EmSym **args, int nargs,
-                                int dtype, const EmNode *like, int rg, EmSym **out) {
-    int ndim = like->ndim, dt = like->dev_type, di = like->dev_index;
-    int64_t dims[2 * 64];
+                                PyObject *kwnames, const EmInferred *inf, EmSym **out) {
     PyObject *dev = NULL;
-    if (ndim > 64) return em_trace_fail(T, EMA_META, "%s on more than 64 dimensions", name);
-    if (ndim) {
-        memcpy(dims, em_ir_sizes(T->G, like), sizeof(int64_t) * (size_t)ndim);
-        memcpy(dims + ndim, em_ir_strides(T->G, like), sizeof(int64_t) * (size_t)ndim);
-    }
     for (int i = 0; i < nargs && !dev; i++)
         if (args[i]->kind == SYM_TENSOR) dev = args[i]->device;
     EmStatus st = EM_ERR;
     int32_t a0 = em_node_args(T, args, nargs, &st);
     if (a0 < 0) return st;
-    int32_t fnc = -1;
+    int32_t fnc = -1, kwc = kwnames ? kw_const(T, kwnames) : -1;
+    if (kwnames && kwc < 0) return EM_ERR;
     if (op == EMOP_CALL && (fnc = em_ir_const(T->G, EMC_OBJ, 0, 0, fn, name)) < 0) return PyErr_NoMemory(), EM_ERR;
-    EmRef r = em_ir_node(T->G, op, a0, nargs, -1, 0, fnc);
-    if (r < 0 || em_ir_set_tensor(T->G, r, dtype, dt, di, rg, ndim, dims, dims + ndim)) return PyErr_NoMemory(), EM_ERR;
+    EmRef r = em_ir_node(T->G, op, a0, nargs, kwc, kwnames ? (int32_t)PyTuple_GET_SIZE(kwnames) : 0, fnc);
+    if (r < 0 || em_ir_set_tensor(T->G, r, inf->dtype, inf->dev_type, inf->dev_index, inf->requires_grad, inf->ndim,
+                                  inf->sizes, inf->strides))
+        return PyErr_NoMemory(), EM_ERR;
     EmSym *s = em_sym_new(T, SYM_TENSOR);
     if (!s) return EM_ERR;
     s->ref = r;
@@ -197,8 +193,32 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
     else snprintf(name, sizeof(name), "%s", em_op_info[op].name);
     int cdt, crg;
     const EmNode *like = NULL;
-    if (em_infer_pointwise(T, op, fn, args, nargs, kwnames, &cdt, &like, &crg))
-        return record_inferred(T, op, fn, name, args, nargs, cdt, like, crg, out);
+    EmInferred inf;
+    int bnd = -1;
+    if (em_infer_pointwise(T, op, fn, args, nargs, kwnames, &cdt, &like, &crg, inf.sizes, &bnd)) {
+        if (like->ndim > 64) return em_trace_fail(T, EMA_META, "%s on more than 64 dimensions", name);
+        inf.dtype = cdt;
+        inf.dev_type = like->dev_type;
+        inf.dev_index = like->dev_index;
+        inf.requires_grad = crg;
+        if (bnd >= 0) { /* broadcast: contiguous */
+            inf.ndim = bnd;
+            int64_t stv = 1;
+            for (int i = bnd - 1; i >= 0; i--) {
+                inf.strides[i] = stv;
+                stv *= inf.sizes[i] > 1 ? inf.sizes[i] : 1;
+            }
+        } else {
+            inf.ndim = like->ndim;
+            if (like->ndim) {
+                memcpy(inf.sizes, em_ir_sizes(T->G, like), sizeof(int64_t) * (size_t)like->ndim);
+                memcpy(inf.strides, em_ir_strides(T->G, like), sizeof(int64_t) * (size_t)like->ndim);
+            }
+        }
+        return record_inferred(T, op, fn, name, args, nargs, NULL, &inf, out);
+    }
+    if (op == EMOP_CALL && em_infer_shape(T, fn, args, nargs, kwnames, &inf))
+        return record_inferred(T, op, fn, name, args, nargs, kwnames, &inf, out);
     if (!(margs = PyTuple_New(npos + (op == EMOP_GETATTR)))) goto done;
     for (Py_ssize_t i = 0; i < npos; i++) {
         PyObject *v = meta_value(T, args[i], &has_tensor);

@@ -24,8 +24,24 @@ static int contiguous(const EmGraph *G, const EmNode *n) {
 }
 
 /* Returns 1 and fills the result metadata when inferred; 0 when the meta device must decide. */
+/* Broadcasts shape b (nb dims) into a (*na dims, updated); 0 when they do not broadcast. */
+static int broadcast_into(int64_t *a, int *na, const int64_t *b, int nb) {
+    int n = *na > nb ? *na : nb;
+    if (n > 60) return 0;
+    int64_t r[64];
+    for (int i = 0; i < n; i++) {
+        int ia = *na - n + i, ib = nb - n + i;
+        int64_t x = ia >= 0 ? a[ia] : 1, y = ib >= 0 ? b[ib] : 1;
+        if (x != y && x != 1 && y != 1) return 0;
+        r[i] = x == 1 ? y : x;
+    }
+    memcpy(a, r, sizeof(int64_t) * (size_t)n);
+    *na = n;
+    return 1;
+}
+
 int em_infer_pointwise(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
-                       int *dtype, const EmNode **like, int *requires_grad) {
+                       int *dtype, const EmNode **like, int *requires_grad, int64_t *bshape, int *bndim) {
     EmOpKind kind = em_op_info[op].kind;
     if (kwnames) return 0;
     if (op == EMOP_CALL) {
@@ -41,7 +57,16 @@ int em_infer_pointwise(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nar
     }
     const EmGraph *G = T->G;
     const EmNode *ref = NULL;
-    int rg = 0, has_float_scalar = 0;
+    int rg = 0, has_float_scalar = 0, broadcasted = 0, bnd = 0;
+    int bcast = bshape != NULL && op != EMOP_CALL;
+    for (int i = 0; i < nargs && bcast; i++) /* the broadcast shape starts from the first tensor */
+        if (args[i]->kind == SYM_TENSOR) {
+            const EmNode *n = &G->nodes.data[args[i]->ref];
+            if (n->ndim > 60) return 0;
+            bnd = n->ndim;
+            memcpy(bshape, em_ir_sizes(G, n), sizeof(int64_t) * (size_t)n->ndim);
+            break;
+        }
     for (int i = 0; i < nargs; i++) {
         EmSym *s = args[i];
         if (s->kind == SYM_TENSOR) {
@@ -50,11 +75,15 @@ int em_infer_pointwise(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nar
             if (!ref) {
                 if (!contiguous(G, n)) return 0;
                 ref = n;
-            } else if (n->dtype != ref->dtype || n->ndim != ref->ndim || n->dev_type != ref->dev_type ||
-                       n->dev_index != ref->dev_index ||
-                       (n->ndim && memcmp(em_ir_sizes(G, n), em_ir_sizes(G, ref), sizeof(int64_t) * n->ndim)) ||
+            } else if (n->dtype != ref->dtype || n->dev_type != ref->dev_type || n->dev_index != ref->dev_index ||
                        !contiguous(G, n)) {
                 return 0;
+            } else if (n->ndim != ref->ndim ||
+                       (n->ndim && memcmp(em_ir_sizes(G, n), em_ir_sizes(G, ref), sizeof(int64_t) * n->ndim))) {
+                if (!bcast) return 0;
+                /* broadcasting contiguous operands: a contiguous result of the broadcast shape */
+                if (!broadcast_into(bshape, &bnd, em_ir_sizes(G, n), n->ndim)) return 0;
+                broadcasted = 1;
             }
             rg |= n->requires_grad;
         } else if (s->kind == SYM_CONST && (PyLong_CheckExact(s->obj) || PyFloat_CheckExact(s->obj))) {
@@ -74,5 +103,162 @@ int em_infer_pointwise(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nar
     *dtype = d;
     *like = ref;
     *requires_grad = rg && T->grad && is_float_dt(d);
+    if (bshape) *bndim = broadcasted ? bnd : -1;
     return 1;
+}
+
+/* ---- shape rules (ember/_rules.py SHAPE_RULES) ---- */
+
+enum { SR_LIKE_FIRST = 1, SR_LINEAR = 2, SR_CONV = 3, SR_ADAPTIVE_POOL = 4 };
+
+static const EmNode *tensor_node(EmTracer *T, EmSym *s) {
+    if (s->kind != SYM_TENSOR) return NULL;
+    const EmNode *n = &T->G->nodes.data[s->ref];
+    return n->vkind == EMV_TENSOR && n->dtype >= 0 ? n : NULL;
+}
+
+static void contiguous_strides(EmInferred *r) {
+    int64_t st = 1;
+    for (int i = r->ndim - 1; i >= 0; i--) {
+        r->strides[i] = st;
+        st *= r->sizes[i] > 1 ? r->sizes[i] : 1;
+    }
+}
+
+/* An int or a sequence of nsp ints (a CONST sym) into v; 0 when it is something else. */
+static int int_params(EmSym *s, int nsp, int64_t *v) {
+    if (!s || s->kind != SYM_CONST) return 0;
+    if (PyLong_Check(s->obj)) {
+        for (int i = 0; i < nsp; i++) v[i] = PyLong_AsLongLong(s->obj);
+        return !PyErr_Occurred();
+    }
+    if (!PyTuple_Check(s->obj) && !PyList_Check(s->obj)) return 0;
+    if (PySequence_Fast_GET_SIZE(s->obj) == 1) {
+        PyObject *x = PySequence_Fast_GET_ITEM(s->obj, 0);
+        if (!PyLong_Check(x)) return 0;
+        for (int i = 0; i < nsp; i++) v[i] = PyLong_AsLongLong(x);
+        return !PyErr_Occurred();
+    }
+    if (PySequence_Fast_GET_SIZE(s->obj) != nsp) return 0;
+    for (int i = 0; i < nsp; i++) {
+        PyObject *x = PySequence_Fast_GET_ITEM(s->obj, i);
+        if (!PyLong_Check(x)) return 0;
+        v[i] = PyLong_AsLongLong(x);
+    }
+    return !PyErr_Occurred();
+}
+
+int em_infer_shape(EmTracer *T, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, EmInferred *r) {
+    if (!em_state.shape_rules || nargs < 1) return 0;
+    PyObject *rule = PyDict_GetItemWithError(em_state.shape_rules, fn);
+    if (!rule) {
+        PyErr_Clear();
+        return 0;
+    }
+    int kind = (int)PyLong_AsLong(PyTuple_Check(rule) ? PyTuple_GET_ITEM(rule, 0) : rule);
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    const EmNode *x = npos >= 1 ? tensor_node(T, args[0]) : NULL;
+    if (!x || !is_float_dt(x->dtype) || !contiguous(T->G, x) || x->ndim > 60) return 0;
+    /* every other operand: a constant, or a floating tensor on the same device */
+    int rg = x->requires_grad;
+    for (int i = 1; i < nargs; i++) {
+        EmSym *s = args[i];
+        if (s->kind == SYM_CONST) {
+            if (!strcmp(Py_TYPE(s->obj)->tp_name, "torch.dtype")) return 0; /* softmax(x, dtype=...) */
+            if (i >= npos && s->obj == Py_True &&
+                !PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i - npos), "inplace"))
+                return 0; /* the result is the operand itself */
+            continue;
+        }
+        const EmNode *n = tensor_node(T, s);
+        if (!n || n->dev_type != x->dev_type || n->dev_index != x->dev_index || !is_float_dt(n->dtype)) return 0;
+        rg |= n->requires_grad;
+    }
+    r->dtype = x->dtype;
+    r->dev_type = x->dev_type;
+    r->dev_index = x->dev_index;
+    r->requires_grad = rg && T->grad;
+    const int64_t *xs = em_ir_sizes(T->G, x);
+    if (kind == SR_LIKE_FIRST) {
+        r->ndim = x->ndim;
+        memcpy(r->sizes, xs, sizeof(int64_t) * (size_t)x->ndim);
+        contiguous_strides(r);
+        return 1;
+    }
+    /* named operands of linear / convN */
+    static const char *const names[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
+    EmSym *op[7] = {NULL};
+    for (Py_ssize_t i = 0; i < npos && i < 7; i++) op[i] = args[i];
+    if (npos > 7) return 0;
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        int k = 0;
+        while (k < 7 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), names[k])) k++;
+        if (k == 7 || op[k]) return 0;
+        op[k] = args[npos + i];
+    }
+    const EmNode *w = op[1] ? tensor_node(T, op[1]) : NULL;
+    if (!w || w->dtype != x->dtype || !contiguous(T->G, w)) return 0;
+    if (op[2] && op[2]->kind == SYM_TENSOR && tensor_node(T, op[2])->dtype != x->dtype) return 0;
+    const int64_t *ws = em_ir_sizes(T->G, w);
+    if (kind == SR_LINEAR) {
+        if (w->ndim != 2 || x->ndim < 1 || xs[x->ndim - 1] != ws[1] || op[3]) return 0;
+        r->ndim = x->ndim;
+        memcpy(r->sizes, xs, sizeof(int64_t) * (size_t)x->ndim);
+        r->sizes[x->ndim - 1] = ws[0];
+        contiguous_strides(r);
+        return 1;
+    }
+    if (kind == SR_ADAPTIVE_POOL) { /* adaptive_avg_pool{1,2,3}d(input, output_size) */
+        int nsp = PyLong_AsLong(PyTuple_GET_ITEM(rule, 1));
+        int64_t osz[3];
+        if (npos != 2 || nkw || x->ndim != nsp + 2 || args[1]->kind != SYM_CONST) return 0;
+        PyObject *o = args[1]->obj;
+        if (PyLong_Check(o)) {
+            for (int i = 0; i < nsp; i++) osz[i] = PyLong_AsLongLong(o);
+        } else if ((PyTuple_Check(o) || PyList_Check(o)) && PySequence_Fast_GET_SIZE(o) == nsp) {
+            for (int i = 0; i < nsp; i++) {
+                PyObject *v = PySequence_Fast_GET_ITEM(o, i);
+                if (v == Py_None) osz[i] = xs[2 + i];
+                else if (PyLong_Check(v)) osz[i] = PyLong_AsLongLong(v);
+                else return 0;
+            }
+        } else {
+            return 0;
+        }
+        if (PyErr_Occurred()) return PyErr_Clear(), 0;
+        r->ndim = x->ndim;
+        r->sizes[0] = xs[0];
+        r->sizes[1] = xs[1];
+        for (int i = 0; i < nsp; i++) {
+            if (osz[i] < 1) return 0;
+            r->sizes[2 + i] = osz[i];
+        }
+        contiguous_strides(r);
+        return 1;
+    }
+    if (kind == SR_CONV) {
+        int nsp = w->ndim - 2;
+        int64_t stride[3] = {1, 1, 1}, pad[3] = {0, 0, 0}, dil[3] = {1, 1, 1}, groups = 1;
+        if (nsp < 1 || nsp > 3 || x->ndim != nsp + 2) return 0; /* batched input only */
+        if ((op[3] && !int_params(op[3], nsp, stride)) || (op[4] && !int_params(op[4], nsp, pad)) ||
+            (op[5] && !int_params(op[5], nsp, dil)))
+            return 0;
+        if (op[6]) {
+            if (op[6]->kind != SYM_CONST || !PyLong_Check(op[6]->obj)) return 0;
+            groups = PyLong_AsLongLong(op[6]->obj);
+        }
+        if (groups < 1 || xs[1] != ws[1] * groups || ws[0] % groups) return 0;
+        r->ndim = x->ndim;
+        r->sizes[0] = xs[0];
+        r->sizes[1] = ws[0];
+        for (int i = 0; i < nsp; i++) {
+            if (stride[i] < 1 || dil[i] < 1 || pad[i] < 0) return 0;
+            int64_t o = (xs[2 + i] + 2 * pad[i] - dil[i] * (ws[2 + i] - 1) - 1) / stride[i] + 1;
+            if (o < 1 || xs[2 + i] + 2 * pad[i] - dil[i] * (ws[2 + i] - 1) - 1 < 0) return 0; /* the op raises */
+            r->sizes[2 + i] = o;
+        }
+        contiguous_strides(r);
+        return 1;
+    }
+    return 0;
 }
