@@ -79,7 +79,7 @@ _set(ABORT, [torch.equal, torch.is_nonzero, torch.allclose, torch.manual_seed, t
              torch.set_default_dtype, getattr(torch, "set_default_device", None),
              torch.use_deterministic_algorithms, torch.save, torch.load, torch.cuda.synchronize,
              torch.nonzero, torch.unique, torch.masked_select, torch.autograd.grad, torch.autograd.backward,
-             torch.autocast, torch.set_printoptions,
+             torch.set_printoptions,
              torch.get_rng_state, torch.set_rng_state, torch.random.fork_rng])
 _set(ABORT, [print, input, open, builtins.exec, builtins.eval, builtins.id, builtins.setattr,
              builtins.delattr, builtins.vars, builtins.globals, builtins.locals])
@@ -88,7 +88,9 @@ _set(ABORT, [print, input, open, builtins.exec, builtins.eval, builtins.id, buil
 # ---- context managers of global state (csrc/trace/em_ctx.c) ----
 
 GRAD_CTX = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
-_set(CTX, GRAD_CTX + (torch.inference_mode,))
+# autocast: its twin is entered while tracing the block, and ops inside it run on fake tensors
+# of their real device (meta tensors do not apply autocast's dtype rules), see run()
+_set(CTX, GRAD_CTX + (torch.inference_mode, torch.autocast))
 set_grad_enabled = torch._C._set_grad_enabled
 
 
@@ -380,11 +382,51 @@ def _all_meta(x):
     return True
 
 
+def _autocast_on(device):
+    try:
+        return torch.is_autocast_enabled((device or torch.device("cpu")).type)
+    except (RuntimeError, TypeError):
+        return False
+
+
+_fake_mode = None
+
+
+def _run_fake(fn, args, kwargs, device):
+    """fn on fake tensors of the real device, so that autocast picks the result dtypes it
+    would; the results come back as meta tensors."""
+    global _fake_mode
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils._pytree import tree_map
+    if _fake_mode is None:
+        _fake_mode = FakeTensorMode()
+
+    def to_fake(t):
+        if isinstance(t, torch.Tensor) and t.device.type == "meta":
+            with _fake_mode:
+                f = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device)
+            return f.requires_grad_() if t.requires_grad and f.is_floating_point() else f
+        return t
+
+    def to_meta(t):
+        if isinstance(t, torch.Tensor):
+            return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=META,
+                                       requires_grad=t.requires_grad)
+        return t
+
+    fargs, fkwargs = tree_map(to_fake, args), tree_map(to_fake, kwargs)
+    with _fake_mode:
+        out = fn(*fargs, **fkwargs)
+    return tree_map(to_meta, out)
+
+
 def run(fn, args, kwargs, device):
     """Runs fn on meta values; returns (result, device of the result)."""
     kind = _MOVES.get(fn)
     if kind is not None:
         return _move(kind, args, kwargs, device)
+    if device is not None and "device" not in kwargs and _autocast_on(device):
+        return _run_fake(fn, args, kwargs, device), device
     if "device" in kwargs:
         d = kwargs["device"]
         device = _device(d) if d is not None else (device or torch.get_default_device())

@@ -1,5 +1,5 @@
 /* em_ctx.c: `with` blocks of context managers that change torch's global state
- * (torch.no_grad, enable_grad, set_grad_enabled, inference_mode), traced into the graph.
+ * (torch.no_grad, enable_grad, set_grad_enabled, inference_mode, autocast), traced into the graph.
  * While the tracer is inside such a block it really enters a twin of the context (made from
  * the same constant arguments), so meta runs see the state the real ops will see; the twins
  * still entered when a trace ends are exited by em_ctx_unwind. The graph records the state
@@ -98,6 +98,15 @@ done:
     return st;
 }
 
+/* Whether autocast is on now (a twin entered or exited may change it): C shape inference is
+ * off while it is (em_infer.c). */
+static int refresh_autocast(EmTracer *T) {
+    EmGlobalState gs;
+    if (em_guard_global_state_read(&gs)) return -1;
+    T->autocast = gs.autocast_cpu || gs.autocast_cuda;
+    return 0;
+}
+
 EmStatus em_ctx_before_with(EmTracer *T, EmSym *ctx, EmSym **exit_fn, EmSym **entered) {
     if (ctx->ctx_state == 0) {
         ctx->prev_grad = (int8_t)T->grad;
@@ -115,12 +124,15 @@ EmStatus em_ctx_before_with(EmTracer *T, EmSym *ctx, EmSym **exit_fn, EmSym **en
     } else {
         return em_trace_fail(T, EMA_VALUE, "a context manager entered twice");
     }
+    if (refresh_autocast(T)) return EM_ERR;
     if (em_vec_push(&T->ctx_open, ctx)) return PyErr_NoMemory(), EM_ERR;
     ctx->ctx_state = 1;
     EmSym *x = em_sym_new(T, SYM_EXIT);
     if (!x || em_vec_push(&x->items, ctx)) return x ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
     *exit_fn = x;
-    *entered = em_sym_const(T, Py_None); /* the __enter__ of every supported context returns None */
+    /* grad-mode contexts and inference_mode enter as None; autocast's __enter__ returns the
+     * context itself, which the trace does not model (a use of `as x` aborts) */
+    *entered = strcmp(Py_TYPE(ctx->obj)->tp_name, "autocast") ? em_sym_const(T, Py_None) : em_sym_null(T);
     return *entered ? EM_OK : EM_ERR;
 }
 
@@ -143,7 +155,7 @@ EmStatus em_ctx_exit_call(EmTracer *T, EmSym *exit_fn, EmSym **args, int nargs, 
     T->ctx_open.len--;
     ctx->ctx_state = 2;
     int g = helper_grad("ctx_exit", ctx->obj);
-    if (g < 0) return EM_ERR;
+    if (g < 0 || refresh_autocast(T)) return EM_ERR;
     T->grad = g;
     *out = em_sym_const(T, Py_None);
     return *out ? EM_OK : EM_ERR;

@@ -43,7 +43,7 @@ static int broadcast_into(int64_t *a, int *na, const int64_t *b, int nb) {
 int em_infer_pointwise(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
                        int *dtype, const EmNode **like, int *requires_grad, int64_t *bshape, int *bndim) {
     EmOpKind kind = em_op_info[op].kind;
-    if (kwnames) return 0;
+    if (kwnames || T->autocast) return 0; /* autocast changes result dtypes: the fake run decides */
     if (op == EMOP_CALL) {
         if (nargs != 1 || !em_state.pointwise_fns) return 0;
         int r = PySet_Contains(em_state.pointwise_fns, fn);
@@ -149,7 +149,7 @@ static int int_params(EmSym *s, int nsp, int64_t *v) {
 }
 
 int em_infer_shape(EmTracer *T, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, EmInferred *r) {
-    if (!em_state.shape_rules || nargs < 1) return 0;
+    if (!em_state.shape_rules || nargs < 1 || T->autocast) return 0;
     PyObject *rule = PyDict_GetItemWithError(em_state.shape_rules, fn);
     if (!rule) {
         PyErr_Clear();

@@ -398,6 +398,7 @@ EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGr
     if (!(T->seen = PyDict_New())) return EM_ERR;
     if (em_guard_check_global_state(P)) return EM_ERR;
     T->grad = T->start_grad = P->gs.grad;
+    T->autocast = P->gs.autocast_cpu || P->gs.autocast_cuda;
     T->globals = in->globals;
     T->builtins = in->builtins;
     T->gslot = T->bslot = -1;

@@ -115,6 +115,7 @@ typedef struct EmTracer {
     int start_grad;    /* grad mode when the trace started (restored when it ends) */
     int state_ops;     /* the graph changes global state */
     int grad_set_in_with; /* set_grad_enabled() was called inside an open with block */
+    int autocast;      /* autocast is on at the current point of the trace */
     EmVec(EmSym *) ctx_open; /* contexts entered (their twins really entered), innermost last */
     /* attribute stores on objects from the frame, replayed by the output tree (em_obj.c):
      * triples (object, name constant, value) */

@@ -1,5 +1,5 @@
 """`with` blocks of torch's global-state context managers (torch.no_grad, enable_grad,
-set_grad_enabled, inference_mode) under ember.
+set_grad_enabled, inference_mode, autocast) under ember.
 
 Traced blocks become state changes inside the graph (one graph, no break); a graph break
 inside a block leaves the block in the graph, enters it again around the unsupported
@@ -291,3 +291,59 @@ def test_block_inside_try_falls_back(capsys):
         got = ember.compile(print_in_with_in_try)(randn(3, requires_grad=True))
     torch.testing.assert_close(got, print_in_with_in_try(randn(3, requires_grad=True)))
     assert torch.is_grad_enabled()
+
+
+# ---- torch.autocast ----
+
+_LIN = torch.nn.Linear(8, 8)
+
+
+def autocast_block(x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = _LIN(x)
+        z = torch.softmax(y, -1)
+        with torch.autocast("cpu", enabled=False):
+            f32 = y.float() @ y.float().t()
+        w = y @ y.t()
+    return y, z, f32, w, (w.float() + 1).sum()
+
+
+def test_autocast_block_is_traced_with_autocast_dtypes():
+    got = check(autocast_block, randn(4, 8), graphs=1, breaks=0)
+    assert [t.dtype for t in got] == [torch.bfloat16, torch.bfloat16, torch.float32, torch.bfloat16, torch.float32]
+    assert not torch.is_autocast_enabled("cpu")
+
+
+def test_autocast_training_gradients_match_eager():
+    lin = torch.nn.Linear(8, 4)
+    twin = torch.nn.Linear(8, 4)
+    twin.load_state_dict(lin.state_dict())
+
+    def forward(m, x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return m(x).float().pow(2).mean()
+
+    x = randn(3, 8)
+    ref = forward(twin, x)
+    ref.backward()
+    got = ember.compile(forward)(lin, x)
+    got.backward()
+    torch.testing.assert_close(got, ref)
+    torch.testing.assert_close(lin.weight.grad, twin.weight.grad)
+    assert counters()["breaks"] == 0
+
+
+def test_compiled_function_called_inside_autocast():
+    def f(x):
+        return _LIN(x) + 1
+
+    cf = ember.compile(f)
+    x = randn(4, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = f(x)
+        got = cf(x)
+    assert got.dtype == expected.dtype == torch.bfloat16
+    torch.testing.assert_close(got, expected)
+    got = cf(x)  # outside autocast: the global-state guard recompiles
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, f(x))
