@@ -808,3 +808,32 @@ def test_mapping_get_and_old_style_iteration():
         return y, "w" in t, "q" in t
 
     one_graph(f, randn(3))
+
+
+# ---- random streams ----
+
+
+def test_random_ops_follow_eagers_stream_and_are_not_baked_in():
+    def f(x):
+        noise = torch.randn_like(x) + torch.rand(3)
+        return torch.nn.functional.dropout(x + noise, 0.5, training=True)
+
+    cf = ember.compile(f)
+    x = randn(3)
+    torch.manual_seed(7)
+    e1, e2 = f(x), f(x)
+    torch.manual_seed(7)
+    g1, g2 = cf(x), cf(x)
+    torch.testing.assert_close(g1, e1)
+    torch.testing.assert_close(g2, e2)
+    assert not torch.equal(g1, g2)
+
+
+def test_manual_seed_inside_a_compiled_function():
+    def f(x):
+        torch.manual_seed(3)
+        return x + torch.rand(3)
+
+    expected = f(randn(3))
+    got = ember.compile(f)(randn(3))
+    torch.testing.assert_close(got, expected)
