@@ -196,8 +196,8 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
             v = PyObject_GetAttr(b, in->obj);
             if (!v && PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
             break;
-        case EMG_LOAD_TUPLE_ITEM:
-            if (!PyTuple_CheckExact(b) || in->a >= PyTuple_GET_SIZE(b)) return 0;
+        case EMG_LOAD_TUPLE_ITEM: /* tuple storage: a namedtuple's items (its type is guarded) */
+            if (!PyTuple_Check(b) || in->a >= PyTuple_GET_SIZE(b)) return 0;
             v = PyTuple_GET_ITEM(b, in->a);
             break;
         case EMG_LOAD_LIST_ITEM:

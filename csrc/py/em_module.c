@@ -143,6 +143,14 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
         if (!f) return NULL;
         Py_XSETREF(*slots[i], f);
     }
+    PyObject *ft = PyImport_ImportModule("functools"), *pt = ft ? PyObject_GetAttrString(ft, "partial") : NULL;
+    Py_XDECREF(ft);
+    if (!pt) return NULL;
+    if (!PyType_Check(pt)) {
+        Py_DECREF(pt);
+        return PyErr_Format(PyExc_TypeError, "ember: functools.partial is not a type");
+    }
+    Py_XSETREF(em_state.partial_type, (PyTypeObject *)pt);
     PyObject *bi = PyEval_GetBuiltins();
     em_state.builtin_len = bi ? PyDict_GetItemString(bi, "len") : NULL;
     em_state.builtin_getattr = bi ? PyDict_GetItemString(bi, "getattr") : NULL;

@@ -42,6 +42,7 @@ typedef struct {
     PyObject *set_grad_enabled, *ctx_enter_fn, *ctx_exit_fn, *ctx_reenter_fn, *grad_restorer;
     PyObject *signature_fn; /* inspect.signature: answered at trace time for known functions */
     PyObject *os_environ;   /* os.environ: lookups guarded per key on its _data dict */
+    PyTypeObject *partial_type; /* functools.partial */
 
     /* code extra slot and hook */
     Py_ssize_t extra_index;

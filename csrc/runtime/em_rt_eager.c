@@ -225,8 +225,13 @@ static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const
             }
             if (o->kind == OUT_TUPLE && o->obj) {
                 /* namedtuples take fields as arguments; structseqs take one sequence */
-                PyObject *r = PyObject_HasAttrString(o->obj, "_make") ? PyObject_CallMethod(o->obj, "_make", "O", s)
-                                                                      : PyObject_CallOneArg(o->obj, s);
+                static PyObject *s_make; /* interned once for the process */
+                if (!s_make && !(s_make = PyUnicode_InternFromString("_make"))) {
+                    Py_DECREF(s);
+                    return NULL;
+                }
+                PyObject *r = PyObject_HasAttr(o->obj, s_make) ? PyObject_CallMethodOneArg(o->obj, s_make, s)
+                                                               : PyObject_CallOneArg(o->obj, s);
                 Py_DECREF(s);
                 return r;
             }

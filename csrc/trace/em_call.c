@@ -667,6 +667,110 @@ EmStatus em_call_dunder(EmTracer *T, EmSym *self, const char *name, EmSym **args
     return em_trace_fail(T, EMA_VALUE, "%s of a %s", name, em_sym_describe(self));
 }
 
+/* A call of a partial: its bound arguments, then the call's; its keywords, then the call's
+ * (which win). */
+static EmStatus call_partial(EmTracer *T, EmSym *p, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    int32_t bpos = p->pos, bkw = p->keys.len;
+    EmSym *all[65];
+    if (bpos + nargs + bkw > 64) return em_trace_fail(T, EMA_CALL, "partial call with too many arguments");
+    int n = 0;
+    for (int32_t i = 0; i < bpos; i++) all[n++] = p->items.data[1 + i];
+    for (Py_ssize_t i = 0; i < npos; i++) all[n++] = args[i];
+    PyObject *names = PyList_New(0);
+    if (!names) return EM_ERR;
+    for (int32_t i = 0; i < bkw; i++) { /* partial's keywords not given again by the call */
+        int again = 0;
+        for (Py_ssize_t k = 0; k < nkw && !again; k++)
+            again = PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, k), p->keys.data[i]) == 0;
+        if (again) continue;
+        if (PyList_Append(names, p->keys.data[i])) goto error;
+        all[n++] = p->items.data[1 + bpos + i];
+    }
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        if (PyList_Append(names, PyTuple_GET_ITEM(kwnames, k))) goto error;
+        all[n++] = args[npos + k];
+    }
+    PyObject *kw = PyList_GET_SIZE(names) ? PyList_AsTuple(names) : NULL;
+    Py_DECREF(names);
+    if (PyErr_Occurred()) return EM_ERR;
+    EmStatus st = em_call(T, p->items.data[0], NULL, all, n, kw, out);
+    Py_XDECREF(kw);
+    return st;
+error:
+    Py_DECREF(names);
+    return EM_ERR;
+}
+
+/* functools.partial(fn, *args, **kw) made while tracing; a partial of a partial is flattened
+ * as functools does (its arguments first, its keywords updated by the new ones). */
+static EmStatus make_partial(EmTracer *T, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = n - nkw;
+    if (npos < 1) return em_trace_fail(T, EMA_CALL, "functools.partial without a function");
+    EmSym *fn = all[0], *base = fn->kind == SYM_PARTIAL ? fn->items.data[0] : fn;
+    int32_t ipos = fn->kind == SYM_PARTIAL ? fn->pos : 0, ikw = fn->kind == SYM_PARTIAL ? fn->keys.len : 0;
+    EmSym *pos[64], *kwv[64];
+    PyObject *kwn[64];
+    int np = 0, nk = 0;
+    if (ipos + npos > 64 || ikw + nkw > 64) return em_trace_fail(T, EMA_CALL, "functools.partial with many arguments");
+    for (int32_t i = 0; i < ipos; i++) pos[np++] = fn->items.data[1 + i];
+    for (Py_ssize_t i = 1; i < npos; i++) pos[np++] = all[i];
+    for (int32_t i = 0; i < ikw; i++) {
+        kwn[nk] = fn->keys.data[i];
+        kwv[nk++] = fn->items.data[1 + ipos + i];
+    }
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        int k = 0;
+        while (k < nk && PyUnicode_Compare(kwn[k], name)) k++;
+        kwn[k] = name;
+        kwv[k] = all[npos + i];
+        if (k == nk) nk++;
+    }
+    EmSym *p = em_sym_new(T, SYM_PARTIAL);
+    if (!p || em_vec_push(&p->items, base)) return p ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
+    p->pos = np;
+    for (int i = 0; i < np; i++)
+        if (em_vec_push(&p->items, pos[i])) return PyErr_NoMemory(), EM_ERR;
+    for (int i = 0; i < nk; i++)
+        if (em_vec_push(&p->items, kwv[i]) || em_vec_push(&p->keys, Py_NewRef(kwn[i]))) return PyErr_NoMemory(), EM_ERR;
+    *out = p;
+    return EM_OK;
+}
+
+/* A functools.partial read from the frame: its func, args and keywords through guarded slots. */
+static EmStatus input_partial(EmTracer *T, EmSym *fn, EmSym **out) {
+    static PyObject *s_func, *s_args, *s_kw;
+    if ((!s_func && !(s_func = PyUnicode_InternFromString("func"))) ||
+        (!s_args && !(s_args = PyUnicode_InternFromString("args"))) ||
+        (!s_kw && !(s_kw = PyUnicode_InternFromString("keywords"))))
+        return EM_ERR;
+    PyObject *names[3] = {s_func, s_args, s_kw};
+    EmSym *parts[3];
+    EmStatus st = EM_ERR;
+    for (int i = 0; i < 3; i++) {
+        int32_t slot = em_guard_attr(T->P, fn->src, names[i]);
+        PyObject *v = slot < 0 ? NULL : PyObject_GetAttr(fn->obj, names[i]);
+        parts[i] = v ? em_sym_wrap(T, v, slot, &st) : NULL;
+        Py_XDECREF(v);
+        if (!parts[i]) return st;
+    }
+    if (parts[1]->kind == SYM_CONST && (st = em_seq_items(T, parts[1], &parts[1])) != EM_OK) return st;
+    if (parts[1]->kind != SYM_TUPLE || parts[2]->kind != SYM_DICT)
+        return em_trace_fail(T, EMA_CALL, "functools.partial with unusual state");
+    EmSym *p = em_sym_new(T, SYM_PARTIAL);
+    if (!p || em_vec_push(&p->items, parts[0])) return p ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
+    p->pos = parts[1]->items.len;
+    for (int32_t i = 0; i < parts[1]->items.len; i++)
+        if (em_vec_push(&p->items, parts[1]->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+    for (int32_t i = 0; i < parts[2]->keys.len; i++)
+        if (em_vec_push(&p->items, parts[2]->items.data[i]) ||
+            em_vec_push(&p->keys, Py_NewRef(parts[2]->keys.data[i])))
+            return PyErr_NoMemory(), EM_ERR;
+    *out = p;
+    return EM_OK;
+}
+
 /* tuple(), list(), enumerate(), zip(), reversed() over syms: their items rearranged, no
  * graph op. enumerate's optional start must be a constant int. */
 static EmStatus call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, EmSym **out) {
@@ -733,6 +837,12 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         }
     }
     if (fn->kind == SYM_BOUND && !self) return em_call(T, fn->items.data[1], fn->items.data[0], args, nargs, kwnames, out);
+    if (fn->kind == SYM_PARTIAL && !self) return call_partial(T, fn, args, nargs, kwnames, out);
+    if (fn->kind == SYM_OBJ && fn->src >= 0 && !self && Py_TYPE(fn->obj) == em_state.partial_type) {
+        EmSym *p = NULL;
+        EmStatus st = input_partial(T, fn, &p);
+        return st == EM_OK ? call_partial(T, p, args, nargs, kwnames, out) : st;
+    }
     if (fn->kind == SYM_OBJ && fn->src >= 0 && PyMethod_Check(fn->obj) && !self) {
         /* a bound method read from the frame (stored in an attribute, passed in): its
          * function and self are guarded through their own slots */
@@ -816,6 +926,47 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         return st == EM_OK && !*out ? EM_ERR : st;
     }
     if (f == (PyObject *)&PyType_Type && n == 1 && !kwnames) return em_sym_type(T, all[0], out);
+    if (f == (PyObject *)em_state.partial_type) return make_partial(T, all, n, kwnames, out);
+    if (PyType_Check(f) && em_is_namedtuple_type((PyTypeObject *)f)) {
+        /* a namedtuple: its generated __new__ (which calls tuple.__new__) is traced */
+        static PyObject *s_new;
+        if (!s_new && !(s_new = PyUnicode_InternFromString("__new__"))) return EM_ERR;
+        PyObject *nw = PyDict_GetItemWithError(((PyTypeObject *)f)->tp_dict, s_new);
+        PyObject *nf = nw && Py_IS_TYPE(nw, &PyStaticMethod_Type) ? PyObject_GetAttrString(nw, "__func__") : NULL;
+        if (!nf || !PyFunction_Check(nf)) {
+            Py_XDECREF(nf);
+            PyErr_Clear();
+            return em_trace_fail(T, EMA_CALL, "%s() (a namedtuple with its own __new__)", ((PyTypeObject *)f)->tp_name);
+        }
+        EmSym *cargs[65];
+        if (n + 1 > 65) {
+            Py_DECREF(nf);
+            return em_trace_fail(T, EMA_CALL, "namedtuple with too many fields");
+        }
+        if (!(cargs[0] = em_sym_known(T, f, ((PyTypeObject *)f)->tp_name))) {
+            Py_DECREF(nf);
+            return EM_ERR;
+        }
+        for (int i = 0; i < n; i++) cargs[i + 1] = all[i];
+        EmStatus st = em_inline(T, nf, cargs, n + 1, kwnames, out);
+        Py_DECREF(nf);
+        return st;
+    }
+    if (PyCFunction_Check(f) && PyCFunction_GET_SELF(f) == (PyObject *)&PyTuple_Type && n == 2 && !kwnames &&
+        !strcmp(((PyCFunctionObject *)f)->m_ml->ml_name, "__new__") && PyType_Check(all[0]->obj) &&
+        (all[0]->kind == SYM_OBJ || all[0]->kind == SYM_CONST) &&
+        em_is_namedtuple_type((PyTypeObject *)all[0]->obj)) { /* tuple.__new__(namedtuple class, items) */
+        EmSym *items = NULL;
+        EmStatus st = em_seq_items(T, all[1], &items);
+        if (st != EM_OK) return st;
+        EmSym *t = em_sym_new(T, SYM_TUPLE);
+        if (!t) return EM_ERR;
+        for (int32_t i = 0; i < items->items.len; i++)
+            if (em_vec_push(&t->items, items->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+        t->seq_type = Py_NewRef(all[0]->obj);
+        *out = t;
+        return EM_OK;
+    }
     if (f == em_state.signature_fn && n == 1 && !kwnames) {
         /* inspect.signature of a function known by identity (or a method of one): a constant */
         EmSym *a = all[0];

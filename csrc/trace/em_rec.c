@@ -598,6 +598,25 @@ EmStatus h_unpack_sequence(EmTracer *T, const EmInstr *in) {
     return EM_OK;
 }
 
+EmStatus h_unpack_ex(EmTracer *T, const EmInstr *in) {
+    NEED(1);
+    int before = in->arg & 0xff, after = in->arg >> 8;
+    EmSym *s = POP(), *items = NULL;
+    EmStatus st = em_seq_items(T, s, &items);
+    if (st != EM_OK) return st;
+    int32_t n = items->items.len;
+    if (n < before + after) return em_trace_fail(T, EMA_VALUE, "unpacking %d values into at least %d", n, before + after);
+    for (int32_t i = n - 1; i >= n - after; i--)
+        if ((st = em_push(T, items->items.data[i])) != EM_OK) return st;
+    EmSym *star = em_sym_new(T, SYM_LIST);
+    for (int32_t i = before; star && i < n - after; i++)
+        if (em_vec_push(&star->items, items->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+    if ((st = em_push(T, star)) != EM_OK) return st;
+    for (int32_t i = before - 1; i >= 0; i--)
+        if ((st = em_push(T, items->items.data[i])) != EM_OK) return st;
+    return EM_OK;
+}
+
 /* ---- calls ---- */
 
 EmStatus h_kw_names(EmTracer *T, const EmInstr *in) {

@@ -46,7 +46,8 @@ EmStatus em_sym_method(EmTracer *T, PyObject *fn, EmSym *self, int method, EmSym
 
 const char *em_sym_describe(EmSym *s) {
     static const char *names[] = {"NULL", "constant", "tensor", "tuple", "list", "dict", "object", "iterator", "context manager",
-                                  "__exit__ of a with block", "bound method", "object made while tracing"};
+                                  "__exit__ of a with block", "bound method", "functools.partial",
+                                  "object made while tracing"};
     if (s->kind == SYM_OBJ || s->kind == SYM_CONST || s->kind == SYM_NEW) return Py_TYPE(s->obj)->tp_name;
     return names[s->kind];
 }
@@ -95,8 +96,10 @@ EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s) {
                 if (s->kind == SYM_TUPLE) PyTuple_SET_ITEM(r, i, v);
                 else PyList_SET_ITEM(r, i, v);
             }
-            if (s->kind == SYM_TUPLE && s->seq_type) {
-                PyObject *t = PyObject_CallOneArg(s->seq_type, r);
+            if (s->kind == SYM_TUPLE && s->seq_type) { /* namedtuples take fields, structseqs a sequence */
+                PyObject *t = em_is_namedtuple_type((PyTypeObject *)s->seq_type)
+                                  ? PyObject_CallMethod(s->seq_type, "_make", "(O)", r)
+                                  : PyObject_CallOneArg(s->seq_type, r);
                 Py_DECREF(r);
                 if (!t) PyErr_Clear();
                 return t;
@@ -217,6 +220,16 @@ static EmSym *wrap_tensor(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) 
     return s;
 }
 
+/* A namedtuple class: a tuple subclass with _fields and _make, and tuple's own storage. */
+int em_is_namedtuple_type(PyTypeObject *tp) {
+    static PyObject *s_fields, *s_make;
+    if ((!s_fields && !(s_fields = PyUnicode_InternFromString("_fields"))) ||
+        (!s_make && !(s_make = PyUnicode_InternFromString("_make"))))
+        return 0;
+    return PyType_IsSubtype(tp, &PyTuple_Type) && _PyType_Lookup(tp, s_fields) && _PyType_Lookup(tp, s_make) &&
+           tp->tp_basicsize == PyTuple_Type.tp_basicsize;
+}
+
 /* Wraps the object read from guard slot `slot`. Installs the guards that make its use sound:
  * tensors TENSOR_MATCH, constants EQUALS or ID, containers TYPE+LEN (items wrapped too),
  * modules and callables ID, other objects TYPE. */
@@ -242,7 +255,7 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
         if (em_guard_check(T->P, EMG_ID, slot, v, 0) == 0) s = em_sym_const(T, v);
     } else if (is_pure(v, 0)) {
         if (em_guard_check(T->P, EMG_EQ, slot, v, 0) == 0) s = em_sym_const(T, v);
-    } else if (tp == &PyTuple_Type || tp == &PyList_Type) {
+    } else if (tp == &PyTuple_Type || tp == &PyList_Type || (PyTuple_Check(v) && em_is_namedtuple_type(tp))) {
         int is_list = tp == &PyList_Type;
         Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
         if (em_guard_check(T->P, EMG_TYPE, slot, (PyObject *)tp, 0) ||
@@ -255,6 +268,7 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
             EmSym *is = islot < 0 ? NULL : em_sym_wrap(T, item, islot, st);
             if (!is || em_vec_push(&s->items, is)) s = NULL;
         }
+        if (s && tp != &PyTuple_Type && tp != &PyList_Type) s->seq_type = Py_NewRef((PyObject *)tp);
     } else if (tp == &PyDict_Type) {
         if (em_guard_check(T->P, EMG_TYPE, slot, (PyObject *)tp, 0) ||
             em_guard_check(T->P, EMG_LEN, slot, NULL, PyDict_GET_SIZE(v)))

@@ -29,6 +29,9 @@ typedef enum {
     SYM_CTX,    /* context manager of torch's global state (em_ctx.c): obj = its twin, spec */
     SYM_EXIT,   /* the bound __exit__ BEFORE_WITH pushes for a SYM_CTX (items[0]) */
     SYM_BOUND,  /* a bound method as a value: items[0] = self, items[1] = the function's sym */
+    SYM_PARTIAL, /* functools.partial made while tracing or read from the frame: items[0] = the
+                  * function, then pos bound positional arguments, then the keyword values
+                  * (names in keys) */
     SYM_NEW     /* an instance made while tracing (em_obj.c): obj = a placeholder of its class,
                  * items[0] = its attributes (a DICT sym), items[1] = its dict items when the
                  * class derives from dict */
@@ -174,6 +177,7 @@ EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s);
 int em_sym_truth(EmTracer *T, EmSym *s, int *out); /* 0 ok, else abort status */
 /* Lookups in a dict read through a slot without wrapping it whole; absence proofs; type(). */
 int em_sym_own(EmTracer *T, EmSym *s);
+int em_is_namedtuple_type(PyTypeObject *tp);
 EmStatus em_env_lookup(EmTracer *T, EmSym *env, EmSym *key, int *found, EmSym **out);
 EmStatus em_lazy_dict_get(EmTracer *T, EmSym *d, PyObject *key, int *found, EmSym **out);
 int em_sym_attr_absent(EmTracer *T, EmSym *base, PyObject *name);

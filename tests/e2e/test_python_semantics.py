@@ -837,3 +837,37 @@ def test_manual_seed_inside_a_compiled_function():
     expected = f(randn(3))
     got = ember.compile(f)(randn(3))
     torch.testing.assert_close(got, expected)
+
+
+# ---- functools.partial, star unpacking, walrus, while, namedtuples in and out ----
+
+import collections  # noqa: E402
+import functools  # noqa: E402
+
+Pt = collections.namedtuple("Pt", "a b")
+
+
+def _scale(x, k, *, shift=0.0):
+    return x * k + shift
+
+
+_half = functools.partial(_scale, k=0.5)
+
+
+def test_partial_unpack_walrus_while_and_namedtuples():
+    def f(x, p):
+        first, *rest, last = (1, 2, 3, 4)
+        n = 0
+        while n < 3:
+            n += 1
+        if (m := n * 2) > 5:
+            x = x + m
+        g = functools.partial(_scale, shift=1.0)
+        h = functools.partial(g, 3.0)
+        y = _half(x) + g(x, 2.0) + h(2.0, shift=2.0) * x + p.a * sum(rest) + first + last
+        return Pt(y, p.b), Pt._make([p.b, y]).b
+
+    x = randn(3)
+    one_graph(f, x, Pt(x, 2))
+    got = ember.compile(f)(x, Pt(x, 2))
+    assert type(got[0]) is Pt and got[0].b == 2
