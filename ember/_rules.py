@@ -316,19 +316,28 @@ for _f in (torch.nn.functional.relu, torch.nn.functional.gelu, torch.nn.function
 SHAPE_LIKE_FIRST, SHAPE_LINEAR, SHAPE_CONV = 1, 2, 3
 _F = torch.nn.functional
 SHAPE_RULES = {}
-for _f in (_F.batch_norm, torch.batch_norm, _F.layer_norm, torch.layer_norm, _F.group_norm, _F.dropout,
-           _F.hardswish, _F.hardsigmoid, _F.relu6, _F.silu, _F.gelu, _F.relu, _F.leaky_relu, _F.elu, _F.mish,
-           _F.softmax, _F.log_softmax, torch.softmax, _T.softmax, torch._C._nn.hardswish, torch._C._nn.hardsigmoid):
+_NN = torch._C._nn
+
+
+def _fns(owner, names):
+    """The callables of owner named in names that this torch has."""
+    return [f for f in (getattr(owner, n, None) for n in names.split()) if f is not None]
+
+
+for _f in (_fns(_F, "batch_norm layer_norm group_norm dropout hardswish hardsigmoid relu6 silu gelu relu "
+                    "leaky_relu elu mish softmax log_softmax") + _fns(torch, "batch_norm layer_norm softmax") +
+           _fns(_T, "softmax") + _fns(_NN, "hardswish hardsigmoid")):
     SHAPE_RULES[_f] = SHAPE_LIKE_FIRST
-for _f in (_F.linear, torch._C._nn.linear):
+for _f in _fns(_F, "linear") + _fns(_NN, "linear"):
     SHAPE_RULES[_f] = SHAPE_LINEAR
-for _f in (_F.conv1d, _F.conv2d, _F.conv3d, torch.conv1d, torch.conv2d, torch.conv3d):
+for _f in _fns(_F, "conv1d conv2d conv3d") + _fns(torch, "conv1d conv2d conv3d"):
     SHAPE_RULES[_f] = SHAPE_CONV
 SHAPE_ADAPTIVE_POOL = 4  # (kind, spatial dims)
-for _nsp, _f in ((1, _F.adaptive_avg_pool1d), (2, _F.adaptive_avg_pool2d), (3, _F.adaptive_avg_pool3d),
-                 (1, torch.adaptive_avg_pool1d), (2, torch._C._nn.adaptive_avg_pool2d),
-                 (3, torch._C._nn.adaptive_avg_pool3d)):
-    SHAPE_RULES[_f] = (SHAPE_ADAPTIVE_POOL, _nsp)
+for _nsp, _owner, _name in ((1, _F, "adaptive_avg_pool1d"), (2, _F, "adaptive_avg_pool2d"),
+                            (3, _F, "adaptive_avg_pool3d"), (1, torch, "adaptive_avg_pool1d"),
+                            (2, _NN, "adaptive_avg_pool2d"), (3, _NN, "adaptive_avg_pool3d")):
+    for _f in _fns(_owner, _name):
+        SHAPE_RULES[_f] = (SHAPE_ADAPTIVE_POOL, _nsp)
 
 
 def _device(d):
