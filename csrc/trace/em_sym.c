@@ -220,6 +220,15 @@ static EmSym *wrap_tensor(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) 
     return s;
 }
 
+static int pure_set(PyObject *v) {
+    Py_ssize_t pos = 0;
+    PyObject *k;
+    Py_hash_t h;
+    while (_PySet_NextEntry(v, &pos, &k, &h))
+        if (!is_pure(k, 1)) return 0;
+    return 1;
+}
+
 /* A namedtuple class: a tuple subclass with _fields and _make, and tuple's own storage. */
 int em_is_namedtuple_type(PyTypeObject *tp) {
     static PyObject *s_fields, *s_make;
@@ -253,7 +262,8 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
         s = wrap_tensor(T, v, slot, st);
     } else if (v == Py_None || v == Py_True || v == Py_False || v == Py_Ellipsis) {
         if (em_guard_check(T->P, EMG_ID, slot, v, 0) == 0) s = em_sym_const(T, v);
-    } else if (is_pure(v, 0)) {
+    } else if (is_pure(v, 0) || (PySet_CheckExact(v) && pure_set(v))) {
+        /* a set of constants is guarded by its contents (the trace never mutates one it read) */
         if (em_guard_check(T->P, EMG_EQ, slot, v, 0) == 0) s = em_sym_const(T, v);
     } else if (tp == &PyTuple_Type || tp == &PyList_Type || (PyTuple_Check(v) && em_is_namedtuple_type(tp))) {
         int is_list = tp == &PyList_Type;

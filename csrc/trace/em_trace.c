@@ -170,9 +170,14 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
             break;
         }
         case SYM_CONST:
-            if (PySet_CheckExact(s->obj) || PyExceptionInstance_Check(s->obj)) /* one object per trace: would be
-                                                                                * shared by every call */
+            if ((PySet_CheckExact(s->obj) && s->src < 0) || PyExceptionInstance_Check(s->obj)) /* one object per trace:
+                                                                                                  * shared by every call */
                 return em_trace_fail(T, EMA_RETURN, "a %s made while tracing", Py_TYPE(s->obj)->tp_name);
+            if (PySet_CheckExact(s->obj)) { /* a set read from the frame: that very object */
+                o.kind = OUT_SLOT;
+                o.v = s->src;
+                break;
+            }
             o.kind = OUT_CONST;
             o.obj = Py_NewRef(s->obj);
             break;

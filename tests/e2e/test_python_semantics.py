@@ -871,3 +871,29 @@ def test_partial_unpack_walrus_while_and_namedtuples():
     one_graph(f, x, Pt(x, 2))
     got = ember.compile(f)(x, Pt(x, 2))
     assert type(got[0]) is Pt and got[0].b == 2
+
+
+def test_sets_of_constants_read_from_the_frame_are_guarded_by_contents():
+    class Holder:
+        pass
+
+    h = Holder()
+    h.skip = {"b", "c"}
+
+    def f(x, names):
+        y = x
+        for n in ("a", "b", "c"):
+            if n not in h.skip and n in names:
+                y = y + 1
+        return y, names
+
+    cf = ember.compile(f)
+    x = randn(3)
+    names = {"a", "b"}
+    got = cf(x, names)
+    torch.testing.assert_close(got[0], x + 1)
+    assert got[1] is names
+    h.skip = {"c"}
+    torch.testing.assert_close(cf(x, names)[0], x + 2)
+    names.add("c")
+    torch.testing.assert_close(cf(x, names)[0], x + 2)
