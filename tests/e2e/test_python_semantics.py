@@ -897,3 +897,25 @@ def test_sets_of_constants_read_from_the_frame_are_guarded_by_contents():
     torch.testing.assert_close(cf(x, names)[0], x + 2)
     names.add("c")
     torch.testing.assert_close(cf(x, names)[0], x + 2)
+
+
+def test_objects_and_stores_cross_a_graph_break(capsys):
+    state = Counter()
+
+    def f(x):
+        p = Pair(x + 1, tag="t")
+        state.calls = state.calls + 1
+        print("calls", state.calls)  # a graph break: the store must be visible here
+        p.second = p.second + state.calls
+        return p.first * p.second.sum(), p
+
+    cf = ember.compile(f)
+    x = randn(3)
+    for i in range(1, 4):
+        got = cf(x)
+        assert state.calls == i and capsys.readouterr().out == f"calls {i}\n"
+        assert type(got[1]) is Pair and got[1].tag == "t"
+        torch.testing.assert_close(got[1].second, (x + 1) * 0 + i)
+        torch.testing.assert_close(got[0], (x + 1) * (3 * i))
+    c = ember.testing.counters()
+    assert c["breaks"] >= 1 and c["aborts"] == 0, c
