@@ -64,7 +64,7 @@ int em_infer_pointwise(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nar
             const EmNode *n = &G->nodes.data[args[i]->ref];
             if (n->ndim > 60) return 0;
             bnd = n->ndim;
-            memcpy(bshape, em_ir_sizes(G, n), sizeof(int64_t) * (size_t)n->ndim);
+            if (n->ndim) memcpy(bshape, em_ir_sizes(G, n), sizeof(int64_t) * (size_t)n->ndim);
             break;
         }
     for (int i = 0; i < nargs; i++) {
@@ -181,7 +181,7 @@ int em_infer_shape(EmTracer *T, PyObject *fn, EmSym **args, int nargs, PyObject 
     const int64_t *xs = em_ir_sizes(T->G, x);
     if (kind == SR_LIKE_FIRST) {
         r->ndim = x->ndim;
-        memcpy(r->sizes, xs, sizeof(int64_t) * (size_t)x->ndim);
+        if (x->ndim) memcpy(r->sizes, xs, sizeof(int64_t) * (size_t)x->ndim);
         contiguous_strides(r);
         return 1;
     }
