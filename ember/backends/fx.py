@@ -60,6 +60,10 @@ def _is_tensor_method(fn):
     return isinstance(name, str) and getattr(torch.Tensor, name, None) is fn
 
 
+_INPLACE = {"iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "iand", "ior", "ixor",
+            "ilshift", "irshift"}
+
+
 def _graph_op(name, target):
     """The callable an IR op stands for: Python's operator for operator ops."""
     fn = _rules.OP_FNS.get(name)
@@ -163,6 +167,8 @@ class _Builder:
             return g.call_function(getattr, (pos[0], target))
         if op == "item":
             return g.call_function(operator.getitem, (pos[0], target))
+        if op in _INPLACE and not isinstance(pos[0], torch.fx.Node):
+            op = op[1:]  # `c += t` on a Python constant is `c + t` (FX would print `0 += t`)
         return g.call_function(_graph_op(op, target), tuple(pos), kwargs)
 
 
@@ -182,8 +188,9 @@ def compile_graph(backend, desc, inputs, where):
     fake_mode = FakeTensorMode()
     try:
         gm, n_ops = build_graph_module(desc, inputs, fake_mode)
-    except _Unexportable as e:
-        reason = f"not exported to torch.fx: {e}"
+    except Exception as e:  # ember's own limits (or an internal error): never the user's problem
+        reason = f"not exported to torch.fx: {e}" if isinstance(e, _Unexportable) else \
+            f"internal error exporting to torch.fx: {type(e).__name__}: {e}"
         _logging.warn(f"ember: the graph of {where} runs on ember's eager executor, not backend "
                       f"{backend.name!r} ({reason})")
         return None, reason

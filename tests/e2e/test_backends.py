@@ -387,6 +387,20 @@ def test_graph_a_backend_cannot_take_runs_on_the_eager_executor():
     assert e["backend"] == "counting" and "context manager" in e["backend_note"]
 
 
+def test_internal_export_error_runs_the_graph_on_the_eager_executor(monkeypatch):
+    def fail(self):
+        raise KeyError("simulated")
+
+    monkeypatch.setattr(ember.backends.fx._Builder, "build", fail)
+    be = Counting()
+    x, y = randn(3), randn(3, seed=1)
+    with pytest.warns(ember.EmberWarning, match="internal error"):
+        got = ember.compile(pointwise3, backend=be)(x, y)
+    torch.testing.assert_close(got, pointwise3(x, y))
+    assert be.graphs == []
+    assert "KeyError" in ember.testing.entries(pointwise3)[0]["backend_note"]
+
+
 def test_compile_reset_cycles_release_modules():
     x = randn(2, 4)
     refs = []
@@ -559,6 +573,14 @@ def f_conv(x, w):
     return F.max_pool2d(F.relu(F.conv2d(x, w, padding=1)), 2)
 
 
+def f_iadd_const(x):
+    acc = 0
+    for i in range(3):
+        acc += x * i
+    acc -= 1
+    return acc
+
+
 def f_python_ints(x):
     k = 3
     for i in range(k):
@@ -636,6 +658,7 @@ CASES = [
     ("embedding", f_embedding, lambda: (I(2, 3, hi=6), randn(6, 4))),
     ("conv", f_conv, lambda: (randn(1, 2, 6, 6), randn(3, 2, 3, 3, seed=1))),
     ("python_ints", f_python_ints, lambda: (randn(3),)),
+    ("iadd_const", f_iadd_const, lambda: (randn(3),)),
     ("mlp", MLP, lambda: (randn(4, 6),)),
     ("conv_bn_train", ConvBN, lambda: (randn(2, 3, 5, 5),)),
     ("embed_norm", Embed, lambda: (I(2, 3, hi=10),)),
