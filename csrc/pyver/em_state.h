@@ -50,6 +50,7 @@ typedef struct {
      * builds the torch.fx graph and calls the backend (ember/backends/fx.py). */
     PyObject *backends;
     PyObject *backend_compile;
+    int in_backend; /* Python backend calls (compile or run) in progress: reset must wait */
 
     /* code extra slot and hook */
     Py_ssize_t extra_index;

@@ -149,8 +149,10 @@ static int py_compile(EmCompiled *C, PyObject *const *slots) {
     if (plan_outputs(C)) return -1;
     if (!(desc = em_rt_export(C)) || !(inputs = PyTuple_New(C->G.ninputs))) goto error;
     for (int32_t i = 0; i < C->G.ninputs; i++) PyTuple_SET_ITEM(inputs, i, Py_NewRef(slots[C->input_slots[i]]));
+    em_state.in_backend++;
     res = PyObject_CallFunctionObjArgs(em_state.backend_compile, PyList_GET_ITEM(em_state.backends, C->backend), desc,
                                        inputs, C->where ? C->where : Py_None, NULL);
+    em_state.in_backend--;
     if (!res) goto error;
     if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(res, 1))) {
         PyErr_SetString(PyExc_SystemError, "ember: backend_compile must return (callable or None, str)");
@@ -183,7 +185,9 @@ int em_rt_py_run(EmCompiled *C, PyObject *const *slots, PyObject **vals) {
         return -1;
     }
     gather_inputs(C, slots, argv);
+    em_state.in_backend++;
     res = PyObject_Vectorcall(C->py_fn, argv, (size_t)nin, NULL);
+    em_state.in_backend--;
     if (!res || !(seq = PySequence_Fast(res, "ember: a compiled graph must return a sequence"))) goto error;
     if (PySequence_Fast_GET_SIZE(seq) != C->n_fx_out) {
         PyErr_Format(PyExc_RuntimeError, "ember: the backend's compiled graph of %S returned %zd values, expected %d",

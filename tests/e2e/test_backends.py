@@ -10,7 +10,7 @@ and small; the ResNet-18 ones are marked slow.
 import copy
 import gc
 import operator
-import warnings
+import sys
 import weakref
 
 import pytest
@@ -399,6 +399,40 @@ def test_internal_export_error_runs_the_graph_on_the_eager_executor(monkeypatch)
     torch.testing.assert_close(got, pointwise3(x, y))
     assert be.graphs == []
     assert "KeyError" in ember.testing.entries(pointwise3)[0]["backend_note"]
+
+
+def test_reset_inside_a_backend_raises_instead_of_freeing_the_running_entry():
+    def resetting(gm, example_inputs):
+        ember.reset()
+        return gm.forward
+
+    with pytest.raises(ember.BackendCompilerFailed, match="cannot run inside a backend"):
+        ember.compile(pointwise3, backend=resetting)(randn(2), randn(2))
+
+    def reset_at_run(gm, example_inputs):
+        def run(*args):
+            ember.reset()
+            return gm.forward(*args)
+        return run
+
+    with pytest.raises(RuntimeError, match="cannot run inside a backend"):
+        ember.compile(add_relu, backend=reset_at_run)(randn(2), randn(2))
+
+
+def test_cache_hits_through_a_python_backend_do_not_leak():
+    x, y = randn(4), randn(4, seed=1)
+    cf = ember.compile(add_relu, backend=Counting())
+    for _ in range(100):
+        cf(x, y)
+    gc.collect()
+    before = (len(gc.get_objects()), sys.getrefcount(x), sys.getrefcount(y))
+    for _ in range(5000):
+        out = cf(x, y)
+    del out
+    gc.collect()
+    after = (len(gc.get_objects()), sys.getrefcount(x), sys.getrefcount(y))
+    assert after[1:] == before[1:]
+    assert after[0] - before[0] < 500, (before, after)
 
 
 def test_compile_reset_cycles_release_modules():
@@ -799,6 +833,15 @@ def test_inductor_inference_and_cache_hit():
     (e,) = ember.testing.entries(f_inductor)
     assert e["backend"] == "inductor" and e["backend_note"] == ""
     assert counters()["hits"] == 1
+
+
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune-no-cudagraphs"])
+def test_inductor_modes_on_cpu(mode):
+    x, y = randn(4, 8), randn(4, 8, seed=1)
+    cf = ember.compile(f_inductor, backend="inductor", mode=mode)
+    expected = f_inductor(x, y)
+    for _ in range(2):
+        assert_same(cf(x, y), expected)
 
 
 def test_inductor_mlp_train_step_with_a_graph_break(capsys):
