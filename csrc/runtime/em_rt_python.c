@@ -174,6 +174,32 @@ error:
     return rc;
 }
 
+static int cmp_ptr(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t) * (PyObject *const *)a, y = (uintptr_t) * (PyObject *const *)b;
+    return (x > y) - (x < y);
+}
+
+/* 1 when one object is passed as two graph inputs. The trace makes one input of an object
+ * it meets twice (guarded), so the backend compiled a graph whose inputs were distinct;
+ * called with one tensor in two places, a functional backend would miss that a mutation of
+ * one is seen through the other (TorchDynamo guards this too). -1 on error. */
+static int inputs_repeat(PyObject **argv, int32_t n) {
+    if (n <= 16) {
+        for (int32_t i = 1; i < n; i++)
+            for (int32_t j = 0; j < i; j++)
+                if (argv[i] == argv[j]) return 1;
+        return 0;
+    }
+    PyObject **sorted = PyMem_Malloc(sizeof(PyObject *) * (size_t)n);
+    if (!sorted) return PyErr_NoMemory(), -1;
+    memcpy(sorted, argv, sizeof(PyObject *) * (size_t)n);
+    qsort(sorted, (size_t)n, sizeof(PyObject *), cmp_ptr);
+    int rep = 0;
+    for (int32_t i = 1; i < n && !rep; i++) rep = sorted[i] == sorted[i - 1];
+    PyMem_Free(sorted);
+    return rep;
+}
+
 int em_rt_py_run(EmCompiled *C, PyObject *const *slots, PyObject **vals) {
     PyObject *stack[PY_STACK_ARGS], **argv = stack, *res = NULL, *seq = NULL;
     int32_t nin = C->G.ninputs, k = 0;
@@ -185,6 +211,11 @@ int em_rt_py_run(EmCompiled *C, PyObject *const *slots, PyObject **vals) {
         return -1;
     }
     gather_inputs(C, slots, argv);
+    int rep = inputs_repeat(argv, nin);
+    if (rep) { /* this call runs on the C executor, which is exact for any aliasing */
+        rc = rep < 0 ? -1 : 1;
+        goto error;
+    }
     em_state.in_backend++;
     res = PyObject_Vectorcall(C->py_fn, argv, (size_t)nin, NULL);
     em_state.in_backend--;
@@ -202,7 +233,7 @@ int em_rt_py_run(EmCompiled *C, PyObject *const *slots, PyObject **vals) {
     }
     rc = 0;
 error:
-    if (rc < 0)
+    if (rc != 0)
         for (int32_t i = 0; i < k; i++) Py_CLEAR(vals[C->fx_out[i]]);
     Py_XDECREF(seq);
     Py_XDECREF(res);

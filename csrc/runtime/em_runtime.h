@@ -61,8 +61,9 @@ EM_NEW PyObject *em_rt_info(void *compiled);
  * (2, tuple of arguments) or (3, list of arguments). */
 EM_NEW PyObject *em_rt_export(const EmCompiled *C);
 /* Python backend path of em_rt_call: compiles at the first call (which may decide the graph
- * runs here: then returns 1), else runs the compiled callable and stores its outputs in
- * vals (new references, indexed by node). 0 done, 1 run the graph here, -1 error. */
+ * runs here), else runs the compiled callable and stores its outputs in vals (new
+ * references, indexed by node). 0 done, 1 run the graph here (not exportable, or this call
+ * passes one tensor as two inputs), -1 error. */
 int em_rt_py_run(EmCompiled *C, PyObject *const *slots, PyObject **vals);
 
 #endif

@@ -419,6 +419,31 @@ def test_reset_inside_a_backend_raises_instead_of_freeing_the_running_entry():
         ember.compile(add_relu, backend=reset_at_run)(randn(2), randn(2))
 
 
+@pytest.mark.parametrize("n_inputs", [2, 20])
+def test_one_tensor_passed_twice_after_a_compile_with_two(n_inputs):
+    """aot_eager compiled for distinct inputs (functional: the mutation is applied at the end);
+    a call passing one tensor twice must see the mutation through both names, as eager does
+    (it runs on the C executor)."""
+
+    def f(a, *rest):
+        a.add_(1)
+        return sum(rest) * 2
+
+    cf = ember.compile(f, backend="aot_eager")
+    cf(*[torch.zeros(3) for _ in range(n_inputs)])
+    for _ in range(2):
+        x, y = torch.zeros(3), torch.zeros(3)
+        args = [x] + [torch.zeros(3) for _ in range(n_inputs - 2)] + [x]
+        ref_args = [y] + [torch.zeros(3) for _ in range(n_inputs - 2)] + [y]
+        torch.testing.assert_close(cf(*args), f(*ref_args))
+        torch.testing.assert_close(x, y)
+    assert counters()["frames"] == 1
+    x, y = torch.zeros(3), torch.zeros(3)
+    args, ref_args = [x] + [torch.zeros(3) for _ in range(n_inputs - 1)], [y] + [torch.zeros(3) for _ in
+                                                                                 range(n_inputs - 1)]
+    torch.testing.assert_close(cf(*args), f(*ref_args))  # distinct again: the compiled graph
+
+
 def test_cache_hits_through_a_python_backend_do_not_leak():
     x, y = randn(4), randn(4, seed=1)
     cf = ember.compile(add_relu, backend=Counting())
