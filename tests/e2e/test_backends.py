@@ -282,6 +282,44 @@ def test_node_meta_val_matches_the_real_values():
     assert checked >= 8
 
 
+class _Opaque:
+    scale = 3.0
+
+
+def _opaque_mul(x, obj, t):
+    return x * obj.scale + t
+
+
+def test_export_format_and_constants_fx_cannot_print():
+    """build_graph_module on a hand-written export (csrc/runtime/em_rt_python.c's format):
+    constants FX prints stay inline, others (an object, a tensor) become get_attr nodes."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    obj, t = _Opaque(), torch.arange(3.0)
+    meta = (6, 0, -1, 0, (3,), (1,))  # float32, cpu, no grad, shape (3,), stride (1,)
+    nodes = (
+        ("input", (0, "L['x']"), (), None, 0, meta),
+        ("call", _opaque_mul, ((0, 0), (1, obj), (1, t)), None, 0, meta),
+        ("call", torch.Tensor.clamp, ((0, 1), (1, -1.0), (1, 1.0)), ("min", "max"), 0, meta),  # keywords last
+        ("mul", None, ((0, 2), (1, 2)), None, 0, meta),
+        ("setitem", None, ((0, 3), (2, ((1, slice(None, 2, None)),)), (1, 0.5)), None, 3, None),
+        ("call", torch.split, ((0, 3), (1, 1)), None, 1, None),
+        ("item", 2, ((0, 5),), None, 0, (6, 0, -1, 0, (1,), (1,))),
+    )
+    x = randn(3)
+    gm, n_ops = ember.backends.fx.build_graph_module((nodes, (3, 6)), (x,), FakeTensorMode())
+    assert n_ops == 6
+    kinds = [(n.op, n.target) for n in gm.graph.nodes]
+    assert ("call_method", "clamp") in kinds and ("call_function", operator.setitem) in kinds
+    attrs = [n.target for n in gm.graph.nodes if n.op == "get_attr"]
+    assert len(attrs) == 2 and getattr(gm, attrs[0]) is obj and torch.equal(getattr(gm, attrs[1]), t)
+    ref = (x * 3.0 + t).clamp(-1.0, 1.0) * 2
+    ref[:2] = 0.5
+    out = gm(x)
+    torch.testing.assert_close(out[0], ref)
+    torch.testing.assert_close(out[1], ref[2:])
+    assert isinstance(gm.graph.find_nodes(op="call_function", target=torch.split)[0].meta["val"], tuple)
+
+
 def test_gm_calls_the_same_torch_functions():
     be = Counting()
 
