@@ -6,6 +6,8 @@
  */
 #include "em_runtime.h"
 
+#include <time.h>
+
 #include "../pyver/em_state.h"
 
 #define PY_STACK_ARGS 32
@@ -149,10 +151,14 @@ static int py_compile(EmCompiled *C, PyObject *const *slots) {
     if (plan_outputs(C)) return -1;
     if (!(desc = em_rt_export(C)) || !(inputs = PyTuple_New(C->G.ninputs))) goto error;
     for (int32_t i = 0; i < C->G.ninputs; i++) PyTuple_SET_ITEM(inputs, i, Py_NewRef(slots[C->input_slots[i]]));
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     em_state.in_backend++;
     res = PyObject_CallFunctionObjArgs(em_state.backend_compile, PyList_GET_ITEM(em_state.backends, C->backend), desc,
                                        inputs, C->where ? C->where : Py_None, NULL);
     em_state.in_backend--;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    C->backend_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     if (!res) goto error;
     if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(res, 1))) {
         PyErr_SetString(PyExc_SystemError, "ember: backend_compile must return (callable or None, str)");
@@ -254,7 +260,8 @@ EM_NEW PyObject *em_rt_info(void *compiled) {
     if (C->py_state == EMR_PY_HERE && C->py_info) note = PyUnicode_AsUTF8(C->py_info);
     if (C->py_state == EMR_PY_READY && C->py_info) code = PyUnicode_AsUTF8(C->py_info);
     if (!note || !code) goto error;
-    r = Py_BuildValue("{s:O,s:s,s:s}", "backend", name, "backend_note", note, "fx_code", code);
+    r = Py_BuildValue("{s:O,s:s,s:s,s:d}", "backend", name, "backend_note", note, "fx_code", code, "backend_s",
+                      C->backend_s);
 error:
     Py_DECREF(name);
     return r;

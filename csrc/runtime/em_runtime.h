@@ -33,6 +33,7 @@ typedef struct EmCompiled {
     int32_t *fx_out;      /* refs of the values the compiled callable returns, in order */
     int32_t n_fx_out;
     int end_grad;         /* grad mode the graph leaves behind, -1 = as it found it */
+    double backend_s;     /* wall time of the export and the backend's compile */
 } EmCompiled;
 
 typedef enum {
@@ -52,7 +53,7 @@ EM_NEW PyObject *em_rt_call(EmCompiled *C, PyObject *const *slots);
 /* Makes C run on Python backend number `backend` (> 0); where names the frame (borrowed).
  * 0 or -1 with an exception. */
 int em_rt_use_backend(EmCompiled *C, int32_t backend, PyObject *EM_BORROWED where);
-/* Entry information for ember._C.entries: {"backend", "backend_note", "fx_code"}. */
+/* Entry information for ember._C.entries: {"backend", "backend_note", "fx_code", "backend_s"}. */
 EM_NEW PyObject *em_rt_info(void *compiled);
 
 /* ---- internal to runtime/ (em_rt_python.c) ---- */
