@@ -1,8 +1,7 @@
-/* em_rt_python.c: a graph run by a Python backend (any torch.compile backend). At the
- * entry's first call the graph is exported as plain Python data and handed, with the real
- * inputs, to ember/backends/fx.py, which builds the torch.fx GraphModule and calls the
- * backend; later calls pass the inputs to the compiled callable and store its outputs where
- * the output tree reads them. The eager path never comes here.
+/* em_rt_python.c: a graph run by a Python backend (any torch.compile backend). At its first
+ * call the graph is exported as plain data and handed with the real inputs to
+ * ember/backends/fx.py, which builds the GraphModule and calls the backend; later calls run the
+ * compiled callable and store its outputs where the output tree reads them.
  */
 #include "em_runtime.h"
 
