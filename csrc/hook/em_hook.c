@@ -73,10 +73,12 @@ EM_NEW PyObject *em_hook_call(int flags, PyObject *fn, PyObject *const *args, si
     return r;
 }
 
-/* Codes ember never intercepts: generators and coroutines, and files ember/_rules.py's
- * skip_file names (torch, ember, the standard library). Asked once per code object. */
+/* Codes ember never intercepts: generators and coroutines, module and class bodies (not
+ * CO_OPTIMIZED: they run once, on a locals dict), and files ember/_rules.py's skip_file
+ * names (torch, ember, the standard library, code backends generate). Asked once per code. */
 static int skip_code(PyCodeObject *co) {
     if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) return 1;
+    if (!(co->co_flags & CO_OPTIMIZED)) return 1;
     if (em_state.forced_codes && PySet_Contains(em_state.forced_codes, (PyObject *)co) == 1) return 0;
     if (!em_state.skip_file) return 0;
     int saved = em_hook_enter(0);

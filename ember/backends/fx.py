@@ -200,7 +200,9 @@ def compile_graph(backend, desc, inputs, where):
     if "graph" in _logging.enabled:
         _logging.log("graph", f"torch.fx graph of {where} for backend {backend.name!r}:\n{code.strip()}")
     try:
-        with tracing(TracingContext(fake_mode)):
+        # AOTAutograd compiles the backward now rather than at the first backward, which may run
+        # inside code ember intercepts (TorchDynamo runs that lazy compile under its `disable`)
+        with tracing(TracingContext(fake_mode)), torch._functorch.config.patch(force_non_lazy_backward_lowering=True):
             fn = backend.compiler(gm, list(inputs))
     except Exception as e:
         raise BackendCompilerFailed(f"ember: backend {backend.name!r} failed to compile the graph of {where}: "

@@ -9,8 +9,10 @@ and small; the ResNet-18 ones are marked slow.
 """
 import copy
 import gc
+import inspect
 import operator
 import sys
+import warnings
 import weakref
 
 import pytest
@@ -496,6 +498,47 @@ def test_cache_hits_through_a_python_backend_do_not_leak():
     after = (len(gc.get_objects()), sys.getrefcount(x), sys.getrefcount(y))
     assert after[1:] == before[1:]
     assert after[0] - before[0] < 500, (before, after)
+
+
+def backward_inside(x, w):
+    y = (x * w).sum()
+    y.backward()
+    print("after backward")
+    return w.grad * 2
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_backward_called_inside_compiled_code(backend, capsys):
+    """The backward of a compiled graph may run where ember intercepts frames (after a break):
+    the backend compiled it with the forward, and the code it generated is never compiled."""
+    x, w = randn(3), randn(3, seed=1).requires_grad_()
+    w2 = w.detach().clone().requires_grad_()
+    expected = backward_inside(x, w2)
+    got = ember.compile(backward_inside, backend=backend)(x, w)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(w.grad, w2.grad)
+    assert {c.co_filename for c in ember._C._seen_codes()} == {__file__}
+    assert counters()["aborts"] == 0
+
+
+def test_module_and_class_bodies_are_never_compiled(tmp_path, monkeypatch):
+    (tmp_path / "ember_fresh_module.py").write_text("import torch\nSCALE = torch.ones(1) * 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def f(x):
+        import ember_fresh_module
+
+        class Local:
+            k = 3
+        return x * ember_fresh_module.SCALE * Local.k
+
+    x = randn(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ember.EmberWarning)
+        torch.testing.assert_close(ember.compile(f)(x), x * 6)
+    sys.modules.pop("ember_fresh_module", None)
+    codes = ember._C._seen_codes()
+    assert codes and all(c.co_flags & inspect.CO_OPTIMIZED for c in codes), [c.co_name for c in codes]
 
 
 def test_compile_reset_cycles_release_modules():
