@@ -64,7 +64,7 @@ _INPLACE = {"iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "im
             "ilshift", "irshift"}
 
 
-def _graph_op(name, target):
+def _graph_op(name):
     """The callable an IR op stands for: Python's operator for operator ops."""
     fn = _rules.OP_FNS.get(name)
     if fn is None:
@@ -169,7 +169,7 @@ class _Builder:
             return g.call_function(operator.getitem, (pos[0], target))
         if op in _INPLACE and not isinstance(pos[0], torch.fx.Node):
             op = op[1:]  # `c += t` on a Python constant is `c + t` (FX would print `0 += t`)
-        return g.call_function(_graph_op(op, target), tuple(pos), kwargs)
+        return g.call_function(_graph_op(op), tuple(pos), kwargs)
 
 
 def build_graph_module(desc, inputs, fake_mode):
