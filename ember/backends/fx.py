@@ -10,6 +10,7 @@ some passes read) is a FakeTensor with the node's dtype, shape, strides, device 
 requires_grad, made in one FakeTensorMode that the backend finds through the TracingContext,
 as it does under TorchDynamo. Outputs are the graph's distinct tensor outputs, as a tuple.
 """
+import inspect
 import operator
 import re
 
@@ -60,6 +61,7 @@ def _is_tensor_method(fn):
     return isinstance(name, str) and getattr(torch.Tensor, name, None) is fn
 
 
+_AUTOCAST_SIG = inspect.signature(torch.autocast.__init__)
 _INPLACE = {"iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "iand", "ior", "ixor",
             "ilshift", "irshift"}
 
@@ -146,13 +148,28 @@ class _Builder:
         gm = torch.fx.GraphModule(self.root, g, class_name="EmberGraph")
         return gm
 
+    def context(self, target, args):
+        """enter_ctx(spec) / exit_ctx(entered) of a with block other than grad mode: autocast
+        becomes torch.amp._enter_autocast/_exit_autocast, as TorchDynamo writes it."""
+        if target is _rules.exit_ctx:
+            return self.graph.call_function(torch.amp._exit_autocast, (self.arg(args[0]),))
+        cls, cargs, ckw = args[0][1]
+        if cls is not torch.autocast:
+            raise _Unexportable(f"a with block of {getattr(cls, '__name__', cls)} (only grad mode and autocast are)")
+        bound = _AUTOCAST_SIG.bind(None, *cargs, **dict(ckw))
+        bound.apply_defaults()
+        vals = tuple(bound.arguments[k] for k in ("device_type", "dtype", "enabled", "cache_enabled"))
+        if not _is_literal(vals):
+            raise _Unexportable("torch.autocast with arguments FX cannot print")
+        return self.graph.call_function(torch.amp._enter_autocast, vals)
+
     def node(self, op, target, args, kwnames, vkind):
         g = self.graph
+        if op == "call" and target in (_rules.enter_ctx, _rules.exit_ctx):
+            return self.context(target, args)
         vals = [self.arg(a) for a in args]
         nkw = len(kwnames) if kwnames else 0
         pos, kwargs = vals[:len(vals) - nkw], dict(zip(kwnames or (), vals[len(vals) - nkw:]))
-        if op == "call" and target in (_rules.enter_ctx, _rules.exit_ctx):
-            raise _Unexportable("a with block of a context manager other than grad mode (inference_mode)")
         if vkind == 2:  # an object result: not a tensor program
             raise _Unexportable(f"a call of {getattr(target, '__name__', target)!r} returning an object")
         if op == "call":

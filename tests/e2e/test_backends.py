@@ -414,6 +414,16 @@ def inference_mode_block(x):
     return y + 1
 
 
+def test_autocast_block_is_exported_as_torchs_autocast_calls():
+    be = Counting()
+    x = randn(3, 6)
+    expected = f_autocast(x)
+    assert_same(ember.compile(f_autocast, backend=be)(x), expected)
+    targets = [n.target for n in be.graphs[0].graph.nodes if n.op == "call_function"]
+    assert targets.count(torch.amp._enter_autocast) == 2 and targets.count(torch.amp._exit_autocast) == 2
+    assert not torch.is_autocast_enabled("cpu")
+
+
 def test_graph_a_backend_cannot_take_runs_on_the_eager_executor():
     be = Counting()
     x = randn(3)
@@ -424,7 +434,7 @@ def test_graph_a_backend_cannot_take_runs_on_the_eager_executor():
     assert got.is_inference() == expected.is_inference()
     assert be.graphs == []
     (e,) = ember.testing.entries(inference_mode_block)
-    assert e["backend"] == "counting" and "context manager" in e["backend_note"]
+    assert e["backend"] == "counting" and "inference_mode" in e["backend_note"]
 
 
 def test_internal_export_error_runs_the_graph_on_the_eager_executor(monkeypatch):
@@ -728,6 +738,18 @@ def f_python_ints(x):
     return x, k * 2
 
 
+_AC_LIN = torch.nn.Linear(6, 4)
+
+
+def f_autocast(x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = _AC_LIN(x)
+        with torch.autocast("cpu", enabled=False):
+            z = y.float() @ y.float().t()
+        w = y @ y.t()
+    return y, z, (w.float() + 1).sum()
+
+
 class MLP(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -799,6 +821,7 @@ CASES = [
     ("conv", f_conv, lambda: (randn(1, 2, 6, 6), randn(3, 2, 3, 3, seed=1))),
     ("python_ints", f_python_ints, lambda: (randn(3),)),
     ("iadd_const", f_iadd_const, lambda: (randn(3),)),
+    ("autocast", f_autocast, lambda: (randn(3, 6),)),
     ("mlp", MLP, lambda: (randn(4, 6),)),
     ("conv_bn_train", ConvBN, lambda: (randn(2, 3, 5, 5),)),
     ("embed_norm", Embed, lambda: (I(2, 3, hi=10),)),
