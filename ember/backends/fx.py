@@ -201,8 +201,11 @@ def compile_graph(backend, desc, inputs, where):
     or (None, reason) when the graph runs on ember's C executor instead."""
     from torch._guards import TracingContext, tracing
     from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    fake_mode = FakeTensorMode()
+    # a ShapeEnv as under TorchDynamo (Inductor's and AOTAutograd's on-disk caches need one);
+    # every fake value is made with static shapes
+    fake_mode = FakeTensorMode(shape_env=ShapeEnv())
     try:
         gm, n_ops = build_graph_module(desc, inputs, fake_mode)
     except Exception as e:  # ember's own limits (or an internal error): never the user's problem

@@ -964,6 +964,20 @@ def test_inductor_inference_and_cache_hit():
     assert counters()["hits"] == 1
 
 
+def test_inductor_compile_is_cached_on_disk():
+    """The fake mode carries a ShapeEnv as under TorchDynamo, without which Inductor and
+    AOTAutograd bypass their on-disk caches (and a warm first call recompiles C++)."""
+    from torch._dynamo.utils import counters as torch_counters
+    x, y = randn(4, 8), randn(4, 8, seed=1)
+    before = dict(torch_counters["inductor"])
+    for _ in range(2):
+        ember.reset()
+        assert_same(ember.compile(f_inductor, backend="inductor")(x, y), f_inductor(x, y))
+    after = torch_counters["inductor"]
+    assert after.get("fxgraph_cache_bypass", 0) == before.get("fxgraph_cache_bypass", 0)
+    assert after.get("fxgraph_cache_hit", 0) > before.get("fxgraph_cache_hit", 0)
+
+
 @pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune-no-cudagraphs"])
 def test_inductor_modes_on_cpu(mode):
     x, y = randn(4, 8), randn(4, 8, seed=1)
