@@ -14,9 +14,10 @@ import torch
 from . import _C, _logging, _rules
 from ._config import config
 from ._explain import BreakReason, ExplainOutput, explain
-from .backends import list_backends, resolve as _resolve_backend
+from .backends import BackendCompilerFailed, list_backends, resolve as _resolve_backend
 
-__all__ = ["compile", "disable", "reset", "explain", "config", "list_backends", "Unsupported", "EmberWarning"]
+__all__ = ["compile", "disable", "reset", "explain", "config", "list_backends", "Unsupported", "EmberWarning",
+           "BackendCompilerFailed"]
 
 Unsupported = _C.Unsupported
 Unsupported.__module__ = "ember"
@@ -24,9 +25,6 @@ Unsupported.__module__ = "ember"
 
 class EmberWarning(UserWarning):
     """ember could not capture some code and runs it as plain Python."""
-
-
-_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 def _push_config():
@@ -153,29 +151,21 @@ def compile(fn_or_module=None, *, backend="eager", fullgraph=False, dynamic=None
         @ember.compile(fullgraph=True)
         def f(x): ...
 
-    backend: "eager" (ember's C executor). fullgraph: raise ember.Unsupported instead of
-    running code ember cannot capture as plain Python. dynamic, mode, options: accepted as
-    torch.compile does; this release supports dynamic=None/False, mode=None/"default" and
-    no options (others raise ValueError saying so).
+    backend: "eager" (ember's C executor, the default), "inductor", "aot_eager", any name
+    TorchDynamo's registry knows (ember.list_backends()), or a callable
+    backend(gm: torch.fx.GraphModule, example_inputs) -> callable, as torch.compile takes;
+    a Python backend compiles each captured graph at its first call. mode ("default",
+    "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs") and options (a dict of
+    Inductor settings) are passed on as torch.compile does; a backend that cannot honour them
+    raises ValueError. fullgraph: raise ember.Unsupported instead of running code ember cannot
+    capture as plain Python. dynamic: None/False (shapes are specialized; True raises).
     """
-    name = _resolve_backend(backend)
-    if mode is not None and options is not None:
-        raise ValueError("ember.compile: pass either mode or options, not both (as torch.compile)")
-    if mode is not None:
-        if mode not in _MODES:
-            raise ValueError(f"ember.compile: unknown mode {mode!r}; modes: {', '.join(_MODES)}")
-        if mode != "default":
-            raise ValueError(f"ember.compile: mode {mode!r} needs a backend that honours it; "
-                             f"backend {name!r} supports only mode='default'")
-    if options:
-        if not isinstance(options, dict):
-            raise ValueError("ember.compile: options must be a dict")
-        raise ValueError(f"ember.compile: backend {name!r} takes no options (got {sorted(options)})")
     if dynamic not in (None, False):
         raise ValueError("ember.compile: dynamic=True is not supported yet (shapes are specialized; "
                          "use dynamic=None or False)")
     if not isinstance(fullgraph, bool):
         raise ValueError("ember.compile: fullgraph must be True or False")
+    be = _resolve_backend(backend, mode=mode, options=options, dynamic=dynamic)
     if fn_or_module is None:
         return functools.partial(compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
                                  options=options)
@@ -185,7 +175,7 @@ def compile(fn_or_module=None, *, backend="eager", fullgraph=False, dynamic=None
         raise RuntimeError(
             f"ember: capture on Python {sys.version_info[0]}.{sys.version_info[1]} is not supported yet "
             "(CPython 3.11 is); run on Python 3.11, or use torch.compile on this interpreter")
-    flags = _C.FLAG_ENABLED | (_C.FLAG_FULLGRAPH if fullgraph else 0)
+    flags = _C.FLAG_ENABLED | (_C.FLAG_FULLGRAPH if fullgraph else 0) | (be.index << _C.FLAG_BACKEND_SHIFT)
     if isinstance(fn_or_module, CompiledModule):
         fn_or_module = fn_or_module._orig_mod
     if isinstance(fn_or_module, torch.nn.Module):

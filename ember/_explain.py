@@ -25,6 +25,8 @@ class ExplainOutput:
     op_count: int = 0
     ops_per_graph: List[int] = field(default_factory=list)
     guards: List[str] = field(default_factory=list)
+    backends: List[str] = field(default_factory=list)  # per graph: the backend that ran it
+    backend_notes: List[str] = field(default_factory=list)  # per graph: why not that backend, or ""
     plain_python: List[BreakReason] = field(default_factory=list)  # frames ember gave up on
     out: Any = None
 
@@ -38,7 +40,9 @@ class ExplainOutput:
             lines.append("Frames run as plain Python:")
             lines += [f"  {b}" for b in self.plain_python]
         for i, (g, k) in enumerate(zip(self.graphs, self.guards)):
-            lines.append(f"Graph {i + 1}:")
+            be = self.backends[i] if i < len(self.backends) else "eager"
+            note = self.backend_notes[i] if i < len(self.backend_notes) else ""
+            lines.append(f"Graph {i + 1} (backend: {be}{'; ran on ember eager: ' + note if note else ''}):")
             lines += ["  " + ln for ln in g.rstrip().splitlines()]
             lines.append("  guards:")
             lines += ["  " + ln for ln in k.rstrip().splitlines()]
@@ -55,15 +59,18 @@ def _reason(text):
     return BreakReason(m.group(1), int(m.group(2)), m.group(3))
 
 
-def explain(fn):
+def explain(fn, **compile_kwargs):
     """Returns a callable: ember.explain(fn)(*args, **kwargs) drops ember's caches, compiles
     and runs fn once with these arguments, and returns an ExplainOutput (graphs, breaks with
-    file, line and reason, op counts, guards; print it for a summary)."""
+    file, line and reason, op counts, guards, the backend of each graph; print it for a
+    summary). fn may be compiled already; else compile_kwargs go to ember.compile
+    (ember.explain(fn, backend="aot_eager")(x))."""
     import ember
 
     def run(*args, **kwargs):
         ember.reset()
-        compiled = fn if isinstance(fn, (_C.CompiledFunction, ember.CompiledModule)) else ember.compile(fn)
+        compiled = fn if isinstance(fn, (_C.CompiledFunction, ember.CompiledModule)) else \
+            ember.compile(fn, **compile_kwargs)
         rep = ExplainOutput()
         rep.out = compiled(*args, **kwargs)
         for code in _C._seen_codes():
@@ -71,6 +78,8 @@ def explain(fn):
                 rep.graphs.append(e["graph"])
                 rep.guards.append(e["guards"])
                 rep.ops_per_graph.append(e["ops"])
+                rep.backends.append(e.get("backend", "eager"))
+                rep.backend_notes.append(e.get("backend_note", ""))
                 if e["break"]:
                     rep.break_reasons.append(_reason(e["break"]))
             state = _C.code_state(code)

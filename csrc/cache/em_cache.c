@@ -107,6 +107,9 @@ EM_NEW PyObject *em_cache_entries(PyCodeObject *co) {
                                     "inputs", e->ninputs, "hits", e->hits, "break",
                                     e->break_reason ? e->break_reason : "", "compile_s", e->compile_s, "code",
                                     e->tcode ? e->tcode : Py_None);
+        PyObject *info = t && e->compiled && e->info_compiled ? e->info_compiled(e->compiled) : NULL;
+        if (t && e->compiled && e->info_compiled && (!info || PyDict_Update(t, info))) Py_CLEAR(t);
+        Py_XDECREF(info);
         if (!t || PyList_Append(lst, t)) Py_CLEAR(lst);
         Py_XDECREF(t);
     }

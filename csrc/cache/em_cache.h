@@ -12,8 +12,10 @@
 typedef struct EmEntry {
     struct EmEntry *next;
     EmGuardProg P;
+    int32_t backend;              /* backend number it was compiled for (EMH_BACKEND_SHIFT) */
     void *compiled;               /* backend product, freed by free_compiled */
     void (*free_compiled)(void *);
+    EM_NEW PyObject *(*info_compiled)(void *); /* optional: dict merged into entries() */
     char *graph_text, *guard_text; /* deterministic dumps, owned */
     int32_t op_count, ninputs;
     long long hits;
@@ -48,7 +50,8 @@ void em_cache_move_front(EmExtra *x, EmEntry *prev, EmEntry *e);
 void em_entry_free(EmEntry *e);
 /* Drops the extras of every code seen since the last reset. */
 void em_cache_reset(void);
-/* Entries of a code (for ember.explain and tests): list of (graph_text, guard_text). */
+/* Entries of a code (for ember.explain and tests): list of dicts (graph and guard dumps,
+ * counts, break reason, backend). */
 EM_NEW PyObject *em_cache_entries(PyCodeObject *co);
 
 #endif

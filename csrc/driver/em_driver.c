@@ -1,5 +1,6 @@
 /* em_driver.c: runs the stages for one frame: trace it (graph, guards, output tree),
- * verify, hand the graph to the eager backend, and package the result as a cache entry
+ * verify, hand the graph to its backend (the eager C executor, or a Python backend that
+ * compiles it through torch.fx at the first call), and package the result as a cache entry
  * with its deterministic dumps. When the trace stops at an instruction ember cannot capture,
  * the frame is traced again up to that instruction and compiled with a graph break: the
  * graph returns the live values, and generated code runs the instruction as plain Python
@@ -173,8 +174,8 @@ done:
     return rc;
 }
 
-EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allow_break, EmEntry **out,
-                                 PyObject **why) {
+EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allow_break, int32_t backend,
+                                 EmEntry **out, PyObject **why) {
     EmTracer T;
     EmGraph G;
     EmStrBuf gtxt = {0}, ktxt = {0};
@@ -261,9 +262,16 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
     if (!C) goto done;
     e->compiled = C;
     e->free_compiled = compiled_free;
+    e->info_compiled = em_rt_info;
+    e->backend = backend;
     if (T.state_ops && !(C->on_error = PyObject_CallOneArg(em_state.grad_restorer, T.start_grad ? Py_True : Py_False)))
         goto done;
-    e->free_compiled = compiled_free;
+    if (backend > 0) { /* compiled by the Python backend at the first call */
+        PyObject *where = PyUnicode_FromFormat("%U (%U:%d)", co->co_qualname, co->co_filename, co->co_firstlineno);
+        int bad = !where || em_rt_use_backend(C, backend, where);
+        Py_XDECREF(where);
+        if (bad) goto done;
+    }
     e->graph_text = gtxt.s;
     e->guard_text = ktxt.s;
     gtxt.s = ktxt.s = NULL;

@@ -11,8 +11,9 @@ typedef enum { EMD_OK, EMD_ABORT, EMD_NOGRAPH, EMD_ERR } EmDriverResult;
 /* Compiles the frame. EMD_OK: *out is a new entry (not yet in the cache). EMD_ABORT:
  * *why is a new str naming file, line and reason. EMD_NOGRAPH: the frame touches no tensor
  * (run it as plain Python). EMD_ERR: exception set. allow_break = 0 (fullgraph, strict) turns
- * what would be a graph break into EMD_ABORT. */
-EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allow_break, EmEntry **out,
-                                 PyObject **why);
+ * what would be a graph break into EMD_ABORT. backend: the number of the backend that runs the
+ * graph (0 = eager, the C executor; others compile it through torch.fx at the first call). */
+EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allow_break, int32_t backend,
+                                 EmEntry **out, PyObject **why);
 
 #endif

@@ -73,10 +73,12 @@ EM_NEW PyObject *em_hook_call(int flags, PyObject *fn, PyObject *const *args, si
     return r;
 }
 
-/* Codes ember never intercepts: generators and coroutines, and files ember/_rules.py's
- * skip_file names (torch, ember, the standard library). Asked once per code object. */
+/* Codes ember never intercepts: generators and coroutines, module and class bodies (not
+ * CO_OPTIMIZED: they run once, on a locals dict), and files ember/_rules.py's skip_file
+ * names (torch, ember, the standard library, code backends generate). Asked once per code. */
 static int skip_code(PyCodeObject *co) {
     if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) return 1;
+    if (!(co->co_flags & CO_OPTIMIZED)) return 1;
     if (em_state.forced_codes && PySet_Contains(em_state.forced_codes, (PyObject *)co) == 1) return 0;
     if (!em_state.skip_file) return 0;
     int saved = em_hook_enter(0);
@@ -215,9 +217,11 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
     PyFunctionObject *fn = em_frame_func(f);
     EmFrameIn in = {em_frame_locals(f), fn->func_closure, em_frame_globals(f), em_frame_builtins(f)};
     PyObject *stack_slots[HOOK_STACK_SLOTS], **slots = stack_slots, *res = NULL;
-    int32_t failed = -1;
+    int32_t failed = -1, backend = em_hook_backend(flags), n_mine = 0;
     EmEntry *prev = NULL, *first_fail = NULL;
     for (EmEntry *e = x->head; e; prev = e, e = e->next) {
+        if (e->backend != backend) continue; /* compiled for another backend */
+        n_mine++;
         if (e->P.nslots > HOOK_STACK_SLOTS) {
             slots = PyMem_Malloc(sizeof(PyObject *) * (size_t)e->P.nslots);
             if (!slots) return PyErr_NoMemory();
@@ -248,7 +252,7 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
     /* miss: compile (the hook stays off for this thread meanwhile) */
     PyObject *reason = first_fail ? em_guard_explain(&first_fail->P, &in, failed) : NULL;
     if (first_fail && !reason) PyErr_Clear();
-    if (first_fail && x->n_entries >= em_state.cache_size_limit) {
+    if (first_fail && n_mine >= em_state.cache_size_limit) {
         PyObject *why = PyUnicode_FromFormat("%U:%d: cache_size_limit (%d) reached; last guard failure: %S",
                                              co->co_filename, co->co_firstlineno, em_state.cache_size_limit,
                                              reason ? reason : Py_None);
@@ -270,7 +274,7 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
     EmEntry *ne = NULL;
     PyObject *why = NULL;
     int allow_break = !(flags & EMH_FULLGRAPH) && !em_state.strict;
-    EmDriverResult dr = em_driver_compile(co, &in, allow_break, &ne, &why);
+    EmDriverResult dr = em_driver_compile(co, &in, allow_break, backend, &ne, &why);
     x->n_compiles++;
     switch (dr) {
         case EMD_OK:

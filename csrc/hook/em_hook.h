@@ -6,8 +6,10 @@
 
 #include "../core/em_core.h"
 
-/* Thread flag bits. */
-enum { EMH_ENABLED = 1, EMH_FULLGRAPH = 2 };
+/* Thread flag bits; the bits from EMH_BACKEND_SHIFT up are the backend number (index in
+ * em_state.backends, 0 = eager) frames are compiled for. */
+enum { EMH_ENABLED = 1, EMH_FULLGRAPH = 2, EMH_BACKEND_SHIFT = 8 };
+static inline int32_t em_hook_backend(int flags) { return (int32_t)((unsigned)flags >> EMH_BACKEND_SHIFT); }
 
 int em_hook_init(void);
 /* Sets this thread's flags, installing the hook when the first thread enables it. Returns

@@ -1,6 +1,6 @@
 /* em_module.c: ember._C. Module init, the module state, the compiled-callable wrapper type
  * (CompiledFunction: sets this thread's hook flags around a call) and the functions the
- * Python package uses: setup, config, reset, counters, cache inspection.
+ * Python package uses: setup, config, backend registry, reset, counters, cache inspection.
  */
 #include "../cache/em_cache.h"
 #include "../emit/em_emit.h"
@@ -193,6 +193,30 @@ static PyObject *m_gs_use_direct(PyObject *self, PyObject *on) {
     return PyBool_FromLong(em_state.gs_direct);
 }
 
+/* Appends a Python backend object (it needs a `name`) to the registry; returns its number,
+ * which compiled callables carry in their flags (from FLAG_BACKEND_SHIFT up). */
+static PyObject *m_register_backend(PyObject *self, PyObject *backend) {
+    (void)self;
+    if (!PyObject_HasAttrString(backend, "name")) return PyErr_Format(PyExc_TypeError, "a backend needs a name");
+    Py_ssize_t n = PyList_GET_SIZE(em_state.backends);
+    if (n >= (INT_MAX >> EMH_BACKEND_SHIFT)) return PyErr_Format(PyExc_OverflowError, "ember: too many backends");
+    if (PyList_Append(em_state.backends, backend) < 0) return NULL;
+    return PyLong_FromSsize_t(n);
+}
+
+static PyObject *m_backends(PyObject *self, PyObject *args) {
+    (void)self;
+    (void)args;
+    return PyList_GetSlice(em_state.backends, 0, PyList_GET_SIZE(em_state.backends));
+}
+
+static PyObject *m_set_backend_compiler(PyObject *self, PyObject *fn) {
+    (void)self;
+    if (!PyCallable_Check(fn)) return PyErr_Format(PyExc_TypeError, "expected a callable");
+    Py_XSETREF(em_state.backend_compile, Py_NewRef(fn));
+    Py_RETURN_NONE;
+}
+
 static PyObject *m_set_config(PyObject *self, PyObject *args) {
     (void)self;
     int limit, strict;
@@ -207,6 +231,8 @@ static PyObject *m_set_config(PyObject *self, PyObject *args) {
 static PyObject *m_reset(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
+    if (em_state.in_backend) /* the entry whose graph is being compiled or run would be freed */
+        return PyErr_Format(PyExc_RuntimeError, "ember.reset() cannot run inside a backend's compile or compiled graph");
     em_cache_reset();
     Py_RETURN_NONE;
 }
@@ -291,6 +317,10 @@ static PyMethodDef methods[] = {
     {"_gs_read", m_gs_read, METH_O, "(direct): (grad, autocast_cpu, autocast_cuda, dtype)."},
     {"_gs_use_direct", m_gs_use_direct, METH_O, "Switch direct global-state reads on or off."},
     {"_set_config", m_set_config, METH_VARARGS, "(cache_size_limit, strict, log_bits)"},
+    {"_register_backend", m_register_backend, METH_O, "Register a Python backend object; returns its number."},
+    {"_set_backend_compiler", m_set_backend_compiler, METH_O,
+     "fn(backend, graph, inputs, where) -> (callable or None, str): compiles a graph for a Python backend."},
+    {"_backends", m_backends, METH_NOARGS, "The backend registry (item 0: None, the eager executor)."},
     {"reset", m_reset, METH_NOARGS, "Drop every compiled entry of every code object."},
     {"counters", m_counters, METH_NOARGS, "Compile/hit counters."},
     {"reset_counters", m_reset_counters, METH_NOARGS, "Zero the counters."},
@@ -321,6 +351,9 @@ PyMODINIT_FUNC PyInit__C(void) {
     if (PyModule_AddIntConstant(m, "CAPTURE_SUPPORTED", EM_CAPTURE_SUPPORTED) < 0) goto error;
     if (PyModule_AddIntConstant(m, "FLAG_ENABLED", EMH_ENABLED) < 0) goto error;
     if (PyModule_AddIntConstant(m, "FLAG_FULLGRAPH", EMH_FULLGRAPH) < 0) goto error;
+    if (PyModule_AddIntConstant(m, "FLAG_BACKEND_SHIFT", EMH_BACKEND_SHIFT) < 0) goto error;
+    if (!(em_state.backends = PyList_New(1))) goto error;
+    PyList_SET_ITEM(em_state.backends, 0, Py_NewRef(Py_None));
     if (PyModule_AddIntConstant(m, "LOG_GRAPH", EM_LOG_GRAPH) < 0) goto error;
     if (PyModule_AddIntConstant(m, "LOG_GUARDS", EM_LOG_GUARDS) < 0) goto error;
     if (PyModule_AddIntConstant(m, "LOG_RECOMPILES", EM_LOG_RECOMPILES) < 0) goto error;

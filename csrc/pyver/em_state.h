@@ -44,6 +44,14 @@ typedef struct {
     PyObject *os_environ;   /* os.environ: lookups guarded per key on its _data dict */
     PyTypeObject *partial_type; /* functools.partial */
 
+    /* backends (ember/backends): list indexed by the backend number a compiled callable
+     * carries in its hook flags; item 0 is None (`eager`, the C executor), the others are
+     * Python backend objects. backend_compile(backend, graph, inputs, where) -> (fn, info)
+     * builds the torch.fx graph and calls the backend (ember/backends/fx.py). */
+    PyObject *backends;
+    PyObject *backend_compile;
+    int in_backend; /* Python backend calls (compile or run) in progress: reset must wait */
+
     /* code extra slot and hook */
     Py_ssize_t extra_index;
     PyObject *code_registry; /* list of codes that have an extra (cache/) */

@@ -69,6 +69,10 @@ void em_rt_free(EmCompiled *C) {
     if (!C) return;
     em_graph_free(&C->G);
     Py_XDECREF(C->on_error);
+    Py_XDECREF(C->py_fn);
+    Py_XDECREF(C->py_info);
+    Py_XDECREF(C->where);
+    free(C->fx_out);
     if (C->out) release_out(C->out, C->nout);
     free(C->input_slots);
     free(C->frees);
@@ -319,6 +323,12 @@ EM_NEW PyObject *em_rt_call(EmCompiled *C, PyObject *const *slots) {
     PyObject *res = NULL;
     if (!vals) return PyErr_NoMemory();
     int32_t r = 0;
+    if (C->py_state == EMR_PY_PENDING || C->py_state == EMR_PY_READY) {
+        memset(vals, 0, sizeof(PyObject *) * (size_t)n);
+        int rc = em_rt_py_run(C, slots, vals);
+        if (rc < 0) goto done; /* r = 0: em_rt_py_run left nothing in vals */
+        if (rc == 0) r = n;    /* the outputs are in vals; the rest stays NULL */
+    }
     for (; r < n; r++) {
         const EmNode *nd = &G->nodes.data[r];
         vals[r] = nd->op == EMOP_INPUT ? Py_NewRef(slots[C->input_slots[nd->aux]]) : run_node(G, nd, vals);

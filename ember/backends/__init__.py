@@ -1,22 +1,129 @@
-"""Backend registry. Capture works for every backend; this stage runs graphs with `eager`
-(ember's C executor). The names torch.compile knows are listed so that a typo gets a clear
-error; they become usable when the torch.fx bridge lands (see README limitations)."""
+"""Backend registry. `backend=` takes what torch.compile takes:
 
-BACKENDS = ("eager",)
+  "eager"      ember's C executor (the default): runs the graph op by op from C, no torch.fx
+  "inductor"   torch's Inductor, through torch's own wrapper object (mode/options as torch.compile)
+  any other name registered with TorchDynamo's backend registry ("aot_eager", "cudagraphs", ...)
+  a callable   backend(gm: torch.fx.GraphModule, example_inputs: list[Tensor]) -> callable
+
+A Python backend gets each captured graph as a torch.fx.GraphModule (ember/backends/fx.py),
+built at the graph's first call. Backends are registered with the C core once per distinct
+(name, mode, options) or callable; compiled callables carry the backend's number in their
+hook flags, and cache entries are kept per backend.
+"""
+import inspect
+
+from .. import _C
+
+MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+class Backend:
+    """A resolved backend: `name` (for reports), `compiler` (the torch.compile-style callable,
+    None for eager) and `index` (its number in the C registry)."""
+
+    def __init__(self, name, compiler, index):
+        self.name, self.compiler, self.index = name, compiler, index
+
+    def __repr__(self):
+        return f"<ember backend {self.name!r} #{self.index}>"
+
+
+EAGER = Backend("eager", None, 0)
+_registry = {}  # key -> Backend (keys: ("name", name, mode, options repr) or ("fn", id(fn)))
+
+
+def _torch_names():
+    """Names TorchDynamo's registry knows, debug and experimental ones included."""
+    import torch._dynamo
+    return set(torch._dynamo.list_backends(exclude_tags=()))
 
 
 def list_backends():
-    return list(BACKENDS)
+    """Every name backend= accepts: "eager" (ember's C executor) first, then TorchDynamo's
+    registered backends (inductor, aot_eager, ...). A callable is accepted too."""
+    return ["eager"] + sorted(_torch_names() - {"eager"})
 
 
-def resolve(backend):
-    """Returns the backend's name, or raises ValueError listing the known ones."""
-    if backend is None:
-        return "eager"
-    if callable(backend) and not isinstance(backend, str):
-        raise ValueError("ember: callable backends are not supported yet; use backend='eager'")
-    if not isinstance(backend, str):
-        raise ValueError(f"ember: backend must be a name, got {type(backend).__name__}")
-    if backend not in BACKENDS:
-        raise ValueError(f"ember: unknown backend {backend!r}; known backends: {', '.join(BACKENDS)}")
-    return backend
+def _unknown(backend):
+    return ValueError(f"ember: unknown backend {backend!r}; known backends: {', '.join(list_backends())} "
+                      "(or a callable backend(gm, example_inputs))")
+
+
+def _check_mode_options(mode, options):
+    if mode is not None and options is not None:
+        raise ValueError("ember.compile: pass either mode or options, not both (as torch.compile)")
+    if mode is not None and mode not in MODES:
+        raise ValueError(f"ember.compile: unknown mode {mode!r}; modes: {', '.join(MODES)}")
+    if options is not None and not isinstance(options, dict):
+        raise ValueError(f"ember.compile: options must be a dict, got {type(options).__name__}")
+
+
+def _takes(fn, name):
+    """True when fn declares a parameter `name` (a bare **kwargs does not count: it cannot tell
+    whether the backend honours it)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False
+    p = sig.parameters.get(name)
+    return p is not None and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+
+
+def _register(key, name, compiler):
+    b = _registry.get(key)
+    if b is None:
+        b = Backend(name, compiler, 0)
+        b.index = _C._register_backend(b)
+        _registry[key] = b
+    return b
+
+
+def resolve(backend="eager", mode=None, options=None, dynamic=None):
+    """The Backend for ember.compile's arguments, or ValueError saying what is wrong (unknown
+    name with the known ones, a mode or options the backend cannot honour, both given)."""
+    _check_mode_options(mode, options)
+    has_mode = mode not in (None, "default")
+    if backend is None or (isinstance(backend, str) and backend == "eager"):
+        if has_mode:
+            raise ValueError(f"ember.compile: mode {mode!r} needs a backend that honours it (backend='inductor'); "
+                             "backend 'eager' (ember's C executor) supports only mode='default'")
+        if options:
+            raise ValueError(f"ember.compile: backend 'eager' (ember's C executor) takes no options "
+                             f"(got {sorted(options)}); options are for backend='inductor'")
+        return EAGER
+    if isinstance(backend, str):
+        if backend not in _torch_names():
+            raise _unknown(backend)
+        name, target = backend, backend
+    elif callable(backend):
+        name, target = getattr(backend, "__name__", None) or type(backend).__name__, backend
+    else:
+        raise ValueError(f"ember: backend must be a name or a callable, got {type(backend).__name__}")
+    opts_key = repr(sorted(options.items())) if options else ""
+    key = ("name", name, mode if has_mode else None, opts_key) if isinstance(target, str) else \
+        ("fn", id(target), mode if has_mode else None, opts_key)
+    if key in _registry:
+        return _registry[key]
+    import torch
+    if target == "inductor":
+        try:
+            compiler = torch._TorchCompileInductorWrapper(mode, options, dynamic)
+        except RuntimeError as e:  # torch's message names the unknown option or its type
+            raise ValueError(f"ember.compile: backend 'inductor': {e}") from None
+    else:
+        from torch._dynamo.backends.registry import lookup_backend
+        fn = lookup_backend(target)
+        for what, given in (("mode", has_mode), ("options", bool(options))):
+            if given and not _takes(fn, what):
+                raise ValueError(f"ember.compile: backend {name!r} does not take {what}= (given "
+                                 f"{mode if what == 'mode' else options!r}); modes and options are honoured "
+                                 "by backend='inductor' (ember passes them on as torch.compile does)")
+        compiler = torch._TorchCompileWrapper(target, mode, options, dynamic)
+    if key[0] == "fn":  # the registry keeps the callable (and so its id) alive
+        compiler._ember_target = target
+    return _register(key, name, compiler)
+
+
+from .fx import BackendCompilerFailed, compile_graph  # noqa: E402
+
+_C._set_backend_compiler(compile_graph)

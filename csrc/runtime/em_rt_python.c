@@ -1,0 +1,267 @@
+/* em_rt_python.c: a graph run by a Python backend (any torch.compile backend). At its first
+ * call the graph is exported as plain data and handed with the real inputs to
+ * ember/backends/fx.py, which builds the GraphModule and calls the backend; later calls run the
+ * compiled callable and store its outputs where the output tree reads them.
+ */
+#include "em_runtime.h"
+
+#include <time.h>
+
+#include "../pyver/em_state.h"
+
+#define PY_STACK_ARGS 32
+
+int em_rt_use_backend(EmCompiled *C, int32_t backend, PyObject *where) {
+    if (!em_state.backends || backend <= 0 || backend >= PyList_GET_SIZE(em_state.backends)) {
+        PyErr_Format(PyExc_SystemError, "ember: no backend number %d", (int)backend);
+        return -1;
+    }
+    C->backend = backend;
+    C->py_state = EMR_PY_PENDING;
+    Py_XSETREF(C->where, Py_NewRef(where));
+    return 0;
+}
+
+static EM_NEW PyObject *export_arg(const EmGraph *G, const EmArg *a) {
+    if (a->kind == EMA_REF) return Py_BuildValue("(ii)", 0, (int)a->v);
+    if (a->kind == EMA_CONST) return Py_BuildValue("(iO)", 1, (PyObject *)G->consts.data[a->v].obj);
+    PyObject *items = PyTuple_New(a->n), *r = NULL;
+    if (!items) return NULL;
+    for (int32_t i = 0; i < a->n; i++) {
+        PyObject *c = export_arg(G, &G->args.data[a->v + i]);
+        if (!c) goto error;
+        PyTuple_SET_ITEM(items, i, c);
+    }
+    r = Py_BuildValue("(iO)", a->kind == EMA_TUPLE ? 2 : 3, items);
+error:
+    Py_DECREF(items);
+    return r;
+}
+
+/* (dtype, dev_type, dev_index, requires_grad, sizes, strides) of a tensor node, else None. */
+static EM_NEW PyObject *export_meta(const EmGraph *G, const EmNode *n) {
+    if (n->vkind != EMV_TENSOR || n->dtype < 0) return Py_NewRef(Py_None);
+    PyObject *sizes = PyTuple_New(n->ndim), *strides = PyTuple_New(n->ndim), *r = NULL;
+    if (!sizes || !strides) goto error;
+    const int64_t *sz = em_ir_sizes(G, n), *st = em_ir_strides(G, n);
+    for (int i = 0; i < n->ndim; i++) {
+        PyObject *a = PyLong_FromLongLong(sz[i]), *b = PyLong_FromLongLong(st[i]);
+        if (!a || !b) {
+            Py_XDECREF(a);
+            Py_XDECREF(b);
+            goto error;
+        }
+        PyTuple_SET_ITEM(sizes, i, a);
+        PyTuple_SET_ITEM(strides, i, b);
+    }
+    r = Py_BuildValue("(iiiiOO)", n->dtype, n->dev_type, n->dev_index, n->requires_grad, sizes, strides);
+error:
+    Py_XDECREF(sizes);
+    Py_XDECREF(strides);
+    return r;
+}
+
+static EM_NEW PyObject *export_node(const EmGraph *G, const EmNode *n) {
+    PyObject *args = PyTuple_New(n->nargs), *target = NULL, *meta = NULL, *r = NULL;
+    if (!args) return NULL;
+    for (int32_t i = 0; i < n->nargs; i++) {
+        PyObject *a = export_arg(G, &G->args.data[n->args + i]);
+        if (!a) goto error;
+        PyTuple_SET_ITEM(args, i, a);
+    }
+    switch (em_op_info[n->op].kind) {
+        case EMOK_INPUT:
+            target = Py_BuildValue("(is)", (int)n->aux, n->label >= 0 ? G->text.data + n->label : "input");
+            break;
+        case EMOK_CALL:
+        case EMOK_GETATTR: target = Py_NewRef((PyObject *)G->consts.data[n->fn].obj); break;
+        case EMOK_ITEM: target = PyLong_FromLong(n->aux); break;
+        default: target = Py_NewRef(Py_None); break;
+    }
+    if (!target || !(meta = export_meta(G, n))) goto error;
+    PyObject *kw = n->nkw ? (PyObject *)G->consts.data[n->kwnames].obj : Py_None;
+    r = Py_BuildValue("(sOOOiO)", em_op_info[n->op].name, target, args, kw, (int)n->vkind, meta);
+error:
+    Py_DECREF(args);
+    Py_XDECREF(target);
+    Py_XDECREF(meta);
+    return r;
+}
+
+EM_NEW PyObject *em_rt_export(const EmCompiled *C) {
+    const EmGraph *G = &C->G;
+    PyObject *nodes = PyTuple_New(G->nodes.len), *outs = PyTuple_New(C->n_fx_out), *r = NULL;
+    if (!nodes || !outs) goto error;
+    for (int32_t i = 0; i < G->nodes.len; i++) {
+        PyObject *t = export_node(G, &G->nodes.data[i]);
+        if (!t) goto error;
+        PyTuple_SET_ITEM(nodes, i, t);
+    }
+    for (int32_t k = 0; k < C->n_fx_out; k++) {
+        PyObject *v = PyLong_FromLong(C->fx_out[k]);
+        if (!v) goto error;
+        PyTuple_SET_ITEM(outs, k, v);
+    }
+    r = PyTuple_Pack(2, nodes, outs);
+error:
+    Py_XDECREF(nodes);
+    Py_XDECREF(outs);
+    return r;
+}
+
+/* The distinct graph outputs (the compiled callable returns each once) and the grad mode
+ * the graph's last torch._C._set_grad_enabled call leaves. 0 or -1. */
+static int plan_outputs(EmCompiled *C) {
+    const EmGraph *G = &C->G;
+    if (!C->fx_out && !(C->fx_out = malloc(sizeof(int32_t) * (size_t)(G->outputs.len + 1)))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    C->n_fx_out = 0;
+    for (int32_t i = 0; i < G->outputs.len; i++) {
+        int32_t ref = G->outputs.data[i], seen = 0;
+        for (int32_t k = 0; k < C->n_fx_out; k++) seen |= C->fx_out[k] == ref;
+        if (!seen) C->fx_out[C->n_fx_out++] = ref;
+    }
+    C->end_grad = -1;
+    for (int32_t r = 0; r < G->nodes.len; r++) {
+        const EmNode *n = &G->nodes.data[r];
+        if (n->op != EMOP_CALL || n->nargs != 1 || G->consts.data[n->fn].obj != (void *)em_state.set_grad_enabled)
+            continue;
+        const EmArg *a = &G->args.data[n->args];
+        if (a->kind == EMA_CONST) C->end_grad = G->consts.data[a->v].obj == (void *)Py_True;
+    }
+    return 0;
+}
+
+/* The graph inputs in order, borrowed from the slots, into argv (nin entries). */
+static void gather_inputs(const EmCompiled *C, PyObject *const *slots, PyObject **argv) {
+    for (int32_t i = 0; i < C->G.ninputs; i++) argv[i] = slots[C->input_slots[i]];
+}
+
+/* First call: export, hand the graph to the backend; 0 or -1. */
+static int py_compile(EmCompiled *C, PyObject *const *slots) {
+    PyObject *desc = NULL, *inputs = NULL, *res = NULL;
+    int rc = -1;
+    if (!em_state.backend_compile || !em_state.backends || C->backend >= PyList_GET_SIZE(em_state.backends)) {
+        PyErr_SetString(PyExc_SystemError, "ember: Python backends are not set up");
+        return -1;
+    }
+    if (plan_outputs(C)) return -1;
+    if (!(desc = em_rt_export(C)) || !(inputs = PyTuple_New(C->G.ninputs))) goto error;
+    for (int32_t i = 0; i < C->G.ninputs; i++) PyTuple_SET_ITEM(inputs, i, Py_NewRef(slots[C->input_slots[i]]));
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    em_state.in_backend++;
+    res = PyObject_CallFunctionObjArgs(em_state.backend_compile, PyList_GET_ITEM(em_state.backends, C->backend), desc,
+                                       inputs, C->where ? C->where : Py_None, NULL);
+    em_state.in_backend--;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    C->backend_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (!res) goto error;
+    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(res, 1))) {
+        PyErr_SetString(PyExc_SystemError, "ember: backend_compile must return (callable or None, str)");
+        goto error;
+    }
+    PyObject *fn = PyTuple_GET_ITEM(res, 0);
+    Py_XSETREF(C->py_info, Py_NewRef(PyTuple_GET_ITEM(res, 1)));
+    if (fn == Py_None) {
+        C->py_state = EMR_PY_HERE;
+    } else {
+        Py_XSETREF(C->py_fn, Py_NewRef(fn));
+        C->py_state = EMR_PY_READY;
+    }
+    rc = 0;
+error:
+    Py_XDECREF(desc);
+    Py_XDECREF(inputs);
+    Py_XDECREF(res);
+    return rc;
+}
+
+static int cmp_ptr(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t) * (PyObject *const *)a, y = (uintptr_t) * (PyObject *const *)b;
+    return (x > y) - (x < y);
+}
+
+/* 1 when one object is passed as two graph inputs. The trace makes one input of an object
+ * it meets twice (guarded), so the backend compiled a graph whose inputs were distinct;
+ * called with one tensor in two places, a functional backend would miss that a mutation of
+ * one is seen through the other (TorchDynamo guards this too). -1 on error. */
+static int inputs_repeat(PyObject **argv, int32_t n) {
+    if (n <= 16) {
+        for (int32_t i = 1; i < n; i++)
+            for (int32_t j = 0; j < i; j++)
+                if (argv[i] == argv[j]) return 1;
+        return 0;
+    }
+    PyObject **sorted = PyMem_Malloc(sizeof(PyObject *) * (size_t)n);
+    if (!sorted) return PyErr_NoMemory(), -1;
+    memcpy(sorted, argv, sizeof(PyObject *) * (size_t)n);
+    qsort(sorted, (size_t)n, sizeof(PyObject *), cmp_ptr);
+    int rep = 0;
+    for (int32_t i = 1; i < n && !rep; i++) rep = sorted[i] == sorted[i - 1];
+    PyMem_Free(sorted);
+    return rep;
+}
+
+int em_rt_py_run(EmCompiled *C, PyObject *const *slots, PyObject **vals) {
+    PyObject *stack[PY_STACK_ARGS], **argv = stack, *res = NULL, *seq = NULL;
+    int32_t nin = C->G.ninputs, k = 0;
+    int rc = -1;
+    if (C->py_state == EMR_PY_PENDING && py_compile(C, slots)) return -1;
+    if (C->py_state == EMR_PY_HERE) return 1;
+    if (nin > PY_STACK_ARGS && !(argv = PyMem_Malloc(sizeof(PyObject *) * (size_t)nin))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    gather_inputs(C, slots, argv);
+    int rep = inputs_repeat(argv, nin);
+    if (rep) { /* this call runs on the C executor, which is exact for any aliasing */
+        rc = rep < 0 ? -1 : 1;
+        goto error;
+    }
+    em_state.in_backend++;
+    res = PyObject_Vectorcall(C->py_fn, argv, (size_t)nin, NULL);
+    em_state.in_backend--;
+    if (!res || !(seq = PySequence_Fast(res, "ember: a compiled graph must return a sequence"))) goto error;
+    if (PySequence_Fast_GET_SIZE(seq) != C->n_fx_out) {
+        PyErr_Format(PyExc_RuntimeError, "ember: the backend's compiled graph of %S returned %zd values, expected %d",
+                     C->where, PySequence_Fast_GET_SIZE(seq), (int)C->n_fx_out);
+        goto error;
+    }
+    for (; k < C->n_fx_out; k++) vals[C->fx_out[k]] = Py_NewRef(PySequence_Fast_GET_ITEM(seq, k));
+    if (C->end_grad >= 0) { /* as the eager executor would leave it (a with block left open at a break) */
+        PyObject *g = PyObject_CallOneArg(em_state.set_grad_enabled, C->end_grad ? Py_True : Py_False);
+        if (!g) goto error;
+        Py_DECREF(g);
+    }
+    rc = 0;
+error:
+    if (rc != 0)
+        for (int32_t i = 0; i < k; i++) Py_CLEAR(vals[C->fx_out[i]]);
+    Py_XDECREF(seq);
+    Py_XDECREF(res);
+    if (argv != stack) PyMem_Free(argv);
+    return rc;
+}
+
+EM_NEW PyObject *em_rt_info(void *compiled) {
+    EmCompiled *C = compiled;
+    PyObject *name = NULL, *r = NULL;
+    const char *note = "", *code = "";
+    if (C->backend > 0 && em_state.backends && C->backend < PyList_GET_SIZE(em_state.backends)) {
+        name = PyObject_GetAttrString(PyList_GET_ITEM(em_state.backends, C->backend), "name");
+        if (!name) return NULL;
+    } else if (!(name = PyUnicode_FromString("eager"))) {
+        return NULL;
+    }
+    if (C->py_state == EMR_PY_HERE && C->py_info) note = PyUnicode_AsUTF8(C->py_info);
+    if (C->py_state == EMR_PY_READY && C->py_info) code = PyUnicode_AsUTF8(C->py_info);
+    if (!note || !code) goto error;
+    r = Py_BuildValue("{s:O,s:s,s:s,s:d}", "backend", name, "backend_note", note, "fx_code", code, "backend_s",
+                      C->backend_s);
+error:
+    Py_DECREF(name);
+    return r;
+}
