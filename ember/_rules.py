@@ -167,8 +167,15 @@ environ = os.environ  # reads of it are answered at trace time, guarded per key 
 
 
 def classify(fn):
-    """Rule for a callable not yet in RULES (memoized)."""
+    """Rule for a callable not yet in RULES (memoized, except for the Python functions and bound
+    methods the answer is UNKNOWN for: those are inlined, cheap to classify again, and many are
+    made per trace, so keeping them would keep them alive)."""
     rule = _classify(fn)
+    if rule == UNKNOWN and isinstance(fn, (types.FunctionType, types.MethodType)):
+        return rule
+    if isinstance(fn, types.BuiltinMethodType) and not isinstance(getattr(fn, "__self__", None),
+                                                                  (types.ModuleType, type, type(None))):
+        return rule  # bound to an object that may be made per call: not kept alive
     try:
         RULES[fn] = rule
     except TypeError:
