@@ -30,7 +30,7 @@ class EmberWarning(UserWarning):
 def _push_config():
     bits = 0
     for name, bit in (("graph", _C.LOG_GRAPH), ("guards", _C.LOG_GUARDS), ("recompiles", _C.LOG_RECOMPILES),
-                      ("breaks", _C.LOG_BREAKS)):
+                      ("breaks", _C.LOG_BREAKS), ("bytecode", _C.LOG_BYTECODE)):
         if name in _logging.enabled:
             bits |= bit
     _C._set_config(config.cache_size_limit, bool(config.strict), bits)

@@ -1,8 +1,8 @@
-"""EMBER_LOGS=graph,guards,recompiles,breaks: which stage products are printed (to stderr)."""
+"""EMBER_LOGS=graph,guards,recompiles,breaks,bytecode: which stage products are printed (to stderr)."""
 import os
 import sys
 
-CHANNELS = ("graph", "guards", "recompiles", "breaks")
+CHANNELS = ("graph", "guards", "recompiles", "breaks", "bytecode")
 
 
 def parse(spec):
@@ -19,6 +19,10 @@ enabled = parse(os.environ.get("EMBER_LOGS", ""))
 
 
 def log(channel, text):
+    if isinstance(text, tuple):  # (label, code object): its disassembly
+        import dis
+        label, code = text
+        text = f"{label}: {code.co_qualname} ({code.co_filename}:{code.co_firstlineno})\n" + dis.Bytecode(code).dis()
     text = str(text).rstrip("\n")
     sys.stderr.write(f"[ember:{channel}] " + text.replace("\n", f"\n[ember:{channel}] ") + "\n")
 

@@ -26,6 +26,23 @@ static int log_text(const char *channel, const char *text) {
     return r ? 0 : -1;
 }
 
+/* EMBER_LOGS=bytecode: the frame's code and what runs instead (the log callable
+ * disassembles (label, code) pairs). */
+static int log_code(PyCodeObject *co, PyObject *tcode) {
+    if (!em_state.log) return 0;
+    PyObject *r = PyObject_CallFunction(em_state.log, "s(sO)", "bytecode", "original", (PyObject *)co);
+    Py_XDECREF(r);
+    if (!r) return -1;
+    r = tcode ? PyObject_CallFunction(em_state.log, "s(sO)", "bytecode", "transformed (runs the graph, the "
+                                                                        "unsupported instruction, the resume function)",
+                                      tcode)
+              : PyObject_CallFunction(em_state.log, "ss", "bytecode",
+                                      "captured whole: no transformed bytecode (the hook runs the graph and builds "
+                                      "the return value)");
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
 static int n_arg_slots(PyCodeObject *co) {
     return co->co_argcount + co->co_kwonlyargcount + !!(co->co_flags & CO_VARARGS) + !!(co->co_flags & CO_VARKEYWORDS);
 }
@@ -277,6 +294,7 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
     gtxt.s = ktxt.s = NULL;
     if ((em_state.logs & EM_LOG_GRAPH) && log_text("graph", e->graph_text)) goto done;
     if ((em_state.logs & EM_LOG_GUARDS) && log_text("guards", e->guard_text)) goto done;
+    if ((em_state.logs & EM_LOG_BYTECODE) && log_code(co, e->tcode)) goto done;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     e->compile_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     *out = e;

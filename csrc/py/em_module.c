@@ -358,6 +358,7 @@ PyMODINIT_FUNC PyInit__C(void) {
     if (PyModule_AddIntConstant(m, "LOG_GUARDS", EM_LOG_GUARDS) < 0) goto error;
     if (PyModule_AddIntConstant(m, "LOG_RECOMPILES", EM_LOG_RECOMPILES) < 0) goto error;
     if (PyModule_AddIntConstant(m, "LOG_BREAKS", EM_LOG_BREAKS) < 0) goto error;
+    if (PyModule_AddIntConstant(m, "LOG_BYTECODE", EM_LOG_BYTECODE) < 0) goto error;
     if (!(em_state.resume_codes = PyDict_New())) goto error;
     if (!(em_state.forced_codes = PySet_New(NULL))) goto error;
     if (PyModule_AddObjectRef(m, "forced_codes", em_state.forced_codes) < 0) goto error;

@@ -69,7 +69,7 @@ typedef struct {
     long long n_frames, n_aborts, n_hits, n_recompiles, n_fallbacks, n_breaks;
 } EmState;
 
-enum { EM_LOG_GRAPH = 1, EM_LOG_GUARDS = 2, EM_LOG_RECOMPILES = 4, EM_LOG_BREAKS = 8 };
+enum { EM_LOG_GRAPH = 1, EM_LOG_GUARDS = 2, EM_LOG_RECOMPILES = 4, EM_LOG_BREAKS = 8, EM_LOG_BYTECODE = 16 };
 
 extern EmState em_state;
 

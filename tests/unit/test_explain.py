@@ -64,3 +64,25 @@ def test_explain_on_a_module():
     m = torch.nn.Linear(3, 2)
     rep = ember.explain(ember.compile(m))(torch.randn(4, 3))
     assert rep.graph_count == 1 and rep.graph_break_count == 0 and rep.op_count >= 1
+
+
+def test_bytecode_logs_show_original_and_transformed_code(capsys):
+    def whole(x):
+        return x * 2
+
+    def broken(x):
+        y = x + 1
+        print("side")
+        return y * 2
+
+    ember.set_logs("bytecode")
+    try:
+        ember.compile(whole)(torch.ones(2))
+        ember.compile(broken)(torch.ones(2))
+    finally:
+        ember.set_logs("")
+    err = capsys.readouterr().err
+    assert "[ember:bytecode] original: test_bytecode_logs_show_original_and_transformed_code.<locals>.whole" in err
+    assert "captured whole: no transformed bytecode" in err
+    assert "[ember:bytecode] transformed" in err and "__ember_vals" in err
+    assert "BINARY_OP" in err
