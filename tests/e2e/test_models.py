@@ -56,8 +56,9 @@ def test_inference_matches_eager(name):
         assert (c["frames"], c["breaks"], c["aborts"], c["fallbacks"]) == (1, 0, 0, 0), c
 
 
-@pytest.mark.parametrize("name", TORCHVISION + HF)
-def test_training_step_matches_eager(name):
+def train_both(name, **compile_kwargs):
+    """One training step of the small model, eager and compiled from the same weights and
+    dropout masks: (model, eager twin, compiled loss, eager loss)."""
     _needs(name)
     model, inputs = build(name, small=True)
     model.train()
@@ -67,8 +68,19 @@ def test_training_step_matches_eager(name):
     torch.manual_seed(1)  # same dropout masks
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ember.EmberWarning)
-        loss = train_step(ember.compile(model), inputs)
+        loss = train_step(ember.compile(model, **compile_kwargs), inputs)
     torch.testing.assert_close(loss, ref, rtol=1e-4, atol=1e-4)
+    return model, twin
+
+
+def assert_one_graph():
+    c = ember.testing.counters()
+    assert (c["frames"], c["breaks"], c["aborts"], c["fallbacks"]) == (1, 0, 0, 0), c
+
+
+@pytest.mark.parametrize("name", TORCHVISION + HF)
+def test_training_step_matches_eager(name):
+    model, twin = train_both(name)
     for (n, p), (_, q) in zip(model.named_parameters(), twin.named_parameters()):
         assert (p.grad is None) == (q.grad is None), n
         if p.grad is not None:
@@ -76,8 +88,7 @@ def test_training_step_matches_eager(name):
     for (n, b), (_, c) in zip(model.named_buffers(), twin.named_buffers()):
         torch.testing.assert_close(b, c, msg=n)  # batch-norm running statistics
     if name in WHOLE:
-        c = ember.testing.counters()
-        assert (c["frames"], c["breaks"], c["aborts"], c["fallbacks"]) == (1, 0, 0, 0), c
+        assert_one_graph()
 
 
 def test_optimizer_steps_do_not_recompile():
@@ -123,24 +134,13 @@ def test_kv_cache_decoding_step_matches_eager(name):
 def test_suite_under_aot_eager_matches_eager_in_training(name):
     """The FX export path (backend="aot_eager": AOTAutograd over ember's GraphModule) on the
     whole suite: loss and gradients equal to eager, one graph."""
-    _needs(name)
-    model, inputs = build(name, small=True)
-    model.train()
-    twin = copy.deepcopy(model)
-    torch.manual_seed(1)
-    ref = train_step(twin, inputs)
-    torch.manual_seed(1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ember.EmberWarning)
-        loss = train_step(ember.compile(model, backend="aot_eager"), inputs)
-    torch.testing.assert_close(loss, ref, rtol=1e-4, atol=1e-4)
+    model, twin = train_both(name, backend="aot_eager")
     for (n, p), (_, q) in zip(model.named_parameters(), twin.named_parameters()):
         if p.grad is not None and q.grad is not None:
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-4, msg=n)
         else:  # a parameter the loss does not reach: None in eager, zeros under AOTAutograd
             assert (p.grad is None or not p.grad.any()) and (q.grad is None or not q.grad.any()), n
-    c = ember.testing.counters()
-    assert (c["frames"], c["breaks"], c["aborts"], c["fallbacks"]) == (1, 0, 0, 0), c
+    assert_one_graph()
 
 
 @pytest.mark.slow
