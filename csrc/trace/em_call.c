@@ -404,14 +404,6 @@ done:
     return st;
 }
 
-static int dict_find(EmSym *d, PyObject *key) {
-    for (int32_t i = 0; i < d->keys.len; i++) {
-        int eq = PyObject_RichCompareBool(d->keys.data[i], key, Py_EQ);
-        if (eq) return eq < 0 ? -2 : i;
-    }
-    return -1;
-}
-
 static void dict_remove(EmSym *d, int i) {
     Py_DECREF(d->keys.data[i]);
     for (int32_t k = i + 1; k < d->keys.len; k++) {
@@ -461,7 +453,7 @@ static EmStatus call_container_method(EmTracer *T, PyObject *fn, EmSym *self, Em
     if (is_dict && (!strcmp(n, "get") || !strcmp(n, "__getitem__") || !strcmp(n, "__contains__")) &&
         nargs >= 1 && nargs <= 2 - (n[0] == '_')) {
         if (args[0]->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "dict.%s by a %s", n, em_sym_describe(args[0]));
-        int i = dict_find(self, args[0]->obj);
+        int i = em_dict_find(self, args[0]->obj);
         if (i == -2) return EM_ERR;
         if (n[0] == '_' && n[2] == 'c') *out = em_sym_const(T, i >= 0 ? Py_True : Py_False);
         else if (i >= 0) *out = self->items.data[i];
@@ -572,7 +564,7 @@ static EmStatus call_container_method(EmTracer *T, PyObject *fn, EmSym *self, Em
     } else if (is_dict && (!strcmp(n, "pop") || !strcmp(n, "setdefault") || !strcmp(n, "__setitem__")) &&
                nargs >= 1 && nargs <= 2) {
         if (args[0]->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "dict.%s by a %s", n, em_sym_describe(args[0]));
-        int i = dict_find(self, args[0]->obj);
+        int i = em_dict_find(self, args[0]->obj);
         if (i == -2) return EM_ERR;
         if (n[0] == 'p') {
             if (i < 0 && nargs == 1) return em_trace_raise_new(T, PyExc_KeyError, args[0]->obj);
@@ -594,19 +586,14 @@ static EmStatus call_container_method(EmTracer *T, PyObject *fn, EmSym *self, Em
             return EM_OK;
         }
     } else if (is_dict && !strcmp(n, "__delitem__") && nargs == 1 && args[0]->kind == SYM_CONST) {
-        int i = dict_find(self, args[0]->obj);
+        int i = em_dict_find(self, args[0]->obj);
         if (i == -2) return EM_ERR;
         if (i < 0) return em_trace_raise_new(T, PyExc_KeyError, args[0]->obj);
         dict_remove(self, i);
     } else if (is_dict && !strcmp(n, "update") && nargs == 1 && args[0]->kind == SYM_DICT) {
         EmSym *o = args[0];
-        for (int32_t k = 0; k < o->keys.len; k++) {
-            int i = dict_find(self, o->keys.data[k]);
-            if (i == -2) return EM_ERR;
-            if (i >= 0) self->items.data[i] = o->items.data[k];
-            else if (em_vec_push(&self->keys, Py_NewRef(o->keys.data[k])) || em_vec_push(&self->items, o->items.data[k]))
-                return PyErr_NoMemory(), EM_ERR;
-        }
+        for (int32_t k = 0; k < o->keys.len; k++)
+            if (em_dict_set(self, o->keys.data[k], o->items.data[k]) != EM_OK) return EM_ERR;
     } else {
         return em_trace_fail(T, EMA_CALL, "%s.%s", em_sym_describe(self), n);
     }

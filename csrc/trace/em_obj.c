@@ -90,20 +90,6 @@ static EmStatus record_store(EmTracer *T, EmSym *base, PyObject *name, EmSym *v)
     return EM_OK;
 }
 
-static EmStatus dict_set(EmTracer *T, EmSym *d, PyObject *key, EmSym *v) {
-    for (int32_t i = 0; i < d->keys.len; i++) {
-        int eq = PyObject_RichCompareBool(d->keys.data[i], key, Py_EQ);
-        if (eq < 0) return EM_ERR;
-        if (eq) {
-            d->items.data[i] = v;
-            return EM_OK;
-        }
-    }
-    (void)T;
-    if (em_vec_push(&d->keys, Py_NewRef(key)) || em_vec_push(&d->items, v)) return PyErr_NoMemory(), EM_ERR;
-    return EM_OK;
-}
-
 EmStatus em_obj_generic_set(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
     const char *n = PyUnicode_AsUTF8(name);
     if (!n) return EM_ERR;
@@ -123,7 +109,7 @@ EmStatus em_obj_generic_set(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) 
         Py_DECREF(fset);
         return st;
     }
-    if (base->kind == SYM_NEW) return dict_set(T, base->items.data[0], name, v);
+    if (base->kind == SYM_NEW) return em_dict_set(base->items.data[0], name, v);
     if (base->src >= 0 && em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
     if (!_PyObject_GetDictPtr(base->obj))
         return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a %s without __dict__", n, tp->tp_name);

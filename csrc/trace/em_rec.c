@@ -396,18 +396,7 @@ EmStatus h_store_subscr(EmTracer *T, const EmInstr *in) {
     }
     if (!em_sym_own(T, c)) return em_trace_fail(T, EMA_SIDE_EFFECT, "item store into an input %s", em_sym_describe(c));
     if (key->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "item store with key %s", em_sym_describe(key));
-    if (c->kind == SYM_DICT) {
-        for (int32_t i = 0; i < c->keys.len; i++) {
-            int eq = PyObject_RichCompareBool(c->keys.data[i], key->obj, Py_EQ);
-            if (eq < 0) return EM_ERR;
-            if (eq) {
-                c->items.data[i] = v;
-                return EM_OK;
-            }
-        }
-        if (em_vec_push(&c->keys, Py_NewRef(key->obj)) || em_vec_push(&c->items, v)) return PyErr_NoMemory(), EM_ERR;
-        return EM_OK;
-    }
+    if (c->kind == SYM_DICT) return em_dict_set(c, key->obj, v);
     if (c->kind == SYM_LIST && PyLong_Check(key->obj)) {
         Py_ssize_t i = PyLong_AsSsize_t(key->obj);
         if (i < 0) i += c->items.len;
@@ -445,16 +434,7 @@ EmStatus h_build_seq(EmTracer *T, const EmInstr *in) {
 
 static EmStatus dict_put(EmTracer *T, EmSym *d, EmSym *k, EmSym *v) {
     if (k->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "dict key %s", em_sym_describe(k));
-    for (int32_t i = 0; i < d->keys.len; i++) {
-        int eq = PyObject_RichCompareBool(d->keys.data[i], k->obj, Py_EQ);
-        if (eq < 0) return EM_ERR;
-        if (eq) {
-            d->items.data[i] = v;
-            return EM_OK;
-        }
-    }
-    if (em_vec_push(&d->keys, Py_NewRef(k->obj)) || em_vec_push(&d->items, v)) return PyErr_NoMemory(), EM_ERR;
-    return EM_OK;
+    return em_dict_set(d, k->obj, v);
 }
 
 EmStatus h_build_map(EmTracer *T, const EmInstr *in) {

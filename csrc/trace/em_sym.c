@@ -618,6 +618,25 @@ static EmStatus known_out(EmTracer *T, PyObject *obj, const char *label, EmSym *
     return *out ? EM_OK : EM_ERR;
 }
 
+int em_dict_find(EmSym *d, PyObject *key) {
+    for (int32_t i = 0; i < d->keys.len; i++) {
+        int eq = PyObject_RichCompareBool(d->keys.data[i], key, Py_EQ);
+        if (eq) return eq < 0 ? -2 : i;
+    }
+    return -1;
+}
+
+EmStatus em_dict_set(EmSym *d, PyObject *key, EmSym *v) {
+    int i = em_dict_find(d, key);
+    if (i == -2) return EM_ERR;
+    if (i >= 0) {
+        d->items.data[i] = v;
+        return EM_OK;
+    }
+    if (em_vec_push(&d->keys, Py_NewRef(key)) || em_vec_push(&d->items, v)) return PyErr_NoMemory(), EM_ERR;
+    return EM_OK;
+}
+
 /* 1 when the trace may mutate container s: it was made while tracing, or it is the frame's
  * own **kwargs dict (a fresh dict no one else sees), which from then on is rebuilt in the
  * output tree like a dict made while tracing. 0 for other inputs. */

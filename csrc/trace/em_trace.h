@@ -177,6 +177,9 @@ EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s);
 int em_sym_truth(EmTracer *T, EmSym *s, int *out); /* 0 ok, else abort status */
 /* Lookups in a dict read through a slot without wrapping it whole; absence proofs; type(). */
 int em_sym_own(EmTracer *T, EmSym *s);
+/* DICT syms: the index of key (-1 absent, -2 error set); store key -> v (0 or EM_ERR). */
+int em_dict_find(EmSym *d, PyObject *key);
+EmStatus em_dict_set(EmSym *d, PyObject *key, EmSym *v);
 int em_is_namedtuple_type(PyTypeObject *tp);
 EmStatus em_env_lookup(EmTracer *T, EmSym *env, EmSym *key, int *found, EmSym **out);
 EmStatus em_lazy_dict_get(EmTracer *T, EmSym *d, PyObject *key, int *found, EmSym **out);
