@@ -276,6 +276,16 @@ def child_prime():
     return {"isa": str(pick_vec_isa())}
 
 
+def child_warm():
+    """A trivial compile through both systems, in a throwaway cache: the first process of a run would
+    otherwise pay for reading torch's and the compiler's files from disk into the OS's file cache."""
+    import torch
+    x = torch.randn(8)
+    for system in SYSTEMS:
+        _compile(system, lambda t: torch.relu(t) + 1)(x)
+    return {}
+
+
 def measure(name, a, code_dir, template):
     """One model's row: cold first calls (a.repeats per system, fresh processes), the code comparison,
     the steady state and warm first calls (one process)."""
@@ -438,7 +448,7 @@ def parse_args(argv):
     ap.add_argument("--models", default=",".join(SUITE), help="comma-separated subset of the suite")
     ap.add_argument("--small", action="store_true", help="scaled-down configs and inputs (for a small CPU)")
     ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads in every process")
-    ap.add_argument("--repeats", type=int, default=2, help="cold first calls per system and model")
+    ap.add_argument("--repeats", type=int, default=3, help="cold first calls per system and model")
     ap.add_argument("--warmup", type=int, default=5, help="untimed calls per system before the steady state")
     ap.add_argument("--rounds", type=int, default=400, help="most timed rounds (one call of each system)")
     ap.add_argument("--min-rounds", type=int, default=40, help="fewest timed rounds")
@@ -459,7 +469,7 @@ def parse_args(argv):
 
 def _child_main(argv):
     ap = argparse.ArgumentParser()
-    ap.add_argument("kind", choices=("prime", "cold", "steady"))
+    ap.add_argument("kind", choices=("prime", "warm", "cold", "steady"))
     ap.add_argument("model", nargs="?")
     ap.add_argument("system", nargs="?")
     ap.add_argument("--small", action="store_true")
@@ -472,6 +482,8 @@ def _child_main(argv):
     c = ap.parse_args(argv)
     if c.kind == "prime":
         r = child_prime()
+    elif c.kind == "warm":
+        r = child_warm()
     elif c.kind == "cold":
         r = child_cold(c.model, c.system, c.small, c.threads, c.code_dir)
     else:
@@ -501,6 +513,8 @@ def main(argv=None):
     with _cache_dir() as template:
         r = _run_child(["prime"], template, a.timeout)
         result["header"]["isa"] = r.get("isa")
+        with _cache_dir() as d:
+            _run_child(["warm"], d, a.timeout)
         _say(f"Inductor's vector ISA probe: {r.get('isa') or r.get('error')}")
         for i, name in enumerate(a.model_names):
             _say(f"[{i + 1}/{len(a.model_names)}] {name}")
