@@ -29,18 +29,31 @@ void em_guard_free(EmGuardProg *P) {
     em_vec_free(&P->specs);
     em_vec_free(&P->names);
     em_vec_free(&P->owned);
+    free(P->index);
+    P->index = NULL;
+    P->index_cap = 0;
     P->nslots = 0;
 }
 
-static int g_push(EmGuardProg *P, EmGuardOp op, int32_t slot, int32_t base, Py_ssize_t a,
-                  PyObject *EM_BORROWED obj) {
-    EmGInstr in = {.op = (uint8_t)op, .slot = slot, .base = base, .a = a, .obj = obj};
-    if (em_vec_push(&P->ins, in)) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    Py_XINCREF(obj);
-    return 0;
+/* ---- the dedup index: an instruction's identity is (op, where, a, obj) where `where` is the
+ * base of a load and the tested slot of a check; loads compare obj by value for exact str
+ * (names and keys), checks by identity; a TENSOR check is one per slot, GLOBAL_STATE one per
+ * program. ---- */
+
+static void g_key(const EmGInstr *in, int32_t *where, Py_ssize_t *a) {
+    *where = g_is_load[in->op] ? in->base : in->slot;
+    *a = in->op == EMG_TENSOR ? 0 : in->a;
+}
+
+static uint64_t g_hash(uint8_t op, int32_t where, Py_ssize_t a, PyObject *obj) {
+    uint64_t h = (uint64_t)op * 0x9E3779B97F4A7C15ull;
+    h ^= ((uint64_t)(uint32_t)where + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull;
+    h ^= ((uint64_t)a + 0x8CB92BA72F3D8DD7ull) * 0x94D049BB133111EBull;
+    /* a str's hash is cached and cannot fail */
+    uint64_t o = obj && g_is_load[op] && PyUnicode_CheckExact(obj) ? (uint64_t)PyObject_Hash(obj)
+                                                                    : (uint64_t)(uintptr_t)obj;
+    h ^= (o + 0x2545F4914F6CDD1Dull) * 0xD6E8FEB86659FD93ull;
+    return h ^ (h >> 29);
 }
 
 static int same_obj(PyObject *a, PyObject *b) {
@@ -50,13 +63,64 @@ static int same_obj(PyObject *a, PyObject *b) {
     return 0;
 }
 
+/* The earlier instruction with this identity, or NULL. */
+static EmGInstr *g_find(const EmGuardProg *P, uint8_t op, int32_t where, Py_ssize_t a, PyObject *obj) {
+    if (!P->index_cap) return NULL;
+    uint32_t mask = (uint32_t)P->index_cap - 1;
+    for (uint32_t j = (uint32_t)g_hash(op, where, a, obj) & mask;; j = (j + 1) & mask) {
+        int32_t k = P->index[j];
+        if (!k) return NULL;
+        EmGInstr *in = &P->ins.data[k - 1];
+        int32_t w;
+        Py_ssize_t ia;
+        g_key(in, &w, &ia);
+        if (in->op == op && w == where && ia == a &&
+            (g_is_load[op] ? same_obj(in->obj, obj) : in->obj == obj))
+            return in;
+    }
+}
+
+static void g_index_put(EmGuardProg *P, int32_t i) {
+    const EmGInstr *in = &P->ins.data[i];
+    int32_t w;
+    Py_ssize_t a;
+    g_key(in, &w, &a);
+    uint32_t mask = (uint32_t)P->index_cap - 1;
+    uint32_t j = (uint32_t)g_hash(in->op, w, a, in->obj) & mask;
+    while (P->index[j]) j = (j + 1) & mask;
+    P->index[j] = i + 1;
+}
+
+/* Keeps the index at most half full; 0 or -1 (out of memory). */
+static int g_index_grow(EmGuardProg *P) {
+    if ((int64_t)(P->ins.len + 1) * 2 <= P->index_cap) return 0;
+    int32_t cap = P->index_cap ? P->index_cap * 2 : 64;
+    int32_t *idx = calloc((size_t)cap, sizeof(int32_t));
+    if (!idx) return -1;
+    free(P->index);
+    P->index = idx;
+    P->index_cap = cap;
+    for (int32_t i = 0; i < P->ins.len; i++) g_index_put(P, i);
+    return 0;
+}
+
+static int g_push(EmGuardProg *P, EmGuardOp op, int32_t slot, int32_t base, Py_ssize_t a,
+                  PyObject *EM_BORROWED obj) {
+    EmGInstr in = {.op = (uint8_t)op, .slot = slot, .base = base, .a = a, .obj = obj};
+    if (g_index_grow(P) || em_vec_push(&P->ins, in)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    g_index_put(P, P->ins.len - 1);
+    Py_XINCREF(obj);
+    return 0;
+}
+
 /* Deduplicating load: the slot of an identical earlier load, or a new one. */
 static int32_t g_load(EmGuardProg *P, EmGuardOp op, int32_t base, Py_ssize_t a, PyObject *obj,
                       const char *name, int owned) {
-    for (int32_t i = 0; i < P->ins.len; i++) {
-        EmGInstr *in = &P->ins.data[i];
-        if (in->op == op && in->base == base && in->a == a && same_obj(in->obj, obj)) return in->slot;
-    }
+    EmGInstr *prev = g_find(P, (uint8_t)op, base, a, obj);
+    if (prev) return prev->slot;
     int32_t slot = P->nslots;
     char *copy = strdup(name);
     if (!copy || em_vec_push(&P->names, copy) || em_vec_push(&P->owned, (uint8_t)owned)) {
@@ -71,6 +135,8 @@ static int32_t g_load(EmGuardProg *P, EmGuardOp op, int32_t base, Py_ssize_t a, 
 
 static int32_t g_named(EmGuardProg *P, EmGuardOp op, int32_t base, Py_ssize_t a, PyObject *obj,
                        const char *fmt, PyObject *fmtarg, int owned) {
+    EmGInstr *prev = g_find(P, (uint8_t)op, base, a, obj);
+    if (prev) return prev->slot; /* before formatting the name */
     PyObject *s = fmtarg ? PyUnicode_FromFormat(fmt, base >= 0 ? P->names.data[base] : "", fmtarg)
                          : PyUnicode_FromFormat(fmt, base >= 0 ? P->names.data[base] : "", (int)a);
     if (!s) return -1;
@@ -91,11 +157,6 @@ int32_t em_guard_global(EmGuardProg *P, PyObject *name) {
 }
 int32_t em_guard_global_in(EmGuardProg *P, int32_t gslot, int32_t bslot, PyObject *name) {
     /* named like a root global: the function's module is implied by the function's guard */
-    for (int32_t i = 0; i < P->ins.len; i++) {
-        EmGInstr *in = &P->ins.data[i];
-        if (in->op == EMG_LOAD_GLOBAL && in->base == gslot && in->a == bslot && same_obj(in->obj, name))
-            return in->slot;
-    }
     return g_named(P, EMG_LOAD_GLOBAL, gslot, bslot, name, "%s['%U']", name, 0);
 }
 int32_t em_guard_const(EmGuardProg *P, PyObject *obj, const char *label) {
@@ -119,16 +180,12 @@ int32_t em_guard_item(EmGuardProg *P, int32_t base, Py_ssize_t i, int is_list) {
 }
 
 int em_guard_check(EmGuardProg *P, EmGuardOp op, int32_t slot, PyObject *obj, Py_ssize_t a) {
-    for (int32_t i = 0; i < P->ins.len; i++) {
-        EmGInstr *in = &P->ins.data[i];
-        if (in->op == op && in->slot == slot && in->a == a && in->obj == obj) return 0;
-    }
+    if (g_find(P, (uint8_t)op, slot, op == EMG_TENSOR ? 0 : a, obj)) return 0;
     return g_push(P, op, slot, -1, a, obj);
 }
 
 int em_guard_check_tensor(EmGuardProg *P, int32_t slot, PyObject *tensor) {
-    for (int32_t i = 0; i < P->ins.len; i++)
-        if (P->ins.data[i].op == EMG_TENSOR && P->ins.data[i].slot == slot) return 0;
+    if (g_find(P, EMG_TENSOR, slot, 0, NULL)) return 0;
     EmTensorSpec s;
     if (em_guard_tensor_read(tensor, &s)) return -1;
     if (em_vec_push(&P->specs, s)) {
@@ -140,8 +197,7 @@ int em_guard_check_tensor(EmGuardProg *P, int32_t slot, PyObject *tensor) {
 }
 
 int em_guard_check_global_state(EmGuardProg *P) {
-    for (int32_t i = 0; i < P->ins.len; i++)
-        if (P->ins.data[i].op == EMG_GLOBAL_STATE) return 0;
+    if (g_find(P, EMG_GLOBAL_STATE, -1, 0, NULL)) return 0;
     if (em_guard_global_state_capture(&P->gs)) return -1;
     return g_push(P, EMG_GLOBAL_STATE, -1, -1, 0, NULL);
 }

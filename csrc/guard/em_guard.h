@@ -47,6 +47,9 @@ typedef struct EmGuardProg {
     EmVec(uint8_t) owned; /* per slot: 1 when the load returns an owned reference */
     int32_t nslots;
     EmGlobalState gs;
+    int32_t *index; /* owned: open-addressing dedup index over ins while building (entries are
+                       instruction numbers + 1, 0 empty; index_cap a power of two or 0) */
+    int32_t index_cap;
 } EmGuardProg;
 
 /* What a guard program reads a frame through (all borrowed). */

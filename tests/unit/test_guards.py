@@ -501,6 +501,38 @@ def test_guard_dump():
     assert "GLOBAL_STATE" in guards
 
 
+class _Deep(nn.Module):
+    """Many modules reached through equal names built at run time (distinct str objects)."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Linear(4, 4) for _ in range(n))
+        self.scale = 2.0
+
+    def forward(self, x):
+        for i, b in enumerate(self.blocks):
+            x = b(x) * getattr(self, "sc" + "ale") + len(self.blocks) + i
+        return x
+
+
+def test_guards_are_deduplicated():
+    """Each source is loaded once and each check made once, however often the trace reads it
+    (the builder's dedup index: equal names compare by value)."""
+    m = _Deep(200)
+    x = randn(2, 4)
+    cf = ember.compile(m)
+    same(cf(x), m(x))
+    (entry,) = ember.testing.entries(m.forward)
+    lines = entry["guards"].splitlines()
+    assert len(lines) == len(set(lines)), [l for l in lines if lines.count(l) > 1][:3]
+    assert sum("['scale']" in l or ".scale" in l for l in lines) <= 2  # the load and its check
+    assert sum(l.strip().startswith("GLOBAL_STATE") for l in lines) == 1
+    # every parameter checked once
+    assert sum(l.strip().startswith("TENSOR_MATCH") for l in lines) == 2 * 200 + 1
+    m.scale = 3.0
+    same(cf(x), m(x))
+
+
 def test_graph_dump():
     cf = ember.compile(sin_mul)
     cf(randn(3, 4), randn(3, 4))
