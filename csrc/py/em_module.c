@@ -156,6 +156,8 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
     em_state.builtin_getattr = bi ? PyDict_GetItemString(bi, "getattr") : NULL;
     em_state.builtin_hasattr = bi ? PyDict_GetItemString(bi, "hasattr") : NULL;
     em_state.builtin_setattr = bi ? PyDict_GetItemString(bi, "setattr") : NULL;
+    em_state.builtin_next = bi ? PyDict_GetItemString(bi, "next") : NULL;
+    em_state.builtin_iter = bi ? PyDict_GetItemString(bi, "iter") : NULL;
     em_state.builtin_isinstance = bi ? PyDict_GetItemString(bi, "isinstance") : NULL;
     em_state.builtin_issubclass = bi ? PyDict_GetItemString(bi, "issubclass") : NULL;
     em_state.builtin_callable = bi ? PyDict_GetItemString(bi, "callable") : NULL;

@@ -619,6 +619,9 @@ static EmStatus call_builtin_method(EmTracer *T, PyObject *fn, EmSym *self, EmSy
         *out = em_sym_const(T, Py_None);
         return *out ? EM_OK : EM_ERR;
     }
+    if (self->kind == SYM_OBJ && PyDict_Check(self->obj) && self->src >= 0 && owner == &PyDict_Type &&
+        !strcmp(n, "__getitem__") && nargs == 1)
+        return em_dict_getitem(T, self, args[0], out);
     if (self->kind == SYM_OBJ && PyDict_Check(self->obj) && owner == &PyDict_Type &&
         (!strcmp(n, "get") || !strcmp(n, "__getitem__") || !strcmp(n, "__contains__")))
         return call_container_method(T, fn, self, args, nargs, out); /* dict's storage, guarded per key */
@@ -860,6 +863,10 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
     if (self && (self->kind == SYM_NEW || (self->kind == SYM_OBJ && self->src >= 0 && !PyDict_CheckExact(self->obj))) &&
         (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type)))
         return call_builtin_method(T, f, self, args, nargs, out);
+    if (!self && n >= 1 && !kwnames && (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type)) &&
+        (all[0]->kind == SYM_NEW || (all[0]->kind == SYM_OBJ && all[0]->src >= 0 && !all[0]->by_id)) &&
+        PyObject_TypeCheck(all[0]->obj, PyDescr_TYPE(f)))
+        return call_builtin_method(T, f, all[0], all + 1, n - 1, out); /* dict.__getitem__(self, k) */
     if (self && (self->kind == SYM_LIST || self->kind == SYM_DICT || self->kind == SYM_TUPLE ||
                  (self->kind == SYM_OBJ && PyDict_CheckExact(self->obj) && self->src >= 0)) &&
         Py_IS_TYPE(f, &PyMethodDescr_Type))
@@ -979,6 +986,21 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         if (st == EM_OK) *out = em_sym_const(T, Py_None);
         return st == EM_OK && !*out ? EM_ERR : st;
     }
+    if (f == em_state.builtin_iter && !kwnames && n == 1 && all[0]->kind != SYM_CONST)
+        return em_iter_of(T, all[0], out);
+    if (f == em_state.builtin_next && !kwnames && (n == 1 || n == 2) && all[0]->kind == SYM_ITER) {
+        EmSym *it = all[0]; /* next(it[, default]) */
+        if (it->pos < it->items.len) {
+            *out = it->items.data[it->pos++];
+            return EM_OK;
+        }
+        if (it->gen) it->gen = 2;
+        if (n == 2) {
+            *out = all[1];
+            return EM_OK;
+        }
+        return em_trace_raise_new(T, PyExc_StopIteration, NULL);
+    }
     if (!kwnames && n >= 1 && n <= 8 && (f == (PyObject *)&PyTuple_Type || f == (PyObject *)&PyList_Type ||
                                          f == (PyObject *)&PyEnum_Type || f == (PyObject *)&PyZip_Type ||
                                          f == (PyObject *)&PyReversed_Type)) {
@@ -1003,6 +1025,7 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
             for (int32_t k = all[i]->pos; k < all[i]->items.len; k++)
                 if (em_vec_push(&t->items, all[i]->items.data[k])) return PyErr_NoMemory(), EM_ERR;
             all[i]->pos = all[i]->items.len;
+            if (all[i]->gen) all[i]->gen = 2;
             all[i] = t;
         }
     }

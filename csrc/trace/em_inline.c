@@ -162,6 +162,7 @@ EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObjec
         return em_trace_fail(T, EMA_INLINE, "%s (generator or coroutine)", PyUnicode_AsUTF8(co->co_qualname));
     EmSym *gen = genexpr ? em_sym_new(T, SYM_ITER) : NULL;
     if (genexpr && !gen) return EM_ERR;
+    if (gen) gen->gen = 1;
     int n = em_code_nlocalsplus(co), nfree = em_code_nfree(co);
     EmSym **locals = calloc((size_t)n + 1, sizeof(EmSym *));
     EmSym **stack = calloc((size_t)co->co_stacksize + 8, sizeof(EmSym *));

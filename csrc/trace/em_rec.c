@@ -149,7 +149,11 @@ static EmStatus eval_known(EmTracer *T, PyObject *fn, EmSym **args, int n, EmSym
     PyObject *vals[3] = {NULL, NULL, NULL};
     EmStatus st = EM_OK;
     for (int i = 0; i < n; i++)
-        if (!(vals[i] = em_sym_value(T, args[i]))) {
+        if (args[i]->kind == SYM_OBJ && !args[i]->by_id && args[i]->src >= 0) {
+            /* guarded by its type only: what the operator reads of it is not guarded */
+            st = em_trace_fail(T, EMA_VALUE, "operator on a %s read from the frame", Py_TYPE(args[i]->obj)->tp_name);
+            goto done;
+        } else if (!(vals[i] = em_sym_value(T, args[i]))) {
             st = PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "operator on %s", em_sym_describe(args[i]));
             goto done;
         }
@@ -348,6 +352,18 @@ static EmStatus seq_index(EmTracer *T, EmSym *c, EmSym *k, EmSym **out) {
     return em_trace_fail(T, EMA_VALUE, "index of type %s", Py_TYPE(k->obj)->tp_name);
 }
 
+/* d[key] on a dict (or dict subclass) read from the frame and not wrapped whole: a
+ * subclass's Python __getitem__ is traced, dict's own is em_dict_getitem. */
+static EmStatus dict_subscr(EmTracer *T, EmSym *d, EmSym *key, EmSym **out) {
+    static PyObject *s_getitem;
+    if (!s_getitem && !(s_getitem = PyUnicode_InternFromString("__getitem__"))) return EM_ERR;
+    PyTypeObject *tp = Py_TYPE(d->obj);
+    PyObject *gi = _PyType_Lookup(tp, s_getitem);
+    if (gi == _PyType_Lookup(&PyDict_Type, s_getitem)) return em_dict_getitem(T, d, key, out);
+    if (gi && PyFunction_Check(gi)) return em_call_dunder(T, d, "__getitem__", &key, 1, out);
+    return em_trace_fail(T, EMA_VALUE, "subscript of a %s (its __getitem__ is not dict's)", tp->tp_name);
+}
+
 EmStatus h_binary_subscr(EmTracer *T, const EmInstr *in) {
     (void)in;
     NEED(2);
@@ -362,12 +378,8 @@ EmStatus h_binary_subscr(EmTracer *T, const EmInstr *in) {
                                           !PyDict_Check(args[0]->obj) &&
                                           PyObject_IsInstance(args[0]->obj, em_state.nn_module_type) == 0))
         st = em_call_dunder(T, args[0], "__getitem__", &args[1], 1, &out);
-    else if (args[0]->kind == SYM_OBJ && PyDict_CheckExact(args[0]->obj) && args[0]->src >= 0 &&
-             args[1]->kind == SYM_CONST) {
-        int found;
-        st = em_lazy_dict_get(T, args[0], args[1]->obj, &found, &out);
-        if (st == EM_OK && !found) st = em_trace_raise_new(T, PyExc_KeyError, args[1]->obj);
-    }
+    else if (args[0]->kind == SYM_OBJ && PyDict_Check(args[0]->obj) && args[0]->src >= 0)
+        st = dict_subscr(T, args[0], args[1], &out);
     else if (args[0]->kind == SYM_OBJ && args[1]->kind == SYM_CONST &&
              (PyLong_CheckExact(args[1]->obj) || PySlice_Check(args[1]->obj)) &&
              PyObject_IsInstance(args[0]->obj, em_state.nn_module_type) == 1) {
@@ -523,6 +535,7 @@ EmStatus em_seq_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
             if (em_vec_push(&r->items, s->items.data[i])) r = NULL;
         if (!r) return PyErr_Occurred() ? EM_ERR : (PyErr_NoMemory(), EM_ERR);
         s->pos = s->items.len;
+        if (s->gen) s->gen = 2;
         *tmp_out = r;
         return EM_OK;
     }
@@ -552,6 +565,28 @@ EmStatus em_seq_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
     }
     if (s->kind == SYM_OBJ && PyObject_IsInstance(s->obj, em_state.nn_module_type) == 1)
         return em_module_items(T, s, 0, tmp_out);
+    if (s->kind == SYM_TENSOR && PyObject_TypeCheck(s->obj, em_state.tensor_type)) {
+        /* iterating a tensor of known (guarded) shape is x.unbind(0) */
+        PyObject *dim = PyObject_CallMethod(s->obj, "dim", NULL);
+        long nd = dim ? PyLong_AsLong(dim) : -1;
+        Py_XDECREF(dim);
+        if (nd < 0) return EM_ERR;
+        if (nd == 0) {
+            PyObject *msg = PyUnicode_FromString("iteration over a 0-d tensor");
+            EmStatus st = msg ? em_trace_raise_new(T, PyExc_TypeError, msg) : EM_ERR;
+            Py_XDECREF(msg);
+            return st;
+        }
+        PyObject *unbind = PyObject_GetAttrString((PyObject *)em_state.tensor_type, "unbind");
+        if (!unbind) return EM_ERR;
+        EmSym *r = NULL;
+        EmStatus st = em_op_record(T, EMOP_CALL, unbind, &s, 1, NULL, NULL, &r);
+        Py_DECREF(unbind);
+        if (st != EM_OK) return st;
+        if (r->kind != SYM_TUPLE && r->kind != SYM_LIST) return em_trace_fail(T, EMA_VALUE, "unbind result");
+        *tmp_out = r;
+        return EM_OK;
+    }
     return em_trace_fail(T, s->kind == SYM_TENSOR ? EMA_DATA_DEP : EMA_VALUE, "iteration over %s",
                          em_sym_describe(s));
 }
@@ -806,17 +841,28 @@ EmStatus h_jump_or_pop(EmTracer *T, const EmInstr *in) {
 }
 #endif
 
-EmStatus h_get_iter(EmTracer *T, const EmInstr *in) {
-    (void)in;
-    NEED(1);
-    EmSym *s = POP(), *items = NULL;
+EmStatus em_iter_of(EmTracer *T, EmSym *s, EmSym **out) {
+    if (s->kind == SYM_ITER) { /* iter(it) is it */
+        *out = s;
+        return EM_OK;
+    }
+    EmSym *items = NULL;
     EmStatus st = em_seq_items(T, s, &items);
     if (st != EM_OK) return st;
     EmSym *it = em_sym_new(T, SYM_ITER);
     if (!it) return EM_ERR;
     for (int32_t i = 0; i < items->items.len; i++)
         if (em_vec_push(&it->items, items->items.data[i])) return PyErr_NoMemory(), EM_ERR;
-    return em_push(T, it);
+    *out = it;
+    return EM_OK;
+}
+
+EmStatus h_get_iter(EmTracer *T, const EmInstr *in) {
+    (void)in;
+    NEED(1);
+    EmSym *it = NULL;
+    EmStatus st = em_iter_of(T, POP(), &it);
+    return st == EM_OK ? em_push(T, it) : st;
 }
 
 EmStatus h_for_iter(EmTracer *T, const EmInstr *in) {
@@ -824,6 +870,7 @@ EmStatus h_for_iter(EmTracer *T, const EmInstr *in) {
     EmSym *it = TOP(1);
     if (it->kind != SYM_ITER) return em_trace_fail(T, EMA_VALUE, "FOR_ITER over %s", em_sym_describe(it));
     if (it->pos < it->items.len) return em_push(T, it->items.data[it->pos++]);
+    if (it->gen) it->gen = 2;
     T->sp--;
     T->ip = em_jump_target(in);
     return EM_OK;

@@ -675,6 +675,20 @@ EmStatus em_lazy_dict_get(EmTracer *T, EmSym *d, PyObject *key, int *found, EmSy
     return *out ? EM_OK : st;
 }
 
+EmStatus em_dict_getitem(EmTracer *T, EmSym *d, EmSym *key, EmSym **out) {
+    static PyObject *s_missing;
+    if (!s_missing && !(s_missing = PyUnicode_InternFromString("__missing__"))) return EM_ERR;
+    if (key->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "dict lookup by %s", em_sym_describe(key));
+    int found;
+    EmStatus st = em_lazy_dict_get(T, d, key->obj, &found, out);
+    if (st != EM_OK || found) return st;
+    PyTypeObject *tp = Py_TYPE(d->obj);
+    PyObject *missing = tp == &PyDict_Type ? NULL : _PyType_Lookup(tp, s_missing);
+    if (!missing) return em_trace_raise_new(T, PyExc_KeyError, key->obj);
+    if (PyFunction_Check(missing)) return em_call_dunder(T, d, "__missing__", &key, 1, out);
+    return em_trace_fail(T, EMA_VALUE, "missing key of a %s (its __missing__ cannot be traced)", tp->tp_name);
+}
+
 /* os.environ[key] / .get / in: the variable's encoded value in os.environ._data, guarded
  * (present with this value, or absent). */
 EmStatus em_env_lookup(EmTracer *T, EmSym *env, EmSym *key, int *found, EmSym **out) {

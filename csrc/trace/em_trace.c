@@ -228,6 +228,8 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
         }
         case SYM_ITER: { /* an iterator over known items: rebuilt over the items not yet taken */
             if (s->out_at >= 0) return same_out(T, s);
+            if (s->gen == 1) /* its body ran as if only iteration consumed it: unverifiable outside */
+                return em_trace_fail(T, EMA_RETURN, "a generator left the trace before its end");
             s->out_at = T->out.len;
             o.kind = OUT_ITER;
             o.v = s->items.len - s->pos;

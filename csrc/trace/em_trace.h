@@ -48,6 +48,8 @@ struct EmSym {
     EmVec(EmSym *) items;
     EmVec(PyObject *) keys; /* DICT: owned keys, parallel to items */
     int32_t pos;    /* ITER position */
+    uint8_t gen;    /* ITER: 1 made by a generator, run to its end when made (its yields returned
+                       None), which only iteration may consume; 2 once the trace has seen its end */
     uint8_t by_id;  /* OBJ: guarded by identity (or a constant of a trusted module) */
     /* CTX: (cls, args, kwargs pairs) to make it again (owned); grad mode to restore on exit;
      * state 0 made, 1 entered, 2 exited, 3 made by set_grad_enabled (in effect); grad_family: its changes are recorded as
@@ -247,6 +249,12 @@ int em_trace_catch(EmTracer *T, int at);
 EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out,
                     int *handled);
 /* self.__name__(*args) for an instance made while tracing: inlined, or dict's on its items. */
+/* dict.__getitem__(d, key) on a dict (or subclass) read from the frame: the key's value
+ * (guarded per key), else the subclass's __missing__ traced, else KeyError; defaultdict's C
+ * __missing__ (it inserts) aborts. */
+EmStatus em_dict_getitem(EmTracer *T, EmSym *d, EmSym *key, EmSym **out);
+/* iter(s): s itself for an iterator, else an iterator over s's items (em_seq_items). */
+EmStatus em_iter_of(EmTracer *T, EmSym *s, EmSym **out);
 EmStatus em_call_dunder(EmTracer *T, EmSym *self, const char *name, EmSym **args, int nargs, EmSym **out);
 EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v);
 /* object.__setattr__ semantics on base (the type's own __setattr__ already traced). */

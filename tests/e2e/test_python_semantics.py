@@ -919,3 +919,106 @@ def test_objects_and_stores_cross_a_graph_break(capsys):
         torch.testing.assert_close(got[0], (x + 1) * (3 * i))
     c = ember.testing.counters()
     assert c["breaks"] >= 1 and c["aborts"] == 0, c
+
+
+# ---- dict subclasses read from the frame, operators on mutable objects, generators ----
+
+
+def _append_to_missing(d, x):
+    d["a"].append(x)
+    return len(d["a"]), x * len(d)
+
+
+def test_defaultdict_missing_key_is_not_run_while_tracing():
+    """defaultdict's __missing__ (C) inserts into the dict: it runs in Python, not at trace time."""
+    x = randn(3)
+    d_eager, d_comp = collections.defaultdict(list), collections.defaultdict(list)
+    cf = ember.compile(_append_to_missing)
+    for _ in range(3):
+        expected, got = _append_to_missing(d_eager, x), cf(d_comp, x)
+        torch.testing.assert_close(got, expected)
+    assert list(d_comp) == ["a"] and len(d_comp["a"]) == 3
+
+
+class _Defaults(dict):
+    def __missing__(self, key):
+        return len(key)
+
+
+class _Upper(dict):
+    def __getitem__(self, key):
+        return dict.__getitem__(self, key.upper())
+
+
+def _subscripts(x, defaults, upper, counts):
+    return x * defaults["abc"] + upper["k"] + counts["missing"] + counts["a"]
+
+
+def test_dict_subclass_subscript_traces_its_python_getitem_and_missing():
+    x = randn(3)
+    args = (_Defaults(), _Upper(K=2.0), collections.Counter("aab"))
+    one_graph(_subscripts, x, *args)
+    # the value read through dict's own lookup is guarded per key
+    cf = ember.compile(_subscripts)
+    torch.testing.assert_close(cf(x, _Defaults(), _Upper(K=5.0), collections.Counter("ab")),
+                               _subscripts(x, _Defaults(), _Upper(K=5.0), collections.Counter("ab")))
+
+
+def _compare_mapping(x, d):
+    return x * (d == OrderedDict(a=1))
+
+
+def test_operator_on_a_mutable_object_is_not_baked_in():
+    """An OrderedDict read from the frame is guarded by its type only: `d == ...` must be
+    evaluated on each call's dict, not once while tracing."""
+    x = randn(3)
+    cf = ember.compile(_compare_mapping)
+    for v in (1, 2, 1):
+        d = OrderedDict(a=v)
+        torch.testing.assert_close(cf(x, d), _compare_mapping(x, d))
+
+
+def _gen_send(x):
+    def acc():
+        total = 0
+        while True:
+            v = yield total
+            if v is None:
+                return
+            total += v
+
+    g = acc()
+    next(g)
+    g.send(2)
+    return x * g.send(3)
+
+
+def _next_iter_and_resumed_loops(x):
+    g = (x * i for i in range(4))
+    first = next(g)
+    it = iter(g)  # the same generator
+    for t in it:
+        first = first + t
+        break
+    rest = [t for t in g]
+    return first, rest, next(iter([x]), None), next(g, x)
+
+
+def test_generators_only_iterate_and_send_runs_as_python():
+    x = randn(3)
+    torch.testing.assert_close(ember.compile(_gen_send)(x), _gen_send(x))  # not run to its end while tracing
+    ember.reset()
+    ember.testing.reset_counters()
+    one_graph(_next_iter_and_resumed_loops, x)
+
+
+def _iterate_tensor(x, h):
+    rows = [r * 2 for r in x]
+    a, b = h  # unpacking a tensor iterates it too
+    return torch.stack(rows), a - b, sum(t.sum() for t in x)
+
+
+def test_iterating_a_tensor_is_unbind():
+    one_graph(_iterate_tensor, randn(3, 4), randn(2, 5))
+    with pytest.raises(TypeError, match="0-d tensor"):
+        ember.compile(lambda t: [v for v in t])(torch.tensor(1.0))
