@@ -22,6 +22,7 @@ import os
 import operator
 import sys
 import types
+import typing
 
 import torch
 
@@ -278,8 +279,11 @@ def skip_file(filename):
 # ---- values ----
 
 # enum members are singletons compared by identity: constants like ints; signatures are immutable
+# typing._Final: typing's special forms and aliases (List, List[Tensor], Optional[int], TypeVars),
+# immutable and compared by value; types.GenericAlias: list[int]
 PURE_TYPES = (torch.dtype, torch.device, torch.Size, torch.memory_format, torch.layout, torch.finfo,
-              torch.iinfo, type(Ellipsis), type(None), enum.Enum, inspect.Signature, inspect.Parameter)
+              torch.iinfo, type(Ellipsis), type(None), enum.Enum, inspect.Signature, inspect.Parameter,
+              typing._Final, types.GenericAlias)
 _SCALARS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), slice, range, torch.dtype,
             torch.device, torch.memory_format, torch.layout, torch.finfo, torch.iinfo)
 

@@ -852,6 +852,15 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         return em_trace_fail(T, EMA_CALL, "a %s", em_sym_describe(fn));
     PyObject *f = fn->obj;
     char name[160];
+    if (self && PyFunction_Check(f) && self->kind == SYM_OBJ && self->src >= 0 && nargs == 0 &&
+        PyObject_IsInstance(self->obj, em_state.nn_module_type) == 1) {
+        static PyObject *s_children, *s_named; /* interned once for the process */
+        if (!s_children && !(s_children = PyUnicode_InternFromString("children"))) return EM_ERR;
+        if (!s_named && !(s_named = PyUnicode_InternFromString("named_children"))) return EM_ERR;
+        PyTypeObject *mt = (PyTypeObject *)em_state.nn_module_type;
+        int named = f == _PyType_Lookup(mt, s_named);
+        if (named || f == _PyType_Lookup(mt, s_children)) return em_module_children(T, self, named, out);
+    }
     if (fn->kind == SYM_OBJ && fn->src >= 0 && em_ctx_is_grad_exit(f)) return em_ctx_exit_input(T, fn, all, n, out);
     if (f == em_state.object_getattribute && n == 2 && !kwnames && all[1]->kind == SYM_CONST &&
         PyUnicode_Check(all[1]->obj))

@@ -311,6 +311,42 @@ EmStatus em_module_items(EmTracer *T, EmSym *mod, int want_keys, EmSym **out) {
     return EM_OK;
 }
 
+EmStatus em_module_children(EmTracer *T, EmSym *mod, int named, EmSym **out) {
+    if (mod->src < 0) return em_trace_fail(T, EMA_VALUE, "children of a module made while tracing");
+    if (em_guard_check(T->P, EMG_TYPE, mod->src, (PyObject *)Py_TYPE(mod->obj), 0)) return EM_ERR;
+    int32_t mslot;
+    PyObject *d = modules_dict(T, mod, &mslot);
+    if (!d) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "module without _modules");
+    EmSym *s = em_sym_new(T, SYM_ITER);
+    if (!s) return EM_ERR;
+    s->gen = 1; /* a generator in Python */
+    Py_ssize_t pos = 0, pos2;
+    PyObject *k, *v, *k2, *v2;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        EmStatus st;
+        int32_t slot = em_guard_dict(T->P, mslot, k);
+        if (slot < 0) return EM_ERR;
+        if (v == Py_None) { /* skipped, as nn.Module does */
+            if (em_guard_check(T->P, EMG_ID, slot, Py_None, 0)) return EM_ERR;
+            continue;
+        }
+        for (pos2 = 0; PyDict_Next(d, &pos2, &k2, &v2) && k2 != k;)
+            if (v2 == v) return em_trace_fail(T, EMA_VALUE, "a module registered twice in one _modules");
+        EmSym *m = em_sym_wrap(T, v, slot, &st);
+        if (!m) return st;
+        EmSym *it = m;
+        if (named) {
+            EmSym *name = em_sym_const(T, k);
+            if (!name || !(it = em_sym_new(T, SYM_TUPLE)) || em_vec_push(&it->items, name) ||
+                em_vec_push(&it->items, m))
+                return PyErr_Occurred() ? EM_ERR : (PyErr_NoMemory(), EM_ERR);
+        }
+        if (em_vec_push(&s->items, it)) return PyErr_NoMemory(), EM_ERR;
+    }
+    *out = s;
+    return EM_OK;
+}
+
 EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
     PyObject *m = mod->obj;
     PyTypeObject *tp = Py_TYPE(m);

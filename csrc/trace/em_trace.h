@@ -222,6 +222,10 @@ EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObjec
 /* Calls of nn.Module instances and iteration/indexing of module containers (em_inline.c). */
 EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
 EmStatus em_module_items(EmTracer *T, EmSym *mod, int want_keys, EmSym **out);
+/* mod.children() / mod.named_children() of a module read from the frame, nn.Module's own
+ * methods: an iterator over its _modules values (or (name, module) pairs), None skipped,
+ * guarded through _modules (length, each key). */
+EmStatus em_module_children(EmTracer *T, EmSym *mod, int named, EmSym **out);
 /* Context managers of global state (em_ctx.c). */
 int em_ctx_class(PyObject *fn);
 EmStatus em_ctx_make(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);

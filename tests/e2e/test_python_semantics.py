@@ -1022,3 +1022,32 @@ def test_iterating_a_tensor_is_unbind():
     one_graph(_iterate_tensor, randn(3, 4), randn(2, 5))
     with pytest.raises(TypeError, match="0-d tensor"):
         ember.compile(lambda t: [v for v in t])(torch.tensor(1.0))
+
+
+from typing import Dict, List, Optional  # noqa: E402
+
+
+class _Stages(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.skip = None  # registered as None: children() skips it
+        self.b = torch.nn.ReLU()
+
+    def forward(self, x):
+        outs = torch.jit.annotate(List[torch.Tensor], [])
+        for m in self.children():
+            x = m(x)
+            outs.append(x)
+        names = "".join(n for n, _ in self.named_children())
+        table: Dict[str, Optional[int]] = {}
+        return outs, x * (len(table) + len(names))
+
+
+def test_module_children_and_typing_annotations():
+    m = _Stages()
+    x = randn(2, 4)
+    one_graph(m, x)
+    m.c = torch.nn.Tanh()  # a new child is noticed
+    cf = ember.compile(m)
+    torch.testing.assert_close(cf(x), m(x))
