@@ -58,7 +58,11 @@ static int breakable_op(int op) {
     if (is_cond_jump(op)) return 1;
     if (em_op_is_jump[op]) return 0;
     const char *n = em_op_names[op];
-    return strcmp(n, "RETURN_VALUE") && strcmp(n, "RETURN_CONST") && strcmp(n, "RAISE_VARARGS") &&
+    /* a plain load fails only on its value, which a break would hand to the resume function,
+     * whose trace would fail on it again at the same point (a resume function's prologue is
+     * such loads): breaking there would never make progress */
+    return strcmp(n, "LOAD_FAST") && strcmp(n, "LOAD_DEREF") && strcmp(n, "LOAD_CLOSURE") &&
+           strcmp(n, "LOAD_CONST") && strcmp(n, "RETURN_VALUE") && strcmp(n, "RETURN_CONST") && strcmp(n, "RAISE_VARARGS") &&
            strcmp(n, "RERAISE") && strcmp(n, "YIELD_VALUE") && strcmp(n, "GET_ITER") && strcmp(n, "FOR_ITER") &&
            strncmp(n, "SETUP_", 6) && strcmp(n, "BEFORE_WITH") && strcmp(n, "PUSH_EXC_INFO");
 }

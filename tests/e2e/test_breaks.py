@@ -1900,3 +1900,20 @@ def test_container_mutated_at_a_break_is_the_frames_container():
 def test_returned_container_keeps_its_identity():
     got = ember.compile(same_list_twice)(randn(2))
     assert got[0] is got[1] and got[2][0] is got[0]
+
+
+_BY_TYPE = {list: 1.0, int: 2.0}  # keys the trace cannot hold as constants
+
+
+def _lookup_by_type(x, t):
+    v = _BY_TYPE.get(t)
+    return x + v
+
+
+def test_value_the_trace_cannot_hold_does_not_break_forever():
+    """A load of such a value breaks the graph; the resume function receives the value and cannot
+    hold it either: it runs as Python instead of breaking again at its first instruction."""
+    x = torch.ones(2)
+    cf = ember.compile(_lookup_by_type)
+    for t in (list, int, list):
+        torch.testing.assert_close(cf(x, t), _lookup_by_type(x, t))
