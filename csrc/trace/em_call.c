@@ -657,6 +657,32 @@ EmStatus em_call_dunder(EmTracer *T, EmSym *self, const char *name, EmSym **args
     return em_trace_fail(T, EMA_VALUE, "%s of a %s", name, em_sym_describe(self));
 }
 
+/* dict(src, **kw) made while tracing: src a dict sym or an iterable of (key, value) pairs
+ * with constant keys; then the keywords. */
+static EmStatus make_dict(EmTracer *T, EmSym *src, EmSym **kwvals, PyObject *kwnames, EmSym **out) {
+    EmSym *d = em_sym_new(T, SYM_DICT);
+    if (!d) return EM_ERR;
+    EmStatus st = EM_OK;
+    if (src && src->kind == SYM_DICT) {
+        for (int32_t i = 0; st == EM_OK && i < src->items.len; i++)
+            st = em_dict_set(d, src->keys.data[i], src->items.data[i]);
+    } else if (src) {
+        EmSym *pairs = NULL;
+        if ((st = em_seq_items(T, src, &pairs)) != EM_OK) return st;
+        for (int32_t i = 0; st == EM_OK && i < pairs->items.len; i++) {
+            EmSym *p = pairs->items.data[i];
+            if ((p->kind != SYM_TUPLE && p->kind != SYM_LIST) || p->items.len != 2 ||
+                p->items.data[0]->kind != SYM_CONST)
+                return em_trace_fail(T, EMA_VALUE, "dict() of an item that is not a (constant key, value) pair");
+            st = em_dict_set(d, p->items.data[0]->obj, p->items.data[1]);
+        }
+    }
+    for (Py_ssize_t i = 0; st == EM_OK && kwnames && i < PyTuple_GET_SIZE(kwnames); i++)
+        st = em_dict_set(d, PyTuple_GET_ITEM(kwnames, i), kwvals[i]);
+    if (st == EM_OK) *out = d;
+    return st;
+}
+
 /* A call of a partial: its bound arguments, then the call's; its keywords, then the call's
  * (which win). */
 static EmStatus call_partial(EmTracer *T, EmSym *p, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
@@ -854,12 +880,15 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
     char name[160];
     if (self && PyFunction_Check(f) && self->kind == SYM_OBJ && self->src >= 0 && nargs == 0 &&
         PyObject_IsInstance(self->obj, em_state.nn_module_type) == 1) {
-        static PyObject *s_children, *s_named; /* interned once for the process */
-        if (!s_children && !(s_children = PyUnicode_InternFromString("children"))) return EM_ERR;
-        if (!s_named && !(s_named = PyUnicode_InternFromString("named_children"))) return EM_ERR;
+        /* nn.Module's member walks (their sets of seen objects are not traced) */
+        static const char *const walks[] = {"children", "named_children", "modules", "named_modules",
+                                            "parameters", "named_parameters", "buffers", "named_buffers"};
+        static PyObject *names[8]; /* interned once for the process */
         PyTypeObject *mt = (PyTypeObject *)em_state.nn_module_type;
-        int named = f == _PyType_Lookup(mt, s_named);
-        if (named || f == _PyType_Lookup(mt, s_children)) return em_module_children(T, self, named, out);
+        for (int i = 0; i < 8; i++) {
+            if (!names[i] && !(names[i] = PyUnicode_InternFromString(walks[i]))) return EM_ERR;
+            if (f == _PyType_Lookup(mt, names[i])) return em_module_members(T, self, (EmModuleWalk)(i / 2), i & 1, out);
+        }
     }
     if (fn->kind == SYM_OBJ && fn->src >= 0 && em_ctx_is_grad_exit(f)) return em_ctx_exit_input(T, fn, all, n, out);
     if (f == em_state.object_getattribute && n == 2 && !kwnames && all[1]->kind == SYM_CONST &&
@@ -994,6 +1023,11 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         EmStatus st = em_obj_store_attr(T, all[0], all[1]->obj, all[2]);
         if (st == EM_OK) *out = em_sym_const(T, Py_None);
         return st == EM_OK && !*out ? EM_ERR : st;
+    }
+    if (f == (PyObject *)&PyDict_Type) {
+        Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = n - nkw;
+        if (npos == 0 || (npos == 1 && all[0]->kind != SYM_CONST && all[0]->kind != SYM_OBJ))
+            return make_dict(T, npos ? all[0] : NULL, all + npos, kwnames, out);
     }
     if (f == em_state.builtin_iter && !kwnames && n == 1 && all[0]->kind != SYM_CONST)
         return em_iter_of(T, all[0], out);

@@ -311,40 +311,177 @@ EmStatus em_module_items(EmTracer *T, EmSym *mod, int want_keys, EmSym **out) {
     return EM_OK;
 }
 
-EmStatus em_module_children(EmTracer *T, EmSym *mod, int named, EmSym **out) {
-    if (mod->src < 0) return em_trace_fail(T, EMA_VALUE, "children of a module made while tracing");
+/* One level of nn.Module storage: the dict attribute `attr` (_modules, _parameters, _buffers)
+ * of a module sym, guarded by its length (each key is then loaded by name). */
+static PyObject *module_storage(EmTracer *T, EmSym *mod, const char *attr, int32_t *slot) {
+    PyObject **dp = _PyObject_GetDictPtr(mod->obj);
+    PyObject *d = dp && *dp ? PyDict_GetItemString(*dp, attr) : NULL;
+    if (!d || !PyDict_Check(d)) return NULL;
+    PyObject *name = PyUnicode_InternFromString(attr);
+    if (!name) return NULL;
+    *slot = em_guard_odict(T->P, mod->src, name);
+    Py_DECREF(name);
+    if (*slot < 0 || em_guard_check(T->P, EMG_LEN, *slot, NULL, PyDict_GET_SIZE(d))) return NULL;
+    return d;
+}
+
+typedef struct {
+    EmVec(EmSym *) syms;      /* members in order */
+    EmVec(PyObject *) names;  /* owned, parallel */
+    EmVec(PyObject *) seen;   /* borrowed objects, for identity dedup */
+    EmVec(int32_t) seen_slot; /* parallel: the slot each was first read through */
+} EmWalk;
+
+static void walk_free(EmWalk *w) {
+    for (int32_t i = 0; i < w->names.len; i++) Py_DECREF(w->names.data[i]);
+    em_vec_free(&w->syms);
+    em_vec_free(&w->names);
+    em_vec_free(&w->seen);
+    em_vec_free(&w->seen_slot);
+}
+
+/* 1 when obj was met before (its slot then guarded to be that same object), 0 when new
+ * (remembered), -1 on error. */
+static int walk_seen(EmTracer *T, EmWalk *w, PyObject *obj, int32_t slot) {
+    for (int32_t i = 0; i < w->seen.len; i++)
+        if (w->seen.data[i] == obj)
+            return em_guard_check(T->P, EMG_SAME, slot, NULL, w->seen_slot.data[i]) ? -1 : 1;
+    if (em_vec_push(&w->seen, obj) || em_vec_push(&w->seen_slot, slot)) return PyErr_NoMemory(), -1;
+    return 0;
+}
+
+static PyObject *join_name(PyObject *prefix, PyObject *name) {
+    return PyUnicode_GET_LENGTH(prefix) ? PyUnicode_FromFormat("%U.%U", prefix, name) : Py_NewRef(name);
+}
+
+/* named_modules() from mod: pre-order, each module once (by identity), None children skipped. */
+static EmStatus walk_modules(EmTracer *T, EmSym *mod, PyObject *prefix, EmWalk *w, int depth) {
+    if (depth > 64) return em_trace_fail(T, EMA_VALUE, "module tree deeper than 64");
+    if (mod->src < 0) return em_trace_fail(T, EMA_VALUE, "members of a module made while tracing");
     if (em_guard_check(T->P, EMG_TYPE, mod->src, (PyObject *)Py_TYPE(mod->obj), 0)) return EM_ERR;
+    int r = walk_seen(T, w, mod->obj, mod->src);
+    if (r) return r < 0 ? EM_ERR : EM_OK;
+    if (em_vec_push(&w->syms, mod)) return PyErr_NoMemory(), EM_ERR;
+    if (em_vec_push(&w->names, Py_NewRef(prefix))) {
+        Py_DECREF(prefix);
+        w->syms.len--;
+        return PyErr_NoMemory(), EM_ERR;
+    }
     int32_t mslot;
-    PyObject *d = modules_dict(T, mod, &mslot);
+    PyObject *d = module_storage(T, mod, "_modules", &mslot);
     if (!d) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "module without _modules");
-    EmSym *s = em_sym_new(T, SYM_ITER);
-    if (!s) return EM_ERR;
-    s->gen = 1; /* a generator in Python */
-    Py_ssize_t pos = 0, pos2;
-    PyObject *k, *v, *k2, *v2;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
     while (PyDict_Next(d, &pos, &k, &v)) {
         EmStatus st;
         int32_t slot = em_guard_dict(T->P, mslot, k);
         if (slot < 0) return EM_ERR;
-        if (v == Py_None) { /* skipped, as nn.Module does */
+        if (v == Py_None) {
             if (em_guard_check(T->P, EMG_ID, slot, Py_None, 0)) return EM_ERR;
             continue;
         }
-        for (pos2 = 0; PyDict_Next(d, &pos2, &k2, &v2) && k2 != k;)
-            if (v2 == v) return em_trace_fail(T, EMA_VALUE, "a module registered twice in one _modules");
+        if (!PyUnicode_Check(k)) return em_trace_fail(T, EMA_VALUE, "a submodule with a non-str name");
         EmSym *m = em_sym_wrap(T, v, slot, &st);
         if (!m) return st;
-        EmSym *it = m;
-        if (named) {
-            EmSym *name = em_sym_const(T, k);
-            if (!name || !(it = em_sym_new(T, SYM_TUPLE)) || em_vec_push(&it->items, name) ||
-                em_vec_push(&it->items, m))
-                return PyErr_Occurred() ? EM_ERR : (PyErr_NoMemory(), EM_ERR);
-        }
-        if (em_vec_push(&s->items, it)) return PyErr_NoMemory(), EM_ERR;
+        if (m->kind != SYM_OBJ) return em_trace_fail(T, EMA_VALUE, "a submodule that is not a module object");
+        PyObject *sub = join_name(prefix, k);
+        if (!sub) return EM_ERR;
+        st = walk_modules(T, m, sub, w, depth + 1);
+        Py_DECREF(sub);
+        if (st != EM_OK) return st;
     }
-    *out = s;
     return EM_OK;
+}
+
+EmStatus em_module_members(EmTracer *T, EmSym *mod, EmModuleWalk what, int named, EmSym **out) {
+    EmWalk mods = {0}, mem = {0};
+    EmStatus st = EM_ERR;
+    PyObject *empty = PyUnicode_FromString("");
+    if (!empty) return EM_ERR;
+    if (what == EM_WALK_CHILDREN) { /* children: one level, each child once */
+        st = EM_OK;
+        if (mod->src < 0) st = em_trace_fail(T, EMA_VALUE, "children of a module made while tracing");
+        else if (em_guard_check(T->P, EMG_TYPE, mod->src, (PyObject *)Py_TYPE(mod->obj), 0)) st = EM_ERR;
+        int32_t mslot;
+        PyObject *d = st == EM_OK ? module_storage(T, mod, "_modules", &mslot) : NULL;
+        if (st == EM_OK && !d)
+            st = PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "module without _modules");
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (st == EM_OK && PyDict_Next(d, &pos, &k, &v)) {
+            int32_t slot = em_guard_dict(T->P, mslot, k);
+            if (slot < 0) st = EM_ERR;
+            else if (v == Py_None) st = em_guard_check(T->P, EMG_ID, slot, Py_None, 0) ? EM_ERR : EM_OK;
+            else {
+                EmStatus wst; /* em_sym_wrap's status, meaningful when it returns NULL */
+                EmSym *m = em_sym_wrap(T, v, slot, &wst);
+                int r = m ? walk_seen(T, &mem, v, slot) : -1;
+                if (r < 0) st = m ? EM_ERR : wst;
+                else if (r == 0 && (em_vec_push(&mem.syms, m) || em_vec_push(&mem.names, Py_NewRef(k))))
+                    st = (PyErr_NoMemory(), EM_ERR);
+            }
+        }
+    } else {
+        st = walk_modules(T, mod, empty, &mods, 0);
+        if (what == EM_WALK_MODULES) {
+            mem = mods;
+            memset(&mods, 0, sizeof(mods));
+        }
+        const char *attr = what == EM_WALK_PARAMETERS ? "_parameters" : "_buffers";
+        for (int32_t i = 0; st == EM_OK && what != EM_WALK_MODULES && i < mods.syms.len; i++) {
+            int32_t pslot;
+            PyObject *d = module_storage(T, mods.syms.data[i], attr, &pslot);
+            if (!d) {
+                st = PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "module without %s", attr);
+                break;
+            }
+            Py_ssize_t pos = 0;
+            PyObject *k, *v;
+            while (st == EM_OK && PyDict_Next(d, &pos, &k, &v)) {
+                int32_t slot = em_guard_dict(T->P, pslot, k);
+                if (slot < 0) {
+                    st = EM_ERR;
+                } else if (v == Py_None) {
+                    st = em_guard_check(T->P, EMG_ID, slot, Py_None, 0) ? EM_ERR : EM_OK;
+                } else if (!PyUnicode_Check(k)) {
+                    st = em_trace_fail(T, EMA_VALUE, "a %s entry with a non-str name", attr);
+                } else {
+                    EmStatus wst; /* em_sym_wrap's status, meaningful when it returns NULL */
+                    EmSym *t = em_sym_wrap(T, v, slot, &wst);
+                    int r = t ? walk_seen(T, &mem, v, slot) : -1;
+                    PyObject *nm = r == 0 ? join_name(mods.names.data[i], k) : NULL;
+                    if (r < 0) st = t ? EM_ERR : wst;
+                    else if (r == 0 && (!nm || em_vec_push(&mem.syms, t) || em_vec_push(&mem.names, nm))) {
+                        Py_XDECREF(nm);
+                        st = nm ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
+                    }
+                }
+            }
+        }
+    }
+    EmSym *s = st == EM_OK ? em_sym_new(T, SYM_ITER) : NULL;
+    if (st == EM_OK && !s) st = EM_ERR;
+    if (s) s->gen = 1; /* a generator in Python */
+    for (int32_t i = 0; s && i < mem.syms.len; i++) {
+        EmSym *it = mem.syms.data[i];
+        if (named) {
+            EmSym *name = em_sym_const(T, mem.names.data[i]);
+            if (!name || !(it = em_sym_new(T, SYM_TUPLE)) || em_vec_push(&it->items, name) ||
+                em_vec_push(&it->items, mem.syms.data[i])) {
+                st = PyErr_Occurred() ? EM_ERR : (PyErr_NoMemory(), EM_ERR);
+                break;
+            }
+        }
+        if (em_vec_push(&s->items, it)) {
+            st = (PyErr_NoMemory(), EM_ERR);
+            break;
+        }
+    }
+    if (st == EM_OK) *out = s;
+    walk_free(&mods);
+    walk_free(&mem);
+    Py_DECREF(empty);
+    return st;
 }
 
 EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {

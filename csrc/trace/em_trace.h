@@ -222,10 +222,13 @@ EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObjec
 /* Calls of nn.Module instances and iteration/indexing of module containers (em_inline.c). */
 EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
 EmStatus em_module_items(EmTracer *T, EmSym *mod, int want_keys, EmSym **out);
-/* mod.children() / mod.named_children() of a module read from the frame, nn.Module's own
- * methods: an iterator over its _modules values (or (name, module) pairs), None skipped,
- * guarded through _modules (length, each key). */
-EmStatus em_module_children(EmTracer *T, EmSym *mod, int named, EmSym **out);
+/* nn.Module's own children()/modules()/parameters()/buffers() (named: the named_ forms, as
+ * (name, value) pairs) with their default arguments, on a module read from the frame: an
+ * iterator over what they would yield, in their order, each object once (a repeat is guarded
+ * to stay the same object), None entries skipped; every _modules/_parameters/_buffers dict
+ * walked is guarded by its length and each key. */
+typedef enum { EM_WALK_CHILDREN, EM_WALK_MODULES, EM_WALK_PARAMETERS, EM_WALK_BUFFERS } EmModuleWalk;
+EmStatus em_module_members(EmTracer *T, EmSym *mod, EmModuleWalk what, int named, EmSym **out);
 /* Context managers of global state (em_ctx.c). */
 int em_ctx_class(PyObject *fn);
 EmStatus em_ctx_make(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);

@@ -1051,3 +1051,49 @@ def test_module_children_and_typing_annotations():
     m.c = torch.nn.Tanh()  # a new child is noticed
     cf = ember.compile(m)
     torch.testing.assert_close(cf(x), m(x))
+
+
+class _Tied(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 4)
+        self.head = torch.nn.Linear(4, 10, bias=False)
+        self.head.weight = self.emb.weight  # tied: named_parameters() yields it once
+        self.block = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
+        self.block[1].register_buffer("steps", torch.zeros((), dtype=torch.long))
+        self.unused = None
+        self.register_buffer("scale", torch.full((4,), 2.0))
+
+    @property
+    def dtype(self):  # the Hugging Face idiom
+        return next(p.dtype for p in self.parameters() if p.is_floating_point())
+
+    def forward(self, x):
+        h = self.block(self.emb(x)).to(self.dtype) * self.scale
+        names = ",".join(n for n, _ in self.named_parameters()) + "|" + ",".join(n for n, _ in self.named_buffers())
+        n_mod = sum(1 for _ in self.modules()) + len([n for n, _ in self.named_modules()])
+        total = sum(p.sum() for p in self.parameters()) + sum(b.float().sum() for b in self.buffers())
+        return self.head(h), total, len(names) * n_mod
+
+
+def test_module_parameters_buffers_and_modules_walks():
+    m = _Tied().eval()
+    x = torch.tensor([[1, 2, 3]])
+    one_graph(m, x)
+    m.extra = torch.nn.Parameter(torch.ones(1))  # the walk's structure is guarded
+    cf = ember.compile(m)
+    torch.testing.assert_close(cf(x), m(x))
+    m.head.weight = torch.nn.Parameter(m.emb.weight.detach().clone())  # untied: counted twice now
+    torch.testing.assert_close(cf(x), m(x))
+
+
+def _dicts_and_model_output(x):
+    from transformers.modeling_outputs import BaseModelOutput
+    d = dict([("a", x), ("b", x * 2)], c=3)
+    e = dict(d, a=x + 1)
+    out = BaseModelOutput(last_hidden_state=x * 3, hidden_states=(x,))
+    return d, e, dict(), out[0] + out[1][0], out.to_tuple()[0]  # int index: dict(self.items())
+
+
+def test_dict_builtin_and_model_output_int_index():
+    one_graph(_dicts_and_model_output, randn(3))
