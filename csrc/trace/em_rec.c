@@ -380,6 +380,9 @@ EmStatus h_binary_subscr(EmTracer *T, const EmInstr *in) {
         st = em_call_dunder(T, args[0], "__getitem__", &args[1], 1, &out);
     else if (args[0]->kind == SYM_OBJ && PyDict_Check(args[0]->obj) && args[0]->src >= 0)
         st = dict_subscr(T, args[0], args[1], &out);
+    else if (args[0]->kind == SYM_OBJ && args[0]->src >= 0 && args[1]->kind == SYM_CONST &&
+             PyUnicode_Check(args[1]->obj) && PyObject_IsInstance(args[0]->obj, em_state.nn_module_type) == 1)
+        st = em_call_dunder(T, args[0], "__getitem__", &args[1], 1, &out); /* ModuleDict[name]: traced */
     else if (args[0]->kind == SYM_OBJ && args[1]->kind == SYM_CONST &&
              (PyLong_CheckExact(args[1]->obj) || PySlice_Check(args[1]->obj)) &&
              PyObject_IsInstance(args[0]->obj, em_state.nn_module_type) == 1) {

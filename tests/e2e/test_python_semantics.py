@@ -1097,3 +1097,16 @@ def _dicts_and_model_output(x):
 
 def test_dict_builtin_and_model_output_int_index():
     one_graph(_dicts_and_model_output, randn(3))
+
+
+def test_parametrized_module_and_module_dict_by_name():
+    m = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(4, 4))
+    x = randn(2, 4)
+    with torch.no_grad():
+        one_graph(m, x)
+        m.parametrizations.weight.original1.mul_(2)  # a parameter updated in place
+        torch.testing.assert_close(ember.compile(m)(x), m(x))
+    d = torch.nn.ModuleDict({"a": torch.nn.Linear(4, 4), "b": torch.nn.Tanh()})
+    ember.reset()
+    ember.testing.reset_counters()
+    one_graph(lambda t, k: d[k](t) + d["b"](t), x, "a")
