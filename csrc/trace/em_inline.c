@@ -484,6 +484,34 @@ EmStatus em_module_members(EmTracer *T, EmSym *mod, EmModuleWalk what, int named
     return st;
 }
 
+/* torch.nn.modules.module's global hooks (register_module_forward_hook and the like) run on
+ * every module call: inlining a call assumes there are none, guarded (each dict empty). */
+static EmStatus no_global_hooks(EmTracer *T) {
+    static const char *const names[] = {"_global_forward_pre_hooks", "_global_forward_hooks",
+                                        "_global_backward_pre_hooks", "_global_backward_hooks"};
+    static PyObject *dicts[4]; /* borrowed from the module, which lives as long as torch */
+    if (!dicts[0]) {
+        PyObject *mm = PyImport_ImportModule("torch.nn.modules.module");
+        PyObject *md = mm ? PyModule_GetDict(mm) : NULL;
+        for (int i = 0; md && i < 4; i++) {
+            PyObject *d = PyDict_GetItemString(md, names[i]);
+            if (!d || !PyDict_Check(d)) {
+                Py_DECREF(mm);
+                return em_trace_fail(T, EMA_INLINE, "torch.nn.modules.module.%s is not a dict", names[i]);
+            }
+            dicts[i] = d;
+        }
+        Py_XDECREF(mm);
+        if (!md) return EM_ERR;
+    }
+    for (int i = 0; i < 4; i++) {
+        if (PyDict_GET_SIZE(dicts[i])) return em_trace_fail(T, EMA_INLINE, "a module call with global hooks (%s)", names[i]);
+        int32_t slot = em_guard_const(T->P, dicts[i], names[i]);
+        if (slot < 0 || em_guard_check(T->P, EMG_LEN, slot, NULL, 0)) return EM_ERR;
+    }
+    return EM_OK;
+}
+
 EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
     PyObject *m = mod->obj;
     PyTypeObject *tp = Py_TYPE(m);
@@ -494,20 +522,31 @@ EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyOb
     PyObject *base_call = _PyType_Lookup((PyTypeObject *)em_state.nn_module_type, cname);
     Py_DECREF(cname);
     if (call != base_call) return em_trace_fail(T, EMA_INLINE, "%s.__call__ (overridden)", tp->tp_name);
-    static const char *const hooks[] = {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
-                                        "_backward_pre_hooks", NULL};
+    EmStatus gst = no_global_hooks(T);
+    if (gst != EM_OK) return gst;
+    /* forward pre-hooks and forward hooks (plain ones) are called as _call_impl calls them;
+     * the others must be absent. Each dict is guarded by its length (and each hook by key). */
+    static const char *const hooks[] = {"_forward_pre_hooks", "_forward_hooks", "_backward_hooks",
+                                        "_backward_pre_hooks", "_forward_pre_hooks_with_kwargs",
+                                        "_forward_hooks_with_kwargs", "_forward_hooks_always_called", NULL};
     PyObject **dp = _PyObject_GetDictPtr(m);
     if (!dp || !*dp) return em_trace_fail(T, EMA_INLINE, "%s without __dict__", tp->tp_name);
     if (em_guard_check(T->P, EMG_TYPE, mod->src, (PyObject *)tp, 0)) return EM_ERR;
+    PyObject *hdict[2] = {NULL, NULL};
+    int32_t hslot[2] = {-1, -1};
     for (int i = 0; hooks[i]; i++) {
         PyObject *h = PyDict_GetItemString(*dp, hooks[i]);
         if (!h) continue;
-        if (!PyDict_Check(h) || PyDict_GET_SIZE(h))
+        if (!PyDict_Check(h) || (i >= 2 && PyDict_GET_SIZE(h)))
             return em_trace_fail(T, EMA_INLINE, "%s has %s", tp->tp_name, hooks[i]);
         PyObject *name = PyUnicode_InternFromString(hooks[i]);
         int32_t slot = name ? em_guard_odict(T->P, mod->src, name) : -1;
         Py_XDECREF(name);
-        if (slot < 0 || em_guard_check(T->P, EMG_LEN, slot, NULL, 0)) return EM_ERR;
+        if (slot < 0 || em_guard_check(T->P, EMG_LEN, slot, NULL, PyDict_GET_SIZE(h))) return EM_ERR;
+        if (i < 2 && PyDict_GET_SIZE(h)) {
+            hdict[i] = h;
+            hslot[i] = slot;
+        }
     }
     PyObject *fwd_name = PyUnicode_InternFromString("forward");
     PyObject *fwd = fwd_name ? _PyType_Lookup(tp, fwd_name) : NULL;
@@ -517,9 +556,49 @@ EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyOb
     if (!fwd || !PyFunction_Check(fwd)) return em_trace_fail(T, EMA_INLINE, "%s.forward (not a Python function)", tp->tp_name);
     EmSym *all[65];
     if (nargs + 1 > 65) return em_trace_fail(T, EMA_CALL, "call with too many arguments");
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
     all[0] = mod;
     for (int i = 0; i < nargs; i++) all[i + 1] = args[i];
-    return em_inline(T, fwd, all, nargs + 1, kwnames, out);
+    EmSym *pos = NULL; /* the positional arguments as the tuple hooks see */
+    if (hdict[0] || hdict[1]) {
+        if (!(pos = em_sym_new(T, SYM_TUPLE))) return EM_ERR;
+        for (int i = 0; i < npos; i++)
+            if (em_vec_push(&pos->items, args[i])) return PyErr_NoMemory(), EM_ERR;
+    }
+    Py_ssize_t hp = 0;
+    PyObject *hk, *hv;
+    while (hdict[0] && PyDict_Next(hdict[0], &hp, &hk, &hv)) { /* hook(module, args) -> None | args */
+        EmStatus st;
+        int32_t slot = em_guard_dict(T->P, hslot[0], hk);
+        EmSym *hook = slot < 0 ? NULL : em_sym_wrap(T, hv, slot, &st);
+        if (!hook) return slot < 0 ? EM_ERR : st;
+        EmSym *ca[2] = {mod, pos}, *r = NULL;
+        if ((st = em_call(T, hook, NULL, ca, 2, NULL, &r)) != EM_OK) return st;
+        if (r->kind == SYM_CONST && r->obj == Py_None) continue;
+        if (r->kind != SYM_TUPLE) { /* a single value becomes the only argument */
+            EmSym *t = em_sym_new(T, SYM_TUPLE);
+            if (!t || em_vec_push(&t->items, r)) return t ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
+            r = t;
+        }
+        pos = r;
+    }
+    if (pos) {
+        if (pos->items.len + nkw + 1 > 65) return em_trace_fail(T, EMA_CALL, "call with too many arguments");
+        for (int32_t i = 0; i < pos->items.len; i++) all[i + 1] = pos->items.data[i];
+        for (int i = 0; i < nkw; i++) all[pos->items.len + 1 + i] = args[npos + i];
+        nargs = pos->items.len + nkw;
+    }
+    EmStatus st = em_inline(T, fwd, all, nargs + 1, kwnames, out);
+    hp = 0;
+    while (st == EM_OK && hdict[1] && PyDict_Next(hdict[1], &hp, &hk, &hv)) { /* hook(module, args, out) */
+        int32_t slot = em_guard_dict(T->P, hslot[1], hk);
+        EmSym *hook = slot < 0 ? NULL : em_sym_wrap(T, hv, slot, &st);
+        if (!hook) return slot < 0 ? EM_ERR : st;
+        EmSym *ca[3] = {mod, pos, *out}, *r = NULL;
+        if ((st = em_call(T, hook, NULL, ca, 3, NULL, &r)) != EM_OK) return st;
+        if (!(r->kind == SYM_CONST && r->obj == Py_None)) *out = r;
+    }
+    return st;
 }
 
 EmStatus em_super_noargs(EmTracer *T, EmSym **out) {

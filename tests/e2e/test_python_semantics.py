@@ -1110,3 +1110,34 @@ def test_parametrized_module_and_module_dict_by_name():
     ember.reset()
     ember.testing.reset_counters()
     one_graph(lambda t, k: d[k](t) + d["b"](t), x, "a")
+
+
+def test_global_module_hooks_are_guarded():
+    m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    x = randn(2, 4)
+    cf = ember.compile(m)
+    torch.testing.assert_close(cf(x), m(x))
+    h = torch.nn.modules.module.register_module_forward_hook(
+        lambda mod, args, out: out * 0 if isinstance(mod, torch.nn.Linear) else out)
+    try:
+        torch.testing.assert_close(cf(x), m(x))
+        assert float(cf(x).abs().sum()) == 0.0
+    finally:
+        h.remove()
+    torch.testing.assert_close(cf(x), m(x))
+
+
+def test_module_forward_hooks_are_traced():
+    lin = torch.nn.Linear(4, 4)
+    m = torch.nn.Sequential(lin, torch.nn.ReLU())
+    h1 = lin.register_forward_pre_hook(lambda mod, args: args[0] * 2)  # a single value: the new argument
+    h2 = lin.register_forward_hook(lambda mod, args, out: out + args[0].sum())
+    h3 = lin.register_forward_hook(lambda mod, args, out: None)  # leaves the output
+    x = randn(2, 4)
+    one_graph(m, x)
+    cf = ember.compile(m)
+    h1.remove()  # the hooks are guarded
+    torch.testing.assert_close(cf(x), m(x))
+    h2.remove()
+    h3.remove()
+    torch.testing.assert_close(cf(x), m(x))
