@@ -496,3 +496,47 @@ OP_FNS = {
     "eq": operator.eq, "ne": operator.ne, "gt": operator.gt, "ge": operator.ge,
     "getitem": operator.getitem, "setitem": operator.setitem, "getattr": getattr,
 }
+
+
+# ---------------------------------------------------------------------------------------------- autograd.Function
+
+class InferenceCtx:
+    """The ctx of a torch.autograd.Function whose forward ember traces because no input needs a
+    gradient: nothing is saved for a backward that cannot run."""
+
+    def __init__(self, n_inputs):
+        self.needs_input_grad = (False,) * n_inputs
+        self.materialize_grads = True
+
+    def save_for_backward(self, *tensors):
+        pass
+
+    def save_for_forward(self, *tensors):
+        pass
+
+    def mark_dirty(self, *tensors):
+        pass
+
+    def mark_non_differentiable(self, *tensors):
+        pass
+
+    def set_materialize_grads(self, value):
+        self.materialize_grads = value
+
+
+_FUNCTION_APPLY = torch.autograd.Function.__dict__["apply"]
+_SETUP_CONTEXT = torch.autograd.Function.setup_context
+
+
+def function_apply(cls, *args, **kwargs):
+    """What the tracer calls for `cls.apply(*args)` (cls a torch.autograd.Function): its forward,
+    traced, when no tensor argument needs a gradient (the output then has no autograd history in
+    eager either); otherwise the real apply, which the tracer cannot enter (the call breaks)."""
+    if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+        return _FUNCTION_APPLY.__get__(None, cls)(*args, **kwargs)
+    ctx = InferenceCtx(len(args))
+    if cls.setup_context is not _SETUP_CONTEXT:  # forward(*args) with a separate setup_context
+        out = cls.forward(*args, **kwargs)
+        cls.setup_context(ctx, args, out)
+        return out
+    return cls.forward(ctx, *args, **kwargs)

@@ -899,8 +899,27 @@ static EmStatus type_attr(EmTracer *T, EmSym *base, PyObject *name, int method, 
         *out = fs;
         return EM_OK;
     }
-    if (Py_TYPE(v)->tp_descr_get && !PyType_Check(v))
+    if (Py_TYPE(v)->tp_descr_get && !PyType_Check(v)) {
+        /* torch.autograd.Function.apply (a C classmethod): ember._rules.function_apply bound to cls */
+        static PyObject *fn_apply, *helper; /* borrowed from torch / ember._rules, alive with them */
+        if (!helper) {
+            PyObject *rules = PyImport_ImportModule("ember._rules");
+            PyObject *fa = rules ? PyObject_GetAttrString(rules, "_FUNCTION_APPLY") : NULL;
+            PyObject *h = fa ? PyObject_GetAttrString(rules, "function_apply") : NULL;
+            Py_XDECREF(rules);
+            if (!h) {
+                Py_XDECREF(fa);
+                return EM_ERR;
+            }
+            fn_apply = fa;
+            helper = h;
+        }
+        if (v == fn_apply && PyFunction_Check(helper)) {
+            if (em_guard_check(T->P, EMG_ID, slot, v, 0)) return EM_ERR;
+            return em_sym_method(T, helper, base, method, out, self);
+        }
         return em_trace_fail(T, EMA_ATTR, "%s.%s (descriptor read on the class)", cls->tp_name, n);
+    }
     EmStatus st;
     *out = em_sym_wrap(T, v, slot, &st);
     return *out ? EM_OK : st;
