@@ -847,8 +847,9 @@ def _setup(name, fn):
 BACKENDS = ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)]
 # Inductor fuses and reorders float arithmetic: its results differ from eager's by rounding
 TOL = {"aot_eager": (1e-5, 1e-6), "inductor": (1e-4, 1e-5)}
-# ... and keeps x.half().float() in float32, as under torch.compile
-CASE_TOL = {("dtype", "inductor"): (1e-3, 1e-3)}
+# ... keeps x.half().float() in float32 and bfloat16 intermediates of autocast in float32, as under
+# torch.compile (whose gradients in the autocast case differ from eager's by the same 0.0156)
+CASE_TOL = {("dtype", "inductor"): (1e-3, 1e-3), ("autocast", "inductor"): (2e-2, 2e-2)}
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -1,0 +1,54 @@
+"""ember._rules.run's cache of meta results: a repeated call signature is answered from the cache
+with fresh tensors of the same metadata; views, in-place calls and anything whose metadata the key
+does not capture are not cached."""
+import torch
+import torch.nn.functional as F
+
+from ember import _rules
+
+
+def meta(*shape, requires_grad=False, dtype=torch.float32):
+    return torch.empty(shape, device="meta", dtype=dtype, requires_grad=requires_grad)
+
+
+def run(fn, *args, **kwargs):
+    out, dev = _rules.run(fn, args, kwargs, torch.device("cpu"))
+    assert dev == torch.device("cpu")
+    return out
+
+
+def test_repeated_signature_is_cached_with_fresh_results():
+    _rules._MEMO.clear()
+    q = meta(2, 4, 8, 16)
+    a = run(F.scaled_dot_product_attention, q, q, q)
+    assert len(_rules._MEMO) == 1
+    b = run(F.scaled_dot_product_attention, meta(2, 4, 8, 16), meta(2, 4, 8, 16), meta(2, 4, 8, 16))
+    assert len(_rules._MEMO) == 1  # answered from the cache
+    assert b is not a and (b.shape, b.stride(), b.dtype) == (a.shape, a.stride(), a.dtype)
+    c = run(F.scaled_dot_product_attention, meta(2, 4, 9, 16), meta(2, 4, 9, 16), meta(2, 4, 9, 16))
+    assert c.shape == (2, 4, 9, 16) and len(_rules._MEMO) == 2
+
+
+def test_key_holds_dtype_strides_requires_grad_and_grad_mode():
+    _rules._MEMO.clear()
+    x = meta(3, 4)
+    assert run(torch.mm, x, meta(4, 5)).dtype == torch.float32
+    assert run(torch.mm, meta(3, 4, dtype=torch.float64), meta(4, 5, dtype=torch.float64)).dtype == torch.float64
+    t = meta(4, 3).t()  # same shape, other strides
+    assert run(torch.relu, t).stride() == torch.relu(t).stride()
+    assert run(torch.relu, x).stride() == (4, 1)
+    w = meta(3, 4, requires_grad=True)
+    assert run(torch.relu, w).requires_grad
+    with torch.no_grad():
+        assert not run(torch.relu, w).requires_grad
+
+
+def test_views_and_in_place_calls_are_not_cached():
+    _rules._MEMO.clear()
+    x = meta(3, 4)
+    v = run(torch.Tensor.view, x, 12)
+    assert v._is_view() and len(_rules._MEMO) == 0
+    y = run(torch.Tensor.add_, x, 1)
+    assert y is x and len(_rules._MEMO) == 0
+    out = meta(3, 4)
+    assert run(torch.add, x, 1, out=out) is out and len(_rules._MEMO) == 0
