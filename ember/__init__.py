@@ -215,5 +215,7 @@ def disable(fn=None):
 
 
 def reset():
-    """Drop every compiled entry of every function (the next calls compile again)."""
+    """Drop every compiled entry of every function (the next calls compile again) and the cache of
+    meta results the tracer keeps."""
     _C.reset()
+    _rules._MEMO.clear()
