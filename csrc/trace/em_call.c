@@ -789,7 +789,7 @@ static EmStatus input_partial(EmTracer *T, EmSym *fn, EmSym **out) {
 
 /* tuple(), list(), enumerate(), zip(), reversed() over syms: their items rearranged, no
  * graph op. enumerate's optional start must be a constant int. */
-static EmStatus call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, EmSym **out) {
+static EmStatus call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int strict, EmSym **out) {
     int is_enum = f == (PyObject *)&PyEnum_Type, is_zip = f == (PyObject *)&PyZip_Type;
     long start = 0;
     if (is_enum && n == 2) {
@@ -805,6 +805,8 @@ static EmStatus call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, EmSy
     for (int i = 0; i < n; i++) {
         EmStatus st = em_seq_items(T, all[i], &seqs[i]);
         if (st != EM_OK) return st;
+        if (strict && len >= 0 && seqs[i]->items.len != len) /* Python raises once iteration gets there */
+            return em_trace_fail(T, EMA_CALL, "zip(strict=True) over sequences of different lengths");
         if (len < 0 || seqs[i]->items.len < len) len = seqs[i]->items.len;
     }
     EmSymKind kind = f == (PyObject *)&PyTuple_Type ? SYM_TUPLE : f == (PyObject *)&PyList_Type ? SYM_LIST : SYM_ITER;
@@ -873,6 +875,14 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         EmSym *ssym = fsym ? em_sym_wrap(T, PyMethod_GET_SELF(fn->obj), ss, &st) : NULL;
         if (!ssym) return st;
         return em_call(T, fsym, ssym, args, nargs, kwnames, out);
+    }
+    if (fn->kind == SYM_OBJ && fn->src >= 0 && !self && nargs == 0 && PyWeakref_CheckRefExact(fn->obj)) {
+        /* ref(): its referent (or None), loaded through the weakref by the guard */
+        int32_t slot = em_guard_weakref(T->P, fn->src);
+        if (slot < 0) return EM_ERR;
+        EmStatus st;
+        *out = em_sym_wrap(T, PyWeakref_GetObject(fn->obj), slot, &st);
+        return *out ? EM_OK : st;
     }
     if (fn->kind != SYM_OBJ && fn->kind != SYM_CONST)
         return em_trace_fail(T, EMA_CALL, "a %s", em_sym_describe(fn));
@@ -1049,7 +1059,14 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
                                          f == (PyObject *)&PyReversed_Type)) {
         int structural = 0; /* over syms that hold tensors, modules or iterators */
         for (int i = 0; i < n; i++) structural |= all[i]->kind != SYM_CONST;
-        if (structural) return call_sequence(T, f, all, n, out);
+        if (structural) return call_sequence(T, f, all, n, 0, out);
+    }
+    if (f == (PyObject *)&PyZip_Type && kwnames && PyTuple_GET_SIZE(kwnames) == 1 && n >= 2 && n <= 9 &&
+        PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "strict") == 0 &&
+        all[n - 1]->kind == SYM_CONST) {
+        int strict = PyObject_IsTrue(all[n - 1]->obj);
+        if (strict < 0) return EM_ERR;
+        return call_sequence(T, f, all, n - 1, strict, out); /* zip(..., strict=b) */
     }
     PyObject *bound_to = PyCFunction_Check(f) ? PyCFunction_GET_SELF(f) : NULL;
     /* methods of immutable builtin values ("-".join, "{}".format, (1, 2).index): pure */

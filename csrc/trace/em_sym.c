@@ -949,7 +949,21 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
         PyObject *v = d ? PyDict_GetItemWithError(d, name) : NULL;
         if (!v) {
             if (PyErr_Occurred()) return EM_ERR;
-            return em_trace_fail(T, EMA_ATTR, "%s.%s (module attribute missing)", PyModule_GetName(o), n);
+            /* torch's modules that resolve names in a __getattr__ (torch._VF): looked up now,
+             * unguarded as their other attributes; other modules' may import (not at trace time) */
+            const char *mn = PyModule_GetName(o);
+            if (!mn) PyErr_Clear();
+            if (mn && !strncmp(mn, "torch", 5) && (Py_TYPE(o) != &PyModule_Type || PyDict_GetItemString(d, "__getattr__"))) {
+                PyObject *r = PyObject_GetAttr(o, name);
+                if (r) {
+                    *out = is_pure(r, 0) ? em_sym_const(T, r) : em_sym_new(T, SYM_OBJ);
+                    if (*out && (*out)->kind == SYM_OBJ) (*out)->obj = Py_NewRef(r);
+                    Py_DECREF(r);
+                    return *out ? EM_OK : EM_ERR;
+                }
+                PyErr_Clear();
+            }
+            return em_trace_fail(T, EMA_ATTR, "%s.%s (module attribute missing)", mn ? mn : "?", n);
         }
         /* attributes of trusted library modules are not guarded: see README limitations */
         if (base->src >= 0 && !PyObject_HasAttrString(o, "__ember_trusted__")) {

@@ -1187,3 +1187,21 @@ def test_autograd_function_forward_traced_when_no_gradient_is_needed():
     out = ember.compile(_apply_functions)(xr)
     out.sum().backward()
     torch.testing.assert_close(xr.grad, 3 + x.cos())
+
+
+def test_recurrent_modules_one_graph_with_gradients():
+    """nn.LSTM/GRU: zip(..., strict=True) over their weight lists, weakref.ref() calls (guarded
+    through the weakref), torch._VF's names resolved in its module __getattr__."""
+    for m, x in ((torch.nn.LSTM(4, 6, num_layers=2, batch_first=True), randn(2, 5, 4)),
+                 (torch.nn.GRU(4, 6, bidirectional=True), randn(5, 2, 4))):
+        ember.reset()
+        ember.testing.reset_counters()
+        one_graph(m, x)
+        xe, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
+        m(xe)[0].sum().backward()
+        ge = [p.grad.clone() for p in m.parameters()]
+        m.zero_grad()
+        ember.compile(m)(xc)[0].sum().backward()
+        torch.testing.assert_close(xc.grad, xe.grad)
+        for p, g in zip(m.parameters(), ge):
+            torch.testing.assert_close(p.grad, g)
