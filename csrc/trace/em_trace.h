@@ -260,6 +260,13 @@ EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObjec
  * (guarded per key), else the subclass's __missing__ traced, else KeyError; defaultdict's C
  * __missing__ (it inserts) aborts. */
 EmStatus em_dict_getitem(EmTracer *T, EmSym *d, EmSym *key, EmSym **out);
+/* em_cont.c. A method of a list/dict sym or of a dict read through a slot (the method
+ * descriptor fn; reads on any, mutations on containers made while tracing). */
+EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **args, int nargs, EmSym **out);
+/* dict(src, **kw): src NULL, a dict sym or (constant key, value) pairs; kwvals parallel to kwnames. */
+EmStatus em_make_dict(EmTracer *T, EmSym *src, EmSym **kwvals, PyObject *kwnames, EmSym **out);
+/* tuple/list/enumerate/zip/reversed (f) over n syms; strict: zip(strict=True). */
+EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int strict, EmSym **out);
 /* iter(s): s itself for an iterator, else an iterator over s's items (em_seq_items). */
 EmStatus em_iter_of(EmTracer *T, EmSym *s, EmSym **out);
 EmStatus em_call_dunder(EmTracer *T, EmSym *self, const char *name, EmSym **args, int nargs, EmSym **out);
