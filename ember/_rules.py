@@ -487,7 +487,7 @@ def _memo_key(x, depth=0):
 
 def _call_key(fn, args, kwargs):
     name = getattr(fn, "__name__", "")
-    if name.endswith("_") or name.startswith("__i") or "out" in kwargs:  # in place: the result is an input
+    if name.endswith("_") or "out" in kwargs:  # in place (operator.iadd & co.: _record sees the input come back)
         return None
     try:
         hash(fn)
@@ -502,9 +502,10 @@ def _record(out, args):
     if out is None:
         return ("none",)
     if isinstance(out, torch.Tensor):
-        if out._is_view() or out.layout != torch.strided or any(out is a for a in args):
+        if type(out) is not torch.Tensor or out._is_view() or out.layout != torch.strided or \
+                any(out is a for a in args):
             return None
-        return ("t", tuple(out.shape), out.stride(), out.dtype, out.requires_grad, type(out) is torch.Tensor)
+        return ("t", tuple(out.shape), out.stride(), out.dtype, out.requires_grad)
     if type(out) in (tuple, list):
         items = [_record(o, args) for o in out]
         return None if any(i is None for i in items) else (type(out), items)
@@ -518,10 +519,6 @@ def _rebuild(rec):
     if kind == "t":
         return torch.empty_strided(rec[1], rec[2], dtype=rec[3], device=META, requires_grad=rec[4])
     return kind(_rebuild(r) for r in rec[1])
-
-
-def _memo_ok(rec):
-    return rec[0] != "t" or rec[5] if rec[0] in ("t", "none") else all(_memo_ok(r) for r in rec[1])
 
 
 def run(fn, args, kwargs, device):
@@ -550,7 +547,7 @@ def run(fn, args, kwargs, device):
         out = fn(*args, **kwargs)
         if key is not None and _all_meta(out):
             rec = _record(out, args)
-            if rec is not None and _memo_ok(rec):
+            if rec is not None:
                 if len(_MEMO) >= _MEMO_MAX:
                     _MEMO.clear()
                 _MEMO[key] = rec

@@ -264,13 +264,14 @@ static int is_container_iter(PyObject *tp_iter, const char **kind) {
     return 1;
 }
 
-/* The _modules dict of a module sym and its slot, with a LEN guard (keys are then each
- * loaded by name, so any change of the container fails a guard). */
-static PyObject *modules_dict(EmTracer *T, EmSym *mod, int32_t *slot) {
+/* One level of nn.Module storage: the dict attribute `attr` (_modules, _parameters, _buffers)
+ * of a module sym and its slot, with a LEN guard (each key is then loaded by name, so any
+ * change of the container fails a guard). NULL, with or without an exception, if absent. */
+static PyObject *module_storage(EmTracer *T, EmSym *mod, const char *attr, int32_t *slot) {
     PyObject **dp = _PyObject_GetDictPtr(mod->obj);
-    PyObject *d = dp && *dp ? PyDict_GetItemString(*dp, "_modules") : NULL;
+    PyObject *d = dp && *dp ? PyDict_GetItemString(*dp, attr) : NULL;
     if (!d || !PyDict_Check(d)) return NULL;
-    PyObject *name = PyUnicode_InternFromString("_modules");
+    PyObject *name = PyUnicode_InternFromString(attr);
     if (!name) return NULL;
     *slot = em_guard_odict(T->P, mod->src, name);
     Py_DECREF(name);
@@ -288,7 +289,7 @@ EmStatus em_module_items(EmTracer *T, EmSym *mod, int want_keys, EmSym **out) {
         return em_trace_fail(T, EMA_VALUE, "iteration over %s", Py_TYPE(mod->obj)->tp_name);
     if (em_guard_check(T->P, EMG_TYPE, mod->src, (PyObject *)Py_TYPE(mod->obj), 0)) return EM_ERR;
     int32_t mslot;
-    PyObject *d = modules_dict(T, mod, &mslot);
+    PyObject *d = module_storage(T, mod, "_modules", &mslot);
     if (!d) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "module without _modules");
     EmSym *s = em_sym_new(T, SYM_TUPLE);
     if (!s) return EM_ERR;
@@ -309,20 +310,6 @@ EmStatus em_module_items(EmTracer *T, EmSym *mod, int want_keys, EmSym **out) {
     }
     *out = s;
     return EM_OK;
-}
-
-/* One level of nn.Module storage: the dict attribute `attr` (_modules, _parameters, _buffers)
- * of a module sym, guarded by its length (each key is then loaded by name). */
-static PyObject *module_storage(EmTracer *T, EmSym *mod, const char *attr, int32_t *slot) {
-    PyObject **dp = _PyObject_GetDictPtr(mod->obj);
-    PyObject *d = dp && *dp ? PyDict_GetItemString(*dp, attr) : NULL;
-    if (!d || !PyDict_Check(d)) return NULL;
-    PyObject *name = PyUnicode_InternFromString(attr);
-    if (!name) return NULL;
-    *slot = em_guard_odict(T->P, mod->src, name);
-    Py_DECREF(name);
-    if (*slot < 0 || em_guard_check(T->P, EMG_LEN, *slot, NULL, PyDict_GET_SIZE(d))) return NULL;
-    return d;
 }
 
 typedef struct {
@@ -393,89 +380,73 @@ static EmStatus walk_modules(EmTracer *T, EmSym *mod, PyObject *prefix, EmWalk *
     return EM_OK;
 }
 
-EmStatus em_module_members(EmTracer *T, EmSym *mod, EmModuleWalk what, int named, EmSym **out) {
-    EmWalk mods = {0}, mem = {0};
-    EmStatus st = EM_ERR;
-    PyObject *empty = PyUnicode_FromString("");
-    if (!empty) return EM_ERR;
-    if (what == EM_WALK_CHILDREN) { /* children: one level, each child once */
-        st = EM_OK;
-        if (mod->src < 0) st = em_trace_fail(T, EMA_VALUE, "children of a module made while tracing");
-        else if (em_guard_check(T->P, EMG_TYPE, mod->src, (PyObject *)Py_TYPE(mod->obj), 0)) st = EM_ERR;
-        int32_t mslot;
-        PyObject *d = st == EM_OK ? module_storage(T, mod, "_modules", &mslot) : NULL;
-        if (st == EM_OK && !d)
-            st = PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "module without _modules");
-        Py_ssize_t pos = 0;
-        PyObject *k, *v;
-        while (st == EM_OK && PyDict_Next(d, &pos, &k, &v)) {
-            int32_t slot = em_guard_dict(T->P, mslot, k);
-            if (slot < 0) st = EM_ERR;
-            else if (v == Py_None) st = em_guard_check(T->P, EMG_ID, slot, Py_None, 0) ? EM_ERR : EM_OK;
-            else {
-                EmStatus wst; /* em_sym_wrap's status, meaningful when it returns NULL */
-                EmSym *m = em_sym_wrap(T, v, slot, &wst);
-                int r = m ? walk_seen(T, &mem, v, slot) : -1;
-                if (r < 0) st = m ? EM_ERR : wst;
-                else if (r == 0 && (em_vec_push(&mem.syms, m) || em_vec_push(&mem.names, Py_NewRef(k))))
-                    st = (PyErr_NoMemory(), EM_ERR);
-            }
+/* Appends the entries of mod's storage dict `attr` to w as nn.Module's _named_members does:
+ * None entries skipped (guarded None), each object once (walk_seen), named prefix.key. */
+static EmStatus walk_storage(EmTracer *T, EmSym *mod, const char *attr, PyObject *prefix, EmWalk *w) {
+    int32_t dslot;
+    PyObject *d = module_storage(T, mod, attr, &dslot);
+    if (!d) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "module without %s", attr);
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        int32_t slot = em_guard_dict(T->P, dslot, k);
+        if (slot < 0) return EM_ERR;
+        if (v == Py_None) {
+            if (em_guard_check(T->P, EMG_ID, slot, Py_None, 0)) return EM_ERR;
+            continue;
         }
-    } else {
-        st = walk_modules(T, mod, empty, &mods, 0);
-        if (what == EM_WALK_MODULES) {
-            mem = mods;
-            memset(&mods, 0, sizeof(mods));
+        if (!PyUnicode_Check(k)) return em_trace_fail(T, EMA_VALUE, "a %s entry with a non-str name", attr);
+        EmStatus st;
+        EmSym *m = em_sym_wrap(T, v, slot, &st);
+        if (!m) return st;
+        int r = walk_seen(T, w, v, slot);
+        if (r) {
+            if (r < 0) return EM_ERR;
+            continue;
         }
-        const char *attr = what == EM_WALK_PARAMETERS ? "_parameters" : "_buffers";
-        for (int32_t i = 0; st == EM_OK && what != EM_WALK_MODULES && i < mods.syms.len; i++) {
-            int32_t pslot;
-            PyObject *d = module_storage(T, mods.syms.data[i], attr, &pslot);
-            if (!d) {
-                st = PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "module without %s", attr);
-                break;
-            }
-            Py_ssize_t pos = 0;
-            PyObject *k, *v;
-            while (st == EM_OK && PyDict_Next(d, &pos, &k, &v)) {
-                int32_t slot = em_guard_dict(T->P, pslot, k);
-                if (slot < 0) {
-                    st = EM_ERR;
-                } else if (v == Py_None) {
-                    st = em_guard_check(T->P, EMG_ID, slot, Py_None, 0) ? EM_ERR : EM_OK;
-                } else if (!PyUnicode_Check(k)) {
-                    st = em_trace_fail(T, EMA_VALUE, "a %s entry with a non-str name", attr);
-                } else {
-                    EmStatus wst; /* em_sym_wrap's status, meaningful when it returns NULL */
-                    EmSym *t = em_sym_wrap(T, v, slot, &wst);
-                    int r = t ? walk_seen(T, &mem, v, slot) : -1;
-                    PyObject *nm = r == 0 ? join_name(mods.names.data[i], k) : NULL;
-                    if (r < 0) st = t ? EM_ERR : wst;
-                    else if (r == 0 && (!nm || em_vec_push(&mem.syms, t) || em_vec_push(&mem.names, nm))) {
-                        Py_XDECREF(nm);
-                        st = nm ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
-                    }
-                }
-            }
+        PyObject *nm = join_name(prefix, k);
+        if (!nm) return EM_ERR;
+        if (em_vec_push(&w->syms, m)) {
+            Py_DECREF(nm);
+            return PyErr_NoMemory(), EM_ERR;
+        }
+        if (em_vec_push(&w->names, nm)) {
+            Py_DECREF(nm);
+            w->syms.len--;
+            return PyErr_NoMemory(), EM_ERR;
         }
     }
+    return EM_OK;
+}
+
+EmStatus em_module_members(EmTracer *T, EmSym *mod, EmModuleWalk what, int named, EmSym **out) {
+    EmWalk mods = {0}, mem = {0};
+    PyObject *empty = PyUnicode_FromString("");
+    if (!empty) return EM_ERR;
+    EmStatus st;
+    if (what == EM_WALK_CHILDREN) {
+        if (mod->src < 0) st = em_trace_fail(T, EMA_VALUE, "children of a module made while tracing");
+        else if (em_guard_check(T->P, EMG_TYPE, mod->src, (PyObject *)Py_TYPE(mod->obj), 0)) st = EM_ERR;
+        else st = walk_storage(T, mod, "_modules", empty, &mem);
+    } else {
+        st = walk_modules(T, mod, empty, &mods, 0);
+        const char *attr = what == EM_WALK_PARAMETERS ? "_parameters" : "_buffers";
+        for (int32_t i = 0; st == EM_OK && what != EM_WALK_MODULES && i < mods.syms.len; i++)
+            st = walk_storage(T, mods.syms.data[i], attr, mods.names.data[i], &mem);
+    }
+    EmWalk *got = what == EM_WALK_MODULES ? &mods : &mem;
     EmSym *s = st == EM_OK ? em_sym_new(T, SYM_ITER) : NULL;
     if (st == EM_OK && !s) st = EM_ERR;
     if (s) s->gen = 1; /* a generator in Python */
-    for (int32_t i = 0; s && i < mem.syms.len; i++) {
-        EmSym *it = mem.syms.data[i];
+    for (int32_t i = 0; s && st == EM_OK && i < got->syms.len; i++) {
+        EmSym *it = got->syms.data[i];
         if (named) {
-            EmSym *name = em_sym_const(T, mem.names.data[i]);
+            EmSym *name = em_sym_const(T, got->names.data[i]);
             if (!name || !(it = em_sym_new(T, SYM_TUPLE)) || em_vec_push(&it->items, name) ||
-                em_vec_push(&it->items, mem.syms.data[i])) {
+                em_vec_push(&it->items, got->syms.data[i]))
                 st = PyErr_Occurred() ? EM_ERR : (PyErr_NoMemory(), EM_ERR);
-                break;
-            }
         }
-        if (em_vec_push(&s->items, it)) {
-            st = (PyErr_NoMemory(), EM_ERR);
-            break;
-        }
+        if (st == EM_OK && em_vec_push(&s->items, it)) st = (PyErr_NoMemory(), EM_ERR);
     }
     if (st == EM_OK) *out = s;
     walk_free(&mods);
@@ -489,20 +460,20 @@ EmStatus em_module_members(EmTracer *T, EmSym *mod, EmModuleWalk what, int named
 static EmStatus no_global_hooks(EmTracer *T) {
     static const char *const names[] = {"_global_forward_pre_hooks", "_global_forward_hooks",
                                         "_global_backward_pre_hooks", "_global_backward_hooks"};
-    static PyObject *dicts[4]; /* borrowed from the module, which lives as long as torch */
+    static PyObject *dicts[4]; /* owned for the process; set together, once all are found */
     if (!dicts[0]) {
         PyObject *mm = PyImport_ImportModule("torch.nn.modules.module");
-        PyObject *md = mm ? PyModule_GetDict(mm) : NULL;
-        for (int i = 0; md && i < 4; i++) {
-            PyObject *d = PyDict_GetItemString(md, names[i]);
-            if (!d || !PyDict_Check(d)) {
+        if (!mm) return EM_ERR;
+        PyObject *md = PyModule_GetDict(mm), *found[4];
+        for (int i = 0; i < 4; i++) {
+            found[i] = PyDict_GetItemString(md, names[i]);
+            if (!found[i] || !PyDict_Check(found[i])) {
                 Py_DECREF(mm);
                 return em_trace_fail(T, EMA_INLINE, "torch.nn.modules.module.%s is not a dict", names[i]);
             }
-            dicts[i] = d;
         }
-        Py_XDECREF(mm);
-        if (!md) return EM_ERR;
+        for (int i = 0; i < 4; i++) dicts[i] = Py_NewRef(found[i]);
+        Py_DECREF(mm);
     }
     for (int i = 0; i < 4; i++) {
         if (PyDict_GET_SIZE(dicts[i])) return em_trace_fail(T, EMA_INLINE, "a module call with global hooks (%s)", names[i]);

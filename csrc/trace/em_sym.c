@@ -901,7 +901,7 @@ static EmStatus type_attr(EmTracer *T, EmSym *base, PyObject *name, int method, 
     }
     if (Py_TYPE(v)->tp_descr_get && !PyType_Check(v)) {
         /* torch.autograd.Function.apply (a C classmethod): ember._rules.function_apply bound to cls */
-        static PyObject *fn_apply, *helper; /* borrowed from torch / ember._rules, alive with them */
+        static PyObject *fn_apply, *helper; /* owned for the process */
         if (!helper) {
             PyObject *rules = PyImport_ImportModule("ember._rules");
             PyObject *fa = rules ? PyObject_GetAttrString(rules, "_FUNCTION_APPLY") : NULL;
@@ -936,6 +936,19 @@ EmStatus em_sym_getattr_generic(EmTracer *T, EmSym *base, PyObject *name, EmSym 
     return obj_attr_impl(T, base, name, 0, out, &self, 1);
 }
 
+/* v, an attribute of module o that is not guarded (trusted library modules): a constant, or
+ * an object sym by identity; a tensor stored in a module is refused. */
+static EmStatus module_value(EmTracer *T, PyObject *o, PyObject *v, EmSym **out) {
+    if (PyObject_TypeCheck(v, em_state.tensor_type)) {
+        const char *mn = PyModule_GetName(o);
+        if (!mn) PyErr_Clear();
+        return em_trace_fail(T, EMA_ATTR, "tensor stored in module %s", mn ? mn : "?");
+    }
+    *out = is_pure(v, 0) ? em_sym_const(T, v) : em_sym_new(T, SYM_OBJ);
+    if (*out && (*out)->kind == SYM_OBJ) (*out)->obj = Py_NewRef(v);
+    return *out ? EM_OK : EM_ERR;
+}
+
 /* generic: object.__getattribute__ semantics even when the type overrides it. */
 static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self,
                               int generic) {
@@ -956,10 +969,9 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
             if (mn && !strncmp(mn, "torch", 5) && (Py_TYPE(o) != &PyModule_Type || PyDict_GetItemString(d, "__getattr__"))) {
                 PyObject *r = PyObject_GetAttr(o, name);
                 if (r) {
-                    *out = is_pure(r, 0) ? em_sym_const(T, r) : em_sym_new(T, SYM_OBJ);
-                    if (*out && (*out)->kind == SYM_OBJ) (*out)->obj = Py_NewRef(r);
+                    st = module_value(T, o, r, out);
                     Py_DECREF(r);
-                    return *out ? EM_OK : EM_ERR;
+                    return st;
                 }
                 PyErr_Clear();
             }
@@ -978,11 +990,7 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
                 return *out ? EM_OK : st;
             }
         }
-        if (PyObject_TypeCheck(v, em_state.tensor_type))
-            return em_trace_fail(T, EMA_ATTR, "tensor stored in module %s", PyModule_GetName(o));
-        *out = is_pure(v, 0) ? em_sym_const(T, v) : em_sym_new(T, SYM_OBJ);
-        if (*out && (*out)->kind == SYM_OBJ) (*out)->obj = Py_NewRef(v);
-        return *out ? EM_OK : EM_ERR;
+        return module_value(T, o, v, out);
     }
     int done;
     if ((st = describing_attr(T, base, name, n, out, &done)) != EM_OK || done) return st;

@@ -125,11 +125,9 @@ def _code_digest(codes):
 
 
 def _build(name, small):
-    import torch
     from .models import build
     model, inputs = build(name, small)
-    model.eval()
-    return model, inputs, torch
+    return model.eval(), inputs
 
 
 def _preimport(system):
@@ -154,7 +152,7 @@ def child_cold(name, system, small, threads, code_dir):
     from torch._inductor.graph import GraphLowering
 
     from .models import max_err
-    model, inputs, _ = _build(name, small)
+    model, inputs = _build(name, small)
     with torch.no_grad():
         ref = model(*inputs)
         t0 = time.perf_counter()
@@ -194,7 +192,7 @@ def child_steady(name, small, threads, warmup, rounds, min_rounds, budget_s):
     import ember.testing
 
     from .models import max_err
-    model, inputs, _ = _build(name, small)
+    model, inputs = _build(name, small)
     fns = {"eager": model}
     errs = {}
     with torch.no_grad():
@@ -341,14 +339,9 @@ def summarize(row, tolerance):
         row["step_interval_within"] = st["ratio_hi"] <= 1 + tolerance  # the whole 95% interval meets it
 
 
-def _git_commit():
-    from .__main__ import _git_commit as g
-    return g()
-
-
 def header(a, argv):
     import torch
-    from .__main__ import _cpu_name
+    from .__main__ import _cpu_name, _git_commit
     return {"schema": "ember.bench.inductor/1",
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": "python -m ember.bench.inductor " + shlex.join(argv), "device": "cpu", "small": a.small,
