@@ -37,12 +37,13 @@ void em_guard_free(EmGuardProg *P) {
 
 /* ---- the dedup index: an instruction's identity is (op, where, a, obj) where `where` is the
  * base of a load and the tested slot of a check; loads compare obj by value for exact str
- * (names and keys), checks by identity; a TENSOR check is one per slot, GLOBAL_STATE one per
- * program. ---- */
+ * (names and keys), checks by identity; a TENSOR or KEYS check is one per slot, GLOBAL_STATE
+ * one per program. ---- */
 
-static void g_key(const EmGInstr *in, int32_t *where, Py_ssize_t *a) {
+static void g_key(const EmGInstr *in, int32_t *where, Py_ssize_t *a, PyObject **obj) {
     *where = g_is_load[in->op] ? in->base : in->slot;
     *a = in->op == EMG_TENSOR ? 0 : in->a;
+    *obj = in->op == EMG_KEYS ? NULL : in->obj;
 }
 
 static uint64_t g_hash(uint8_t op, int32_t where, Py_ssize_t a, PyObject *obj) {
@@ -73,10 +74,9 @@ static EmGInstr *g_find(const EmGuardProg *P, uint8_t op, int32_t where, Py_ssiz
         EmGInstr *in = &P->ins.data[k - 1];
         int32_t w;
         Py_ssize_t ia;
-        g_key(in, &w, &ia);
-        if (in->op == op && w == where && ia == a &&
-            (g_is_load[op] ? same_obj(in->obj, obj) : in->obj == obj))
-            return in;
+        PyObject *io;
+        g_key(in, &w, &ia, &io);
+        if (in->op == op && w == where && ia == a && (g_is_load[op] ? same_obj(io, obj) : io == obj)) return in;
     }
 }
 
@@ -84,9 +84,10 @@ static void g_index_put(EmGuardProg *P, int32_t i) {
     const EmGInstr *in = &P->ins.data[i];
     int32_t w;
     Py_ssize_t a;
-    g_key(in, &w, &a);
+    PyObject *o;
+    g_key(in, &w, &a, &o);
     uint32_t mask = (uint32_t)P->index_cap - 1;
-    uint32_t j = (uint32_t)g_hash(in->op, w, a, in->obj) & mask;
+    uint32_t j = (uint32_t)g_hash(in->op, w, a, o) & mask;
     while (P->index[j]) j = (j + 1) & mask;
     P->index[j] = i + 1;
 }
@@ -183,6 +184,14 @@ int32_t em_guard_item(EmGuardProg *P, int32_t base, Py_ssize_t i, int is_list) {
 }
 
 int em_guard_check(EmGuardProg *P, EmGuardOp op, int32_t slot, PyObject *obj, Py_ssize_t a) {
+    if (op == EMG_EQ && PySet_CheckExact(obj)) {
+        /* a set is mutable: compare with a snapshot of its contents (a == 1 marks it) */
+        PyObject *snap = PyFrozenSet_New(obj);
+        if (!snap) return -1;
+        int rc = g_push(P, op, slot, -1, 1, snap);
+        Py_DECREF(snap);
+        return rc;
+    }
     if (g_find(P, (uint8_t)op, slot, op == EMG_TENSOR ? 0 : a, obj)) return 0;
     return g_push(P, op, slot, -1, a, obj);
 }
@@ -199,6 +208,16 @@ int em_guard_check_tensor(EmGuardProg *P, int32_t slot, PyObject *tensor) {
     return g_push(P, EMG_TENSOR, slot, -1, P->specs.len - 1, NULL);
 }
 
+int em_guard_check_keys(EmGuardProg *P, int32_t slot, PyObject *d) {
+    if (g_find(P, EMG_KEYS, slot, 0, NULL)) return 0;
+    PyObject *keys = PyDict_Keys(d), *t = keys ? PyList_AsTuple(keys) : NULL;
+    Py_XDECREF(keys);
+    if (!t) return -1;
+    int rc = g_push(P, EMG_KEYS, slot, -1, 0, t);
+    Py_DECREF(t);
+    return rc;
+}
+
 int em_guard_check_global_state(EmGuardProg *P) {
     if (g_find(P, EMG_GLOBAL_STATE, -1, 0, NULL)) return 0;
     if (em_guard_global_state_capture(&P->gs)) return -1;
@@ -213,14 +232,100 @@ static PyObject *odict_get(PyObject *o, PyObject *name) {
     return PyDict_GetItemWithError(*dp, name);
 }
 
-static int eq_const(PyObject *v, PyObject *c) {
+static int same_float(double x, double y) { /* NaN equals NaN; -0.0 differs from 0.0 (1/x differs) */
+    return (x == y && signbit(x) == signbit(y)) || (x != x && y != y);
+}
+
+static int const_same(PyObject *v, PyObject *c, int depth);
+
+/* The one type of all items of set c when it is int, str or bytes (equal items of such a type
+ * are the same constant), else NULL. */
+static PyTypeObject *simple_item_type(PyObject *c) {
+    Py_ssize_t pos = 0;
+    PyObject *y;
+    Py_hash_t h;
+    PyTypeObject *one = NULL;
+    while (_PySet_NextEntry(c, &pos, &y, &h)) {
+        PyTypeObject *t = Py_TYPE(y);
+        if ((t != &PyLong_Type && t != &PyUnicode_Type && t != &PyBytes_Type) || (one && one != t)) return NULL;
+        one = t;
+    }
+    return one;
+}
+
+/* Sets of constants: every item of v has an exactly equal item in c, and the sizes agree (so
+ * the matching is one to one). A set whose items are all ints, all strs or all bytes only needs
+ * the items' type and a hash lookup; other sets compare item by item. */
+static int set_same(PyObject *v, PyObject *c, int depth) {
+    if (PySet_GET_SIZE(v) != PySet_GET_SIZE(c)) return 0;
+    PyTypeObject *one = simple_item_type(c);
+    Py_ssize_t pos = 0;
+    PyObject *x, *y;
+    Py_hash_t h;
+    while (_PySet_NextEntry(v, &pos, &x, &h)) {
+        if (one) {
+            if (Py_TYPE(x) != one) return 0;
+            int r = PySet_Contains(c, x);
+            if (r != 1) return r;
+            continue;
+        }
+        int found = 0;
+        Py_ssize_t cpos = 0;
+        while (!found && _PySet_NextEntry(c, &cpos, &y, &h)) {
+            found = const_same(x, y, depth + 1);
+            if (found < 0) return -1;
+        }
+        if (!found) return 0;
+    }
+    return 1;
+}
+
+/* 1 when v is the constant c: the same exact type and the same value, floats and complex
+ * numbers by value and sign, tuples, slices and ranges item by item, sets as above; 0 when not,
+ * -1 on error. c is immutable (a set's guard holds a frozenset snapshot, see em_guard_check). */
+static int const_same(PyObject *v, PyObject *c, int depth) {
     if (v == c) return 1;
     if (Py_TYPE(v) != Py_TYPE(c)) return 0;
-    if (PyFloat_CheckExact(v)) { /* NaN equals NaN; -0.0 differs from 0.0 (1/x differs) */
-        double x = PyFloat_AS_DOUBLE(v), y = PyFloat_AS_DOUBLE(c);
-        return (x == y && signbit(x) == signbit(y)) || (x != x && y != y);
+    if (depth > 32) return PyObject_RichCompareBool(v, c, Py_EQ);
+    if (PyFloat_CheckExact(v)) return same_float(PyFloat_AS_DOUBLE(v), PyFloat_AS_DOUBLE(c));
+    if (PyComplex_CheckExact(v)) {
+        Py_complex x = PyComplex_AsCComplex(v), y = PyComplex_AsCComplex(c);
+        return same_float(x.real, y.real) && same_float(x.imag, y.imag);
     }
+    if (PyTuple_Check(v)) {
+        Py_ssize_t n = PyTuple_GET_SIZE(v);
+        if (n != PyTuple_GET_SIZE(c)) return 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int r = const_same(PyTuple_GET_ITEM(v, i), PyTuple_GET_ITEM(c, i), depth + 1);
+            if (r != 1) return r;
+        }
+        return 1;
+    }
+    if (PySlice_Check(v)) {
+        PySliceObject *a = (PySliceObject *)v, *b = (PySliceObject *)c;
+        int r = const_same(a->start, b->start, depth + 1);
+        if (r == 1) r = const_same(a->stop, b->stop, depth + 1);
+        if (r == 1) r = const_same(a->step, b->step, depth + 1);
+        return r;
+    }
+    if (PyRange_Check(v)) { /* range(0, 3, 2) == range(0, 4, 2), but their .stop differ */
+        static const char *const parts[] = {"start", "stop", "step"};
+        for (int i = 0; i < 3; i++) {
+            PyObject *x = PyObject_GetAttrString(v, parts[i]), *y = x ? PyObject_GetAttrString(c, parts[i]) : NULL;
+            int r = y ? PyObject_RichCompareBool(x, y, Py_EQ) : -1;
+            Py_XDECREF(x);
+            Py_XDECREF(y);
+            if (r != 1) return r;
+        }
+        return 1;
+    }
+    if (PyAnySet_Check(v)) return set_same(v, c, depth);
     return PyObject_RichCompareBool(v, c, Py_EQ);
+}
+
+static int eq_const(PyObject *v, PyObject *c, Py_ssize_t is_set) {
+    if (is_set) return PySet_CheckExact(v) ? set_same(v, c, 0) : 0;
+    return const_same(v, c, 0);
 }
 
 static int gs_match(const EmGlobalState *want) {
@@ -269,11 +374,22 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
             break;
         case EMG_TYPE: return (PyObject *)Py_TYPE(slots[in->slot]) == in->obj;
         case EMG_ID: return slots[in->slot] == in->obj;
-        case EMG_EQ: return eq_const(slots[in->slot], in->obj);
+        case EMG_EQ: return eq_const(slots[in->slot], in->obj, in->a);
         case EMG_LEN: {
             Py_ssize_t n = PyObject_Length(slots[in->slot]);
             if (n < 0) return -1;
             return n == in->a;
+        }
+        case EMG_KEYS: {
+            PyObject *d = slots[in->slot], *k, *val;
+            if (!PyDict_Check(d) || PyDict_GET_SIZE(d) != PyTuple_GET_SIZE(in->obj)) return 0;
+            Py_ssize_t pos = 0, i = 0;
+            while (PyDict_Next(d, &pos, &k, &val)) {
+                PyObject *want = PyTuple_GET_ITEM(in->obj, i++);
+                int r = k == want ? 1 : const_same(k, want, 0);
+                if (r != 1) return r;
+            }
+            return 1;
         }
         case EMG_TENSOR: return em_guard_tensor_match(slots[in->slot], &P->specs.data[in->a]);
         case EMG_SAME: return slots[in->slot] == slots[in->a];
@@ -337,6 +453,7 @@ EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int3
         case EMG_ID: res = PyUnicode_FromFormat("%s is %R, expected the object %R", name, v, in->obj); break;
         case EMG_EQ: res = PyUnicode_FromFormat("%s == %R, expected %R", name, v, in->obj); break;
         case EMG_LEN: res = PyUnicode_FromFormat("len(%s) changed, expected %zd", name, in->a); break;
+        case EMG_KEYS: res = PyUnicode_FromFormat("the keys of %s changed, expected %R in this order", name, in->obj); break;
         case EMG_ABSENT: res = PyUnicode_FromFormat("%s now has %R, expected it absent", name, in->obj); break;
         case EMG_SAME:
             res = PyUnicode_FromFormat("%s is no longer the same object as %s", name, P->names.data[in->a]);
@@ -413,6 +530,14 @@ int em_guard_dump(const EmGuardProg *P, EmStrBuf *o) {
                 break;
             }
             case EMG_LEN: rc = em_sb_printf(o, "  LENGTH %s == %zd\n", name, in->a); break;
+            case EMG_KEYS: {
+                PyObject *r = PyObject_Repr(in->obj);
+                const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
+                if (!u) PyErr_Clear();
+                rc = em_sb_printf(o, "  DICT_KEYS %s == %s\n", name, u ? u : "?");
+                Py_XDECREF(r);
+                break;
+            }
             case EMG_SAME: rc = em_sb_printf(o, "  SAME_OBJECT %s is %s\n", name, P->names.data[in->a]); break;
             case EMG_ABSENT: {
                 const char *u = PyUnicode_Check(in->obj) ? PyUnicode_AsUTF8(in->obj) : "?";

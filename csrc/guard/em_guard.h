@@ -80,6 +80,8 @@ int32_t em_guard_cell(EmGuardProg *P, int32_t base, PyObject *name);
 /* Checks: 0 or -1 with an exception set. Duplicates are dropped. */
 int em_guard_check(EmGuardProg *P, EmGuardOp op, int32_t slot, PyObject *obj, Py_ssize_t a);
 int em_guard_check_tensor(EmGuardProg *P, int32_t slot, PyObject *tensor);
+/* KEYS check: the dict in slot keeps d's keys in d's order (implies its length). */
+int em_guard_check_keys(EmGuardProg *P, int32_t slot, PyObject *EM_BORROWED d);
 int em_guard_check_global_state(EmGuardProg *P);
 
 /* Runs the program. slots must hold P->nslots entries. Returns 1 (pass), 0 (fail; *failed

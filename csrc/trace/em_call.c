@@ -63,6 +63,13 @@ static EM_NEW PyObject *meta_value(EmTracer *T, EmSym *s, int *has_tensor) {
             }
             return d;
         }
+        case SYM_VIEW: {
+            PyObject *d = meta_value(T, s->items.data[0], has_tensor);
+            PyObject *r = d ? PyObject_CallMethod(d, s->pos == 'k' ? "keys" : s->pos == 'v' ? "values" : "items", NULL)
+                            : NULL;
+            Py_XDECREF(d);
+            return r;
+        }
         default: PyErr_SetString(PyExc_TypeError, "ember: value cannot be an argument"); return NULL;
     }
 }
@@ -74,7 +81,7 @@ static int has_opaque(EmSym *s) {
     if (s->kind == SYM_ITER || s->kind == SYM_NULL || s->kind == SYM_CTX || s->kind == SYM_EXIT ||
         s->kind == SYM_NEW || s->kind == SYM_BOUND)
         return 1;
-    if (s->kind == SYM_TUPLE || s->kind == SYM_LIST || s->kind == SYM_DICT)
+    if (s->kind == SYM_TUPLE || s->kind == SYM_LIST || s->kind == SYM_DICT || s->kind == SYM_VIEW)
         for (int32_t i = 0; i < s->items.len; i++)
             if (has_opaque(s->items.data[i])) return 1;
     return 0;
@@ -657,8 +664,10 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
                                      PyObject_IsInstance(all[0]->obj, em_state.nn_module_type) == 0)))
         return em_call_dunder(T, all[0], "__len__", NULL, 0, out);
     if (f == em_state.builtin_len && n == 1 && !kwnames &&
-        (all[0]->kind == SYM_TUPLE || all[0]->kind == SYM_LIST || all[0]->kind == SYM_DICT)) {
-        PyObject *len = PyLong_FromLong(all[0]->items.len); /* whatever the items are */
+        (all[0]->kind == SYM_TUPLE || all[0]->kind == SYM_LIST || all[0]->kind == SYM_DICT ||
+         all[0]->kind == SYM_VIEW)) {
+        EmSym *c = all[0]->kind == SYM_VIEW ? all[0]->items.data[0] : all[0];
+        PyObject *len = PyLong_FromLong(c->items.len); /* whatever the items are */
         *out = len ? em_sym_const(T, len) : NULL;
         Py_XDECREF(len);
         return *out ? EM_OK : EM_ERR;

@@ -28,6 +28,10 @@ static EmSym *dict_view(EmTracer *T, EmSym *d, char what) {
     return r;
 }
 
+EmSym *em_view_items(EmTracer *T, EmSym *view) {
+    return dict_view(T, view->items.data[0], (char)view->pos);
+}
+
 /* Methods of lists and dicts the trace models: reads on any, mutations only on containers
  * made while tracing (em_sym_own), and lookups in dicts read through a slot. */
 EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **args, int nargs, EmSym **out) {
@@ -115,8 +119,11 @@ EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **arg
         return EM_OK;
     }
     if (is_dict && nargs == 0 && (!strcmp(n, "keys") || !strcmp(n, "values") || !strcmp(n, "items"))) {
-        *out = dict_view(T, self, n[0]);
-        return *out ? EM_OK : EM_ERR;
+        EmSym *v = em_sym_new(T, SYM_VIEW);
+        if (!v || em_vec_push(&v->items, self)) return v ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
+        v->pos = n[0];
+        *out = v;
+        return EM_OK;
     }
     if ((is_dict || is_list) && nargs == 0 && !strcmp(n, "copy")) {
         EmSym *c = em_sym_new(T, self->kind);

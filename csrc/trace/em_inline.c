@@ -265,8 +265,8 @@ static int is_container_iter(PyObject *tp_iter, const char **kind) {
 }
 
 /* One level of nn.Module storage: the dict attribute `attr` (_modules, _parameters, _buffers)
- * of a module sym and its slot, with a LEN guard (each key is then loaded by name, so any
- * change of the container fails a guard). NULL, with or without an exception, if absent. */
+ * of a module sym and its slot, with a KEYS guard (its keys in order: walks and iteration
+ * follow that order; each key is then loaded by name). NULL, with or without an exception, if absent. */
 static PyObject *module_storage(EmTracer *T, EmSym *mod, const char *attr, int32_t *slot) {
     PyObject **dp = _PyObject_GetDictPtr(mod->obj);
     PyObject *d = dp && *dp ? PyDict_GetItemString(*dp, attr) : NULL;
@@ -275,7 +275,7 @@ static PyObject *module_storage(EmTracer *T, EmSym *mod, const char *attr, int32
     if (!name) return NULL;
     *slot = em_guard_odict(T->P, mod->src, name);
     Py_DECREF(name);
-    if (*slot < 0 || em_guard_check(T->P, EMG_LEN, *slot, NULL, PyDict_GET_SIZE(d))) return NULL;
+    if (*slot < 0 || em_guard_check_keys(T->P, *slot, d)) return NULL;
     return d;
 }
 
@@ -513,18 +513,30 @@ EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyOb
         PyObject *name = PyUnicode_InternFromString(hooks[i]);
         int32_t slot = name ? em_guard_odict(T->P, mod->src, name) : -1;
         Py_XDECREF(name);
-        if (slot < 0 || em_guard_check(T->P, EMG_LEN, slot, NULL, PyDict_GET_SIZE(h))) return EM_ERR;
+        if (slot < 0 || em_guard_check_keys(T->P, slot, h)) return EM_ERR; /* hooks run in key order */
         if (i < 2 && PyDict_GET_SIZE(h)) {
             hdict[i] = h;
             hslot[i] = slot;
         }
     }
+    /* self.forward as _call_impl reads it: the instance's own (guarded by identity) or the
+     * class's, the instance's guarded absent */
     PyObject *fwd_name = PyUnicode_InternFromString("forward");
-    PyObject *fwd = fwd_name ? _PyType_Lookup(tp, fwd_name) : NULL;
-    PyObject *own = fwd_name ? PyDict_GetItemWithError(*dp, fwd_name) : NULL;
-    Py_XDECREF(fwd_name);
-    if (own) return em_trace_fail(T, EMA_INLINE, "%s with a forward set on the instance", tp->tp_name);
-    if (!fwd || !PyFunction_Check(fwd)) return em_trace_fail(T, EMA_INLINE, "%s.forward (not a Python function)", tp->tp_name);
+    if (!fwd_name) return EM_ERR;
+    PyObject *fwd = _PyType_Lookup(tp, fwd_name), *own = PyDict_GetItemWithError(*dp, fwd_name);
+    EmSym *own_fwd = NULL;
+    EmStatus ost = EM_OK;
+    if (own) {
+        int32_t oslot = em_guard_odict(T->P, mod->src, fwd_name);
+        own_fwd = oslot < 0 ? NULL : em_sym_wrap(T, own, oslot, &ost);
+        if (!own_fwd && oslot < 0) ost = EM_ERR;
+    } else if (PyErr_Occurred() || em_guard_check(T->P, EMG_ABSENT, mod->src, fwd_name, 0)) {
+        ost = EM_ERR;
+    }
+    Py_DECREF(fwd_name);
+    if (ost != EM_OK) return ost;
+    if (!own_fwd && (!fwd || !PyFunction_Check(fwd)))
+        return em_trace_fail(T, EMA_INLINE, "%s.forward (not a Python function)", tp->tp_name);
     EmSym *all[65];
     if (nargs + 1 > 65) return em_trace_fail(T, EMA_CALL, "call with too many arguments");
     int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
@@ -559,7 +571,8 @@ EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyOb
         for (int i = 0; i < nkw; i++) all[pos->items.len + 1 + i] = args[npos + i];
         nargs = pos->items.len + nkw;
     }
-    EmStatus st = em_inline(T, fwd, all, nargs + 1, kwnames, out);
+    EmStatus st = own_fwd ? em_call(T, own_fwd, NULL, all + 1, nargs, kwnames, out)
+                          : em_inline(T, fwd, all, nargs + 1, kwnames, out);
     hp = 0;
     while (st == EM_OK && hdict[1] && PyDict_Next(hdict[1], &hp, &hk, &hv)) { /* hook(module, args, out) */
         int32_t slot = em_guard_dict(T->P, hslot[1], hk);

@@ -532,6 +532,10 @@ EmStatus em_seq_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
         *tmp_out = s;
         return EM_OK;
     }
+    if (s->kind == SYM_VIEW) { /* what the dict holds now */
+        *tmp_out = em_view_items(T, s);
+        return *tmp_out ? EM_OK : EM_ERR;
+    }
     if (s->kind == SYM_ITER) { /* the items not yet taken; the iterator is used up */
         EmSym *r = em_sym_new(T, SYM_TUPLE);
         for (int32_t i = s->pos; r && i < s->items.len; i++)

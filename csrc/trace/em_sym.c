@@ -47,7 +47,7 @@ EmStatus em_sym_method(EmTracer *T, PyObject *fn, EmSym *self, int method, EmSym
 const char *em_sym_describe(EmSym *s) {
     static const char *names[] = {"NULL", "constant", "tensor", "tuple", "list", "dict", "object", "iterator", "context manager",
                                   "__exit__ of a with block", "bound method", "functools.partial",
-                                  "object made while tracing"};
+                                  "object made while tracing", "dict view"};
     if (s->kind == SYM_OBJ || s->kind == SYM_CONST || s->kind == SYM_NEW) return Py_TYPE(s->obj)->tp_name;
     return names[s->kind];
 }
@@ -104,6 +104,19 @@ EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s) {
                 if (!t) PyErr_Clear();
                 return t;
             }
+            return r;
+        }
+        case SYM_VIEW: { /* a view of a dict of known values, as the dict holds them now */
+            EmSym *d = s->items.data[0];
+            PyObject *dv = PyDict_New();
+            for (int32_t i = 0; dv && i < d->items.len; i++) {
+                PyObject *v = s->pos == 'k' ? Py_NewRef(Py_None) : em_sym_value(T, d->items.data[i]);
+                if (!v || PyDict_SetItem(dv, d->keys.data[i], v)) Py_CLEAR(dv);
+                Py_XDECREF(v);
+            }
+            PyObject *r = dv ? PyObject_CallMethod(dv, s->pos == 'k' ? "keys" : s->pos == 'v' ? "values" : "items", NULL)
+                             : NULL;
+            Py_XDECREF(dv);
             return r;
         }
         default: return NULL;
@@ -281,7 +294,7 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
         if (s && tp != &PyTuple_Type && tp != &PyList_Type) s->seq_type = Py_NewRef((PyObject *)tp);
     } else if (tp == &PyDict_Type) {
         if (em_guard_check(T->P, EMG_TYPE, slot, (PyObject *)tp, 0) ||
-            em_guard_check(T->P, EMG_LEN, slot, NULL, PyDict_GET_SIZE(v)))
+            em_guard_check_keys(T->P, slot, v))
             goto done;
         s = em_sym_new(T, SYM_DICT);
         Py_ssize_t pos = 0;
@@ -797,6 +810,9 @@ EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out) {
         case SYM_TUPLE: tp = s->seq_type ? s->seq_type : (PyObject *)&PyTuple_Type; break;
         case SYM_LIST: tp = (PyObject *)&PyList_Type; break;
         case SYM_DICT: tp = (PyObject *)&PyDict_Type; break;
+        case SYM_VIEW:
+            tp = (PyObject *)(s->pos == 'k' ? &PyDictKeys_Type : s->pos == 'v' ? &PyDictValues_Type : &PyDictItems_Type);
+            break;
         default: return em_trace_fail(T, EMA_VALUE, "type() of a %s", em_sym_describe(s));
     }
     if (s->kind == SYM_OBJ && s->src >= 0 && !s->by_id &&

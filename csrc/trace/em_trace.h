@@ -32,9 +32,11 @@ typedef enum {
     SYM_PARTIAL, /* functools.partial made while tracing or read from the frame: items[0] = the
                   * function, then pos bound positional arguments, then the keyword values
                   * (names in keys) */
-    SYM_NEW     /* an instance made while tracing (em_obj.c): obj = a placeholder of its class,
+    SYM_NEW,    /* an instance made while tracing (em_obj.c): obj = a placeholder of its class,
                  * items[0] = its attributes (a DICT sym), items[1] = its dict items when the
                  * class derives from dict */
+    SYM_VIEW    /* d.keys()/values()/items() of a DICT sym made while tracing (items[0]): a live
+                 * view, read at each use; pos = 'k', 'v' or 'i' */
 } EmSymKind;
 
 typedef struct EmSym EmSym;
@@ -263,6 +265,8 @@ EmStatus em_dict_getitem(EmTracer *T, EmSym *d, EmSym *key, EmSym **out);
 /* em_cont.c. A method of a list/dict sym or of a dict read through a slot (the method
  * descriptor fn; reads on any, mutations on containers made while tracing). */
 EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **args, int nargs, EmSym **out);
+/* The current contents of a dict view sym as a new LIST sym (NULL on error). */
+EmSym *em_view_items(EmTracer *T, EmSym *view);
 /* dict(src, **kw): src NULL, a dict sym or (constant key, value) pairs; kwvals parallel to kwnames. */
 EmStatus em_make_dict(EmTracer *T, EmSym *src, EmSym **kwvals, PyObject *kwnames, EmSym **out);
 /* tuple/list/enumerate/zip/reversed (f) over n syms; strict: zip(strict=True). */

@@ -1,0 +1,258 @@
+"""Guards must tell apart what Python tells apart: constants by exact type and value (floats
+by sign, NaN equal to NaN), at any depth and from any source; mutable containers by their
+current contents, never by a snapshot; dict key order where iteration follows it. And
+tensors made to require grad inside a graph keep requires_grad under functional backends.
+Every case compares ember with eager over calls that must not reuse a wrong entry.
+"""
+import collections
+import math
+
+import pytest
+import torch
+
+import ember
+import ember.testing
+
+
+def same(a, b):
+    """Equal as eager's result: structure, Python types, tensor dtype and values (NaN equal)."""
+    assert type(a) is type(b), (a, b)
+    if isinstance(a, torch.Tensor):
+        assert a.dtype == b.dtype and a.shape == b.shape, (a, b)
+        assert torch.equal(torch.nan_to_num(a, nan=7.0), torch.nan_to_num(b, nan=7.0)), (a, b)
+        assert torch.equal(torch.signbit(a), torch.signbit(b)) if a.is_floating_point() else True
+    elif isinstance(a, (tuple, list)):
+        assert len(a) == len(b), (a, b)
+        for x, y in zip(a, b):
+            same(x, y)
+    elif isinstance(a, float):
+        assert (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) == math.copysign(1, b)), (a, b)
+    else:
+        assert a == b, (a, b)
+
+
+def run_all(fn, calls):
+    """Compile fn once and run every argument tuple of calls in order, against eager."""
+    cf = ember.compile(fn)
+    for args in calls:
+        same(cf(*args), fn(*args))
+
+
+def probe(x, c):
+    """What a constant decides: the dtype of x * c, its type, a branch on it, 1/c's sign."""
+    kind = "float" if isinstance(c, float) else "bool" if isinstance(c, bool) else type(c).__name__
+    r = x * c
+    if isinstance(c, float) and c == 0.0:
+        return r, kind, math.copysign(1.0, c)
+    return r, kind
+
+
+CONSTANTS = [1, 1.0, True, 0.0, -0.0, float("inf"), float("-inf"), float("nan"), 2, 2.0, False, 0, 1 + 0j]
+
+
+def test_scalar_argument_distinguished_by_type_and_sign():
+    x = torch.arange(3)
+    run_all(probe, [(x, c) for c in CONSTANTS])
+
+
+@pytest.mark.parametrize("wrap", [
+    lambda c: (c, 2),
+    lambda c: ((c,), 2),
+    lambda c: (2, (3, (c,))),
+], ids=["tuple", "nested", "deep"])
+def test_constant_in_tuple_argument(wrap):
+    def f(x, t):
+        while isinstance(t, tuple):
+            t = t[0] if not isinstance(t[0], int) or isinstance(t[0], bool) or len(t) == 1 else t[-1]
+        return probe(x, t)
+    x = torch.arange(3)
+    run_all(f, [(x, wrap(c)) for c in CONSTANTS])
+
+
+def test_star_args_and_tuple_in_dict():
+    def f(x, *a, d=None):
+        return probe(x, a[0]) + probe(x, d["k"][0])
+    x = torch.arange(3)
+    cf = ember.compile(f)
+    for c in CONSTANTS:
+        same(cf(x, c, d={"k": (c,)}), f(x, c, d={"k": (c,)}))
+
+
+def test_frozenset_slice_and_range_constants():
+    def f(x, s, sl, r):
+        return x[sl] * len(s), [type(v).__name__ for v in sorted(s, key=repr)], r.stop, list(r)
+    x = torch.arange(6)
+    run_all(f, [(x, frozenset({1, 2}), slice(1, 4), range(0, 3, 2)),
+                (x, frozenset({1.0, 2}), slice(1, 4), range(0, 4, 2)),
+                (x, frozenset({True, 2}), slice(1, 4.0) if False else slice(1, 5), range(0, 4, 2))])
+
+
+G = (1, 2)
+
+
+def test_global_tuple_and_module_attribute_and_default():
+    def f(x):
+        return probe(x, G[0])
+    cf = ember.compile(f)
+    x = torch.arange(3)
+    global G
+    for c in CONSTANTS:
+        G = (c, 2)
+        same(cf(x), f(x))
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = (1,)
+
+        def forward(self, x):
+            return probe(x, self.scale[0])
+    m = M()
+    cm = ember.compile(m)
+    for c in CONSTANTS:
+        m.scale = (c,)
+        same(cm(x), m(x))
+
+    def g(x, t=((1,),)):
+        return probe(x, t[0][0])
+    cg = ember.compile(g)
+    for c in CONSTANTS:
+        g.__defaults__ = (((c,),),)
+        same(cg(x), g(x))
+
+
+S = {1, 2}
+
+
+def test_global_set_mutated_after_compile():
+    def f(x):
+        return x * len(S), 3 in S, sorted(S)
+    cf = ember.compile(f)
+    x = torch.ones(2)
+    same(cf(x), f(x))
+    S.add(3)
+    same(cf(x), f(x))
+    S.discard(1)
+    S.add(1.0)  # equal to 1, another type
+    same(cf(x), f(x))
+    assert [type(v) for v in sorted(S)] == [float, int, int]
+
+
+def test_set_argument_contents_and_types():
+    def f(x, s):
+        return x * sum(s), sorted(type(v).__name__ for v in s)
+    x = torch.arange(3)
+    run_all(f, [(x, {1, 2}), (x, {1.0, 2}), (x, {True, 2}), (x, {0.0}), (x, {-0.0}), (x, {3})])
+
+
+def test_dict_views_are_live():
+    def f(x):
+        d = {"a": x, "b": x * 2}
+        k, v, it = d.keys(), d.values(), d.items()
+        d["c"] = x * 3
+        d.pop("a")
+        return (len(k), list(k), [t + 1 for t in v], [name for name, _ in it], "c" in k, "a" in k,
+                type(k).__name__, type(v).__name__, type(it).__name__, isinstance(k, list))
+    x = torch.ones(2)
+    cf = ember.compile(f)
+    same(cf(x), f(x))
+    c = ember.testing.counters()
+    assert (c["breaks"], c["aborts"]) == (0, 0), c
+
+
+def test_dict_view_returned_is_a_real_view():
+    def f(x):
+        d = {"a": x}
+        return d.keys(), d.values()
+    k, v = ember.compile(f)(torch.ones(2))
+    assert type(k).__name__ == "dict_keys" and list(k) == ["a"]
+    assert type(v).__name__ == "dict_values"
+
+
+def test_dict_argument_key_order_guarded():
+    def f(x, d):
+        return [k for k in d], [v * x for v in d.values()]
+    x = torch.ones(2)
+    run_all(f, [(x, {"a": 1, "b": 2}), (x, {"b": 2, "a": 1}), (x, {"a": 1, "b": 2})])
+
+
+class TwoParams(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Parameter(torch.ones(2))
+        self.b = torch.nn.Parameter(torch.full((2,), 2.0))
+        self.register_buffer("u", torch.full((2,), 3.0))
+        self.register_buffer("v", torch.full((2,), 4.0))
+
+    def forward(self, x):
+        ps, bs = list(self.parameters()), list(self.buffers())
+        return x * ps[0] - ps[1] + bs[0] * 10 - bs[1]
+
+
+def test_parameter_and_buffer_order_guarded():
+    m = TwoParams()
+    cm = ember.compile(m)
+    x = torch.ones(2)
+    same(cm(x), m(x))
+    m._parameters["a"] = m._parameters.pop("a")  # now b, a
+    same(cm(x), m(x))
+    m._buffers["u"] = m._buffers.pop("u")
+    same(cm(x), m(x))
+
+
+def test_sequential_order_guarded():
+    m = torch.nn.Sequential(collections.OrderedDict([("add", torch.nn.Identity()), ("relu", torch.nn.ReLU())]))
+    m.add.forward = lambda x: x - 1
+    cm = ember.compile(m)
+    x = torch.full((2,), 0.5)
+    same(cm(x), m(x))
+    m._modules["add"] = m._modules.pop("add")  # relu first now
+    same(cm(x), m(x))
+
+
+class Parent(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.sub = torch.nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.sub(x) + 1
+
+
+def test_forward_replaced_on_instance_after_compile():
+    import types
+    m = Parent()
+    cm = ember.compile(m)
+    x = torch.ones(2)
+    same(cm(x), m(x))
+    m.sub.forward = lambda x: x * 7
+    same(cm(x), m(x))
+    m.sub.forward = types.MethodType(lambda self, x: x * 5, m.sub)
+    same(cm(x), m(x))
+    del m.sub.forward
+    same(cm(x), m(x))
+    m.forward = types.MethodType(lambda self, x: x - 3, m)
+    same(cm(x), m(x))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_leaf_made_in_graph_keeps_requires_grad(backend):
+    def f(x):
+        w = torch.ones(2, requires_grad=True)
+        return w, (x * w).sum()
+    w, loss = ember.compile(f, backend=backend)(torch.ones(2))
+    assert w.requires_grad and w.is_leaf
+    loss.backward()
+    assert torch.equal(w.grad, torch.ones(2))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_requires_grad_on_intermediate(backend):
+    def f(x):
+        y = x * 2
+        y.requires_grad_()
+        return y, (y * y).sum()
+    y, loss = ember.compile(f, backend=backend)(torch.ones(2))
+    assert y.requires_grad
+    loss.backward()
+    assert torch.equal(y.grad, torch.full((2,), 4.0))
