@@ -61,6 +61,16 @@ def _is_tensor_method(fn):
     return isinstance(name, str) and getattr(torch.Tensor, name, None) is fn
 
 
+# Calls that make a tensor made in the graph require grad, or stop requiring it: a functional
+# backend (AOTAutograd) returns such outputs without requires_grad, as torch.compile would refuse
+# them; the graph runs on ember's executor instead, as eager does.
+_GRAD_FLAG_SETTERS = (torch.Tensor.requires_grad_, torch.Tensor.detach_)
+
+
+def _sets_grad_flag(target, kwargs):
+    return kwargs.get("requires_grad") is True or any(target is f for f in _GRAD_FLAG_SETTERS)
+
+
 _AUTOCAST_SIG = inspect.signature(torch.autocast.__init__)
 _INPLACE = {"iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "iand", "ior", "ixor",
             "ilshift", "irshift"}
@@ -175,6 +185,9 @@ class _Builder:
         if op == "call":
             if target is _rules.set_grad_enabled:
                 return g.call_function(torch._C._set_grad_enabled, tuple(pos))
+            if _sets_grad_flag(target, kwargs):
+                raise _Unexportable(f"{getattr(target, '__name__', target)} makes a tensor of the graph require grad "
+                                    "(a functional backend would return it without requires_grad)")
             self.n_ops += 1
             if _is_tensor_method(target):
                 return g.call_method(target.__name__, tuple(pos), kwargs)
