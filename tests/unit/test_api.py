@@ -359,6 +359,133 @@ def test_module_in_place_parameter_update_no_recompile():
 
 
 # ---------------------------------------------------------------------------
+# CompiledModule: the wrapped module's protocols, copies and pickles
+# ---------------------------------------------------------------------------
+
+
+def _outcome(fn):
+    """('ok', value) or ('raise', exception type) of fn()."""
+    try:
+        return ("ok", fn())
+    except Exception as e:  # noqa: BLE001
+        return ("raise", type(e))
+
+
+def _seq():
+    torch.manual_seed(6)
+    return nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+
+
+# each probe runs on the module and on ember.compile of a twin; answers must agree
+_PROBES = {
+    "bool": lambda m: bool(m),
+    "len": lambda m: len(m),
+    "iter": lambda m: [type(c).__name__ for c in m],
+    "reversed": lambda m: [type(c).__name__ for c in reversed(m)],
+    "getitem0": lambda m: type(m[0]).__name__,
+    "getitem_slice": lambda m: (type(m[0:1]).__name__, len(m[0:1])),
+    "contains": lambda m: ("a" in m, "zz" in m),
+    "dir": lambda m: set(dir(m)) >= {"forward", "parameters", "training"},
+}
+
+
+@pytest.mark.parametrize("make", [
+    _seq, lambda: nn.ModuleList(), lambda: nn.ModuleList([nn.ReLU(), nn.Tanh()]),
+    lambda: nn.ModuleDict({"a": nn.ReLU()}), lambda: nn.ParameterList([nn.Parameter(torch.ones(2))]),
+    lambda: nn.ParameterDict({"a": nn.Parameter(torch.ones(2))}), FunctionalLinear, lambda: nn.Linear(2, 2),
+], ids=["Sequential", "empty ModuleList", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
+        "no protocols", "Linear"])
+@pytest.mark.parametrize("probe", sorted(_PROBES))
+def test_compiled_module_protocols_answer_as_the_module(make, probe):
+    m, twin = make(), make()
+    cm = ember.compile(twin)
+    assert _outcome(lambda: _PROBES[probe](cm)) == _outcome(lambda: _PROBES[probe](m))
+
+
+def test_compiled_module_item_assignment_and_in_place_operators_change_the_module():
+    m = _seq()
+    cm = ember.compile(m)
+    cm[1] = nn.Tanh()
+    assert isinstance(m[1], nn.Tanh)
+    del cm[1]
+    assert len(m) == 2
+    before = cm
+    cm += nn.Sequential(nn.ReLU())  # Sequential.__iadd__ extends in place: the wrapper stays
+    assert cm is before and len(m) == 3 and isinstance(m[2], nn.ReLU)
+    both = cm + ember.compile(nn.Sequential(nn.Tanh()))  # as eager: a new plain Sequential
+    assert type(both) is nn.Sequential and len(both) == 4 and len(m) == 3
+    assert len(2 * cm) == len(cm * 2) == 6
+    x = randn(3, 4)
+    torch.testing.assert_close(cm(x), m(x), rtol=0, atol=0)
+    with pytest.raises(ValueError):  # the module's own error
+        cm += nn.ReLU()
+    with pytest.raises(TypeError):
+        ember.compile(nn.Linear(2, 2))[0] = nn.ReLU()
+
+
+def test_compiled_module_equality_and_hash_are_the_modules():
+    m = FunctionalLinear()
+    cm = ember.compile(m)
+    assert cm == m and cm == ember.compile(m) and hash(cm) == hash(m)
+    assert cm != FunctionalLinear()
+    assert m in {cm} and cm in [m]
+
+
+def _copy_deepcopy(cm):
+    import copy
+    return copy.deepcopy(cm)
+
+
+def _copy_pickle(cm):
+    import pickle
+    return pickle.loads(pickle.dumps(cm))
+
+
+def _copy_torch_save(cm):
+    import io
+    buf = io.BytesIO()
+    torch.save(cm, buf)
+    buf.seek(0)
+    return torch.load(buf, weights_only=False)
+
+
+@pytest.mark.parametrize("copier", [_copy_deepcopy, _copy_pickle, _copy_torch_save],
+                         ids=["deepcopy", "pickle", "torch.save"])
+def test_compiled_module_copies_are_compiled_modules_of_a_copy(copier):
+    m = WithSubmodule()
+    cm = ember.compile(m, fullgraph=True)
+    x = randn(5, 4)
+    expected = m(x)
+    cm(x)
+    c = copier(cm)
+    assert isinstance(c, ember.CompiledModule) and c is not cm
+    assert c._orig_mod is not m and c.fc.weight is not m.fc.weight
+    assert c._ember_kwargs == cm._ember_kwargs and c._ember_kwargs["fullgraph"] is True
+    assert list(c.state_dict()) == list(m.state_dict())
+    for k, v in c.state_dict().items():
+        torch.testing.assert_close(v, m.state_dict()[k], rtol=0, atol=0)
+    ember.testing.reset_counters()
+    torch.testing.assert_close(c(x), expected, rtol=0, atol=0)
+    assert counters()["frames"] + counters()["hits"] == 1  # the copy runs compiled
+    with torch.no_grad():
+        c.fc.weight.zero_()  # the copy owns its parameters
+    torch.testing.assert_close(cm(x), expected, rtol=0, atol=0)
+
+
+def test_compiled_module_copy_keeps_the_backend():
+    seen = []
+
+    def counting(gm, example_inputs):
+        seen.append(gm)
+        return gm
+
+    c = _copy_deepcopy(ember.compile(FunctionalLinear(), backend=counting))
+    x = randn(2, 4)
+    torch.testing.assert_close(c(x), FunctionalLinear()(x), rtol=0, atol=0)
+    assert len(seen) == 1
+
+
+# ---------------------------------------------------------------------------
 # ember.disable / ember.reset
 # ---------------------------------------------------------------------------
 
