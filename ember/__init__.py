@@ -8,6 +8,7 @@ made and caches the result on the code object. See README.md for what works toda
 """
 import functools
 import operator
+import os
 import sys
 
 import torch
@@ -214,11 +215,13 @@ def compile(fn_or_module=None, *, backend="eager", fullgraph=False, dynamic=None
     backend: "eager" (ember's C executor, the default), "inductor", "aot_eager", any name
     TorchDynamo's registry knows (ember.list_backends()), or a callable
     backend(gm: torch.fx.GraphModule, example_inputs) -> callable, as torch.compile takes;
-    a Python backend compiles each captured graph at its first call. mode ("default",
-    "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs") and options (a dict of
+    a Python backend compiles each captured graph at its first call. mode (one of torch's
+    Inductor modes: "default", "reduce-overhead", "max-autotune", ...) and options (a dict of
     Inductor settings) are passed on as torch.compile does; a backend that cannot honour them
     raises ValueError. fullgraph: raise ember.Unsupported instead of running code ember cannot
     capture as plain Python. dynamic: None/False (shapes are specialized; True raises).
+    With EMBER_DISABLE=1 in the environment, the arguments are checked and fn_or_module is
+    returned unchanged.
     """
     if dynamic not in (None, False):
         raise ValueError("ember.compile: dynamic=True is not supported yet (shapes are specialized; "
@@ -231,6 +234,8 @@ def compile(fn_or_module=None, *, backend="eager", fullgraph=False, dynamic=None
         return functools.partial(compile, **kwargs)
     if not callable(fn_or_module):
         raise TypeError(f"ember.compile expects a function or torch.nn.Module, got {type(fn_or_module).__name__}")
+    if _disabled():
+        return fn_or_module
     if not _C.CAPTURE_SUPPORTED:
         raise RuntimeError(
             f"ember: capture on Python {sys.version_info[0]}.{sys.version_info[1]} is not supported yet "
@@ -249,6 +254,22 @@ def compile(fn_or_module=None, *, backend="eager", fullgraph=False, dynamic=None
     except (AttributeError, TypeError):
         pass
     return wrapped
+
+
+_disable_said = False
+
+
+def _disabled():
+    """True when EMBER_DISABLE is set to 1/true/yes/on (read at each ember.compile); says so on
+    stderr once per process."""
+    global _disable_said
+    if os.environ.get("EMBER_DISABLE", "").strip().lower() not in ("1", "true", "yes", "on"):
+        return False
+    if not _disable_said:
+        _disable_said = True
+        _logging.log("disable", "EMBER_DISABLE is set: ember.compile returns functions and modules unchanged "
+                                "(nothing is compiled)")
+    return True
 
 
 def _force(fn):

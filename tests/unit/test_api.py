@@ -486,6 +486,46 @@ def test_compiled_module_copy_keeps_the_backend():
 
 
 # ---------------------------------------------------------------------------
+# EMBER_DISABLE
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def ember_disabled(monkeypatch):
+    monkeypatch.setenv("EMBER_DISABLE", "1")
+    monkeypatch.setattr(ember, "_disable_said", False)
+
+
+def test_ember_disable_returns_functions_and_modules_unchanged(ember_disabled, capfd, xy):
+    m = FunctionalLinear()
+    assert ember.compile(add_relu) is add_relu
+    assert ember.compile(m) is m
+    assert ember.compile(fullgraph=True)(add_relu) is add_relu
+    torch.testing.assert_close(ember.compile(add_relu)(*xy), add_relu(*xy), rtol=0, atol=0)
+    m(randn(2, 4))
+    assert counters()["frames"] == 0
+    err = capfd.readouterr().err
+    assert err.count("EMBER_DISABLE") == 1  # said once
+
+
+def test_ember_disable_still_checks_arguments(ember_disabled):
+    with pytest.raises(ValueError, match="did you mean"):
+        ember.compile(add_relu, backend="inductr")
+    with pytest.raises(TypeError):
+        ember.compile(3)
+
+
+def test_ember_disable_is_read_at_each_call(monkeypatch, xy):
+    monkeypatch.setenv("EMBER_DISABLE", "0")
+    cf = ember.compile(add_relu)
+    assert cf is not add_relu
+    cf(*xy)
+    assert counters()["frames"] == 1
+    monkeypatch.setenv("EMBER_DISABLE", "1")
+    assert ember.compile(add_relu) is add_relu
+
+
+# ---------------------------------------------------------------------------
 # ember.disable / ember.reset
 # ---------------------------------------------------------------------------
 
