@@ -205,10 +205,12 @@ for _n in ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow", "
     setattr(CompiledModule, f"__i{_n}__", _protocol(f"__i{_n}__", getattr(operator, f"i{_n}"), inplace=True))
 
 
-def compile(fn_or_module=None, *, backend="eager", fullgraph=False, dynamic=None, mode=None, options=None):
+def compile(fn_or_module=None, *, backend="eager", fullgraph=False, dynamic=None, mode=None, options=None,
+            inplace=False):
     """Compile a function or nn.Module with ember. Usable as a call or a decorator:
 
         model = ember.compile(model)
+        ember.compile(model, inplace=True)     # model itself runs compiled, self(...) included
         @ember.compile(fullgraph=True)
         def f(x): ...
 
@@ -220,6 +222,9 @@ def compile(fn_or_module=None, *, backend="eager", fullgraph=False, dynamic=None
     Inductor settings) are passed on as torch.compile does; a backend that cannot honour them
     raises ValueError. fullgraph: raise ember.Unsupported instead of running code ember cannot
     capture as plain Python. dynamic: None/False (shapes are specialized; True raises).
+    inplace: for an nn.Module, compile the module itself, as nn.Module.compile() does (its
+    calls run compiled, including self(...) from its own methods such as generate()), and
+    return it; without it, a CompiledModule wrapper is returned and the module is unchanged.
     With EMBER_DISABLE=1 in the environment, the arguments are checked and fn_or_module is
     returned unchanged.
     """
@@ -228,12 +233,17 @@ def compile(fn_or_module=None, *, backend="eager", fullgraph=False, dynamic=None
                          "use dynamic=None or False)")
     if not isinstance(fullgraph, bool):
         raise ValueError("ember.compile: fullgraph must be True or False")
+    if not isinstance(inplace, bool):
+        raise ValueError("ember.compile: inplace must be True or False")
     be = _resolve_backend(backend, mode=mode, options=options, dynamic=dynamic)
     kwargs = dict(backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode, options=options)
     if fn_or_module is None:
-        return functools.partial(compile, **kwargs)
+        return functools.partial(compile, inplace=inplace, **kwargs)
     if not callable(fn_or_module):
         raise TypeError(f"ember.compile expects a function or torch.nn.Module, got {type(fn_or_module).__name__}")
+    if inplace and not isinstance(fn_or_module, torch.nn.Module):
+        raise TypeError(f"ember.compile(..., inplace=True) compiles an nn.Module in place; got "
+                        f"{type(fn_or_module).__name__} (for a function: fn = ember.compile(fn))")
     if _disabled():
         return fn_or_module
     if not _C.CAPTURE_SUPPORTED:
@@ -241,6 +251,13 @@ def compile(fn_or_module=None, *, backend="eager", fullgraph=False, dynamic=None
             f"ember: capture on Python {sys.version_info[0]}.{sys.version_info[1]} is not supported yet "
             "(CPython 3.11 is); run on Python 3.11, or use torch.compile on this interpreter")
     flags = _C.FLAG_ENABLED | (_C.FLAG_FULLGRAPH if fullgraph else 0) | (be.index << _C.FLAG_BACKEND_SHIFT)
+    if inplace:
+        mod = _unwrap(fn_or_module)
+        _force(getattr(type(mod), "forward", None))
+        # nn.Module._wrapped_call_impl calls _compiled_call_impl instead of _call_impl when set
+        # (nn.Module.compile sets it too); hooks run as plain Python around the compiled forward
+        mod._compiled_call_impl = _C.CompiledFunction(mod._call_impl, flags)
+        return fn_or_module
     if isinstance(fn_or_module, CompiledModule):
         fn_or_module = fn_or_module._orig_mod
     if isinstance(fn_or_module, torch.nn.Module):

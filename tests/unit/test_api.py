@@ -486,6 +486,82 @@ def test_compiled_module_copy_keeps_the_backend():
 
 
 # ---------------------------------------------------------------------------
+# ember.compile(module, inplace=True)
+# ---------------------------------------------------------------------------
+
+
+class Generates(nn.Module):
+    """generate() calls self(...), as transformers' generate does."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(7)
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.tanh(self.fc(x))
+
+    def generate(self, x, steps):
+        for _ in range(steps):
+            x = self(x)
+        return x
+
+
+def test_compile_inplace_makes_self_calls_compiled():
+    m, twin = Generates(), Generates()
+    x = randn(2, 4)
+    with torch.no_grad():
+        assert ember.compile(m, inplace=True) is m
+        assert list(m.state_dict()) == list(twin.state_dict())
+        torch.testing.assert_close(m.generate(x, 4), twin.generate(x, 4), rtol=0, atol=0)
+    c = counters()
+    assert c["frames"] == 1 and c["hits"] == 3 and c["aborts"] == 0
+    assert len(ember.testing.entries(m)) == 1
+    torch.testing.assert_close(m(x), twin(x), rtol=0, atol=0)  # a plain call too (with grad: a new entry)
+
+
+def test_compiled_wrapper_does_not_compile_self_calls():
+    """The wrapper form leaves the module as it is: generate() calls the plain module."""
+    m = Generates()
+    cm = ember.compile(m)
+    cm.generate(randn(2, 4), 2)
+    assert counters()["frames"] == 0
+
+
+def test_compile_inplace_keeps_hooks_and_takes_the_backend():
+    seen = []
+
+    def counting(gm, example_inputs):
+        seen.append(gm)
+        return gm
+
+    m, twin = Generates(), Generates()
+    for mod in (m, twin):
+        mod.register_forward_hook(lambda mod, args, out: out * 2)
+    ember.compile(m, backend=counting, inplace=True)
+    x = randn(3, 4)
+    torch.testing.assert_close(m.generate(x, 2), twin.generate(x, 2), rtol=0, atol=0)
+    assert seen  # (the hook, called from compiled code, is compiled as well)
+
+
+def test_compile_inplace_copies_run_plain_as_nn_module_compile():
+    import copy
+    m = Generates()
+    ember.compile(m, inplace=True)
+    c = copy.deepcopy(m)  # nn.Module.__getstate__ drops the compiled call, as after m.compile()
+    x = randn(2, 4)
+    torch.testing.assert_close(c(x), m(x), rtol=0, atol=0)
+    assert c._compiled_call_impl is None
+
+
+def test_compile_inplace_of_a_function_raises():
+    with pytest.raises(TypeError):
+        ember.compile(add_relu, inplace=True)
+    with pytest.raises(ValueError):
+        ember.compile(Generates(), inplace="yes")
+
+
+# ---------------------------------------------------------------------------
 # EMBER_DISABLE
 # ---------------------------------------------------------------------------
 
@@ -497,12 +573,13 @@ def ember_disabled(monkeypatch):
 
 
 def test_ember_disable_returns_functions_and_modules_unchanged(ember_disabled, capfd, xy):
-    m = FunctionalLinear()
+    m = Generates()
     assert ember.compile(add_relu) is add_relu
     assert ember.compile(m) is m
     assert ember.compile(fullgraph=True)(add_relu) is add_relu
+    assert ember.compile(m, inplace=True) is m and m._compiled_call_impl is None
     torch.testing.assert_close(ember.compile(add_relu)(*xy), add_relu(*xy), rtol=0, atol=0)
-    m(randn(2, 4))
+    m.generate(randn(2, 4), 2)
     assert counters()["frames"] == 0
     err = capfd.readouterr().err
     assert err.count("EMBER_DISABLE") == 1  # said once
