@@ -313,7 +313,8 @@ def disable(fn=None):
 
 
 def reset():
-    """Drop every compiled entry of every function (the next calls compile again) and the cache of
-    meta results the tracer keeps."""
+    """Drop every compiled entry of every function (the next calls compile again), the cache of
+    meta results the tracer keeps, and the memory of the warnings already given."""
     _C.reset()
     _rules._MEMO.clear()
+    _logging._warned.clear()

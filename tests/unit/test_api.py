@@ -252,8 +252,9 @@ def test_compile_module_fallback_warns_and_is_correct():
     m = ItemInLoop()
     cm = ember.compile(m)
     x = randn(5, 4)
-    with pytest.warns(ember.EmberWarning, match="inside a loop body"):
+    with pytest.warns(ember.EmberWarning, match="could not compile `ItemInLoop.forward`"):
         got = cm(x)
+    assert "inside a loop body" in str(ember.testing.code_state(m)["reason"])
     torch.testing.assert_close(got, m(x), rtol=0, atol=0)
     assert counters()["aborts"] == 1
     assert counters()["frames"] == 0
@@ -773,6 +774,142 @@ def test_fallback_warning_points_at_call_site():
     assert len(ember_warnings) == 1
     assert os.path.basename(ember_warnings[0].filename) == THIS_FILE
     assert ember_warnings[0].lineno == line
+
+
+# ---------------------------------------------------------------------------
+# warnings: at the user's line, once per reason and site, details in EMBER_LOGS=breaks
+# ---------------------------------------------------------------------------
+
+
+_LIBRARY_SRC = """
+def item_loop_a(x):
+    total = 0.0
+    for i in range(2):
+        total += x[i].item()
+    return x * total
+
+
+def item_loop_b(x):
+    total = 0.0
+    for i in range(2):
+        total += x[i].item()
+    return x - total
+
+
+def print_loop(x):
+    for i in range(2):
+        print(end="")
+    return x + 1
+
+
+def entry(x):
+    return item_loop_a(x) + item_loop_b(x)
+
+
+def entry_two_reasons(x):
+    return item_loop_a(x) + print_loop(x)
+"""
+
+
+@pytest.fixture
+def library():
+    """Functions of an installed package (their file is in site-packages, as transformers')."""
+    import sysconfig
+    path = os.path.join(sysconfig.get_paths()["purelib"], "ember_test_library", "core.py")
+    ns = {"__name__": "ember_test_library.core"}
+    exec(compile(_LIBRARY_SRC, path, "exec"), ns)
+    return ns
+
+
+def _ember_warnings(rec):
+    return [w for w in rec if issubclass(w.category, ember.EmberWarning)]
+
+
+def test_warning_points_at_the_user_call_not_into_the_library(library):
+    cf = ember.compile(library["entry"])
+    x = randn(3)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        got = cf(x); line = _line_of(test_warning_points_at_the_user_call_not_into_the_library, "got = cf(x)")  # noqa
+    torch.testing.assert_close(got, library["entry"](x), rtol=0, atol=0)
+    ws = _ember_warnings(rec)
+    assert counters()["aborts"] == 2
+    assert len(ws) == 1  # two functions, one reason, one call site: one warning
+    assert os.path.basename(ws[0].filename) == THIS_FILE and ws[0].lineno == line
+    msg = str(ws[0].message)
+    assert "could not compile `item_loop_a` (ember_test_library/core.py:" in msg
+    assert "EMBER_LOGS=breaks" in msg
+    assert "Tensor.item" not in msg and "FOR_ITER" not in msg  # the internals are for the log
+
+
+def test_warning_once_per_reason_and_site(library):
+    x = randn(3)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        ember.compile(library["entry_two_reasons"])(x)  # two reasons at one site: two warnings
+        n_first = len(_ember_warnings(rec))
+        ember.reset()
+        for _ in range(2):
+            ember.compile(library["entry"])(x)  # another site: warned once more, once
+    assert n_first == 2
+    ws = _ember_warnings(rec)
+    assert len(ws) == 3
+    assert len({(w.lineno, str(w.message)) for w in ws}) == 3
+    assert all(os.path.basename(w.filename) == THIS_FILE for w in ws)
+
+
+def test_breaks_log_has_the_details_the_warning_leaves_out(library, capfd, no_logs):
+    ember.set_logs("breaks")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ember.EmberWarning)
+        ember.compile(library["entry"])(randn(3))
+    err = [ln for ln in capfd.readouterr().err.splitlines() if ln.startswith("[ember:breaks]")]
+    for fn in ("item_loop_a", "item_loop_b"):  # every frame, not once per reason
+        (ln,) = [ln for ln in err if f"] {fn} (" in ln]
+        assert "ember_test_library/core.py" in ln and "Tensor.item" in ln and "inside a loop body" in ln
+
+
+def test_warnings_raised_while_tracing_are_not_shown(monkeypatch, xy):
+    """What ember's own work warns about while it traces (meta runs, probes) is not the user's."""
+    real_run = ember._rules.run
+
+    def warning_run(*args, **kwargs):
+        warnings.warn("raised inside ember's trace", UserWarning)
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(ember._rules, "run", warning_run)
+    filters = list(warnings.filters)
+    cf = ember.compile(lambda x, y: torch.sin(x) @ y.t())
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        got = cf(*xy)
+        warnings.warn("the user's own", UserWarning)
+    assert counters()["frames"] == 1
+    torch.testing.assert_close(got, torch.sin(xy[0]) @ xy[1].t(), rtol=0, atol=0)
+    assert [str(w.message) for w in rec] == ["the user's own"]
+    assert warnings.filters == filters
+
+
+def autocast_cuda(x):
+    with torch.autocast("cuda"):
+        y = x * 2
+    return y + 1
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_context_warning_of_a_compiled_block_points_at_user_code():
+    x = randn(3)
+    with warnings.catch_warnings(record=True) as eager:
+        warnings.simplefilter("always")
+        expected = autocast_cuda(x)
+    cf = ember.compile(autocast_cuda)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        got = cf(x)
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    assert counters()["frames"] == 1
+    assert [str(w.message) for w in rec] == [str(w.message) for w in eager]  # once, not at trace time too
+    assert all(os.path.basename(w.filename) == THIS_FILE for w in rec), [w.filename for w in rec]
 
 
 # ---------------------------------------------------------------------------
