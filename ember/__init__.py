@@ -7,6 +7,8 @@ interpreter written in C, records tensor operations into a graph, guards the ass
 made and caches the result on the code object. See README.md for what works today.
 """
 import functools
+import operator
+import os
 import sys
 
 import torch
@@ -93,12 +95,16 @@ def set_logs(spec):
 
 class CompiledModule(torch.nn.Module):
     """What ember.compile returns for an nn.Module: calls go through the compiled forward;
-    attributes, parameters, state_dict and train()/eval() are the original module's."""
+    attributes, parameters, state_dict, train()/eval() and the container protocols (len, iter,
+    [], in, bool, +, ...) are the original module's. Equality and hashing are the original
+    module's too (a CompiledModule equals the module it wraps). copy.deepcopy, pickle and
+    torch.save give a CompiledModule of the copied module, compiled with the same arguments."""
 
-    def __init__(self, mod, call):
+    def __init__(self, mod, call, compile_kwargs=None):
         torch.nn.Module.__init__(self)
         object.__setattr__(self, "_orig_mod", mod)  # not a submodule: state_dict keys stay the same
         object.__setattr__(self, "_ember_call", call)
+        object.__setattr__(self, "_ember_kwargs", dict(compile_kwargs or {}))
 
     training = property(lambda self: self._orig_mod.training,
                         lambda self, v: self.__dict__.get("_orig_mod") is not None
@@ -111,7 +117,11 @@ class CompiledModule(torch.nn.Module):
         return self._ember_call(*args, **kwargs)
 
     def __getattr__(self, name):
-        return getattr(self.__dict__["_orig_mod"], name)
+        try:
+            mod = self.__dict__["_orig_mod"]
+        except KeyError:
+            raise AttributeError(name) from None
+        return getattr(mod, name)
 
     def __setattr__(self, name, value):
         setattr(self._orig_mod, name, value)
@@ -125,8 +135,21 @@ class CompiledModule(torch.nn.Module):
     def __repr__(self):
         return f"CompiledModule({self._orig_mod!r})"
 
+    def __reduce__(self):
+        # a copy is compiled again from the copied module (compiled code is not copied)
+        return (_compiled_module, (self._orig_mod, self._ember_kwargs))
+
     def _self_or_result(self, r):
         return self if r is self._orig_mod else r
+
+
+def _compiled_module(mod, kwargs):
+    """Unpickles (and deep-copies) a CompiledModule: compiles the copied module again."""
+    return compile(mod, **kwargs)
+
+
+def _unwrap(x):
+    return x._orig_mod if type(x) is CompiledModule else x
 
 
 def _forward(name):
@@ -144,43 +167,102 @@ for _name in ("state_dict", "load_state_dict", "parameters", "named_parameters",
     setattr(CompiledModule, _name, _forward(_name))
 
 
-def compile(fn_or_module=None, *, backend="eager", fullgraph=False, dynamic=None, mode=None, options=None):
+# Python looks these up on the type, so __getattr__ does not forward them: each applies the
+# operator to the original module (CompiledModule operands unwrapped), giving its answer or its
+# error (len() of a module without __len__ raises TypeError; bool() of one without __len__ or
+# __bool__ is True). An in-place operator that returns the original module returns self.
+def _protocol(name, op, reflected=False, inplace=False):
+    if inplace:
+        def method(self, *args):
+            return self._self_or_result(op(self._orig_mod, *map(_unwrap, args)))
+    elif reflected:
+        def method(self, other):
+            return op(_unwrap(other), self._orig_mod)
+    else:
+        def method(self, *args):
+            return op(self._orig_mod, *map(_unwrap, args))
+    method.__name__ = name
+    return method
+
+
+def _contains(a, b):
+    return b in a
+
+
+for _name, _op in (("__len__", len), ("__iter__", iter), ("__reversed__", reversed), ("__bool__", bool),
+                   ("__contains__", _contains), ("__getitem__", operator.getitem),
+                   ("__setitem__", operator.setitem), ("__delitem__", operator.delitem),
+                   ("__eq__", operator.eq), ("__ne__", operator.ne), ("__hash__", hash),
+                   ("__lt__", operator.lt), ("__le__", operator.le), ("__gt__", operator.gt),
+                   ("__ge__", operator.ge), ("__neg__", operator.neg), ("__pos__", operator.pos),
+                   ("__invert__", operator.invert), ("__abs__", abs)):
+    setattr(CompiledModule, _name, _protocol(_name, _op))
+for _n in ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift",
+           "rshift"):
+    _op = getattr(operator, _n + "_" if _n in ("and", "or") else _n)
+    setattr(CompiledModule, f"__{_n}__", _protocol(f"__{_n}__", _op))
+    setattr(CompiledModule, f"__r{_n}__", _protocol(f"__r{_n}__", _op, reflected=True))
+    setattr(CompiledModule, f"__i{_n}__", _protocol(f"__i{_n}__", getattr(operator, f"i{_n}"), inplace=True))
+
+
+def compile(fn_or_module=None, *, backend="eager", fullgraph=False, dynamic=None, mode=None, options=None,
+            inplace=False):
     """Compile a function or nn.Module with ember. Usable as a call or a decorator:
 
         model = ember.compile(model)
+        ember.compile(model, inplace=True)     # model itself runs compiled, self(...) included
         @ember.compile(fullgraph=True)
         def f(x): ...
 
     backend: "eager" (ember's C executor, the default), "inductor", "aot_eager", any name
     TorchDynamo's registry knows (ember.list_backends()), or a callable
     backend(gm: torch.fx.GraphModule, example_inputs) -> callable, as torch.compile takes;
-    a Python backend compiles each captured graph at its first call. mode ("default",
-    "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs") and options (a dict of
+    a Python backend compiles each captured graph at its first call. mode (one of torch's
+    Inductor modes: "default", "reduce-overhead", "max-autotune", ...) and options (a dict of
     Inductor settings) are passed on as torch.compile does; a backend that cannot honour them
     raises ValueError. fullgraph: raise ember.Unsupported instead of running code ember cannot
     capture as plain Python. dynamic: None/False (shapes are specialized; True raises).
+    inplace: for an nn.Module, compile the module itself, as nn.Module.compile() does (its
+    calls run compiled, including self(...) from its own methods such as generate()), and
+    return it; without it, a CompiledModule wrapper is returned and the module is unchanged.
+    With EMBER_DISABLE=1 in the environment, the arguments are checked and fn_or_module is
+    returned unchanged.
     """
     if dynamic not in (None, False):
         raise ValueError("ember.compile: dynamic=True is not supported yet (shapes are specialized; "
                          "use dynamic=None or False)")
     if not isinstance(fullgraph, bool):
         raise ValueError("ember.compile: fullgraph must be True or False")
+    if not isinstance(inplace, bool):
+        raise ValueError("ember.compile: inplace must be True or False")
     be = _resolve_backend(backend, mode=mode, options=options, dynamic=dynamic)
+    kwargs = dict(backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode, options=options)
     if fn_or_module is None:
-        return functools.partial(compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
-                                 options=options)
+        return functools.partial(compile, inplace=inplace, **kwargs)
     if not callable(fn_or_module):
         raise TypeError(f"ember.compile expects a function or torch.nn.Module, got {type(fn_or_module).__name__}")
+    if inplace and not isinstance(fn_or_module, torch.nn.Module):
+        raise TypeError(f"ember.compile(..., inplace=True) compiles an nn.Module in place; got "
+                        f"{type(fn_or_module).__name__} (for a function: fn = ember.compile(fn))")
+    if _disabled():
+        return fn_or_module
     if not _C.CAPTURE_SUPPORTED:
         raise RuntimeError(
             f"ember: capture on Python {sys.version_info[0]}.{sys.version_info[1]} is not supported yet "
             "(CPython 3.11 is); run on Python 3.11, or use torch.compile on this interpreter")
     flags = _C.FLAG_ENABLED | (_C.FLAG_FULLGRAPH if fullgraph else 0) | (be.index << _C.FLAG_BACKEND_SHIFT)
+    if inplace:
+        mod = _unwrap(fn_or_module)
+        _force(getattr(type(mod), "forward", None))
+        # nn.Module._wrapped_call_impl calls _compiled_call_impl instead of _call_impl when set
+        # (nn.Module.compile sets it too); hooks run as plain Python around the compiled forward
+        mod._compiled_call_impl = _C.CompiledFunction(mod._call_impl, flags)
+        return fn_or_module
     if isinstance(fn_or_module, CompiledModule):
         fn_or_module = fn_or_module._orig_mod
     if isinstance(fn_or_module, torch.nn.Module):
         _force(getattr(type(fn_or_module), "forward", None))
-        return CompiledModule(fn_or_module, _C.CompiledFunction(fn_or_module, flags))
+        return CompiledModule(fn_or_module, _C.CompiledFunction(fn_or_module, flags), kwargs)
     _force(fn_or_module)
     wrapped = _C.CompiledFunction(getattr(fn_or_module, "__wrapped__", None)
                                   if isinstance(fn_or_module, _C.CompiledFunction) else fn_or_module, flags)
@@ -189,6 +271,22 @@ def compile(fn_or_module=None, *, backend="eager", fullgraph=False, dynamic=None
     except (AttributeError, TypeError):
         pass
     return wrapped
+
+
+_disable_said = False
+
+
+def _disabled():
+    """True when EMBER_DISABLE is set to 1/true/yes/on (read at each ember.compile); says so on
+    stderr once per process."""
+    global _disable_said
+    if os.environ.get("EMBER_DISABLE", "").strip().lower() not in ("1", "true", "yes", "on"):
+        return False
+    if not _disable_said:
+        _disable_said = True
+        _logging.log("disable", "EMBER_DISABLE is set: ember.compile returns functions and modules unchanged "
+                                "(nothing is compiled)")
+    return True
 
 
 def _force(fn):
@@ -215,7 +313,8 @@ def disable(fn=None):
 
 
 def reset():
-    """Drop every compiled entry of every function (the next calls compile again) and the cache of
-    meta results the tracer keeps."""
+    """Drop every compiled entry of every function (the next calls compile again), the cache of
+    meta results the tracer keeps, and the memory of the warnings already given."""
     _C.reset()
     _rules._MEMO.clear()
+    _logging._warned.clear()

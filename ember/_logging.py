@@ -1,5 +1,6 @@
 """EMBER_LOGS=graph,guards,recompiles,breaks,bytecode: which stage products are printed (to stderr)."""
 import os
+import re
 import sys
 
 CHANNELS = ("graph", "guards", "recompiles", "breaks", "bytecode")
@@ -27,17 +28,85 @@ def log(channel, text):
     sys.stderr.write(f"[ember:{channel}] " + text.replace("\n", f"\n[ember:{channel}] ") + "\n")
 
 
-def warn(msg):
-    """Warns at the user's line: the innermost frame that is not torch's or ember's (the
-    frame ember gave up on is not on the stack yet while the hook runs)."""
+_warned = set()  # keys of the warnings given since the last ember.reset(): each is given once
+_WHERE = re.compile(r"^(\S.*?):(\d+): ")
+_RESUME = re.compile(r"\.__resume_at_\d+$")
+_KINDS = {"abort": "ember cannot capture it", "limit": "cache_size_limit reached", "internal": "internal error"}
+
+
+def _short(filename):
+    """A file name as a user reads it: relative to the current directory, or to site-packages."""
+    from ._rules import _KEEP
+    for d in _KEEP:
+        if filename.startswith(d):
+            return filename[len(d):]
+    try:
+        rel = os.path.relpath(filename)
+    except ValueError:
+        return filename
+    return filename if rel.startswith("..") else rel
+
+
+def _user_frame(f):
+    """The innermost frame of the user's own code: neither torch's, ember's or the standard
+    library's, nor an installed package's; else the innermost frame that is not torch's, ember's
+    or the standard library's (the frame ember gave up on is not on the stack yet while the
+    hook runs, so this is where it was called from)."""
+    from ._rules import library_file, skip_file
+    first = None
+    while f is not None:
+        name = f.f_code.co_filename
+        if not skip_file(name):
+            if not library_file(name):
+                return f
+            if first is None:
+                first = f
+        f = f.f_back
+    return first
+
+
+def user_warning(text, key):
+    """An EmberWarning at the user's own line, once per (key, that line) until ember.reset()."""
     import warnings
     from . import EmberWarning
-    from ._rules import skip_file
-    f = sys._getframe(1)
-    while f is not None and skip_file(f.f_code.co_filename):
-        f = f.f_back
-    if f is None:
-        warnings.warn(str(msg), EmberWarning, stacklevel=2)
+    f = _user_frame(sys._getframe(1))
+    site = (f.f_code.co_filename, f.f_lineno) if f is not None else None
+    if (key, site) in _warned:
         return
-    warnings.warn_explicit(str(msg), EmberWarning, f.f_code.co_filename, f.f_lineno,
-                           module=f.f_globals.get("__name__"), registry=f.f_globals.setdefault("__warningregistry__", {}))
+    _warned.add((key, site))
+    if f is None:
+        warnings.warn(text, EmberWarning, stacklevel=2)
+        return
+    warnings.warn_explicit(text, EmberWarning, f.f_code.co_filename, f.f_lineno, module=f.f_globals.get("__name__"),
+                           registry=f.f_globals.setdefault("__warningregistry__", {}),
+                           module_globals=f.f_globals)
+
+
+def warn(kind, code, why):
+    """Called from C when ember gives up on a frame (it runs as plain Python from now on). kind:
+    "abort" (code ember cannot capture), "limit" (cache_size_limit reached) or "internal". The
+    details go to EMBER_LOGS=breaks; the user gets one EmberWarning per kind, reason and call
+    site, at that call site, naming the function."""
+    why = str(why)
+    # a resume function (ember's continuation of a function after a graph break) is part of it
+    name = _RESUME.sub("", code.co_qualname)
+    part = "part of " if name != code.co_qualname else ""
+    m = _WHERE.match(why)  # the line ember stopped at, when it is in this function's file
+    line = m.group(2) if m and m.group(1) == code.co_filename else code.co_firstlineno
+    where = f"{_short(code.co_filename)}:{line}"
+    if "breaks" in enabled:
+        log("breaks", f"{name} ({code.co_filename}:{code.co_firstlineno}) runs as plain Python "
+                      f"({_KINDS[kind]}): {why}")
+    if kind == "limit":
+        text = (f"ember compiled {part}`{name}` ({where}) ember.config.cache_size_limit times (its inputs keep "
+                "changing); it runs as plain Python from now on. Set EMBER_LOGS=recompiles for what changed.")
+        key = (kind,)
+    elif kind == "internal":
+        text = (f"ember could not compile {part}`{name}` ({where}) because of an internal error; it runs as plain "
+                "Python. Set EMBER_LOGS=breaks for details (and please report them).")
+        key = (kind,)
+    else:
+        text = (f"ember could not compile {part}`{name}` ({where}); it runs as plain Python. "
+                "Set EMBER_LOGS=breaks for details.")
+        key = (kind, _WHERE.sub("", why, count=1))
+    user_warning(text, key)

@@ -23,8 +23,11 @@ import operator
 import sys
 import types
 import typing
+import warnings
 
 import torch
+
+from . import _C
 
 UNKNOWN, GRAPH, CONST, ABORT, META_QUERY, TRUE, CTX = 0, 1, 2, 3, 4, 5, 6
 
@@ -115,12 +118,9 @@ def ctx_exit(obj):
     return torch.is_grad_enabled()
 
 
-def enter_ctx(spec):
-    """Graph call: makes and enters the context of spec = (cls, args, kwargs pairs)."""
-    cls, args, kwargs = spec
-    obj = cls(*args, **dict(kwargs))
-    obj.__enter__()
-    return obj
+# Graph call: makes and enters the context of spec = (cls, args, kwargs pairs). In C, so that a
+# warning given while the context is made names the user's code, not this file.
+enter_ctx = _C.enter_ctx
 
 
 def exit_ctx(obj):
@@ -128,10 +128,9 @@ def exit_ctx(obj):
     obj.__exit__(None, None, None)
 
 
-def reenter(spec):
-    """At a graph break inside a `with` block: the block's context made and entered again
-    (the graph left it), as the value of the block's __exit__ on the stack."""
-    return enter_ctx(spec).__exit__
+# At a graph break inside a `with` block: the block's context made and entered again (the graph
+# left it), as the value of the block's __exit__ on the stack.
+reenter = _C.reenter_ctx
 
 
 def grad_restorer(mode):
@@ -274,6 +273,29 @@ def skip_file(filename):
             r = filename.startswith(_STDLIB)
         _skip_cache[filename] = r
     return r
+
+
+def library_file(filename):
+    """True for code of an installed package (site-packages) that is not ember's user code: not
+    a place a user's warning should point at."""
+    return filename.startswith(_KEEP) and not filename.startswith(_USER_CODE)
+
+
+# Python warnings while ember traces: ignored (warnings_off / warnings_on bracket each compile;
+# the filter is inserted and removed in place, so the warning registries stay valid)
+_QUIET = ("ignore", None, Warning, None, 0)
+
+
+def warnings_off():
+    warnings.filters.insert(0, _QUIET)
+
+
+def warnings_on():
+    filters = warnings.filters
+    for i, f in enumerate(filters):
+        if f is _QUIET:
+            del filters[i]
+            return
 
 
 # ---- values ----

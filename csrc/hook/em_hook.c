@@ -100,9 +100,21 @@ static void call_quiet(PyObject *fn, const char *channel, PyObject *msg) {
     Py_XDECREF(r);
 }
 
-/* Stops compiling this code: it runs as plain Python from now on. Under fullgraph or
- * strict, raises ember.Unsupported instead (returns -1). */
-static int fall_back(EmExtra *x, PyObject *EM_STEALS why, int flags, const char *what) {
+/* Calls warnings_off or warnings_on (ember/_rules.py), keeping any pending exception. */
+static void warnings_switch(PyObject *fn) {
+    if (!fn) return;
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *r = PyObject_CallNoArgs(fn);
+    if (!r) PyErr_WriteUnraisable(fn);
+    Py_XDECREF(r);
+    PyErr_Restore(et, ev, tb);
+}
+
+/* Stops compiling this code: it runs as plain Python from now on, and ember's warn(kind, code,
+ * why) tells the user (kind: "abort", "limit" or "internal"). Under fullgraph or strict, raises
+ * ember.Unsupported instead (returns -1). */
+static int fall_back(EmExtra *x, PyCodeObject *co, PyObject *EM_STEALS why, int flags, const char *kind) {
     em_state.n_aborts++;
     if ((flags & EMH_FULLGRAPH) || em_state.strict) {
         PyErr_SetObject(em_state.unsupported, why);
@@ -111,10 +123,11 @@ static int fall_back(EmExtra *x, PyObject *EM_STEALS why, int flags, const char 
     }
     x->mode = EMX_FALLBACK;
     Py_XSETREF(x->reason, why);
-    PyObject *msg = PyUnicode_FromFormat("ember: %s; running it as plain Python: %U", what, why);
-    if (msg) call_quiet(em_state.warn, NULL, msg);
-    else PyErr_Clear();
-    Py_XDECREF(msg);
+    if (em_state.warn) {
+        PyObject *r = PyObject_CallFunction(em_state.warn, "sOO", kind, (PyObject *)co, why);
+        if (!r) PyErr_WriteUnraisable(em_state.warn);
+        Py_XDECREF(r);
+    }
     return 0;
 }
 
@@ -258,7 +271,7 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
                                              reason ? reason : Py_None);
         Py_XDECREF(reason);
         em_state.n_fallbacks++;
-        if (!why || fall_back(x, why, flags, "recompile limit hit") < 0) return NULL;
+        if (!why || fall_back(x, co, why, flags, "limit") < 0) return NULL;
         return eval_plain(ts, f, throwflag, flags);
     }
     if (first_fail) {
@@ -274,7 +287,11 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
     EmEntry *ne = NULL;
     PyObject *why = NULL;
     int allow_break = !(flags & EMH_FULLGRAPH) && !em_state.strict;
+    /* warnings raised while tracing (meta and fake-tensor runs, twins of context managers,
+     * device probes) come from ember's work, not from the user's program: ignored */
+    warnings_switch(em_state.warnings_off);
     EmDriverResult dr = em_driver_compile(co, &in, allow_break, backend, &ne, &why);
+    warnings_switch(em_state.warnings_on);
     x->n_compiles++;
     switch (dr) {
         case EMD_OK:
@@ -293,12 +310,12 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
                 PyErr_Clear();
                 why = PyUnicode_FromFormat("%U:%d: guards of a fresh compile failed (internal error)",
                                            co->co_filename, co->co_firstlineno);
-                if (!why || fall_back(x, why, 0, "internal error") < 0) return NULL;
+                if (!why || fall_back(x, co, why, 0, "internal") < 0) return NULL;
                 return eval_plain(ts, f, throwflag, flags);
             }
         case EMD_NOGRAPH: x->mode = EMX_SKIP; return eval_plain(ts, f, throwflag, flags);
         case EMD_ABORT:
-            if (fall_back(x, why, flags, "could not capture a frame") < 0) return NULL;
+            if (fall_back(x, co, why, flags, "abort") < 0) return NULL;
             return eval_plain(ts, f, throwflag, flags);
         default: {
             /* internal error: never crash the program; report it and run the frame as is */
@@ -309,7 +326,7 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
             Py_XDECREF(et);
             Py_XDECREF(ev);
             Py_XDECREF(tb);
-            if (!why || fall_back(x, why, 0, "internal error while compiling") < 0) return NULL;
+            if (!why || fall_back(x, co, why, 0, "internal") < 0) return NULL;
             return eval_plain(ts, f, throwflag, flags);
         }
     }

@@ -134,10 +134,10 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
     Py_XSETREF(em_state.object_getattribute, PyObject_GetAttrString((PyObject *)&PyBaseObject_Type, "__getattribute__"));
     if (!em_state.object_getattribute) return NULL;
     static const char *names[] = {"set_grad_enabled", "enter_ctx", "exit_ctx", "reenter", "grad_restorer",
-                                  "signature", "environ"};
+                                  "signature", "environ", "warnings_off", "warnings_on"};
     PyObject **slots[] = {&em_state.set_grad_enabled, &em_state.ctx_enter_fn, &em_state.ctx_exit_fn,
                           &em_state.ctx_reenter_fn, &em_state.grad_restorer, &em_state.signature_fn,
-                          &em_state.os_environ};
+                          &em_state.os_environ, &em_state.warnings_off, &em_state.warnings_on};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         PyObject *f = PyObject_GetAttrString(helper, names[i]);
         if (!f) return NULL;
@@ -310,7 +310,44 @@ static PyObject *m_seen_codes(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* enter_ctx(spec): makes and enters the context of spec = (cls, args, kwargs as (name, value)
+ * pairs), as a graph call, and returns it. Written in C so that no ember frame is on the stack
+ * while the context is made: a warning its constructor gives (stacklevel=2, as torch.autocast
+ * on a device that is not available) names the user's code, as in eager. */
+static EM_NEW PyObject *ctx_make_enter(PyObject *EM_BORROWED spec) {
+    PyObject *args = NULL, *kw = NULL, *obj = NULL, *r = NULL;
+    if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 3)
+        return PyErr_Format(PyExc_TypeError, "ember: enter_ctx expects (cls, args, kwargs pairs)");
+    if (!(args = PySequence_Tuple(PyTuple_GET_ITEM(spec, 1))) || !(kw = PyDict_New())) goto error;
+    if (PyDict_MergeFromSeq2(kw, PyTuple_GET_ITEM(spec, 2), 1) < 0) goto error;
+    if (!(obj = PyObject_Call(PyTuple_GET_ITEM(spec, 0), args, kw))) goto error;
+    if (!(r = PyObject_CallMethod(obj, "__enter__", NULL))) Py_CLEAR(obj);
+error:
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    Py_XDECREF(r);
+    return obj;
+}
+
+static PyObject *m_enter_ctx(PyObject *self, PyObject *spec) {
+    (void)self;
+    return ctx_make_enter(spec);
+}
+
+/* reenter(spec): at a graph break inside a `with` block, the block's context made and entered
+ * again; returns its __exit__ (the value the block keeps on the stack). */
+static PyObject *m_reenter_ctx(PyObject *self, PyObject *spec) {
+    (void)self;
+    PyObject *obj = ctx_make_enter(spec);
+    if (!obj) return NULL;
+    PyObject *r = PyObject_GetAttrString(obj, "__exit__");
+    Py_DECREF(obj);
+    return r;
+}
+
 static PyMethodDef methods[] = {
+    {"enter_ctx", m_enter_ctx, METH_O, "Graph call: make and enter the context of (cls, args, kwargs pairs)."},
+    {"reenter_ctx", m_reenter_ctx, METH_O, "Make and enter the context of a spec again; returns its __exit__."},
     {"_seen_codes", m_seen_codes, METH_NOARGS, "Codes compiled or run as plain Python since the last reset."},
     {"_resume_codes", m_resume_codes, METH_NOARGS, "Resume code objects generated so far (tests, debugging)."},
     {"_asm_roundtrip", m_asm_roundtrip, METH_O, "Decode and reassemble a code object (assembler tests)."},

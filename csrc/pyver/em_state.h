@@ -26,7 +26,7 @@ typedef struct {
     PyObject *rules;      /* dict: id(callable) -> rule int */
     PyObject *pure_types; /* tuple of types whose instances are constants */
     PyObject *meta_run;   /* callable(fn, args, kwargs) -> meta result, with device rules */
-    PyObject *warn;       /* callable(msg) */
+    PyObject *warn;       /* callable(kind, code, why): a frame ember gave up on (ember/_logging.py) */
     PyObject *log;        /* callable(channel, text) */
     PyObject *skip_file;  /* callable(co_filename) -> bool: never intercept that file's code */
     PyObject *forced_codes; /* set: codes ember.compile was given directly (never skipped) */
@@ -41,6 +41,7 @@ typedef struct {
     PyObject *object_getattribute; /* object.__getattribute__ (a slot wrapper) */
     PyObject *set_grad_enabled, *ctx_enter_fn, *ctx_exit_fn, *ctx_reenter_fn, *grad_restorer;
     PyObject *signature_fn; /* inspect.signature: answered at trace time for known functions */
+    PyObject *warnings_off, *warnings_on; /* () -> None: Python warnings ignored while ember traces */
     PyObject *os_environ;   /* os.environ: lookups guarded per key on its _data dict */
     PyTypeObject *partial_type; /* functools.partial */
 

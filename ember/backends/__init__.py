@@ -10,11 +10,10 @@ built at the graph's first call. Backends are registered with the C core once pe
 (name, mode, options) or callable; compiled callables carry the backend's number in their
 hook flags, and cache entries are kept per backend.
 """
+import difflib
 import inspect
 
 from .. import _C
-
-MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 class Backend:
@@ -32,28 +31,49 @@ EAGER = Backend("eager", None, 0)
 _registry = {}  # key -> Backend (keys: ("name", name, mode, options repr) or ("fn", id(fn)))
 
 
-def _torch_names():
-    """Names TorchDynamo's registry knows, debug and experimental ones included."""
+def _torch_names(exclude_tags=()):
+    """Names TorchDynamo's registry knows, less those with a tag in exclude_tags."""
     import torch._dynamo
-    return set(torch._dynamo.list_backends(exclude_tags=()))
+    return set(torch._dynamo.list_backends(exclude_tags=exclude_tags))
 
 
-def list_backends():
-    """Every name backend= accepts: "eager" (ember's C executor) first, then TorchDynamo's
-    registered backends (inductor, aot_eager, ...). A callable is accepted too."""
-    return ["eager"] + sorted(_torch_names() - {"eager"})
+def list_backends(exclude_tags=("debug", "experimental")):
+    """The backend names to use: "eager" (ember's C executor) first, then TorchDynamo's
+    registered backends, less those tagged with one of exclude_tags: by default, as
+    torch._dynamo.list_backends(), its debug and test-only ones (aot_eager, ...) and
+    experimental ones, which backend= accepts all the same; exclude_tags=() lists every name.
+    A callable is accepted too."""
+    return ["eager"] + sorted(_torch_names(tuple(exclude_tags or ())) - {"eager"})
+
+
+def _did_you_mean(given, names):
+    close = difflib.get_close_matches(given, sorted(names), n=3, cutoff=0.6)
+    return f"did you mean {' or '.join(repr(n) for n in close)}? " if close else ""
 
 
 def _unknown(backend):
-    return ValueError(f"ember: unknown backend {backend!r}; known backends: {', '.join(list_backends())} "
-                      "(or a callable backend(gm, example_inputs))")
+    every = set(list_backends(exclude_tags=()))
+    hint = _did_you_mean(backend, every) if isinstance(backend, str) else ""
+    return ValueError(f"ember: unknown backend {backend!r}; {hint}backends: {', '.join(list_backends())} "
+                      "(ember.list_backends(exclude_tags=()) lists the debug ones too), or a callable "
+                      "backend(gm, example_inputs)")
+
+
+def modes():
+    """The modes torch.compile takes (Inductor's: "default", "reduce-overhead", "max-autotune", ...)."""
+    try:
+        import torch._inductor
+        return tuple(torch._inductor.list_mode_options())
+    except Exception:  # a torch without Inductor's mode table
+        return ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 def _check_mode_options(mode, options):
     if mode is not None and options is not None:
         raise ValueError("ember.compile: pass either mode or options, not both (as torch.compile)")
-    if mode is not None and mode not in MODES:
-        raise ValueError(f"ember.compile: unknown mode {mode!r}; modes: {', '.join(MODES)}")
+    if mode is not None and mode not in modes():
+        hint = _did_you_mean(mode, modes()) if isinstance(mode, str) else ""
+        raise ValueError(f"ember.compile: unknown mode {mode!r}; {hint}modes: {', '.join(modes())}")
     if options is not None and not isinstance(options, dict):
         raise ValueError(f"ember.compile: options must be a dict, got {type(options).__name__}")
 

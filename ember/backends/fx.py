@@ -222,10 +222,19 @@ def compile_graph(backend, desc, inputs, where):
     try:
         gm, n_ops = build_graph_module(desc, inputs, fake_mode)
     except Exception as e:  # ember's own limits (or an internal error): never the user's problem
-        reason = f"not exported to torch.fx: {e}" if isinstance(e, _Unexportable) else \
-            f"internal error exporting to torch.fx: {type(e).__name__}: {e}"
-        _logging.warn(f"ember: the graph of {where} runs on ember's eager executor, not backend "
-                      f"{backend.name!r} ({reason})")
+        internal = not isinstance(e, _Unexportable)
+        reason = f"internal error exporting to torch.fx: {type(e).__name__}: {e}" if internal else \
+            f"not exported to torch.fx: {e}"
+        if "breaks" in _logging.enabled:
+            _logging.log("breaks", f"the graph of {where} runs on ember's eager executor, not backend "
+                                   f"{backend.name!r}: {reason}")
+        m = re.match(r"^(.*) \((.*):(\d+)\)$", str(where))
+        what = f"`{m.group(1)}` ({_logging._short(m.group(2))}:{m.group(3)})" if m else str(where)
+        _logging.user_warning(
+            f"ember could not hand a graph of {what} to backend {backend.name!r}"
+            f"{' because of an internal error' if internal else ''}; it runs on ember's eager executor instead. "
+            f"Set EMBER_LOGS=breaks for details{' (and please report them)' if internal else ''}.",
+            key=("backend", backend.name, reason))
         return None, reason
     if n_ops == 0:
         return None, "no operations (nothing to compile)"

@@ -94,17 +94,37 @@ def add_relu(x, y):
 def test_list_backends_names_eager_and_torch_backends():
     names = ember.list_backends()
     assert names[0] == "eager"
-    assert {"inductor", "aot_eager"} <= set(names)
+    assert "inductor" in names
     assert len(names) == len(set(names))
+    every = ember.list_backends(exclude_tags=())
+    assert every[0] == "eager" and set(names) < set(every) and "aot_eager" in every
+
+
+def test_list_backends_hides_what_torch_hides():
+    """As torch._dynamo.list_backends(): debug, test-only and experimental backends only on request."""
+    import torch._dynamo
+    names = set(ember.list_backends())
+    assert names - {"eager"} == set(torch._dynamo.list_backends()) - {"eager"}
+    assert not any("TESTING_ONLY" in n for n in names)
+    assert {n for n in ember.list_backends(exclude_tags=()) if "TESTING_ONLY" in n}
+    ember.compile(add_relu, backend="aot_eager")  # hidden, still accepted
 
 
 def test_unknown_backend_lists_known_names():
     with pytest.raises(ValueError) as ei:
         ember.compile(add_relu, backend="no_such_backend")
     msg = str(ei.value)
-    assert "no_such_backend" in msg
-    for name in ("eager", "inductor", "aot_eager"):
+    assert "no_such_backend" in msg and "did you mean" not in msg
+    for name in ember.list_backends():
         assert name in msg
+    assert "exclude_tags=()" in msg
+
+
+@pytest.mark.parametrize("typo,meant", [("inductr", "inductor"), ("aot_eagre", "aot_eager"), ("Eager", "eager")])
+def test_mistyped_backend_suggests_close_names(typo, meant):
+    with pytest.raises(ValueError) as ei:
+        ember.compile(add_relu, backend=typo)
+    assert f"did you mean '{meant}'" in str(ei.value) or f"or '{meant}'" in str(ei.value)
 
 
 def test_backend_of_wrong_type_raises():
@@ -132,6 +152,16 @@ def test_unknown_mode_lists_modes():
     with pytest.raises(ValueError) as ei:
         ember.compile(add_relu, backend="inductor", mode="fastest")
     assert "reduce-overhead" in str(ei.value)
+    with pytest.raises(ValueError) as ei:
+        ember.compile(add_relu, backend="inductor", mode="max-autotun")
+    assert "did you mean 'max-autotune'" in str(ei.value)
+
+
+def test_modes_are_torchs():
+    import torch._inductor
+    assert set(ember.backends.modes()) == set(torch._inductor.list_mode_options())
+    for mode in torch._inductor.list_mode_options():  # every mode torch takes ("lite" in torch 2.14)
+        assert ember.backends.resolve("inductor", mode=mode).name == "inductor"
 
 
 def test_mode_a_backend_cannot_honour_raises():

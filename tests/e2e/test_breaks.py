@@ -1646,7 +1646,9 @@ def test_loop_abort_warning_names_the_print_line(capsys):
         compare(loop_print, randn(3), capsys=capsys)
     texts = [str(w.message) for w in record]
     print_line = line_of(loop_print, 'print("iter"')
-    assert any(f":{print_line}:" in t and "loop" in t for t in texts), texts
+    assert any(f"`loop_print` (" in t and f"test_breaks.py:{print_line})" in t for t in texts), texts
+    reason = str(ember.testing.code_state(loop_print)["reason"])  # the details (EMBER_LOGS=breaks)
+    assert f":{print_line}:" in reason and "loop" in reason
 
 
 # ---------------------------------------------------------------------------

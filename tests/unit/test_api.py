@@ -252,8 +252,9 @@ def test_compile_module_fallback_warns_and_is_correct():
     m = ItemInLoop()
     cm = ember.compile(m)
     x = randn(5, 4)
-    with pytest.warns(ember.EmberWarning, match="inside a loop body"):
+    with pytest.warns(ember.EmberWarning, match="could not compile `ItemInLoop.forward`"):
         got = cm(x)
+    assert "inside a loop body" in str(ember.testing.code_state(m)["reason"])
     torch.testing.assert_close(got, m(x), rtol=0, atol=0)
     assert counters()["aborts"] == 1
     assert counters()["frames"] == 0
@@ -356,6 +357,250 @@ def test_module_in_place_parameter_update_no_recompile():
     assert counters()["frames"] == 1
     assert counters()["recompiles"] == 0
     assert counters()["hits"] == 1
+
+
+# ---------------------------------------------------------------------------
+# CompiledModule: the wrapped module's protocols, copies and pickles
+# ---------------------------------------------------------------------------
+
+
+def _outcome(fn):
+    """('ok', value) or ('raise', exception type) of fn()."""
+    try:
+        return ("ok", fn())
+    except Exception as e:  # noqa: BLE001
+        return ("raise", type(e))
+
+
+def _seq():
+    torch.manual_seed(6)
+    return nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+
+
+# each probe runs on the module and on ember.compile of a twin; answers must agree
+_PROBES = {
+    "bool": lambda m: bool(m),
+    "len": lambda m: len(m),
+    "iter": lambda m: [type(c).__name__ for c in m],
+    "reversed": lambda m: [type(c).__name__ for c in reversed(m)],
+    "getitem0": lambda m: type(m[0]).__name__,
+    "getitem_slice": lambda m: (type(m[0:1]).__name__, len(m[0:1])),
+    "contains": lambda m: ("a" in m, "zz" in m),
+    "dir": lambda m: set(dir(m)) >= {"forward", "parameters", "training"},
+}
+
+
+@pytest.mark.parametrize("make", [
+    _seq, lambda: nn.ModuleList(), lambda: nn.ModuleList([nn.ReLU(), nn.Tanh()]),
+    lambda: nn.ModuleDict({"a": nn.ReLU()}), lambda: nn.ParameterList([nn.Parameter(torch.ones(2))]),
+    lambda: nn.ParameterDict({"a": nn.Parameter(torch.ones(2))}), FunctionalLinear, lambda: nn.Linear(2, 2),
+], ids=["Sequential", "empty ModuleList", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
+        "no protocols", "Linear"])
+@pytest.mark.parametrize("probe", sorted(_PROBES))
+def test_compiled_module_protocols_answer_as_the_module(make, probe):
+    m, twin = make(), make()
+    cm = ember.compile(twin)
+    assert _outcome(lambda: _PROBES[probe](cm)) == _outcome(lambda: _PROBES[probe](m))
+
+
+def test_compiled_module_item_assignment_and_in_place_operators_change_the_module():
+    m = _seq()
+    cm = ember.compile(m)
+    cm[1] = nn.Tanh()
+    assert isinstance(m[1], nn.Tanh)
+    del cm[1]
+    assert len(m) == 2
+    before = cm
+    cm += nn.Sequential(nn.ReLU())  # Sequential.__iadd__ extends in place: the wrapper stays
+    assert cm is before and len(m) == 3 and isinstance(m[2], nn.ReLU)
+    both = cm + ember.compile(nn.Sequential(nn.Tanh()))  # as eager: a new plain Sequential
+    assert type(both) is nn.Sequential and len(both) == 4 and len(m) == 3
+    assert len(2 * cm) == len(cm * 2) == 6
+    x = randn(3, 4)
+    torch.testing.assert_close(cm(x), m(x), rtol=0, atol=0)
+    with pytest.raises(ValueError):  # the module's own error
+        cm += nn.ReLU()
+    with pytest.raises(TypeError):
+        ember.compile(nn.Linear(2, 2))[0] = nn.ReLU()
+
+
+def test_compiled_module_equality_and_hash_are_the_modules():
+    m = FunctionalLinear()
+    cm = ember.compile(m)
+    assert cm == m and cm == ember.compile(m) and hash(cm) == hash(m)
+    assert cm != FunctionalLinear()
+    assert m in {cm} and cm in [m]
+
+
+def _copy_deepcopy(cm):
+    import copy
+    return copy.deepcopy(cm)
+
+
+def _copy_pickle(cm):
+    import pickle
+    return pickle.loads(pickle.dumps(cm))
+
+
+def _copy_torch_save(cm):
+    import io
+    buf = io.BytesIO()
+    torch.save(cm, buf)
+    buf.seek(0)
+    return torch.load(buf, weights_only=False)
+
+
+@pytest.mark.parametrize("copier", [_copy_deepcopy, _copy_pickle, _copy_torch_save],
+                         ids=["deepcopy", "pickle", "torch.save"])
+def test_compiled_module_copies_are_compiled_modules_of_a_copy(copier):
+    m = WithSubmodule()
+    cm = ember.compile(m, fullgraph=True)
+    x = randn(5, 4)
+    expected = m(x)
+    cm(x)
+    c = copier(cm)
+    assert isinstance(c, ember.CompiledModule) and c is not cm
+    assert c._orig_mod is not m and c.fc.weight is not m.fc.weight
+    assert c._ember_kwargs == cm._ember_kwargs and c._ember_kwargs["fullgraph"] is True
+    assert list(c.state_dict()) == list(m.state_dict())
+    for k, v in c.state_dict().items():
+        torch.testing.assert_close(v, m.state_dict()[k], rtol=0, atol=0)
+    ember.testing.reset_counters()
+    torch.testing.assert_close(c(x), expected, rtol=0, atol=0)
+    assert counters()["frames"] + counters()["hits"] == 1  # the copy runs compiled
+    with torch.no_grad():
+        c.fc.weight.zero_()  # the copy owns its parameters
+    torch.testing.assert_close(cm(x), expected, rtol=0, atol=0)
+
+
+def test_compiled_module_copy_keeps_the_backend():
+    seen = []
+
+    def counting(gm, example_inputs):
+        seen.append(gm)
+        return gm
+
+    c = _copy_deepcopy(ember.compile(FunctionalLinear(), backend=counting))
+    x = randn(2, 4)
+    torch.testing.assert_close(c(x), FunctionalLinear()(x), rtol=0, atol=0)
+    assert len(seen) == 1
+
+
+# ---------------------------------------------------------------------------
+# ember.compile(module, inplace=True)
+# ---------------------------------------------------------------------------
+
+
+class Generates(nn.Module):
+    """generate() calls self(...), as transformers' generate does."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(7)
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.tanh(self.fc(x))
+
+    def generate(self, x, steps):
+        for _ in range(steps):
+            x = self(x)
+        return x
+
+
+def test_compile_inplace_makes_self_calls_compiled():
+    m, twin = Generates(), Generates()
+    x = randn(2, 4)
+    with torch.no_grad():
+        assert ember.compile(m, inplace=True) is m
+        assert list(m.state_dict()) == list(twin.state_dict())
+        torch.testing.assert_close(m.generate(x, 4), twin.generate(x, 4), rtol=0, atol=0)
+    c = counters()
+    assert c["frames"] == 1 and c["hits"] == 3 and c["aborts"] == 0
+    assert len(ember.testing.entries(m)) == 1
+    torch.testing.assert_close(m(x), twin(x), rtol=0, atol=0)  # a plain call too (with grad: a new entry)
+
+
+def test_compiled_wrapper_does_not_compile_self_calls():
+    """The wrapper form leaves the module as it is: generate() calls the plain module."""
+    m = Generates()
+    cm = ember.compile(m)
+    cm.generate(randn(2, 4), 2)
+    assert counters()["frames"] == 0
+
+
+def test_compile_inplace_keeps_hooks_and_takes_the_backend():
+    seen = []
+
+    def counting(gm, example_inputs):
+        seen.append(gm)
+        return gm
+
+    m, twin = Generates(), Generates()
+    for mod in (m, twin):
+        mod.register_forward_hook(lambda mod, args, out: out * 2)
+    ember.compile(m, backend=counting, inplace=True)
+    x = randn(3, 4)
+    torch.testing.assert_close(m.generate(x, 2), twin.generate(x, 2), rtol=0, atol=0)
+    assert seen  # (the hook, called from compiled code, is compiled as well)
+
+
+def test_compile_inplace_copies_run_plain_as_nn_module_compile():
+    import copy
+    m = Generates()
+    ember.compile(m, inplace=True)
+    c = copy.deepcopy(m)  # nn.Module.__getstate__ drops the compiled call, as after m.compile()
+    x = randn(2, 4)
+    torch.testing.assert_close(c(x), m(x), rtol=0, atol=0)
+    assert c._compiled_call_impl is None
+
+
+def test_compile_inplace_of_a_function_raises():
+    with pytest.raises(TypeError):
+        ember.compile(add_relu, inplace=True)
+    with pytest.raises(ValueError):
+        ember.compile(Generates(), inplace="yes")
+
+
+# ---------------------------------------------------------------------------
+# EMBER_DISABLE
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def ember_disabled(monkeypatch):
+    monkeypatch.setenv("EMBER_DISABLE", "1")
+    monkeypatch.setattr(ember, "_disable_said", False)
+
+
+def test_ember_disable_returns_functions_and_modules_unchanged(ember_disabled, capfd, xy):
+    m = Generates()
+    assert ember.compile(add_relu) is add_relu
+    assert ember.compile(m) is m
+    assert ember.compile(fullgraph=True)(add_relu) is add_relu
+    assert ember.compile(m, inplace=True) is m and m._compiled_call_impl is None
+    torch.testing.assert_close(ember.compile(add_relu)(*xy), add_relu(*xy), rtol=0, atol=0)
+    m.generate(randn(2, 4), 2)
+    assert counters()["frames"] == 0
+    err = capfd.readouterr().err
+    assert err.count("EMBER_DISABLE") == 1  # said once
+
+
+def test_ember_disable_still_checks_arguments(ember_disabled):
+    with pytest.raises(ValueError, match="did you mean"):
+        ember.compile(add_relu, backend="inductr")
+    with pytest.raises(TypeError):
+        ember.compile(3)
+
+
+def test_ember_disable_is_read_at_each_call(monkeypatch, xy):
+    monkeypatch.setenv("EMBER_DISABLE", "0")
+    cf = ember.compile(add_relu)
+    assert cf is not add_relu
+    cf(*xy)
+    assert counters()["frames"] == 1
+    monkeypatch.setenv("EMBER_DISABLE", "1")
+    assert ember.compile(add_relu) is add_relu
 
 
 # ---------------------------------------------------------------------------
@@ -529,6 +774,142 @@ def test_fallback_warning_points_at_call_site():
     assert len(ember_warnings) == 1
     assert os.path.basename(ember_warnings[0].filename) == THIS_FILE
     assert ember_warnings[0].lineno == line
+
+
+# ---------------------------------------------------------------------------
+# warnings: at the user's line, once per reason and site, details in EMBER_LOGS=breaks
+# ---------------------------------------------------------------------------
+
+
+_LIBRARY_SRC = """
+def item_loop_a(x):
+    total = 0.0
+    for i in range(2):
+        total += x[i].item()
+    return x * total
+
+
+def item_loop_b(x):
+    total = 0.0
+    for i in range(2):
+        total += x[i].item()
+    return x - total
+
+
+def print_loop(x):
+    for i in range(2):
+        print(end="")
+    return x + 1
+
+
+def entry(x):
+    return item_loop_a(x) + item_loop_b(x)
+
+
+def entry_two_reasons(x):
+    return item_loop_a(x) + print_loop(x)
+"""
+
+
+@pytest.fixture
+def library():
+    """Functions of an installed package (their file is in site-packages, as transformers')."""
+    import sysconfig
+    path = os.path.join(sysconfig.get_paths()["purelib"], "ember_test_library", "core.py")
+    ns = {"__name__": "ember_test_library.core"}
+    exec(compile(_LIBRARY_SRC, path, "exec"), ns)
+    return ns
+
+
+def _ember_warnings(rec):
+    return [w for w in rec if issubclass(w.category, ember.EmberWarning)]
+
+
+def test_warning_points_at_the_user_call_not_into_the_library(library):
+    cf = ember.compile(library["entry"])
+    x = randn(3)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        got = cf(x); line = _line_of(test_warning_points_at_the_user_call_not_into_the_library, "got = cf(x)")  # noqa
+    torch.testing.assert_close(got, library["entry"](x), rtol=0, atol=0)
+    ws = _ember_warnings(rec)
+    assert counters()["aborts"] == 2
+    assert len(ws) == 1  # two functions, one reason, one call site: one warning
+    assert os.path.basename(ws[0].filename) == THIS_FILE and ws[0].lineno == line
+    msg = str(ws[0].message)
+    assert "could not compile `item_loop_a` (ember_test_library/core.py:" in msg
+    assert "EMBER_LOGS=breaks" in msg
+    assert "Tensor.item" not in msg and "FOR_ITER" not in msg  # the internals are for the log
+
+
+def test_warning_once_per_reason_and_site(library):
+    x = randn(3)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        ember.compile(library["entry_two_reasons"])(x)  # two reasons at one site: two warnings
+        n_first = len(_ember_warnings(rec))
+        ember.reset()
+        for _ in range(2):
+            ember.compile(library["entry"])(x)  # another site: warned once more, once
+    assert n_first == 2
+    ws = _ember_warnings(rec)
+    assert len(ws) == 3
+    assert len({(w.lineno, str(w.message)) for w in ws}) == 3
+    assert all(os.path.basename(w.filename) == THIS_FILE for w in ws)
+
+
+def test_breaks_log_has_the_details_the_warning_leaves_out(library, capfd, no_logs):
+    ember.set_logs("breaks")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ember.EmberWarning)
+        ember.compile(library["entry"])(randn(3))
+    err = [ln for ln in capfd.readouterr().err.splitlines() if ln.startswith("[ember:breaks]")]
+    for fn in ("item_loop_a", "item_loop_b"):  # every frame, not once per reason
+        (ln,) = [ln for ln in err if f"] {fn} (" in ln]
+        assert "ember_test_library/core.py" in ln and "Tensor.item" in ln and "inside a loop body" in ln
+
+
+def test_warnings_raised_while_tracing_are_not_shown(monkeypatch, xy):
+    """What ember's own work warns about while it traces (meta runs, probes) is not the user's."""
+    real_run = ember._rules.run
+
+    def warning_run(*args, **kwargs):
+        warnings.warn("raised inside ember's trace", UserWarning)
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(ember._rules, "run", warning_run)
+    filters = list(warnings.filters)
+    cf = ember.compile(lambda x, y: torch.sin(x) @ y.t())
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        got = cf(*xy)
+        warnings.warn("the user's own", UserWarning)
+    assert counters()["frames"] == 1
+    torch.testing.assert_close(got, torch.sin(xy[0]) @ xy[1].t(), rtol=0, atol=0)
+    assert [str(w.message) for w in rec] == ["the user's own"]
+    assert warnings.filters == filters
+
+
+def autocast_cuda(x):
+    with torch.autocast("cuda"):
+        y = x * 2
+    return y + 1
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_context_warning_of_a_compiled_block_points_at_user_code():
+    x = randn(3)
+    with warnings.catch_warnings(record=True) as eager:
+        warnings.simplefilter("always")
+        expected = autocast_cuda(x)
+    cf = ember.compile(autocast_cuda)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        got = cf(x)
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    assert counters()["frames"] == 1
+    assert [str(w.message) for w in rec] == [str(w.message) for w in eager]  # once, not at trace time too
+    assert all(os.path.basename(w.filename) == THIS_FILE for w in rec), [w.filename for w in rec]
 
 
 # ---------------------------------------------------------------------------
