@@ -1,13 +1,26 @@
 /* em_cache.c: the co_extra cache. Extras are created on first interception, registered so
- * that reset can drop them, and freed with the code object by CPython (extra free hook).
+ * that reset can drop them, and released with the code object by CPython (extra free hook)
+ * or by reset; extras and entries are freed when their last user lets go (em_cache.h).
+ * Also the process-wide compile lock.
  */
 #include "em_cache.h"
 
 #include "../pyver/em_pyver.h"
 #include "../pyver/em_state.h"
 
-void em_entry_free(EmEntry *e) {
-    if (!e) return;
+EmEntry *em_entry_new(void) {
+    EmEntry *e = calloc(1, sizeof(EmEntry));
+    if (!e) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    e->refcnt = 1;
+    em_guard_init(&e->P);
+    return e;
+}
+
+/* Frees what the entry owns but its successor (em_entry_decref walks on). */
+static void entry_destroy(EmEntry *e) {
     em_guard_free(&e->P);
     if (e->compiled && e->free_compiled) e->free_compiled(e->compiled);
     free(e->graph_text);
@@ -19,23 +32,40 @@ void em_entry_free(EmEntry *e) {
     free(e);
 }
 
-static void extra_free(void *p) {
-    EmExtra *x = p;
-    if (!x) return;
-    EmEntry *e = x->head;
-    while (e) {
+void em_entry_decref(EmEntry *e) {
+    /* iterative: a long list is not freed by recursion */
+    while (e && --e->refcnt == 0) {
         EmEntry *next = e->next;
-        em_entry_free(e);
+        e->next = NULL;
+        e->owner = NULL;
+        entry_destroy(e);
         e = next;
     }
-    Py_XDECREF(x->reason);
-    free(x);
 }
+
+void em_extra_decref(EmExtra *x) {
+    if (!x || --x->refcnt > 0) return;
+    for (EmEntry *e = x->head; e; e = e->next) e->owner = NULL;
+    EmEntry *head = x->head;
+    x->head = NULL;
+    PyObject *reason = x->reason;
+    x->reason = NULL;
+    free(x);
+    em_entry_decref(head); /* may run finalizers: x is gone by then */
+    Py_XDECREF(reason);
+}
+
+/* CPython's free hook of the extra slot: the code died or reset replaced the extra. */
+static void extra_free(void *p) { em_extra_decref(p); }
 
 int em_cache_init(void) {
     em_state.extra_index = em_code_extra_index(extra_free);
     if (em_state.extra_index < 0) {
         PyErr_SetString(PyExc_RuntimeError, "ember: no code extra slot available");
+        return -1;
+    }
+    if (!(em_state.compile_lock = PyThread_allocate_lock())) {
+        PyErr_SetString(PyExc_RuntimeError, "ember: cannot allocate the compile lock");
         return -1;
     }
     return 0;
@@ -66,6 +96,7 @@ EmExtra *em_cache_get_or_new(PyCodeObject *co) {
         PyErr_NoMemory();
         return NULL;
     }
+    x->refcnt = 1; /* the extra slot's */
     if (PyList_Append(reg, (PyObject *)co) < 0 || em_code_set_extra((PyObject *)co, em_state.extra_index, x) < 0) {
         free(x);
         return NULL;
@@ -74,34 +105,60 @@ EmExtra *em_cache_get_or_new(PyCodeObject *co) {
 }
 
 void em_cache_push(EmExtra *x, EmEntry *e) {
-    e->next = x->head;
+    e->next = x->head; /* the head's reference moves to e->next */
+    e->owner = x;
     x->head = e;
     x->n_entries++;
+    x->gen++;
 }
 
-void em_cache_move_front(EmExtra *x, EmEntry *prev, EmEntry *e) {
-    if (!prev) return;
-    prev->next = e->next;
+/* The link that points at e in x's list, or NULL. */
+static EmEntry **link_to(EmExtra *x, EmEntry *e) {
+    for (EmEntry **p = &x->head; *p; p = &(*p)->next)
+        if (*p == e) return p;
+    return NULL;
+}
+
+void em_cache_move_front(EmExtra *x, EmEntry *e) {
+    if (x->head == e || e->owner != x) return;
+    EmEntry **p = link_to(x, e);
+    if (!p) return;
+    *p = e->next; /* references move along with the pointers */
     e->next = x->head;
     x->head = e;
+}
+
+void em_cache_unlink(EmEntry *e) {
+    EmExtra *x = e->owner;
+    EmEntry **p = x ? link_to(x, e) : NULL;
+    e->owner = NULL;
+    if (!p) return;
+    *p = e->next;
+    if (e->next) em_entry_incref(e->next); /* e keeps its own link: a walker on e goes on */
+    x->n_entries--;
+    em_entry_decref(e); /* the list's reference */
 }
 
 void em_cache_reset(void) {
-    PyObject *reg = registry();
-    if (!reg) return;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(reg); i++) {
+    /* a fresh registry first: what dropping the extras runs (finalizers, weakref callbacks,
+     * another thread taking the GIL) may register codes, which belong to the new one */
+    PyObject *reg = em_state.code_registry;
+    em_state.code_registry = NULL;
+    for (Py_ssize_t i = 0; reg && i < PyList_GET_SIZE(reg); i++) {
         PyObject *co = PyList_GET_ITEM(reg, i);
         /* CPython calls extra_free on the value it replaces */
         if (em_code_set_extra(co, em_state.extra_index, NULL) < 0) PyErr_Clear();
     }
-    PyList_SetSlice(reg, 0, PyList_GET_SIZE(reg), NULL);
+    Py_XDECREF(reg);
     if (em_state.resume_codes) PyDict_Clear(em_state.resume_codes);
 }
 
 EM_NEW PyObject *em_cache_entries(PyCodeObject *co) {
     PyObject *lst = PyList_New(0);
     EmExtra *x = em_cache_get(co);
-    for (EmEntry *e = x ? x->head : NULL; lst && e; e = e->next) {
+    EmEntry *e = x ? x->head : NULL;
+    if (e) em_entry_incref(e); /* info_compiled may run Python code */
+    while (lst && e) {
         PyObject *t = Py_BuildValue("{s:s,s:s,s:i,s:i,s:L,s:s,s:d,s:O}", "graph", e->graph_text ? e->graph_text : "",
                                     "guards", e->guard_text ? e->guard_text : "", "ops", e->op_count,
                                     "inputs", e->ninputs, "hits", e->hits, "break",
@@ -112,6 +169,32 @@ EM_NEW PyObject *em_cache_entries(PyCodeObject *co) {
         Py_XDECREF(info);
         if (!t || PyList_Append(lst, t)) Py_CLEAR(lst);
         Py_XDECREF(t);
+        EmEntry *next = e->next;
+        if (next) em_entry_incref(next);
+        em_entry_decref(e);
+        e = next;
     }
+    em_entry_decref(e);
     return lst;
+}
+
+void em_cache_lock(void) {
+    unsigned long me = PyThread_get_thread_ident();
+    if (em_state.compile_depth > 0 && em_state.compile_owner == me) {
+        em_state.compile_depth++;
+        return;
+    }
+    if (!PyThread_acquire_lock(em_state.compile_lock, NOWAIT_LOCK)) {
+        Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(em_state.compile_lock, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+    }
+    em_state.compile_owner = me;
+    em_state.compile_depth = 1;
+}
+
+void em_cache_unlock(void) {
+    if (--em_state.compile_depth > 0) return;
+    em_state.compile_owner = 0;
+    PyThread_release_lock(em_state.compile_lock);
 }

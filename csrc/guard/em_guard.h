@@ -46,6 +46,7 @@ typedef struct EmGuardProg {
     EmVec(char *) names; /* per slot: printable source path, owned */
     EmVec(uint8_t) owned; /* per slot: 1 when the load returns an owned reference */
     int32_t nslots;
+    int dead; /* invalidated: every run fails (set while the program may be running) */
     EmGlobalState gs;
     int32_t *index; /* owned: open-addressing dedup index over ins while building (entries are
                        instruction numbers + 1, 0 empty; index_cap a power of two or 0) */

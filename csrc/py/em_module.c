@@ -233,8 +233,6 @@ static PyObject *m_set_config(PyObject *self, PyObject *args) {
 static PyObject *m_reset(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
-    if (em_state.in_backend) /* the entry whose graph is being compiled or run would be freed */
-        return PyErr_Format(PyExc_RuntimeError, "ember.reset() cannot run inside a backend's compile or compiled graph");
     em_cache_reset();
     Py_RETURN_NONE;
 }

@@ -50,7 +50,6 @@ typedef struct {
      * builds the torch.fx graph and calls the backend (ember/backends/fx.py). */
     PyObject *backends;
     PyObject *backend_compile;
-    int in_backend; /* Python backend calls (compile or run) in progress: reset must wait */
 
     /* code extra slot and hook */
     Py_ssize_t extra_index;
@@ -59,6 +58,10 @@ typedef struct {
     void *prev_eval; /* _PyFrameEvalFunction saved when the hook was installed */
     int hook_users;  /* threads with the hook enabled */
     Py_tss_t tss_enabled;
+    /* the compile lock (cache/em_cache.c): the thread holding it and how many times */
+    PyThread_type_lock compile_lock;
+    unsigned long compile_owner;
+    int compile_depth;
 
     /* config (ember.config pushes changes through _C._set_config) */
     int cache_size_limit;
