@@ -21,6 +21,10 @@ EmEntry *em_entry_new(void) {
 
 /* Frees what the entry owns but its successor (em_entry_decref walks on). */
 static void entry_destroy(EmEntry *e) {
+    if (e->watch) { /* its weak references may outlive it (weakref.getweakrefs) */
+        PyCapsule_SetContext(e->watch, NULL);
+        Py_CLEAR(e->watch);
+    }
     em_guard_free(&e->P);
     if (e->compiled && e->free_compiled) e->free_compiled(e->compiled);
     free(e->graph_text);
@@ -28,7 +32,6 @@ static void entry_destroy(EmEntry *e) {
     free(e->break_reason);
     Py_XDECREF(e->tcode);
     Py_XDECREF(e->tfunc);
-    Py_XDECREF(e->tfunc_closure);
     free(e);
 }
 
@@ -80,28 +83,75 @@ EmExtra *em_cache_get(PyCodeObject *co) {
     return p;
 }
 
-/* Codes with an extra, so reset can find them: strong references until reset. */
+/* Codes with an extra, so reset can find them: weak references (a code that dies takes
+ * its extra along; CPython frees it), pruned of dead ones as the list doubles. */
 static PyObject *registry(void) {
     if (!em_state.code_registry) em_state.code_registry = PyList_New(0);
     return em_state.code_registry;
 }
 
+static int registry_add(PyCodeObject *co) {
+    PyObject *reg = registry();
+    if (!reg) return -1;
+    Py_ssize_t n = PyList_GET_SIZE(reg);
+    if (n >= 64 && n >= 2 * em_state.registry_live) { /* prune */
+        Py_ssize_t k = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *wr = PyList_GET_ITEM(reg, i);
+            if (PyWeakref_GetObject(wr) == Py_None) continue;
+            Py_INCREF(wr);
+            PyList_SetItem(reg, k++, wr); /* releases what was at k */
+        }
+        if (PyList_SetSlice(reg, k, n, NULL) < 0) return -1;
+        em_state.registry_live = k;
+    }
+    PyObject *wr = PyWeakref_NewRef((PyObject *)co, NULL);
+    int rc = wr ? PyList_Append(reg, wr) : -1;
+    Py_XDECREF(wr);
+    return rc;
+}
+
 EmExtra *em_cache_get_or_new(PyCodeObject *co) {
     EmExtra *x = em_cache_get(co);
     if (x) return x;
-    x = calloc(1, sizeof(EmExtra));
-    PyObject *reg = registry();
-    if (!x || !reg) {
-        free(x);
+    if (!(x = calloc(1, sizeof(EmExtra)))) {
         PyErr_NoMemory();
         return NULL;
     }
     x->refcnt = 1; /* the extra slot's */
-    if (PyList_Append(reg, (PyObject *)co) < 0 || em_code_set_extra((PyObject *)co, em_state.extra_index, x) < 0) {
+    if (registry_add(co) < 0 || em_code_set_extra((PyObject *)co, em_state.extra_index, x) < 0) {
         free(x);
         return NULL;
     }
     return x;
+}
+
+/* Weak reference callback of an entry's guarded objects (self: the entry's watch capsule). */
+static PyObject *entry_died(PyObject *cap, PyObject *wr) {
+    Py_INCREF(wr); /* freeing the entry drops its weak references, this one included */
+    EmEntry *e = PyCapsule_GetContext(cap);
+    if (e) {
+        PyCapsule_SetContext(cap, NULL);
+        e->P.dead = 1;
+        em_cache_unlink(e);
+    }
+    Py_DECREF(wr);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef entry_died_def = {"entry_died", entry_died, METH_O, "An object an ember cache entry guards died."};
+
+/* Makes the entry's identity guards weak; on failure they stay strong. */
+static void entry_watch(EmEntry *e) {
+    PyObject *cap = PyCapsule_New(e, "ember.entry", NULL);
+    PyObject *fn = cap ? PyCFunction_New(&entry_died_def, cap) : NULL;
+    if (fn && PyCapsule_SetContext(cap, e) == 0) {
+        e->watch = Py_NewRef(cap);
+        if (em_guard_weaken(&e->P, fn) < 0) PyErr_Clear();
+    }
+    if (PyErr_Occurred()) PyErr_Clear();
+    Py_XDECREF(fn);
+    Py_XDECREF(cap);
 }
 
 void em_cache_push(EmExtra *x, EmEntry *e) {
@@ -110,6 +160,7 @@ void em_cache_push(EmExtra *x, EmEntry *e) {
     x->head = e;
     x->n_entries++;
     x->gen++;
+    if (!e->watch) entry_watch(e);
 }
 
 /* The link that points at e in x's list, or NULL. */
@@ -144,10 +195,14 @@ void em_cache_reset(void) {
      * another thread taking the GIL) may register codes, which belong to the new one */
     PyObject *reg = em_state.code_registry;
     em_state.code_registry = NULL;
+    em_state.registry_live = 0;
     for (Py_ssize_t i = 0; reg && i < PyList_GET_SIZE(reg); i++) {
-        PyObject *co = PyList_GET_ITEM(reg, i);
+        PyObject *co = PyWeakref_GetObject(PyList_GET_ITEM(reg, i));
+        if (co == Py_None) continue;
+        Py_INCREF(co);
         /* CPython calls extra_free on the value it replaces */
         if (em_code_set_extra(co, em_state.extra_index, NULL) < 0) PyErr_Clear();
+        Py_DECREF(co);
     }
     Py_XDECREF(reg);
     if (em_state.resume_codes) PyDict_Clear(em_state.resume_codes);

@@ -24,6 +24,8 @@ typedef struct EmEntry {
     struct EmExtra *owner;        /* borrowed: the extra whose list holds it, NULL once unlinked */
     int refcnt;                   /* under the GIL */
     EmGuardProg P;                /* P.dead: invalidated, never matches again */
+    PyObject *watch;              /* owned capsule: context = the entry while its weak
+                                   * references may call back, NULL after */
     int32_t backend;              /* backend number it was compiled for (EMH_BACKEND_SHIFT) */
     void *compiled;               /* backend product, freed by free_compiled */
     void (*free_compiled)(void *);
@@ -36,8 +38,7 @@ typedef struct EmEntry {
      * code (tcode) runs the unsupported instruction and calls the resume function */
     PyObject *tcode;        /* owned, or NULL for a frame captured whole */
     int nargs;              /* argument slots of the frame, passed on to tcode */
-    PyObject *tfunc;        /* owned: function of tcode for ... */
-    PyObject *tfunc_closure; /* ... this closure (owned, may be NULL) */
+    PyObject *tfunc;        /* owned: function of tcode (frames of a function without a closure) */
     char *break_reason;     /* owned: "file:line: reason" of the break */
 } EmEntry;
 
@@ -66,7 +67,11 @@ EmEntry *em_entry_new(void);
 static inline void em_entry_incref(EmEntry *e) { e->refcnt++; }
 /* Drops a reference; the entry (and the entries only it led to) is freed at zero. */
 void em_entry_decref(EmEntry *e);
-/* Pushes an entry in front, taking over the caller's reference. */
+/* Pushes an entry in front, taking over the caller's reference, and trades the entry's
+ * strong references to the objects its guards check by identity for weak references: when
+ * one of them dies the entry is invalidated (P.dead) and unlinked, and freed once no call
+ * uses it (TorchDynamo's guards do the same). May run Python code (an object only the
+ * entry kept alive dies here). */
 void em_cache_push(EmExtra *x, EmEntry *e);
 /* Moves an entry of x's list to the front (no-op when it is not in the list). */
 void em_cache_move_front(EmExtra *x, EmEntry *e);

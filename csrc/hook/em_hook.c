@@ -118,17 +118,19 @@ static int fall_back(EmExtra *x, PyObject *EM_STEALS why, int flags, const char 
     return 0;
 }
 
-/* The function object of an entry's transformed code for this frame's closure (cached). */
+/* The function object of an entry's transformed code for this frame (new reference). Cached
+ * on the entry for a function without a closure; a closure holds user objects (the cells of
+ * the frame's function), which an entry must not keep alive, so one is made per call then. */
 static PyObject *transformed_func(EmEntry *e, PyFunctionObject *fn) {
-    if (e->tfunc && e->tfunc_closure == fn->func_closure) return e->tfunc;
+    if (e->tfunc && !fn->func_closure && ((PyFunctionObject *)e->tfunc)->func_globals == fn->func_globals)
+        return Py_NewRef(e->tfunc);
     PyObject *f = PyFunction_New(e->tcode, fn->func_globals);
     if (!f) return NULL;
     if (fn->func_closure && PyFunction_SetClosure(f, fn->func_closure) < 0) {
         Py_DECREF(f);
         return NULL;
     }
-    Py_XSETREF(e->tfunc, f);
-    Py_XSETREF(e->tfunc_closure, Py_XNewRef(fn->func_closure));
+    if (!fn->func_closure) Py_XSETREF(e->tfunc, Py_NewRef(f));
     return f;
 }
 
@@ -145,13 +147,13 @@ static PyObject *run_entry(EmEntry *e, PyObject **slots, EmPyFrame *f, PyFunctio
         return NULL;
     }
     if (e->nargs + 1 > 17 && !(argv = PyMem_Malloc(sizeof(PyObject *) * ((size_t)e->nargs + 1)))) {
+        Py_DECREF(func);
         Py_DECREF(vals);
         return PyErr_NoMemory();
     }
     PyObject *const *loc = em_frame_locals(f);
     for (int i = 0; i < e->nargs; i++) argv[i] = loc[i];
     argv[e->nargs] = vals;
-    Py_INCREF(func); /* a recompile inside may replace e->tfunc */
     tls_set(flags);
     r = PyObject_Vectorcall(func, argv, (size_t)e->nargs + 1, NULL);
     tls_set(0);

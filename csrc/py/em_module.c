@@ -301,7 +301,8 @@ static PyObject *m_seen_codes(PyObject *self, PyObject *args) {
     PyObject *out = PyList_New(0);
     PyObject *reg = em_state.code_registry;
     for (Py_ssize_t i = 0; out && reg && i < PyList_GET_SIZE(reg); i++) {
-        PyObject *co = PyList_GET_ITEM(reg, i);
+        PyObject *co = PyWeakref_GetObject(PyList_GET_ITEM(reg, i));
+        if (co == Py_None) continue;
         EmExtra *x = em_cache_get((PyCodeObject *)co);
         if (x && x->mode != EMX_SKIP && PyList_Append(out, co) < 0) Py_CLEAR(out);
     }

@@ -53,7 +53,8 @@ typedef struct {
 
     /* code extra slot and hook */
     Py_ssize_t extra_index;
-    PyObject *code_registry; /* list of codes that have an extra (cache/) */
+    PyObject *code_registry; /* list of weak references to the codes that have an extra (cache/) */
+    Py_ssize_t registry_live; /* its length after the last pruning */
     PyObject *resume_codes;  /* dict: (code, offset, live locals) -> resume code (driver/) */
     void *prev_eval; /* _PyFrameEvalFunction saved when the hook was installed */
     int hook_users;  /* threads with the hook enabled */
