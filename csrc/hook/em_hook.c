@@ -79,11 +79,12 @@ EM_NEW PyObject *em_hook_call(int flags, PyObject *fn, PyObject *const *args, si
 static int skip_code(PyCodeObject *co) {
     if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) return 1;
     if (!(co->co_flags & CO_OPTIMIZED)) return 1;
-    if (em_state.forced_codes && PySet_Contains(em_state.forced_codes, (PyObject *)co) == 1) return 0;
-    if (!em_state.skip_file) return 0;
-    int saved = em_hook_enter(0);
-    PyObject *r = PyObject_CallOneArg(em_state.skip_file, co->co_filename);
+    int saved = em_hook_enter(0); /* the Python code asked here is not intercepted */
+    int forced = em_state.forced_codes ? PySequence_Contains(em_state.forced_codes, (PyObject *)co) : 0; /* WeakSet */
+    if (forced < 0) PyErr_Clear();
+    PyObject *r = forced != 1 && em_state.skip_file ? PyObject_CallOneArg(em_state.skip_file, co->co_filename) : NULL;
     em_hook_exit(saved);
+    if (forced == 1 || !em_state.skip_file) return 0;
     int v = r ? PyObject_IsTrue(r) : 0;
     Py_XDECREF(r);
     if (v < 0 || !r) {

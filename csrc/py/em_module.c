@@ -361,7 +361,12 @@ PyMODINIT_FUNC PyInit__C(void) {
     if (PyModule_AddIntConstant(m, "LOG_BREAKS", EM_LOG_BREAKS) < 0) goto error;
     if (PyModule_AddIntConstant(m, "LOG_BYTECODE", EM_LOG_BYTECODE) < 0) goto error;
     if (!(em_state.resume_codes = PyDict_New())) goto error;
-    if (!(em_state.forced_codes = PySet_New(NULL))) goto error;
+    {   /* weak: a code compiled directly lives no longer than its function would */
+        PyObject *wmod = PyImport_ImportModule("weakref");
+        em_state.forced_codes = wmod ? PyObject_CallMethod(wmod, "WeakSet", NULL) : NULL;
+        Py_XDECREF(wmod);
+        if (!em_state.forced_codes) goto error;
+    }
     if (PyModule_AddObjectRef(m, "forced_codes", em_state.forced_codes) < 0) goto error;
     return m;
 error:

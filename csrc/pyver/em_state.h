@@ -29,7 +29,7 @@ typedef struct {
     PyObject *warn;       /* callable(msg) */
     PyObject *log;        /* callable(channel, text) */
     PyObject *skip_file;  /* callable(co_filename) -> bool: never intercept that file's code */
-    PyObject *forced_codes; /* set: codes ember.compile was given directly (never skipped) */
+    PyObject *forced_codes; /* weakref.WeakSet: codes ember.compile was given directly (never skipped) */
     PyObject *nn_module_type; /* torch.nn.Module */
     PyObject *unsupported;    /* ember.Unsupported */
     PyObject *builtin_len, *builtin_getattr, *builtin_isinstance, *builtin_issubclass, *builtin_callable, *builtin_hasattr, *builtin_setattr, *builtin_next, *builtin_iter; /* borrowed */
