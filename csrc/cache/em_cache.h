@@ -50,7 +50,10 @@ typedef struct EmExtra {
     unsigned gen;     /* bumped by every push: a miss rechecks when it changed meanwhile */
     int n_entries;
     int n_compiles;
+    int tree_compiles; /* compiles of this code and of the frames it called while it was the
+                        * outermost frame ember handled on its thread (accumulated limit) */
     EmExtraMode mode;
+    int recursive;    /* EMX_FALLBACK at a recompile limit: its callees run as plain Python too */
     PyObject *reason; /* str: why the code falls back, or NULL */
 } EmExtra;
 

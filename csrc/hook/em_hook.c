@@ -19,7 +19,14 @@ static inline void tls_set(int f) { PyThread_tss_set(&em_state.tss_enabled, (voi
 int em_hook_flags(void) { return tls_flags(); }
 
 static PyObject *em_eval(PyThreadState *ts, EmPyFrame *f, int throwflag);
-static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, EmExtra *x, int flags);
+/* The outermost frame ember handles on a thread (its extra is held by that frame's em_eval):
+ * compiles below it count against its accumulated recompile limit. */
+typedef struct {
+    EmExtra *x;
+    PyCodeObject *co;
+} EmRoot;
+
+static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, EmExtra *x, int flags, EmRoot *root);
 
 /* Evaluates the frame as plain Python with this thread's hook flags restored, so that the
  * functions it calls are intercepted again. */
@@ -31,7 +38,7 @@ static inline PyObject *eval_prev(PyThreadState *ts, EmPyFrame *f, int throwflag
 }
 
 int em_hook_init(void) {
-    if (PyThread_tss_create(&em_state.tss_enabled)) {
+    if (PyThread_tss_create(&em_state.tss_enabled) || PyThread_tss_create(&em_state.tss_root)) {
         PyErr_SetString(PyExc_RuntimeError, "ember: cannot create thread-local storage");
         return -1;
     }
@@ -202,7 +209,10 @@ static PyObject *em_eval(PyThreadState *ts, EmPyFrame *f, int throwflag) {
         /* from here on ember's own work (guards, explanations, compiling) must not be
          * intercepted: the hook is off for this thread until we hand the frame back */
         tls_set(0);
-        res = em_eval_cached(ts, f, throwflag, x, flags);
+        EmRoot *root = PyThread_tss_get(&em_state.tss_root), mine = {x, co};
+        if (!root) PyThread_tss_set(&em_state.tss_root, &mine);
+        res = em_eval_cached(ts, f, throwflag, x, flags, root ? root : &mine);
+        if (!root) PyThread_tss_set(&em_state.tss_root, NULL);
         tls_set(flags);
     }
     em_extra_decref(x);
@@ -299,7 +309,29 @@ static PyObject *run_fresh(PyThreadState *ts, EmPyFrame *f, int throwflag, EmExt
 /* The frame's call through the cache: a hit runs the entry; a miss compiles (one compile at
  * a time in the process: the compile lock) unless the code falls back; then the new entry
  * runs. x is held by the caller. */
-static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, EmExtra *x, int flags) {
+/* Runs the frame as plain Python with the hook off for this thread: the functions it calls
+ * run as plain Python too (a code past a recompile limit). */
+static PyObject *eval_alone(PyThreadState *ts, EmPyFrame *f, int throwflag) { return eval_prev(ts, f, throwflag); }
+
+/* Logs (EMBER_LOGS=recompiles) and warns once that code x hit a recompile limit; x and
+ * everything it calls run as plain Python from now on. 0, or -1 (fullgraph, strict). */
+static int limit_hit(EmExtra *x, PyCodeObject *co, PyObject *EM_STEALS detail, int flags) {
+    PyObject *why = detail ? PyUnicode_FromFormat(
+                                 "%U (%U:%d): %U; it and the functions it calls run as plain Python from now on (to "
+                                 "compile more, raise the limit in ember.config; to compile less, keep the changing "
+                                 "sizes or values stable)",
+                                 co->co_qualname, co->co_filename, co->co_firstlineno, detail)
+                           : NULL;
+    Py_XDECREF(detail);
+    if (!why) return -1;
+    em_state.n_fallbacks++;
+    if (em_state.logs & EM_LOG_RECOMPILES) call_quiet(em_state.log, "recompiles", why);
+    if (fall_back(x, why, flags, "recompile limit hit") < 0) return -1;
+    x->recursive = 1;
+    return 0;
+}
+
+static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, EmExtra *x, int flags, EmRoot *root) {
     PyCodeObject *co = em_frame_code(f);
     PyFunctionObject *fn = em_frame_func(f);
     EmFrameIn in = {em_frame_locals(f), fn->func_closure, em_frame_globals(f), em_frame_builtins(f)};
@@ -312,7 +344,7 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
         if (r) return r > 0 ? res : NULL;
         if (x->mode == EMX_FALLBACK) {
             em_entry_decref(m.first_fail);
-            return eval_plain(ts, f, throwflag, flags);
+            return x->recursive ? eval_alone(ts, f, throwflag) : eval_plain(ts, f, throwflag, flags);
         }
         /* the guard failure is explained before waiting: the entry may be gone after */
         reason = m.first_fail ? em_guard_explain(&m.first_fail->P, &in, m.failed) : NULL;
@@ -327,16 +359,32 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
         Py_CLEAR(reason);
     }
 
-    /* miss: compile (the hook stays off for this thread meanwhile), holding the lock */
-    if (had_fail && m.n_mine >= em_state.cache_size_limit) {
-        PyObject *why = PyUnicode_FromFormat("%U:%d: cache_size_limit (%d) reached; last guard failure: %S",
-                                             co->co_filename, co->co_firstlineno, em_state.cache_size_limit,
-                                             reason ? reason : Py_None);
+    /* miss: compile (the hook stays off for this thread meanwhile), holding the lock, unless a
+     * limit says otherwise: this code's own (entries per code) or the accumulated one of the
+     * outermost frame (compiles of it and everything below it). Past either, the frame runs as
+     * plain Python with its callees, so that a stream of new shapes cannot go on compiling in
+     * the functions it calls (TorchDynamo skips the frame recursively too). */
+    EmExtra *rx = root->x;
+    if (rx->tree_compiles >= em_state.accumulated_recompile_limit) {
         Py_XDECREF(reason);
-        em_state.n_fallbacks++;
-        int bad = !why || fall_back(x, why, flags, "recompile limit hit") < 0;
+        int bad = 0;
+        if (!(rx->mode == EMX_FALLBACK && rx->recursive))
+            bad = limit_hit(rx, root->co,
+                            PyUnicode_FromFormat("accumulated_recompile_limit (%d) reached: %d compiles of it and of "
+                                                 "the functions it called (the next one: %U (%U:%d))",
+                                                 em_state.accumulated_recompile_limit, rx->tree_compiles,
+                                                 co->co_qualname, co->co_filename, co->co_firstlineno),
+                            flags) < 0;
         em_cache_unlock();
-        return bad ? NULL : eval_plain(ts, f, throwflag, flags);
+        return bad ? NULL : eval_alone(ts, f, throwflag);
+    }
+    if (had_fail && m.n_mine >= em_state.cache_size_limit) {
+        PyObject *detail = PyUnicode_FromFormat("cache_size_limit (%d) reached; last guard failure: %S",
+                                                em_state.cache_size_limit, reason ? reason : Py_None);
+        Py_XDECREF(reason);
+        int bad = limit_hit(x, co, detail, flags) < 0;
+        em_cache_unlock();
+        return bad ? NULL : eval_alone(ts, f, throwflag);
     }
     if (had_fail) {
         em_state.n_recompiles++;
@@ -351,8 +399,9 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
     EmEntry *ne = NULL;
     PyObject *why = NULL;
     int allow_break = !(flags & EMH_FULLGRAPH) && !em_state.strict;
-    EmDriverResult dr = em_driver_compile(co, &in, allow_break, backend, &ne, &why);
     x->n_compiles++;
+    rx->tree_compiles++; /* the root's own compiles count too */
+    EmDriverResult dr = em_driver_compile(co, &in, allow_break, backend, &ne, &why);
     switch (dr) {
         case EMD_OK:
             em_state.n_frames++;

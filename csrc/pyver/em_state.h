@@ -59,6 +59,7 @@ typedef struct {
     void *prev_eval; /* _PyFrameEvalFunction saved when the hook was installed */
     int hook_users;  /* threads with the hook enabled */
     Py_tss_t tss_enabled;
+    Py_tss_t tss_root; /* EmRoot * of the outermost frame ember handles on this thread (hook/) */
     /* the compile lock (cache/em_cache.c): the thread holding it and how many times */
     PyThread_type_lock compile_lock;
     unsigned long compile_owner;
@@ -66,6 +67,7 @@ typedef struct {
 
     /* config (ember.config pushes changes through _C._set_config) */
     int cache_size_limit;
+    int accumulated_recompile_limit;
     int strict;
     unsigned logs; /* EM_LOG_* bits */
 
