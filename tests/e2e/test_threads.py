@@ -35,6 +35,25 @@ def outer(x, n):
     return z - 1
 
 
+def through_backend(x):
+    return (x * x + 1).sum(1)
+
+
+def forward_backend(gm, example_inputs):
+    """A Python backend: the graph's first call compiles it under the compile lock."""
+    return gm.forward
+
+
+def apply(fn, x):
+    return fn(x) * 2
+
+
+def make_arg(k):
+    def g(y):  # a fresh function per call: guarded by identity (weakly), invalidated when it dies
+        return y - k
+    return g
+
+
 def make_distinct(k):
     def distinct(x):
         return torch.tanh(x + k) * k
@@ -42,11 +61,12 @@ def make_distinct(k):
 
 
 FNS = [(shared, lambda x: (x, x + 1)), (with_break, lambda x: (x,)), (outer, lambda x: (x, 3)),
-       (outer, lambda x: (x, 4))]
+       (outer, lambda x: (x, 4)), (apply, lambda x: (make_arg(x.shape[0] % 2), x))]
 
 
 def worker(tid, iters, errors, barrier):
     compiled = [(ember.compile(f), f, args) for f, args in FNS]
+    compiled.append((ember.compile(through_backend, backend=forward_backend), through_backend, lambda x: (x,)))
     distinct = make_distinct(tid + 1)
     cd = ember.compile(distinct)
     barrier.wait()
