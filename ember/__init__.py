@@ -35,7 +35,7 @@ def _push_config():
                       ("breaks", _C.LOG_BREAKS), ("bytecode", _C.LOG_BYTECODE)):
         if name in _logging.enabled:
             bits |= bit
-    _C._set_config(config.cache_size_limit, bool(config.strict), bits)
+    _C._set_config(config.cache_size_limit, bool(config.strict), bits, config.accumulated_recompile_limit)
 
 
 def _setup():

@@ -3,10 +3,16 @@ import os
 
 
 class _Config:
-    _fields = ("cache_size_limit", "strict", "force_python_tensor_guards")
+    _fields = ("cache_size_limit", "accumulated_recompile_limit", "strict", "force_python_tensor_guards")
 
     def __init__(self):
+        # Entries per code object (per function); a code that needs one more runs as plain
+        # Python from then on, and so do the functions it calls (no compile storm below it).
         object.__setattr__(self, "cache_size_limit", 8)
+        # Compiles of a frame and of everything it calls (helpers, resume functions) while
+        # it is the outermost compiled frame of its thread; at the limit that function and
+        # everything it calls run as plain Python (TorchDynamo's accumulated_recompile_limit).
+        object.__setattr__(self, "accumulated_recompile_limit", 256)
         object.__setattr__(self, "strict", False)
         # Use torch's Python attributes instead of direct field reads in tensor guards
         # (slower; for tests and for torch builds whose layout ember cannot verify).
@@ -16,8 +22,9 @@ class _Config:
     def __setattr__(self, name, value):
         if name not in self._fields:
             raise AttributeError(f"ember.config has no setting {name!r}; settings: {', '.join(self._fields)}")
-        if name == "cache_size_limit" and (not isinstance(value, int) or value < 1):
-            raise ValueError("ember.config.cache_size_limit must be a positive int")
+        if name in ("cache_size_limit", "accumulated_recompile_limit") and (
+                not isinstance(value, int) or isinstance(value, bool) or not 1 <= value < 2**31):
+            raise ValueError(f"ember.config.{name} must be a positive int")
         object.__setattr__(self, name, value)
         from . import _push_config
         _push_config()

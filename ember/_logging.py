@@ -84,7 +84,8 @@ def user_warning(text, key):
 
 def warn(kind, code, why):
     """Called from C when ember gives up on a frame (it runs as plain Python from now on). kind:
-    "abort" (code ember cannot capture), "limit" (cache_size_limit reached) or "internal". The
+    "abort" (code ember cannot capture), "limit" (cache_size_limit or accumulated_recompile_limit
+    reached) or "internal". The
     details go to EMBER_LOGS=breaks; the user gets one EmberWarning per kind, reason and call
     site, at that call site, naming the function."""
     why = str(why)
@@ -98,8 +99,11 @@ def warn(kind, code, why):
         log("breaks", f"{name} ({code.co_filename}:{code.co_firstlineno}) runs as plain Python "
                       f"({_KINDS[kind]}): {why}")
     if kind == "limit":
-        text = (f"ember compiled {part}`{name}` ({where}) ember.config.cache_size_limit times (its inputs keep "
-                "changing); it runs as plain Python from now on. Set EMBER_LOGS=recompiles for what changed.")
+        lm = re.search(r"(accumulated_recompile_limit|cache_size_limit) \((\d+)\)", why)
+        limit = f"ember.config.{lm.group(1)} ({lm.group(2)})" if lm else "a recompile limit"
+        text = (f"ember reached {limit} compiling {part}`{name}` ({where}) (its inputs keep changing); it and "
+                "the functions it calls run as plain Python from now on: raise the limit, or set "
+                "EMBER_LOGS=recompiles to see what changed.")
         key = (kind,)
     elif kind == "internal":
         text = (f"ember could not compile {part}`{name}` ({where}) because of an internal error; it runs as plain "

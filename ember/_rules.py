@@ -167,20 +167,37 @@ environ = os.environ  # reads of it are answered at trace time, guarded per key 
 
 
 def classify(fn):
-    """Rule for a callable not yet in RULES (memoized, except for the Python functions and bound
-    methods the answer is UNKNOWN for: those are inlined, cheap to classify again, and many are
-    made per trace, so keeping them would keep them alive)."""
+    """Rule for a callable not yet in RULES, memoized only for callables that live as long as
+    their module or class (see _lasting): RULES is never a reason a user object (a module, a
+    callable instance, a function or class made at run time) stays alive."""
     rule = _classify(fn)
-    if rule == UNKNOWN and isinstance(fn, (types.FunctionType, types.MethodType)):
-        return rule
-    if isinstance(fn, types.BuiltinMethodType) and not isinstance(getattr(fn, "__self__", None),
-                                                                  (types.ModuleType, type, type(None))):
-        return rule  # bound to an object that may be made per call: not kept alive
-    try:
-        RULES[fn] = rule
-    except TypeError:
-        pass
+    if _lasting(fn, rule):
+        try:
+            RULES[fn] = rule
+        except TypeError:
+            pass
     return rule
+
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
+_C_DESCRIPTORS = (types.MethodDescriptorType, types.WrapperDescriptorType, types.ClassMethodDescriptorType)
+
+
+def _lasting(fn, rule):
+    """True for callables that may be kept in a process-wide table: C functions of modules and
+    of built-in types, descriptors of C types, torch's Python operators (rule GRAPH) and
+    static types. Bound methods, instances, user functions and classes are not kept."""
+    if isinstance(fn, types.BuiltinFunctionType):
+        self_obj = getattr(fn, "__self__", None)
+        return isinstance(self_obj, (types.ModuleType, type(None))) or (
+            isinstance(self_obj, type) and not self_obj.__flags__ & _HEAPTYPE)
+    if isinstance(fn, _C_DESCRIPTORS):
+        return True
+    if isinstance(fn, types.FunctionType):
+        return rule != UNKNOWN
+    if isinstance(fn, type):
+        return not fn.__flags__ & _HEAPTYPE
+    return False
 
 
 def _classify(fn):
@@ -510,6 +527,8 @@ def _memo_key(x, depth=0):
 def _call_key(fn, args, kwargs):
     name = getattr(fn, "__name__", "")
     if name.endswith("_") or "out" in kwargs:  # in place (operator.iadd & co.: _record sees the input come back)
+        return None
+    if not _lasting(fn, GRAPH):  # the memo must not keep user objects (or their meta tensors) alive
         return None
     try:
         hash(fn)

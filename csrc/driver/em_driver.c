@@ -201,17 +201,13 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
     EmGraph G;
     EmStrBuf gtxt = {0}, ktxt = {0};
     EmDriverResult res = EMD_ERR;
-    EmEntry *e = calloc(1, sizeof(EmEntry));
+    EmEntry *e = em_entry_new();
     PyObject *first_why = NULL;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     *out = NULL;
     *why = NULL;
-    if (!e) {
-        PyErr_NoMemory();
-        return EMD_ERR;
-    }
-    em_guard_init(&e->P);
+    if (!e) return EMD_ERR;
     em_graph_init(&G, obj_retain, obj_release);
     EmStatus st = em_trace_run(&T, co, in, &G, &e->P, -1);
     if (st == EM_ABORT) {
@@ -309,7 +305,7 @@ done:
     em_graph_free(&G);
     em_sb_free(&gtxt);
     em_sb_free(&ktxt);
-    em_entry_free(e);
+    em_entry_decref(e);
     Py_XDECREF(first_why);
     return res;
 }

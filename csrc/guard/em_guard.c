@@ -22,7 +22,9 @@ static const uint8_t g_is_load[] = {
 void em_guard_init(EmGuardProg *P) { memset(P, 0, sizeof(*P)); }
 
 void em_guard_free(EmGuardProg *P) {
-    for (int32_t i = 0; i < P->ins.len; i++) Py_XDECREF(P->ins.data[i].obj);
+    for (int32_t i = 0; i < P->ins.len; i++)
+        if (!P->ins.data[i].weak) Py_XDECREF(P->ins.data[i].obj);
+    Py_CLEAR(P->weakrefs); /* dropped after the objects they watch are no longer read */
     for (int32_t i = 0; i < P->specs.len; i++) em_guard_tensor_spec_free(&P->specs.data[i]);
     for (int32_t i = 0; i < P->names.len; i++) free(P->names.data[i]);
     em_vec_free(&P->ins);
@@ -224,6 +226,47 @@ int em_guard_check_global_state(EmGuardProg *P) {
     return g_push(P, EMG_GLOBAL_STATE, -1, -1, 0, NULL);
 }
 
+/* Weak candidates: identity checks and constant loads of objects that support weak
+ * references. */
+static int weak_candidate(const EmGInstr *in) {
+    if (!in->obj || !PyType_SUPPORTS_WEAKREFS(Py_TYPE(in->obj))) return 0;
+    return in->op == EMG_ID || in->op == EMG_TYPE || in->op == EMG_LOAD_CONST;
+}
+
+int em_guard_weaken(EmGuardProg *P, PyObject *on_death) {
+    PyObject *made = PyDict_New(); /* id(obj) -> its weak reference (one per object) */
+    if (!made) return -1;
+    if (!P->weakrefs && !(P->weakrefs = PyList_New(0))) goto error;
+    for (int32_t i = 0; i < P->ins.len; i++) {
+        EmGInstr *in = &P->ins.data[i];
+        if (in->weak || !weak_candidate(in)) continue;
+        PyObject *key = PyLong_FromVoidPtr(in->obj);
+        if (!key) goto error;
+        PyObject *wr = PyDict_GetItemWithError(made, key);
+        if (!wr && !PyErr_Occurred()) {
+            wr = PyWeakref_NewRef(in->obj, on_death);
+            int bad = !wr || PyDict_SetItem(made, key, wr) || PyList_Append(P->weakrefs, wr);
+            Py_XDECREF(wr); /* the list holds it */
+            if (bad) wr = NULL;
+        }
+        Py_DECREF(key);
+        if (!wr) goto error;
+    }
+    Py_DECREF(made);
+    /* now the strong references go (an object only the program held dies here, and its
+     * callback marks the program dead) */
+    for (int32_t i = 0; i < P->ins.len; i++) {
+        EmGInstr *in = &P->ins.data[i];
+        if (in->weak || !weak_candidate(in)) continue;
+        in->weak = 1;
+        Py_DECREF(in->obj);
+    }
+    return 0;
+error:
+    Py_DECREF(made);
+    return -1;
+}
+
 /* ---- evaluation (hot path: no allocation) ---- */
 
 static PyObject *odict_get(PyObject *o, PyObject *name) {
@@ -416,7 +459,8 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
 int em_guard_run(const EmGuardProg *P, const EmFrameIn *f, PyObject **slots, int32_t *failed) {
     for (int32_t i = 0; i < P->nslots; i++) slots[i] = NULL;
     for (int32_t i = 0; i < P->ins.len; i++) {
-        int r = g_step(P, &P->ins.data[i], f, slots);
+        /* a guarded object died (maybe during this run, in Python code a step ran) */
+        int r = EM_UNLIKELY(P->dead) ? 0 : g_step(P, &P->ins.data[i], f, slots);
         if (r != 1) {
             if (failed) *failed = i;
             return r;
@@ -433,6 +477,7 @@ void em_guard_release_slots(const EmGuardProg *P, PyObject **slots) {
 /* ---- misses and dumps (may allocate) ---- */
 
 EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int32_t at) {
+    if (P->dead) return PyUnicode_FromString("an object the guards checked by identity died");
     const EmGInstr *in = &P->ins.data[at];
     const char *name = in->slot >= 0 ? P->names.data[in->slot] : "";
     if (g_is_load[in->op]) {
@@ -442,10 +487,11 @@ EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int3
     PyObject **slots = PyMem_Calloc((size_t)P->nslots + 1, sizeof(PyObject *));
     if (!slots) return PyErr_NoMemory();
     PyObject *res = NULL;
-    for (int32_t i = 0; i < at; i++)
+    for (int32_t i = 0; i < at && !P->dead; i++)
         if (g_step(P, &P->ins.data[i], f, slots) != 1) break;
     PyObject *v = in->slot >= 0 ? slots[in->slot] : NULL;
-    switch ((EmGuardOp)in->op) {
+    switch (P->dead ? EMG__COUNT : (EmGuardOp)in->op) {
+        case EMG__COUNT: res = PyUnicode_FromString("an object the guards checked by identity died"); break;
         case EMG_TYPE:
             res = PyUnicode_FromFormat("type(%s) is %s, expected %s", name,
                                        v ? Py_TYPE(v)->tp_name : "?", ((PyTypeObject *)in->obj)->tp_name);

@@ -19,10 +19,11 @@ typedef enum {
 
 typedef struct {
     uint8_t op;
+    uint8_t weak;  /* obj is borrowed, watched by a weak reference (em_guard_weaken) */
     int32_t slot;  /* destination (loads) or tested slot (checks) */
     int32_t base;  /* loads from another slot: its index */
     Py_ssize_t a;  /* index / length / spec / other slot */
-    PyObject *obj; /* owned: name, key, type or constant */
+    PyObject *obj; /* owned (or weak): name, key, type or constant */
 } EmGInstr;
 
 /* Tensor metadata captured at trace time (TENSOR check). */
@@ -45,7 +46,9 @@ typedef struct EmGuardProg {
     EmVec(EmTensorSpec) specs;
     EmVec(char *) names; /* per slot: printable source path, owned */
     EmVec(uint8_t) owned; /* per slot: 1 when the load returns an owned reference */
+    PyObject *weakrefs; /* owned list: the weak references em_guard_weaken made, or NULL */
     int32_t nslots;
+    int dead; /* invalidated: every run fails (set while the program may be running) */
     EmGlobalState gs;
     int32_t *index; /* owned: open-addressing dedup index over ins while building (entries are
                        instruction numbers + 1, 0 empty; index_cap a power of two or 0) */
@@ -83,6 +86,14 @@ int em_guard_check_tensor(EmGuardProg *P, int32_t slot, PyObject *tensor);
 /* KEYS check: the dict in slot keeps d's keys in d's order (implies its length). */
 int em_guard_check_keys(EmGuardProg *P, int32_t slot, PyObject *EM_BORROWED d);
 int em_guard_check_global_state(EmGuardProg *P);
+
+/* Trades the program's strong references to the objects it checks by identity (ID and TYPE
+ * checks, constant loads) for weak references whose callback is `on_death` (called with
+ * the weak reference when one of them dies; it must set P->dead before the object's memory
+ * can be reused). Objects without weak reference support (None, bools, ints, dicts, cells,
+ * tuples) stay strong. A program with dead set fails every run from the next instruction
+ * on, so a borrowed pointer is never read after its object died. 0 or -1. */
+int em_guard_weaken(EmGuardProg *P, PyObject *EM_BORROWED on_death);
 
 /* Runs the program. slots must hold P->nslots entries. Returns 1 (pass), 0 (fail; *failed
  * = failing instruction) or -1 (error). Owned slots that were filled are released by

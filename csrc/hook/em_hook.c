@@ -19,7 +19,14 @@ static inline void tls_set(int f) { PyThread_tss_set(&em_state.tss_enabled, (voi
 int em_hook_flags(void) { return tls_flags(); }
 
 static PyObject *em_eval(PyThreadState *ts, EmPyFrame *f, int throwflag);
-static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, EmExtra *x, int flags);
+/* The outermost frame ember handles on a thread (its extra is held by that frame's em_eval):
+ * compiles below it count against its accumulated recompile limit. */
+typedef struct {
+    EmExtra *x;
+    PyCodeObject *co;
+} EmRoot;
+
+static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, EmExtra *x, int flags, EmRoot *root);
 
 /* Evaluates the frame as plain Python with this thread's hook flags restored, so that the
  * functions it calls are intercepted again. */
@@ -31,7 +38,7 @@ static inline PyObject *eval_prev(PyThreadState *ts, EmPyFrame *f, int throwflag
 }
 
 int em_hook_init(void) {
-    if (PyThread_tss_create(&em_state.tss_enabled)) {
+    if (PyThread_tss_create(&em_state.tss_enabled) || PyThread_tss_create(&em_state.tss_root)) {
         PyErr_SetString(PyExc_RuntimeError, "ember: cannot create thread-local storage");
         return -1;
     }
@@ -79,11 +86,12 @@ EM_NEW PyObject *em_hook_call(int flags, PyObject *fn, PyObject *const *args, si
 static int skip_code(PyCodeObject *co) {
     if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) return 1;
     if (!(co->co_flags & CO_OPTIMIZED)) return 1;
-    if (em_state.forced_codes && PySet_Contains(em_state.forced_codes, (PyObject *)co) == 1) return 0;
-    if (!em_state.skip_file) return 0;
-    int saved = em_hook_enter(0);
-    PyObject *r = PyObject_CallOneArg(em_state.skip_file, co->co_filename);
+    int saved = em_hook_enter(0); /* the Python code asked here is not intercepted */
+    int forced = em_state.forced_codes ? PySequence_Contains(em_state.forced_codes, (PyObject *)co) : 0; /* WeakSet */
+    if (forced < 0) PyErr_Clear();
+    PyObject *r = forced != 1 && em_state.skip_file ? PyObject_CallOneArg(em_state.skip_file, co->co_filename) : NULL;
     em_hook_exit(saved);
+    if (forced == 1 || !em_state.skip_file) return 0;
     int v = r ? PyObject_IsTrue(r) : 0;
     Py_XDECREF(r);
     if (v < 0 || !r) {
@@ -131,17 +139,19 @@ static int fall_back(EmExtra *x, PyCodeObject *co, PyObject *EM_STEALS why, int 
     return 0;
 }
 
-/* The function object of an entry's transformed code for this frame's closure (cached). */
+/* The function object of an entry's transformed code for this frame (new reference). Cached
+ * on the entry for a function without a closure; a closure holds user objects (the cells of
+ * the frame's function), which an entry must not keep alive, so one is made per call then. */
 static PyObject *transformed_func(EmEntry *e, PyFunctionObject *fn) {
-    if (e->tfunc && e->tfunc_closure == fn->func_closure) return e->tfunc;
+    if (e->tfunc && !fn->func_closure && ((PyFunctionObject *)e->tfunc)->func_globals == fn->func_globals)
+        return Py_NewRef(e->tfunc);
     PyObject *f = PyFunction_New(e->tcode, fn->func_globals);
     if (!f) return NULL;
     if (fn->func_closure && PyFunction_SetClosure(f, fn->func_closure) < 0) {
         Py_DECREF(f);
         return NULL;
     }
-    Py_XSETREF(e->tfunc, f);
-    Py_XSETREF(e->tfunc_closure, Py_XNewRef(fn->func_closure));
+    if (!fn->func_closure) Py_XSETREF(e->tfunc, Py_NewRef(f));
     return f;
 }
 
@@ -158,13 +168,13 @@ static PyObject *run_entry(EmEntry *e, PyObject **slots, EmPyFrame *f, PyFunctio
         return NULL;
     }
     if (e->nargs + 1 > 17 && !(argv = PyMem_Malloc(sizeof(PyObject *) * ((size_t)e->nargs + 1)))) {
+        Py_DECREF(func);
         Py_DECREF(vals);
         return PyErr_NoMemory();
     }
     PyObject *const *loc = em_frame_locals(f);
     for (int i = 0; i < e->nargs; i++) argv[i] = loc[i];
     argv[e->nargs] = vals;
-    Py_INCREF(func); /* a recompile inside may replace e->tfunc */
     tls_set(flags);
     r = PyObject_Vectorcall(func, argv, (size_t)e->nargs + 1, NULL);
     tls_set(0);
@@ -174,21 +184,11 @@ static PyObject *run_entry(EmEntry *e, PyObject **slots, EmPyFrame *f, PyFunctio
     return r;
 }
 
-/* Runs an entry whose guards passed, then releases the slots' owned references. The entry
- * may be dropped while it runs (ember.reset() from user code after a break), so what the
- * slots own is copied first and the entry is not touched afterwards. */
+/* Runs an entry whose guards passed (the caller holds it), then releases the slots' owned
+ * references. */
 static PyObject *run_guarded(EmEntry *e, PyObject **slots, EmPyFrame *f, PyFunctionObject *fn, int flags) {
-    int32_t nslots = e->P.nslots;
-    uint8_t owned_copy[HOOK_STACK_SLOTS], *owned = owned_copy;
-    if (nslots > HOOK_STACK_SLOTS && !(owned = PyMem_Malloc((size_t)nslots))) {
-        em_guard_release_slots(&e->P, slots);
-        return PyErr_NoMemory();
-    }
-    if (nslots) memcpy(owned, e->P.owned.data, (size_t)nslots);
     PyObject *res = run_entry(e, slots, f, fn, flags);
-    for (int32_t i = 0; i < nslots; i++)
-        if (owned[i]) Py_CLEAR(slots[i]);
-    if (owned != owned_copy) PyMem_Free(owned);
+    em_guard_release_slots(&e->P, slots);
     return res;
 }
 
@@ -206,75 +206,200 @@ static PyObject *em_eval(PyThreadState *ts, EmPyFrame *f, int throwflag) {
     EmExtra *x = em_cache_get(co);
     if (x && x->mode == EMX_SKIP) return eval_prev(ts, f, throwflag);
     if (!em_frame_fresh(f)) return eval_prev(ts, f, throwflag);
-    if (!x) {
-        x = em_cache_get_or_new(co);
-        if (!x) {
-            PyErr_Clear();
-            return eval_prev(ts, f, throwflag);
-        }
-        if (skip_code(co)) {
-            x->mode = EMX_SKIP;
-            return eval_prev(ts, f, throwflag);
-        }
+    int fresh = !x;
+    if (fresh && !(x = em_cache_get_or_new(co))) {
+        PyErr_Clear();
+        return eval_prev(ts, f, throwflag);
     }
-    /* from here on ember's own work (guards, explanations, compiling) must not be
-     * intercepted: the hook is off for this thread until we hand the frame back */
-    tls_set(0);
-    PyObject *res = em_eval_cached(ts, f, throwflag, x, flags);
-    tls_set(flags);
+    /* ours until the frame is handed back: ember.reset() in another thread (or in this
+     * one, from the frame's own code) detaches the extra, and frees it once we let go */
+    em_extra_incref(x);
+    PyObject *res;
+    if (fresh && skip_code(co)) {
+        x->mode = EMX_SKIP;
+        res = eval_prev(ts, f, throwflag);
+    } else {
+        /* from here on ember's own work (guards, explanations, compiling) must not be
+         * intercepted: the hook is off for this thread until we hand the frame back */
+        tls_set(0);
+        EmRoot *root = PyThread_tss_get(&em_state.tss_root), mine = {x, co};
+        if (!root) PyThread_tss_set(&em_state.tss_root, &mine);
+        res = em_eval_cached(ts, f, throwflag, x, flags, root ? root : &mine);
+        if (!root) PyThread_tss_set(&em_state.tss_root, NULL);
+        tls_set(flags);
+    }
+    em_extra_decref(x);
     return res;
 }
 
-static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, EmExtra *x, int flags) {
+/* A miss: how many entries for this backend were tried, the first that failed (a
+ * reference) and the failing guard instruction, and the extra's push count at the start. */
+typedef struct {
+    int n_mine;
+    EmEntry *first_fail;
+    int32_t failed;
+    unsigned gen;
+} EmMiss;
+
+/* Runs the first entry whose guards pass: 1 (*res is the frame's result, or NULL with an
+ * exception), 0 on a miss (m filled in; the caller drops m->first_fail), -1 on error. Each
+ * entry is held while its guards and graph run (either may let other threads run, or run
+ * code that resets or invalidates), and the walk goes on through the entry it stood on. */
+static int lookup(EmExtra *x, const EmFrameIn *in, EmPyFrame *f, PyFunctionObject *fn, int flags, int32_t backend,
+                  EmMiss *m, PyObject **res) {
+    PyObject *stack_slots[HOOK_STACK_SLOTS], **slots = stack_slots;
+    m->n_mine = 0;
+    m->first_fail = NULL;
+    m->failed = -1;
+    m->gen = x->gen;
+    EmEntry *e = x->head;
+    if (e) em_entry_incref(e);
+    while (e) {
+        if (e->backend == backend && !e->P.dead) { /* else compiled for another backend, or invalidated */
+            m->n_mine++;
+            if (e->P.nslots > HOOK_STACK_SLOTS && !(slots = PyMem_Malloc(sizeof(PyObject *) * (size_t)e->P.nslots))) {
+                em_entry_decref(e);
+                PyErr_NoMemory();
+                return -1;
+            }
+            int32_t at = -1;
+            int ok = em_guard_run(&e->P, in, slots, &at);
+            if (ok == 1) {
+                em_state.n_hits++;
+                e->hits++;
+                em_cache_move_front(x, e);
+                *res = run_guarded(e, slots, f, fn, flags);
+                if (slots != stack_slots) PyMem_Free(slots);
+                em_entry_decref(e);
+                return 1;
+            }
+            em_guard_release_slots(&e->P, slots);
+            if (slots != stack_slots) {
+                PyMem_Free(slots);
+                slots = stack_slots;
+            }
+            if (ok < 0) PyErr_Clear(); /* a guard that raised is a failed guard */
+            if (!m->first_fail) {
+                em_entry_incref(e);
+                m->first_fail = e;
+                m->failed = at;
+            }
+        }
+        EmEntry *next = e->next;
+        if (next) em_entry_incref(next);
+        em_entry_decref(e);
+        e = next;
+    }
+    return 0;
+}
+
+/* Runs a fresh entry for the frame it was compiled from. */
+static PyObject *run_fresh(PyThreadState *ts, EmPyFrame *f, int throwflag, EmExtra *x, int flags, EmEntry *ne,
+                           const EmFrameIn *in) {
+    PyCodeObject *co = em_frame_code(f);
+    PyObject *stack_slots[HOOK_STACK_SLOTS], *res = NULL;
+    PyObject **slots = ne->P.nslots > HOOK_STACK_SLOTS ? PyMem_Malloc(sizeof(PyObject *) * (size_t)ne->P.nslots)
+                                                       : stack_slots;
+    if (!slots) return PyErr_NoMemory();
+    int32_t failed = -1;
+    int ok = ne->P.dead ? 0 : em_guard_run(&ne->P, in, slots, &failed);
+    if (ok == 1) res = run_guarded(ne, slots, f, em_frame_func(f), flags);
+    else em_guard_release_slots(&ne->P, slots);
+    if (slots != stack_slots) PyMem_Free(slots);
+    if (ok == 1) return res;
+    if (ne->P.dead) { /* an object it guards died already: just this call runs as plain Python */
+        PyErr_Clear();
+        return eval_plain(ts, f, throwflag, flags);
+    }
+    /* the new guards must hold for the frame they came from */
+    PyErr_Clear();
+    PyObject *why = PyUnicode_FromFormat("%U:%d: guards of a fresh compile failed (internal error)", co->co_filename,
+                                         co->co_firstlineno);
+    if (!why || fall_back(x, co, why, 0, "internal") < 0) return NULL;
+    return eval_plain(ts, f, throwflag, flags);
+}
+
+/* The frame's call through the cache: a hit runs the entry; a miss compiles (one compile at
+ * a time in the process: the compile lock) unless the code falls back; then the new entry
+ * runs. x is held by the caller. */
+/* Runs the frame as plain Python with the hook off for this thread: the functions it calls
+ * run as plain Python too (a code past a recompile limit). */
+static PyObject *eval_alone(PyThreadState *ts, EmPyFrame *f, int throwflag) { return eval_prev(ts, f, throwflag); }
+
+/* Logs (EMBER_LOGS=recompiles) and warns once that code x hit a recompile limit; x and
+ * everything it calls run as plain Python from now on. 0, or -1 (fullgraph, strict). */
+static int limit_hit(EmExtra *x, PyCodeObject *co, PyObject *EM_STEALS detail, int flags) {
+    PyObject *why = detail ? PyUnicode_FromFormat(
+                                 "%U (%U:%d): %U; it and the functions it calls run as plain Python from now on (to "
+                                 "compile more, raise the limit in ember.config; to compile less, keep the changing "
+                                 "sizes or values stable)",
+                                 co->co_qualname, co->co_filename, co->co_firstlineno, detail)
+                           : NULL;
+    Py_XDECREF(detail);
+    if (!why) return -1;
+    em_state.n_fallbacks++;
+    if (em_state.logs & EM_LOG_RECOMPILES) call_quiet(em_state.log, "recompiles", why);
+    if (fall_back(x, co, why, flags, "limit") < 0) return -1;
+    x->recursive = 1;
+    return 0;
+}
+
+static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, EmExtra *x, int flags, EmRoot *root) {
     PyCodeObject *co = em_frame_code(f);
     PyFunctionObject *fn = em_frame_func(f);
     EmFrameIn in = {em_frame_locals(f), fn->func_closure, em_frame_globals(f), em_frame_builtins(f)};
-    PyObject *stack_slots[HOOK_STACK_SLOTS], **slots = stack_slots, *res = NULL;
-    int32_t failed = -1, backend = em_hook_backend(flags), n_mine = 0;
-    EmEntry *prev = NULL, *first_fail = NULL;
-    for (EmEntry *e = x->head; e; prev = e, e = e->next) {
-        if (e->backend != backend) continue; /* compiled for another backend */
-        n_mine++;
-        if (e->P.nslots > HOOK_STACK_SLOTS) {
-            slots = PyMem_Malloc(sizeof(PyObject *) * (size_t)e->P.nslots);
-            if (!slots) return PyErr_NoMemory();
+    PyObject *res = NULL, *reason = NULL;
+    int32_t backend = em_hook_backend(flags);
+    EmMiss m;
+    int had_fail;
+    for (;;) {
+        int r = lookup(x, &in, f, fn, flags, backend, &m, &res);
+        if (r) return r > 0 ? res : NULL;
+        if (x->mode == EMX_FALLBACK) {
+            em_entry_decref(m.first_fail);
+            return x->recursive ? eval_alone(ts, f, throwflag) : eval_plain(ts, f, throwflag, flags);
         }
-        int32_t at = -1;
-        int ok = em_guard_run(&e->P, &in, slots, &at);
-        if (ok == 1) {
-            em_state.n_hits++;
-            e->hits++;
-            em_cache_move_front(x, prev, e);
-            res = run_guarded(e, slots, f, fn, flags);
-            if (slots != stack_slots) PyMem_Free(slots);
-            return res;
-        }
-        em_guard_release_slots(&e->P, slots);
-        if (slots != stack_slots) {
-            PyMem_Free(slots);
-            slots = stack_slots;
-        }
-        if (ok < 0) PyErr_Clear(); /* a guard that raised is a failed guard */
-        if (!first_fail) {
-            first_fail = e;
-            failed = at;
-        }
+        /* the guard failure is explained before waiting: the entry may be gone after */
+        reason = m.first_fail ? em_guard_explain(&m.first_fail->P, &in, m.failed) : NULL;
+        if (m.first_fail && !reason) PyErr_Clear();
+        had_fail = m.first_fail != NULL;
+        em_entry_decref(m.first_fail);
+        m.first_fail = NULL;
+        em_cache_lock(); /* may let other threads run */
+        if (x->gen == m.gen && x->mode != EMX_FALLBACK) break;
+        /* another thread compiled this code meanwhile (or gave up on it): look again */
+        em_cache_unlock();
+        Py_CLEAR(reason);
     }
-    if (x->mode == EMX_FALLBACK) return eval_plain(ts, f, throwflag, flags);
 
-    /* miss: compile (the hook stays off for this thread meanwhile) */
-    PyObject *reason = first_fail ? em_guard_explain(&first_fail->P, &in, failed) : NULL;
-    if (first_fail && !reason) PyErr_Clear();
-    if (first_fail && n_mine >= em_state.cache_size_limit) {
-        PyObject *why = PyUnicode_FromFormat("%U:%d: cache_size_limit (%d) reached; last guard failure: %S",
-                                             co->co_filename, co->co_firstlineno, em_state.cache_size_limit,
-                                             reason ? reason : Py_None);
+    /* miss: compile (the hook stays off for this thread meanwhile), holding the lock, unless a
+     * limit says otherwise: this code's own (entries per code) or the accumulated one of the
+     * outermost frame (compiles of it and everything below it). Past either, the frame runs as
+     * plain Python with its callees, so that a stream of new shapes cannot go on compiling in
+     * the functions it calls (TorchDynamo skips the frame recursively too). */
+    EmExtra *rx = root->x;
+    if (rx->tree_compiles >= em_state.accumulated_recompile_limit) {
         Py_XDECREF(reason);
-        em_state.n_fallbacks++;
-        if (!why || fall_back(x, co, why, flags, "limit") < 0) return NULL;
-        return eval_plain(ts, f, throwflag, flags);
+        int bad = 0;
+        if (!(rx->mode == EMX_FALLBACK && rx->recursive))
+            bad = limit_hit(rx, root->co,
+                            PyUnicode_FromFormat("accumulated_recompile_limit (%d) reached: %d compiles of it and of "
+                                                 "the functions it called (the next one: %U (%U:%d))",
+                                                 em_state.accumulated_recompile_limit, rx->tree_compiles,
+                                                 co->co_qualname, co->co_filename, co->co_firstlineno),
+                            flags) < 0;
+        em_cache_unlock();
+        return bad ? NULL : eval_alone(ts, f, throwflag);
     }
-    if (first_fail) {
+    if (had_fail && m.n_mine >= em_state.cache_size_limit) {
+        PyObject *detail = PyUnicode_FromFormat("cache_size_limit (%d) reached; last guard failure: %S",
+                                                em_state.cache_size_limit, reason ? reason : Py_None);
+        Py_XDECREF(reason);
+        int bad = limit_hit(x, co, detail, flags) < 0;
+        em_cache_unlock();
+        return bad ? NULL : eval_alone(ts, f, throwflag);
+    }
+    if (had_fail) {
         em_state.n_recompiles++;
         if ((em_state.logs & EM_LOG_RECOMPILES) && reason) {
             PyObject *msg = PyUnicode_FromFormat("recompiling %U (%U:%d): %U", co->co_qualname, co->co_filename,
@@ -287,36 +412,31 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
     EmEntry *ne = NULL;
     PyObject *why = NULL;
     int allow_break = !(flags & EMH_FULLGRAPH) && !em_state.strict;
+    x->n_compiles++;
+    rx->tree_compiles++; /* the root's own compiles count too */
     /* warnings raised while tracing (meta and fake-tensor runs, twins of context managers,
      * device probes) come from ember's work, not from the user's program: ignored */
     warnings_switch(em_state.warnings_off);
     EmDriverResult dr = em_driver_compile(co, &in, allow_break, backend, &ne, &why);
     warnings_switch(em_state.warnings_on);
-    x->n_compiles++;
     switch (dr) {
         case EMD_OK:
             em_state.n_frames++;
+            em_entry_incref(ne); /* ours while it runs; the list takes the other */
             em_cache_push(x, ne);
-            slots = ne->P.nslots > HOOK_STACK_SLOTS ? PyMem_Malloc(sizeof(PyObject *) * (size_t)ne->P.nslots)
-                                                    : stack_slots;
-            if (!slots) return PyErr_NoMemory();
-            {
-                int ok = em_guard_run(&ne->P, &in, slots, &failed);
-                if (ok == 1) res = run_guarded(ne, slots, f, fn, flags);
-                else em_guard_release_slots(&ne->P, slots);
-                if (slots != stack_slots) PyMem_Free(slots);
-                if (ok == 1) return res;
-                /* the new guards must hold for the frame they came from */
-                PyErr_Clear();
-                why = PyUnicode_FromFormat("%U:%d: guards of a fresh compile failed (internal error)",
-                                           co->co_filename, co->co_firstlineno);
-                if (!why || fall_back(x, co, why, 0, "internal") < 0) return NULL;
-                return eval_plain(ts, f, throwflag, flags);
-            }
-        case EMD_NOGRAPH: x->mode = EMX_SKIP; return eval_plain(ts, f, throwflag, flags);
-        case EMD_ABORT:
-            if (fall_back(x, co, why, flags, "abort") < 0) return NULL;
+            em_cache_unlock();
+            res = run_fresh(ts, f, throwflag, x, flags, ne, &in);
+            em_entry_decref(ne);
+            return res;
+        case EMD_NOGRAPH:
+            x->mode = EMX_SKIP;
+            em_cache_unlock();
             return eval_plain(ts, f, throwflag, flags);
+        case EMD_ABORT: {
+            int bad = fall_back(x, co, why, flags, "abort") < 0;
+            em_cache_unlock();
+            return bad ? NULL : eval_plain(ts, f, throwflag, flags);
+        }
         default: {
             /* internal error: never crash the program; report it and run the frame as is */
             PyObject *et, *ev, *tb;
@@ -326,8 +446,9 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
             Py_XDECREF(et);
             Py_XDECREF(ev);
             Py_XDECREF(tb);
-            if (!why || fall_back(x, co, why, 0, "internal") < 0) return NULL;
-            return eval_plain(ts, f, throwflag, flags);
+            int bad = !why || fall_back(x, co, why, 0, "internal") < 0;
+            em_cache_unlock();
+            return bad ? NULL : eval_plain(ts, f, throwflag, flags);
         }
     }
 }

@@ -221,10 +221,11 @@ static PyObject *m_set_backend_compiler(PyObject *self, PyObject *fn) {
 
 static PyObject *m_set_config(PyObject *self, PyObject *args) {
     (void)self;
-    int limit, strict;
+    int limit, strict, acc_limit;
     unsigned int logs;
-    if (!PyArg_ParseTuple(args, "iiI", &limit, &strict, &logs)) return NULL;
+    if (!PyArg_ParseTuple(args, "iiIi", &limit, &strict, &logs, &acc_limit)) return NULL;
     em_state.cache_size_limit = limit;
+    em_state.accumulated_recompile_limit = acc_limit;
     em_state.strict = strict;
     em_state.logs = logs;
     Py_RETURN_NONE;
@@ -233,8 +234,6 @@ static PyObject *m_set_config(PyObject *self, PyObject *args) {
 static PyObject *m_reset(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
-    if (em_state.in_backend) /* the entry whose graph is being compiled or run would be freed */
-        return PyErr_Format(PyExc_RuntimeError, "ember.reset() cannot run inside a backend's compile or compiled graph");
     em_cache_reset();
     Py_RETURN_NONE;
 }
@@ -267,8 +266,9 @@ static PyObject *m_code_state(PyObject *self, PyObject *code) {
     EmExtra *x = em_cache_get((PyCodeObject *)code);
     if (!x) Py_RETURN_NONE;
     static const char *modes[] = {"compile", "skip", "fallback"};
-    return Py_BuildValue("{s:s,s:i,s:i,s:O}", "mode", modes[x->mode], "entries", x->n_entries, "compiles",
-                         x->n_compiles, "reason", x->reason ? x->reason : Py_None);
+    return Py_BuildValue("{s:s,s:i,s:i,s:i,s:O,s:O}", "mode", modes[x->mode], "entries", x->n_entries, "compiles",
+                         x->n_compiles, "tree_compiles", x->tree_compiles, "callees_plain",
+                         x->recursive ? Py_True : Py_False, "reason", x->reason ? x->reason : Py_None);
 }
 
 static PyObject *m_hook_active(PyObject *self, PyObject *args) {
@@ -303,7 +303,8 @@ static PyObject *m_seen_codes(PyObject *self, PyObject *args) {
     PyObject *out = PyList_New(0);
     PyObject *reg = em_state.code_registry;
     for (Py_ssize_t i = 0; out && reg && i < PyList_GET_SIZE(reg); i++) {
-        PyObject *co = PyList_GET_ITEM(reg, i);
+        PyObject *co = PyWeakref_GetObject(PyList_GET_ITEM(reg, i));
+        if (co == Py_None) continue;
         EmExtra *x = em_cache_get((PyCodeObject *)co);
         if (x && x->mode != EMX_SKIP && PyList_Append(out, co) < 0) Py_CLEAR(out);
     }
@@ -355,7 +356,7 @@ static PyMethodDef methods[] = {
     {"_gs_resolve", m_gs_resolve, METH_VARARGS, "(libc10, libtorch_cpu): resolve direct global-state reads."},
     {"_gs_read", m_gs_read, METH_O, "(direct): (grad, autocast_cpu, autocast_cuda, dtype)."},
     {"_gs_use_direct", m_gs_use_direct, METH_O, "Switch direct global-state reads on or off."},
-    {"_set_config", m_set_config, METH_VARARGS, "(cache_size_limit, strict, log_bits)"},
+    {"_set_config", m_set_config, METH_VARARGS, "(cache_size_limit, strict, log_bits, accumulated_recompile_limit)"},
     {"_register_backend", m_register_backend, METH_O, "Register a Python backend object; returns its number."},
     {"_set_backend_compiler", m_set_backend_compiler, METH_O,
      "fn(backend, graph, inputs, where) -> (callable or None, str): compiles a graph for a Python backend."},
@@ -376,6 +377,7 @@ PyMODINIT_FUNC PyInit__C(void) {
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
     em_state.cache_size_limit = 8;
+    em_state.accumulated_recompile_limit = 256;
     if (PyType_Ready(&CompiledFunctionType) < 0 || em_hook_init() < 0 || em_cache_init() < 0) goto error;
     if (PyModule_AddObjectRef(m, "CompiledFunction", (PyObject *)&CompiledFunctionType) < 0) goto error;
     PyObject *unsup = PyErr_NewExceptionWithDoc("ember._C.Unsupported",
@@ -399,7 +401,12 @@ PyMODINIT_FUNC PyInit__C(void) {
     if (PyModule_AddIntConstant(m, "LOG_BREAKS", EM_LOG_BREAKS) < 0) goto error;
     if (PyModule_AddIntConstant(m, "LOG_BYTECODE", EM_LOG_BYTECODE) < 0) goto error;
     if (!(em_state.resume_codes = PyDict_New())) goto error;
-    if (!(em_state.forced_codes = PySet_New(NULL))) goto error;
+    {   /* weak: a code compiled directly lives no longer than its function would */
+        PyObject *wmod = PyImport_ImportModule("weakref");
+        em_state.forced_codes = wmod ? PyObject_CallMethod(wmod, "WeakSet", NULL) : NULL;
+        Py_XDECREF(wmod);
+        if (!em_state.forced_codes) goto error;
+    }
     if (PyModule_AddObjectRef(m, "forced_codes", em_state.forced_codes) < 0) goto error;
     return m;
 error:

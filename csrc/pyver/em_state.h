@@ -29,7 +29,7 @@ typedef struct {
     PyObject *warn;       /* callable(kind, code, why): a frame ember gave up on (ember/_logging.py) */
     PyObject *log;        /* callable(channel, text) */
     PyObject *skip_file;  /* callable(co_filename) -> bool: never intercept that file's code */
-    PyObject *forced_codes; /* set: codes ember.compile was given directly (never skipped) */
+    PyObject *forced_codes; /* weakref.WeakSet: codes ember.compile was given directly (never skipped) */
     PyObject *nn_module_type; /* torch.nn.Module */
     PyObject *unsupported;    /* ember.Unsupported */
     PyObject *builtin_len, *builtin_getattr, *builtin_isinstance, *builtin_issubclass, *builtin_callable, *builtin_hasattr, *builtin_setattr, *builtin_next, *builtin_iter; /* borrowed */
@@ -51,18 +51,24 @@ typedef struct {
      * builds the torch.fx graph and calls the backend (ember/backends/fx.py). */
     PyObject *backends;
     PyObject *backend_compile;
-    int in_backend; /* Python backend calls (compile or run) in progress: reset must wait */
 
     /* code extra slot and hook */
     Py_ssize_t extra_index;
-    PyObject *code_registry; /* list of codes that have an extra (cache/) */
+    PyObject *code_registry; /* list of weak references to the codes that have an extra (cache/) */
+    Py_ssize_t registry_live; /* its length after the last pruning */
     PyObject *resume_codes;  /* dict: (code, offset, live locals) -> resume code (driver/) */
     void *prev_eval; /* _PyFrameEvalFunction saved when the hook was installed */
     int hook_users;  /* threads with the hook enabled */
     Py_tss_t tss_enabled;
+    Py_tss_t tss_root; /* EmRoot * of the outermost frame ember handles on this thread (hook/) */
+    /* the compile lock (cache/em_cache.c): the thread holding it and how many times */
+    PyThread_type_lock compile_lock;
+    unsigned long compile_owner;
+    int compile_depth;
 
     /* config (ember.config pushes changes through _C._set_config) */
     int cache_size_limit;
+    int accumulated_recompile_limit;
     int strict;
     unsigned logs; /* EM_LOG_* bits */
 

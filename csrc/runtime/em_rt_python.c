@@ -7,6 +7,7 @@
 
 #include <time.h>
 
+#include "../cache/em_cache.h"
 #include "../pyver/em_state.h"
 
 #define PY_STACK_ARGS 32
@@ -152,10 +153,8 @@ static int py_compile(EmCompiled *C, PyObject *const *slots) {
     for (int32_t i = 0; i < C->G.ninputs; i++) PyTuple_SET_ITEM(inputs, i, Py_NewRef(slots[C->input_slots[i]]));
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    em_state.in_backend++;
     res = PyObject_CallFunctionObjArgs(em_state.backend_compile, PyList_GET_ITEM(em_state.backends, C->backend), desc,
                                        inputs, C->where ? C->where : Py_None, NULL);
-    em_state.in_backend--;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     C->backend_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     if (!res) goto error;
@@ -209,7 +208,14 @@ int em_rt_py_run(EmCompiled *C, PyObject *const *slots, PyObject **vals) {
     PyObject *stack[PY_STACK_ARGS], **argv = stack, *res = NULL, *seq = NULL;
     int32_t nin = C->G.ninputs, k = 0;
     int rc = -1;
-    if (C->py_state == EMR_PY_PENDING && py_compile(C, slots)) return -1;
+    if (C->py_state == EMR_PY_PENDING) {
+        /* under the compile lock, so that two threads calling a new graph compile it once;
+         * the state is read again once the lock is ours */
+        em_cache_lock();
+        int bad = C->py_state == EMR_PY_PENDING && py_compile(C, slots);
+        em_cache_unlock();
+        if (bad) return -1;
+    }
     if (C->py_state == EMR_PY_HERE) return 1;
     if (nin > PY_STACK_ARGS && !(argv = PyMem_Malloc(sizeof(PyObject *) * (size_t)nin))) {
         PyErr_NoMemory();
@@ -221,9 +227,9 @@ int em_rt_py_run(EmCompiled *C, PyObject *const *slots, PyObject **vals) {
         rc = rep < 0 ? -1 : 1;
         goto error;
     }
-    em_state.in_backend++;
-    res = PyObject_Vectorcall(C->py_fn, argv, (size_t)nin, NULL);
-    em_state.in_backend--;
+    PyObject *fn = Py_NewRef(C->py_fn); /* the entry may be dropped while it runs */
+    res = PyObject_Vectorcall(fn, argv, (size_t)nin, NULL);
+    Py_DECREF(fn);
     if (!res || !(seq = PySequence_Fast(res, "ember: a compiled graph must return a sequence"))) goto error;
     if (PySequence_Fast_GET_SIZE(seq) != C->n_fx_out) {
         PyErr_Format(PyExc_RuntimeError, "ember: the backend's compiled graph of %S returned %zd values, expected %d",

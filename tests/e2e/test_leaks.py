@@ -8,6 +8,7 @@ import gc
 import os
 import sys
 import tracemalloc
+import weakref
 
 import torch
 
@@ -135,3 +136,107 @@ def test_compiled_modules_and_arguments_are_released():
     gc.collect()
     assert ember.testing.counters()["frames"] == 1  # one entry serves every instance
     assert sum(r() is not None for r in refs) == 0
+
+
+# ---- the cache keeps no user object alive (weak identity guards, no strong memo keys) ----
+
+class Leaf(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.relu(self.lin(x))
+
+
+class WithBreak(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = Leaf(), Leaf()
+
+    def forward(self, x):
+        y = self.a(x)
+        print(end="")  # graph break: transformed code, a resume function, separate entries
+        return self.b(y) + 1
+
+
+def live(cls):
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if type(o) is cls)
+
+
+def test_compiled_model_is_freed_with_its_submodules():
+    m = torch.nn.Sequential(Leaf(), torch.nn.ReLU(), Leaf())
+    refs = [weakref.ref(s) for s in m.modules()]
+    c = ember.compile(m)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(c(x), m(x))
+    del m, c
+    gc.collect()
+    assert [r() for r in refs if r() is not None] == []
+
+
+def test_build_compile_call_drop_loop_does_not_grow():
+    x = torch.randn(2, 4)
+    for cls in (Leaf, WithBreak):
+        base = live(cls)
+        for i in range(30):
+            m = cls()
+            c = ember.compile(m)
+            torch.testing.assert_close(c(x), m(x))
+            del m, c
+            assert live(cls) == base, f"{cls.__name__}: {live(cls) - base} alive after {i + 1} rounds"
+
+
+def test_module_passed_as_an_argument_is_not_kept_alive():
+    f = ember.compile(lambda mod, x: mod(x) * 2)
+    x = torch.randn(2, 4)
+    for _ in range(3):
+        m = WithBreak()
+        r = weakref.ref(m)
+        torch.testing.assert_close(f(m, x), m(x) * 2)
+        del m
+        gc.collect()
+        assert r() is None
+
+
+def test_entry_of_a_dead_identity_guarded_object_is_invalidated_and_freed():
+    """A function passed as an argument is guarded by identity (its code is inlined): the
+    entry holds it weakly, and when it dies the entry is dropped, never to match an object
+    that reuses its address."""
+    def apply(fn, x):
+        return fn(x) + 1
+
+    f = ember.compile(apply)
+    x = torch.randn(3)
+
+    def make(k):
+        held = torch.nn.Linear(3, 3)
+
+        def g(y):
+            return held(y) * k  # a closure over a module: only g keeps it
+        return g, weakref.ref(held)
+
+    g, held_ref = make(2.0)
+    torch.testing.assert_close(f(g, x), g(x) + 1)
+    assert ember.testing.code_state(apply)["entries"] == 1
+    del g
+    gc.collect()
+    assert held_ref() is None
+    assert ember.testing.code_state(apply)["entries"] == 0
+    for k in (3.0, 4.0):  # new functions, maybe at the old address: compiled afresh
+        g = make(k)[0] if k == 3.0 else (lambda y: y * k)
+        torch.testing.assert_close(f(g, x), g(x) + 1)
+        del g
+
+
+def test_code_registry_does_not_keep_codes_alive():
+    ns = {}
+    exec(compile("def fresh(x):\n    return x * 3\n", "<fresh-code>", "exec"), ns)  # a code no module holds
+    fn = ns.pop("fresh")
+    code_ref = weakref.ref(fn.__code__)
+    torch.testing.assert_close(ember.compile(fn)(torch.ones(2)), torch.full((2,), 3.0))
+    assert ember.testing.code_state(fn)["entries"] == 1
+    del fn, ns
+    gc.collect()
+    assert code_ref() is None

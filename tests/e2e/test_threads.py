@@ -1,0 +1,139 @@
+"""Threads: compiled callables called, compiled and reset from several threads at once.
+
+The GIL is released inside torch ops (while tracing, on meta tensors, and while graphs run),
+so another thread can compile the same code object, run its entries or call ember.reset()
+in the middle of any of these; every result must equal eager and nothing may be freed while
+in use (run this file under `make asan` too).
+"""
+import sys
+import threading
+
+import torch
+
+import ember
+import ember.testing
+
+
+def shared(x, y):
+    return torch.relu(x * 2 + y).sum(0)
+
+
+def with_break(x):
+    y = torch.sin(x) + 1
+    print(end="")  # a graph break: transformed code and a resume function
+    return (y * x).mean(0)
+
+
+def helper(x):
+    return x.cos() * 3
+
+
+def outer(x, n):
+    z = helper(x) + n
+    if n % 2:
+        z = helper(z)
+    return z - 1
+
+
+def through_backend(x):
+    return (x * x + 1).sum(1)
+
+
+def forward_backend(gm, example_inputs):
+    """A Python backend: the graph's first call compiles it under the compile lock."""
+    return gm.forward
+
+
+def apply(fn, x):
+    return fn(x) * 2
+
+
+def make_arg(k):
+    def g(y):  # a fresh function per call: guarded by identity (weakly), invalidated when it dies
+        return y - k
+    return g
+
+
+def make_distinct(k):
+    def distinct(x):
+        return torch.tanh(x + k) * k
+    return distinct
+
+
+FNS = [(shared, lambda x: (x, x + 1)), (with_break, lambda x: (x,)), (outer, lambda x: (x, 3)),
+       (outer, lambda x: (x, 4)), (apply, lambda x: (make_arg(x.shape[0] % 2), x))]
+
+
+def worker(tid, iters, errors, barrier):
+    compiled = [(ember.compile(f), f, args) for f, args in FNS]
+    compiled.append((ember.compile(through_backend, backend=forward_backend), through_backend, lambda x: (x,)))
+    distinct = make_distinct(tid + 1)
+    cd = ember.compile(distinct)
+    barrier.wait()
+    try:
+        for i in range(iters):
+            n = 2 + (i + tid) % 3  # changing shapes: recompiles
+            x = torch.randn(n, 3)
+            for cf, f, args in compiled:
+                a = args(x)
+                torch.testing.assert_close(cf(*a), f(*a))
+            torch.testing.assert_close(cd(x), distinct(x))
+            if (i + tid) % 7 == 0:
+                ember.reset()
+            if i % 25 == 0:  # a fresh compiled callable of a fresh closure
+                cd = ember.compile(make_distinct(tid + 1))
+    except BaseException as e:  # noqa: BLE001 - reported in the main thread
+        errors.append((tid, repr(e)))
+
+
+def test_eight_threads_compile_call_and_reset_concurrently():
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # switch threads often
+    errors = []
+    n_threads, iters = 8, 150
+    barrier = threading.Barrier(n_threads)
+    threads = [threading.Thread(target=worker, args=(t, iters, errors, barrier)) for t in range(n_threads)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(600)
+    finally:
+        sys.setswitchinterval(old)
+    assert not any(t.is_alive() for t in threads), "a thread hung (deadlock?)"
+    assert errors == [], errors
+    c = ember.testing.counters()
+    assert c["frames"] > 0 and c["hits"] > 0, c
+    # still usable afterwards, from this thread
+    ember.reset()
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(ember.compile(shared)(x, x), shared(x, x))
+
+
+def test_two_threads_missing_on_one_code_compile_it_once():
+    """A thread that misses while another compiles the same code waits for the compile lock
+    and then finds the new entry instead of compiling a second copy."""
+    ember.reset()
+    ember.testing.reset_counters()
+    cf = ember.compile(shared)
+    x = torch.randn(5, 3)
+    barrier = threading.Barrier(4)
+    out, errors = [], []
+
+    def go():
+        barrier.wait()
+        try:
+            out.append(cf(x, x))
+        except BaseException as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=go) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    for o in out:
+        torch.testing.assert_close(o, shared(x, x))
+    assert ember.testing.code_state(shared)["entries"] == 1
+    assert ember.testing.counters()["frames"] == 1
