@@ -71,6 +71,17 @@ def _sets_grad_flag(target, kwargs):
     return kwargs.get("requires_grad") is True or any(target is f for f in _GRAD_FLAG_SETTERS)
 
 
+# What functionalization does not model as eager runs it: out= (which may resize its tensor)
+# and .data (an alias autograd does not track, whose views AOTAutograd replays wrongly).
+def _unexportable_call(target, kwargs):
+    if "out" in kwargs:
+        return "out= (the output tensor may be resized)"
+    if _sets_grad_flag(target, kwargs):
+        return (f"{getattr(target, '__name__', target)} makes a tensor of the graph require grad "
+                "(a functional backend would return it without requires_grad)")
+    return None
+
+
 _AUTOCAST_SIG = inspect.signature(torch.autocast.__init__)
 _INPLACE = {"iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "iand", "ior", "ixor",
             "ilshift", "irshift"}
@@ -185,21 +196,44 @@ class _Builder:
         if op == "call":
             if target is _rules.set_grad_enabled:
                 return g.call_function(torch._C._set_grad_enabled, tuple(pos))
-            if _sets_grad_flag(target, kwargs):
-                raise _Unexportable(f"{getattr(target, '__name__', target)} makes a tensor of the graph require grad "
-                                    "(a functional backend would return it without requires_grad)")
+            why = _unexportable_call(target, kwargs)
+            if why:
+                raise _Unexportable(why)
             self.n_ops += 1
             if _is_tensor_method(target):
                 return g.call_method(target.__name__, tuple(pos), kwargs)
             return g.call_function(target, tuple(pos), kwargs)
         self.n_ops += 1
         if op == "getattr":
+            if target == "data":
+                raise _Unexportable(".data (an alias autograd does not track)")
             return g.call_function(getattr, (pos[0], target))
         if op == "item":
             return g.call_function(operator.getitem, (pos[0], target))
         if op in _INPLACE and not isinstance(pos[0], torch.fx.Node):
             op = op[1:]  # `c += t` on a Python constant is `c + t` (FX would print `0 += t`)
         return g.call_function(_graph_op(op), tuple(pos), kwargs)
+
+
+def _untracked_alias(inputs):
+    """Two tensor inputs sharing storage without being views of one base (x and x.data, tensors
+    made with set_ or from one numpy array): AOTAutograd replays views of either wrongly after a
+    mutation, so such a graph runs on ember's executor. The name of the case, or None."""
+    bases = {}
+    for t in inputs:
+        if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.device.type == "meta":
+            continue
+        try:
+            ptr = t.untyped_storage().data_ptr()
+        except Exception:  # tensor subclasses without a storage
+            continue
+        if ptr == 0:
+            continue
+        base = t._base if t._base is not None else t
+        prev = bases.setdefault(ptr, base)
+        if prev is not base:
+            return "two inputs share storage without being views of one tensor (such as x and x.data)"
+    return None
 
 
 def build_graph_module(desc, inputs, fake_mode):
@@ -220,6 +254,9 @@ def compile_graph(backend, desc, inputs, where):
     # every fake value is made with static shapes
     fake_mode = FakeTensorMode(shape_env=ShapeEnv())
     try:
+        alias = _untracked_alias(inputs)
+        if alias:
+            raise _Unexportable(alias)
         gm, n_ops = build_graph_module(desc, inputs, fake_mode)
     except Exception as e:  # ember's own limits (or an internal error): never the user's problem
         internal = not isinstance(e, _Unexportable)
