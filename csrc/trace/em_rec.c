@@ -715,6 +715,17 @@ EmStatus h_load_closure(EmTracer *T, const EmInstr *in) {
     return em_push(T, v);
 }
 
+/* A default value a function made while tracing may hold as a Python object: a constant, an
+ * object itself, or a tuple of those. A list or dict would be a copy made once, where Python
+ * makes a new one each time the def runs (and shares one read from the frame). */
+static int default_ok(EmSym *s, int depth) {
+    if (s->kind == SYM_CONST || s->kind == SYM_OBJ) return 1;
+    if (s->kind != SYM_TUPLE || s->seq_type || depth > 8) return 0;
+    for (int32_t i = 0; i < s->items.len; i++)
+        if (!default_ok(s->items.data[i], depth + 1)) return 0;
+    return 1;
+}
+
 EmStatus h_make_function(EmTracer *T, const EmInstr *in) {
     int flags = in->arg;
     NEED(1 + !!(flags & 1) + !!(flags & 2) + !!(flags & 4) + !!(flags & 8));
@@ -739,6 +750,8 @@ EmStatus h_make_function(EmTracer *T, const EmInstr *in) {
         return EM_ERR;
     }
     s->obj = fn;
+    if (defaults && !default_ok(defaults, 0))
+        return em_trace_fail(T, EMA_VALUE, "a function made while tracing with a mutable default value");
     if (defaults) {
         PyObject *d = em_sym_value(T, defaults);
         if (!d) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "non-constant default values");
