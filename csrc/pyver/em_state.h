@@ -59,6 +59,7 @@ typedef struct {
     void *prev_eval; /* _PyFrameEvalFunction saved when the hook was installed */
     int hook_users;  /* threads with the hook enabled */
     Py_tss_t tss_enabled;
+    Py_tss_t tss_handed; /* the frame this thread handed to prev_eval (em_hook.c) */
 
     /* config (ember.config pushes changes through _C._set_config) */
     int cache_size_limit;

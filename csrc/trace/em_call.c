@@ -29,22 +29,36 @@ static int rule_of(PyObject *fn) {
     return (int)PyLong_AsLong(r);
 }
 
-/* Python value of a sym with tensors replaced by their meta tensors (new ref). */
-static EM_NEW PyObject *meta_value(EmTracer *T, EmSym *s, int *has_tensor) {
+/* Python value of a sym with tensors replaced by their meta tensors (new ref), handed to real
+ * code (a meta run, a builtin evaluated on known values). NULL with a Python exception, or
+ * NULL without one after em_trace_fail: a value that cannot be handed over (a function made
+ * while tracing, an iterator, nesting deeper than EM_MAX_NEST, such as a cycle). */
+static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, int depth) {
+    if (depth > EM_MAX_NEST) {
+        em_trace_fail(T, EMA_VALUE, "a value nested more than %d deep (or holding itself)", EM_MAX_NEST);
+        return NULL;
+    }
     switch (s->kind) {
         case SYM_TENSOR: {
             *has_tensor = 1;
             PyObject *m = em_sym_meta(T, s);
             return m ? Py_NewRef(m) : NULL;
         }
+        case SYM_OBJ:
+            if (em_sym_placeholder(s)) {
+                em_trace_fail(T, EMA_CALL, "real code given the function %s made while tracing",
+                              PyUnicode_AsUTF8(((PyFunctionObject *)s->obj)->func_qualname));
+                return NULL;
+            }
+            return Py_NewRef(s->obj);
         case SYM_CONST:
         case SYM_NEW: /* its placeholder: only type questions are asked of it (has_opaque) */
-        case SYM_OBJ: return Py_NewRef(s->obj);
+            return Py_NewRef(s->obj);
         case SYM_TUPLE:
         case SYM_LIST: {
             PyObject *r = s->kind == SYM_TUPLE ? PyTuple_New(s->items.len) : PyList_New(s->items.len);
             for (int32_t i = 0; r && i < s->items.len; i++) {
-                PyObject *v = meta_value(T, s->items.data[i], has_tensor);
+                PyObject *v = meta_value_at(T, s->items.data[i], has_tensor, depth + 1);
                 if (!v) {
                     Py_CLEAR(r);
                     break;
@@ -57,41 +71,56 @@ static EM_NEW PyObject *meta_value(EmTracer *T, EmSym *s, int *has_tensor) {
         case SYM_DICT: {
             PyObject *d = PyDict_New();
             for (int32_t i = 0; d && i < s->items.len; i++) {
-                PyObject *v = meta_value(T, s->items.data[i], has_tensor);
+                PyObject *v = meta_value_at(T, s->items.data[i], has_tensor, depth + 1);
                 if (!v || PyDict_SetItem(d, s->keys.data[i], v)) Py_CLEAR(d);
                 Py_XDECREF(v);
             }
             return d;
         }
-        default: PyErr_SetString(PyExc_TypeError, "ember: value cannot be an argument"); return NULL;
+        default:
+            em_trace_fail(T, EMA_CALL, "real code given a %s", em_sym_describe(s));
+            return NULL;
     }
 }
 
+static EM_NEW PyObject *meta_value(EmTracer *T, EmSym *s, int *has_tensor) {
+    return meta_value_at(T, s, has_tensor, 0);
+}
+
+/* The status after meta_value returned NULL. */
+static EmStatus meta_value_status(void) { return PyErr_Occurred() ? EM_ERR : EM_ABORT; }
+
 /* A sym (or a container holding one) that stands for a live Python object ember does not
  * model: evaluating a builtin on it would run user code or read unguarded state. */
-static int has_opaque(EmSym *s) {
-    if (s->kind == SYM_OBJ) return !s->by_id && s->src >= 0;
+static int has_opaque_at(EmSym *s, int depth) {
+    if (depth > EM_MAX_NEST) return 1;
+    if (s->kind == SYM_OBJ) return (!s->by_id && s->src >= 0) || em_sym_placeholder(s);
     if (s->kind == SYM_ITER || s->kind == SYM_NULL || s->kind == SYM_CTX || s->kind == SYM_EXIT ||
         s->kind == SYM_NEW || s->kind == SYM_BOUND)
         return 1;
     if (s->kind == SYM_TUPLE || s->kind == SYM_LIST || s->kind == SYM_DICT)
         for (int32_t i = 0; i < s->items.len; i++)
-            if (has_opaque(s->items.data[i])) return 1;
+            if (has_opaque_at(s->items.data[i], depth + 1)) return 1;
     return 0;
 }
 
-static PyObject *result_device(EmTracer *T, EmSym **args, int nargs) {
+static int has_opaque(EmSym *s) { return has_opaque_at(s, 0); }
+
+static PyObject *result_device_at(EmTracer *T, EmSym **args, int nargs, int depth) {
     PyObject *first = NULL;
     for (int i = 0; i < nargs; i++) {
         EmSym *s = args[i];
         PyObject *d = NULL;
-        if (s->kind == SYM_TUPLE || s->kind == SYM_LIST) d = result_device(T, s->items.data, s->items.len);
+        if ((s->kind == SYM_TUPLE || s->kind == SYM_LIST) && depth < EM_MAX_NEST)
+            d = result_device_at(T, s->items.data, s->items.len, depth + 1);
         else if (s->kind == SYM_TENSOR && T->G->nodes.data[s->ref].ndim != 0) d = s->device;
         if (d) return d;
         if (!first && s->kind == SYM_TENSOR) first = s->device;
     }
     return first;
 }
+
+static PyObject *result_device(EmTracer *T, EmSym **args, int nargs) { return result_device_at(T, args, nargs, 0); }
 
 /* Argument indices of each sym, then the headers copied contiguously: the node's args. */
 int32_t em_node_args(EmTracer *T, EmSym **args, int nargs, EmStatus *st) {
@@ -223,7 +252,10 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
     if (!(margs = PyTuple_New(npos + (op == EMOP_GETATTR)))) goto done;
     for (Py_ssize_t i = 0; i < npos; i++) {
         PyObject *v = meta_value(T, args[i], &has_tensor);
-        if (!v) goto done;
+        if (!v) {
+            st = meta_value_status();
+            goto done;
+        }
         PyTuple_SET_ITEM(margs, i, v);
     }
     if (op == EMOP_GETATTR) PyTuple_SET_ITEM(margs, npos, Py_NewRef(fn));
@@ -231,6 +263,7 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
     for (Py_ssize_t i = 0; i < nkw; i++) {
         PyObject *v = meta_value(T, args[npos + i], &has_tensor);
         if (!v || PyDict_SetItem(mkw, PyTuple_GET_ITEM(kwnames, i), v)) {
+            if (!v) st = meta_value_status();
             Py_XDECREF(v);
             goto done;
         }
@@ -355,7 +388,10 @@ static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **args, int nargs, Py
         if (args[i]->kind == SYM_ITER || args[i]->kind == SYM_NULL)
             return em_trace_fail(T, EMA_CALL, "%s on a %s", name, em_sym_describe(args[i]));
     for (; n < nargs; n++)
-        if (!(stack[n] = meta_value(T, args[n], &has_tensor))) goto done;
+        if (!(stack[n] = meta_value(T, args[n], &has_tensor))) {
+            st = meta_value_status();
+            goto done;
+        }
     PyObject *r = PyObject_Vectorcall(fn, stack, (size_t)(nargs - nkw), kwnames);
     if (!r) {
         PyErr_Clear();

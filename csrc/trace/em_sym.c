@@ -79,7 +79,12 @@ static int is_pure(PyObject *v, int depth) {
     return r == 1;
 }
 
-EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s) {
+int em_sym_placeholder(const EmSym *s) {
+    return s->kind == SYM_OBJ && s->src < 0 && !s->by_id && PyFunction_Check(s->obj);
+}
+
+static EM_NEW PyObject *sym_value_at(EmTracer *T, EmSym *s, int depth) {
+    if (depth > EM_MAX_NEST || em_sym_placeholder(s)) return NULL;
     switch (s->kind) {
         case SYM_CONST:
         case SYM_OBJ: return Py_NewRef(s->obj);
@@ -88,7 +93,7 @@ EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s) {
             PyObject *r = s->kind == SYM_TUPLE ? PyTuple_New(s->items.len) : PyList_New(s->items.len);
             if (!r) return NULL;
             for (int32_t i = 0; i < s->items.len; i++) {
-                PyObject *v = em_sym_value(T, s->items.data[i]);
+                PyObject *v = sym_value_at(T, s->items.data[i], depth + 1);
                 if (!v) {
                     Py_DECREF(r);
                     return NULL;
@@ -109,6 +114,8 @@ EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s) {
         default: return NULL;
     }
 }
+
+EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s) { return sym_value_at(T, s, 0); }
 
 /* ---- tensors ---- */
 
@@ -247,6 +254,11 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
     PyObject *key = PyLong_FromVoidPtr(v);
     if (!key) return NULL;
     PyObject *idx = PyDict_GetItemWithError(T->seen, key);
+    if (idx && PyLong_AsLong(idx) < 0) { /* a container holding itself */
+        Py_DECREF(key);
+        *st = em_trace_fail(T, EMA_INPUT, "%s that holds itself", Py_TYPE(v)->tp_name);
+        return NULL;
+    }
     if (idx) {
         EmSym *prev = T->syms.data[PyLong_AsLong(idx)];
         Py_DECREF(key);
@@ -256,8 +268,29 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
         if (prev->kind == SYM_CONST && em_guard_check(T->P, EMG_EQ, slot, v, 0)) return NULL;
         return prev;
     }
+    if (!idx && PyErr_Occurred()) {
+        Py_DECREF(key);
+        return NULL;
+    }
     EmSym *s = NULL;
     PyTypeObject *tp = Py_TYPE(v);
+    int container = tp == &PyTuple_Type || tp == &PyList_Type || tp == &PyDict_Type ||
+                    (PyTuple_Check(v) && em_is_namedtuple_type(tp));
+    if (container) { /* marked while its items are wrapped: a cycle back to it aborts */
+        if (T->wrap_depth >= EM_MAX_NEST) {
+            Py_DECREF(key);
+            *st = em_trace_fail(T, EMA_INPUT, "%s nested more than %d deep", tp->tp_name, EM_MAX_NEST);
+            return NULL;
+        }
+        PyObject *mark = PyLong_FromLong(-1);
+        int bad = !mark || PyDict_SetItem(T->seen, key, mark);
+        Py_XDECREF(mark);
+        if (bad) {
+            Py_DECREF(key);
+            return NULL;
+        }
+        T->wrap_depth++;
+    }
     if (PyObject_TypeCheck(v, em_state.tensor_type)) {
         s = wrap_tensor(T, v, slot, st);
     } else if (v == Py_None || v == Py_True || v == Py_False || v == Py_Ellipsis) {
@@ -310,6 +343,10 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
         }
     }
 done:
+    if (container) {
+        T->wrap_depth--;
+        if (!s && PyDict_DelItem(T->seen, key)) PyErr_Clear(); /* is a constant when wrapped again */
+    }
     if (s) {
         if (s->src < 0) s->src = slot;
         /* remember which sym stands for this object (its index in T->syms) */

@@ -101,7 +101,9 @@ typedef struct EmTracer {
     int done;
     long steps;
     /* bookkeeping */
-    PyObject *seen;    /* dict: id(object) -> index in syms of the sym made for it */
+    PyObject *seen;    /* dict: id(object) -> index in syms of the sym made for it, -1 while its
+                        * items are being wrapped (em_sym_wrap) */
+    int wrap_depth;    /* containers being wrapped, outermost first (em_sym_wrap) */
     EmVec(EmSym *) syms; /* every sym, freed at the end */
     EmVec(int32_t) input_slots; /* guard slot of each graph input */
     EmVec(EmOut) out;
@@ -194,6 +196,12 @@ EmStatus em_sym_getattr_generic(EmTracer *T, EmSym *base, PyObject *name, EmSym 
 EmStatus em_super(EmTracer *T, EmSym *cls, EmSym *obj, EmSym **out);
 /* super() with no arguments in the frame being traced: __class__ and the first local. */
 EmStatus em_super_noargs(EmTracer *T, EmSym **out);
+/* Walks over nested values (syms' items, objects read from the frame) stop at this depth:
+ * deeper nesting, and cycles (a list that holds itself), abort the trace. */
+#define EM_MAX_NEST 64
+/* A function made while tracing (MAKE_FUNCTION): its object is a stand-in without the closure
+ * cells and defaults the sym holds, so it must never run or reach real code. */
+int em_sym_placeholder(const EmSym *s);
 /* Graph argument for a sym (tensors become refs, constants consts). -1 on abort/error with
  * *st set. */
 int32_t em_sym_arg(EmTracer *T, EmSym *s, EmStatus *st);
