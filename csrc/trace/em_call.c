@@ -365,6 +365,80 @@ done:
     return st;
 }
 
+/* A builtin given iterators: those that consume their iterable (_rules.ITER_CONSUMERS: sum,
+ * sorted, "".join...) get a tuple of the items left, and the iterator is used up, for any/all
+ * up to the item that decides (constant items only); other builtins keep the iterator (only
+ * type questions may be asked of it). */
+static EmStatus consume_iter_args(EmTracer *T, PyObject *f, EmSym **all, int n) {
+    int how = -1;
+    for (int i = 0; i < n; i++) {
+        EmSym *it = all[i];
+        if (it->kind != SYM_ITER) continue;
+        if (how < 0) {
+            PyObject *r = PyObject_CallMethod(em_state.meta_run, "iter_consumer", "O", f);
+            how = r ? (int)PyLong_AsLong(r) : -1;
+            Py_XDECREF(r);
+            if (how < 0) return EM_ERR;
+        }
+        if (how == 0) return EM_OK;
+        int32_t end = it->items.len;
+        if (how >= 2) { /* any (2) stops after a true item, all (3) after a false one */
+            for (int32_t k = it->pos; k < it->items.len && end == it->items.len; k++) {
+                EmSym *v = it->items.data[k];
+                if (v->kind != SYM_CONST) return em_trace_fail(T, EMA_CALL, "any()/all() over a %s", em_sym_describe(v));
+                int t = PyObject_IsTrue(v->obj);
+                if (t < 0) return EM_ERR;
+                if (t == (how == 2)) end = k + 1;
+            }
+        }
+        EmSym *t = em_sym_new(T, SYM_TUPLE);
+        if (!t) return EM_ERR;
+        for (int32_t k = it->pos; k < end; k++)
+            if (em_vec_push(&t->items, it->items.data[k])) return PyErr_NoMemory(), EM_ERR;
+        it->pos = end;
+        if (it->gen && end == it->items.len) it->gen = 2;
+        all[i] = t;
+    }
+    return EM_OK;
+}
+
+/* isinstance(obj, cls) while tracing. Constants and objects from the frame answer for
+ * themselves; tensors from their meta tensor and device (_rules.tensor_isinstance: the legacy
+ * types such as torch.FloatTensor by dtype, device and layout, all guarded); values made while
+ * tracing (tuples, namedtuples, lists, dicts, iterators, instances) from their type where cls's
+ * metaclass decides by type (_rules.isinstance_by_type), else the trace aborts. */
+static EmStatus call_isinstance(EmTracer *T, EmSym *obj, EmSym *cls, EmSym **out) {
+    PyObject *c = em_sym_value(T, cls), *r = NULL;
+    if (!c) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_CALL, "isinstance with a %s as the class", em_sym_describe(cls));
+    EmStatus st = EM_OK;
+    if (obj->kind == SYM_CONST || (obj->kind == SYM_OBJ && !em_sym_placeholder(obj))) {
+        int v = PyObject_IsInstance(obj->obj, c);
+        r = v < 0 ? NULL : Py_NewRef(v ? Py_True : Py_False);
+    } else if (obj->kind == SYM_TENSOR) {
+        PyObject *m = em_sym_meta(T, obj);
+        if (!m) st = EM_ERR;
+        else r = PyObject_CallMethod(em_state.meta_run, "tensor_isinstance", "OOO", m, obj->device ? obj->device : Py_None, c);
+    } else {
+        EmSym *tp = NULL;
+        st = em_sym_type(T, obj, &tp);
+        if (st == EM_OK) r = PyObject_CallMethod(em_state.meta_run, "isinstance_by_type", "OO", tp->obj, c);
+    }
+    Py_DECREF(c);
+    if (st != EM_OK) return st;
+    if (!r) {
+        PyErr_Clear();
+        return em_trace_fail(T, EMA_CALL, "isinstance of a %s raised", em_sym_describe(obj));
+    }
+    if (r == Py_None) {
+        Py_DECREF(r);
+        return em_trace_fail(T, EMA_CALL, "isinstance of a %s with a class whose __instancecheck__ reads the object",
+                             em_sym_describe(obj));
+    }
+    *out = em_sym_const(T, r);
+    Py_DECREF(r);
+    return *out ? EM_OK : EM_ERR;
+}
+
 /* Evaluates fn on the known values of args (meta tensors in place of tensors). Tensor
  * results become graph calls; pure results constants; errors abort. */
 static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, int rule,
@@ -807,6 +881,7 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         if (npos == 0 || (npos == 1 && all[0]->kind != SYM_CONST && all[0]->kind != SYM_OBJ))
             return em_make_dict(T, npos ? all[0] : NULL, all + npos, kwnames, out);
     }
+    if (f == em_state.builtin_isinstance && !kwnames && n == 2) return call_isinstance(T, all[0], all[1], out);
     if (f == em_state.builtin_iter && !kwnames && n == 1 && all[0]->kind != SYM_CONST)
         return em_iter_of(T, all[0], out);
     if (f == em_state.builtin_next && !kwnames && (n == 1 || n == 2) && all[0]->kind == SYM_ITER) {
@@ -845,17 +920,8 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
                    : rule_of(f);
     if (rule < 0) return EM_ERR;
     if (rule == RULE_CONST && PyCFunction_Check(f)) {
-        /* builtins consume an iterator argument whole (sum, any, all, max, sorted...) */
-        for (int i = 0; i < n; i++) {
-            if (all[i]->kind != SYM_ITER) continue;
-            EmSym *t = em_sym_new(T, SYM_TUPLE);
-            if (!t) return EM_ERR;
-            for (int32_t k = all[i]->pos; k < all[i]->items.len; k++)
-                if (em_vec_push(&t->items, all[i]->items.data[k])) return PyErr_NoMemory(), EM_ERR;
-            all[i]->pos = all[i]->items.len;
-            if (all[i]->gen) all[i]->gen = 2;
-            all[i] = t;
-        }
+        EmStatus st = consume_iter_args(T, f, all, n);
+        if (st != EM_OK) return st;
     }
     switch (rule) {
         case RULE_GRAPH: return em_op_record(T, EMOP_CALL, f, all, n, kwnames, NULL, out);

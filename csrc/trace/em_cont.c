@@ -108,6 +108,7 @@ EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **arg
     if (is_dict && nargs == 0 && !strcmp(n, "__iter__")) {
         EmSym *keys = dict_view(T, self, 'k'), *it = keys ? em_sym_new(T, SYM_ITER) : NULL;
         if (!it) return EM_ERR;
+        it->seq_type = Py_NewRef((PyObject *)&PyDictIterKey_Type);
         it->items = keys->items; /* moved */
         keys->items.data = NULL;
         keys->items.len = keys->items.cap = 0;
@@ -252,6 +253,10 @@ EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int stri
     EmSymKind kind = f == (PyObject *)&PyTuple_Type ? SYM_TUPLE : f == (PyObject *)&PyList_Type ? SYM_LIST : SYM_ITER;
     EmSym *r = em_sym_new(T, kind);
     if (!r) return EM_ERR;
+    if (kind == SYM_ITER) {
+        r->seq_type = is_enum || is_zip ? Py_NewRef(f) : em_iter_type(T, all[0], 1);
+        if (!r->seq_type && PyErr_Occurred()) return EM_ERR;
+    }
     for (int32_t k = 0; k < len; k++) {
         EmSym *item;
         if (is_enum || is_zip) {

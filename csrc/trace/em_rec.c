@@ -856,8 +856,39 @@ EmStatus em_iter_of(EmTracer *T, EmSym *s, EmSym **out) {
     if (!it) return EM_ERR;
     for (int32_t i = 0; i < items->items.len; i++)
         if (em_vec_push(&it->items, items->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+    it->seq_type = em_iter_type(T, s, 0);
+    if (!it->seq_type && PyErr_Occurred()) return EM_ERR;
     *out = it;
     return EM_OK;
+}
+
+EM_NEW PyObject *em_iter_type(EmTracer *T, EmSym *src, int rev) {
+    (void)T;
+    PyObject *sample = NULL;
+    switch (src->kind) {
+        case SYM_LIST: sample = PyList_New(0); break;
+        case SYM_TUPLE: sample = PyTuple_New(0); break; /* namedtuples iterate as tuples */
+        case SYM_DICT: sample = PyDict_New(); break;
+        case SYM_CONST: sample = Py_NewRef(src->obj); break;
+        case SYM_TENSOR: return rev ? NULL : Py_NewRef((PyObject *)&PyTupleIter_Type); /* iter(t.unbind(0)) */
+        case SYM_OBJ: /* container modules (ModuleList...): _rules.iter_type checks their __iter__ */
+            if (PyObject_IsInstance(src->obj, em_state.nn_module_type) != 1) {
+                PyErr_Clear();
+                return NULL;
+            }
+            sample = Py_NewRef(src->obj);
+            break;
+        default: return NULL;
+    }
+    if (!sample) return NULL;
+    PyObject *arg = rev ? Py_BuildValue("(sN)", "reversed", sample) : sample;
+    PyObject *r = arg ? PyObject_CallMethod(em_state.meta_run, "iter_type", "(N)", arg) : NULL;
+    if (!r || r == Py_None || !PyType_Check(r)) {
+        Py_XDECREF(r);
+        PyErr_Clear();
+        return NULL;
+    }
+    return r;
 }
 
 EmStatus h_get_iter(EmTracer *T, const EmInstr *in) {

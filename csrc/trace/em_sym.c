@@ -834,6 +834,12 @@ EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out) {
         case SYM_TUPLE: tp = s->seq_type ? s->seq_type : (PyObject *)&PyTuple_Type; break;
         case SYM_LIST: tp = (PyObject *)&PyList_Type; break;
         case SYM_DICT: tp = (PyObject *)&PyDict_Type; break;
+        case SYM_ITER:
+            if (s->seq_type) {
+                tp = s->seq_type;
+                break;
+            }
+            return em_trace_fail(T, EMA_VALUE, "type() of an iterator of unknown type");
         default: return em_trace_fail(T, EMA_VALUE, "type() of a %s", em_sym_describe(s));
     }
     if (s->kind == SYM_OBJ && s->src >= 0 && !s->by_id &&

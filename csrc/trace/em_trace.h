@@ -44,7 +44,8 @@ struct EmSym {
     PyObject *obj;  /* CONST value, OBJ object, TENSOR meta tensor (all owned) */
     PyObject *device; /* TENSOR: the real torch.device (owned) */
     EmRef ref;      /* TENSOR: graph node */
-    PyObject *seq_type; /* TUPLE: namedtuple/structseq type (owned) or NULL */
+    PyObject *seq_type; /* TUPLE: namedtuple/structseq type; ITER: the iterator's Python type (a
+                         * generator, list_iterator, zip...), NULL when unknown (owned) */
     EmVec(EmSym *) items;
     EmVec(PyObject *) keys; /* DICT: owned keys, parallel to items */
     int32_t pos;    /* ITER position */
@@ -277,6 +278,9 @@ EmStatus em_make_dict(EmTracer *T, EmSym *src, EmSym **kwvals, PyObject *kwnames
 EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int strict, EmSym **out);
 /* iter(s): s itself for an iterator, else an iterator over s's items (em_seq_items). */
 EmStatus em_iter_of(EmTracer *T, EmSym *s, EmSym **out);
+/* The type of iter(x) (rev: of reversed(x)) for the value sym src stands for (new ref), NULL
+ * without an exception when ember cannot tell it without running user code. */
+EM_NEW PyObject *em_iter_type(EmTracer *T, EmSym *src, int rev);
 EmStatus em_call_dunder(EmTracer *T, EmSym *self, const char *name, EmSym **args, int nargs, EmSym **out);
 EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v);
 /* object.__setattr__ semantics on base (the type's own __setattr__ already traced). */
