@@ -462,7 +462,10 @@ static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **args, int nargs, Py
         if (args[i]->kind == SYM_ITER || args[i]->kind == SYM_NULL)
             return em_trace_fail(T, EMA_CALL, "%s on a %s", name, em_sym_describe(args[i]));
     for (; n < nargs; n++)
-        if (!(stack[n] = meta_value(T, args[n], &has_tensor))) {
+        /* type questions (callable(f)) may be asked of a function made while tracing: its stand-in
+         * has its type */
+        if (introspect && em_sym_placeholder(args[n])) stack[n] = Py_NewRef(args[n]->obj);
+        else if (!(stack[n] = meta_value(T, args[n], &has_tensor))) {
             st = meta_value_status();
             goto done;
         }
@@ -924,7 +927,12 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         if (st != EM_OK) return st;
     }
     switch (rule) {
-        case RULE_GRAPH: return em_op_record(T, EMOP_CALL, f, all, n, kwnames, NULL, out);
+        case RULE_GRAPH:
+            /* a torch function written in Python given a function made while tracing (torch.cond's
+             * branches): its body is traced, since the stand-in cannot run */
+            for (int i = 0; PyFunction_Check(f) && i < n; i++)
+                if (em_sym_placeholder(all[i])) return em_inline(T, f, all, n, kwnames, out);
+            return em_op_record(T, EMOP_CALL, f, all, n, kwnames, NULL, out);
         case RULE_CONST:
         case RULE_META_QUERY: return call_eval(T, f, all, n, kwnames, rule, out);
         case RULE_TRUE: *out = em_sym_const(T, Py_True); return *out ? EM_OK : EM_ERR;

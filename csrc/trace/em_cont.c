@@ -18,6 +18,9 @@ static void dict_remove(EmSym *d, int i) {
 /* A list sym of d's keys, values or (key, value) tuples (what = 'k', 'v', 'i'). */
 static EmSym *dict_view(EmTracer *T, EmSym *d, char what) {
     EmSym *r = em_sym_new(T, SYM_LIST);
+    if (r) /* the view's type: type() answers it; it never leaves the trace */
+        r->seq_type = Py_NewRef(what == 'k' ? (PyObject *)&PyDictKeys_Type
+                                : what == 'v' ? (PyObject *)&PyDictValues_Type : (PyObject *)&PyDictItems_Type);
     for (int32_t i = 0; r && i < d->keys.len; i++) {
         EmSym *k = what != 'v' ? em_sym_const(T, d->keys.data[i]) : d->items.data[i], *it = k;
         if (k && what == 'i' && (it = em_sym_new(T, SYM_TUPLE)) &&
@@ -49,6 +52,8 @@ EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **arg
         return em_trace_fail(T, EMA_SIDE_EFFECT, "dict.%s on an input", n);
     }
     int is_dict = self->kind == SYM_DICT, is_list = self->kind == SYM_LIST;
+    if (is_list && self->seq_type && strcmp(n, "__contains__") && strcmp(n, "__len__")) /* a dict view */
+        return em_trace_fail(T, EMA_CALL, "%s.%s", ((PyTypeObject *)self->seq_type)->tp_name, n);
     /* reads */
     if (is_dict && (!strcmp(n, "get") || !strcmp(n, "__getitem__") || !strcmp(n, "__contains__")) &&
         nargs >= 1 && nargs <= 2 - (n[0] == '_')) {

@@ -440,10 +440,9 @@ EmStatus em_module_members(EmTracer *T, EmSym *mod, EmModuleWalk what, int named
     EmWalk *got = what == EM_WALK_MODULES ? &mods : &mem;
     EmSym *s = st == EM_OK ? em_sym_new(T, SYM_ITER) : NULL;
     if (st == EM_OK && !s) st = EM_ERR;
-    if (s) { /* a generator in Python */
-        s->gen = 1;
+    if (s) /* a generator in Python, whose body only reads: made again over the items left when it
+            * outlives the trace (gen stays 0) */
         s->seq_type = Py_NewRef((PyObject *)&PyGen_Type);
-    }
     for (int32_t i = 0; s && st == EM_OK && i < got->syms.len; i++) {
         EmSym *it = got->syms.data[i];
         if (named) {

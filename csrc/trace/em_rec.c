@@ -314,6 +314,8 @@ EmStatus h_contains_op(EmTracer *T, const EmInstr *in) {
 
 static EmStatus seq_index(EmTracer *T, EmSym *c, EmSym *k, EmSym **out) {
     if (k->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "index by %s", em_sym_describe(k));
+    if (c->kind == SYM_LIST && c->seq_type) /* a dict view is not subscriptable */
+        return em_trace_fail(T, EMA_VALUE, "index into a %s", ((PyTypeObject *)c->seq_type)->tp_name);
     if (c->kind == SYM_DICT) {
         for (int32_t i = 0; i < c->keys.len; i++) {
             int eq = PyObject_RichCompareBool(c->keys.data[i], k->obj, Py_EQ);

@@ -832,7 +832,7 @@ EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out) {
         case SYM_NEW:
         case SYM_CTX: tp = (PyObject *)Py_TYPE(s->obj); break;
         case SYM_TUPLE: tp = s->seq_type ? s->seq_type : (PyObject *)&PyTuple_Type; break;
-        case SYM_LIST: tp = (PyObject *)&PyList_Type; break;
+        case SYM_LIST: tp = s->seq_type ? s->seq_type : (PyObject *)&PyList_Type; break;
         case SYM_DICT: tp = (PyObject *)&PyDict_Type; break;
         case SYM_ITER:
             if (s->seq_type) {

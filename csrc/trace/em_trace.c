@@ -194,6 +194,8 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
         case SYM_TUPLE:
         case SYM_LIST:
         case SYM_DICT: {
+            if (s->kind == SYM_LIST && s->seq_type) /* a dict view, modelled as a list */
+                return em_trace_fail(T, EMA_RETURN, "a %s left the trace", ((PyTypeObject *)s->seq_type)->tp_name);
             o.kind = s->kind == SYM_TUPLE ? OUT_TUPLE : s->kind == SYM_LIST ? OUT_LIST : OUT_DICT;
             o.v = s->items.len;
             if (s->kind == SYM_TUPLE && s->seq_type) o.obj = Py_NewRef(s->seq_type);

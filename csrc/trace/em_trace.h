@@ -44,7 +44,8 @@ struct EmSym {
     PyObject *obj;  /* CONST value, OBJ object, TENSOR meta tensor (all owned) */
     PyObject *device; /* TENSOR: the real torch.device (owned) */
     EmRef ref;      /* TENSOR: graph node */
-    PyObject *seq_type; /* TUPLE: namedtuple/structseq type; ITER: the iterator's Python type (a
+    PyObject *seq_type; /* TUPLE: namedtuple/structseq type; LIST: a dict view's type (dict_keys...)
+                         * modelled as the list of its items; ITER: the iterator's Python type (a
                          * generator, list_iterator, zip...), NULL when unknown (owned) */
     EmVec(EmSym *) items;
     EmVec(PyObject *) keys; /* DICT: owned keys, parallel to items */

@@ -171,3 +171,34 @@ def test_is_compiling_family():
         warnings.simplefilter("ignore")  # torch._utils.is_compiling is deprecated
         assert f(torch.ones(1))[:4] == (False, False, False, False)
     assert not torch.compiler.is_compiling()
+
+
+def test_module_generator_live_at_a_graph_break():
+    def f(x):
+        ps = m.parameters()
+        first = next(ps)
+        print("break")
+        return first * 1, type(ps), [p * 1 for p in ps], list(ps), x + 1
+    check(f, torch.ones(3))
+
+
+def test_dict_views_keep_their_type():
+    d = {"a": 1, "b": 2}
+
+    def f(x):
+        k = d.keys()
+        print("break")
+        return x + 1, k, type(d.values()), len(d.items()), "a" in k, d.keys() - {"a"}
+    check(f, torch.ones(2))
+    check(lambda x: (type({"a": x}.items()), list({"a": x}.values())[0] + 1), torch.ones(2))
+
+
+def test_torch_cond_with_a_constant_predicate_is_traced():
+    f = lambda x: torch.cond(x.shape[0] > 1, lambda: x + 1, lambda: x - 1)
+    g = lambda x: torch.cond(False, lambda y: y + 1, lambda y: y - 1, (x,))
+    for fn in (f, g):
+        ember.reset()
+        ember.testing.reset_counters()
+        check(fn, torch.ones(2))
+        c = ember.testing.counters()
+        assert (c["frames"], c["aborts"], c["fallbacks"]) == (1, 0, 0), c
