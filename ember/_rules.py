@@ -272,6 +272,16 @@ ITER_REBUILD = {
 }
 
 
+_VIEWS = {type({}.keys()): lambda items: dict.fromkeys(items).keys(),
+          type({}.values()): lambda items: dict(enumerate(items)).values(),
+          type({}.items()): lambda items: dict(items).items()}
+
+
+def make_view(tp, items):
+    """A dict view of type tp over the known items (a list) of one the trace modelled as a list."""
+    return _VIEWS[tp](items)
+
+
 def iter_type(v):
     """The type of iter(v) (or, for v = ("reversed", x), of reversed(x)) for a constant, or a
     torch container module whose __iter__ only reads its members; None otherwise."""

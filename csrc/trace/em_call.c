@@ -33,8 +33,8 @@ static int rule_of(PyObject *fn) {
  * code (a meta run, a builtin evaluated on known values). NULL with a Python exception, or
  * NULL without one after em_trace_fail: a value that cannot be handed over (a function made
  * while tracing, an iterator, nesting deeper than EM_MAX_NEST, such as a cycle). */
-static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, int depth) {
-    if (depth > EM_MAX_NEST) {
+static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, int depth, long *left) {
+    if (depth > EM_MAX_NEST || --*left < 0) {
         em_trace_fail(T, EMA_VALUE, "a value nested more than %d deep (or holding itself)", EM_MAX_NEST);
         return NULL;
     }
@@ -58,7 +58,7 @@ static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, in
         case SYM_LIST: {
             PyObject *r = s->kind == SYM_TUPLE ? PyTuple_New(s->items.len) : PyList_New(s->items.len);
             for (int32_t i = 0; r && i < s->items.len; i++) {
-                PyObject *v = meta_value_at(T, s->items.data[i], has_tensor, depth + 1);
+                PyObject *v = meta_value_at(T, s->items.data[i], has_tensor, depth + 1, left);
                 if (!v) {
                     Py_CLEAR(r);
                     break;
@@ -71,7 +71,7 @@ static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, in
         case SYM_DICT: {
             PyObject *d = PyDict_New();
             for (int32_t i = 0; d && i < s->items.len; i++) {
-                PyObject *v = meta_value_at(T, s->items.data[i], has_tensor, depth + 1);
+                PyObject *v = meta_value_at(T, s->items.data[i], has_tensor, depth + 1, left);
                 if (!v || PyDict_SetItem(d, s->keys.data[i], v)) Py_CLEAR(d);
                 Py_XDECREF(v);
             }
@@ -84,7 +84,8 @@ static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, in
 }
 
 static EM_NEW PyObject *meta_value(EmTracer *T, EmSym *s, int *has_tensor) {
-    return meta_value_at(T, s, has_tensor, 0);
+    long left = EM_MAX_WALK;
+    return meta_value_at(T, s, has_tensor, 0, &left);
 }
 
 /* The status after meta_value returned NULL. */
@@ -92,27 +93,30 @@ static EmStatus meta_value_status(void) { return PyErr_Occurred() ? EM_ERR : EM_
 
 /* A sym (or a container holding one) that stands for a live Python object ember does not
  * model: evaluating a builtin on it would run user code or read unguarded state. */
-static int has_opaque_at(EmSym *s, int depth) {
-    if (depth > EM_MAX_NEST) return 1;
+static int has_opaque_at(EmSym *s, int depth, long *left) {
+    if (depth > EM_MAX_NEST || --*left < 0) return 1;
     if (s->kind == SYM_OBJ) return (!s->by_id && s->src >= 0) || em_sym_placeholder(s);
     if (s->kind == SYM_ITER || s->kind == SYM_NULL || s->kind == SYM_CTX || s->kind == SYM_EXIT ||
         s->kind == SYM_NEW || s->kind == SYM_BOUND)
         return 1;
     if (s->kind == SYM_TUPLE || s->kind == SYM_LIST || s->kind == SYM_DICT)
         for (int32_t i = 0; i < s->items.len; i++)
-            if (has_opaque_at(s->items.data[i], depth + 1)) return 1;
+            if (has_opaque_at(s->items.data[i], depth + 1, left)) return 1;
     return 0;
 }
 
-static int has_opaque(EmSym *s) { return has_opaque_at(s, 0); }
+static int has_opaque(EmSym *s) {
+    long left = EM_MAX_WALK;
+    return has_opaque_at(s, 0, &left);
+}
 
-static PyObject *result_device_at(EmTracer *T, EmSym **args, int nargs, int depth) {
+static PyObject *result_device_at(EmTracer *T, EmSym **args, int nargs, int depth, long *left) {
     PyObject *first = NULL;
-    for (int i = 0; i < nargs; i++) {
+    for (int i = 0; i < nargs && --*left >= 0; i++) {
         EmSym *s = args[i];
         PyObject *d = NULL;
         if ((s->kind == SYM_TUPLE || s->kind == SYM_LIST) && depth < EM_MAX_NEST)
-            d = result_device_at(T, s->items.data, s->items.len, depth + 1);
+            d = result_device_at(T, s->items.data, s->items.len, depth + 1, left);
         else if (s->kind == SYM_TENSOR && T->G->nodes.data[s->ref].ndim != 0) d = s->device;
         if (d) return d;
         if (!first && s->kind == SYM_TENSOR) first = s->device;
@@ -120,7 +124,10 @@ static PyObject *result_device_at(EmTracer *T, EmSym **args, int nargs, int dept
     return first;
 }
 
-static PyObject *result_device(EmTracer *T, EmSym **args, int nargs) { return result_device_at(T, args, nargs, 0); }
+static PyObject *result_device(EmTracer *T, EmSym **args, int nargs) {
+    long left = EM_MAX_WALK;
+    return result_device_at(T, args, nargs, 0, &left);
+}
 
 /* Argument indices of each sym, then the headers copied contiguously: the node's args. */
 int32_t em_node_args(EmTracer *T, EmSym **args, int nargs, EmStatus *st) {

@@ -136,12 +136,20 @@ static EmOp nb_op(int arg) {
     return EMOP__COUNT;
 }
 
-static int has_tensor(EmSym *s) {
+/* 1 when s holds a tensor; deeper than EM_MAX_NEST (or a list holding itself) counts as one,
+ * so that the caller takes its general path. */
+static int has_tensor_at(EmSym *s, int depth, long *left) {
+    if (depth > EM_MAX_NEST || --*left < 0) return 1;
     if (s->kind == SYM_TENSOR) return 1;
     if (s->kind == SYM_TUPLE || s->kind == SYM_LIST)
         for (int32_t i = 0; i < s->items.len; i++)
-            if (has_tensor(s->items.data[i])) return 1;
+            if (has_tensor_at(s->items.data[i], depth + 1, left)) return 1;
     return 0;
+}
+
+static int has_tensor(EmSym *s) {
+    long left = EM_MAX_WALK;
+    return has_tensor_at(s, 0, &left);
 }
 
 /* Applies a Python operator to known values; abort if it raises or gives a non-constant. */

@@ -83,8 +83,8 @@ int em_sym_placeholder(const EmSym *s) {
     return s->kind == SYM_OBJ && s->src < 0 && !s->by_id && PyFunction_Check(s->obj);
 }
 
-static EM_NEW PyObject *sym_value_at(EmTracer *T, EmSym *s, int depth) {
-    if (depth > EM_MAX_NEST || em_sym_placeholder(s)) return NULL;
+static EM_NEW PyObject *sym_value_at(EmTracer *T, EmSym *s, int depth, long *left) {
+    if (depth > EM_MAX_NEST || --*left < 0 || em_sym_placeholder(s)) return NULL;
     switch (s->kind) {
         case SYM_CONST:
         case SYM_OBJ: return Py_NewRef(s->obj);
@@ -93,13 +93,19 @@ static EM_NEW PyObject *sym_value_at(EmTracer *T, EmSym *s, int depth) {
             PyObject *r = s->kind == SYM_TUPLE ? PyTuple_New(s->items.len) : PyList_New(s->items.len);
             if (!r) return NULL;
             for (int32_t i = 0; i < s->items.len; i++) {
-                PyObject *v = sym_value_at(T, s->items.data[i], depth + 1);
+                PyObject *v = sym_value_at(T, s->items.data[i], depth + 1, left);
                 if (!v) {
                     Py_DECREF(r);
                     return NULL;
                 }
                 if (s->kind == SYM_TUPLE) PyTuple_SET_ITEM(r, i, v);
                 else PyList_SET_ITEM(r, i, v);
+            }
+            if (s->kind == SYM_LIST && s->seq_type) { /* a dict view (em_cont.c) */
+                PyObject *view = PyObject_CallMethod(em_state.meta_run, "make_view", "OO", s->seq_type, r);
+                Py_DECREF(r);
+                if (!view) PyErr_Clear();
+                return view;
             }
             if (s->kind == SYM_TUPLE && s->seq_type) { /* namedtuples take fields, structseqs a sequence */
                 PyObject *t = em_is_namedtuple_type((PyTypeObject *)s->seq_type)
@@ -115,7 +121,10 @@ static EM_NEW PyObject *sym_value_at(EmTracer *T, EmSym *s, int depth) {
     }
 }
 
-EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s) { return sym_value_at(T, s, 0); }
+EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s) {
+    long left = EM_MAX_WALK;
+    return sym_value_at(T, s, 0, &left);
+}
 
 /* ---- tensors ---- */
 
@@ -365,8 +374,12 @@ done:
 
 /* ---- graph arguments ---- */
 
-int32_t em_sym_arg(EmTracer *T, EmSym *s, EmStatus *st) {
+static int32_t sym_arg_at(EmTracer *T, EmSym *s, EmStatus *st, int depth, long *left) {
     EmGraph *G = T->G;
+    if (depth > EM_MAX_NEST || --*left < 0) {
+        *st = em_trace_fail(T, EMA_VALUE, "an op argument nested more than %d deep (or holding itself)", EM_MAX_NEST);
+        return -1;
+    }
     switch (s->kind) {
         case SYM_TENSOR: return em_ir_arg(G, EMA_REF, s->ref, 0);
         case SYM_CONST:
@@ -408,7 +421,7 @@ int32_t em_sym_arg(EmTracer *T, EmSym *s, EmStatus *st) {
                 if (v) {
                     EmSym *c = em_sym_const(T, v);
                     Py_DECREF(v);
-                    return c ? em_sym_arg(T, c, st) : -1;
+                    return c ? sym_arg_at(T, c, st, depth + 1, left) : -1;
                 }
                 *st = em_trace_fail(T, EMA_VALUE, "named tuple of tensors passed to an op");
                 return -1;
@@ -422,7 +435,7 @@ int32_t em_sym_arg(EmTracer *T, EmSym *s, EmStatus *st) {
                 return -1;
             }
             for (int32_t i = 0; i < n; i++) {
-                tmp[i] = em_sym_arg(T, s->items.data[i], st);
+                tmp[i] = sym_arg_at(T, s->items.data[i], st, depth + 1, left);
                 if (tmp[i] < 0) {
                     free(tmp);
                     return -1;
@@ -445,6 +458,11 @@ int32_t em_sym_arg(EmTracer *T, EmSym *s, EmStatus *st) {
             *st = em_trace_fail(T, EMA_VALUE, "%s passed to an op", em_sym_describe(s));
             return -1;
     }
+}
+
+int32_t em_sym_arg(EmTracer *T, EmSym *s, EmStatus *st) {
+    long left = EM_MAX_WALK;
+    return sym_arg_at(T, s, st, 0, &left);
 }
 
 /* ---- truth ---- */

@@ -201,6 +201,9 @@ EmStatus em_super_noargs(EmTracer *T, EmSym **out);
 /* Walks over nested values (syms' items, objects read from the frame) stop at this depth:
  * deeper nesting, and cycles (a list that holds itself), abort the trace. */
 #define EM_MAX_NEST 64
+/* ...and visit at most this many values in all (tuples shared along a deep chain would
+ * otherwise be walked exponentially often). */
+#define EM_MAX_WALK 100000
 /* A function made while tracing (MAKE_FUNCTION): its object is a stand-in without the closure
  * cells and defaults the sym holds, so it must never run or reach real code. */
 int em_sym_placeholder(const EmSym *s);
