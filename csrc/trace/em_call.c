@@ -381,6 +381,7 @@ static EmStatus consume_iter_args(EmTracer *T, PyObject *f, EmSym **all, int n) 
     for (int i = 0; i < n; i++) {
         EmSym *it = all[i];
         if (it->kind != SYM_ITER) continue;
+        if (it->lent) return em_iter_use(T, it);
         if (how < 0) {
             PyObject *r = PyObject_CallMethod(em_state.meta_run, "iter_consumer", "O", f);
             how = r ? (int)PyLong_AsLong(r) : -1;
@@ -896,6 +897,7 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         return em_iter_of(T, all[0], out);
     if (f == em_state.builtin_next && !kwnames && (n == 1 || n == 2) && all[0]->kind == SYM_ITER) {
         EmSym *it = all[0]; /* next(it[, default]) */
+        if (it->lent) return em_iter_use(T, it);
         if (it->pos < it->items.len) {
             *out = it->items.data[it->pos++];
             return EM_OK;

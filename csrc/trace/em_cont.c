@@ -248,6 +248,12 @@ EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int stri
         return em_trace_fail(T, EMA_CALL, "reversed() of an iterator");
     EmSym *seqs[8];
     int32_t len = -1;
+    for (int i = 0; i < n; i++) { /* the same iterator twice (zip(it, it)) takes items in turn */
+        if (all[i]->kind != SYM_ITER) continue;
+        if (all[i]->lent) return em_iter_use(T, all[i]);
+        for (int k = 0; k < i; k++)
+            if (all[k] == all[i]) return em_trace_fail(T, EMA_CALL, "%s over the same iterator twice", ((PyTypeObject *)f)->tp_name);
+    }
     for (int i = 0; i < n; i++) {
         EmStatus st = em_seq_items(T, all[i], &seqs[i]);
         if (st != EM_OK) return st;
@@ -256,6 +262,8 @@ EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int stri
         if (len < 0 || seqs[i]->items.len < len) len = seqs[i]->items.len;
     }
     EmSymKind kind = f == (PyObject *)&PyTuple_Type ? SYM_TUPLE : f == (PyObject *)&PyList_Type ? SYM_LIST : SYM_ITER;
+    for (int i = 0; kind == SYM_ITER && i < n; i++) /* lazy in Python: the iterators are theirs now */
+        if (all[i]->kind == SYM_ITER) all[i]->lent = 1;
     EmSym *r = em_sym_new(T, kind);
     if (!r) return EM_ERR;
     if (kind == SYM_ITER) {

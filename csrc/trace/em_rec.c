@@ -543,6 +543,8 @@ EmStatus em_seq_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
         return EM_OK;
     }
     if (s->kind == SYM_ITER) { /* the items not yet taken; the iterator is used up */
+        EmStatus ust = em_iter_use(T, s);
+        if (ust != EM_OK) return ust;
         EmSym *r = em_sym_new(T, SYM_TUPLE);
         for (int32_t i = s->pos; r && i < s->items.len; i++)
             if (em_vec_push(&r->items, s->items.data[i])) r = NULL;
@@ -872,6 +874,11 @@ EmStatus em_iter_of(EmTracer *T, EmSym *s, EmSym **out) {
     return EM_OK;
 }
 
+EmStatus em_iter_use(EmTracer *T, EmSym *it) {
+    if (!it->lent) return EM_OK;
+    return em_trace_fail(T, EMA_VALUE, "an iterator used again after zip()/enumerate() took it");
+}
+
 EM_NEW PyObject *em_iter_type(EmTracer *T, EmSym *src, int rev) {
     (void)T;
     PyObject *sample = NULL;
@@ -913,6 +920,7 @@ EmStatus h_for_iter(EmTracer *T, const EmInstr *in) {
     NEED(1);
     EmSym *it = TOP(1);
     if (it->kind != SYM_ITER) return em_trace_fail(T, EMA_VALUE, "FOR_ITER over %s", em_sym_describe(it));
+    if (it->lent) return em_iter_use(T, it);
     if (it->pos < it->items.len) return em_push(T, it->items.data[it->pos++]);
     if (it->gen) it->gen = 2;
     T->sp--;

@@ -229,6 +229,7 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
             return EM_OK;
         }
         case SYM_ITER: { /* an iterator over known items: rebuilt over the items not yet taken */
+            if (s->lent) return em_iter_use(T, s);
             if (s->out_at >= 0) return same_out(T, s);
             if (s->gen == 1) /* its body ran as if only iteration consumed it: unverifiable outside */
                 return em_trace_fail(T, EMA_RETURN, "a generator left the trace before its end");

@@ -53,6 +53,8 @@ struct EmSym {
     uint8_t gen;    /* ITER: 1 made by a generator, run to its end when made (its yields returned
                        None), which only iteration may consume; 2 once the trace has seen its end */
     uint8_t by_id;  /* OBJ: guarded by identity (or a constant of a trusted module) */
+    uint8_t lent;   /* ITER: handed to zip()/enumerate(), which took all its items at once while
+                     * Python's take them lazily: any further use of it aborts the trace */
     /* CTX: (cls, args, kwargs pairs) to make it again (owned); grad mode to restore on exit;
      * state 0 made, 1 entered, 2 exited, 3 made by set_grad_enabled (in effect); grad_family: its changes are recorded as
      * _set_grad_enabled calls (else as enter/exit helper calls, ref = the enter node) */
@@ -282,6 +284,9 @@ EmStatus em_make_dict(EmTracer *T, EmSym *src, EmSym **kwvals, PyObject *kwnames
 EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int strict, EmSym **out);
 /* iter(s): s itself for an iterator, else an iterator over s's items (em_seq_items). */
 EmStatus em_iter_of(EmTracer *T, EmSym *s, EmSym **out);
+/* EM_OK when iterator `it` may be consumed or kept (it was not lent to zip()/enumerate()),
+ * else the abort. */
+EmStatus em_iter_use(EmTracer *T, EmSym *it);
 /* The type of iter(x) (rev: of reversed(x)) for the value sym src stands for (new ref), NULL
  * without an exception when ember cannot tell it without running user code. */
 EM_NEW PyObject *em_iter_type(EmTracer *T, EmSym *src, int rev);

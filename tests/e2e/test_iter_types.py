@@ -202,3 +202,25 @@ def test_torch_cond_with_a_constant_predicate_is_traced():
         check(fn, torch.ones(2))
         c = ember.testing.counters()
         assert (c["frames"], c["aborts"], c["fallbacks"]) == (1, 0, 0), c
+
+
+def test_zip_and_enumerate_over_iterators_take_items_lazily():
+    def f(x):
+        it = iter([x, x + 1, x + 2, x + 3])
+        e = enumerate(it)
+        first = next(e)
+        rest = list(it)  # Python: enumerate took one item only
+        g = (v for v in (x, x * 2, x * 3, x * 4, x * 5))
+        pairs = list(zip(g, g))  # the same iterator twice: items taken in turn
+        a = iter([1, 2, 3])
+        z = list(zip(a, [10]))
+        left = list(a)  # zip took 1 and 2 (it stops when [10] ends after taking 2 from a)
+        return first, rest, pairs, z, left
+    check(f, torch.ones(2))
+
+    def g(x):
+        total = x * 0
+        for i, v in enumerate(iter([x, x + 1])):
+            total = total + v * i
+        return total
+    check(g, torch.ones(2))
