@@ -14,6 +14,7 @@ The tracer calls `classify` for callables missing from RULES; the answer is memo
 `run` runs a callable on meta tensors and tells the device of its result (devices are
 tracked by ember, since meta tensors have none).
 """
+import abc
 import builtins
 import enum
 import inspect
@@ -69,8 +70,11 @@ TYPE_QUERIES = {torch._C._has_torch_function, torch._C._has_torch_function_unary
                 torch._C._has_torch_function_variadic, torch.overrides.has_torch_function,
                 torch.overrides.has_torch_function_unary, torch.overrides.has_torch_function_variadic,
                 torch.is_tensor, torch.is_floating_point, torch.is_complex}
+# (torch.compiler.is_dynamo_compiling stays False: ember is not TorchDynamo, and torch.cond
+# then runs its eager path, which calls the chosen branch for a constant predicate)
 _set(TRUE, [torch.compiler.is_compiling, getattr(torch._dynamo, "is_compiling", None),
-            getattr(torch.compiler, "is_dynamo_compiling", None)])
+            getattr(torch._utils, "is_compiling", None),
+            getattr(sys.modules.get("torch._dynamo.external_utils"), "is_compiling", None)])
 _T = torch.Tensor
 _set(META_QUERY, [getattr(_T, n, None) for n in (
     "size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous", "element_size",
@@ -86,6 +90,9 @@ _set(ABORT, [torch.equal, torch.is_nonzero, torch.allclose, torch.manual_seed, t
              torch.nonzero, torch.unique, torch.masked_select, torch.autograd.grad, torch.autograd.backward,
              torch.set_printoptions,
              torch.get_rng_state, torch.set_rng_state, torch.random.fork_rng])
+# TorchDynamo itself (torch.compile inside a compiled function, torch.cond's tensor-predicate
+# path): never traced, it runs at a graph break (see also _classify)
+_set(ABORT, [torch.compile, getattr(torch._dynamo, "optimize", None)])
 _set(ABORT, [print, input, open, builtins.exec, builtins.eval, builtins.id, builtins.setattr,
              builtins.delattr, builtins.vars, builtins.globals, builtins.locals])
 
@@ -203,6 +210,8 @@ def _lasting(fn, rule):
 def _classify(fn):
     if isinstance(fn, type):
         return UNKNOWN
+    if isinstance(fn, torch._ops.HigherOrderOperator):
+        return ABORT  # torch.ops.higher_order.*: they run at a graph break
     objclass = getattr(fn, "__objclass__", None)
     if isinstance(objclass, type) and issubclass(objclass, _TensorBase):
         return GRAPH
@@ -213,6 +222,8 @@ def _classify(fn):
             mod = mod or "torch"  # torch._C._VariableFunctions methods
         if mod == "torch" or mod.startswith("torch.") and not mod.startswith(("torch._dynamo", "torch.compiler")):
             return GRAPH
+    if mod.startswith("torch._dynamo") and callable(fn):
+        return ABORT  # TorchDynamo's machinery (disable wrappers, set_eval_frame): runs at a break
     elif isinstance(fn, types.FunctionType) and mod in _GRAPH_PY_MODULES:
         # torch's Python-level operators; any other Python function (nn.Module methods,
         # user code) is inlined
@@ -223,6 +234,119 @@ def _classify(fn):
 _GRAPH_PY_MODULES = {"torch", "torch.functional", "torch.nn.functional", "torch._tensor", "torch.random",
                      "torch.nn.init", "torch.utils.checkpoint", "torch.autograd.function", "torch._jit_internal",
                      "torch.overrides", "torch.fft", "torch.linalg", "torch.special"}
+
+
+# ---- iterators and type questions ----
+
+# builtins that take an iterable and consume it: an iterator argument is evaluated on its
+# remaining items, and is used up (whole, or for any/all up to the item that decides); any
+# other builtin given an iterator only asks type questions of it or aborts
+ITER_CONSUMERS = {f: None for f in (sum, max, min, sorted, tuple, list, set, frozenset, dict, math.prod,
+                                    math.fsum, str.join, bytes.join)}
+ITER_CONSUMERS[any] = True  # stops after the first true item
+ITER_CONSUMERS[all] = False  # stops after the first false item
+
+
+def iter_consumer(fn):
+    """For a builtin (or a bound builtin method such as "-".join): 0 when it does not consume an
+    iterable argument, 1 when it consumes it whole, 2 for any, 3 for all."""
+    self = getattr(fn, "__self__", None)
+    if self is not None and not isinstance(self, (types.ModuleType, type)):
+        fn = getattr(type(self), getattr(fn, "__name__", ""), None)
+    try:
+        if fn not in ITER_CONSUMERS:
+            return 0
+    except TypeError:
+        return 0
+    stop = ITER_CONSUMERS[fn]
+    return 1 if stop is None else 2 if stop else 3
+
+
+def _enumerate(items):
+    return enumerate((v for _, v in items), items[0][0] if items else 0)
+
+
+def _range_iter(items):
+    step = items[1] - items[0] if len(items) > 1 else 1
+    return iter(range(items[0], items[0] + step * len(items), step) if items else range(0))
+
+
+# iterator type -> a function making one of that type over the items it has left (a tuple),
+# for an iterator made while tracing that outlives the trace (returned, or live at a graph break)
+ITER_REBUILD = {
+    types.GeneratorType: lambda items: (x for x in items),
+    type(iter([])): lambda items: iter(list(items)),
+    type(iter(())): iter,
+    type(reversed([])): lambda items: reversed(list(items)[::-1]),
+    reversed: lambda items: reversed(items[::-1]),
+    zip: lambda items: zip(*zip(*items)) if items else zip(),
+    enumerate: _enumerate,
+    type(iter({})): lambda items: iter(dict.fromkeys(items)),
+    type(iter({}.values())): lambda items: iter(dict(enumerate(items)).values()),
+    type(iter({}.items())): lambda items: iter(dict(items).items()),
+    type(iter(range(0))): _range_iter,
+}
+
+
+def iter_type(v):
+    """The type of iter(v) (or, for v = ("reversed", x), of reversed(x)) for a constant, or a
+    torch container module whose __iter__ only reads its members; None otherwise."""
+    fn = iter
+    if type(v) is tuple and len(v) == 2 and v[0] == "reversed":
+        fn, v = reversed, v[1]
+    if isinstance(v, torch.nn.Module) and not getattr(type(v).__iter__, "__module__", "").startswith("torch.nn"):
+        return None
+    try:
+        return type(fn(v))
+    except Exception:
+        return None
+
+
+_BY_TYPE_CHECKS = (type.__dict__["__instancecheck__"], abc.ABCMeta.__instancecheck__)
+_LEGACY_TENSOR_TYPE = type(torch.FloatTensor)
+# legacy tensor types (torch.FloatTensor, torch.cuda.LongTensor...): the device type and layout
+# their module stands for
+_LEGACY_KIND = {"torch": ("cpu", False), "torch.cuda": ("cuda", False), "torch.sparse": ("cpu", True),
+                "torch.cuda.sparse": ("cuda", True)}
+
+
+def isinstance_by_type(tp, cls, depth=0):
+    """isinstance(x, cls) for a value made while tracing whose type (and __class__) is tp: True or
+    False where cls's metaclass decides by type (type, ABCMeta: collections.abc, numbers), None
+    where it cannot be decided from the type (typing.Protocol, other __instancecheck__)."""
+    if isinstance(cls, tuple) or isinstance(cls, types.UnionType):
+        if depth > 16:
+            return None
+        for c in (cls.__args__ if isinstance(cls, types.UnionType) else cls):
+            r = isinstance_by_type(tp, c, depth + 1)
+            if r is None or r:
+                return r
+        return False
+    if not isinstance(cls, type):
+        return None
+    if tp is cls:
+        return True
+    if type(cls).__instancecheck__ not in _BY_TYPE_CHECKS:
+        return None
+    try:
+        return issubclass(tp, cls)
+    except Exception:
+        return None
+
+
+def tensor_isinstance(meta, device, cls, depth=0):
+    """isinstance(t, cls) for a tensor from its meta tensor and its device (both guarded): legacy
+    tensor types by dtype, device type and layout, other classes as the meta tensor answers (it
+    keeps the tensor's type)."""
+    if isinstance(cls, tuple) or isinstance(cls, types.UnionType):
+        if depth > 16:
+            raise TypeError("isinstance: classes nested too deep")
+        return any(tensor_isinstance(meta, device, c, depth + 1)
+                   for c in (cls.__args__ if isinstance(cls, types.UnionType) else cls))
+    if type(cls) is _LEGACY_TENSOR_TYPE:
+        kind = _LEGACY_KIND.get(cls.__module__)
+        return kind is not None and meta.dtype == cls.dtype and (device.type, meta.is_sparse) == kind
+    return isinstance(meta, cls)
 
 
 # ---- which files ember never intercepts ----

@@ -32,13 +32,24 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
  * functions it calls are intercepted again. */
 static PyObject *eval_plain(PyThreadState *ts, EmPyFrame *f, int throwflag, int flags);
 
+/* Hands the frame to the hook installed before ours. A hook may chain back to ours (TorchDynamo's
+ * shim, installed while ember's hook is, saves ours as its previous one, and ember may then save
+ * the shim): the frame handed over is remembered per thread, and em_eval evaluates a frame that
+ * comes back to it with CPython's default evaluator, so that hooks chaining to each other never
+ * loop. */
 static inline PyObject *eval_prev(PyThreadState *ts, EmPyFrame *f, int throwflag) {
     EmEvalFn prev = (EmEvalFn)em_state.prev_eval;
-    return prev ? prev(ts, f, throwflag) : _PyEval_EvalFrameDefault(ts, f, throwflag);
+    if (!prev) return _PyEval_EvalFrameDefault(ts, f, throwflag);
+    void *outer = PyThread_tss_get(&em_state.tss_handed);
+    PyThread_tss_set(&em_state.tss_handed, f);
+    PyObject *r = prev(ts, f, throwflag);
+    PyThread_tss_set(&em_state.tss_handed, outer);
+    return r;
 }
 
 int em_hook_init(void) {
-    if (PyThread_tss_create(&em_state.tss_enabled) || PyThread_tss_create(&em_state.tss_root)) {
+    if (PyThread_tss_create(&em_state.tss_enabled) || PyThread_tss_create(&em_state.tss_root) ||
+        PyThread_tss_create(&em_state.tss_handed)) {
         PyErr_SetString(PyExc_RuntimeError, "ember: cannot create thread-local storage");
         return -1;
     }
@@ -200,8 +211,12 @@ static PyObject *eval_plain(PyThreadState *ts, EmPyFrame *f, int throwflag, int 
 }
 
 static PyObject *em_eval(PyThreadState *ts, EmPyFrame *f, int throwflag) {
+    if (em_state.prev_eval && PyThread_tss_get(&em_state.tss_handed) == (void *)f) /* see eval_prev */
+        return _PyEval_EvalFrameDefault(ts, f, throwflag);
     int flags = tls_flags();
-    if (!(flags & EMH_ENABLED) || throwflag) return eval_prev(ts, f, throwflag);
+    /* a hook installed after ours (TorchDynamo compiling or running torch.cond's branches, a
+     * torch.compile'd function) calls ours as its previous one: its frames are its own */
+    if (!(flags & EMH_ENABLED) || throwflag || em_eval_get() != em_eval) return eval_prev(ts, f, throwflag);
     PyCodeObject *co = em_frame_code(f);
     EmExtra *x = em_cache_get(co);
     if (x && x->mode == EMX_SKIP) return eval_prev(ts, f, throwflag);

@@ -65,6 +65,7 @@ typedef struct {
     PyThread_type_lock compile_lock;
     unsigned long compile_owner;
     int compile_depth;
+    Py_tss_t tss_handed; /* the frame this thread handed to prev_eval (em_hook.c) */
 
     /* config (ember.config pushes changes through _C._set_config) */
     int cache_size_limit;

@@ -239,8 +239,8 @@ static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const
                 Py_DECREF(s);
                 return r;
             }
-            if (o->kind == OUT_ITER) {
-                PyObject *it = PyObject_GetIter(s);
+            if (o->kind == OUT_ITER) { /* obj: makes an iterator of the traced one's type */
+                PyObject *it = o->obj ? PyObject_CallOneArg(o->obj, s) : PyObject_GetIter(s);
                 Py_DECREF(s);
                 if (it && memo) memo[pos] = it;
                 return it;

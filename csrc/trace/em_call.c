@@ -29,22 +29,36 @@ static int rule_of(PyObject *fn) {
     return (int)PyLong_AsLong(r);
 }
 
-/* Python value of a sym with tensors replaced by their meta tensors (new ref). */
-static EM_NEW PyObject *meta_value(EmTracer *T, EmSym *s, int *has_tensor) {
+/* Python value of a sym with tensors replaced by their meta tensors (new ref), handed to real
+ * code (a meta run, a builtin evaluated on known values). NULL with a Python exception, or
+ * NULL without one after em_trace_fail: a value that cannot be handed over (a function made
+ * while tracing, an iterator, nesting deeper than EM_MAX_NEST, such as a cycle). */
+static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, int depth, long *left) {
+    if (depth > EM_MAX_NEST || --*left < 0) {
+        em_trace_fail(T, EMA_VALUE, "a value nested more than %d deep (or holding itself)", EM_MAX_NEST);
+        return NULL;
+    }
     switch (s->kind) {
         case SYM_TENSOR: {
             *has_tensor = 1;
             PyObject *m = em_sym_meta(T, s);
             return m ? Py_NewRef(m) : NULL;
         }
+        case SYM_OBJ:
+            if (em_sym_placeholder(s)) {
+                em_trace_fail(T, EMA_CALL, "real code given the function %s made while tracing",
+                              PyUnicode_AsUTF8(((PyFunctionObject *)s->obj)->func_qualname));
+                return NULL;
+            }
+            return Py_NewRef(s->obj);
         case SYM_CONST:
         case SYM_NEW: /* its placeholder: only type questions are asked of it (has_opaque) */
-        case SYM_OBJ: return Py_NewRef(s->obj);
+            return Py_NewRef(s->obj);
         case SYM_TUPLE:
         case SYM_LIST: {
             PyObject *r = s->kind == SYM_TUPLE ? PyTuple_New(s->items.len) : PyList_New(s->items.len);
             for (int32_t i = 0; r && i < s->items.len; i++) {
-                PyObject *v = meta_value(T, s->items.data[i], has_tensor);
+                PyObject *v = meta_value_at(T, s->items.data[i], has_tensor, depth + 1, left);
                 if (!v) {
                     Py_CLEAR(r);
                     break;
@@ -57,47 +71,69 @@ static EM_NEW PyObject *meta_value(EmTracer *T, EmSym *s, int *has_tensor) {
         case SYM_DICT: {
             PyObject *d = PyDict_New();
             for (int32_t i = 0; d && i < s->items.len; i++) {
-                PyObject *v = meta_value(T, s->items.data[i], has_tensor);
+                PyObject *v = meta_value_at(T, s->items.data[i], has_tensor, depth + 1, left);
                 if (!v || PyDict_SetItem(d, s->keys.data[i], v)) Py_CLEAR(d);
                 Py_XDECREF(v);
             }
             return d;
         }
         case SYM_VIEW: {
-            PyObject *d = meta_value(T, s->items.data[0], has_tensor);
+            PyObject *d = meta_value_at(T, s->items.data[0], has_tensor, depth + 1, left);
             PyObject *r = d ? PyObject_CallMethod(d, s->pos == 'k' ? "keys" : s->pos == 'v' ? "values" : "items", NULL)
                             : NULL;
             Py_XDECREF(d);
             return r;
         }
-        default: PyErr_SetString(PyExc_TypeError, "ember: value cannot be an argument"); return NULL;
+        default:
+            em_trace_fail(T, EMA_CALL, "real code given a %s", em_sym_describe(s));
+            return NULL;
     }
 }
 
+static EM_NEW PyObject *meta_value(EmTracer *T, EmSym *s, int *has_tensor) {
+    long left = EM_MAX_WALK;
+    return meta_value_at(T, s, has_tensor, 0, &left);
+}
+
+/* The status after meta_value returned NULL. */
+static EmStatus meta_value_status(void) { return PyErr_Occurred() ? EM_ERR : EM_ABORT; }
+
 /* A sym (or a container holding one) that stands for a live Python object ember does not
  * model: evaluating a builtin on it would run user code or read unguarded state. */
-static int has_opaque(EmSym *s) {
-    if (s->kind == SYM_OBJ) return !s->by_id && s->src >= 0;
+static int has_opaque_at(EmSym *s, int depth, long *left) {
+    if (depth > EM_MAX_NEST || --*left < 0) return 1;
+    if (s->kind == SYM_OBJ) return (!s->by_id && s->src >= 0) || em_sym_placeholder(s);
     if (s->kind == SYM_ITER || s->kind == SYM_NULL || s->kind == SYM_CTX || s->kind == SYM_EXIT ||
         s->kind == SYM_NEW || s->kind == SYM_BOUND)
         return 1;
     if (s->kind == SYM_TUPLE || s->kind == SYM_LIST || s->kind == SYM_DICT || s->kind == SYM_VIEW)
         for (int32_t i = 0; i < s->items.len; i++)
-            if (has_opaque(s->items.data[i])) return 1;
+            if (has_opaque_at(s->items.data[i], depth + 1, left)) return 1;
     return 0;
 }
 
-static PyObject *result_device(EmTracer *T, EmSym **args, int nargs) {
+static int has_opaque(EmSym *s) {
+    long left = EM_MAX_WALK;
+    return has_opaque_at(s, 0, &left);
+}
+
+static PyObject *result_device_at(EmTracer *T, EmSym **args, int nargs, int depth, long *left) {
     PyObject *first = NULL;
-    for (int i = 0; i < nargs; i++) {
+    for (int i = 0; i < nargs && --*left >= 0; i++) {
         EmSym *s = args[i];
         PyObject *d = NULL;
-        if (s->kind == SYM_TUPLE || s->kind == SYM_LIST) d = result_device(T, s->items.data, s->items.len);
+        if ((s->kind == SYM_TUPLE || s->kind == SYM_LIST) && depth < EM_MAX_NEST)
+            d = result_device_at(T, s->items.data, s->items.len, depth + 1, left);
         else if (s->kind == SYM_TENSOR && T->G->nodes.data[s->ref].ndim != 0) d = s->device;
         if (d) return d;
         if (!first && s->kind == SYM_TENSOR) first = s->device;
     }
     return first;
+}
+
+static PyObject *result_device(EmTracer *T, EmSym **args, int nargs) {
+    long left = EM_MAX_WALK;
+    return result_device_at(T, args, nargs, 0, &left);
 }
 
 /* Argument indices of each sym, then the headers copied contiguously: the node's args. */
@@ -230,7 +266,10 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
     if (!(margs = PyTuple_New(npos + (op == EMOP_GETATTR)))) goto done;
     for (Py_ssize_t i = 0; i < npos; i++) {
         PyObject *v = meta_value(T, args[i], &has_tensor);
-        if (!v) goto done;
+        if (!v) {
+            st = meta_value_status();
+            goto done;
+        }
         PyTuple_SET_ITEM(margs, i, v);
     }
     if (op == EMOP_GETATTR) PyTuple_SET_ITEM(margs, npos, Py_NewRef(fn));
@@ -238,6 +277,7 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
     for (Py_ssize_t i = 0; i < nkw; i++) {
         PyObject *v = meta_value(T, args[npos + i], &has_tensor);
         if (!v || PyDict_SetItem(mkw, PyTuple_GET_ITEM(kwnames, i), v)) {
+            if (!v) st = meta_value_status();
             Py_XDECREF(v);
             goto done;
         }
@@ -339,6 +379,82 @@ done:
     return st;
 }
 
+/* A builtin given iterators: those that consume their iterable (_rules.ITER_CONSUMERS: sum,
+ * sorted, "".join...) get a tuple of the items left, and the iterator is used up, for any/all
+ * up to the item that decides (constant items only); other builtins keep the iterator (only
+ * type questions may be asked of it). */
+static EmStatus consume_iter_args(EmTracer *T, PyObject *f, EmSym **all, int n) {
+    int how = -1;
+    for (int i = 0; i < n; i++) {
+        EmSym *it = all[i];
+        if (it->kind != SYM_ITER) continue;
+        EmStatus ust = em_iter_use(T, it);
+        if (ust != EM_OK) return ust;
+        if (how < 0) {
+            PyObject *r = PyObject_CallMethod(em_state.meta_run, "iter_consumer", "O", f);
+            how = r ? (int)PyLong_AsLong(r) : -1;
+            Py_XDECREF(r);
+            if (how < 0) return EM_ERR;
+        }
+        if (how == 0) return EM_OK;
+        int32_t end = it->items.len;
+        if (how >= 2) { /* any (2) stops after a true item, all (3) after a false one */
+            for (int32_t k = it->pos; k < it->items.len && end == it->items.len; k++) {
+                EmSym *v = it->items.data[k];
+                if (v->kind != SYM_CONST) return em_trace_fail(T, EMA_CALL, "any()/all() over a %s", em_sym_describe(v));
+                int t = PyObject_IsTrue(v->obj);
+                if (t < 0) return EM_ERR;
+                if (t == (how == 2)) end = k + 1;
+            }
+        }
+        EmSym *t = em_sym_new(T, SYM_TUPLE);
+        if (!t) return EM_ERR;
+        for (int32_t k = it->pos; k < end; k++)
+            if (em_vec_push(&t->items, it->items.data[k])) return PyErr_NoMemory(), EM_ERR;
+        it->pos = end;
+        if (it->gen && end == it->items.len) it->gen = 2;
+        all[i] = t;
+    }
+    return EM_OK;
+}
+
+/* isinstance(obj, cls) while tracing. Constants and objects from the frame answer for
+ * themselves; tensors from their meta tensor and device (_rules.tensor_isinstance: the legacy
+ * types such as torch.FloatTensor by dtype, device and layout, all guarded); values made while
+ * tracing (tuples, namedtuples, lists, dicts, iterators, instances) from their type where cls's
+ * metaclass decides by type (_rules.isinstance_by_type), else the trace aborts. */
+static EmStatus call_isinstance(EmTracer *T, EmSym *obj, EmSym *cls, EmSym **out) {
+    PyObject *c = em_sym_value(T, cls), *r = NULL;
+    if (!c) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_CALL, "isinstance with a %s as the class", em_sym_describe(cls));
+    EmStatus st = EM_OK;
+    if (obj->kind == SYM_CONST || (obj->kind == SYM_OBJ && !em_sym_placeholder(obj))) {
+        int v = PyObject_IsInstance(obj->obj, c);
+        r = v < 0 ? NULL : Py_NewRef(v ? Py_True : Py_False);
+    } else if (obj->kind == SYM_TENSOR) {
+        PyObject *m = em_sym_meta(T, obj);
+        if (!m) st = EM_ERR;
+        else r = PyObject_CallMethod(em_state.meta_run, "tensor_isinstance", "OOO", m, obj->device ? obj->device : Py_None, c);
+    } else {
+        EmSym *tp = NULL;
+        st = em_sym_type(T, obj, &tp);
+        if (st == EM_OK) r = PyObject_CallMethod(em_state.meta_run, "isinstance_by_type", "OO", tp->obj, c);
+    }
+    Py_DECREF(c);
+    if (st != EM_OK) return st;
+    if (!r) {
+        PyErr_Clear();
+        return em_trace_fail(T, EMA_CALL, "isinstance of a %s raised", em_sym_describe(obj));
+    }
+    if (r == Py_None) {
+        Py_DECREF(r);
+        return em_trace_fail(T, EMA_CALL, "isinstance of a %s with a class whose __instancecheck__ reads the object",
+                             em_sym_describe(obj));
+    }
+    *out = em_sym_const(T, r);
+    Py_DECREF(r);
+    return *out ? EM_OK : EM_ERR;
+}
+
 /* Evaluates fn on the known values of args (meta tensors in place of tensors). Tensor
  * results become graph calls; pure results constants; errors abort. */
 static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, int rule,
@@ -362,7 +478,13 @@ static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **args, int nargs, Py
         if (args[i]->kind == SYM_ITER || args[i]->kind == SYM_NULL)
             return em_trace_fail(T, EMA_CALL, "%s on a %s", name, em_sym_describe(args[i]));
     for (; n < nargs; n++)
-        if (!(stack[n] = meta_value(T, args[n], &has_tensor))) goto done;
+        /* type questions (callable(f)) may be asked of a function made while tracing: its stand-in
+         * has its type */
+        if (introspect && em_sym_placeholder(args[n])) stack[n] = Py_NewRef(args[n]->obj);
+        else if (!(stack[n] = meta_value(T, args[n], &has_tensor))) {
+            st = meta_value_status();
+            goto done;
+        }
     PyObject *r = PyObject_Vectorcall(fn, stack, (size_t)(nargs - nkw), kwnames);
     if (!r) {
         PyErr_Clear();
@@ -780,10 +902,13 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         if (npos == 0 || (npos == 1 && all[0]->kind != SYM_CONST && all[0]->kind != SYM_OBJ))
             return em_make_dict(T, npos ? all[0] : NULL, all + npos, kwnames, out);
     }
+    if (f == em_state.builtin_isinstance && !kwnames && n == 2) return call_isinstance(T, all[0], all[1], out);
     if (f == em_state.builtin_iter && !kwnames && n == 1 && all[0]->kind != SYM_CONST)
         return em_iter_of(T, all[0], out);
     if (f == em_state.builtin_next && !kwnames && (n == 1 || n == 2) && all[0]->kind == SYM_ITER) {
         EmSym *it = all[0]; /* next(it[, default]) */
+        EmStatus ust = em_iter_use(T, it);
+        if (ust != EM_OK) return ust;
         if (it->pos < it->items.len) {
             *out = it->items.data[it->pos++];
             return EM_OK;
@@ -818,20 +943,16 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
                    : rule_of(f);
     if (rule < 0) return EM_ERR;
     if (rule == RULE_CONST && PyCFunction_Check(f)) {
-        /* builtins consume an iterator argument whole (sum, any, all, max, sorted...) */
-        for (int i = 0; i < n; i++) {
-            if (all[i]->kind != SYM_ITER) continue;
-            EmSym *t = em_sym_new(T, SYM_TUPLE);
-            if (!t) return EM_ERR;
-            for (int32_t k = all[i]->pos; k < all[i]->items.len; k++)
-                if (em_vec_push(&t->items, all[i]->items.data[k])) return PyErr_NoMemory(), EM_ERR;
-            all[i]->pos = all[i]->items.len;
-            if (all[i]->gen) all[i]->gen = 2;
-            all[i] = t;
-        }
+        EmStatus st = consume_iter_args(T, f, all, n);
+        if (st != EM_OK) return st;
     }
     switch (rule) {
-        case RULE_GRAPH: return em_op_record(T, EMOP_CALL, f, all, n, kwnames, NULL, out);
+        case RULE_GRAPH:
+            /* a torch function written in Python given a function made while tracing (torch.cond's
+             * branches): its body is traced, since the stand-in cannot run */
+            for (int i = 0; PyFunction_Check(f) && i < n; i++)
+                if (em_sym_placeholder(all[i])) return em_inline(T, f, all, n, kwnames, out);
+            return em_op_record(T, EMOP_CALL, f, all, n, kwnames, NULL, out);
         case RULE_CONST:
         case RULE_META_QUERY: return call_eval(T, f, all, n, kwnames, rule, out);
         case RULE_TRUE: *out = em_sym_const(T, Py_True); return *out ? EM_OK : EM_ERR;

@@ -13,6 +13,7 @@ static void dict_remove(EmSym *d, int i) {
     }
     d->keys.len--;
     d->items.len--;
+    d->kver++;
 }
 
 /* A list sym of d's keys, values or (key, value) tuples (what = 'k', 'v', 'i'). */
@@ -112,6 +113,8 @@ EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **arg
     if (is_dict && nargs == 0 && !strcmp(n, "__iter__")) {
         EmSym *keys = dict_view(T, self, 'k'), *it = keys ? em_sym_new(T, SYM_ITER) : NULL;
         if (!it) return EM_ERR;
+        it->seq_type = Py_NewRef((PyObject *)&PyDictIterKey_Type);
+        em_iter_of_dict(it, self, 'k');
         it->items = keys->items; /* moved */
         keys->items.data = NULL;
         keys->items.len = keys->items.cap = 0;
@@ -188,6 +191,8 @@ EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **arg
         if (i >= 0) self->items.data[i] = v;
         else if (em_vec_push(&self->keys, Py_NewRef(args[0]->obj)) || em_vec_push(&self->items, v))
             return PyErr_NoMemory(), EM_ERR;
+        else
+            self->kver++;
         if (n[0] == 's' && n[1] == 'e' && n[2] == 't') {
             *out = v;
             return EM_OK;
@@ -249,6 +254,13 @@ EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int stri
         return em_trace_fail(T, EMA_CALL, "reversed() of an iterator");
     EmSym *seqs[8];
     int32_t len = -1;
+    for (int i = 0; i < n; i++) { /* the same iterator twice (zip(it, it)) takes items in turn */
+        if (all[i]->kind != SYM_ITER) continue;
+        EmStatus ust = em_iter_use(T, all[i]);
+        if (ust != EM_OK) return ust;
+        for (int k = 0; k < i; k++)
+            if (all[k] == all[i]) return em_trace_fail(T, EMA_CALL, "%s over the same iterator twice", ((PyTypeObject *)f)->tp_name);
+    }
     for (int i = 0; i < n; i++) {
         EmStatus st = em_seq_items(T, all[i], &seqs[i]);
         if (st != EM_OK) return st;
@@ -257,8 +269,14 @@ EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int stri
         if (len < 0 || seqs[i]->items.len < len) len = seqs[i]->items.len;
     }
     EmSymKind kind = f == (PyObject *)&PyTuple_Type ? SYM_TUPLE : f == (PyObject *)&PyList_Type ? SYM_LIST : SYM_ITER;
+    for (int i = 0; kind == SYM_ITER && i < n; i++) /* lazy in Python: the iterators are theirs now */
+        if (all[i]->kind == SYM_ITER) all[i]->lent = 1;
     EmSym *r = em_sym_new(T, kind);
     if (!r) return EM_ERR;
+    if (kind == SYM_ITER) {
+        r->seq_type = is_enum || is_zip ? Py_NewRef(f) : em_iter_type(T, all[0], 1);
+        if (!r->seq_type && PyErr_Occurred()) return EM_ERR;
+    }
     for (int32_t k = 0; k < len; k++) {
         EmSym *item;
         if (is_enum || is_zip) {

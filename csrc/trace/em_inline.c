@@ -162,7 +162,10 @@ EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObjec
         return em_trace_fail(T, EMA_INLINE, "%s (generator or coroutine)", PyUnicode_AsUTF8(co->co_qualname));
     EmSym *gen = genexpr ? em_sym_new(T, SYM_ITER) : NULL;
     if (genexpr && !gen) return EM_ERR;
-    if (gen) gen->gen = 1;
+    if (gen) {
+        gen->gen = 1;
+        gen->seq_type = Py_NewRef((PyObject *)&PyGen_Type);
+    }
     int n = em_code_nlocalsplus(co), nfree = em_code_nfree(co);
     EmSym **locals = calloc((size_t)n + 1, sizeof(EmSym *));
     EmSym **stack = calloc((size_t)co->co_stacksize + 8, sizeof(EmSym *));
@@ -437,7 +440,9 @@ EmStatus em_module_members(EmTracer *T, EmSym *mod, EmModuleWalk what, int named
     EmWalk *got = what == EM_WALK_MODULES ? &mods : &mem;
     EmSym *s = st == EM_OK ? em_sym_new(T, SYM_ITER) : NULL;
     if (st == EM_OK && !s) st = EM_ERR;
-    if (s) s->gen = 1; /* a generator in Python */
+    if (s) /* a generator in Python, whose body only reads: made again over the items left when it
+            * outlives the trace (gen stays 0) */
+        s->seq_type = Py_NewRef((PyObject *)&PyGen_Type);
     for (int32_t i = 0; s && st == EM_OK && i < got->syms.len; i++) {
         EmSym *it = got->syms.data[i];
         if (named) {

@@ -136,12 +136,20 @@ static EmOp nb_op(int arg) {
     return EMOP__COUNT;
 }
 
-static int has_tensor(EmSym *s) {
+/* 1 when s holds a tensor; deeper than EM_MAX_NEST (or a list holding itself) counts as one,
+ * so that the caller takes its general path. */
+static int has_tensor_at(EmSym *s, int depth, long *left) {
+    if (depth > EM_MAX_NEST || --*left < 0) return 1;
     if (s->kind == SYM_TENSOR) return 1;
     if (s->kind == SYM_TUPLE || s->kind == SYM_LIST)
         for (int32_t i = 0; i < s->items.len; i++)
-            if (has_tensor(s->items.data[i])) return 1;
+            if (has_tensor_at(s->items.data[i], depth + 1, left)) return 1;
     return 0;
+}
+
+static int has_tensor(EmSym *s) {
+    long left = EM_MAX_WALK;
+    return has_tensor_at(s, 0, &left);
 }
 
 /* Applies a Python operator to known values; abort if it raises or gives a non-constant. */
@@ -537,6 +545,8 @@ EmStatus em_seq_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
         return *tmp_out ? EM_OK : EM_ERR;
     }
     if (s->kind == SYM_ITER) { /* the items not yet taken; the iterator is used up */
+        EmStatus ust = em_iter_use(T, s);
+        if (ust != EM_OK) return ust;
         EmSym *r = em_sym_new(T, SYM_TUPLE);
         for (int32_t i = s->pos; r && i < s->items.len; i++)
             if (em_vec_push(&r->items, s->items.data[i])) r = NULL;
@@ -873,8 +883,76 @@ EmStatus em_iter_of(EmTracer *T, EmSym *s, EmSym **out) {
     if (!it) return EM_ERR;
     for (int32_t i = 0; i < items->items.len; i++)
         if (em_vec_push(&it->items, items->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+    it->seq_type = em_iter_type(T, s, 0);
+    if (!it->seq_type && PyErr_Occurred()) return EM_ERR;
+    if (s->kind == SYM_DICT) em_iter_of_dict(it, s, 'k');
+    else if (s->kind == SYM_VIEW) em_iter_of_dict(it, s->items.data[0], (char)s->pos);
     *out = it;
     return EM_OK;
+}
+
+void em_iter_of_dict(EmSym *it, EmSym *d, char what) {
+    it->of = d;
+    it->of_what = what;
+    it->kver = d->kver;
+}
+
+/* Before each use of an iterator: one lent to zip()/enumerate() aborts; one over a dict made
+ * while tracing aborts if a key was added or removed since it started (Python raises
+ * RuntimeError), else takes the values stored since (as Python's reads them when it gets
+ * there). */
+EmStatus em_iter_use(EmTracer *T, EmSym *it) {
+    if (it->lent) return em_trace_fail(T, EMA_VALUE, "an iterator used again after zip()/enumerate() took it");
+    EmSym *d = it->of;
+    if (!d) return EM_OK;
+    if (d->kver != it->kver || d->items.len != it->items.len)
+        return em_trace_fail(T, EMA_VALUE, "a dict changed size during iteration");
+    for (int32_t i = it->pos; it->of_what != 'k' && i < d->items.len; i++) {
+        EmSym *v = d->items.data[i];
+        if (it->of_what == 'i') {
+            EmSym *k = em_sym_const(T, d->keys.data[i]), *t = k ? em_sym_new(T, SYM_TUPLE) : NULL;
+            if (!t || em_vec_push(&t->items, k) || em_vec_push(&t->items, v)) return PyErr_Occurred() ? EM_ERR : (PyErr_NoMemory(), EM_ERR);
+            v = t;
+        }
+        it->items.data[i] = v;
+    }
+    return EM_OK;
+}
+
+EM_NEW PyObject *em_iter_type(EmTracer *T, EmSym *src, int rev) {
+    (void)T;
+    PyObject *sample = NULL;
+    switch (src->kind) {
+        case SYM_LIST: sample = PyList_New(0); break;
+        case SYM_TUPLE: sample = PyTuple_New(0); break; /* namedtuples iterate as tuples */
+        case SYM_DICT: sample = PyDict_New(); break;
+        case SYM_VIEW: { /* iter(d.keys()) and the like: a view of an empty dict stands in */
+            PyObject *d = PyDict_New();
+            sample = d ? PyObject_CallMethod(d, src->pos == 'k' ? "keys" : src->pos == 'v' ? "values" : "items", NULL)
+                       : NULL;
+            Py_XDECREF(d);
+            break;
+        }
+        case SYM_CONST: sample = Py_NewRef(src->obj); break;
+        case SYM_TENSOR: return rev ? NULL : Py_NewRef((PyObject *)&PyTupleIter_Type); /* iter(t.unbind(0)) */
+        case SYM_OBJ: /* container modules (ModuleList...): _rules.iter_type checks their __iter__ */
+            if (PyObject_IsInstance(src->obj, em_state.nn_module_type) != 1) {
+                PyErr_Clear();
+                return NULL;
+            }
+            sample = Py_NewRef(src->obj);
+            break;
+        default: return NULL;
+    }
+    if (!sample) return NULL;
+    PyObject *arg = rev ? Py_BuildValue("(sN)", "reversed", sample) : sample;
+    PyObject *r = arg ? PyObject_CallMethod(em_state.meta_run, "iter_type", "(N)", arg) : NULL;
+    if (!r || r == Py_None || !PyType_Check(r)) {
+        Py_XDECREF(r);
+        PyErr_Clear();
+        return NULL;
+    }
+    return r;
 }
 
 EmStatus h_get_iter(EmTracer *T, const EmInstr *in) {
@@ -889,6 +967,8 @@ EmStatus h_for_iter(EmTracer *T, const EmInstr *in) {
     NEED(1);
     EmSym *it = TOP(1);
     if (it->kind != SYM_ITER) return em_trace_fail(T, EMA_VALUE, "FOR_ITER over %s", em_sym_describe(it));
+    EmStatus ust = em_iter_use(T, it);
+    if (ust != EM_OK) return ust;
     if (it->pos < it->items.len) return em_push(T, it->items.data[it->pos++]);
     if (it->gen) it->gen = 2;
     T->sp--;

@@ -79,7 +79,12 @@ static int is_pure(PyObject *v, int depth) {
     return r == 1;
 }
 
-EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s) {
+int em_sym_placeholder(const EmSym *s) {
+    return s->kind == SYM_OBJ && s->src < 0 && !s->by_id && PyFunction_Check(s->obj);
+}
+
+static EM_NEW PyObject *sym_value_at(EmTracer *T, EmSym *s, int depth, long *left) {
+    if (depth > EM_MAX_NEST || --*left < 0 || em_sym_placeholder(s)) return NULL;
     switch (s->kind) {
         case SYM_CONST:
         case SYM_OBJ: return Py_NewRef(s->obj);
@@ -88,7 +93,7 @@ EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s) {
             PyObject *r = s->kind == SYM_TUPLE ? PyTuple_New(s->items.len) : PyList_New(s->items.len);
             if (!r) return NULL;
             for (int32_t i = 0; i < s->items.len; i++) {
-                PyObject *v = em_sym_value(T, s->items.data[i]);
+                PyObject *v = sym_value_at(T, s->items.data[i], depth + 1, left);
                 if (!v) {
                     Py_DECREF(r);
                     return NULL;
@@ -110,7 +115,7 @@ EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s) {
             EmSym *d = s->items.data[0];
             PyObject *dv = PyDict_New();
             for (int32_t i = 0; dv && i < d->items.len; i++) {
-                PyObject *v = s->pos == 'k' ? Py_NewRef(Py_None) : em_sym_value(T, d->items.data[i]);
+                PyObject *v = s->pos == 'k' ? Py_NewRef(Py_None) : sym_value_at(T, d->items.data[i], depth + 1, left);
                 if (!v || PyDict_SetItem(dv, d->keys.data[i], v)) Py_CLEAR(dv);
                 Py_XDECREF(v);
             }
@@ -121,6 +126,11 @@ EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s) {
         }
         default: return NULL;
     }
+}
+
+EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s) {
+    long left = EM_MAX_WALK;
+    return sym_value_at(T, s, 0, &left);
 }
 
 /* ---- tensors ---- */
@@ -260,6 +270,11 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
     PyObject *key = PyLong_FromVoidPtr(v);
     if (!key) return NULL;
     PyObject *idx = PyDict_GetItemWithError(T->seen, key);
+    if (idx && PyLong_AsLong(idx) < 0) { /* a container holding itself */
+        Py_DECREF(key);
+        *st = em_trace_fail(T, EMA_INPUT, "%s that holds itself", Py_TYPE(v)->tp_name);
+        return NULL;
+    }
     if (idx) {
         EmSym *prev = T->syms.data[PyLong_AsLong(idx)];
         Py_DECREF(key);
@@ -269,8 +284,29 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
         if (prev->kind == SYM_CONST && em_guard_check(T->P, EMG_EQ, slot, v, 0)) return NULL;
         return prev;
     }
+    if (!idx && PyErr_Occurred()) {
+        Py_DECREF(key);
+        return NULL;
+    }
     EmSym *s = NULL;
     PyTypeObject *tp = Py_TYPE(v);
+    int container = tp == &PyTuple_Type || tp == &PyList_Type || tp == &PyDict_Type ||
+                    (PyTuple_Check(v) && em_is_namedtuple_type(tp));
+    if (container) { /* marked while its items are wrapped: a cycle back to it aborts */
+        if (T->wrap_depth >= EM_MAX_NEST) {
+            Py_DECREF(key);
+            *st = em_trace_fail(T, EMA_INPUT, "%s nested more than %d deep", tp->tp_name, EM_MAX_NEST);
+            return NULL;
+        }
+        PyObject *mark = PyLong_FromLong(-1);
+        int bad = !mark || PyDict_SetItem(T->seen, key, mark);
+        Py_XDECREF(mark);
+        if (bad) {
+            Py_DECREF(key);
+            return NULL;
+        }
+        T->wrap_depth++;
+    }
     if (PyObject_TypeCheck(v, em_state.tensor_type)) {
         s = wrap_tensor(T, v, slot, st);
     } else if (v == Py_None || v == Py_True || v == Py_False || v == Py_Ellipsis) {
@@ -323,6 +359,10 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
         }
     }
 done:
+    if (container) {
+        T->wrap_depth--;
+        if (!s && PyDict_DelItem(T->seen, key)) PyErr_Clear(); /* is a constant when wrapped again */
+    }
     if (s) {
         if (s->src < 0) s->src = slot;
         /* remember which sym stands for this object (its index in T->syms) */
@@ -341,8 +381,12 @@ done:
 
 /* ---- graph arguments ---- */
 
-int32_t em_sym_arg(EmTracer *T, EmSym *s, EmStatus *st) {
+static int32_t sym_arg_at(EmTracer *T, EmSym *s, EmStatus *st, int depth, long *left) {
     EmGraph *G = T->G;
+    if (depth > EM_MAX_NEST || --*left < 0) {
+        *st = em_trace_fail(T, EMA_VALUE, "an op argument nested more than %d deep (or holding itself)", EM_MAX_NEST);
+        return -1;
+    }
     switch (s->kind) {
         case SYM_TENSOR: return em_ir_arg(G, EMA_REF, s->ref, 0);
         case SYM_CONST:
@@ -384,7 +428,7 @@ int32_t em_sym_arg(EmTracer *T, EmSym *s, EmStatus *st) {
                 if (v) {
                     EmSym *c = em_sym_const(T, v);
                     Py_DECREF(v);
-                    return c ? em_sym_arg(T, c, st) : -1;
+                    return c ? sym_arg_at(T, c, st, depth + 1, left) : -1;
                 }
                 *st = em_trace_fail(T, EMA_VALUE, "named tuple of tensors passed to an op");
                 return -1;
@@ -398,7 +442,7 @@ int32_t em_sym_arg(EmTracer *T, EmSym *s, EmStatus *st) {
                 return -1;
             }
             for (int32_t i = 0; i < n; i++) {
-                tmp[i] = em_sym_arg(T, s->items.data[i], st);
+                tmp[i] = sym_arg_at(T, s->items.data[i], st, depth + 1, left);
                 if (tmp[i] < 0) {
                     free(tmp);
                     return -1;
@@ -421,6 +465,11 @@ int32_t em_sym_arg(EmTracer *T, EmSym *s, EmStatus *st) {
             *st = em_trace_fail(T, EMA_VALUE, "%s passed to an op", em_sym_describe(s));
             return -1;
     }
+}
+
+int32_t em_sym_arg(EmTracer *T, EmSym *s, EmStatus *st) {
+    long left = EM_MAX_WALK;
+    return sym_arg_at(T, s, st, 0, &left);
 }
 
 /* ---- truth ---- */
@@ -647,6 +696,7 @@ EmStatus em_dict_set(EmSym *d, PyObject *key, EmSym *v) {
         return EM_OK;
     }
     if (em_vec_push(&d->keys, Py_NewRef(key)) || em_vec_push(&d->items, v)) return PyErr_NoMemory(), EM_ERR;
+    d->kver++;
     return EM_OK;
 }
 
@@ -813,6 +863,12 @@ EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out) {
         case SYM_VIEW:
             tp = (PyObject *)(s->pos == 'k' ? &PyDictKeys_Type : s->pos == 'v' ? &PyDictValues_Type : &PyDictItems_Type);
             break;
+        case SYM_ITER:
+            if (s->seq_type) {
+                tp = s->seq_type;
+                break;
+            }
+            return em_trace_fail(T, EMA_VALUE, "type() of an iterator of unknown type");
         default: return em_trace_fail(T, EMA_VALUE, "type() of a %s", em_sym_describe(s));
     }
     if (s->kind == SYM_OBJ && s->src >= 0 && !s->by_id &&

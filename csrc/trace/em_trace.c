@@ -227,13 +227,27 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
             return EM_OK;
         }
         case SYM_ITER: { /* an iterator over known items: rebuilt over the items not yet taken */
+            EmStatus ust = em_iter_use(T, s);
+            if (ust != EM_OK) return ust;
             if (s->out_at >= 0) return same_out(T, s);
             if (s->gen == 1) /* its body ran as if only iteration consumed it: unverifiable outside */
                 return em_trace_fail(T, EMA_RETURN, "a generator left the trace before its end");
+            /* made again at run time as an iterator of its type (_rules.ITER_REBUILD) */
+            PyObject *table = PyObject_GetAttrString(em_state.meta_run, "ITER_REBUILD");
+            PyObject *make = table && s->seq_type ? PyDict_GetItemWithError(table, s->seq_type) : NULL;
+            Py_XDECREF(table);
+            if (!make && PyErr_Occurred()) return EM_ERR;
+            if (!make)
+                return em_trace_fail(T, EMA_RETURN, "an iterator (%s) left the trace",
+                                     s->seq_type ? ((PyTypeObject *)s->seq_type)->tp_name : "of unknown type");
             s->out_at = T->out.len;
             o.kind = OUT_ITER;
+            o.obj = Py_NewRef(make);
             o.v = s->items.len - s->pos;
-            if (em_vec_push(&T->out, o)) return PyErr_NoMemory(), EM_ERR;
+            if (em_vec_push(&T->out, o)) {
+                Py_DECREF(o.obj);
+                return PyErr_NoMemory(), EM_ERR;
+            }
             for (int32_t i = s->pos; i < s->items.len; i++) {
                 EmStatus st = build_out(T, s->items.data[i], depth + 1);
                 if (st != EM_OK) return st;

@@ -46,13 +46,20 @@ struct EmSym {
     PyObject *obj;  /* CONST value, OBJ object, TENSOR meta tensor (all owned) */
     PyObject *device; /* TENSOR: the real torch.device (owned) */
     EmRef ref;      /* TENSOR: graph node */
-    PyObject *seq_type; /* TUPLE: namedtuple/structseq type (owned) or NULL */
+    PyObject *seq_type; /* TUPLE: namedtuple/structseq type; ITER: the iterator's Python type (a
+                         * generator, list_iterator, zip...), NULL when unknown (owned) */
     EmVec(EmSym *) items;
     EmVec(PyObject *) keys; /* DICT: owned keys, parallel to items */
     int32_t pos;    /* ITER position */
     uint8_t gen;    /* ITER: 1 made by a generator, run to its end when made (its yields returned
                        None), which only iteration may consume; 2 once the trace has seen its end */
     uint8_t by_id;  /* OBJ: guarded by identity (or a constant of a trusted module) */
+    uint8_t lent;   /* ITER: handed to zip()/enumerate(), which took all its items at once while
+                     * Python's take them lazily: any further use of it aborts the trace */
+    char of_what;   /* ITER over a dict (of): 'k', 'v' or 'i' for its keys, values or items */
+    uint32_t kver;  /* DICT: key insertions and removals so far; ITER over a dict: the dict's at
+                     * the start (a change since aborts the use, em_iter_use) */
+    EmSym *of;      /* ITER: the DICT sym it iterates, or NULL */
     /* CTX: (cls, args, kwargs pairs) to make it again (owned); grad mode to restore on exit;
      * state 0 made, 1 entered, 2 exited, 3 made by set_grad_enabled (in effect); grad_family: its changes are recorded as
      * _set_grad_enabled calls (else as enter/exit helper calls, ref = the enter node) */
@@ -103,7 +110,9 @@ typedef struct EmTracer {
     int done;
     long steps;
     /* bookkeeping */
-    PyObject *seen;    /* dict: id(object) -> index in syms of the sym made for it */
+    PyObject *seen;    /* dict: id(object) -> index in syms of the sym made for it, -1 while its
+                        * items are being wrapped (em_sym_wrap) */
+    int wrap_depth;    /* containers being wrapped, outermost first (em_sym_wrap) */
     EmVec(EmSym *) syms; /* every sym, freed at the end */
     EmVec(int32_t) input_slots; /* guard slot of each graph input */
     EmVec(EmOut) out;
@@ -196,6 +205,15 @@ EmStatus em_sym_getattr_generic(EmTracer *T, EmSym *base, PyObject *name, EmSym 
 EmStatus em_super(EmTracer *T, EmSym *cls, EmSym *obj, EmSym **out);
 /* super() with no arguments in the frame being traced: __class__ and the first local. */
 EmStatus em_super_noargs(EmTracer *T, EmSym **out);
+/* Walks over nested values (syms' items, objects read from the frame) stop at this depth:
+ * deeper nesting, and cycles (a list that holds itself), abort the trace. */
+#define EM_MAX_NEST 64
+/* ...and visit at most this many values in all (tuples shared along a deep chain would
+ * otherwise be walked exponentially often). */
+#define EM_MAX_WALK 100000
+/* A function made while tracing (MAKE_FUNCTION): its object is a stand-in without the closure
+ * cells and defaults the sym holds, so it must never run or reach real code. */
+int em_sym_placeholder(const EmSym *s);
 /* Graph argument for a sym (tensors become refs, constants consts). -1 on abort/error with
  * *st set. */
 int32_t em_sym_arg(EmTracer *T, EmSym *s, EmStatus *st);
@@ -273,6 +291,14 @@ EmStatus em_make_dict(EmTracer *T, EmSym *src, EmSym **kwvals, PyObject *kwnames
 EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int strict, EmSym **out);
 /* iter(s): s itself for an iterator, else an iterator over s's items (em_seq_items). */
 EmStatus em_iter_of(EmTracer *T, EmSym *s, EmSym **out);
+/* EM_OK when iterator `it` may be consumed or kept (it was not lent to zip()/enumerate()),
+ * else the abort. */
+EmStatus em_iter_use(EmTracer *T, EmSym *it);
+/* Makes iterator `it` read dict d (what: 'k', 'v', 'i') as it changes (em_iter_use). */
+void em_iter_of_dict(EmSym *it, EmSym *d, char what);
+/* The type of iter(x) (rev: of reversed(x)) for the value sym src stands for (new ref), NULL
+ * without an exception when ember cannot tell it without running user code. */
+EM_NEW PyObject *em_iter_type(EmTracer *T, EmSym *src, int rev);
 EmStatus em_call_dunder(EmTracer *T, EmSym *self, const char *name, EmSym **args, int nargs, EmSym **out);
 EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v);
 /* object.__setattr__ semantics on base (the type's own __setattr__ already traced). */

@@ -256,3 +256,38 @@ def test_requires_grad_on_intermediate(backend):
     assert y.requires_grad
     loss.backward()
     assert torch.equal(y.grad, torch.full((2,), 4.0))
+
+
+def test_dict_iteration_sees_values_stored_meanwhile():
+    def f(x):
+        d = {"a": x, "b": x * 2, "c": x * 3}
+        for k in d:
+            d[k] = d[k] + 1  # values may change while iterating; keys may not
+        seen = []
+        for k, v in d.items():
+            d["c"] = x * 10  # a later value, read when iteration gets there
+            seen.append(v)
+        vals = []
+        for v in d.values():
+            d["b"] = x * 20
+            vals.append(v)
+        return seen, vals, list(d)
+    x = torch.ones(2)
+    cf = ember.compile(f)
+    same(cf(x), f(x))
+    c = ember.testing.counters()
+    assert (c["breaks"], c["aborts"]) == (0, 0), c
+
+
+@pytest.mark.parametrize("how", ["keys", "values", "items", "dict"])
+def test_dict_changed_size_during_iteration_raises_as_in_python(how):
+    def f(x):
+        d = {"a": 1}
+        src = {"keys": d.keys, "values": d.values, "items": d.items, "dict": lambda: d}[how]()
+        for _ in src:
+            d["b"] = 2
+        return x + 1
+    with pytest.raises(RuntimeError, match="changed size during iteration"):
+        f(torch.ones(2))
+    with pytest.raises(RuntimeError, match="changed size during iteration"):
+        ember.compile(f)(torch.ones(2))

@@ -1,0 +1,226 @@
+"""Generators and iterators made while tracing behave as CPython's: type(), isinstance(),
+consumption by list/next/for/sum/any/zip (used up after one pass, partial consumption kept),
+and the same type when they outlive the trace (returned, or live at a graph break). Type
+questions (isinstance with namedtuples, ABCs, legacy tensor types, unions) and the
+is_compiling family are answered as in eager code, or the trace aborts. Compared with eager.
+"""
+import collections
+import collections.abc as cabc
+import numbers
+import types
+import typing
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+
+import ember
+
+
+def same(a, b):
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return type(a) is type(b) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def check(f, *args):
+    want, got = f(*args), ember.compile(f)(*args)
+    assert same(want, got), (want, got)
+    return got
+
+
+m = nn.Linear(3, 3)
+
+
+def test_module_generators_answer_type_questions_without_being_consumed():
+    f = lambda x: (isinstance(m.parameters(), types.GeneratorType), len(list(m.parameters())))
+    assert check(f, torch.ones(3)) == (True, 2)
+
+    def g(x):
+        ps = m.parameters()
+        gen = isinstance(ps, types.GeneratorType)
+        t = type(ps) is types.GeneratorType
+        ps = list(ps)
+        return gen, t, len(ps), x + 1
+    check(g, torch.ones(3))
+
+
+def test_iterator_types():
+    def f(x):
+        d = {"a": x}
+        return (type(iter([x, x])), type(iter((x, 1))), type(iter(d)), type(zip([x], [1])), type(enumerate([x])),
+                type(reversed([x])), type(reversed((x,))), type(iter(range(3))), type(x for _ in range(2)),
+                isinstance(iter([x]), cabc.Iterator), isinstance(zip([x]), cabc.Iterable), x + 1)
+    check(f, torch.ones(2))
+
+
+def test_iterators_used_up_and_partially_consumed():
+    def f(x):
+        it = iter([x, x + 1, x + 2, x + 3])
+        a = next(it)
+        b = [v for v in it]
+        c = list(it)
+        g = (v * 2 for v in (x, x))
+        s = sum(g)
+        rest = list(g)
+        h = iter([0, 0, 3, 4, 0])
+        found = any(h)
+        tail = list(h)
+        z = zip(iter([1, 2, 3]), iter([4, 5, 6]))
+        first = next(z)
+        return a, b, c, s, rest, found, tail, first, list(z)
+    check(f, torch.ones(2))
+
+
+@pytest.mark.parametrize("kind", ["list", "tuple", "gen", "zip", "enumerate", "dict", "reversed", "range"])
+def test_iterator_outlives_the_trace(kind):
+    def f(x):
+        it = {"list": lambda: iter([x, x + 1, x + 2]), "tuple": lambda: iter((x, x + 1, x + 2)),
+              "gen": lambda: (v for v in (x, x + 1, x + 2)), "zip": lambda: zip([x, x], [1, 2]),
+              "enumerate": lambda: enumerate([x, x + 1], 5), "dict": lambda: iter({"a": x, "b": 2}),
+              "reversed": lambda: reversed([x, x + 1]), "range": lambda: iter(range(2, 9, 3))}[kind]()
+        first = next(it)
+        return first, it
+    x = torch.ones(2)
+    want, got = f(x), ember.compile(f)(x)
+    assert same(want[0], got[0]) and type(want[1]) is type(got[1])
+    assert same(list(want[1]), list(got[1])) and list(got[1]) == []
+
+
+def test_iterator_live_at_a_graph_break():
+    def f(x):
+        it = iter([x, x + 1, x + 2])
+        first = next(it)
+        print("break")
+        return first, type(it), list(it), list(it)
+    check(f, torch.ones(2))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_clip_grad_norm_in_a_compiled_training_step(backend):
+    def run(compiled):
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+        def step(x, y):
+            loss = ((net(x) - y) ** 2).sum() * 100
+            loss.backward()
+            return loss, torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        f = ember.compile(step, backend=backend) if compiled else step
+        x, y = torch.randn(5, 3), torch.randn(5, 2)
+        out = []
+        for _ in range(3):
+            opt.zero_grad()
+            loss, norm = f(x, y)
+            opt.step()
+            out.append((loss.detach(), norm.detach()))
+        return out
+    want, got = run(False), run(True)
+    for (l0, n0), (l1, n1) in zip(want, got):
+        assert torch.allclose(l0, l1) and torch.allclose(n0, n1) and n1 > 0
+
+
+P = collections.namedtuple("P", "a b")
+
+
+class Q(typing.NamedTuple):
+    a: torch.Tensor
+    b: int
+
+
+@typing.runtime_checkable
+class HasA(typing.Protocol):
+    a: int
+
+
+def test_isinstance_questions():
+    def f(x, p, q):
+        made = P(x, 1)
+        return (isinstance(p, P), isinstance(q, Q), isinstance(p, tuple), isinstance(made, P),
+                isinstance(made, (int, P)), isinstance(q, int | Q), isinstance(p, cabc.Sequence),
+                isinstance([x], cabc.MutableSequence), isinstance({}, cabc.Mapping), isinstance(3, numbers.Integral),
+                isinstance(x, torch.FloatTensor), isinstance(x, torch.DoubleTensor), isinstance(x, torch.LongTensor),
+                isinstance(x, torch.cuda.FloatTensor), isinstance(x, (torch.LongTensor, torch.FloatTensor)),
+                isinstance(x.long(), torch.LongTensor), isinstance(x, torch.Tensor), x + 1)
+    check(f, torch.ones(2), P(torch.ones(1), 2), Q(torch.ones(1), 3))
+    check(f, torch.ones(2, dtype=torch.float64), P(torch.ones(1), 2), Q(torch.ones(1), 3))
+
+
+def test_isinstance_protocol_is_right_or_aborts():
+    class A:
+        def __init__(self):
+            self.a = 1
+    check(lambda x: (isinstance(A(), HasA), x + 1), torch.ones(1))
+
+
+def test_is_compiling_family():
+    import torch._dynamo.external_utils as eu
+
+    def f(x):
+        return (torch._utils.is_compiling(), torch.compiler.is_compiling(), torch._dynamo.is_compiling(),
+                eu.is_compiling(), x + 1)
+    got = ember.compile(f)(torch.ones(1))
+    assert got[:4] == (True, True, True, True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch._utils.is_compiling is deprecated
+        assert f(torch.ones(1))[:4] == (False, False, False, False)
+    assert not torch.compiler.is_compiling()
+
+
+def test_module_generator_live_at_a_graph_break():
+    def f(x):
+        ps = m.parameters()
+        first = next(ps)
+        print("break")
+        return first * 1, type(ps), [p * 1 for p in ps], list(ps), x + 1
+    check(f, torch.ones(3))
+
+
+def test_dict_views_keep_their_type():
+    d = {"a": 1, "b": 2}
+
+    def f(x):
+        k = d.keys()
+        print("break")
+        return x + 1, k, type(d.values()), len(d.items()), "a" in k, d.keys() - {"a"}
+    check(f, torch.ones(2))
+    check(lambda x: (type({"a": x}.items()), list({"a": x}.values())[0] + 1), torch.ones(2))
+
+
+def test_torch_cond_with_a_constant_predicate_is_traced():
+    f = lambda x: torch.cond(x.shape[0] > 1, lambda: x + 1, lambda: x - 1)
+    g = lambda x: torch.cond(False, lambda y: y + 1, lambda y: y - 1, (x,))
+    for fn in (f, g):
+        ember.reset()
+        ember.testing.reset_counters()
+        check(fn, torch.ones(2))
+        c = ember.testing.counters()
+        assert (c["frames"], c["aborts"], c["fallbacks"]) == (1, 0, 0), c
+
+
+def test_zip_and_enumerate_over_iterators_take_items_lazily():
+    def f(x):
+        it = iter([x, x + 1, x + 2, x + 3])
+        e = enumerate(it)
+        first = next(e)
+        rest = list(it)  # Python: enumerate took one item only
+        g = (v for v in (x, x * 2, x * 3, x * 4, x * 5))
+        pairs = list(zip(g, g))  # the same iterator twice: items taken in turn
+        a = iter([1, 2, 3])
+        z = list(zip(a, [10]))
+        left = list(a)  # zip took 1 and 2 (it stops when [10] ends after taking 2 from a)
+        return first, rest, pairs, z, left
+    check(f, torch.ones(2))
+
+    def g(x):
+        total = x * 0
+        for i, v in enumerate(iter([x, x + 1])):
+            total = total + v * i
+        return total
+    check(g, torch.ones(2))
