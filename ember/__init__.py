@@ -7,6 +7,7 @@ interpreter written in C, records tensor operations into a graph, guards the ass
 made and caches the result on the code object. See README.md for what works today.
 """
 import functools
+import os
 import sys
 
 import torch
@@ -82,6 +83,8 @@ def _setup_global_state_reads():
 
 
 tensor_guards_fast = _setup()
+if hasattr(os, "register_at_fork"):  # a compile lock another thread held at fork is renewed
+    os.register_at_fork(after_in_child=_C._after_fork_child)
 global_state_guards_fast = _setup_global_state_reads()
 
 
