@@ -84,6 +84,8 @@ def _setup_global_state_reads():
 
 
 tensor_guards_fast = _setup()
+if hasattr(os, "register_at_fork"):  # a compile lock another thread held at fork is renewed
+    os.register_at_fork(after_in_child=_C._after_fork_child)
 global_state_guards_fast = _setup_global_state_reads()
 
 

@@ -248,6 +248,18 @@ void em_cache_lock(void) {
     em_state.compile_depth = 1;
 }
 
+void em_cache_after_fork(void) {
+    /* only the forking thread exists in the child: a lock another thread held would never
+     * be released there */
+    int mine = em_state.compile_depth > 0 && em_state.compile_owner == PyThread_get_thread_ident();
+    em_state.compile_lock = PyThread_allocate_lock(); /* the old one is left as it was */
+    if (em_state.compile_lock && mine) PyThread_acquire_lock(em_state.compile_lock, WAIT_LOCK);
+    if (!mine) {
+        em_state.compile_owner = 0;
+        em_state.compile_depth = 0;
+    }
+}
+
 void em_cache_unlock(void) {
     if (--em_state.compile_depth > 0) return;
     em_state.compile_owner = 0;

@@ -93,5 +93,7 @@ EM_NEW PyObject *em_cache_entries(PyCodeObject *co);
  * Never fails. */
 void em_cache_lock(void);
 void em_cache_unlock(void);
+/* In a child after fork(): a fresh lock, held only if the forking thread held it. */
+void em_cache_after_fork(void);
 
 #endif

@@ -238,6 +238,14 @@ static PyObject *m_reset(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *m_after_fork_child(PyObject *self, PyObject *args) {
+    (void)self;
+    (void)args;
+    em_cache_after_fork();
+    if (!em_state.compile_lock) return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
 static PyObject *m_counters(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
@@ -362,6 +370,7 @@ static PyMethodDef methods[] = {
      "fn(backend, graph, inputs, where) -> (callable or None, str): compiles a graph for a Python backend."},
     {"_backends", m_backends, METH_NOARGS, "The backend registry (item 0: None, the eager executor)."},
     {"reset", m_reset, METH_NOARGS, "Drop every compiled entry of every code object."},
+    {"_after_fork_child", m_after_fork_child, METH_NOARGS, "Renew the compile lock in a forked child."},
     {"counters", m_counters, METH_NOARGS, "Compile/hit counters."},
     {"reset_counters", m_reset_counters, METH_NOARGS, "Zero the counters."},
     {"entries", m_entries, METH_O, "Cache entries of a code object: graph and guard dumps."},

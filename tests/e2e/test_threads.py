@@ -137,3 +137,42 @@ def test_two_threads_missing_on_one_code_compile_it_once():
         torch.testing.assert_close(o, shared(x, x))
     assert ember.testing.code_state(shared)["entries"] == 1
     assert ember.testing.counters()["frames"] == 1
+
+
+def test_fork_while_another_thread_holds_the_compile_lock():
+    """A child forked while another thread compiles (holding the compile lock, which that
+    thread will never release in the child) compiles normally."""
+    import os
+    import time
+
+    started, release = threading.Event(), threading.Event()
+
+    def slow_backend(gm, example_inputs):
+        started.set()
+        release.wait(60)
+        return gm.forward
+
+    x = torch.randn(3, 3)
+    t = threading.Thread(target=lambda: ember.compile(through_backend, backend=slow_backend)(x))
+    t.start()
+    assert started.wait(60)
+    pid = os.fork()
+    if pid == 0:  # the child: only this thread exists
+        code = 3
+        try:
+            code = 0 if torch.equal(ember.compile(shared)(x, x), shared(x, x)) else 1
+        finally:
+            os._exit(code)
+    release.set()
+    t.join(60)
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            raise AssertionError("the forked child hung on the compile lock")
+        time.sleep(0.05)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status

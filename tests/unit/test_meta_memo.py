@@ -52,3 +52,36 @@ def test_views_and_in_place_calls_are_not_cached():
     assert y is x and len(_rules._MEMO) == 0
     out = meta(3, 4)
     assert run(torch.add, x, 1, out=out) is out and len(_rules._MEMO) == 0
+
+
+def test_memo_and_rules_keep_no_user_object_alive():
+    """Only callables that live as long as their module or class are keys: a callable object,
+    a module, a bound method or a class made at run time is answered but not kept."""
+    import gc
+    import weakref
+
+    class Scaler:
+        def __call__(self, t):
+            return torch.mul(t, 2)
+
+        def method(self, t):
+            return torch.relu(t)
+
+    class Local(torch.nn.Module):
+        pass
+
+    _rules._MEMO.clear()
+    s, mod = Scaler(), torch.nn.Linear(2, 2)
+    refs = [weakref.ref(o) for o in (s, mod, Local)]
+    for fn in (s, s.method, mod, Local):
+        _rules.classify(fn)
+        assert fn not in _rules.RULES
+    run(s, meta(3))
+    run(s.method, meta(3))
+    assert _rules._MEMO == {}
+    run(torch.relu, meta(3))
+    assert len(_rules._MEMO) == 1  # torch's own callables are still memoized
+    assert _rules.classify(torch.relu) == _rules.GRAPH
+    del s, mod, Local, fn
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]
