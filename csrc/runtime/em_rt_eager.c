@@ -196,7 +196,7 @@ done:
     return res;
 }
 
-/* memo (NULL when the tree has no OUT_SAME): per position, the LIST/DICT/ITER object built
+/* memo (NULL when the tree has no OUT_SAME): per position, the TUPLE/LIST/DICT/ITER object built
  * there (borrowed: owned by its parent or by the result while the tree is built). */
 static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const *slots, int32_t *at,
                            PyObject **memo) {
@@ -237,6 +237,7 @@ static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const
                 PyObject *r = PyObject_HasAttr(o->obj, s_make) ? PyObject_CallMethodOneArg(o->obj, s_make, s)
                                                                : PyObject_CallOneArg(o->obj, s);
                 Py_DECREF(s);
+                if (r && memo) memo[pos] = r;
                 return r;
             }
             if (o->kind == OUT_ITER) { /* obj: makes an iterator of the traced one's type */
@@ -245,6 +246,7 @@ static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const
                 if (it && memo) memo[pos] = it;
                 return it;
             }
+            if (memo && o->kind == OUT_TUPLE) memo[pos] = s;
             return s;
         }
         case OUT_LAST: {

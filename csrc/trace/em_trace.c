@@ -150,7 +150,7 @@ static EmStatus same_out(EmTracer *T, EmSym *s) {
     return em_vec_push(&T->out, o) ? (PyErr_NoMemory(), EM_ERR) : EM_OK;
 }
 
-/* Appends the output tree of s. A list, dict or iterator made while tracing is built once:
+/* Appends the output tree of s. A tuple, list, dict or iterator made while tracing is built once:
  * where it appears again (two names, or inside another output) the tree says OUT_SAME, so
  * the frame sees one object, as eager Python does. */
 static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
@@ -211,11 +211,11 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
                 if (em_vec_push(&T->out, o)) return PyErr_NoMemory(), EM_ERR;
                 return EM_OK;
             }
-            if (s->kind != SYM_TUPLE && s->out_at >= 0) { /* the same mutable object again */
+            if (s->out_at >= 0) { /* the same object again (a tuple too: `r = (t, 1); return r, r`) */
                 Py_CLEAR(o.obj);
                 return same_out(T, s);
             }
-            if (s->kind != SYM_TUPLE) s->out_at = T->out.len;
+            s->out_at = T->out.len;
             if (em_vec_push(&T->out, o)) {
                 Py_XDECREF(o.obj);
                 return PyErr_NoMemory(), EM_ERR;

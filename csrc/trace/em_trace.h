@@ -65,13 +65,13 @@ struct EmSym {
      * _set_grad_enabled calls (else as enter/exit helper calls, ref = the enter node) */
     PyObject *spec;
     int8_t prev_grad, ctx_state, grad_family;
-    int32_t out_at; /* LIST/DICT/ITER made while tracing: its entry in the output tree, or -1 */
+    int32_t out_at; /* TUPLE/LIST/DICT/ITER made while tracing: its entry in the output tree, or -1 */
 };
 
 /* Return-value description: a prefix-order tree. */
 typedef enum {
     OUT_VALUE, OUT_CONST, OUT_SLOT, OUT_TUPLE, OUT_LIST, OUT_DICT, OUT_ITER, OUT_REENTER,
-    OUT_SAME, /* v: position of an earlier LIST/DICT/ITER entry: the very object built there */
+    OUT_SAME, /* v: position of an earlier TUPLE/LIST/DICT/ITER entry: the very object built there */
     OUT_BOUND, /* two children, self and the function: function.__get__(self) */
     OUT_LAST,  /* v children built in order; the value is the last (effects before a value) */
     OUT_SETATTR, /* object.__setattr__(child 0, obj, child 1); the value is None */

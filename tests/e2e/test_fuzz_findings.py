@@ -43,3 +43,28 @@ def test_immutable_defaults_of_a_function_made_while_tracing():
     cf = ember.compile(fn)
     x = torch.ones(2)
     assert torch.equal(cf(x), fn(x)) and torch.equal(cf(x, 5), fn(x, 5))
+
+
+def test_tuple_returned_twice_is_one_object():
+    import collections
+    P = collections.namedtuple("P", ["a", "b"])
+
+    def fn(x):
+        p, t = P(x, 1), (x * 2, 2)
+        return p, p, t, [t, (t,)]
+    for backend in ("eager", "aot_eager"):
+        r = ember.compile(fn, backend=backend)(torch.ones(2))
+        assert r[0] is r[1] and type(r[0]) is P
+        assert r[2] is r[3][0] is r[3][1][0]
+    e = fn(torch.ones(2))
+    assert e[0] is e[1] and e[2] is e[3][0]
+
+
+def test_tuple_alive_at_a_graph_break_keeps_its_identity():
+    def fn(x):
+        t = (x + 1, 3)
+        u = t
+        print("break")
+        return t is u, t
+    same, t = ember.compile(fn)(torch.ones(2))
+    assert same is True and torch.equal(t[0], torch.full((2,), 2.0))
