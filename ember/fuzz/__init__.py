@@ -14,9 +14,10 @@ __all__ = ["fuzz_run", "gen", "runner"]
 
 
 def fuzz_run(seed, count, backend="eager", jobs=1, out=None, minimize=False, triage_torch=False, timeout=60.0,
-             start=0, log=None, minimize_budget=180.0):
+             start=0, log=None, minimize_budget=180.0, minimize_per_kind=0):
     """Generates and checks programs (seed, start..start+count-1); returns a summary dict with
-    "counts", "failures" and the summary "line"."""
+    "counts", "failures" and the summary "line". minimize_per_kind > 0: minimize only that many
+    failures of each signature (the others keep their full program)."""
     log = log or (lambda *_: None)
     t0 = time.monotonic()
     tmp = tempfile.mkdtemp(prefix="ember-fuzz-")
@@ -36,6 +37,7 @@ def fuzz_run(seed, count, backend="eager", jobs=1, out=None, minimize=False, tri
     counts = collections.Counter({k: 0 for k in runner.STATUSES})
     shared = 0
     failures = []
+    minimized = collections.Counter()
     for i, res in enumerate(results):
         index = start + i
         res["index"] = index
@@ -61,7 +63,9 @@ def fuzz_run(seed, count, backend="eager", jobs=1, out=None, minimize=False, tri
                 f.write(_minimize.repro_text(src, res, backend))
             with open(stem + ".json", "w") as f:
                 json.dump(res, f, indent=1, default=str)
-            if minimize and not res.get("shared") and res["status"] != "internal":
+            if minimize and not res.get("shared") and res["status"] != "internal" and (
+                    not minimize_per_kind or minimized[res["sig"]] < minimize_per_kind):
+                minimized[res["sig"]] += 1
                 log(f"  minimizing {seed}:{index} ({res['sig']})")
                 small, sres = _minimize.minimize(src, backend=backend, timeout=timeout, tmpdir=tmp,
                                                  budget_s=minimize_budget, log=log)

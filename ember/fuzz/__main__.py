@@ -1,12 +1,7 @@
 """python -m ember.fuzz --seed S --count N --backend eager|aot_eager [--jobs J] [--out DIR] [--minimize]
 [--triage-torch] [--start I] [--timeout T]"""
 import argparse
-import collections
-import json
-import os
 import sys
-import tempfile
-import time
 
 from . import fuzz_run
 
@@ -21,6 +16,8 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="directory for failing programs and their minimized repros")
     ap.add_argument("--minimize", action="store_true")
     ap.add_argument("--minimize-budget", type=float, default=180.0, help="seconds per failure")
+    ap.add_argument("--minimize-per-kind", type=int, default=0,
+                    help="minimize at most this many failures of each kind (0: all)")
     ap.add_argument("--triage-torch", action="store_true",
                     help="re-run each failure under torch.compile(backend=...) and count shared ones apart")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per program before it counts as a hang")
@@ -29,7 +26,7 @@ def main(argv=None):
     log = (lambda *_: None) if a.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     summary = fuzz_run(a.seed, a.count, a.backend, jobs=a.jobs, out=a.out, minimize=a.minimize,
                        triage_torch=a.triage_torch, timeout=a.timeout, start=a.start, log=log,
-                       minimize_budget=a.minimize_budget)
+                       minimize_budget=a.minimize_budget, minimize_per_kind=a.minimize_per_kind)
     print(summary["line"])
     return 1 if summary["counts"]["wrong"] + summary["counts"]["crash"] + summary["counts"]["hang"] \
         + summary["counts"]["internal"] else 0

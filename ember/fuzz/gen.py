@@ -35,9 +35,12 @@ G_FLAG = True
 G_LIST = [1, 2, 3]
 G_T = torch.arange(4.0)
 G_COUNT = 0
+G_SET = {1, 2}
 
 
 class Acc:
+    K = 1
+
     def __init__(self, scale):
         self.scale = scale
         self.count = 0
@@ -70,7 +73,8 @@ def helper(t, s):
 
 
 def state():
-    return dict(out=OUT.getvalue(), G_F=G_F, G_FLAG=G_FLAG, G_LIST=G_LIST, G_T=G_T, G_COUNT=G_COUNT)
+    return dict(out=OUT.getvalue(), G_F=G_F, G_FLAG=G_FLAG, G_LIST=G_LIST, G_T=G_T, G_COUNT=G_COUNT,
+                G_SET=sorted(G_SET), K=Acc.K)
 '''
 
 FLOATS = ["0.5", "2.0", "-1.5", "0.0", "-0.0", "3", "1", "float('inf')", "float('-inf')", "float('nan')", "True"]
@@ -186,16 +190,32 @@ class Generator:
             params.append(("acc", "obj", None, None))
         if self.chance(0.15):
             params.append(("pt", "ntuple", None, None))
+        if self.chance(0.15) and not self.grad and any(p[0] == "x" and p[2] for p in params):
+            params.append(("xa", "alias", None, None))
         self.params = params
         # calls: the first sets every knob, later ones change a few (or none: a cache hit)
-        ncalls = r.randint(2, 5)
+        ncalls = r.randint(2, 5) if self.chance(0.8) else r.randint(6, 11)
         base = dict(A=dims["A"][0], B=dims["B"][0], F=self.F, dt="torch.float32", n=r.randint(0, 4),
-                    f=r.choice(FLOAT_VALUES), flag=r.choice([True, False]), gf=1.5, gflag=True, glist=3)
+                    f=r.choice(FLOAT_VALUES), flag=r.choice([True, False]), gf=1.5, gflag=True, glist=3,
+                    alias=0, rg=True, nc=False, gt=0, ck=1, gs=2)
         calls = [base]
+        knobs = ["A", "B", "dt", "n", "f", "flag", "gf", "gflag", "glist", "n", "f", "alias", "rg", "nc", "gt", "ck",
+                 "gs", "f0", "f0", "n1"]
         for _ in range(ncalls - 1):
             c = dict(calls[-1])
             for _ in range(r.choice([0, 1, 1, 2, 3])):
-                knob = r.choice(["A", "B", "dt", "n", "f", "flag", "gf", "gflag", "glist", "n", "f"])
+                knob = r.choice(knobs)
+                if knob in ("alias", "gt", "gs"):
+                    c[knob] = r.randint(0, 2)
+                elif knob == "ck":
+                    c["ck"] = r.choice([1, 2, 1.0, True, -1])
+                elif knob in ("rg", "nc"):
+                    c[knob] = not c[knob]
+                elif knob == "f0":  # same value, other sign of zero / nan / inf
+                    c["f"] = r.choice([0.0, -0.0, float("nan"), float("inf"), -0.0])
+                elif knob == "n1":  # same value, other type
+                    v = c["n"]
+                    c["n"] = r.choice([int(v), float(v), bool(v)]) if v in (0, 1) else r.choice([int(v), float(v)])
                 if knob == "A":
                     c["A"] = r.randint(1, 4)
                 elif knob == "B":
@@ -244,8 +264,11 @@ class Generator:
                     lines.append(f"    {name} = torch.randn({size}, generator=g, dtype={dt})")
                     if self.special and shp:
                         lines.append(f"    {name}.view(-1)[0] = float('nan') if k % 2 else -0.0")
+                    if len(shp) >= 2 and self.chance(0.3):
+                        lines.append(f"    if c['nc']:")
+                        lines.append(f"        {name} = {name}.transpose(0, 1).contiguous().transpose(0, 1)")
                     if self.grad and tk != "int" and name in ("x", "y"):
-                        lines.append(f"    {name}.requires_grad_(True)")
+                        lines.append(f"    {name}.requires_grad_(c['rg'] or k == 0)")
             elif kind in ("int", "float", "bool"):
                 lines.append(f"    {name} = c[{name!r}]" if name != "flag" else "    flag = c['flag']")
             elif kind == "list":
@@ -256,16 +279,25 @@ class Generator:
                 lines.append("    acc = Acc(c['n'])")
             elif kind == "ntuple":
                 lines.append("    pt = P(torch.randn(B, generator=g, dtype=dt), c['n'])")
+            elif kind == "alias":  # another view of x (or x itself, or a copy), changing between calls
+                lines.append("    xa = x if c['alias'] == 1 else x[:1] if c['alias'] == 2 else x[:1].clone()")
             out.append(name)
         lines.append(f"    return ({', '.join(out)},)")
         lines.append("")
         lines.append("")
         lines.append("def before_call(k):")
-        lines.append("    global G_F, G_FLAG, G_LIST")
+        lines.append("    global G_F, G_FLAG, G_LIST, G_T")
         lines.append("    c = CALLS[k]")
         lines.append("    G_F = c['gf']")
         lines.append("    G_FLAG = c['gflag']")
         lines.append("    G_LIST[:] = list(range(c['glist']))")
+        lines.append("    G_SET.clear()")
+        lines.append("    G_SET.update(range(c['gs']))")
+        lines.append("    Acc.K = c['ck']")
+        lines.append("    if c['gt'] == 1:")
+        lines.append("        G_T = torch.arange(4.0) * (k + 1)")
+        lines.append("    elif c['gt'] == 2:")
+        lines.append("        G_T = torch.arange(4, dtype=torch.float64)")
         lines.append("")
         lines.append("")
         lines.append(f"GRAD = {self.grad}")
@@ -626,12 +658,16 @@ class Generator:
                 "{s} // 2", "{s} if {s2} else 0", "{s} != {s}", "math.isnan({s})", "math.copysign(1.0, {s})",
                 "round({s}, 2)", "str({s})", "type({s}).__name__", "isinstance({s}, int)", "{s} == 0",
                 "math.floor({s})", "bool({s})", "{s} > {s2}", "min([{s}, {s2}, 2])", "divmod({s}, 3)[0]",
-                "{s} / 2", "{s} ** 2", "math.sqrt(abs({s}))", "1 / ({s} + 0.5)"]
+                "{s} / 2", "{s} ** 2", "math.sqrt(abs({s}))", "1 / ({s} + 0.5)", "repr({s})", "f'{{{s}}}'",
+                "torch.tensor({s})", "torch.full((2,), {s})", "torch.tensor([{s}]).dtype", "{s} + True",
+                "Acc.K * {s}", "{s} in G_SET", "hash({s})", "[{s}] * 2", "({s}, {s2}) == (1, 2)"]
         if t is not None:
             opts += ["{t}.dim()", "{t}.numel()", "{t}.shape[-1]" if all(len(d[1]) for d in env[t]) else "{t}.dim()",
                      "{t}.dtype", "{t}.dtype == torch.float64", "{t}.requires_grad", "{t}.is_contiguous()",
                      "len({t}.shape)", "{t}.size()", "tuple({t}.shape)", "{t}.stride()", "{t}.is_floating_point()",
-                     "{t}.device.type"]
+                     "{t}.device.type", "torch.zeros({t}.shape[0] + 1)" if all(len(d[1]) for d in env[t]) else "{t}.ndim",
+                     "{t}.new_full((2,), {s})", "{t}.sum().tolist()",
+                     "{t}.element_size()", "{t}.data_ptr() == {t}.data_ptr()", "{t}._version > 0" if False else "{t}.is_leaf"]
         if sc:
             s = self.pick(sc)
         e = self.pick(opts).format(s=s, s2=s2, t=t)
@@ -668,7 +704,9 @@ class Generator:
                      lambda: [f"{self.fresh('t')}, *{self.fresh('l')} = {lst}"],
                      lambda: [f"{self.fresh('t')} = torch.stack([e.sum() for e in {lst}])"],
                      lambda: [f"del {lst}[0]"],
-                     lambda: [f"{self.fresh('t')} = {lst}[-1]"]]
+                     lambda: [f"{self.fresh('t')} = {lst}[-1]"],
+                     lambda: [f"{lst}[0].add_(1)"],
+                     lambda: [f"{lst}.append({lst})"] if self.chance(0.2) else [f"{lst}.sort(key=lambda e: e.numel())"]]
         if dicts:
             dd = self.pick(dicts)
             opts += [lambda: [f"{dd}['k'] = {t}"], lambda: [f"{self.fresh('s')} = 'k' in {dd}"],
@@ -677,7 +715,13 @@ class Generator:
                      lambda: [f"{self.fresh('l')} = list({dd}.keys())"], lambda: [f"{self.fresh('l')} = sorted({dd})"],
                      lambda: [f"{self.fresh('s')} = len({dd})"],
                      lambda: [f"{self.fresh('t')} = {dd}.get('t', {t})"],
-                     lambda: [f"{dd}.setdefault('q', {s})"]]
+                     lambda: [f"{dd}.setdefault('q', {s})"],
+                     lambda: [f"{self.fresh('kv')} = {dd}.keys()"],
+                     lambda: [f"{self.fresh('kv')} = {dd}.items()"]]
+        views = [n for n, ds in env.items() if all(d[0] == "O" and d[1] in ("dict_keys", "dict_items") for d in ds)]
+        if views:
+            kv = self.pick(views)
+            opts += [lambda: [f"{self.fresh('l')} = list({kv})"], lambda: [f"{self.fresh('s')} = len({kv})"]]
         if tups:
             tp = self.pick(tups)
             opts += [lambda: [f"{self.fresh('l')} = list({tp})"], lambda: [f"{self.fresh('s')} = len({tp})"],
@@ -728,6 +772,10 @@ class Generator:
             [f"def {fname}(z, k=2):\n    def inner(q):\n        return q * k\n    return inner(z) - {u}",
              f"{v} = {fname}({t}, k=3)"],
             [f"{v} = (lambda a, b=1: a + b)({t})"],
+            [f"def {fname}(z, memo=[]):\n    memo.append(1)\n    return z * len(memo)", f"{v} = {fname}({t})"],
+            [f"try:\n    {v} = {t} * {{'a': 1}}['b']\nexcept KeyError:\n    {v} = {t} + 1"],
+            [f"try:\n    {v} = [{t}][3]\nexcept IndexError as e:\n    {v} = {t} * len(str(e))"],
+            [f"try:\n    {v} = {t} / 0\nfinally:\n    G_LIST.append(0)"],
         ]
         return self.pick(opts)
 
@@ -735,6 +783,9 @@ class Generator:
         t = self.pick(self.tensors(env))
         s = self.scalar_expr(env)
         opts = ["G_COUNT += 1", f"G_LIST.append({s})", f"{self.fresh('s')} = G_FLAG and G_F > 1",
+                f"{self.fresh('s')} = 1 in G_SET", f"{self.fresh('s')} = len(G_SET)", "G_T.add_(1)",
+                f"{self.fresh('s')} = sorted(G_SET)", f"{self.fresh('t')} = G_T.sum() * Acc.K",
+                f"{self.fresh('s')} = G_T.dtype",
                 f"{self.fresh('s')} = sum(G_LIST)", f"{self.fresh('t')} = G_T * G_F"]
         if t is not None:
             opts += [f"{self.fresh('t')} = {t} * G_LIST[0] if G_LIST else {t}", f"{self.fresh('t')} = {t} + len(G_LIST)"]
@@ -766,7 +817,15 @@ class Generator:
                 lambda: ["self.steps += 1"],
                 lambda: [f"{self.fresh('t')} = self.buf + self.steps"],
                 lambda: [f"{self.fresh('l')} = [n for n, _ in self.named_buffers()]"],
-                lambda: [f"{self.fresh('t')} = self.lin.weight.sum() * self.scale"]]
+                lambda: [f"{self.fresh('t')} = self.lin.weight.sum() * self.scale"],
+                lambda: [f"{self.fresh('t')} = next(self.parameters()) * 2"],
+                lambda: [f"{self.fresh('gp')} = self.parameters()", ],
+                lambda: [f"{self.fresh('s')} = len(list(self.buffers()))"],
+                lambda: [f"{self.fresh('t')} = self.lin.weight.t() @ self.lin.weight"]]
+        gens = [n for n, ds in env.items() if all(d[0] == "O" and d[1] == "generator" for d in ds)]
+        if gens:
+            gp = self.pick(gens)
+            opts += [lambda: [f"{self.fresh('t')} = next({gp}).sum()"], lambda: [f"{self.fresh('l')} = list({gp})"]]
         if t:
             opts += [lambda: [f"{self.fresh('t')} = self.lin({t})"], lambda: [f"self.buf.add_({t}.mean())"],
                      lambda: [f"{self.fresh('t')} = torch.nn.functional.linear({t}, self.lin.weight)"],
@@ -786,12 +845,16 @@ class Generator:
         t = self.pick(ts)
         s = self.pick(sc) if sc else self.pick(["G_F", "len(G_LIST)"])
         opts = ["{s} > 1", "{s}", "not {s}", "{s} != {s}", "G_FLAG", "G_F > 1", "len(G_LIST) > 2",
-                "isinstance({s}, float)", "type({s}) is int", "{s} == 0", "math.copysign(1.0, {s}) < 0"]
+                "isinstance({s}, float)", "type({s}) is int", "{s} == 0", "math.copysign(1.0, {s}) < 0",
+                "1 in G_SET", "Acc.K == 1", "isinstance({s}, bool)", "str({s}).startswith('-')",
+                "torch.compiler.is_compiling()" if False else "G_T.dtype == torch.float32"]
         if t:
             nd = min(len(d[1]) for d in env[t])
             opts += ["{t}.dim() == 2", "{t}.dtype == torch.float64", "{t}.sum() > 0", "{t}.requires_grad",
                      "torch.is_grad_enabled()", "{t}.is_contiguous()", "bool(({t} > 0).any())",
-                     "isinstance({t}, torch.Tensor)"]
+                     "isinstance({t}, torch.Tensor)", "{t}.is_floating_point()"]
+            if self.chance(0.1):  # known defect (isinstance of torch.FloatTensor): kept, but rare
+                opts.append("isinstance({t}, torch.FloatTensor)")
             if nd >= 1:
                 opts += ["{t}.shape[0] > 2", "{t}.size(0) == 1", "{t}.shape[-1] % 2 == 0"]
         for n, ds in env.items():
