@@ -51,13 +51,32 @@ def _get(tree, path):
     return node
 
 
+# the harness's part of a program: whole definitions may go, their insides are not reduced
+PROTECTED = {"make_args", "before_call", "state", "make_model", "__init__"}
+
+
+def _protected(tree, path):
+    """True inside a protected function or in a module-level statement other than a def/class
+    (imports, global values; the CALLS table only loses elements)."""
+    node = tree
+    for depth, (field, i) in enumerate(path):
+        node = getattr(node, field) if i is None else getattr(node, field)[i]
+        if isinstance(node, ast.FunctionDef) and node.name in PROTECTED and depth < len(path) - 1:
+            return True
+        if depth == 0 and depth < len(path) - 1 and not isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "CALLS" for t in node.targets):
+                return len(path) > 3  # CALLS = [...]: only its elements
+            return True
+    return False
+
+
 def _candidates(src):
     """Smaller variants of src, biggest reductions first."""
     try:
         tree = ast.parse(src)
     except SyntaxError:
         return
-    nodes = _paths(tree)
+    nodes = [(p, n) for p, n in _paths(tree) if not _protected(tree, p)]
     # 1. statements: delete (whole function/class definitions first), hoist bodies
     stmt_paths = [p for p, n in nodes if isinstance(n, ast.stmt) and p]
     stmt_paths.sort(key=lambda p: (len(p), p))
@@ -113,7 +132,12 @@ def _candidates(src):
         field, i = p[-1]
         if isinstance(_get(tree, p[:-1]), (ast.Assign, ast.AugAssign)) and field == "targets":
             continue
-        subs = [c for c in ast.iter_child_nodes(n) if isinstance(c, ast.expr)]
+        if isinstance(n, ast.Call):  # an argument, or the object of a method call; not the callee
+            subs = list(n.args) + [k.value for k in n.keywords]
+            if isinstance(n.func, ast.Attribute):
+                subs.append(n.func.value)
+        else:
+            subs = [c for c in ast.iter_child_nodes(n) if isinstance(c, ast.expr)]
         for c in subs:
             t2 = copy.deepcopy(tree)
             parent = _get(t2, p[:-1])
