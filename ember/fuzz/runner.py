@@ -83,6 +83,8 @@ def compare(a, b, path, exact, seen=None, grads=False):
         if getattr(a, "__qualname__", None) != getattr(b, "__qualname__", None):  # builtins, bound methods
             raise Diff("value", f"{path}: {a!r} vs {b!r}")
         return
+    if isinstance(a, types.GeneratorType):
+        return  # same type; not consumed
     if id(a) in seen:
         return
     seen.add(id(a))
