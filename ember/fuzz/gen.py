@@ -72,6 +72,33 @@ def helper(t, s):
     return t * s - 1
 
 
+def noisy(t, s=1):
+    print("noisy", s, tuple(t.shape), file=OUT)
+    return t + s
+
+
+def itemy(t):
+    v = t.sum().item()
+    return t * v if v == v else t
+
+
+def rec(t, n):
+    return t if n <= 0 else rec(t * 0.5, n - 1)
+
+
+class Slotted:
+    __slots__ = ("v", "w")
+
+    def __init__(self, v):
+        self.v = v
+        self.w = 0
+
+    def bump(self, t):
+        self.w += 1
+        print("bump", self.w, file=OUT)
+        return t + self.w
+
+
 def state():
     return dict(out=OUT.getvalue(), G_F=G_F, G_FLAG=G_FLAG, G_LIST=G_LIST, G_T=G_T, G_COUNT=G_COUNT,
                 G_SET=sorted(G_SET), K=Acc.K)
@@ -205,15 +232,19 @@ class Generator:
         ncalls = r.randint(2, 5) if self.chance(0.8) else r.randint(6, 11)
         base = dict(A=dims["A"][0], B=dims["B"][0], F=self.F, dt="torch.float32", n=r.randint(0, 4),
                     f=r.choice(FLOAT_VALUES), flag=r.choice([True, False]), gf=1.5, gflag=True, glist=3,
-                    alias=0, rg=True, nc=False, gt=0, ck=1, gs=2)
+                    alias=0, rg=True, nc=False, gt=0, ck=1, gs=2, dd=0, gm=True)
         calls = [base]
         knobs = ["A", "B", "dt", "n", "f", "flag", "gf", "gflag", "glist", "n", "f", "alias", "rg", "nc", "gt", "ck",
-                 "gs", "f0", "f0", "n1"]
+                 "gs", "f0", "f0", "n1", "dd", "gm"]
         for _ in range(ncalls - 1):
             c = dict(calls[-1])
             for _ in range(r.choice([0, 1, 1, 2, 3])):
                 knob = r.choice(knobs)
-                if knob in ("alias", "gt", "gs"):
+                if knob == "dd":
+                    c["dd"] = 1 - c["dd"]
+                elif knob == "gm":
+                    c["gm"] = not c["gm"]
+                elif knob in ("alias", "gt", "gs"):
                     c[knob] = r.randint(0, 2)
                 elif knob == "ck":
                     c["ck"] = r.choice([1, 2, 1.0, True, -1])
@@ -302,6 +333,8 @@ class Generator:
         lines.append("    G_SET.clear()")
         lines.append("    G_SET.update(range(c['gs']))")
         lines.append("    Acc.K = c['ck']")
+        lines.append("    torch.set_default_dtype(torch.float64 if c['dd'] else torch.float32)")
+        lines.append("    torch.set_grad_enabled(c['gm'])")
         lines.append("    if c['gt'] == 1:")
         lines.append("        G_T = torch.arange(4.0) * (k + 1)")
         lines.append("    elif c['gt'] == 2:")
@@ -369,6 +402,8 @@ class Generator:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old)
+            torch.set_default_dtype(torch.float32)
+            torch.set_grad_enabled(True)
             unload(mod)
         return snaps, excs
 
@@ -845,8 +880,23 @@ class Generator:
             [f"{self.fresh('d')} = collections.OrderedDict(a={t})"],
             [f"{self.fresh('d')} = collections.defaultdict(list)", ],
             [f"{v} = torch.no_grad()(helper)({t}, 2)"],
+            [f"{v} = noisy({t}, {s})"], [f"{v} = itemy({t})"], [f"{v} = rec({t}, 2)"],
+            [f"{self.fresh('o')} = Slotted({s})"],
+            [f"{g} = lambda: {t}", f"{t} = {t} + 1", f"{v} = {g}()"],
+            [f"{v} = torch.add({t}, {u}, out=torch.empty(0, dtype={t}.dtype))"],
+            [f"torch.mul({t}, 2, out={t})"], [f"torch.add({t}, 1, out={u})"],
+            [f"{v} = {t}.clone().index_add_(0, torch.tensor([0]), {t}[:1])"],
+            [f"{v} = {t}.as_strided((1,), (1,))"], [f"{v} = {t}.new_zeros(3).scatter_(0, torch.tensor([1]), 1.0)"],
+            [f"{v} = torch.zeros(int({t}.abs().sum().item()) % 3 + 1)"],
+            [f"{v} = torch.tensor([1.5]) * {t}.sum()"],
+            [f"{self.fresh('s')} = torch.get_default_dtype()"], [f"{self.fresh('s')} = torch.is_grad_enabled()"],
+            [f"{v} = {t}.view({t}.dtype)"], [f"{v} = torch.ones(2).requires_grad_()", f"{v} = {v} * 2"],
             [f"{v} = functools.reduce(lambda a, b: a + b, [{t}, {t}, {t}])"] if False else [f"{v} = sum([{t}, {t}], {t})"],
         ]
+        sl = [n for n, ds in env.items() if all(d[0] == "O" and d[1] == "Slotted" for d in ds)]
+        if sl:
+            o = self.pick(sl)
+            opts += [[f"{v} = {o}.bump({t})"], [f"{o}.v = {t}"], [f"{self.fresh('s')} = {o}.w"]]
         if lst:
             opts += [[f"{v} = min({lst}, key=lambda e: e.numel())"], [f"{v} = sorted({lst}, key=lambda e: e.dim())[0]"],
                      [f"{self.fresh('l')} = [e for e in {lst} if isinstance(e, torch.Tensor) and e.numel() > 1]"]]

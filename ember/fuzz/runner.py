@@ -110,6 +110,10 @@ def compare(a, b, path, exact, seen=None, grads=False):
     if hasattr(a, "__dict__"):
         compare(dict(vars(a)), dict(vars(b)), f"{path}.__dict__", exact, seen)
         return
+    if hasattr(type(a), "__slots__"):
+        slots = [n for n in type(a).__slots__ if hasattr(a, n) or hasattr(b, n)]
+        compare({n: getattr(a, n, None) for n in slots}, {n: getattr(b, n, None) for n in slots}, path, exact, seen)
+        return
     if a != b:
         raise Diff("value", f"{path}: {a!r} vs {b!r}")
 
@@ -228,6 +232,8 @@ def run_source(src, path, backend="eager", compiler="ember"):
         import traceback
         res.update(status="internal", sig="internal:harness", detail=traceback.format_exc())
     finally:
+        torch.set_default_dtype(torch.float32)
+        torch.set_grad_enabled(True)
         if compiler == "ember":
             import ember.testing
             res["counters"] = ember.testing.counters()
