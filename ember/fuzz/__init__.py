@@ -67,7 +67,9 @@ def fuzz_run(seed, count, backend="eager", jobs=1, out=None, minimize=False, tri
                     not minimize_per_kind or minimized[res["sig"]] < minimize_per_kind):
                 minimized[res["sig"]] += 1
                 log(f"  minimizing {seed}:{index} ({res['sig']})")
-                small, sres = _minimize.minimize(src, backend=backend, timeout=timeout, tmpdir=tmp,
+                # a hang is minimized with a shorter timeout: each hanging candidate costs it
+                mt = min(timeout, 15.0) if res["status"] == "hang" else timeout
+                small, sres = _minimize.minimize(src, backend=backend, timeout=mt, tmpdir=tmp,
                                                  budget_s=minimize_budget, log=log)
                 res["minimized_sig"] = sres["sig"]
                 with open(stem + ".min.py", "w") as f:

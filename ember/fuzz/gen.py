@@ -17,6 +17,7 @@ import random
 import signal
 import sys
 import types
+import warnings
 
 import torch
 
@@ -398,7 +399,9 @@ class Generator:
         old = signal.signal(signal.SIGALRM, _alarm)
         signal.setitimer(signal.ITIMER_REAL, 5.0)
         try:
-            self._run_calls(mod, model, k_box, excs)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self._run_calls(mod, model, k_box, excs)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old)
