@@ -233,15 +233,20 @@ class Generator:
         ncalls = r.randint(2, 5) if self.chance(0.8) else r.randint(6, 11)
         base = dict(A=dims["A"][0], B=dims["B"][0], F=self.F, dt="torch.float32", n=r.randint(0, 4),
                     f=r.choice(FLOAT_VALUES), flag=r.choice([True, False]), gf=1.5, gflag=True, glist=3,
-                    alias=0, rg=True, nc=False, gt=0, ck=1, gs=2, dd=0, gm=True)
+                    alias=0, rg=True, nc=False, gt=0, ck=1, gs=2, dd=0, gm=True, kw=0,
+                    r3=False)
         calls = [base]
         knobs = ["A", "B", "dt", "n", "f", "flag", "gf", "gflag", "glist", "n", "f", "alias", "rg", "nc", "gt", "ck",
-                 "gs", "f0", "f0", "n1", "dd", "gm"]
+                 "gs", "f0", "f0", "n1", "dd", "gm", "kw", "kw", "r3"]
         for _ in range(ncalls - 1):
             c = dict(calls[-1])
             for _ in range(r.choice([0, 1, 1, 2, 3])):
                 knob = r.choice(knobs)
-                if knob == "dd":
+                if knob == "kw":  # how many trailing arguments are passed by keyword
+                    c["kw"] = r.randint(0, 2)
+                elif knob == "r3":
+                    c["r3"] = not c["r3"]
+                elif knob == "dd":
                     c["dd"] = 1 - c["dd"]
                 elif knob == "gm":
                     c["gm"] = not c["gm"]
@@ -304,6 +309,9 @@ class Generator:
                     lines.append(f"    {name} = torch.randn({size}, generator=g, dtype={dt})")
                     if self.special and shp:
                         lines.append(f"    {name}.view(-1)[0] = float('nan') if k % 2 else -0.0")
+                    if name == "x" and self.chance(0.2):  # one more dimension in some calls
+                        lines.append("    if c['r3']:")
+                        lines.append(f"        {name} = torch.stack([{name}, {name} * 2])")
                     if len(shp) >= 2 and self.chance(0.3):
                         lines.append(f"    if c['nc']:")
                         lines.append(f"        {name} = {name}.transpose(0, 1).contiguous().transpose(0, 1)")
@@ -323,6 +331,14 @@ class Generator:
                 lines.append("    xa = x if c['alias'] == 1 else x[:1] if c['alias'] == 2 else x[:1].clone()")
             out.append(name)
         lines.append(f"    return ({', '.join(out)},)")
+        lines.append("")
+        lines.append("")
+        lines.append("def call(f, k, args):")
+        lines.append("    n = min(CALLS[k]['kw'], len(args))  # trailing arguments passed by keyword")
+        lines.append("    if not n:")
+        lines.append("        return f(*args)")
+        lines.append(f"    names = {out!r}")
+        lines.append("    return f(*args[:len(args) - n], **dict(zip(names[len(args) - n:], args[len(args) - n:])))")
         lines.append("")
         lines.append("")
         lines.append("def before_call(k):")
@@ -416,7 +432,7 @@ class Generator:
             mod.before_call(k)
             args = mod.make_args(k)
             try:
-                r = (model or mod.fn)(*args)
+                r = mod.call(model or mod.fn, k, args)
                 for v in _leaves(r):
                     if isinstance(v, torch.Tensor) and v.numel() > MAX_NUMEL:
                         raise _Reject("too big")
