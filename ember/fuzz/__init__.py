@@ -5,6 +5,7 @@ processes), minimize (shrinking a failure to a repro)."""
 import collections
 import json
 import os
+import shutil
 import tempfile
 import time
 
@@ -84,4 +85,7 @@ def fuzz_run(seed, count, backend="eager", jobs=1, out=None, minimize=False, tri
     if out:
         with open(os.path.join(out, "summary.json"), "w") as f:
             json.dump({k: v for k, v in summary.items() if k != "failures"}, f, indent=1)
+        shutil.rmtree(tmp, ignore_errors=True)  # the failing programs are in out
+    elif failures:
+        log(f"failing programs are in {tmp}")
     return summary
