@@ -15,7 +15,7 @@ __all__ = ["fuzz_run", "gen", "runner"]
 
 
 def fuzz_run(seed, count, backend="eager", jobs=1, out=None, minimize=False, triage_torch=False, timeout=60.0,
-             start=0, log=None, minimize_budget=180.0, minimize_per_kind=0):
+             start=0, log=None, minimize_budget=180.0, minimize_per_kind=0, known_rate=None):
     """Generates and checks programs (seed, start..start+count-1); returns a summary dict with
     "counts", "failures" and the summary "line". minimize_per_kind > 0: minimize only that many
     failures of each signature (the others keep their full program)."""
@@ -24,7 +24,8 @@ def fuzz_run(seed, count, backend="eager", jobs=1, out=None, minimize=False, tri
     tmp = tempfile.mkdtemp(prefix="ember-fuzz-")
     if out:
         os.makedirs(out, exist_ok=True)
-    reqs = [{"seed": seed, "index": i, "backend": backend, "dir": tmp} for i in range(start, start + count)]
+    reqs = [{"seed": seed, "index": i, "backend": backend, "dir": tmp, "known_rate": known_rate}
+            for i in range(start, start + count)]
     done = [0]
 
     def on_result(i, res):
@@ -45,8 +46,15 @@ def fuzz_run(seed, count, backend="eager", jobs=1, out=None, minimize=False, tri
         if res["status"] == "ok":
             counts["ok"] += 1
             continue
-        path = res.get("path") or os.path.join(tmp, f"prog_{seed}_{index}.py")
-        src = open(path).read() if os.path.exists(path) else gen.generate(seed, index)
+        path = res.get("path")
+        if path and os.path.exists(path):
+            with open(path) as f:
+                src = f.read()
+        else:  # a crash or hang: the worker died before reporting the path
+            src = gen.generate(seed, index, known_rate)
+            path = os.path.join(tmp, f"prog_{seed}_{index}.py")
+            with open(path, "w") as f:
+                f.write(src)
         if triage_torch and res["status"] != "internal":
             t = runner.run_jobs([{"path": path, "backend": backend, "compiler": "torch"}], jobs=1, timeout=timeout * 3,
                                 tmpdir=tmp, batch=False)[0]

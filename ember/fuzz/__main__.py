@@ -21,12 +21,14 @@ def main(argv=None):
     ap.add_argument("--triage-torch", action="store_true",
                     help="re-run each failure under torch.compile(backend=...) and count shared ones apart")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per program before it counts as a hang")
+    ap.add_argument("--known-rate", type=float, default=None,
+                    help="how often code hitting already-known defects is generated (0..1, default 0.15)")
     ap.add_argument("-q", "--quiet", action="store_true")
     a = ap.parse_args(argv)
     log = (lambda *_: None) if a.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     summary = fuzz_run(a.seed, a.count, a.backend, jobs=a.jobs, out=a.out, minimize=a.minimize,
                        triage_torch=a.triage_torch, timeout=a.timeout, start=a.start, log=log,
-                       minimize_budget=a.minimize_budget, minimize_per_kind=a.minimize_per_kind)
+                       minimize_budget=a.minimize_budget, minimize_per_kind=a.minimize_per_kind, known_rate=a.known_rate)
     print(summary["line"])
     return 1 if summary["counts"]["wrong"] + summary["counts"]["crash"] + summary["counts"]["hang"] \
         + summary["counts"]["internal"] else 0

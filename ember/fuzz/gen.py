@@ -177,8 +177,9 @@ def _alarm(signum, frame):
 
 
 class Generator:
-    def __init__(self, seed, index):
+    def __init__(self, seed, index, known_rate=None):
         self.seed, self.index = seed, index
+        self.known_rate = KNOWN_RATE if known_rate is None else known_rate
         self.rng = random.Random(seed * 1_000_003 + index)
         self.counter = 0
         self.trials = 0
@@ -602,7 +603,7 @@ class Generator:
         if res is None:
             return None
         text = repr(res)
-        if any(m in text for m in KNOWN_MARKERS) and not self.chance(KNOWN_RATE):
+        if any(m in text for m in KNOWN_MARKERS) and not self.chance(self.known_rate):
             return None
         if isinstance(res, tuple):
             return res
@@ -1074,11 +1075,12 @@ def unload(mod):
     sys.modules.pop(mod.__name__, None)
 
 
-def generate(seed, index):
-    """The source text of program (seed, index)."""
+def generate(seed, index, known_rate=None):
+    """The source text of program (seed, index). known_rate: how often code that hits the
+    already-known defects is kept (default KNOWN_RATE; 0 never, 1 as often as other code)."""
     state = torch.random.get_rng_state()
     try:
         torch.manual_seed(0)
-        return Generator(seed, index).generate()
+        return Generator(seed, index, known_rate).generate()
     finally:
         torch.random.set_rng_state(state)

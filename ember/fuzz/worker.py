@@ -23,8 +23,10 @@ def main():
                 src = f.read()
         else:
             path = os.path.join(req.get("dir", "/tmp"), f"prog_{req['seed']}_{req['index']}.py")
+            if req.get("known_rate") is not None:
+                path = path[:-3] + f"_k{req['known_rate']}.py"
             try:
-                src = gen.generate(req["seed"], req["index"])
+                src = gen.generate(req["seed"], req["index"], req.get("known_rate"))
             except Exception:  # noqa: BLE001
                 import traceback
                 res = {"status": "internal", "sig": "internal:generate", "detail": traceback.format_exc(),
