@@ -588,6 +588,8 @@ class Generator:
              ("object", 5), ("closure", 4), ("global", 4), ("gbreak", 8), ("raise", 2), ("misc", 8)]
         if self.module:
             w.append(("module", 12))
+        if self.grad:
+            w.append(("grad", 10))
         if depth < 2:
             w += [("if", 8), ("loop", 5), ("with", 2)]
         total = sum(x[1] for x in w)
@@ -869,6 +871,24 @@ class Generator:
                 [f"{self.fresh('t')} = opaque({t})"],
                 [f"{self.fresh('t')} = {t} * {t}.sum().item()"],
                 [f"print(type({t}).__name__, {t}.dtype, file=OUT)"]]
+        return self.pick(opts)
+
+    def s_grad(self, env):
+        """backward inside the function (a graph break), then the gradients read."""
+        rg = self.tensors(env, lambda d: d[3] and d[2].is_floating_point)
+        leaves = self.tensors(env, lambda d: d[3] and d[4])
+        t = self.pick(rg)
+        if t is None:
+            return None
+        v = self.fresh("t")
+        opts = [[f"({t} * 2).sum().backward(retain_graph=True)"],
+                [f"{v} = torch.autograd.grad({t}.sum(), [{t}], retain_graph=True)[0]"],
+                [f"with torch.no_grad():\n    {v} = {t} * 2"], [f"{v} = {t}.detach().requires_grad_()"]]
+        if leaves:
+            lf = self.pick(leaves)
+            opts += [[f"{v} = {lf}.grad.clone() if {lf}.grad is not None else {lf}.detach()"],
+                     [f"{t}.sum().backward(retain_graph=True)", f"{v} = {lf}.grad * 1"],
+                     [f"{lf}.grad = None"]]
         return self.pick(opts)
 
     def s_misc(self, env):
