@@ -335,13 +335,18 @@ class Worker:
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
         env.setdefault("OMP_NUM_THREADS", "1")
         self.proc = subprocess.Popen([sys.executable, "-m", "ember.fuzz.worker"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.logf, env=env, start_new_session=True)
+                                     stdout=subprocess.PIPE, stderr=self.logf, env=env, start_new_session=True,
+                                     bufsize=0)  # unbuffered: a line select() saw is never left in a buffer
         self.job = None
         self.deadline = None
+        self.ready = False  # set when the worker has imported torch and ember
+
+    STARTUP_S = 120.0
 
     def send(self, job, timeout):
         self.job = job
-        self.deadline = time.monotonic() + timeout
+        self.timeout = timeout
+        self.deadline = time.monotonic() + timeout + (0 if self.ready else self.STARTUP_S)
         self.proc.stdin.write((json.dumps(job["req"]) + "\n").encode())
         self.proc.stdin.flush()
 
@@ -417,6 +422,10 @@ def run_jobs(reqs, jobs=1, timeout=60.0, tmpdir="/tmp", batch=True, on_result=No
                 line = w.proc.stdout.readline()
                 if line:
                     res = json.loads(line)
+                    if res.get("ready"):
+                        w.ready = True
+                        w.deadline = time.monotonic() + w.timeout
+                        continue
                 else:
                     res = _death(w)
                 done.append((w, res, bool(line)))

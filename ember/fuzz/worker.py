@@ -13,6 +13,8 @@ def main():
     import torch
     torch.set_num_threads(1)
     from . import gen, runner
+    proto.write(json.dumps({"ready": True}) + "\n")  # the per-program timeout starts now
+    proto.flush()
     for line in sys.stdin:
         req = json.loads(line)
         backend = req.get("backend", "eager")

@@ -61,7 +61,7 @@ def test_crash_and_hang_attributed(tmp_path):
     hang = tmp_path / "hang.py"
     hang.write_text("import time\ntime.sleep(600)\n")
     reqs = [{"path": str(p)} for p in (good, crash, good, hang, good)]
-    res = runner.run_jobs(reqs, jobs=1, timeout=20, tmpdir=str(tmp_path))
+    res = runner.run_jobs(reqs, jobs=1, timeout=8, tmpdir=str(tmp_path))
     assert [r["status"] for r in res] == ["ok", "crash", "ok", "hang", "ok"]
     assert res[1]["sig"] == "crash:SIGSEGV"
 
