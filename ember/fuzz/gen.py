@@ -362,7 +362,7 @@ class Generator:
         lines.append(f"GRAD = {self.grad}")
         return lines
 
-    def render(self, body, with_probe=False):
+    def render(self, body):
         lines = [f"# ember fuzz program: seed={self.seed} index={self.index}", HEADER.rstrip("\n"), "", ""]
         argnames = ", ".join(p[0] for p in self.params)
         if self.module:
@@ -391,7 +391,7 @@ class Generator:
         """Run the program eagerly over every call with a probe at the cursor. Returns
         (snapshots per reaching call, exception per call) or raises _Reject."""
         self.trials += 1
-        src = self.render(body, with_probe=True)
+        src = self.render(body)
         snaps = {}
         mod = load_module(src, f"<fuzz-gen-{self.seed}-{self.index}>")
         k_box = [0]
@@ -684,7 +684,7 @@ class Generator:
                 "{t}.t()" if nd <= 2 else "{t}.transpose(0, 1)"]
         if nd >= 2:
             opts += ["{t}.transpose(0, 1)", "{t}.t()" if nd == 2 else "{t}.mT", "{t}.permute(1, 0, *range(2, {t}.dim()))",
-                     "{t}[:, :2]", "{t}[1:, ::-1]" if False else "{t}[1:, 1:]", "{t}.diagonal()",
+                     "{t}[:, :2]", "{t}[1:, 1:]", "{t}.diagonal()",
                      "{t}.reshape({t}.shape[0], -1)", "{t}.view({t}.shape[0], -1)", "{t}[0, 0]",
                      "{t}.expand({t}.shape[0], {t}.shape[1])" if all(d[1][0] == 1 for d in env[t]) else "{t}.T"]
         e = self.pick(opts).format(t=t)
@@ -735,7 +735,7 @@ class Generator:
                      "len({t}.shape)", "{t}.size()", "tuple({t}.shape)", "{t}.stride()", "{t}.is_floating_point()",
                      "{t}.device.type", "torch.zeros({t}.shape[0] + 1)" if all(len(d[1]) for d in env[t]) else "{t}.ndim",
                      "{t}.new_full((2,), {s})", "{t}.sum().tolist()",
-                     "{t}.element_size()", "{t}.data_ptr() == {t}.data_ptr()", "{t}._version > 0" if False else "{t}.is_leaf"]
+                     "{t}.element_size()", "{t}.data_ptr() == {t}.data_ptr()", "{t}.is_leaf"]
         if sc:
             s = self.pick(sc)
         e = self.pick(opts).format(s=s, s2=s2, t=t)
@@ -904,7 +904,7 @@ class Generator:
             [f"def {g}():\n    yield {t}\n    yield {u}", f"{v} = list({g}())[-1]"],
             [f"def {g}():\n    yield {t}\n    yield {u}", f"{v} = next({g}())"],
             [f"{v} = helper(*[{t}, {s}])"], [f"{v} = helper(**{{'t': {t}, 's': {s}}})"],
-            [f"{v} = {t}[..., ::-1]" if False else f"{v} = {t}[...]"],
+            [f"{v} = {t}[...]"],
             [f"{v} = {t}.clone()", f"del {v}", f"{v} = {u}"],
             [f"if ({v} := {t}.sum()) is not None:\n    {self.fresh('s')} = 1"],
             [f"{self.fresh('l')} = [lambda i=i: i * 2 for i in range(3)]"],
@@ -912,7 +912,7 @@ class Generator:
             ["G_COUNT = G_COUNT + len(G_LIST)"],
             [f"assert {t}.dim() < 5, 'fuzz assert'"],
             [f"{self.fresh('s')} = '{{}}-{{}}'.format({t}.shape, {s})"],
-            [f"{v} = {t}.data * 2"], [f"{v} = {t}.T" if False else f"{v} = {t}.mT if {t}.dim() >= 2 else {t}"],
+            [f"{v} = {t}.data * 2"], [f"{v} = {t}.mT if {t}.dim() >= 2 else {t}"],
             [f"{self.fresh('s')} = {t}.grad is None"],
             [f"{v} = {t}.to(torch.int32) * 2"], [f"{v} = ({t} > 0).sum()"], [f"{v} = {t}.bool() & ({u} != 0)"],
             [f"{self.fresh('l')} = list(map(lambda e: e + 1, [{t}, {u}]))"],
@@ -931,7 +931,7 @@ class Generator:
             [f"{v} = torch.tensor([1.5]) * {t}.sum()"],
             [f"{self.fresh('s')} = torch.get_default_dtype()"], [f"{self.fresh('s')} = torch.is_grad_enabled()"],
             [f"{v} = {t}.view({t}.dtype)"], [f"{v} = torch.ones(2).requires_grad_()", f"{v} = {v} * 2"],
-            [f"{v} = functools.reduce(lambda a, b: a + b, [{t}, {t}, {t}])"] if False else [f"{v} = sum([{t}, {t}], {t})"],
+            [f"{v} = sum([{t}, {t}], {t})"],
         ]
         sl = [n for n, ds in env.items() if all(d[0] == "O" and d[1] == "Slotted" for d in ds)]
         if sl:
@@ -984,7 +984,7 @@ class Generator:
         opts = ["{s} > 1", "{s}", "not {s}", "{s} != {s}", "G_FLAG", "G_F > 1", "len(G_LIST) > 2",
                 "isinstance({s}, float)", "type({s}) is int", "{s} == 0", "math.copysign(1.0, {s}) < 0",
                 "1 in G_SET", "Acc.K == 1", "isinstance({s}, bool)", "str({s}).startswith('-')",
-                "torch.compiler.is_compiling()" if False else "G_T.dtype == torch.float32"]
+                "G_T.dtype == torch.float32"]
         if t:
             nd = min(len(d[1]) for d in env[t])
             opts += ["{t}.dim() == 2", "{t}.dtype == torch.float64", "{t}.sum() > 0", "{t}.requires_grad",

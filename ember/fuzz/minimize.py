@@ -101,8 +101,6 @@ def _candidates(src):
                     l3 = getattr(_get(t3, p[:-1]), field)
                     l3[i:i + 1] = copy.deepcopy(body)
                     yield t3
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and False:
-            yield None
     # 2. elements of literals and call arguments
     for p, n in nodes:
         for field in ("elts", "args", "keywords"):
