@@ -9,7 +9,7 @@ CSRC    := $(shell find csrc -name '*.c' -o -name '*.h' -o -name '*.def' | grep 
 PYTEST  := PYTHONPATH=$(CURDIR) $(VPY) -m pytest
 ASAN_LIBS := $(shell gcc -print-file-name=libasan.so) $(shell gcc -print-file-name=libstdc++.so)
 
-.PHONY: setup build demo test test-fast asan bench lint clean
+.PHONY: setup build demo test test-fast asan bench fuzz lint clean
 
 setup: $(DEPS) $(SO)
 
@@ -38,6 +38,16 @@ asan: $(DEPS)
 
 bench: setup
 	PYTHONPATH=$(CURDIR) $(VPY) -m ember.bench --small --out results
+
+# differential fuzzer: random programs run eagerly and under ember.compile, compared call by call
+FUZZ_SEED    ?= 1
+FUZZ_COUNT   ?= 2000
+FUZZ_BACKEND ?= eager
+FUZZ_JOBS    ?= 2
+FUZZ_OUT     ?= fuzz-out
+fuzz: setup
+	PYTHONPATH=$(CURDIR) $(VPY) -m ember.fuzz --seed $(FUZZ_SEED) --count $(FUZZ_COUNT) --backend $(FUZZ_BACKEND) \
+	  --jobs $(FUZZ_JOBS) --out $(FUZZ_OUT) --minimize $(if $(filter aot_eager,$(FUZZ_BACKEND)),--triage-torch)
 
 clean:
 	rm -rf build ember/_C*.so csrc/pyver/em_opcodes_gen.h
