@@ -361,6 +361,47 @@ static int local_unchanged(EmTracer *T, int i) {
     return T->arg_slots[i] >= 0 && s->src == T->arg_slots[i];
 }
 
+/* Marks in read[i] (n fast locals) the locals the code reads somewhere: LOAD_FAST and the like,
+ * DELETE_FAST; all of them when it may read its locals by name (locals(), vars(), eval, exec,
+ * dir, frame objects). A local never read is dead at every graph break: it is not an output of
+ * the graph nor a local of the resume function (TorchDynamo prunes by liveness too). Kept as a
+ * graph output, a dead value gets a zero gradient from AOTAutograd, which an infinite
+ * derivative turns into NaN. 0 or -1 with an exception set. */
+static int locals_read(EmTracer *T, char *read, int n) {
+    static const char *const by_name[] = {"locals", "vars", "eval", "exec", "dir", "_getframe", "currentframe",
+                                          "f_locals", NULL};
+    PyObject *names = T->code->co_names;
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(names); j++) {
+        const char *nm = PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, j));
+        if (!nm) return -1;
+        for (int k = 0; by_name[k]; k++)
+            if (!strcmp(nm, by_name[k])) {
+                memset(read, 1, (size_t)n);
+                return 0;
+            }
+    }
+    memset(read, 0, (size_t)n);
+    EmInstr in;
+    for (int at = 0; at < T->n_units; at = in.next) {
+        em_decode(T->bytes, T->n_units, at, &in);
+        int reads = in.op == EM_OP_LOAD_FAST || in.op == EM_OP_DELETE_FAST;
+#ifdef EM_OP_LOAD_FAST_CHECK
+        reads |= in.op == EM_OP_LOAD_FAST_CHECK;
+#endif
+#ifdef EM_OP_LOAD_FAST_AND_CLEAR
+        reads |= in.op == EM_OP_LOAD_FAST_AND_CLEAR;
+#endif
+#ifdef EM_OP_LOAD_FAST_LOAD_FAST
+        if (in.op == EM_OP_LOAD_FAST_LOAD_FAST) {
+            if ((in.arg >> 4) < n) read[in.arg >> 4] = 1;
+            if ((in.arg & 15) < n) read[in.arg & 15] = 1;
+        }
+#endif
+        if (reads && in.arg < n) read[in.arg] = 1;
+    }
+    return 0;
+}
+
 EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int **store_local, int **store_val,
                                 int *nstore, int **live, int *nlive) {
     int n = T->code->co_nlocals, k = 0;
@@ -387,18 +428,35 @@ EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int *
     }
     *nstack = T->sp;
     *nstore = *nlive = 0;
+    PyCodeObject *co = T->code;
+    int nargs = co->co_argcount + co->co_kwonlyargcount + !!(co->co_flags & CO_VARARGS) +
+                !!(co->co_flags & CO_VARKEYWORDS);
+    char *read = malloc((size_t)n + 1);
+    if (!read) return PyErr_NoMemory(), EM_ERR;
+    if (locals_read(T, read, n)) {
+        free(read);
+        return EM_ERR;
+    }
     for (int i = 0; i < n; i++) {
         if (!T->locals[i]) {
-            if (T->arg_slots[i] >= 0) return em_trace_fail(T, EMA_VALUE, "argument deleted before a break");
+            if (T->arg_slots[i] >= 0) {
+                free(read);
+                return em_trace_fail(T, EMA_VALUE, "argument deleted before a break");
+            }
             continue;
         }
+        if (i >= nargs && !read[i] && em_code_kind(co, i) == EM_CO_FAST_LOCAL) continue; /* dead */
         (*live)[(*nlive)++] = i;
         if (local_unchanged(T, i)) continue;
         EmStatus st = build_out(T, T->locals[i], 0);
-        if (st != EM_OK) return st;
+        if (st != EM_OK) {
+            free(read);
+            return st;
+        }
         (*store_local)[*nstore] = i;
         (*store_val)[(*nstore)++] = k++;
     }
+    free(read);
     T->out.data[head_at].v = k;
     return EM_OK;
 }

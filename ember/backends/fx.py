@@ -71,11 +71,19 @@ def _sets_grad_flag(target, kwargs):
     return kwargs.get("requires_grad") is True or any(target is f for f in _GRAD_FLAG_SETTERS)
 
 
-# What functionalization does not model as eager runs it: out= (which may resize its tensor)
-# and .data (an alias autograd does not track, whose views AOTAutograd replays wrongly).
+# What functionalization does not model as eager runs it: out= (which may resize its tensor),
+# in-place changes of a tensor's shape or strides, and .data (an alias autograd does not track,
+# whose views AOTAutograd replays wrongly).
+_METADATA_INPLACE = frozenset(getattr(torch.Tensor, n) for n in (
+    "unsqueeze_", "squeeze_", "resize_", "resize_as_", "t_", "transpose_", "swapdims_", "swapaxes_",
+    "as_strided_", "set_") if hasattr(torch.Tensor, n))
+
+
 def _unexportable_call(target, kwargs):
     if "out" in kwargs:
         return "out= (the output tensor may be resized)"
+    if target in _METADATA_INPLACE:
+        return f"{target.__name__} (changes a tensor's shape in place)"
     if _sets_grad_flag(target, kwargs):
         return (f"{getattr(target, '__name__', target)} makes a tensor of the graph require grad "
                 "(a functional backend would return it without requires_grad)")
@@ -243,6 +251,20 @@ def build_graph_module(desc, inputs, fake_mode):
     return gm, b.n_ops
 
 
+def _warn_executor(where, backend, reason, internal=False):
+    """Says once per reason that the graph of `where` runs on ember's executor, not the backend."""
+    if "breaks" in _logging.enabled:
+        _logging.log("breaks", f"the graph of {where} runs on ember's eager executor, not backend "
+                               f"{backend.name!r}: {reason}")
+    m = re.match(r"^(.*) \((.*):(\d+)\)$", str(where))
+    what = f"`{m.group(1)}` ({_logging._short(m.group(2))}:{m.group(3)})" if m else str(where)
+    _logging.user_warning(
+        f"ember could not hand a graph of {what} to backend {backend.name!r}"
+        f"{' because of an internal error' if internal else ''}; it runs on ember's eager executor instead. "
+        f"Set EMBER_LOGS=breaks for details{' (and please report them)' if internal else ''}.",
+        key=("backend", backend.name, reason))
+
+
 def compile_graph(backend, desc, inputs, where):
     """Called by the C runtime at a graph's first call: returns (compiled callable, FX code),
     or (None, reason) when the graph runs on ember's C executor instead."""
@@ -262,16 +284,7 @@ def compile_graph(backend, desc, inputs, where):
         internal = not isinstance(e, _Unexportable)
         reason = f"internal error exporting to torch.fx: {type(e).__name__}: {e}" if internal else \
             f"not exported to torch.fx: {e}"
-        if "breaks" in _logging.enabled:
-            _logging.log("breaks", f"the graph of {where} runs on ember's eager executor, not backend "
-                                   f"{backend.name!r}: {reason}")
-        m = re.match(r"^(.*) \((.*):(\d+)\)$", str(where))
-        what = f"`{m.group(1)}` ({_logging._short(m.group(2))}:{m.group(3)})" if m else str(where)
-        _logging.user_warning(
-            f"ember could not hand a graph of {what} to backend {backend.name!r}"
-            f"{' because of an internal error' if internal else ''}; it runs on ember's eager executor instead. "
-            f"Set EMBER_LOGS=breaks for details{' (and please report them)' if internal else ''}.",
-            key=("backend", backend.name, reason))
+        _warn_executor(where, backend, reason, internal)
         return None, reason
     if n_ops == 0:
         return None, "no operations (nothing to compile)"
@@ -281,8 +294,21 @@ def compile_graph(backend, desc, inputs, where):
     try:
         # AOTAutograd compiles the backward now rather than at the first backward, which may run
         # inside code ember intercepts (TorchDynamo runs that lazy compile under its `disable`)
+        # A backward compiled before it runs cannot know whether it runs with retain_graph=True,
+        # which donated buffers refuse (torch.compile's lazy backward turns them off then): they
+        # are switched off for the process (memory only; torch's check reads the flag at run time)
+        torch._functorch.config.donated_buffer = False
         with tracing(TracingContext(fake_mode)), torch._functorch.config.patch(force_non_lazy_backward_lowering=True):
             fn = backend.compiler(gm, list(inputs))
+    except RuntimeError as e:
+        if "modified by an inplace operation" not in str(e):
+            raise BackendCompilerFailed(f"ember: backend {backend.name!r} failed to compile the graph of {where}: "
+                                        f"{type(e).__name__}: {e}") from e
+        # the backward, compiled with the forward here (lazily under torch.compile), cannot be
+        # built; eager raises only if a backward runs: so does ember's executor
+        reason = f"its backward cannot be compiled ({e})"
+        _warn_executor(where, backend, reason)
+        return None, reason
     except Exception as e:
         raise BackendCompilerFailed(f"ember: backend {backend.name!r} failed to compile the graph of {where}: "
                                     f"{type(e).__name__}: {e}") from e

@@ -52,3 +52,56 @@ def test_views_of_one_input_mutated_through_another():
     for _ in range(2):
         x = torch.zeros(4)
         assert torch.equal(cf(x, x[:2]), torch.full((2,), 2.0))
+
+
+def test_in_place_shape_change_of_an_input():
+    def fn(x, t):
+        t.unsqueeze_(0)
+        y = t.clamp(min=0.5)
+        t.clamp_(min=0)
+        return y * x.sum()
+    x = torch.randn(3)
+    t_e, t_c = torch.randn(3), None
+    t_c = t_e.clone()
+    expected = fn(x, t_e)
+    got = ember.compile(fn, backend="aot_eager")(x, t_c)
+    assert torch.equal(got, expected) and torch.equal(t_c, t_e) and t_c.shape == (1, 3)
+
+
+def test_dead_value_at_a_graph_break_does_not_poison_gradients():
+    # t / 0 is infinite; kept alive as an output of the first graph, its zero gradient times
+    # an infinite derivative was NaN in x's gradient
+    def fn(x):
+        t = x * x
+        dead = t / 0
+        print("break")
+        return (t * 3).sum()
+    for backend in ("eager", "aot_eager"):
+        x = torch.randn(2, requires_grad=True)
+        ember.compile(fn, backend=backend)(x).backward()
+        assert torch.equal(x.grad, 6 * x.detach()), (backend, x.grad)
+
+
+def test_backward_that_cannot_run_does_not_fail_the_forward():
+    def fn(x, y):
+        t = torch.atan2(y, x)  # its backward needs x
+        x.t().clamp_(min=0)    # which is then changed in place: a backward would raise
+        return t * 2
+    x = torch.randint(-4, 5, (2, 1))
+    y = torch.randn(2, 3, requires_grad=True)
+    expected = fn(x.clone(), y)
+    got = ember.compile(fn, backend="aot_eager")(x.clone(), y)
+    torch.testing.assert_close(got, expected)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        got.sum().backward()
+
+
+def test_backward_with_retain_graph_through_a_compiled_graph():
+    def fn(x):
+        t = torch.nan_to_num(x) * x
+        t.sum().backward(retain_graph=True)
+        t.sum().backward()
+        return x.grad.clone()
+    x_e = torch.randn(3, requires_grad=True)
+    x_c = x_e.detach().clone().requires_grad_()
+    assert torch.equal(ember.compile(fn, backend="aot_eager")(x_c), fn(x_e))
