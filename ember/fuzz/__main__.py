@@ -22,7 +22,7 @@ def main(argv=None):
                     help="re-run each failure under torch.compile(backend=...) and count shared ones apart")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per program before it counts as a hang")
     ap.add_argument("--known-rate", type=float, default=None,
-                    help="how often code hitting already-known defects is generated (0..1, default 0.15)")
+                    help="how often code hitting already-known defects is generated (0..1, default 1: as often as other code)")
     ap.add_argument("-q", "--quiet", action="store_true")
     a = ap.parse_args(argv)
     log = (lambda *_: None) if a.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))

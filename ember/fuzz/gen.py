@@ -108,11 +108,12 @@ def state():
 FLOATS = ["0.5", "2.0", "-1.5", "0.0", "-0.0", "3", "1", "float('inf')", "float('-inf')", "float('nan')", "True"]
 FLOAT_VALUES = [0.5, 1.0, -1.5, 0.0, -0.0, 2.0, float("inf"), float("-inf"), float("nan"), 3.25]
 MAX_NUMEL = 4096
-# code that hits defects already known (and being fixed): still generated, but rarely, so that
-# a run finds the other ones (global sets read stale, dict views, isinstance(t, FloatTensor),
-# mutable defaults of nested functions, module parameter generators)
+# code that hits defects already known (while they are being fixed) can be generated less often
+# (--known-rate), so that a run finds the other ones. The classes these markers hit (global sets
+# read stale, dict views, isinstance(t, FloatTensor), mutable defaults of nested functions,
+# module parameter generators) are fixed: they are generated as often as other code.
 KNOWN_MARKERS = ("G_SET", "FloatTensor", ".keys()", ".items()", "memo=[]", "gp")
-KNOWN_RATE = 0.15
+KNOWN_RATE = 1.0
 
 
 class Block:
@@ -990,8 +991,7 @@ class Generator:
             opts += ["{t}.dim() == 2", "{t}.dtype == torch.float64", "{t}.sum() > 0", "{t}.requires_grad",
                      "torch.is_grad_enabled()", "{t}.is_contiguous()", "bool(({t} > 0).any())",
                      "isinstance({t}, torch.Tensor)", "{t}.is_floating_point()"]
-            if self.chance(0.1):  # known defect (isinstance of torch.FloatTensor): kept, but rare
-                opts.append("isinstance({t}, torch.FloatTensor)")
+            opts.append("isinstance({t}, torch.FloatTensor)")
             if nd >= 1:
                 opts += ["{t}.shape[0] > 2", "{t}.size(0) == 1", "{t}.shape[-1] % 2 == 0"]
         for n, ds in env.items():
