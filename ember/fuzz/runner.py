@@ -2,6 +2,7 @@
 worker subprocesses (a crash or hang is attributed to the program that caused it by running
 it again alone in a fresh worker)."""
 import collections
+import collections.abc
 import json
 import math
 import os
@@ -88,6 +89,9 @@ def compare(a, b, path, exact, seen=None, grads=False):
     if id(a) in seen:
         return
     seen.add(id(a))
+    if isinstance(a, (collections.abc.KeysView, collections.abc.ValuesView, collections.abc.ItemsView)):
+        compare(list(a), list(b), f"list({path})", exact, seen, grads)  # dict views: same type, then items
+        return
     if isinstance(a, (list, tuple)):
         if len(a) != len(b):
             raise Diff("len", f"{path}: len {len(a)} vs {len(b)} ({_short(a)} vs {_short(b)})")

@@ -75,3 +75,16 @@ def test_minimizer_shrinks_a_synthetic_failure(tmp_path):
     p = tmp_path / "repro.py"
     p.write_text(rep)
     assert runner.run_file(str(p))["sig"] == "wrong:result:value"
+
+
+def test_compare_dict_views_by_type_and_items():
+    import pytest
+    import torch
+    from ember.fuzz.runner import Diff, compare
+    a = {"t": torch.ones(2), "k": 1}
+    compare(a.items(), dict(a).items(), "r", True)
+    compare(a.keys(), dict(a).keys(), "r", True)
+    with pytest.raises(Diff):
+        compare(a.values(), {"t": torch.zeros(2), "k": 1}.values(), "r", True)
+    with pytest.raises(Diff):
+        compare(a.keys(), list(a), "r", True)
