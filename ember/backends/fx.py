@@ -244,6 +244,23 @@ def _untracked_alias(inputs):
     return None
 
 
+def _self_overlap_mutated(gm, inputs):
+    """An input whose elements share memory (an expand) in a graph with in-place ops: AOTAutograd
+    writes mutated inputs back whole, which such a tensor refuses. The name of the case, or None."""
+    def mutates(n):
+        if n.op == "call_method":
+            return n.target.endswith("_")
+        name = getattr(n.target, "__name__", "") if n.op == "call_function" else ""
+        return name.endswith("_") or name in _INPLACE
+    if not any(mutates(n) for n in gm.graph.nodes):
+        return None
+    for t in inputs:
+        if isinstance(t, torch.Tensor) and t.layout == torch.strided and t.device.type != "meta" and \
+                torch._debug_has_internal_overlap(t) == 1:
+            return "an input whose elements share memory (such as an expand) in a graph with in-place ops"
+    return None
+
+
 def build_graph_module(desc, inputs, fake_mode):
     """(GraphModule, number of ops) for an exported graph and its real inputs."""
     b = _Builder(desc, inputs, fake_mode)
@@ -280,6 +297,9 @@ def compile_graph(backend, desc, inputs, where):
         if alias:
             raise _Unexportable(alias)
         gm, n_ops = build_graph_module(desc, inputs, fake_mode)
+        overlap = _self_overlap_mutated(gm, inputs)
+        if overlap:
+            raise _Unexportable(overlap)
     except Exception as e:  # ember's own limits (or an internal error): never the user's problem
         internal = not isinstance(e, _Unexportable)
         reason = f"internal error exporting to torch.fx: {type(e).__name__}: {e}" if internal else \

@@ -105,3 +105,17 @@ def test_backward_with_retain_graph_through_a_compiled_graph():
     x_e = torch.randn(3, requires_grad=True)
     x_c = x_e.detach().clone().requires_grad_()
     assert torch.equal(ember.compile(fn, backend="aot_eager")(x_c), fn(x_e))
+
+
+def test_expanded_input_mutated_through_a_view():
+    # x_exp is an expand (its rows share memory) made before a graph break and mutated after it
+    def fn(x, xs):
+        t = x.unsqueeze(0).expand(2, *x.shape)
+        xs.reverse()  # a list argument mutated: a graph break
+        t[0].mul_(2)
+        return t.roll(1)
+    x_e = torch.arange(4.0).reshape(2, 2)
+    x_c = x_e.clone()
+    expected = fn(x_e, [1, 2])
+    got = ember.compile(fn, backend="aot_eager")(x_c, [1, 2])
+    assert torch.equal(got, expected) and torch.equal(x_c, x_e)
