@@ -551,6 +551,16 @@ EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int3
     return res;
 }
 
+/* Appends fmt with the slot's name and repr(obj) ("?" if repr fails). 0 or -1. */
+static int dump_repr(EmStrBuf *o, const char *fmt, const char *name, PyObject *obj) {
+    PyObject *r = PyObject_Repr(obj);
+    const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
+    if (!u) PyErr_Clear();
+    int rc = em_sb_printf(o, fmt, name, u ? u : "?");
+    Py_XDECREF(r);
+    return rc;
+}
+
 int em_guard_dump(const EmGuardProg *P, EmStrBuf *o) {
     int rc = 0;
     for (int32_t i = 0; i < P->ins.len && !rc; i++) {
@@ -559,31 +569,10 @@ int em_guard_dump(const EmGuardProg *P, EmStrBuf *o) {
         const char *name = in->slot >= 0 ? P->names.data[in->slot] : "";
         switch ((EmGuardOp)in->op) {
             case EMG_TYPE: rc = em_sb_printf(o, "  TYPE_MATCH %s %s\n", name, ((PyTypeObject *)in->obj)->tp_name); break;
-            case EMG_ID: {
-                PyObject *r = PyObject_Repr(in->obj);
-                const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
-                if (!u) PyErr_Clear();
-                rc = em_sb_printf(o, "  ID_MATCH %s %s\n", name, u ? u : "?");
-                Py_XDECREF(r);
-                break;
-            }
-            case EMG_EQ: {
-                PyObject *r = PyObject_Repr(in->obj);
-                const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
-                if (!u) PyErr_Clear();
-                rc = em_sb_printf(o, "  EQUALS %s == %s\n", name, u ? u : "?");
-                Py_XDECREF(r);
-                break;
-            }
+            case EMG_ID: rc = dump_repr(o, "  ID_MATCH %s %s\n", name, in->obj); break;
+            case EMG_EQ: rc = dump_repr(o, "  EQUALS %s == %s\n", name, in->obj); break;
             case EMG_LEN: rc = em_sb_printf(o, "  LENGTH %s == %zd\n", name, in->a); break;
-            case EMG_KEYS: {
-                PyObject *r = PyObject_Repr(in->obj);
-                const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
-                if (!u) PyErr_Clear();
-                rc = em_sb_printf(o, "  DICT_KEYS %s == %s\n", name, u ? u : "?");
-                Py_XDECREF(r);
-                break;
-            }
+            case EMG_KEYS: rc = dump_repr(o, "  DICT_KEYS %s == %s\n", name, in->obj); break;
             case EMG_SAME: rc = em_sb_printf(o, "  SAME_OBJECT %s is %s\n", name, P->names.data[in->a]); break;
             case EMG_ABSENT: {
                 const char *u = PyUnicode_Check(in->obj) ? PyUnicode_AsUTF8(in->obj) : "?";
