@@ -14,6 +14,7 @@ static void dict_remove(EmSym *d, int i) {
     d->keys.len--;
     d->items.len--;
     d->kver++;
+    d->mver++;
 }
 
 /* A list sym of d's keys, values or (key, value) tuples (what = 'k', 'v', 'i'). */
@@ -114,7 +115,8 @@ EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **arg
         EmSym *keys = dict_view(T, self, 'k'), *it = keys ? em_sym_new(T, SYM_ITER) : NULL;
         if (!it) return EM_ERR;
         it->seq_type = Py_NewRef((PyObject *)&PyDictIterKey_Type);
-        em_iter_of_dict(it, self, 'k');
+        EmStatus wst = em_iter_watch(T, it, self, 'k');
+        if (wst != EM_OK) return wst;
         it->items = keys->items; /* moved */
         keys->items.data = NULL;
         keys->items.len = keys->items.cap = 0;
@@ -141,6 +143,7 @@ EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **arg
     int own = em_sym_own(T, self);
     if (own < 0) return EM_ERR;
     if (!own) return em_trace_fail(T, EMA_SIDE_EFFECT, "%s.%s on an input", em_sym_describe(self), n);
+    self->mver++;
     if (is_list && !strcmp(n, "append") && nargs == 1) {
         if (em_vec_push(&self->items, args[0])) return PyErr_NoMemory(), EM_ERR;
     } else if (is_list && !strcmp(n, "extend") && nargs == 1 &&
@@ -273,6 +276,10 @@ EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int stri
         if (all[i]->kind == SYM_ITER) all[i]->lent = 1;
     EmSym *r = em_sym_new(T, kind);
     if (!r) return EM_ERR;
+    for (int i = 0; kind == SYM_ITER && i < n; i++) { /* and the containers they read, lazily too */
+        EmStatus wst = em_iter_watch(T, r, all[i], 0);
+        if (wst != EM_OK) return wst;
+    }
     if (kind == SYM_ITER) {
         r->seq_type = is_enum || is_zip ? Py_NewRef(f) : em_iter_type(T, all[0], 1);
         if (!r->seq_type && PyErr_Occurred()) return EM_ERR;

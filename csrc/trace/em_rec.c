@@ -425,6 +425,7 @@ EmStatus h_store_subscr(EmTracer *T, const EmInstr *in) {
         if (i < 0) i += c->items.len;
         if (i < 0 || i >= c->items.len) return em_trace_fail(T, EMA_VALUE, "list index out of range");
         c->items.data[i] = v;
+        c->mver++;
         return EM_OK;
     }
     return em_trace_fail(T, EMA_VALUE, "item store into %s", em_sym_describe(c));
@@ -492,6 +493,7 @@ EmStatus h_list_append(EmTracer *T, const EmInstr *in) {
     NEED(in->arg + 1);
     EmSym *v = POP(), *l = TOP(in->arg);
     if (l->kind != SYM_LIST) return em_trace_fail(T, EMA_VALUE, "LIST_APPEND");
+    l->mver++;
     return em_vec_push(&l->items, v) ? (PyErr_NoMemory(), EM_ERR) : EM_OK;
 }
 
@@ -612,6 +614,7 @@ EmStatus h_list_extend(EmTracer *T, const EmInstr *in) {
     NEED(in->arg + 1);
     EmSym *v = POP(), *l = TOP(in->arg), *items = NULL;
     if (l->kind != SYM_LIST) return em_trace_fail(T, EMA_VALUE, "LIST_EXTEND");
+    l->mver++;
     EmStatus st = em_seq_items(T, v, &items);
     if (st != EM_OK) return st;
     for (int32_t i = 0; i < items->items.len; i++)
@@ -885,33 +888,46 @@ EmStatus em_iter_of(EmTracer *T, EmSym *s, EmSym **out) {
         if (em_vec_push(&it->items, items->items.data[i])) return PyErr_NoMemory(), EM_ERR;
     it->seq_type = em_iter_type(T, s, 0);
     if (!it->seq_type && PyErr_Occurred()) return EM_ERR;
-    if (s->kind == SYM_DICT) em_iter_of_dict(it, s, 'k');
-    else if (s->kind == SYM_VIEW) em_iter_of_dict(it, s->items.data[0], (char)s->pos);
+    st = em_iter_watch(T, it, s, s->kind == SYM_DICT ? 'k' : s->kind == SYM_VIEW ? (char)s->pos : 0);
+    if (st != EM_OK) return st;
     *out = it;
     return EM_OK;
 }
 
-void em_iter_of_dict(EmSym *it, EmSym *d, char what) {
-    it->of = d;
-    it->of_what = what;
-    it->kver = d->kver;
+EmStatus em_iter_watch(EmTracer *T, EmSym *it, EmSym *src, char what) {
+    if (src->kind == SYM_VIEW) src = src->items.data[0];
+    if ((src->kind != SYM_LIST && src->kind != SYM_DICT) || src->src >= 0) return EM_OK; /* inputs never change */
+    int k = it->of[0] ? 1 : 0;
+    if (it->of[k]) return em_trace_fail(T, EMA_VALUE, "an iterator over more than two lists or dicts");
+    it->of[k] = src;
+    it->of_ver[k] = what ? src->kver : src->mver;
+    if (!k) it->of_what = what;
+    return EM_OK;
 }
 
-/* Before each use of an iterator: one lent to zip()/enumerate() aborts; one over a dict made
- * while tracing aborts if a key was added or removed since it started (Python raises
- * RuntimeError), else takes the values stored since (as Python's reads them when it gets
- * there). */
+/* Before each use of an iterator: one lent to zip()/enumerate() aborts; one over lists or dicts
+ * made while tracing aborts if they changed since it was made (Python reads them lazily: it
+ * may raise RuntimeError, stop early or see new items), except that a dict iterated directly
+ * takes the values stored meanwhile (as Python's does) and aborts only on a key added or
+ * removed. */
 EmStatus em_iter_use(EmTracer *T, EmSym *it) {
     if (it->lent) return em_trace_fail(T, EMA_VALUE, "an iterator used again after zip()/enumerate() took it");
-    EmSym *d = it->of;
-    if (!d) return EM_OK;
-    if (d->kver != it->kver || d->items.len != it->items.len)
-        return em_trace_fail(T, EMA_VALUE, "a dict changed size during iteration");
-    for (int32_t i = it->pos; it->of_what != 'k' && i < d->items.len; i++) {
+    for (int k = 0; k < 2 && it->of[k]; k++) {
+        EmSym *c = it->of[k];
+        if (k == 0 && it->of_what) {
+            if (c->kver != it->of_ver[0] || c->items.len != it->items.len)
+                return em_trace_fail(T, EMA_VALUE, "a dict changed size during iteration");
+        } else if (c->mver != it->of_ver[k]) {
+            return em_trace_fail(T, EMA_VALUE, "a %s changed during iteration over it", em_sym_describe(c));
+        }
+    }
+    EmSym *d = it->of[0];
+    for (int32_t i = it->pos; it->of_what && it->of_what != 'k' && i < d->items.len; i++) {
         EmSym *v = d->items.data[i];
         if (it->of_what == 'i') {
-            EmSym *k = em_sym_const(T, d->keys.data[i]), *t = k ? em_sym_new(T, SYM_TUPLE) : NULL;
-            if (!t || em_vec_push(&t->items, k) || em_vec_push(&t->items, v)) return PyErr_Occurred() ? EM_ERR : (PyErr_NoMemory(), EM_ERR);
+            EmSym *key = em_sym_const(T, d->keys.data[i]), *t = key ? em_sym_new(T, SYM_TUPLE) : NULL;
+            if (!t || em_vec_push(&t->items, key) || em_vec_push(&t->items, v))
+                return PyErr_Occurred() ? EM_ERR : (PyErr_NoMemory(), EM_ERR);
             v = t;
         }
         it->items.data[i] = v;

@@ -691,6 +691,7 @@ int em_dict_find(EmSym *d, PyObject *key) {
 EmStatus em_dict_set(EmSym *d, PyObject *key, EmSym *v) {
     int i = em_dict_find(d, key);
     if (i == -2) return EM_ERR;
+    d->mver++;
     if (i >= 0) {
         d->items.data[i] = v;
         return EM_OK;

@@ -56,10 +56,12 @@ struct EmSym {
     uint8_t by_id;  /* OBJ: guarded by identity (or a constant of a trusted module) */
     uint8_t lent;   /* ITER: handed to zip()/enumerate(), which took all its items at once while
                      * Python's take them lazily: any further use of it aborts the trace */
-    char of_what;   /* ITER over a dict (of): 'k', 'v' or 'i' for its keys, values or items */
-    uint32_t kver;  /* DICT: key insertions and removals so far; ITER over a dict: the dict's at
-                     * the start (a change since aborts the use, em_iter_use) */
-    EmSym *of;      /* ITER: the DICT sym it iterates, or NULL */
+    uint32_t kver, mver; /* LIST/DICT made while tracing: key insertions and removals (dicts) and
+                          * all mutations (both) so far */
+    EmSym *of[2];   /* ITER: the lists or dicts made while tracing whose items it holds, or NULL */
+    uint32_t of_ver[2]; /* their versions when it was made (em_iter_use checks them) */
+    char of_what;   /* ITER: 'k', 'v' or 'i' when it iterates dict of[0]'s keys, values or items
+                     * directly (it reads values stored meanwhile, as Python's does), else 0 */
     /* CTX: (cls, args, kwargs pairs) to make it again (owned); grad mode to restore on exit;
      * state 0 made, 1 entered, 2 exited, 3 made by set_grad_enabled (in effect); grad_family: its changes are recorded as
      * _set_grad_enabled calls (else as enter/exit helper calls, ref = the enter node) */
@@ -294,8 +296,10 @@ EmStatus em_iter_of(EmTracer *T, EmSym *s, EmSym **out);
 /* EM_OK when iterator `it` may be consumed or kept (it was not lent to zip()/enumerate()),
  * else the abort. */
 EmStatus em_iter_use(EmTracer *T, EmSym *it);
-/* Makes iterator `it` read dict d (what: 'k', 'v', 'i') as it changes (em_iter_use). */
-void em_iter_of_dict(EmSym *it, EmSym *d, char what);
+/* Makes iterator `it` watch container src (a LIST, DICT or dict VIEW; others are ignored):
+ * what 'k', 'v', 'i' for a dict iterated directly, else 0. EM_OK, or an abort when it already
+ * watches two. */
+EmStatus em_iter_watch(EmTracer *T, EmSym *it, EmSym *src, char what);
 /* The type of iter(x) (rev: of reversed(x)) for the value sym src stands for (new ref), NULL
  * without an exception when ember cannot tell it without running user code. */
 EM_NEW PyObject *em_iter_type(EmTracer *T, EmSym *src, int rev);

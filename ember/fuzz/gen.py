@@ -729,7 +729,7 @@ class Generator:
                 "math.floor({s})", "bool({s})", "{s} > {s2}", "min([{s}, {s2}, 2])", "divmod({s}, 3)[0]",
                 "{s} / 2", "{s} ** 2", "math.sqrt(abs({s}))", "1 / ({s} + 0.5)", "repr({s})", "f'{{{s}}}'",
                 "torch.tensor({s})", "torch.full((2,), {s})", "torch.tensor([{s}]).dtype", "{s} + True",
-                "Acc.K * {s}", "{s} in G_SET", "hash({s})", "[{s}] * 2", "({s}, {s2}) == (1, 2)"]
+                "Acc.K * {s}", "{s} in G_SET", "hash({s}) if {s} == {s} else 0", "[{s}] * 2", "({s}, {s2}) == (1, 2)"]
         if t is not None:
             opts += ["{t}.dim()", "{t}.numel()", "{t}.shape[-1]" if all(len(d[1]) for d in env[t]) else "{t}.dim()",
                      "{t}.dtype", "{t}.dtype == torch.float64", "{t}.requires_grad", "{t}.is_contiguous()",

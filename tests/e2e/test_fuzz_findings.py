@@ -68,3 +68,22 @@ def test_tuple_alive_at_a_graph_break_keeps_its_identity():
         return t is u, t
     same, t = ember.compile(fn)(torch.ones(2))
     assert same is True and torch.equal(t[0], torch.full((2,), 2.0))
+
+
+def test_list_changed_while_iterated():
+    def fn(x):
+        lst = [x, x * 2, x * 3]
+        out = []
+        for i, e in enumerate(lst):
+            out.append(e + i)
+            lst.pop()  # Python's iterator sees the shorter list: one item only... and stops
+        for e in lst:
+            lst[0] = e * 10  # an item stored meanwhile is what the iterator reads
+            out.append(e)
+        return out, lst
+    cf = ember.compile(fn)
+    x = torch.ones(2)
+    got, want = cf(x), fn(x)
+    assert len(got[0]) == len(want[0]) and all(torch.equal(a, b) for a, b in zip(got[0], want[0]))
+    assert all(torch.equal(a, b) for a, b in zip(got[1], want[1]))
+
