@@ -897,11 +897,9 @@ EmStatus em_iter_of(EmTracer *T, EmSym *s, EmSym **out) {
 EmStatus em_iter_watch(EmTracer *T, EmSym *it, EmSym *src, char what) {
     if (src->kind == SYM_VIEW) src = src->items.data[0];
     if ((src->kind != SYM_LIST && src->kind != SYM_DICT) || src->src >= 0) return EM_OK; /* inputs never change */
-    int k = it->of[0] ? 1 : 0;
-    if (it->of[k]) return em_trace_fail(T, EMA_VALUE, "an iterator over more than two lists or dicts");
-    it->of[k] = src;
-    it->of_ver[k] = what ? src->kver : src->mver;
-    if (!k) it->of_what = what;
+    if (!it->of.len) it->of_what = what;
+    if (em_vec_push(&it->of, src) || em_vec_push(&it->of_ver, it->of.len == 1 && what ? src->kver : src->mver))
+        return PyErr_NoMemory(), EM_ERR;
     return EM_OK;
 }
 
@@ -912,17 +910,17 @@ EmStatus em_iter_watch(EmTracer *T, EmSym *it, EmSym *src, char what) {
  * removed. */
 EmStatus em_iter_use(EmTracer *T, EmSym *it) {
     if (it->lent) return em_trace_fail(T, EMA_VALUE, "an iterator used again after zip()/enumerate() took it");
-    for (int k = 0; k < 2 && it->of[k]; k++) {
-        EmSym *c = it->of[k];
+    for (int32_t k = 0; k < it->of.len; k++) {
+        EmSym *c = it->of.data[k];
         if (k == 0 && it->of_what) {
-            if (c->kver != it->of_ver[0] || c->items.len != it->items.len)
+            if (c->kver != it->of_ver.data[0] || c->items.len != it->items.len)
                 return em_trace_fail(T, EMA_VALUE, "a dict changed size during iteration");
-        } else if (c->mver != it->of_ver[k]) {
+        } else if (c->mver != it->of_ver.data[k]) {
             return em_trace_fail(T, EMA_VALUE, "a %s changed during iteration over it", em_sym_describe(c));
         }
     }
-    EmSym *d = it->of[0];
-    for (int32_t i = it->pos; it->of_what && it->of_what != 'k' && i < d->items.len; i++) {
+    EmSym *d = it->of.len ? it->of.data[0] : NULL;
+    for (int32_t i = it->pos; d && it->of_what && it->of_what != 'k' && i < d->items.len; i++) {
         EmSym *v = d->items.data[i];
         if (it->of_what == 'i') {
             EmSym *key = em_sym_const(T, d->keys.data[i]), *t = key ? em_sym_new(T, SYM_TUPLE) : NULL;

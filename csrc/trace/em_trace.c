@@ -510,6 +510,8 @@ void em_trace_free(EmTracer *T) {
         for (int32_t k = 0; k < s->keys.len; k++) Py_DECREF(s->keys.data[k]);
         em_vec_free(&s->items);
         em_vec_free(&s->keys);
+        em_vec_free(&s->of);
+        em_vec_free(&s->of_ver);
         free(s);
     }
     em_vec_free(&T->syms);

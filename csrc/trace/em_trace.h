@@ -58,9 +58,9 @@ struct EmSym {
                      * Python's take them lazily: any further use of it aborts the trace */
     uint32_t kver, mver; /* LIST/DICT made while tracing: key insertions and removals (dicts) and
                           * all mutations (both) so far */
-    EmSym *of[2];   /* ITER: the lists or dicts made while tracing whose items it holds, or NULL */
-    uint32_t of_ver[2]; /* their versions when it was made (em_iter_use checks them) */
-    char of_what;   /* ITER: 'k', 'v' or 'i' when it iterates dict of[0]'s keys, values or items
+    EmVec(EmSym *) of; /* ITER: the lists or dicts made while tracing whose items it holds */
+    EmVec(uint32_t) of_ver; /* their versions when it was made (em_iter_use checks them) */
+    char of_what;   /* ITER: 'k', 'v' or 'i' when it iterates dict of.data[0]'s keys, values or items
                      * directly (it reads values stored meanwhile, as Python's does), else 0 */
     /* CTX: (cls, args, kwargs pairs) to make it again (owned); grad mode to restore on exit;
      * state 0 made, 1 entered, 2 exited, 3 made by set_grad_enabled (in effect); grad_family: its changes are recorded as
@@ -297,8 +297,7 @@ EmStatus em_iter_of(EmTracer *T, EmSym *s, EmSym **out);
  * else the abort. */
 EmStatus em_iter_use(EmTracer *T, EmSym *it);
 /* Makes iterator `it` watch container src (a LIST, DICT or dict VIEW; others are ignored):
- * what 'k', 'v', 'i' for a dict iterated directly, else 0. EM_OK, or an abort when it already
- * watches two. */
+ * what 'k', 'v', 'i' for a dict iterated directly, else 0. EM_OK or EM_ERR (no memory). */
 EmStatus em_iter_watch(EmTracer *T, EmSym *it, EmSym *src, char what);
 /* The type of iter(x) (rev: of reversed(x)) for the value sym src stands for (new ref), NULL
  * without an exception when ember cannot tell it without running user code. */
