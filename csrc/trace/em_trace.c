@@ -361,13 +361,29 @@ static int local_unchanged(EmTracer *T, int i) {
     return T->arg_slots[i] >= 0 && s->src == T->arg_slots[i];
 }
 
-/* Marks in read[i] (n fast locals) the locals the code reads somewhere: LOAD_FAST and the like,
- * DELETE_FAST; all of them when it may read its locals by name (locals(), vars(), eval, exec,
- * dir, frame objects). A local never read is dead at every graph break: it is not an output of
- * the graph nor a local of the resume function (TorchDynamo prunes by liveness too). Kept as a
- * graph output, a dead value gets a zero gradient from AOTAutograd, which an infinite
- * derivative turns into NaN. 0 or -1 with an exception set. */
-static int locals_read(EmTracer *T, char *read, int n) {
+/* 1 for an instruction after which control never falls through to the next one. */
+static int ends_flow(int op) {
+    int r = op == EM_OP_JUMP_FORWARD || op == EM_OP_RETURN_VALUE || op == EM_OP_RAISE_VARARGS || op == EM_OP_RERAISE;
+#ifdef EM_OP_JUMP_BACKWARD
+    r |= op == EM_OP_JUMP_BACKWARD;
+#endif
+#ifdef EM_OP_JUMP_BACKWARD_NO_INTERRUPT
+    r |= op == EM_OP_JUMP_BACKWARD_NO_INTERRUPT;
+#endif
+#ifdef EM_OP_RETURN_CONST
+    r |= op == EM_OP_RETURN_CONST;
+#endif
+    return r;
+}
+
+/* Marks in read[i] (n fast locals) the locals the code may read from code unit `from` on:
+ * LOAD_FAST and the like, DELETE_FAST, in any instruction reachable from there (jumps, fall
+ * through, exception handlers); all of them when it may read its locals by name (locals(),
+ * vars(), eval, exec, dir, frame objects). Another local is dead at a graph break at `from`: it
+ * is not an output of the graph nor a local of the resume function (TorchDynamo prunes by
+ * liveness too). Kept as a graph output, a dead value gets a zero gradient from AOTAutograd,
+ * which an infinite derivative turns into NaN. 0 or -1 with an exception set. */
+static int locals_read(EmTracer *T, char *read, int n, int from) {
     static const char *const by_name[] = {"locals", "vars", "eval", "exec", "dir", "_getframe", "currentframe",
                                           "f_locals", NULL};
     PyObject *names = T->code->co_names;
@@ -381,8 +397,20 @@ static int locals_read(EmTracer *T, char *read, int n) {
             }
     }
     memset(read, 0, (size_t)n);
-    EmInstr in;
-    for (int at = 0; at < T->n_units; at = in.next) {
+    char *seen = calloc((size_t)T->n_units + 1, 1);
+    int *work = malloc(sizeof(int) * (3 * (size_t)T->n_units + 3)), top = 0;
+    if (!seen || !work) {
+        free(seen);
+        free(work);
+        PyErr_NoMemory();
+        return -1;
+    }
+    work[top++] = from;
+    while (top) {
+        int at = work[--top];
+        if (at < 0 || at >= T->n_units || seen[at]) continue;
+        seen[at] = 1;
+        EmInstr in;
         em_decode(T->bytes, T->n_units, at, &in);
         int reads = in.op == EM_OP_LOAD_FAST || in.op == EM_OP_DELETE_FAST;
 #ifdef EM_OP_LOAD_FAST_CHECK
@@ -398,7 +426,17 @@ static int locals_read(EmTracer *T, char *read, int n) {
         }
 #endif
         if (reads && in.arg < n) read[in.arg] = 1;
+        int handler, depth, lasti, e = em_exc_entry(T->code, in.at, &handler, &depth, &lasti);
+        if (e < 0) { /* an exception table ember cannot read: every local may be read */
+            memset(read, 1, (size_t)n);
+            break;
+        }
+        if (e) work[top++] = handler;
+        if (em_op_is_jump[in.op]) work[top++] = em_jump_target(&in);
+        if (!ends_flow(in.op)) work[top++] = in.next;
     }
+    free(seen);
+    free(work);
     return 0;
 }
 
@@ -433,7 +471,7 @@ EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int *
                 !!(co->co_flags & CO_VARKEYWORDS);
     char *read = malloc((size_t)n + 1);
     if (!read) return PyErr_NoMemory(), EM_ERR;
-    if (locals_read(T, read, n)) {
+    if (locals_read(T, read, n, T->brk.at)) {
         free(read);
         return EM_ERR;
     }

@@ -119,3 +119,17 @@ def test_expanded_input_mutated_through_a_view():
     expected = fn(x_e, [1, 2])
     got = ember.compile(fn, backend="aot_eager")(x_c, [1, 2])
     assert torch.equal(got, expected) and torch.equal(x_c, x_e)
+
+
+def test_value_read_only_before_a_graph_break_is_dead_after_it():
+    def fn(x, xs):
+        r = torch.sqrt(x)  # NaN where x < 0: its derivative is not finite
+        t = r.relu() + x
+        xs.append(1)       # a list argument mutated: a graph break; r is not read after it
+        return (t * 3).sum() + (x * x).sum()
+    for backend in ("eager", "aot_eager"):
+        x_e = torch.tensor([-1.0, 4.0], requires_grad=True)
+        x_c = x_e.detach().clone().requires_grad_()
+        fn(x_e, []).backward()
+        ember.compile(fn, backend=backend)(x_c, []).backward()
+        assert torch.equal(torch.nan_to_num(x_c.grad, nan=123.0), torch.nan_to_num(x_e.grad, nan=123.0)), backend
