@@ -248,10 +248,6 @@ def compile(fn_or_module=None, *, backend="eager", fullgraph=False, dynamic=None
                         f"{type(fn_or_module).__name__} (for a function: fn = ember.compile(fn))")
     if _disabled():
         return fn_or_module
-    if not _C.CAPTURE_SUPPORTED:
-        raise RuntimeError(
-            f"ember: capture on Python {sys.version_info[0]}.{sys.version_info[1]} is not supported yet "
-            "(CPython 3.11 is); run on Python 3.11, or use torch.compile on this interpreter")
     flags = _C.FLAG_ENABLED | (_C.FLAG_FULLGRAPH if fullgraph else 0) | (be.index << _C.FLAG_BACKEND_SHIFT)
     if inplace:
         mod = _unwrap(fn_or_module)

@@ -53,6 +53,13 @@ def main(out_path):
     lines.append("static const char *const em_nb_ops[%d] = {%s};" % (len(nb), ", ".join('"%s"' % s for s in nb)))
     cmp = list(dis.cmp_op)
     lines.append("static const char *const em_cmp_ops[%d] = {%s};" % (len(cmp), ", ".join('"%s"' % s for s in cmp)))
+    # CALL_INTRINSIC_1/2 operands (3.12+): EM_INTRINSIC1_<NAME> / EM_INTRINSIC2_<NAME>
+    for k in (1, 2):
+        descs = getattr(opcode, "_intrinsic_%d_descs" % k, [])
+        for i, name in enumerate(descs):
+            lines.append("#define EM_INTRINSIC%d_%s %d" % (k, name.replace("INTRINSIC_", "", 1), i))
+        lines.append("static const char *const em_intrinsic%d_names[%d] = {%s};" % (
+            k, max(len(descs), 1), ", ".join('"%s"' % n for n in descs) or '""'))
     lines.append("#endif")
     text = "\n".join(lines) + "\n"
     try:

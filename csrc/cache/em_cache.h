@@ -54,6 +54,7 @@ typedef struct EmExtra {
                         * outermost frame ember handled on its thread (accumulated limit) */
     EmExtraMode mode;
     int recursive;    /* EMX_FALLBACK at a recompile limit: its callees run as plain Python too */
+    int watch_told;   /* EMBER_LOGS=breaks said once that a watching tool made it run as plain Python */
     PyObject *reason; /* str: why the code falls back, or NULL */
 } EmExtra;
 

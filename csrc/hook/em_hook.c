@@ -26,11 +26,13 @@ typedef struct {
     PyCodeObject *co;
 } EmRoot;
 
-static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, EmExtra *x, int flags, EmRoot *root);
+static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, EmExtra *x, int flags, EmRoot *root,
+                                int *handed);
 
 /* Evaluates the frame as plain Python with this thread's hook flags restored, so that the
- * functions it calls are intercepted again. */
-static PyObject *eval_plain(PyThreadState *ts, EmPyFrame *f, int throwflag, int flags);
+ * functions it calls are intercepted again. Sets *handed: the evaluator owns the frame now
+ * (see em_frame_release). */
+static PyObject *eval_plain(PyThreadState *ts, EmPyFrame *f, int throwflag, int flags, int *handed);
 
 /* Hands the frame to the hook installed before ours. A hook may chain back to ours (TorchDynamo's
  * shim, installed while ember's hook is, saves ours as its previous one, and ember may then save
@@ -203,7 +205,8 @@ static PyObject *run_guarded(EmEntry *e, PyObject **slots, EmPyFrame *f, PyFunct
     return res;
 }
 
-static PyObject *eval_plain(PyThreadState *ts, EmPyFrame *f, int throwflag, int flags) {
+static PyObject *eval_plain(PyThreadState *ts, EmPyFrame *f, int throwflag, int flags, int *handed) {
+    *handed = 1;
     tls_set(flags);
     PyObject *r = eval_prev(ts, f, throwflag);
     tls_set(0);
@@ -220,7 +223,7 @@ static PyObject *em_eval(PyThreadState *ts, EmPyFrame *f, int throwflag) {
     PyCodeObject *co = em_frame_code(f);
     EmExtra *x = em_cache_get(co);
     if (x && x->mode == EMX_SKIP) return eval_prev(ts, f, throwflag);
-    if (!em_frame_fresh(f)) return eval_prev(ts, f, throwflag);
+    if (!em_frame_fresh(f) || !em_frame_releasable(f)) return eval_prev(ts, f, throwflag);
     int fresh = !x;
     if (fresh && !(x = em_cache_get_or_new(co))) {
         PyErr_Clear();
@@ -230,8 +233,22 @@ static PyObject *em_eval(PyThreadState *ts, EmPyFrame *f, int throwflag) {
      * one, from the frame's own code) detaches the extra, and frees it once we let go */
     em_extra_incref(x);
     PyObject *res;
+    const char *watcher;
     if (fresh && skip_code(co)) {
         x->mode = EMX_SKIP;
+        res = eval_prev(ts, f, throwflag);
+    } else if ((watcher = em_watcher_active(ts))) {
+        /* the tool must see every line and call of the frame, as without ember */
+        if (!x->watch_told && (em_state.logs & EM_LOG_BREAKS)) {
+            x->watch_told = 1;
+            tls_set(0);
+            PyObject *msg = PyUnicode_FromFormat("%U (%U:%d) runs as plain Python: %s", co->co_qualname,
+                                                 co->co_filename, co->co_firstlineno, watcher);
+            if (msg) call_quiet(em_state.log, "breaks", msg);
+            else PyErr_WriteUnraisable(NULL);
+            Py_XDECREF(msg);
+            tls_set(flags);
+        }
         res = eval_prev(ts, f, throwflag);
     } else {
         /* from here on ember's own work (guards, explanations, compiling) must not be
@@ -239,7 +256,9 @@ static PyObject *em_eval(PyThreadState *ts, EmPyFrame *f, int throwflag) {
         tls_set(0);
         EmRoot *root = PyThread_tss_get(&em_state.tss_root), mine = {x, co};
         if (!root) PyThread_tss_set(&em_state.tss_root, &mine);
-        res = em_eval_cached(ts, f, throwflag, x, flags, root ? root : &mine);
+        int handed = 0;
+        res = em_eval_cached(ts, f, throwflag, x, flags, root ? root : &mine, &handed);
+        if (!handed) em_frame_release(ts, f); /* answered without evaluating it (3.12: ours to pop) */
         if (!root) PyThread_tss_set(&em_state.tss_root, NULL);
         tls_set(flags);
     }
@@ -310,7 +329,7 @@ static int lookup(EmExtra *x, const EmFrameIn *in, EmPyFrame *f, PyFunctionObjec
 
 /* Runs a fresh entry for the frame it was compiled from. */
 static PyObject *run_fresh(PyThreadState *ts, EmPyFrame *f, int throwflag, EmExtra *x, int flags, EmEntry *ne,
-                           const EmFrameIn *in) {
+                           const EmFrameIn *in, int *handed) {
     PyCodeObject *co = em_frame_code(f);
     PyObject *stack_slots[HOOK_STACK_SLOTS], *res = NULL;
     PyObject **slots = ne->P.nslots > HOOK_STACK_SLOTS ? PyMem_Malloc(sizeof(PyObject *) * (size_t)ne->P.nslots)
@@ -324,14 +343,14 @@ static PyObject *run_fresh(PyThreadState *ts, EmPyFrame *f, int throwflag, EmExt
     if (ok == 1) return res;
     if (ne->P.dead) { /* an object it guards died already: just this call runs as plain Python */
         PyErr_Clear();
-        return eval_plain(ts, f, throwflag, flags);
+        return eval_plain(ts, f, throwflag, flags, handed);
     }
     /* the new guards must hold for the frame they came from */
     PyErr_Clear();
     PyObject *why = PyUnicode_FromFormat("%U:%d: guards of a fresh compile failed (internal error)", co->co_filename,
                                          co->co_firstlineno);
     if (!why || fall_back(x, co, why, 0, "internal") < 0) return NULL;
-    return eval_plain(ts, f, throwflag, flags);
+    return eval_plain(ts, f, throwflag, flags, handed);
 }
 
 /* The frame's call through the cache: a hit runs the entry; a miss compiles (one compile at
@@ -339,7 +358,10 @@ static PyObject *run_fresh(PyThreadState *ts, EmPyFrame *f, int throwflag, EmExt
  * runs. x is held by the caller. */
 /* Runs the frame as plain Python with the hook off for this thread: the functions it calls
  * run as plain Python too (a code past a recompile limit). */
-static PyObject *eval_alone(PyThreadState *ts, EmPyFrame *f, int throwflag) { return eval_prev(ts, f, throwflag); }
+static PyObject *eval_alone(PyThreadState *ts, EmPyFrame *f, int throwflag, int *handed) {
+    *handed = 1;
+    return eval_prev(ts, f, throwflag);
+}
 
 /* Logs (EMBER_LOGS=recompiles) and warns once that code x hit a recompile limit; x and
  * everything it calls run as plain Python from now on. 0, or -1 (fullgraph, strict). */
@@ -359,7 +381,8 @@ static int limit_hit(EmExtra *x, PyCodeObject *co, PyObject *EM_STEALS detail, i
     return 0;
 }
 
-static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, EmExtra *x, int flags, EmRoot *root) {
+static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, EmExtra *x, int flags, EmRoot *root,
+                                int *handed) {
     PyCodeObject *co = em_frame_code(f);
     PyFunctionObject *fn = em_frame_func(f);
     EmFrameIn in = {em_frame_locals(f), fn->func_closure, em_frame_globals(f), em_frame_builtins(f)};
@@ -372,7 +395,7 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
         if (r) return r > 0 ? res : NULL;
         if (x->mode == EMX_FALLBACK) {
             em_entry_decref(m.first_fail);
-            return x->recursive ? eval_alone(ts, f, throwflag) : eval_plain(ts, f, throwflag, flags);
+            return x->recursive ? eval_alone(ts, f, throwflag, handed) : eval_plain(ts, f, throwflag, flags, handed);
         }
         /* the guard failure is explained before waiting: the entry may be gone after */
         reason = m.first_fail ? em_guard_explain(&m.first_fail->P, &in, m.failed) : NULL;
@@ -404,7 +427,7 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
                                                  co->co_qualname, co->co_filename, co->co_firstlineno),
                             flags) < 0;
         em_cache_unlock();
-        return bad ? NULL : eval_alone(ts, f, throwflag);
+        return bad ? NULL : eval_alone(ts, f, throwflag, handed);
     }
     if (had_fail && m.n_mine >= em_state.cache_size_limit) {
         PyObject *detail = PyUnicode_FromFormat("cache_size_limit (%d) reached; last guard failure: %S",
@@ -412,7 +435,7 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
         Py_XDECREF(reason);
         int bad = limit_hit(x, co, detail, flags) < 0;
         em_cache_unlock();
-        return bad ? NULL : eval_alone(ts, f, throwflag);
+        return bad ? NULL : eval_alone(ts, f, throwflag, handed);
     }
     if (had_fail) {
         em_state.n_recompiles++;
@@ -440,17 +463,17 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
             em_entry_incref(ne); /* ours while it runs; the list takes the other */
             em_cache_push(x, ne);
             em_cache_unlock();
-            res = run_fresh(ts, f, throwflag, x, flags, ne, &in);
+            res = run_fresh(ts, f, throwflag, x, flags, ne, &in, handed);
             em_entry_decref(ne);
             return res;
         case EMD_NOGRAPH:
             x->mode = EMX_SKIP;
             em_cache_unlock();
-            return eval_plain(ts, f, throwflag, flags);
+            return eval_plain(ts, f, throwflag, flags, handed);
         case EMD_ABORT: {
             int bad = fall_back(x, co, why, flags, "abort") < 0;
             em_cache_unlock();
-            return bad ? NULL : eval_plain(ts, f, throwflag, flags);
+            return bad ? NULL : eval_plain(ts, f, throwflag, flags, handed);
         }
         default: {
             /* internal error: never crash the program; report it and run the frame as is */
@@ -463,7 +486,7 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
             Py_XDECREF(tb);
             int bad = !why || fall_back(x, co, why, 0, "internal") < 0;
             em_cache_unlock();
-            return bad ? NULL : eval_plain(ts, f, throwflag, flags);
+            return bad ? NULL : eval_plain(ts, f, throwflag, flags, handed);
         }
     }
 }

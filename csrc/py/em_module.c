@@ -398,7 +398,6 @@ PyMODINIT_FUNC PyInit__C(void) {
         goto error;
     }
     em_state.unsupported = unsup;
-    if (PyModule_AddIntConstant(m, "CAPTURE_SUPPORTED", EM_CAPTURE_SUPPORTED) < 0) goto error;
     if (PyModule_AddIntConstant(m, "FLAG_ENABLED", EMH_ENABLED) < 0) goto error;
     if (PyModule_AddIntConstant(m, "FLAG_FULLGRAPH", EMH_FULLGRAPH) < 0) goto error;
     if (PyModule_AddIntConstant(m, "FLAG_BACKEND_SHIFT", EMH_BACKEND_SHIFT) < 0) goto error;

@@ -17,16 +17,17 @@
 #endif
 #define Py_BUILD_CORE
 #include <internal/pycore_frame.h>
+#if PY_VERSION_HEX >= 0x030C0000
+#include <internal/pycore_interp.h>
+#endif
 #undef Py_BUILD_CORE
 
 #include "em_opcodes_gen.h"
 
 #if PY_VERSION_HEX >= 0x030C0000
 #define EM_PY312 1
-#define EM_CAPTURE_SUPPORTED 0 /* 3.12 frame hook: callee-owned frames not handled yet */
 #else
 #define EM_PY312 0
-#define EM_CAPTURE_SUPPORTED 1
 #endif
 
 #define EM_CO_FAST_LOCAL 0x20
@@ -50,6 +51,68 @@ static inline PyFunctionObject *em_frame_func(EmPyFrame *f) {
 /* A frame that has run no instruction yet (not a resumed generator or coroutine). */
 static inline int em_frame_fresh(EmPyFrame *f) {
     return _PyInterpreterFrame_LASTI(f) < 0 && f->owner == FRAME_OWNED_BY_THREAD;
+}
+
+/* Whether the hook may answer for the frame without evaluating it: on 3.12 it must then
+ * release the frame itself (em_frame_release), which ember does only for a frame that has no
+ * frame object (a fresh frame is not linked into the thread's frame chain, so none can be
+ * made for it while the hook runs). */
+static inline int em_frame_releasable(EmPyFrame *f) {
+#if EM_PY312
+    return f->frame_obj == NULL;
+#else
+    (void)f;
+    return 1;
+#endif
+}
+
+/* Releases a fresh frame the hook answered for without evaluating it. 3.11: the caller
+ * (_PyEval_Vector) clears and pops the frame after the hook returns: nothing to do. 3.12: the
+ * callee owns its frame (the default evaluator clears and pops it on return), so a hook that
+ * does not evaluate it must drop its references (locals, function, code) and pop it off the
+ * thread's data stack, freeing the chunk when the frame opened it. CPython's own helpers for
+ * this are not exported. f must be the top frame of ts's data stack. */
+static inline void em_frame_release(PyThreadState *ts, EmPyFrame *f) {
+#if EM_PY312
+    for (int i = 0; i < f->stacktop; i++) Py_XDECREF(f->localsplus[i]);
+    f->stacktop = 0;
+    Py_CLEAR(f->f_locals);
+    Py_DECREF(f->f_funcobj);
+    PyCodeObject *co = f->f_code;
+    PyObject **base = (PyObject **)f;
+    _PyStackChunk *chunk = ts->datastack_chunk;
+    if (base == &chunk->data[0]) {
+        _PyStackChunk *prev = chunk->previous; /* the root chunk is never popped */
+        ts->datastack_chunk = prev;
+        ts->datastack_top = &prev->data[prev->top];
+        ts->datastack_limit = (PyObject **)((char *)prev + prev->size);
+        PyObjectArenaAllocator arena;
+        PyObject_GetArenaAllocator(&arena);
+        arena.free(arena.ctx, chunk, chunk->size);
+    } else {
+        ts->datastack_top = base;
+    }
+    Py_DECREF(co);
+#else
+    (void)ts;
+    (void)f;
+#endif
+}
+
+/* Why a tool that watches the interpreter is active for this thread (sys.settrace,
+ * sys.setprofile, or on 3.12 any sys.monitoring tool such as coverage's), or NULL: such a
+ * tool must see the frame's lines and calls, so ember runs the frame as plain Python. */
+static inline const char *em_watcher_active(PyThreadState *ts) {
+    if (ts->c_tracefunc) return "sys.settrace is active (a debugger or tracer)";
+    if (ts->c_profilefunc) return "sys.setprofile is active (a profiler)";
+#if EM_PY312
+    /* tools 0-5 are sys.monitoring's users; 6 and 7 carry setprofile and settrace, checked
+     * per thread above */
+    const uint8_t *tools = ts->interp->monitors.tools;
+    for (int e = 0; e < _PY_MONITORING_UNGROUPED_EVENTS; e++)
+        if (tools[e] & 0x3F) return "a sys.monitoring tool is active (coverage, a debugger or a profiler)";
+#endif
+    return NULL;
 }
 
 static inline EmEvalFn em_eval_get(void) {
@@ -79,6 +142,26 @@ static inline int em_code_set_extra(PyObject *code, Py_ssize_t i, void *v) {
 #else
     return _PyCode_SetExtra(code, i, v);
 #endif
+}
+
+/* A type's own namespace (borrowed; the type keeps it alive). 3.12 keeps the dict of a
+ * static builtin type (object, int, ...) in the interpreter, with tp_dict NULL. */
+static inline PyObject *em_type_dict(PyTypeObject *tp) {
+#if EM_PY312
+    PyObject *d = PyType_GetDict(tp);
+    Py_XDECREF(d);
+    return d;
+#else
+    return tp->tp_dict;
+#endif
+}
+
+/* An object's __dict__ (borrowed) or NULL when it has none yet: a type's namespace, else the
+ * instance dict (3.12 makes a class instance's dict from its inline values on first ask). */
+static inline PyObject *em_obj_dict(PyObject *o) {
+    if (PyType_Check(o)) return em_type_dict((PyTypeObject *)o);
+    PyObject **dp = _PyObject_GetDictPtr(o);
+    return dp ? *dp : NULL;
 }
 
 /* Instruction stream of a code object, de-specialized (co_code). */
@@ -152,6 +235,35 @@ static inline void em_load_attr_arg(int op, int arg, int *name, int *method) {
 #endif
 }
 
+/* LOAD_SUPER_ATTR's operand (3.12): name index, method load, two-argument super(). */
+static inline void em_super_attr_arg(int arg, int *name, int *method, int *two) {
+    *name = arg >> 2;
+    *method = arg & 1;
+    *two = (arg >> 1) & 1;
+}
+
+/* A method-form attribute load (3.11 LOAD_METHOD, 3.12 LOAD_ATTR with bit 0): pushes
+ * (method, self) or (NULL, value). em_plain_attr_load gives the plain load of the same name
+ * (one value pushed). */
+static inline int em_is_method_load(int op, int arg) {
+#ifdef EM_OP_LOAD_METHOD
+    (void)arg;
+    return op == EM_OP_LOAD_METHOD;
+#else
+    return (op == EM_OP_LOAD_ATTR || op == EM_OP_LOAD_SUPER_ATTR) && (arg & 1);
+#endif
+}
+static inline void em_plain_attr_load(int *op, int *arg) {
+#ifdef EM_OP_LOAD_METHOD
+    *op = EM_OP_LOAD_ATTR;
+#else
+    *arg &= ~1;
+#endif
+}
+
+/* Stack slots END_FOR pops (3.12: the iterator and the last value). */
+#define EM_END_FOR_POPS 2
+
 /* Target of a relative jump, in code units. */
 static inline int em_jump_target(const EmInstr *in) {
     switch (in->op) {
@@ -171,5 +283,19 @@ static inline int em_jump_target(const EmInstr *in) {
         default: return in->next + in->arg;
     }
 }
+
+/* Where FOR_ITER continues once its iterator is exhausted (it pops the iterator first):
+ * 3.11 at its target; 3.12 past the END_FOR its target is. */
+static inline int em_for_iter_exit(const EmInstr *in) {
+#ifdef EM_OP_END_FOR
+    return em_jump_target(in) + 1 + em_op_caches[EM_OP_END_FOR];
+#else
+    return em_jump_target(in);
+#endif
+}
+
+/* A fast-local kind that only the function's own code reads (not a cell, free variable; on
+ * 3.12 a comprehension's hidden local counts as plain). */
+static inline int em_kind_plain_local(int kind) { return (kind & ~0x10) == EM_CO_FAST_LOCAL; }
 
 #endif

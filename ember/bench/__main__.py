@@ -15,9 +15,8 @@ Backends, one row each per model, named SYSTEM:NAME[:MODE]:
 Default: eager,ember:eager,torch:eager, plus torch:inductor with --device cuda. On CPU torch:inductor
 is opt-in (--backends +torch:inductor adds to the defaults): its cold compile of one small model takes
 tens of seconds on a 2-core machine (C++ compiles), which would make a --small run take ~15 minutes.
-A backend that refuses the model when compiling (ember's ValueError for a backend it does not have
-yet; its RuntimeError on Python 3.12, where ember capture is not supported) is a row with status
-"not supported" and the message; one that raises later is a row with status "error"; the run goes on.
+A backend that refuses the model when compiling (ember's ValueError for a backend it does not have,
+or an interpreter ember does not capture on) is a row with status "not supported" and the message; one that raises later is a row with status "error"; the run goes on.
 
 What is measured (one process, the same module and inputs for every backend; backends run one after
 the other; --isolate runs each model in its own process, so a crash or --timeout is that model's rows):
@@ -163,10 +162,10 @@ def machine_header(a, argv):
             h[mod] = None
     h["gpu"] = torch.cuda.get_device_name(0) if a.device == "cuda" else None
     try:
-        from ember import _C
-        h["ember_capture_supported"] = bool(_C.CAPTURE_SUPPORTED)
+        from ember import _C  # noqa: F401
+        h["ember_loaded"] = True
     except Exception as e:  # the extension did not load: ember rows will say why
-        h["ember_capture_supported"] = f"{type(e).__name__}: {e}"
+        h["ember_loaded"] = f"{type(e).__name__}: {e}"
     return h
 
 

@@ -168,19 +168,6 @@ def test_train_step_rows(tmp_path):
         assert r["status"] == "ok" and r["max_err"] == 0.0, r  # over the parameter gradients
 
 
-def test_capture_not_supported_on_this_python(tmp_path, monkeypatch):
-    """What Python 3.12 gives today: ember rows say 'not supported', the torch rows still measure."""
-    monkeypatch.setattr(ember._C, "CAPTURE_SUPPORTED", False)
-    result = main(["--models", "tiny", "--backends", "eager,ember:eager,torch:eager", "--out", "", *FAST],
-                  builders=BUILDERS)
-    rows = rows_of(result, "tiny")
-    assert rows["ember:eager"]["status"] == "not supported"
-    assert "capture on Python" in rows["ember:eager"]["error"]
-    assert rows["torch:eager"]["status"] == rows["eager"]["status"] == "ok"
-    o = {x["backend"]: x for x in result["overhead"]}
-    assert o["ember:eager"]["status"] == "not supported" and o["torch:eager"]["status"] == "ok"
-
-
 def test_backend_names():
     assert _backend_specs("", "cpu") == ["eager", "ember:eager", "torch:eager"]
     assert _backend_specs("", "cuda") == ["eager", "ember:eager", "torch:eager", "torch:inductor"]
