@@ -82,7 +82,9 @@ static int consumed(int op, int arg, int cond_jump) {
     if (!strcmp(n, "BINARY_OP") || !strcmp(n, "BINARY_SUBSCR") || !strcmp(n, "COMPARE_OP") ||
         !strcmp(n, "STORE_ATTR") || !strcmp(n, "CONTAINS_OP") || !strcmp(n, "IS_OP"))
         return 2;
-    if (!strcmp(n, "STORE_SUBSCR")) return 3;
+    if (!strcmp(n, "STORE_SUBSCR") || !strcmp(n, "BINARY_SLICE") || !strcmp(n, "LOAD_SUPER_ATTR")) return 3;
+    if (!strcmp(n, "STORE_SLICE")) return 4;
+    if (!strcmp(n, "CALL_INTRINSIC_1")) return 1;
     if (!strcmp(n, "LOAD_ATTR") || !strncmp(n, "UNARY_", 6) || !strcmp(n, "STORE_GLOBAL") ||
         !strcmp(n, "STORE_FAST") || !strcmp(n, "FORMAT_VALUE") || !strcmp(n, "GET_ITER"))
         return 1;
@@ -111,8 +113,10 @@ static PyObject *resume_code(PyCodeObject *co, const EmBreakPlan *plan, int resu
     return code;
 }
 
-/* Completes entry e for a trace that stopped at T->brk. Returns 0, or -1 with an exception. */
-static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEntry *e, EmStatus *st) {
+/* Completes entry e for a trace that stopped at T->brk (the start of region R when R is
+ * not NULL). Returns 0, or -1 with an exception. */
+static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEntry *e, EmStatus *st,
+                       const EmRegion *R) {
     EmBreakPlan plan = {0};
     int rc = -1;
     PyObject *rcode = NULL, *resume = NULL, *rcode2 = NULL, *resume2 = NULL;
@@ -132,6 +136,14 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
     if (T->kwnames)
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(co->co_consts); i++)
             if (PyTuple_GET_ITEM(co->co_consts, i) == T->kwnames) plan.kw_const = (int)i;
+    if (R) { /* the comprehension's loop takes its iterator */
+        plan.region = 1;
+        plan.cover = R->cover;
+        plan.next = R->end;
+        plan.nspan = R->nspan;
+        memcpy(plan.span, R->span, sizeof(plan.span));
+        effect = -1;
+    }
     plan.stack_after = plan.nstack + effect;
     plan.jump_to = -1;
     if (is_cond_jump(plan.op)) {
@@ -149,7 +161,7 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
         goto done;
     }
     {
-        int used = consumed(plan.op, plan.arg, plan.jump_to >= 0), keep = plan.nstack - (used < 0 ? 0 : used);
+        int used = R ? 1 : consumed(plan.op, plan.arg, plan.jump_to >= 0), keep = plan.nstack - (used < 0 ? 0 : used);
         for (int i = 0; i < plan.nstack; i++) {
             if (plan.stack_val[i] >= 0 || i >= keep) continue; /* a value, or consumed by X */
             if (used < 0) {
@@ -160,11 +172,7 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
         }
         /* the NULL X itself pushes below a callable (a method load is emitted as attribute +
          * NULL, see em_emit_transformed) */
-        int pushes_null = 0;
-#ifdef EM_OP_LOAD_METHOD
-        pushes_null |= plan.op == EM_OP_LOAD_METHOD;
-#endif
-        pushes_null |= plan.op == EM_OP_LOAD_GLOBAL && (plan.arg & 1);
+        int pushes_null = !R && (em_is_method_load(plan.op, plan.arg) || (plan.op == EM_OP_LOAD_GLOBAL && (plan.arg & 1)));
         if (pushes_null && plan.stack_after >= 2) plan.after_null[plan.stack_after - 2] = 1;
     }
     if (!(rcode = resume_code(co, &plan, plan.next))) goto done;
@@ -213,10 +221,17 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
     if (st == EM_ABORT) {
         if (!(first_why = em_trace_abort_message(&T))) goto done;
         int at = T.abort_root_at;
-        const char *whynot = "the instruction cannot run on its own";
+        const char *whynot = "the instruction cannot run on its own", *cwhy = NULL;
         EmInstr x;
+        EmRegion R;
+        /* inside an inlined comprehension: the break runs the comprehension's loop whole */
+        int region = at >= 0 ? em_comprehension_span(co, at, &R, &cwhy) : 0;
+        if (region < 0) goto done;
+        if (region) at = R.start;
+        if (cwhy) whynot = cwhy;
         if (at >= 0) em_decode(T.bytes, T.n_units, at, &x);
-        if (!allow_break || at < 0 || !breakable_op(x.op) || !em_break_possible(co, at, &whynot)) {
+        if (!allow_break || at < 0 || cwhy || (!region && !breakable_op(x.op)) ||
+            !em_break_possible(co, at, region ? &R : NULL, &whynot)) {
             *why = allow_break ? PyUnicode_FromFormat("%U (no graph break: %s)", first_why, whynot)
                                : Py_NewRef(first_why);
             res = *why ? EMD_ABORT : EMD_ERR;
@@ -230,7 +245,7 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
         em_graph_init(&G, obj_retain, obj_release);
         st = em_trace_run(&T, co, in, &G, &e->P, at);
         if (st == EM_OK && T.broke) {
-            if (build_break(&T, co, in, e, &st)) {
+            if (build_break(&T, co, in, e, &st, region ? &R : NULL)) {
                 if (st == EM_ABORT) {
                     *why = PyUnicode_FromFormat("%U (no graph break: %s)", first_why, T.abort_detail);
                     res = *why ? EMD_ABORT : EMD_ERR;

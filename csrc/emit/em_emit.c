@@ -6,6 +6,8 @@
  */
 #include "em_emit.h"
 
+#include <limits.h>
+
 void em_asm_init(EmAsm *A) { memset(A, 0, sizeof(*A)); }
 
 void em_asm_free(EmAsm *A) {
@@ -48,6 +50,11 @@ static int exc_varint(const unsigned char **p, const unsigned char *end, int *ou
 }
 
 int em_asm_decode(EmAsm *A, PyCodeObject *co) {
+    int whole[2] = {0, INT_MAX};
+    return em_asm_decode_ranges(A, co, whole, 1);
+}
+
+int em_asm_decode_ranges(EmAsm *A, PyCodeObject *co, const int *ranges, int nranges) {
     PyObject *bytes = em_code_bytes(co);
     if (!bytes) return -1;
     const unsigned char *code = (const unsigned char *)PyBytes_AS_STRING(bytes);
@@ -59,34 +66,38 @@ int em_asm_decode(EmAsm *A, PyCodeObject *co) {
         goto done;
     }
     for (int i = 0; i <= n; i++) index_at[i] = -1;
-    /* pass 1: instructions (appended after any already in A); jump targets recorded as
-     * units for now */
+    /* pass 1: instructions (appended after any already in A), range after range; jump
+     * targets recorded as units for now. The end of a range is a position too (the index
+     * after its last instruction), where an exception-table entry may end. */
     int32_t first = A->ins.len;
-    for (int at = 0; at < n;) {
-        EmInstr in;
-        int start = at;
-        em_decode(code, n, at, &in);
-        int line = PyCode_Addr2Line(co, in.at * 2);
-        index_at[start] = A->ins.len;
-        EmAsmInstr ai = {.op = in.op, .arg = in.arg, .target = -1, .line = line, .orig = in.at};
-        if (em_op_is_jump[in.op]) {
-            ai.target = em_jump_target(&in); /* a unit, turned into a label below */
-            if (em_op_is_backward[in.op] && em_op_flip[in.op] >= 0) ai.op = em_op_flip[in.op];
-            ai.arg = 0;
+    for (int r = 0; r < nranges; r++) {
+        int lo = ranges[2 * r], hi = ranges[2 * r + 1] < n ? ranges[2 * r + 1] : n;
+        for (int at = lo; at < hi;) {
+            EmInstr in;
+            int start = at;
+            em_decode(code, n, at, &in);
+            int line = PyCode_Addr2Line(co, in.at * 2);
+            index_at[start] = A->ins.len;
+            EmAsmInstr ai = {.op = in.op, .arg = in.arg, .target = -1, .line = line, .orig = in.at};
+            if (em_op_is_jump[in.op]) {
+                ai.target = em_jump_target(&in); /* a unit, turned into a label below */
+                if (em_op_is_backward[in.op] && em_op_flip[in.op] >= 0) ai.op = em_op_flip[in.op];
+                ai.arg = 0;
+            }
+            if (em_vec_push(&A->ins, ai)) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            at = in.next;
         }
-        if (em_vec_push(&A->ins, ai)) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        at = in.next;
+        if (index_at[hi] < 0) index_at[hi] = A->ins.len;
     }
-    index_at[n] = A->ins.len;
     /* labels for every jump target and exception-table boundary */
 #define LABEL_FOR(unit, out)                                                                    \
     do {                                                                                        \
         int u_ = (unit);                                                                        \
         if (u_ < 0 || u_ > n || index_at[u_] < 0) {                                             \
-            PyErr_SetString(PyExc_SystemError, "ember: jump or handler into an instruction"); \
+            PyErr_SetString(PyExc_SystemError, "ember: jump or handler outside the decoded code"); \
             goto done;                                                                          \
         }                                                                                       \
         if (!label_at[u_]) {                                                                    \
@@ -103,6 +114,7 @@ int em_asm_decode(EmAsm *A, PyCodeObject *co) {
     for (int32_t i = first; i < A->ins.len; i++)
         if (A->ins.data[i].target >= 0) LABEL_FOR(A->ins.data[i].target, A->ins.data[i].target);
     {
+        /* entries whose handler was decoded, clipped to the decoded ranges */
         const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(co->co_exceptiontable);
         const unsigned char *end = p + PyBytes_GET_SIZE(co->co_exceptiontable);
         while (p < end) {
@@ -112,13 +124,20 @@ int em_asm_decode(EmAsm *A, PyCodeObject *co) {
                 PyErr_SetString(PyExc_SystemError, "ember: bad exception table");
                 goto done;
             }
-            EmAsmExc e = {.depth = dl >> 1, .lasti = dl & 1};
-            LABEL_FOR(start, e.start);
-            LABEL_FOR(start + len, e.end);
-            LABEL_FOR(target, e.target);
-            if (em_vec_push(&A->exc, e)) {
-                PyErr_NoMemory();
-                goto done;
+            if (target < 0 || target >= n || index_at[target] < 0) continue;
+            for (int r = 0; r < nranges; r++) {
+                int lo = ranges[2 * r] > start ? ranges[2 * r] : start;
+                int hi = ranges[2 * r + 1] < start + len ? ranges[2 * r + 1] : start + len;
+                if (hi > n) hi = n;
+                if (lo >= hi) continue;
+                EmAsmExc e = {.depth = dl >> 1, .lasti = dl & 1};
+                LABEL_FOR(lo, e.start);
+                LABEL_FOR(hi, e.end);
+                LABEL_FOR(target, e.target);
+                if (em_vec_push(&A->exc, e)) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
             }
         }
     }
@@ -272,7 +291,7 @@ done:
 
 EM_NEW PyObject *em_asm_build(EmAsm *A, PyCodeObject *co, PyObject *replace_kw, int firstlineno) {
     int32_t n = A->ins.len;
-    int *off = malloc(sizeof(int) * ((size_t)n + 1));
+    int *off = malloc(sizeof(int) * ((size_t)n + 1)), *win = NULL;
     EmStrBuf code = {0}, lines = {0}, exc = {0};
     PyObject *kw = NULL, *res = NULL, *meth = NULL, *empty = NULL;
     if (!off) return PyErr_NoMemory();
@@ -302,13 +321,27 @@ EM_NEW PyObject *em_asm_build(EmAsm *A, PyCodeObject *co, PyObject *replace_kw, 
             }
         }
     }
+    /* exception table: each instruction is covered by the first entry of A->exc that covers
+     * it (entries may nest: an inner one is listed before the outer); CPython wants sorted,
+     * disjoint ranges, written here as runs of instructions with the same entry */
+    if (!(win = malloc(sizeof(int) * ((size_t)n + 1)))) goto nomem;
+    for (int32_t i = 0; i < n; i++) win[i] = -1;
     for (int32_t k = 0; k < A->exc.len; k++) {
         EmAsmExc *e = &A->exc.data[k];
-        int s = off[A->labels.data[e->start]], t = off[A->labels.data[e->end]], h = off[A->labels.data[e->target]];
-        if (t <= s) continue; /* an empty range after edits */
-        if (exc_varint_put(&exc, (unsigned)s, 1) || exc_varint_put(&exc, (unsigned)(t - s), 0) ||
-            exc_varint_put(&exc, (unsigned)h, 0) || exc_varint_put(&exc, (unsigned)(e->depth << 1 | e->lasti), 0))
-            goto nomem;
+        for (int32_t i = A->labels.data[e->start]; i < A->labels.data[e->end] && i < n; i++)
+            if (win[i] < 0) win[i] = k;
+    }
+    for (int32_t i = 0; i < n;) {
+        int32_t j = i + 1;
+        while (j < n && win[j] == win[i]) j++;
+        if (win[i] >= 0) {
+            EmAsmExc *e = &A->exc.data[win[i]];
+            int s = off[i], t = off[j], h = off[A->labels.data[e->target]];
+            if (exc_varint_put(&exc, (unsigned)s, 1) || exc_varint_put(&exc, (unsigned)(t - s), 0) ||
+                exc_varint_put(&exc, (unsigned)h, 0) || exc_varint_put(&exc, (unsigned)(e->depth << 1 | e->lasti), 0))
+                goto nomem;
+        }
+        i = j;
     }
     int maxd;
     if (stack_depth(A, &maxd)) goto done;
@@ -335,6 +368,7 @@ nomem:
     PyErr_NoMemory();
 done:
     free(off);
+    free(win);
     em_sb_free(&code);
     em_sb_free(&lines);
     em_sb_free(&exc);

@@ -19,6 +19,8 @@ typedef struct {
     int orig;   /* code unit of the opcode in the decoded code object, -1 if new */
 } EmAsmInstr;
 
+/* An exception-table entry. Entries may overlap: an instruction is covered by the first
+ * entry in EmAsm.exc that covers it (list inner blocks before outer ones). */
 typedef struct {
     int start, end, target; /* labels: [start, end) covered, handler */
     int depth, lasti;
@@ -40,6 +42,11 @@ int em_asm_is_jump(int op);
 
 /* Decodes co into A (EXTENDED_ARG folded, caches dropped, jumps as labels). 0 or -1. */
 int em_asm_decode(EmAsm *A, PyCodeObject *co);
+/* Decodes the instructions of co in code-unit ranges [ranges[2i], ranges[2i+1]) (i < nranges),
+ * appended in that order, with the exception-table entries whose handler is among them
+ * (clipped to the ranges). Every jump must land inside the ranges (-1 with SystemError
+ * otherwise). */
+int em_asm_decode_ranges(EmAsm *A, PyCodeObject *co, const int *ranges, int nranges);
 
 /* Builds a code object: `replace` keyword arguments applied to template `co` (a dict that
  * may set co_consts, co_names, co_varnames, co_argcount, ...), with co_code, co_linetable,
@@ -47,6 +54,8 @@ int em_asm_decode(EmAsm *A, PyCodeObject *co);
 EM_NEW PyObject *em_asm_build(EmAsm *A, PyCodeObject *co, PyObject *replace_kw, int firstlineno);
 
 /* ---- graph breaks (em_resume.c) ---- */
+
+#define EM_MAX_SPAN 8
 
 /* What the transformed code of a frame that breaks at instruction X must do. Stack slots
  * and changed locals are rebuilt from a tuple of values the graph returns (the extra
@@ -67,7 +76,27 @@ typedef struct {
     int jump_to;      /* X a conditional jump: code unit of its target, else -1 */
     uint8_t *after_null; /* per slot of the stack after X: 1 for a NULL (a pending call's) */
     int line;         /* source line of X */
+    /* X the loop of an inlined comprehension (em_comprehension_span): code units [at, next)
+     * and the handler blocks run as plain Python */
+    int region, cover;         /* X a comprehension's loop; cover: the unit it opens at */
+    int nspan;
+    int span[2 * EM_MAX_SPAN]; /* handler blocks [span[2i], span[2i+1]) */
 } EmBreakPlan;
+
+/* The loop of an inlined comprehension (3.12, PEP 709), which a break inside it runs whole as
+ * plain Python: from its FOR_ITER (the names it uses saved and cleared, its result started)
+ * to where the loop exits, plus the handler blocks of its exception entries (which restore
+ * the names and re-raise) found elsewhere in the code. */
+typedef struct {
+    int start, end; /* code units [start, end): FOR_ITER .. its exit */
+    int cover;      /* the comprehension's first unit (outside its own exception entry) */
+    int nspan;
+    int span[2 * EM_MAX_SPAN]; /* handler blocks [span[2i], span[2i+1]) */
+} EmRegion;
+/* Fills R for the outermost comprehension whose loop holds code unit `at`: 1; 0 when `at`
+ * is in none (or the interpreter inlines none); 0 with *why when it is in one that cannot run
+ * on its own (it assigns a variable of the function, :=); -1 on error. */
+int em_comprehension_span(PyCodeObject *co, int at, EmRegion *R, const char **why);
 
 #define EM_MAX_WITH 16
 /* Stack depths (exception-table depth: the block's __exit__ is the value below it) of the
@@ -75,8 +104,9 @@ typedef struct {
  * `at` is inside a try block (or more than max blocks). */
 int em_with_depths(PyCodeObject *co, int at, int *depths, int max);
 /* Whether a frame of co can break at X (not in a loop body or a try block; no cell
- * variables). Returns 1, or 0 with a reason in why. */
-int em_break_possible(PyCodeObject *co, int at, const char **why);
+ * variables), or run comprehension loop R there when R is not NULL. Returns 1, or 0 with a
+ * reason in why. */
+int em_break_possible(PyCodeObject *co, int at, const EmRegion *R, const char **why);
 /* Code of the resume function that continues co at code unit resume_at (the instruction
  * after X, or a jump's target) with the stack after X. New ref or NULL. */
 EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int resume_at);

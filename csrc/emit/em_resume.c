@@ -37,7 +37,15 @@ int em_with_depths(PyCodeObject *co, int at, int *depths, int max) {
     return r == 0 ? n : -1;
 }
 
-int em_break_possible(PyCodeObject *co, int at, const char **why) {
+/* An instruction after which control never falls through to the next one. */
+static int is_terminal(int op) {
+    const char *nm = em_op_names[op];
+    return !strcmp(nm, "RETURN_VALUE") || !strcmp(nm, "RETURN_CONST") || !strcmp(nm, "RAISE_VARARGS") ||
+           !strcmp(nm, "RERAISE") || !strcmp(nm, "JUMP_FORWARD") || !strcmp(nm, "JUMP_BACKWARD") ||
+           !strcmp(nm, "JUMP_BACKWARD_NO_INTERRUPT");
+}
+
+int em_break_possible(PyCodeObject *co, int at, const EmRegion *R, const char **why) {
     if (co->co_ncellvars > 0) {
         *why = "the function has variables captured by inner functions";
         return 0;
@@ -47,11 +55,11 @@ int em_break_possible(PyCodeObject *co, int at, const char **why) {
         return 0;
     }
     int depths[EM_MAX_WITH];
-    if (em_with_depths(co, at, depths, EM_MAX_WITH) < 0) {
+    if (em_with_depths(co, R ? R->cover : at, depths, EM_MAX_WITH) < 0) {
         *why = "inside a try block";
         return 0;
     }
-    /* inside a loop: a backward jump after X lands at or before X */
+    /* inside a loop: control that leaves X (or the comprehension) can come back to it */
     PyObject *bytes = em_code_bytes(co);
     if (!bytes) {
         PyErr_Clear();
@@ -59,18 +67,138 @@ int em_break_possible(PyCodeObject *co, int at, const char **why) {
         return 0;
     }
     const unsigned char *code = (const unsigned char *)PyBytes_AS_STRING(bytes);
-    int n = (int)(PyBytes_GET_SIZE(bytes) / 2), ok = 1;
-    for (int u = 0; u < n && ok;) {
-        EmInstr in;
-        em_decode(code, n, u, &in);
-        if (em_op_is_jump[in.op] && em_op_is_backward[in.op] && in.at > at && em_jump_target(&in) <= at) {
+    int n = (int)(PyBytes_GET_SIZE(bytes) / 2), ok = 1, top = 0, h, d, lasti;
+    char *seen = calloc((size_t)n + 1, 1);
+    int *work = malloc(sizeof(int) * (3 * (size_t)n + 4));
+    if (!seen || !work) {
+        free(seen);
+        free(work);
+        Py_DECREF(bytes);
+        *why = "out of memory";
+        return 0;
+    }
+    EmInstr x;
+    em_decode(code, n, at, &x);
+    int lo = R ? R->cover : at, hi = R ? R->end : x.next;
+    if (R) {
+        work[top++] = R->end;
+    } else {
+        if (!is_terminal(x.op)) work[top++] = x.next;
+        if (em_op_is_jump[x.op]) work[top++] = em_jump_target(&x);
+    }
+    if (em_exc_entry(co, lo, &h, &d, &lasti) == 1) work[top++] = h;
+    while (top && ok) {
+        int u = work[--top];
+        if (u < 0 || u >= n || seen[u]) continue;
+        seen[u] = 1;
+        if (u >= lo && u < hi) {
             *why = "inside a loop body";
             ok = 0;
+            break;
         }
-        u = in.next;
+        EmInstr in;
+        em_decode(code, n, u, &in);
+        if (em_exc_entry(co, in.at, &h, &d, &lasti) == 1) work[top++] = h;
+        if (em_op_is_jump[in.op]) work[top++] = em_jump_target(&in);
+        if (!is_terminal(in.op)) work[top++] = in.next;
     }
+    free(seen);
+    free(work);
     Py_DECREF(bytes);
     return ok;
+}
+
+int em_comprehension_span(PyCodeObject *co, int at, EmRegion *R, const char **why) {
+    memset(R, 0, sizeof(*R));
+#ifdef EM_OP_LOAD_FAST_AND_CLEAR
+    PyObject *bytes = em_code_bytes(co);
+    if (!bytes) return -1;
+    const unsigned char *code = (const unsigned char *)PyBytes_AS_STRING(bytes);
+    int n = (int)(PyBytes_GET_SIZE(bytes) / 2), prev = -1, found = 0, saved[256], nsaved = 0;
+    /* the outermost comprehension around `at`: each opens with a run of LOAD_FAST_AND_CLEAR
+     * (the k names it saves), a SWAP, BUILD_LIST/SET/MAP 0, SWAP and its loop's FOR_ITER */
+    for (int u = 0; u < n && !found;) {
+        EmInstr in;
+        em_decode(code, n, u, &in);
+        if (in.op == EM_OP_LOAD_FAST_AND_CLEAR && prev != EM_OP_LOAD_FAST_AND_CLEAR && in.at <= at) {
+            EmInstr x = in;
+            int k = 0, steps = 0;
+            while (x.op == EM_OP_LOAD_FAST_AND_CLEAR && x.next < n && k < 256) {
+                saved[k++] = x.arg;
+                em_decode(code, n, x.next, &x);
+            }
+            while (x.op != EM_OP_FOR_ITER && steps++ < 4 && x.next < n) em_decode(code, n, x.next, &x);
+            if (x.op == EM_OP_FOR_ITER && x.at <= at && at < em_for_iter_exit(&x)) {
+                R->cover = in.at;
+                R->start = x.at;
+                R->end = em_for_iter_exit(&x);
+                nsaved = k;
+                found = 1;
+            }
+        }
+        prev = in.op;
+        u = in.next;
+    }
+    int ok = 1;
+    if (found) {
+        /* handler blocks of the entries inside (not the block around the comprehension), each
+         * running to its RERAISE without jumps; every local stored is one a comprehension saved */
+        int outer = -1, d, lasti, h;
+        if (em_exc_entry(co, R->cover, &outer, &d, &lasti) != 1) outer = -1;
+        for (int u = R->start; u < R->end && ok;) {
+            EmInstr in;
+            em_decode(code, n, u, &in);
+            if (in.op == EM_OP_LOAD_FAST_AND_CLEAR && nsaved < 256) saved[nsaved++] = in.arg;
+            if (em_exc_entry(co, in.at, &h, &d, &lasti) == 1 && h != outer && (h < R->start || h >= R->end)) {
+                int known = 0;
+                for (int j = 0; j < R->nspan; j++) known |= R->span[2 * j] == h;
+                if (!known && R->nspan == EM_MAX_SPAN) ok = 0;
+                int v = h;
+                for (int steps = 0; ok && !known && v < n; steps++) {
+                    EmInstr x;
+                    em_decode(code, n, v, &x);
+                    if (em_op_is_jump[x.op] || steps > 64) ok = 0;
+                    v = x.next;
+                    if (x.op == EM_OP_RERAISE) break;
+                }
+                if (ok && !known) {
+                    R->span[2 * R->nspan] = h;
+                    R->span[2 * R->nspan + 1] = v;
+                    R->nspan++;
+                }
+            }
+            u = in.next;
+        }
+        for (int r = -1; r < R->nspan && ok; r++) {
+            int lo = r < 0 ? R->start : R->span[2 * r], hi = r < 0 ? R->end : R->span[2 * r + 1];
+            for (int u = lo; u < hi && ok;) {
+                EmInstr in;
+                em_decode(code, n, u, &in);
+                if (in.op == EM_OP_STORE_FAST || in.op == EM_OP_DELETE_FAST || in.op == EM_OP_STORE_DEREF) {
+                    int mine = 0;
+                    for (int j = 0; j < nsaved; j++) mine |= saved[j] == in.arg;
+                    if (!mine) {
+                        ok = 0;
+                        *why = "a comprehension that assigns a variable of the function (:=)";
+                    }
+                }
+                u = in.next;
+            }
+        }
+        if (!ok && !*why) *why = "a comprehension of unexpected shape";
+    }
+    Py_DECREF(bytes);
+    if (!found || !ok) {
+        R->nspan = 0;
+        return 0;
+    }
+    return 1;
+#else
+    (void)co;
+    (void)at;
+    (void)why;
+    return 0;
+#endif
 }
 
 static int n_arg_slots(PyCodeObject *co) {
@@ -152,7 +280,7 @@ EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, 
     if (plan->op == EM_OP_CALL) OP(EM_OP_PRECALL, plan->arg);
 #endif
     /* X runs inside the frame's open with blocks: if it raises, their __exit__ must run */
-    int depths[EM_MAX_WITH], nwith = em_with_depths(co, plan->at, depths, EM_MAX_WITH);
+    int depths[EM_MAX_WITH], nwith = em_with_depths(co, plan->region ? plan->cover : plan->at, depths, EM_MAX_WITH);
     int xs = em_asm_label(&A), xe = em_asm_label(&A);
     if (nwith < 0) {
         PyErr_SetString(PyExc_SystemError, "ember: a break inside a try block");
@@ -164,14 +292,31 @@ EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, 
     if (resume2) { /* X is a conditional jump on a value: each side continues in its own resume */
         if ((branch = em_asm_label(&A)) < 0) goto nomem;
         if (em_asm_jump(&A, plan->op, branch, line)) goto nomem;
+    } else if (plan->region) {
+        /* a whole comprehension: its handler blocks first (jumped over), then its code */
+        int body = em_asm_label(&A), first = A.ins.len + 1;
+        int ranges[2 * (EM_MAX_SPAN + 1)];
+        if (body < 0 || em_asm_jump(&A, EM_OP_JUMP_FORWARD, body, line)) goto nomem;
+        for (int r = 0; r < plan->nspan; r++) {
+            ranges[2 * r] = plan->span[2 * r];
+            ranges[2 * r + 1] = plan->span[2 * r + 1];
+        }
+        ranges[2 * plan->nspan] = plan->at;
+        ranges[2 * plan->nspan + 1] = plan->next;
+        if (em_asm_decode_ranges(&A, co, ranges, plan->nspan + 1)) goto done;
+        for (int32_t i = first; i < A.ins.len; i++) {
+            EmAsmInstr *ci = &A.ins.data[i];
+            if (ci->orig == plan->at) A.labels.data[body] = i;
+            if (em_op_has_local[ci->op]) ci->arg = SHIFT(ci->arg);
+        }
     } else if (em_op_has_local[plan->op]) {
         OP(plan->op, SHIFT(plan->arg));
-#ifdef EM_OP_LOAD_METHOD
-    } else if (plan->op == EM_OP_LOAD_METHOD) { /* always (NULL, bound method): the NULL is known */
-        OP(EM_OP_LOAD_ATTR, plan->arg);
+    } else if (em_is_method_load(plan->op, plan->arg)) { /* always (NULL, bound method): the NULL is known */
+        int op = plan->op, arg = plan->arg;
+        em_plain_attr_load(&op, &arg);
+        OP(op, arg);
         OP(EM_OP_PUSH_NULL, 0);
         OP(EM_OP_SWAP, 2);
-#endif
     } else {
         OP(plan->op, plan->arg);
     }

@@ -4,6 +4,8 @@
  */
 #include "em_guard.h"
 
+#include "../pyver/em_pyver.h"
+
 #include <math.h>
 
 #include "../pyver/em_state.h"
@@ -270,9 +272,8 @@ error:
 /* ---- evaluation (hot path: no allocation) ---- */
 
 static PyObject *odict_get(PyObject *o, PyObject *name) {
-    PyObject **dp = _PyObject_GetDictPtr(o);
-    if (!dp || !*dp) return NULL;
-    return PyDict_GetItemWithError(*dp, name);
+    PyObject *d = em_obj_dict(o);
+    return d ? PyDict_GetItemWithError(d, name) : NULL;
 }
 
 /* -0.0 differs from 0.0 (1/x differs). A NaN is only itself: hash(nan) and `is` depend on the
@@ -438,10 +439,9 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
         case EMG_TENSOR: return em_guard_tensor_match(slots[in->slot], &P->specs.data[in->a]);
         case EMG_SAME: return slots[in->slot] == slots[in->a];
         case EMG_ABSENT: {
-            PyObject *d = slots[in->slot], **dp = NULL;
+            PyObject *d = slots[in->slot];
             if (!in->a) {
-                dp = _PyObject_GetDictPtr(d);
-                d = dp ? *dp : NULL;
+                d = em_obj_dict(d);
             } else if (!PyDict_Check(d)) {
                 return 0;
             }

@@ -8,6 +8,7 @@
 
 #include "em_guard.h"
 
+#include "../pyver/em_pyver.h"
 #include "../pyver/em_state.h"
 
 #define PROBE_IMPL_BYTES 176 /* TensorImpl prefix we may read (its size is larger) */
@@ -305,7 +306,7 @@ int em_guard_tensor_probe(int force_fallback) {
     em_state.requires_grad_get = NULL;
     /* requires_grad is a getset descriptor on torch._C.TensorBase: call its getter directly */
     for (PyTypeObject *tp = em_state.tensor_type; tp; tp = tp->tp_base) {
-        PyObject *d = tp->tp_dict ? PyDict_GetItemString(tp->tp_dict, "requires_grad") : NULL;
+        PyObject *d = em_type_dict(tp) ? PyDict_GetItemString(em_type_dict(tp), "requires_grad") : NULL;
         if (d && Py_IS_TYPE(d, &PyGetSetDescr_Type)) {
             em_state.requires_grad_get = ((PyGetSetDescrObject *)d)->d_getset->get;
             break;

@@ -836,7 +836,7 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         /* a namedtuple: its generated __new__ (which calls tuple.__new__) is traced */
         static PyObject *s_new;
         if (!s_new && !(s_new = PyUnicode_InternFromString("__new__"))) return EM_ERR;
-        PyObject *nw = PyDict_GetItemWithError(((PyTypeObject *)f)->tp_dict, s_new);
+        PyObject *nw = PyDict_GetItemWithError(em_type_dict((PyTypeObject *)f), s_new);
         PyObject *nf = nw && Py_IS_TYPE(nw, &PyStaticMethod_Type) ? PyObject_GetAttrString(nw, "__func__") : NULL;
         if (!nf || !PyFunction_Check(nf)) {
             Py_XDECREF(nf);

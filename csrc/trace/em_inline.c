@@ -271,8 +271,8 @@ static int is_container_iter(PyObject *tp_iter, const char **kind) {
  * of a module sym and its slot, with a KEYS guard (its keys in order: walks and iteration
  * follow that order; each key is then loaded by name). NULL, with or without an exception, if absent. */
 static PyObject *module_storage(EmTracer *T, EmSym *mod, const char *attr, int32_t *slot) {
-    PyObject **dp = _PyObject_GetDictPtr(mod->obj);
-    PyObject *d = dp && *dp ? PyDict_GetItemString(*dp, attr) : NULL;
+    PyObject *md = em_obj_dict(mod->obj);
+    PyObject *d = md ? PyDict_GetItemString(md, attr) : NULL;
     if (!d || !PyDict_Check(d)) return NULL;
     PyObject *name = PyUnicode_InternFromString(attr);
     if (!name) return NULL;
@@ -505,13 +505,13 @@ EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyOb
     static const char *const hooks[] = {"_forward_pre_hooks", "_forward_hooks", "_backward_hooks",
                                         "_backward_pre_hooks", "_forward_pre_hooks_with_kwargs",
                                         "_forward_hooks_with_kwargs", "_forward_hooks_always_called", NULL};
-    PyObject **dp = _PyObject_GetDictPtr(m);
-    if (!dp || !*dp) return em_trace_fail(T, EMA_INLINE, "%s without __dict__", tp->tp_name);
+    PyObject *md = em_obj_dict(m);
+    if (!md) return em_trace_fail(T, EMA_INLINE, "%s without __dict__", tp->tp_name);
     if (em_guard_check(T->P, EMG_TYPE, mod->src, (PyObject *)tp, 0)) return EM_ERR;
     PyObject *hdict[2] = {NULL, NULL};
     int32_t hslot[2] = {-1, -1};
     for (int i = 0; hooks[i]; i++) {
-        PyObject *h = PyDict_GetItemString(*dp, hooks[i]);
+        PyObject *h = PyDict_GetItemString(md, hooks[i]);
         if (!h) continue;
         if (!PyDict_Check(h) || (i >= 2 && PyDict_GET_SIZE(h)))
             return em_trace_fail(T, EMA_INLINE, "%s has %s", tp->tp_name, hooks[i]);
@@ -528,7 +528,7 @@ EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyOb
      * class's, the instance's guarded absent */
     PyObject *fwd_name = PyUnicode_InternFromString("forward");
     if (!fwd_name) return EM_ERR;
-    PyObject *fwd = _PyType_Lookup(tp, fwd_name), *own = PyDict_GetItemWithError(*dp, fwd_name);
+    PyObject *fwd = _PyType_Lookup(tp, fwd_name), *own = PyDict_GetItemWithError(md, fwd_name);
     EmSym *own_fwd = NULL;
     EmStatus ost = EM_OK;
     if (own) {

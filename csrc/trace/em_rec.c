@@ -51,8 +51,18 @@ EmStatus h_load_fast(EmTracer *T, const EmInstr *in) {
 }
 EmStatus h_store_fast(EmTracer *T, const EmInstr *in) {
     NEED(1);
-    T->locals[in->arg] = POP();
+    EmSym *v = POP();
+    T->locals[in->arg] = v->kind == SYM_NULL ? NULL : v; /* a NULL: a comprehension restores an unbound local */
     return EM_OK;
+}
+/* Pushes the local (NULL when unbound) and unbinds it: an inlined comprehension saving a
+ * name it uses as its own (PEP 709). */
+EmStatus h_load_fast_and_clear(EmTracer *T, const EmInstr *in) {
+    EmStatus st = EM_OK;
+    EmSym *v = T->locals[in->arg] ? em_local_get(T, in->arg, &st) : em_sym_null(T);
+    if (!v) return st;
+    T->locals[in->arg] = NULL;
+    return em_push(T, v);
 }
 EmStatus h_delete_fast(EmTracer *T, const EmInstr *in) {
     T->locals[in->arg] = NULL;
@@ -98,20 +108,37 @@ EmStatus h_load_global(EmTracer *T, const EmInstr *in) {
     return s ? em_push(T, s) : st;
 }
 
+/* Pushes an attribute load's result: the value, or for a method load (method, self) or
+ * (NULL, value). */
+static EmStatus push_attr(EmTracer *T, int method, EmSym *out, EmSym *self) {
+    if (!method) return em_push(T, out);
+    EmStatus st = em_push(T, self ? out : em_sym_null(T));
+    return st == EM_OK ? em_push(T, self ? self : out) : st;
+}
+
 EmStatus h_load_attr(EmTracer *T, const EmInstr *in) {
     int ni, method;
     em_load_attr_arg(in->op, in->arg, &ni, &method);
     NEED(1);
     EmSym *base = POP(), *out = NULL, *self = NULL;
     EmStatus st = em_sym_getattr(T, base, PyTuple_GET_ITEM(T->code->co_names, ni), method, &out, &self);
-    if (st != EM_OK) return st;
-    if (!method) return em_push(T, out);
-    if (self) {
-        st = em_push(T, out);
-        return st == EM_OK ? em_push(T, self) : st;
-    }
-    st = em_push(T, em_sym_null(T));
-    return st == EM_OK ? em_push(T, out) : st;
+    return st == EM_OK ? push_attr(T, method, out, self) : st;
+}
+
+/* super().name and super(C, obj).name in one instruction (3.12): the stack holds the global
+ * `super`, the class and the object (the __class__ cell and the first argument for the
+ * zero-argument form). */
+EmStatus h_load_super_attr(EmTracer *T, const EmInstr *in) {
+    int ni, method, two;
+    em_super_attr_arg(in->arg, &ni, &method, &two);
+    NEED(3);
+    EmSym *obj = TOP(1), *cls = TOP(2), *g = TOP(3), *sup = NULL, *out = NULL, *self = NULL;
+    T->sp -= 3;
+    if (!((g->kind == SYM_CONST || g->kind == SYM_OBJ) && g->obj == (PyObject *)&PySuper_Type))
+        return em_trace_fail(T, EMA_CALL, "the name super is not the builtin super");
+    EmStatus st = em_super(T, cls, obj, &sup);
+    if (st == EM_OK) st = em_sym_getattr(T, sup, PyTuple_GET_ITEM(T->code->co_names, ni), method, &out, &self);
+    return st == EM_OK ? push_attr(T, method, out, self) : st;
 }
 #ifdef EM_OP_LOAD_METHOD
 EmStatus h_load_method(EmTracer *T, const EmInstr *in) { return h_load_attr(T, in); }
@@ -403,6 +430,41 @@ EmStatus h_binary_subscr(EmTracer *T, const EmInstr *in) {
     return st == EM_OK ? em_push(T, out) : st;
 }
 
+/* lst[a:b] = seq on a list made while tracing (step 1; an extended slice keeps the length). */
+static EmStatus list_store_slice(EmTracer *T, EmSym *c, PyObject *slice, EmSym *v) {
+    if (v->kind != SYM_LIST && v->kind != SYM_TUPLE)
+        return em_trace_fail(T, EMA_VALUE, "slice store of %s", em_sym_describe(v));
+    Py_ssize_t start, stop, step, n = c->items.len, m = v->items.len;
+    if (PySlice_Unpack(slice, &start, &stop, &step) < 0) return EM_ERR;
+    Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
+    EmSym **src = malloc(sizeof(EmSym *) * ((size_t)m + 1)); /* v may be c itself */
+    if (!src) return PyErr_NoMemory(), EM_ERR;
+    memcpy(src, v->items.data, sizeof(EmSym *) * (size_t)m);
+    EmStatus st = EM_OK;
+    if (step != 1) {
+        if (len != m) st = em_trace_fail(T, EMA_VALUE, "extended slice store of %zd items into %zd", m, len);
+        for (Py_ssize_t i = 0; st == EM_OK && i < m; i++) c->items.data[start + i * step] = src[i];
+    } else {
+        if (stop < start) stop = start;
+        Py_ssize_t tail = n - stop, nn = start + m + tail;
+        if (nn > n) {
+            for (Py_ssize_t i = n; i < nn && st == EM_OK; i++)
+                if (em_vec_push(&c->items, NULL)) st = (PyErr_NoMemory(), EM_ERR);
+        }
+        if (st == EM_OK) {
+            memmove(c->items.data + start + m, c->items.data + stop, sizeof(EmSym *) * (size_t)tail);
+            memcpy(c->items.data + start, src, sizeof(EmSym *) * (size_t)m);
+            c->items.len = (int32_t)nn;
+        }
+    }
+    free(src);
+    if (st == EM_OK) {
+        c->mver++;
+        if (step == 1 && m != len) c->kver++;
+    }
+    return st;
+}
+
 EmStatus h_store_subscr(EmTracer *T, const EmInstr *in) {
     (void)in;
     NEED(3);
@@ -420,6 +482,7 @@ EmStatus h_store_subscr(EmTracer *T, const EmInstr *in) {
     if (!em_sym_own(T, c)) return em_trace_fail(T, EMA_SIDE_EFFECT, "item store into an input %s", em_sym_describe(c));
     if (key->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "item store with key %s", em_sym_describe(key));
     if (c->kind == SYM_DICT) return em_dict_set(c, key->obj, v);
+    if (c->kind == SYM_LIST && PySlice_Check(key->obj)) return list_store_slice(T, c, key->obj, v);
     if (c->kind == SYM_LIST && PyLong_Check(key->obj)) {
         Py_ssize_t i = PyLong_AsSsize_t(key->obj);
         if (i < 0) i += c->items.len;
@@ -445,6 +508,21 @@ EmStatus h_build_slice(EmTracer *T, const EmInstr *in) {
     EmSym *r = em_sym_const(T, s);
     Py_DECREF(s);
     return em_push(T, r);
+}
+
+/* container[start:stop] (3.12): a slice, then a subscript. */
+EmStatus h_binary_slice(EmTracer *T, const EmInstr *in) {
+    EmInstr two = *in;
+    two.arg = 2;
+    EmStatus st = h_build_slice(T, &two);
+    return st == EM_OK ? h_binary_subscr(T, in) : st;
+}
+/* container[start:stop] = value (3.12). */
+EmStatus h_store_slice(EmTracer *T, const EmInstr *in) {
+    EmInstr two = *in;
+    two.arg = 2;
+    EmStatus st = h_build_slice(T, &two);
+    return st == EM_OK ? h_store_subscr(T, in) : st;
 }
 
 EmStatus h_build_seq(EmTracer *T, const EmInstr *in) {
@@ -821,7 +899,6 @@ EmStatus h_dict_merge(EmTracer *T, const EmInstr *in) {
     return EM_OK;
 }
 
-#ifdef EM_OP_LIST_TO_TUPLE
 EmStatus h_list_to_tuple(EmTracer *T, const EmInstr *in) {
     (void)in;
     NEED(1);
@@ -832,6 +909,29 @@ EmStatus h_list_to_tuple(EmTracer *T, const EmInstr *in) {
     for (int32_t i = 0; i < l->items.len; i++)
         if (em_vec_push(&t->items, l->items.data[i])) return PyErr_NoMemory(), EM_ERR;
     return em_push(T, t);
+}
+
+#ifdef EM_OP_CALL_INTRINSIC_1
+/* 3.12's intrinsic functions of one operand: the ones ordinary functions use. */
+EmStatus h_call_intrinsic_1(EmTracer *T, const EmInstr *in) {
+    switch (in->arg) {
+        case EM_INTRINSIC1_UNARY_POSITIVE: {
+            NEED(1);
+            EmSym *args[1] = {POP()}, *out = NULL;
+            EmStatus st = apply_op(T, EMOP_POS, args, 1, &out);
+            return st == EM_OK ? em_push(T, out) : st;
+        }
+        case EM_INTRINSIC1_LIST_TO_TUPLE: return h_list_to_tuple(T, in);
+        default:
+            return em_trace_fail(T, EMA_OPCODE, "CALL_INTRINSIC_1 %s",
+                                 in->arg < (int)(sizeof(em_intrinsic1_names) / sizeof(*em_intrinsic1_names))
+                                     ? em_intrinsic1_names[in->arg] : "?");
+    }
+}
+EmStatus h_call_intrinsic_2(EmTracer *T, const EmInstr *in) {
+    return em_trace_fail(T, EMA_OPCODE, "CALL_INTRINSIC_2 %s",
+                         in->arg < (int)(sizeof(em_intrinsic2_names) / sizeof(*em_intrinsic2_names))
+                             ? em_intrinsic2_names[in->arg] : "?");
 }
 #endif
 
@@ -986,7 +1086,15 @@ EmStatus h_for_iter(EmTracer *T, const EmInstr *in) {
     if (it->pos < it->items.len) return em_push(T, it->items.data[it->pos++]);
     if (it->gen) it->gen = 2;
     T->sp--;
-    T->ip = em_jump_target(in);
+    T->ip = em_for_iter_exit(in);
+    return EM_OK;
+}
+/* The end of a for loop that exits through its body's break is never reached by FOR_ITER's
+ * exhaustion (it jumps past END_FOR): pops what is left. */
+EmStatus h_end_for(EmTracer *T, const EmInstr *in) {
+    (void)in;
+    NEED(EM_END_FOR_POPS);
+    T->sp -= EM_END_FOR_POPS;
     return EM_OK;
 }
 
@@ -1040,6 +1148,12 @@ EmStatus h_return_value(EmTracer *T, const EmInstr *in) {
     (void)in;
     NEED(1);
     T->retval = POP();
+    T->done = 1;
+    return EM_OK;
+}
+EmStatus h_return_const(EmTracer *T, const EmInstr *in) {
+    T->retval = em_sym_const(T, PyTuple_GET_ITEM(T->code->co_consts, in->arg));
+    if (!T->retval) return PyErr_Occurred() ? EM_ERR : EM_ABORT;
     T->done = 1;
     return EM_OK;
 }

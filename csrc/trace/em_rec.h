@@ -20,5 +20,13 @@ EmSym *em_local_get(EmTracer *T, int i, EmStatus *st);
 #define X(name, fn) EmStatus fn(EmTracer *T, const EmInstr *in);
 #include "em_trace_ops.def"
 #undef X
+/* handlers of opcodes only some versions have (the table lists those the running one has) */
+EmStatus h_list_to_tuple(EmTracer *T, const EmInstr *in);
+EmStatus h_load_fast_and_clear(EmTracer *T, const EmInstr *in);
+EmStatus h_load_super_attr(EmTracer *T, const EmInstr *in);
+EmStatus h_binary_slice(EmTracer *T, const EmInstr *in);
+EmStatus h_store_slice(EmTracer *T, const EmInstr *in);
+EmStatus h_end_for(EmTracer *T, const EmInstr *in);
+EmStatus h_return_const(EmTracer *T, const EmInstr *in);
 
 #endif

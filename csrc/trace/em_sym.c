@@ -622,7 +622,7 @@ static EmStatus super_attr(EmTracer *T, EmSym *base, PyObject *name, int method,
     Py_ssize_t i = 0, nm = mro ? PyTuple_GET_SIZE(mro) : 0;
     while (i < nm && PyTuple_GET_ITEM(mro, i) != cls) i++;
     for (i++; i < nm; i++) {
-        PyObject *d = ((PyTypeObject *)PyTuple_GET_ITEM(mro, i))->tp_dict;
+        PyObject *d = em_type_dict((PyTypeObject *)PyTuple_GET_ITEM(mro, i));
         PyObject *v = d ? PyDict_GetItemWithError(d, name) : NULL;
         if (v) return class_attr(T, obj, tp, v, n, method, out, self);
         if (PyErr_Occurred()) return EM_ERR;
@@ -816,8 +816,7 @@ static int attr_absent(EmTracer *T, EmSym *base, PyObject *name, int generic) {
     if (is_mod < 0) return -1;
     if (tp->tp_getattro != PyObject_GenericGetAttr && !is_mod && !generic) return 0;
     if (_PyType_Lookup(tp, name)) return 0;
-    PyObject **dp = _PyObject_GetDictPtr(o);
-    PyObject *dict = dp ? *dp : NULL;
+    PyObject *dict = em_obj_dict(o);
     if (dict) {
         int has = PyDict_Contains(dict, name);
         if (has) return has < 0 ? -1 : 0;
@@ -928,7 +927,7 @@ static EmStatus type_attr(EmTracer *T, EmSym *base, PyObject *name, int method, 
     PyObject *mro = cls->tp_mro, *owner = NULL, *v = NULL;
     for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro) && !v; i++) {
         owner = PyTuple_GET_ITEM(mro, i);
-        PyObject *d = ((PyTypeObject *)owner)->tp_dict;
+        PyObject *d = em_type_dict((PyTypeObject *)owner);
         v = d ? PyDict_GetItemWithError(d, name) : NULL;
         if (!v && PyErr_Occurred()) return EM_ERR;
     }
@@ -1080,14 +1079,14 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
     static PyObject *s_dict;
     if (!s_dict && !(s_dict = PyUnicode_InternFromString("__dict__"))) return EM_ERR;
     if (PyUnicode_Compare(name, s_dict) == 0 && !method) {
-        PyObject **dp = _PyObject_GetDictPtr(o);
-        if (!dp || !*dp || !PyDict_CheckExact(*dp))
+        PyObject *od = em_obj_dict(o);
+        if (!od || !PyDict_CheckExact(od))
             return em_trace_fail(T, EMA_ATTR, "%s.__dict__ (no plain instance dict)", tp->tp_name);
         if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
         int32_t ds = em_guard_attr(T->P, base->src, name);
         EmSym *d = ds < 0 ? NULL : em_sym_new(T, SYM_OBJ);
         if (!d) return EM_ERR;
-        d->obj = Py_NewRef(*dp);
+        d->obj = Py_NewRef(od);
         d->src = ds;
         *out = d;
         return EM_OK;
@@ -1132,17 +1131,17 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
     if (descr && Py_TYPE(descr)->tp_descr_set)
         return em_trace_fail(T, EMA_ATTR, "%s.%s (property or descriptor)", tp->tp_name, n);
     if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
-    PyObject **dp = _PyObject_GetDictPtr(o);
-    PyObject *v = dp && *dp ? PyDict_GetItemWithError(*dp, name) : NULL;
+    PyObject *od = em_obj_dict(o);
+    PyObject *v = od ? PyDict_GetItemWithError(od, name) : NULL;
     int32_t slot = -1;
     if (v) {
         slot = em_guard_odict(T->P, base->src, name);
     } else if (PyErr_Occurred()) {
         return EM_ERR;
-    } else if (!descr && dp && *dp && PyObject_IsInstance(o, em_state.nn_module_type) == 1) {
+    } else if (!descr && od && PyObject_IsInstance(o, em_state.nn_module_type) == 1) {
         static const char *const tables[] = {"_parameters", "_buffers", "_modules", NULL};
         for (int i = 0; tables[i] && !v; i++) {
-            PyObject *tab = PyDict_GetItemString(*dp, tables[i]);
+            PyObject *tab = PyDict_GetItemString(od, tables[i]);
             PyObject *tn = PyUnicode_InternFromString(tables[i]);
             if (!tn) return EM_ERR;
             v = tab && PyDict_Check(tab) ? PyDict_GetItemWithError(tab, name) : NULL;

@@ -483,7 +483,7 @@ EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int *
             }
             continue;
         }
-        if (i >= nargs && !read[i] && em_code_kind(co, i) == EM_CO_FAST_LOCAL) continue; /* dead */
+        if (i >= nargs && !read[i] && em_kind_plain_local(em_code_kind(co, i))) continue; /* dead */
         (*live)[(*nlive)++] = i;
         if (local_unchanged(T, i)) continue;
         EmStatus st = build_out(T, T->locals[i], 0);
