@@ -1,6 +1,7 @@
 # ember developer commands. `make demo` and `make test` set everything up on a fresh machine.
+# Another interpreter: make test PY=python3.12 VENV=.venv-3.12 (each venv and build is its own).
 PY      ?= python3
-VENV    := .venv
+VENV    ?= .venv
 VPY     := $(VENV)/bin/python
 DEPS    := $(VENV)/.ember-deps
 EXT     := $(shell $(PY) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
@@ -15,7 +16,7 @@ setup: $(DEPS) $(SO)
 
 $(DEPS): pyproject.toml Makefile
 	test -x $(VPY) || $(PY) -m venv $(VENV)
-	$(VPY) -m pip install -q torch==2.14.1 torchvision==0.29.1 transformers matplotlib pytest numpy setuptools wheel
+	$(VPY) -m pip install -q torch==2.14.1 torchvision==0.29.1 transformers matplotlib pytest coverage numpy setuptools wheel
 	touch $@
 
 $(SO): $(DEPS) $(CSRC)

@@ -9,7 +9,6 @@ made and caches the result on the code object. See README.md for what works toda
 import functools
 import operator
 import os
-import sys
 
 import torch
 
