@@ -962,6 +962,9 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
             return em_trace_fail(T, EMA_NOT_IN_GRAPH, "%s", name);
         default: break;
     }
+    if (f == em_module_base_call() && n >= 1 && all[0]->kind == SYM_OBJ &&
+        PyObject_IsInstance(all[0]->obj, em_state.nn_module_type) == 1) /* nn.Module.__call__(m, ...) */
+        return em_module_call_impl(T, all[0], all + 1, n - 1, kwnames, out);
     if (PyFunction_Check(f)) {
         T->closure = fn->items.len ? fn : NULL;
         return em_inline(T, f, all, n, kwnames, out);

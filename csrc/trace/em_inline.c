@@ -488,16 +488,36 @@ static EmStatus no_global_hooks(EmTracer *T) {
     return EM_OK;
 }
 
+/* nn.Module.__call__ (the function nn.Module's class dict holds). Borrowed. */
+PyObject *em_module_base_call(void) {
+    static PyObject *s_call; /* interned once for the process */
+    if (!s_call && !(s_call = PyUnicode_InternFromString("__call__"))) return NULL;
+    return _PyType_Lookup((PyTypeObject *)em_state.nn_module_type, s_call);
+}
+
 EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
-    PyObject *m = mod->obj;
-    PyTypeObject *tp = Py_TYPE(m);
+    PyTypeObject *tp = Py_TYPE(mod->obj);
     if (mod->src < 0) return em_trace_fail(T, EMA_INLINE, "%s made while tracing", tp->tp_name);
     PyObject *cname = PyUnicode_InternFromString("__call__");
     if (!cname) return EM_ERR;
-    PyObject *call = _PyType_Lookup(tp, cname);
-    PyObject *base_call = _PyType_Lookup((PyTypeObject *)em_state.nn_module_type, cname);
+    PyObject *call = _PyType_Lookup(tp, cname), *base_call = em_module_base_call();
     Py_DECREF(cname);
-    if (call != base_call) return em_trace_fail(T, EMA_INLINE, "%s.__call__ (overridden)", tp->tp_name);
+    if (call == base_call) return em_module_call_impl(T, mod, args, nargs, kwnames, out);
+    /* a class's own __call__ (written in Python) runs as written, the type guarded; its
+     * super().__call__(...) comes back to em_module_call_impl through em_call */
+    if (!call || !PyFunction_Check(call)) return em_trace_fail(T, EMA_INLINE, "%s.__call__ (not a Python function)", tp->tp_name);
+    if (em_guard_check(T->P, EMG_TYPE, mod->src, (PyObject *)tp, 0)) return EM_ERR;
+    EmSym *all[65];
+    if (nargs + 1 > 65) return em_trace_fail(T, EMA_CALL, "call with too many arguments");
+    all[0] = mod;
+    for (int i = 0; i < nargs; i++) all[i + 1] = args[i];
+    return em_inline(T, call, all, nargs + 1, kwnames, out);
+}
+
+EmStatus em_module_call_impl(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
+    PyObject *m = mod->obj;
+    PyTypeObject *tp = Py_TYPE(m);
+    if (mod->src < 0) return em_trace_fail(T, EMA_INLINE, "%s made while tracing", tp->tp_name);
     EmStatus gst = no_global_hooks(T);
     if (gst != EM_OK) return gst;
     /* forward pre-hooks and forward hooks (plain ones) are called as _call_impl calls them;

@@ -243,6 +243,10 @@ int em_infer_shape(EmTracer *T, PyObject *fn, EmSym **args, int nargs, PyObject 
 EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
 /* Calls of nn.Module instances and iteration/indexing of module containers (em_inline.c). */
 EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
+/* nn.Module.__call__'s work for module sym mod (hooks, then forward), whatever its class's
+ * __call__ is; em_module_base_call: nn.Module.__call__ itself (borrowed, NULL on error). */
+EmStatus em_module_call_impl(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
+PyObject *em_module_base_call(void);
 EmStatus em_module_items(EmTracer *T, EmSym *mod, int want_keys, EmSym **out);
 /* nn.Module's own children()/modules()/parameters()/buffers() (named: the named_ forms, as
  * (name, value) pairs) with their default arguments, on a module read from the frame: an
