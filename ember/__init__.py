@@ -41,10 +41,18 @@ def _setup():
     fast = _C._setup(
         rules=_rules.RULES, helper=_rules, warn=_logging.warn, log=_logging.log,
         skip_file=_rules.skip_file, pure_types=_rules.PURE_TYPES, nn_module=torch.nn.Module,
-        op_fns=_rules.OP_FNS, grad=torch._C.is_grad_enabled, autocast=torch._C.is_autocast_enabled,
+        op_fns=_rules.OP_FNS, grad=torch._C.is_grad_enabled, autocast=_autocast_code,
         default_dtype=torch.get_default_dtype, force_fallback=config.force_python_tensor_guards)
     _push_config()
     return fast
+
+
+def _autocast_code(device_type):
+    """What guards compare for autocast on a device type: 0 when off, else 1 + the number of
+    the dtype it casts to (a graph traced under bfloat16 autocast is not one for float16)."""
+    if not torch.is_autocast_enabled(device_type):
+        return 0
+    return 1 + _rules.dtype_num(torch.get_autocast_dtype(device_type))
 
 
 def _setup_global_state_reads():
@@ -59,8 +67,8 @@ def _setup_global_state_reads():
         return False
 
     def py():
-        return (int(torch.is_grad_enabled()), int(torch.is_autocast_enabled("cpu")),
-                int(torch.is_autocast_enabled("cuda")), _rules.dtype_num(torch.get_default_dtype()))
+        return (int(torch.is_grad_enabled()), _autocast_code("cpu"), _autocast_code("cuda"),
+                _rules.dtype_num(torch.get_default_dtype()))
 
     def agree():
         return tuple(_C._gs_read(True)) == py()
@@ -71,6 +79,8 @@ def _setup_global_state_reads():
         with torch.no_grad():
             ok = ok and agree()
         with torch.autocast("cpu"):
+            ok = ok and agree()
+        with torch.autocast("cpu", dtype=torch.float16):
             ok = ok and agree()
         torch.set_default_dtype(torch.float64)
         ok = ok and agree()

@@ -36,7 +36,8 @@ typedef struct {
 } EmTensorSpec;
 
 typedef struct {
-    int grad, autocast_cpu, autocast_cuda;
+    int grad;
+    int autocast_cpu, autocast_cuda; /* 0: off; on: 1 + the ScalarType it casts to */
     int dtype;               /* default dtype as a ScalarType number (direct reads), else -1 */
     PyObject *default_dtype; /* borrowed singleton; set by em_guard_global_state_capture */
 } EmGlobalState;

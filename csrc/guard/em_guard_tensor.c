@@ -342,8 +342,17 @@ static int call_bool(PyObject *fn, PyObject *arg) {
     return v;
 }
 
+static int call_int(PyObject *fn, PyObject *arg) {
+    PyObject *r = PyObject_CallOneArg(fn, arg);
+    if (!r) return -1;
+    long v = PyLong_AsLong(r);
+    Py_DECREF(r);
+    return v == -1 && PyErr_Occurred() ? -1 : (int)v;
+}
+
 typedef _Bool (*gs_bool_fn)(void);
 typedef _Bool (*gs_autocast_fn)(int8_t);
+typedef int8_t (*gs_autocast_dtype_fn)(int8_t);
 typedef int8_t (*gs_dtype_fn)(void);
 
 int em_guard_global_state_resolve(const char *libc10, const char *libtorch_cpu) {
@@ -351,14 +360,22 @@ int em_guard_global_state_resolve(const char *libc10, const char *libtorch_cpu) 
     void *g = h1 ? dlsym(h1, "_ZN3c108GradMode10is_enabledEv") : NULL;
     void *d = h1 ? dlsym(h1, "_ZN3c1031get_default_dtype_as_scalartypeEv") : NULL;
     void *a = h2 ? dlsym(h2, "_ZN2at8autocast19is_autocast_enabledEN3c1010DeviceTypeE") : NULL;
+    void *ad = h2 ? dlsym(h2, "_ZN2at8autocast18get_autocast_dtypeEN3c1010DeviceTypeE") : NULL;
     /* the libraries stay loaded by torch; our extra references are dropped */
     if (h1) dlclose(h1);
     if (h2) dlclose(h2);
-    if (!g || !d || !a) return -1;
+    if (!g || !d || !a || !ad) return -1;
     em_state.gs_grad = g;
     em_state.gs_autocast = a;
+    em_state.gs_autocast_dtype = ad;
     em_state.gs_dtype = d;
     return 0;
+}
+
+/* Autocast on a device type: 0 when off, else 1 + the ScalarType it casts to. */
+static int autocast_code(int8_t device_type) {
+    if (!((gs_autocast_fn)em_state.gs_autocast)(device_type)) return 0;
+    return 1 + ((gs_autocast_dtype_fn)em_state.gs_autocast_dtype)(device_type);
 }
 
 int em_guard_global_state_read_direct(EmGlobalState *gs) {
@@ -367,8 +384,8 @@ int em_guard_global_state_read_direct(EmGlobalState *gs) {
         return -1;
     }
     gs->grad = ((gs_bool_fn)em_state.gs_grad)();
-    gs->autocast_cpu = ((gs_autocast_fn)em_state.gs_autocast)(0);  /* c10::DeviceType::CPU */
-    gs->autocast_cuda = ((gs_autocast_fn)em_state.gs_autocast)(1); /* c10::DeviceType::CUDA */
+    gs->autocast_cpu = autocast_code(0);  /* c10::DeviceType::CPU */
+    gs->autocast_cuda = autocast_code(1); /* c10::DeviceType::CUDA */
     gs->dtype = ((gs_dtype_fn)em_state.gs_dtype)();
     gs->default_dtype = NULL;
     return 0;
@@ -383,8 +400,8 @@ int em_guard_global_state_read(EmGlobalState *gs) {
         return -1;
     }
     gs->grad = call_bool(em_state.fn_grad, NULL);
-    gs->autocast_cpu = call_bool(em_state.fn_autocast, em_state.str_cpu);
-    gs->autocast_cuda = call_bool(em_state.fn_autocast, em_state.str_cuda);
+    gs->autocast_cpu = call_int(em_state.fn_autocast, em_state.str_cpu);
+    gs->autocast_cuda = call_int(em_state.fn_autocast, em_state.str_cuda);
     if (gs->grad < 0 || gs->autocast_cpu < 0 || gs->autocast_cuda < 0) return -1;
     PyObject *d = PyObject_CallNoArgs(em_state.fn_default_dtype);
     if (!d) return -1;

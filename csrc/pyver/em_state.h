@@ -18,8 +18,9 @@ typedef struct {
     PyTypeObject *tensor_type, *param_type;
 
     /* global-state readers */
-    PyObject *fn_grad, *fn_autocast, *fn_default_dtype, *str_cpu, *str_cuda;
-    void *gs_grad, *gs_autocast, *gs_dtype; /* c10 functions for direct reads */
+    PyObject *fn_grad, *fn_default_dtype, *str_cpu, *str_cuda;
+    PyObject *fn_autocast; /* (device_type) -> 0 when autocast is off there, else 1 + its dtype's number */
+    void *gs_grad, *gs_autocast, *gs_autocast_dtype, *gs_dtype; /* c10 functions for direct reads */
     int gs_direct;                          /* 1 once verified by ember._setup */
 
     /* rules and helpers handed over by ember/_setup (see ember/_rules.py) */

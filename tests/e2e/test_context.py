@@ -348,3 +348,27 @@ def test_compiled_function_called_inside_autocast():
     got = cf(x)  # outside autocast: the global-state guard recompiles
     assert got.dtype == torch.float32
     torch.testing.assert_close(got, f(x))
+
+
+def _matmul(x, w):
+    return x @ w
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("direct", [True, False])
+def test_autocast_dtype_is_guarded(backend, direct):
+    """A graph traced under bfloat16 autocast is not reused under float16 autocast (nor the
+    other way), with guards reading autocast from c10 directly or through torch's functions."""
+    from ember import _C
+    _C._gs_use_direct(direct)
+    try:
+        cf = ember.compile(_matmul, backend=backend)
+        x, w = randn(4, 4), randn(4, 4, seed=1)
+        for dt in (torch.bfloat16, torch.float16, None, torch.float16, torch.bfloat16):
+            with torch.autocast("cpu", dtype=dt or torch.bfloat16, enabled=dt is not None):
+                got, want = cf(x, w), _matmul(x, w)
+            assert got.dtype == want.dtype
+            torch.testing.assert_close(got, want)
+        assert ember.testing.counters()["frames"] == 3
+    finally:
+        _C._gs_use_direct(ember.global_state_guards_fast)
