@@ -1207,3 +1207,45 @@ def test_recurrent_modules_one_graph_with_gradients():
         torch.testing.assert_close(xc.grad, xe.grad)
         for p, g in zip(m.parameters(), ge):
             torch.testing.assert_close(p.grad, g)
+
+
+class _CheckpointingLayer(torch.nn.Module):
+    """A module class with its own __call__ that defers to nn.Module.__call__ (transformers'
+    GradientCheckpointingLayer does this)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.checkpointing = False
+
+    def __call__(self, *args, **kwargs):
+        if self.checkpointing and self.training:
+            raise AssertionError("not taken")
+        return super().__call__(*args, **kwargs)
+
+    def forward(self, x, scale=1.0):
+        return self.lin(x) * scale
+
+
+class _Stack(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([_CheckpointingLayer() for _ in range(2)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x, scale=2.0)
+        return torch.nn.Module.__call__(self.layers[0], x)
+
+
+def test_module_with_its_own_call_is_one_graph():
+    torch.manual_seed(0)
+    m = _Stack()
+    m.layers[1].register_forward_hook(lambda mod, args, out: out + 1)  # runs through the module call
+    x = randn(2, 4)
+    expected = m(x)
+    cm = ember.compile(m)
+    for _ in range(2):
+        torch.testing.assert_close(cm(x), expected)
+    c = ember.testing.counters()
+    assert (c["frames"], c["breaks"], c["aborts"]) == (1, 0, 0), c
