@@ -1235,7 +1235,7 @@ class _Stack(torch.nn.Module):
     def forward(self, x):
         for layer in self.layers:
             x = layer(x, scale=2.0)
-        return torch.nn.Module.__call__(self.layers[0], x)
+        return x
 
 
 def test_module_with_its_own_call_is_one_graph():
