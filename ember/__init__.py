@@ -258,6 +258,7 @@ def compile(fn_or_module=None, *, backend="eager", fullgraph=False, dynamic=None
     if _disabled():
         return fn_or_module
     flags = _C.FLAG_ENABLED | (_C.FLAG_FULLGRAPH if fullgraph else 0) | (be.index << _C.FLAG_BACKEND_SHIFT)
+    flags |= _C.FLAG_ITERATION if be.cudagraphs else 0
     if inplace:
         mod = _unwrap(fn_or_module)
         _force(getattr(type(mod), "forward", None))

@@ -25,6 +25,12 @@ typedef struct {
 
 static PyObject *cf_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     CompiledFunction *c = (CompiledFunction *)self;
+    if ((c->flags & EMH_ITERATION) && !(em_hook_flags() & EMH_ENABLED) && em_state.new_iteration) {
+        /* a top-level call of a function compiled for CUDA graphs starts a new iteration */
+        PyObject *r = PyObject_CallNoArgs(em_state.new_iteration);
+        if (!r) return NULL;
+        Py_DECREF(r);
+    }
     return em_hook_call(c->flags, c->fn, args, nargsf, kwnames);
 }
 
@@ -212,6 +218,12 @@ static PyObject *m_backends(PyObject *self, PyObject *args) {
     return PyList_GetSlice(em_state.backends, 0, PyList_GET_SIZE(em_state.backends));
 }
 
+static PyObject *m_set_new_iteration(PyObject *self, PyObject *fn) {
+    (void)self;
+    Py_XSETREF(em_state.new_iteration, Py_NewRef(fn));
+    Py_RETURN_NONE;
+}
+
 static PyObject *m_set_backend_compiler(PyObject *self, PyObject *fn) {
     (void)self;
     if (!PyCallable_Check(fn)) return PyErr_Format(PyExc_TypeError, "expected a callable");
@@ -366,6 +378,9 @@ static PyMethodDef methods[] = {
     {"_gs_use_direct", m_gs_use_direct, METH_O, "Switch direct global-state reads on or off."},
     {"_set_config", m_set_config, METH_VARARGS, "(cache_size_limit, strict, log_bits, accumulated_recompile_limit)"},
     {"_register_backend", m_register_backend, METH_O, "Register a Python backend object; returns its number."},
+    {"_set_new_iteration", m_set_new_iteration, METH_O,
+     "(fn): called with no arguments when a function compiled with FLAG_ITERATION is called from outside compiled "
+     "code (CUDA graph trees count iterations by it)."},
     {"_set_backend_compiler", m_set_backend_compiler, METH_O,
      "fn(backend, graph, inputs, where) -> (callable or None, str): compiles a graph for a Python backend."},
     {"_backends", m_backends, METH_NOARGS, "The backend registry (item 0: None, the eager executor)."},
@@ -400,6 +415,7 @@ PyMODINIT_FUNC PyInit__C(void) {
     em_state.unsupported = unsup;
     if (PyModule_AddIntConstant(m, "FLAG_ENABLED", EMH_ENABLED) < 0) goto error;
     if (PyModule_AddIntConstant(m, "FLAG_FULLGRAPH", EMH_FULLGRAPH) < 0) goto error;
+    if (PyModule_AddIntConstant(m, "FLAG_ITERATION", EMH_ITERATION) < 0) goto error;
     if (PyModule_AddIntConstant(m, "FLAG_BACKEND_SHIFT", EMH_BACKEND_SHIFT) < 0) goto error;
     if (!(em_state.backends = PyList_New(1))) goto error;
     PyList_SET_ITEM(em_state.backends, 0, Py_NewRef(Py_None));

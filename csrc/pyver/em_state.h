@@ -52,6 +52,7 @@ typedef struct {
      * builds the torch.fx graph and calls the backend (ember/backends/fx.py). */
     PyObject *backends;
     PyObject *backend_compile;
+    PyObject *new_iteration; /* () -> None: TorchDynamo's generation counter + 1 (CUDA graph trees) */
 
     /* code extra slot and hook */
     Py_ssize_t extra_index;

@@ -22,6 +22,9 @@ class Backend:
 
     def __init__(self, name, compiler, index):
         self.name, self.compiler, self.index = name, compiler, index
+        # CUDA graph trees (Inductor's reduce-overhead/max-autotune, the cudagraphs backend) tell
+        # one call of the user's function from the next by TorchDynamo's generation counter
+        self.cudagraphs = name == "cudagraphs" or bool(getattr(compiler, "config", {}).get("triton.cudagraphs"))
 
     def __repr__(self):
         return f"<ember backend {self.name!r} #{self.index}>"
@@ -147,3 +150,13 @@ def resolve(backend="eager", mode=None, options=None, dynamic=None):
 from .fx import BackendCompilerFailed, compile_graph  # noqa: E402
 
 _C._set_backend_compiler(compile_graph)
+
+
+def _new_iteration():
+    """A top-level call of a function compiled for CUDA graphs: what TorchDynamo does on each
+    entry of a compiled frame (outputs of the previous call may be overwritten from now on)."""
+    from torch._dynamo.mutation_guard import GenerationTracker
+    GenerationTracker.generation += 1
+
+
+_C._set_new_iteration(_new_iteration)

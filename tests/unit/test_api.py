@@ -964,3 +964,22 @@ def test_set_logs_bogus_raises(no_logs):
         ember.set_logs("bogus")
     with pytest.raises(ValueError):
         ember.set_logs("graph,bogus")
+
+
+def test_cuda_graph_backends_count_iterations():
+    """CUDA graph trees tell one call of the user's function from the next by TorchDynamo's
+    generation counter: a top-level call of a function compiled for them bumps it once."""
+    from torch._dynamo.mutation_guard import GenerationTracker
+    from ember import _C
+    assert ember.backends.resolve("inductor", mode="reduce-overhead").cudagraphs
+    assert not ember.backends.resolve("inductor").cudagraphs
+    assert not ember.backends.resolve("inductor", mode="max-autotune-no-cudagraphs").cudagraphs
+    inner = _C.CompiledFunction(lambda x: x + 1, _C.FLAG_ENABLED | _C.FLAG_ITERATION)
+    outer = _C.CompiledFunction(lambda x: inner(x) * 2, _C.FLAG_ENABLED | _C.FLAG_ITERATION)
+    g0 = GenerationTracker.generation
+    outer(torch.ones(2))
+    outer(torch.ones(2))
+    assert GenerationTracker.generation - g0 == 2  # the inner call is part of the outer one
+    plain = _C.CompiledFunction(lambda x: x, _C.FLAG_ENABLED)
+    plain(torch.ones(2))
+    assert GenerationTracker.generation - g0 == 2
