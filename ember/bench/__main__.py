@@ -48,6 +48,18 @@ the other; --isolate runs each model in its own process, so a crash or --timeout
               ['unique_graphs'] and the sum of counters['graph_break'].
   max err     max abs difference of the cold first call's outputs (with --train: the parameter and
               input gradients) against eager from the same parameters, buffers and RNG state.
+  peak mem MB the peak memory of the row's run, in MiB (peak_mem_mb, with peak_mem_kind in the JSON):
+              for eager its first call and steady steps, for a backend its cold and warm compiles and
+              first calls and its steady state (eager steps included). --device cuda:
+              torch.cuda.max_memory_allocated() after torch.cuda.reset_peak_memory_stats() at the start
+              (tensors of PyTorch's caching allocator, CUDA graph pools included; not the CUDA context,
+              not host memory). cpu: the process's peak RSS (VmHWM from /proc/self/status, reset by
+              writing 5 to /proc/self/clear_refs at the start), i.e. the whole process resident at once,
+              interpreter, torch and the model's parameters (and a copy) included, child processes not;
+              where clear_refs cannot be written, getrusage's ru_maxrss, the peak since the process
+              started (kind "process peak RSS, not resettable"). Garbage is collected and freed heap
+              handed back (malloc_trim) before each row. Not measured: an empty cell, the reason in the
+              note (peak_mem_note).
   overhead    per-call cost of a cache hit on f(x, y) = x + y with 4-element tensors: median over
               repeats of a loop of calls, every backend's loop interleaved in each repeat, minus the
               plain call's.
