@@ -223,7 +223,24 @@ def test_train_step_rows(tmp_path):
 
 def test_backend_names():
     assert _backend_specs("", "cpu") == ["eager", "ember:eager", "torch:eager"]
-    assert _backend_specs("", "cuda") == ["eager", "ember:eager", "torch:eager", "torch:inductor"]
+    assert _backend_specs("", "cuda") == ["eager", "ember:eager", "ember:inductor", "ember:inductor:reduce-overhead",
+                                          "torch:eager", "torch:inductor", "torch:inductor:reduce-overhead"]
+    assert _backend_specs("+ember:aot_eager", "cuda")[-2:] == ["torch:inductor:reduce-overhead", "ember:aot_eager"]
+    assert [harness.parse_backend(s).spec for s in _backend_specs("", "cuda")] == _backend_specs("", "cuda")
+
+
+def test_backend_modes_reach_the_compilers(monkeypatch):
+    """ember:NAME:MODE calls ember.compile(model, backend=NAME, mode=MODE), torch:NAME:MODE torch.compile
+    alike; without a MODE no mode is passed."""
+    calls = []
+    monkeypatch.setattr(ember, "compile", lambda fn, **kw: calls.append(("ember", kw)) or fn)
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: calls.append(("torch", kw)) or fn)
+    for spec in ("ember:inductor:reduce-overhead", "torch:inductor:reduce-overhead", "ember:inductor",
+                 "torch:inductor"):
+        harness.parse_backend(spec).compile(abs)
+    assert calls == [("ember", {"backend": "inductor", "mode": "reduce-overhead"}),
+                     ("torch", {"backend": "inductor", "mode": "reduce-overhead"}),
+                     ("ember", {"backend": "inductor"}), ("torch", {"backend": "inductor"})]
     assert _backend_specs("+torch:inductor,ember:inductor", "cpu")[-2:] == ["torch:inductor", "ember:inductor"]
     assert _backend_specs("torch:eager, eager,torch:eager", "cpu") == ["torch:eager", "eager"]
     b = harness.parse_backend("torch:inductor:max-autotune")
