@@ -1,8 +1,8 @@
 """python -m ember.bench: ember against plain PyTorch and torch.compile on the public model suite.
 
     python -m ember.bench [--small] [--models resnet18,bert,...] [--device cpu|cuda] [--train]
-                          [--backends eager,ember:eager,torch:eager,torch:inductor] [--out results]
-                          [--readme README.md] [--isolate]
+                          [--backends eager,ember:inductor,torch:inductor:reduce-overhead,...]
+                          [--out results] [--readme README.md] [--isolate]
 
 Models: resnet18, resnet50, mobilenet_v3_large, vit_b_16 (torchvision), bert, gpt2, llama, t5_encoder
 (transformers), pointwise_chain, mlp_block (synthetic, as in shared/anchors/torch_compile_baseline.py),
@@ -12,9 +12,11 @@ Backends, one row each per model, named SYSTEM:NAME[:MODE]:
   eager            plain PyTorch: the reference of every speedup and error
   ember:NAME       ember.compile(model, backend=NAME[, mode=MODE])
   torch:NAME       torch.compile(model, backend=NAME[, mode=MODE]), i.e. TorchDynamo + NAME
-Default: eager,ember:eager,torch:eager, plus torch:inductor with --device cuda. On CPU torch:inductor
-is opt-in (--backends +torch:inductor adds to the defaults): its cold compile of one small model takes
-tens of seconds on a 2-core machine (C++ compiles), which would make a --small run take ~15 minutes.
+Default on CPU: eager,ember:eager,torch:eager. With --device cuda: eager, ember:eager, ember:inductor,
+ember:inductor:reduce-overhead, torch:eager, torch:inductor, torch:inductor:reduce-overhead (MODE
+reduce-overhead: Inductor with CUDA graphs). On CPU the Inductor backends are opt-in (--backends
++torch:inductor adds to the defaults): a cold compile of one small model takes tens of seconds on a
+2-core machine (C++ compiles), which would make a --small run take ~15 minutes.
 A backend that refuses the model when compiling (ember's ValueError for a backend it does not have,
 or an interpreter ember does not capture on) is a row with status "not supported" and the message; one that raises later is a row with status "error"; the run goes on.
 
@@ -48,6 +50,18 @@ the other; --isolate runs each model in its own process, so a crash or --timeout
               ['unique_graphs'] and the sum of counters['graph_break'].
   max err     max abs difference of the cold first call's outputs (with --train: the parameter and
               input gradients) against eager from the same parameters, buffers and RNG state.
+  peak mem MB the peak memory of the row's run, in MiB (peak_mem_mb, with peak_mem_kind in the JSON):
+              for eager its first call and steady steps, for a backend its cold and warm compiles and
+              first calls and its steady state (eager steps included). --device cuda:
+              torch.cuda.max_memory_allocated() after torch.cuda.reset_peak_memory_stats() at the start
+              (tensors of PyTorch's caching allocator, CUDA graph pools included; not the CUDA context,
+              not host memory). cpu: the process's peak RSS (VmHWM from /proc/self/status, reset by
+              writing 5 to /proc/self/clear_refs at the start), i.e. the whole process resident at once,
+              interpreter, torch and the model's parameters (and a copy) included, child processes not;
+              where clear_refs cannot be written, getrusage's ru_maxrss, the peak since the process
+              started (kind "process peak RSS, not resettable"). Garbage is collected and freed heap
+              handed back (malloc_trim) before each row. Not measured: an empty cell, the reason in the
+              note (peak_mem_note).
   overhead    per-call cost of a cache hit on f(x, y) = x + y with 4-element tensors: median over
               repeats of a loop of calls, every backend's loop interleaved in each repeat, minus the
               plain call's.
@@ -78,11 +92,13 @@ from . import harness, report
 from .models import SUITE, build
 
 DEFAULT_BACKENDS = ("eager", "ember:eager", "torch:eager")
+DEFAULT_BACKENDS_CUDA = ("eager", "ember:eager", "ember:inductor", "ember:inductor:reduce-overhead", "torch:eager",
+                         "torch:inductor", "torch:inductor:reduce-overhead")
 
 
 def _backend_specs(text, device):
-    """--backends: a comma list; a list starting with '+' adds to the defaults."""
-    defaults = list(DEFAULT_BACKENDS) + (["torch:inductor"] if device == "cuda" else [])
+    """--backends: a comma list; a list starting with '+' adds to the defaults (which depend on device)."""
+    defaults = list(DEFAULT_BACKENDS_CUDA if device == "cuda" else DEFAULT_BACKENDS)
     if not text:
         specs = defaults
     elif text.startswith("+"):
@@ -100,7 +116,8 @@ def parse_args(argv):
     ap.add_argument("--small", action="store_true", help="scaled-down configs and inputs (for a small CPU)")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--backends", default="", help="comma list of eager, ember:NAME[:MODE], torch:NAME[:MODE]; "
-                    "'+a,b' adds to the defaults (" + ",".join(DEFAULT_BACKENDS) + ", +torch:inductor on cuda)")
+                    "'+a,b' adds to the defaults (cpu: " + ",".join(DEFAULT_BACKENDS) + "; cuda: " +
+                    ",".join(DEFAULT_BACKENDS_CUDA) + ")")
     ap.add_argument("--train", action="store_true", help="time a training step (forward + backward)")
     ap.add_argument("--out", default="results", help="directory for bench_*.json/.md/.png ('' writes nothing)")
     ap.add_argument("--readme", default="", help="rewrite this README's results section from the run")

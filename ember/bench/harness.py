@@ -24,7 +24,7 @@ from .models import first_tensor, grad_err, max_err
 ROW_FIELDS = ("model", "backend", "status", "error", "graphs", "breaks", "plain_python", "first_break",
               "capture_ms", "capture_warm_ms", "backend_compile_ms", "first_call_cold_ms", "first_call_warm_ms",
               "compile_cold_ms", "compile_warm_ms", "step_ms", "eager_step_ms", "speedup", "samples",
-              "steady_compiles", "max_err", "note")
+              "steady_compiles", "max_err", "peak_mem_mb", "peak_mem_kind", "peak_mem_note", "note")
 OVERHEAD_FIELDS = ("backend", "status", "error", "call_us", "eager_call_us", "overhead_us")
 STATUSES = ("ok", "error", "not supported")
 
@@ -228,6 +228,86 @@ def reset_all():
     torch._dynamo.reset()
 
 
+# ---------------------------------------------------------------------------------------------- memory
+
+MEM_CUDA = "cuda max_memory_allocated"
+MEM_RSS = "peak RSS"
+MEM_PROCESS_RSS = "process peak RSS, not resettable"
+CLEAR_REFS, STATUS = "/proc/self/clear_refs", "/proc/self/status"
+
+
+def _release_freed_memory():
+    """Collects garbage and hands the C allocator's free pages back to the system (glibc malloc_trim),
+    so that what an earlier row freed but the allocator kept does not count in the next row's RSS."""
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            import ctypes
+            ctypes.CDLL(None).malloc_trim(0)
+
+
+def _vm_hwm_kib():
+    with open(STATUS) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])  # kB (KiB)
+    raise OSError(f"no VmHWM line in {STATUS}")
+
+
+class PeakMemory:
+    """The peak memory of one span (a row's compile, first calls and timed steps), in MiB.
+    cuda: torch.cuda.reset_peak_memory_stats() at start, torch.cuda.max_memory_allocated() at stop
+    (tensors of PyTorch's caching allocator, CUDA graph pools included; not the CUDA context, not host
+    memory). cpu: the process's peak RSS, reset at start by writing 5 to /proc/self/clear_refs (VmHWM
+    becomes the current RSS) and read as VmHWM from /proc/self/status at stop; where that cannot be
+    done, getrusage's ru_maxrss: the process's peak since it started, which no row can reset (the
+    kind says so). stop() returns {peak_mem_mb, peak_mem_kind, peak_mem_note}; peak_mem_mb is None
+    with the reason in peak_mem_note when nothing could be measured."""
+
+    def __init__(self, device):
+        self.device = device
+        self.kind = self.why = None
+
+    def start(self):
+        _release_freed_memory()
+        self.kind = self.why = None
+        try:
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+                self.kind = MEM_CUDA
+                return
+            try:
+                with open(CLEAR_REFS, "w") as f:
+                    f.write("5")
+                _vm_hwm_kib()
+                self.kind = MEM_RSS
+            except OSError as e:
+                import resource  # noqa: F401  (the fallback's module; ImportError off Unix)
+                self.kind = MEM_PROCESS_RSS
+                self.why = (f"process peak since start (ru_maxrss), not reset per row: /proc/self/clear_refs "
+                            f"or VmHWM unusable ({type(e).__name__}: {e})")
+        except Exception as e:
+            self.kind, self.why = None, f"peak memory not measured: {short_error(e)}"
+
+    def stop(self):
+        mb, kind, why = None, self.kind, self.why
+        try:
+            if kind == MEM_CUDA:
+                torch.cuda.synchronize()
+                mb = torch.cuda.max_memory_allocated() / 2**20
+            elif kind == MEM_RSS:
+                mb = _vm_hwm_kib() / 1024
+            elif kind == MEM_PROCESS_RSS:
+                import resource
+                rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                mb = rss / 2**20 if sys.platform == "darwin" else rss / 1024  # bytes on macOS, KiB elsewhere
+        except Exception as e:
+            mb, why = None, f"peak memory not measured: {short_error(e)}"
+        return {"peak_mem_mb": None if mb is None else round(mb, 1), "peak_mem_kind": kind if mb is not None
+                else None, "peak_mem_note": why}
+
+
 # ---------------------------------------------------------------------------------------------- timing
 
 class Settings:
@@ -330,10 +410,13 @@ class ModelBench:
         """The plain PyTorch row; also records the reference result and the eager step time."""
         row = new_row(self.name, "eager")
         self.restore()
+        mem = PeakMemory(self.s.device)
+        mem.start()
         dt, out = self.timed(self.model)
         row["first_call_cold_ms"] = dt * 1e3
         self.ref = self.result(out)
         _, med, n = self.steady(self.model, with_eager=False)
+        row.update(mem.stop())
         row.update(step_ms=med * 1e3, eager_step_ms=med * 1e3, speedup=1.0, samples=n, max_err=0.0)
         self.eager_step_ms = row["step_ms"]
         return row
@@ -341,6 +424,8 @@ class ModelBench:
     def backend_row(self, b):
         row = new_row(self.name, b.spec)
         notes = []
+        mem = PeakMemory(self.s.device)
+        mem.start()  # the span: both first calls (compiles included) and the steady state
         try:
             with b.cache_scope():
                 for phase in ("cold", "warm"):
@@ -392,6 +477,10 @@ class ModelBench:
             _log_exc(f"{self.name} {b.spec}")
             row.update(status="error", error=short_error(e))
         finally:
+            if row["status"] != "not supported":  # nothing of it ran
+                row.update(mem.stop())
+                if row["status"] == "error" and row["peak_mem_mb"] is not None:
+                    row["peak_mem_note"] = "; ".join(filter(None, ("until the error", row["peak_mem_note"])))
             row["note"] = "; ".join(notes).replace("|", "/").replace("\n", " ")
             reset_all()
         return row

@@ -44,23 +44,60 @@ def header_lines(h):
             f"Command: `{h.get('command')}`"]
 
 
+def _has_mem(rows):
+    """Whether the rows come from a run that measured peak memory (older saved runs did not)."""
+    return any("peak_mem_mb" in r for r in rows)
+
+
 def main_table(rows):
+    mem = _has_mem(rows)
     lines = ["| model | backend | graphs | breaks | capture ms | first call cold ms | warm ms | step ms | "
-             "eager step ms | speedup | max err | note |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "eager step ms | speedup | max err | " + ("peak mem MB | " if mem else "") + "note |",
+             "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if mem else "") + "---|"]
     for r in rows:
         if r["status"] != "ok":
-            lines.append(f"| {r['model']} | {r['backend']} | | | | | | | | | | **{r['status']}**: "
-                         f"{_cell(r['error'])} |")
+            lines.append(f"| {r['model']} | {r['backend']} | | | | | | | | | | {'| ' if mem else ''}"
+                         f"**{r['status']}**: {_cell(r['error'])} |")
             continue
         eager = r["backend"] == "eager"
+        note = r["note"] or ""
+        if mem and r.get("peak_mem_note"):
+            note = "; ".join(filter(None, (note, f"peak mem: {r['peak_mem_note']}")))
         lines.append(
             f"| {r['model']} | {r['backend']} | {_f(r['graphs'], 'd')} | {_f(r['breaks'], 'd')} | "
             f"{_f(r['capture_ms'], '.1f')} | {_f(r['first_call_cold_ms'], '.1f')} | "
             f"{_f(r['first_call_warm_ms'], '.1f')} | {_f(r['step_ms'], '.2f')} | "
             f"{'' if eager else _f(r['eager_step_ms'], '.2f')} | {'' if eager else _f(r['speedup'], '.2f', 'x')} | "
-            f"{'' if eager else _f(r['max_err'], '.1e')} | {_cell(r['note'] or '')} |")
+            f"{'' if eager else _f(r['max_err'], '.1e')} | "
+            + (f"{'' if r.get('peak_mem_mb') is None else format(r['peak_mem_mb'], '.0f')} | " if mem else "")
+            + f"{_cell(note)} |")
     return lines
+
+
+_SPAN = ("that row's run: for eager its first call and steps, for a backend its compiles, first calls and steady "
+         "state, the eager steps timed alongside included")
+MEM_MEANING = {
+    "cuda max_memory_allocated": "peak mem MB: torch.cuda.max_memory_allocated() over " + _SPAN + " (peak "
+    "statistics reset before it), i.e. the most memory PyTorch's caching allocator held in tensors at once (CUDA "
+    "graph pools included), the model's parameters, a copy of them and the inputs included; not the CUDA "
+    "context, not host memory",
+    "peak RSS": "peak mem MB: the process's peak resident set (VmHWM) over " + _SPAN + " (reset through "
+    "/proc/self/clear_refs before it), i.e. everything resident at once: the interpreter, torch, the compilers, "
+    "the model's parameters and a copy of them, not only this backend's share, and not child processes "
+    "(Inductor's compile workers); compare rows of one model with each other",
+    "process peak RSS, not resettable": "peak mem MB: the process's peak resident set since it started "
+    "(getrusage ru_maxrss; /proc/self/clear_refs could not reset it), read after " + _SPAN + ": it never goes "
+    "down from row to row, so a row shows at least every earlier row's peak",
+}
+
+
+def memory_lines(rows):
+    """What the peak memory column means, for the kinds of measurement in rows (MB = 2^20 bytes)."""
+    kinds = list(dict.fromkeys(r.get("peak_mem_kind") for r in rows if r.get("peak_mem_kind")))
+    if not kinds:
+        return ["peak mem MB: not measured (the note says why)."] if _has_mem(rows) else []
+    return [" ".join(MEM_MEANING.get(k, f"peak mem MB: {k}") + "." for k in kinds) + " MB = 2^20 bytes; an "
+            "empty cell was not measured (the note says why)."]
 
 
 def capture_table(rows):
@@ -105,7 +142,9 @@ def markdown(result, chart=None, header=True):
     out = header_lines(h) + [""] if header else []
     out += ["Per model and backend. Step: median steady-state step; eager step: the median of the eager steps "
             "timed alternately with that backend's (the eager row's own step was timed before, alone); "
-            "speedup = eager step / step; max err: against eager.", ""] + main_table(rows)
+            "speedup = eager step / step; max err: against eager."]
+    mem = memory_lines(rows)
+    out += (["", *mem] if mem else []) + [""] + main_table(rows)
     cap = capture_table(rows)
     if cap:
         out += ["", "Capture, ember vs TorchDynamo (both with the eager backend):", ""] + cap

@@ -97,6 +97,53 @@ def test_rows_of_a_model_that_works(run):
     assert rows["eager"]["graphs"] is None and rows["eager"]["speedup"] == 1.0
 
 
+def test_peak_memory_per_row(run):
+    """Every row that ran has its own peak: on CPU the process's peak RSS, reset before the row."""
+    rows = rows_of(run[0], "tiny")
+    for b in ("eager", "ember:eager", "torch:eager"):
+        r = rows[b]
+        assert isinstance(r["peak_mem_mb"], (int, float)) and r["peak_mem_mb"] >= 1, (b, r)
+        assert r["peak_mem_kind"] == harness.MEM_RSS and r["peak_mem_note"] is None, r
+    assert rows["ember:nonexistent"]["peak_mem_mb"] is None  # nothing of it ran
+    for r in rows_of(run[0], "broken_build").values():
+        assert r["peak_mem_mb"] is None
+
+
+def test_peak_memory_fallback_says_it_is_the_process_peak(monkeypatch, tmp_path):
+    """Where /proc/self/clear_refs cannot be written, the peak is ru_maxrss and the row says so."""
+    monkeypatch.setattr(harness, "CLEAR_REFS", str(tmp_path / "no" / "clear_refs"))
+    m = harness.PeakMemory("cpu")
+    m.start()
+    got = m.stop()
+    assert got["peak_mem_kind"] == harness.MEM_PROCESS_RSS and got["peak_mem_mb"] >= 1, got
+    assert "not reset per row" in got["peak_mem_note"]
+    row = harness.new_row("tiny", "eager", step_ms=1.0, **got)
+    md = "\n".join(report.memory_lines([row]) + report.main_table([row]))
+    assert "since it started (getrusage ru_maxrss" in md and "peak mem: process peak since start" in md
+
+
+def test_peak_memory_not_measured_is_an_empty_cell_with_a_reason(monkeypatch, tmp_path):
+    """The reset works, but the peak cannot be read at the end: no number, the reason instead."""
+    monkeypatch.setattr(harness, "CLEAR_REFS", str(tmp_path / "clear_refs"))  # writable: a plain file
+    (tmp_path / "status").write_text("VmHWM:\t   100 kB\n")
+    monkeypatch.setattr(harness, "STATUS", str(tmp_path / "status"))
+    m = harness.PeakMemory("cpu")
+    m.start()
+    monkeypatch.setattr(harness, "STATUS", str(tmp_path / "gone"))
+    got = m.stop()
+    assert got["peak_mem_mb"] is None and got["peak_mem_kind"] is None
+    assert got["peak_mem_note"].startswith("peak memory not measured: FileNotFoundError"), got
+    row = harness.new_row("tiny", "eager", **got)
+    line = report.main_table([row])[-1]
+    assert line.split(" | ")[-2] == "" and "peak mem: peak memory not measured" in line, line
+
+
+def test_saved_run_without_peak_memory_renders_as_before():
+    row = {k: v for k, v in harness.new_row("tiny", "eager", step_ms=1.0).items() if not k.startswith("peak_mem")}
+    md = report.markdown({"header": {}, "rows": [row]})
+    assert "peak mem" not in md and "| max err | note |" in md
+
+
 def test_unsupported_backend_is_a_row(run):
     r = rows_of(run[0], "tiny")["ember:nonexistent"]
     assert r["status"] == "not supported"
@@ -123,9 +170,15 @@ def test_markdown_table(run):
     md = (out / "bench_cpu.md").read_text()
     assert "Command: `python -m ember.bench --models" in md
     assert "| model | backend | graphs | breaks | capture ms |" in md
+    assert "| max err | peak mem MB | note |" in md
+    assert "peak mem MB: the process's peak resident set (VmHWM) over that row's run" in md
     assert "| tiny | ember:eager | 1 | 0 |" in md and "| tiny | torch:eager | 1 | 0 |" in md
     assert "**not supported**: ValueError: ember: unknown backend 'nonexistent'" in md
-    assert "| broken_forward | ember:eager | | | | | | | | | | **error**: model: RuntimeError: this model" in md
+    assert "| broken_forward | ember:eager | | | | | | | | | | | **error**: model: RuntimeError: this model" in md
+    rows = rows_of(run[0], "tiny")
+    for b in ("eager", "ember:eager", "torch:eager"):  # the peak is a cell of its own, just before the note
+        line = next(ln for ln in md.splitlines() if ln.startswith(f"| tiny | {b} |"))
+        assert line.split(" | ")[-2] == format(rows[b]["peak_mem_mb"], ".0f"), line
     assert "Capture, ember vs TorchDynamo" in md and "Cache hit on `f(x, y) = x + y`" in md
     assert "![speedup and compile time per model and backend](bench_cpu.png)" in md
 
@@ -170,7 +223,24 @@ def test_train_step_rows(tmp_path):
 
 def test_backend_names():
     assert _backend_specs("", "cpu") == ["eager", "ember:eager", "torch:eager"]
-    assert _backend_specs("", "cuda") == ["eager", "ember:eager", "torch:eager", "torch:inductor"]
+    assert _backend_specs("", "cuda") == ["eager", "ember:eager", "ember:inductor", "ember:inductor:reduce-overhead",
+                                          "torch:eager", "torch:inductor", "torch:inductor:reduce-overhead"]
+    assert _backend_specs("+ember:aot_eager", "cuda")[-2:] == ["torch:inductor:reduce-overhead", "ember:aot_eager"]
+    assert [harness.parse_backend(s).spec for s in _backend_specs("", "cuda")] == _backend_specs("", "cuda")
+
+
+def test_backend_modes_reach_the_compilers(monkeypatch):
+    """ember:NAME:MODE calls ember.compile(model, backend=NAME, mode=MODE), torch:NAME:MODE torch.compile
+    alike; without a MODE no mode is passed."""
+    calls = []
+    monkeypatch.setattr(ember, "compile", lambda fn, **kw: calls.append(("ember", kw)) or fn)
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: calls.append(("torch", kw)) or fn)
+    for spec in ("ember:inductor:reduce-overhead", "torch:inductor:reduce-overhead", "ember:inductor",
+                 "torch:inductor"):
+        harness.parse_backend(spec).compile(abs)
+    assert calls == [("ember", {"backend": "inductor", "mode": "reduce-overhead"}),
+                     ("torch", {"backend": "inductor", "mode": "reduce-overhead"}),
+                     ("ember", {"backend": "inductor"}), ("torch", {"backend": "inductor"})]
     assert _backend_specs("+torch:inductor,ember:inductor", "cpu")[-2:] == ["torch:inductor", "ember:inductor"]
     assert _backend_specs("torch:eager, eager,torch:eager", "cpu") == ["torch:eager", "eager"]
     b = harness.parse_backend("torch:inductor:max-autotune")
