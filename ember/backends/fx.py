@@ -282,6 +282,24 @@ def _warn_executor(where, backend, reason, internal=False):
         key=("backend", backend.name, reason))
 
 
+def _autocast_key_fixed():
+    """Whether AOTAutograd's cache key holds the autocast dtype per device (newer torch): an older
+    one reuses a graph compiled under bfloat16 autocast for float16 autocast (torch 2.11)."""
+    try:
+        from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCacheDetails
+    except ImportError:
+        return True  # no such cache
+    return any("autocast_state" in f.__code__.co_names for f in vars(AOTAutogradCacheDetails).values()
+               if hasattr(f, "__code__"))
+
+
+_AUTOCAST_IN_CACHE_KEY = _autocast_key_fixed()
+
+
+def _autocast_on():
+    return any(torch.is_autocast_enabled(d) for d in ("cpu", "cuda"))
+
+
 def compile_graph(backend, desc, inputs, where):
     """Called by the C runtime at a graph's first call: returns (compiled callable, FX code),
     or (None, reason) when the graph runs on ember's C executor instead."""
@@ -318,7 +336,10 @@ def compile_graph(backend, desc, inputs, where):
         # which donated buffers refuse (torch.compile's lazy backward turns them off then): they
         # are switched off for the process (memory only; torch's check reads the flag at run time)
         torch._functorch.config.donated_buffer = False
-        with tracing(TracingContext(fake_mode)), torch._functorch.config.patch(force_non_lazy_backward_lowering=True):
+        patch = dict(force_non_lazy_backward_lowering=True)
+        if _autocast_on() and not _AUTOCAST_IN_CACHE_KEY:
+            patch["enable_autograd_cache"] = False  # its key would not tell bfloat16 autocast from float16
+        with tracing(TracingContext(fake_mode)), torch._functorch.config.patch(**patch):
             fn = backend.compiler(gm, list(inputs))
     except RuntimeError as e:
         if "modified by an inplace operation" not in str(e):
