@@ -537,8 +537,7 @@ def test_inductor_function_on_cuda_matches_eager():
 # pool. torch.compile starts a new generation of its graph trees at every call of a compiled
 # function, after which the outputs of the previous call may be overwritten (reading one may
 # raise RuntimeError "accessing tensor output of CUDAGraphs that has been overwritten by a
-# subsequent run", or, as torch 2.11 was seen to do, give the later call's values); a clone stays
-# right. Users compare or copy outputs before the next call, or call
+# subsequent run"); a clone stays right. Users compare or copy outputs before the next call, or call
 # torch.compiler.cudagraph_mark_step_begin() per iteration. The tests below hold ember to what
 # torch.compile does on the same calls, and to recording once and replaying.
 # ---------------------------------------------------------------------------
