@@ -6,7 +6,11 @@ import os
 import subprocess
 import sys
 
-from setuptools import Extension, setup
+if sys.version_info[:2] not in ((3, 11), (3, 12)):
+    sys.exit(f"ember builds for CPython 3.11 and 3.12 (its frame hook and bytecode tables are per version); "
+             f"this is Python {sys.version.split()[0]}: build with a 3.11 or 3.12 interpreter")
+
+from setuptools import Extension, setup  # noqa: E402
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 # generated per interpreter, outside the source tree, so 3.11 and 3.12 builds never mix

@@ -9,10 +9,15 @@ made and caches the result on the code object. See README.md for what works toda
 import functools
 import operator
 import os
+import sys
 
-import torch
+if sys.version_info[:2] not in ((3, 11), (3, 12)):
+    raise ImportError(f"ember captures on CPython 3.11 and 3.12; this is Python {sys.version.split()[0]}. "
+                      "Use a 3.11 or 3.12 interpreter, or torch.compile on this one.")
 
-from . import _C, _logging, _rules
+import torch  # noqa: E402
+
+from . import _C, _logging, _rules  # noqa: E402
 from ._config import config
 from ._explain import BreakReason, ExplainOutput, explain
 from .backends import BackendCompilerFailed, list_backends, resolve as _resolve_backend

@@ -983,3 +983,20 @@ def test_cuda_graph_backends_count_iterations():
     plain = _C.CompiledFunction(lambda x: x, _C.FLAG_ENABLED)
     plain(torch.ones(2))
     assert GenerationTracker.generation - g0 == 2
+
+
+def test_unsupported_python_version_says_what_to_do():
+    """On an interpreter ember does not capture on (3.13 here, when this machine has one), both
+    building and importing stop with a message naming the versions to use."""
+    import glob
+    import subprocess
+    import sys
+    cands = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.13*/bin/python3.13")))
+    if not cands:
+        pytest.skip("no CPython 3.13 on this machine")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([cands[0], "-c", "import ember"], capture_output=True, text=True, cwd=root)
+    assert r.returncode != 0 and "ember captures on CPython 3.11 and 3.12" in r.stderr, r.stderr[-500:]
+    r = subprocess.run([cands[0], "setup.py", "-q", "build_ext", "--dry-run"], capture_output=True, text=True, cwd=root)
+    assert r.returncode != 0 and "build with a 3.11 or 3.12 interpreter" in r.stderr, r.stderr[-500:]
+    assert sys.version_info[:2] in ((3, 11), (3, 12))
