@@ -71,7 +71,9 @@ static inline int em_frame_releasable(EmPyFrame *f) {
  * callee owns its frame (the default evaluator clears and pops it on return), so a hook that
  * does not evaluate it must drop its references (locals, function, code) and pop it off the
  * thread's data stack, freeing the chunk when the frame opened it. CPython's own helpers for
- * this are not exported. f must be the top frame of ts's data stack. */
+ * this are not exported: this follows clear_thread_frame (Python/ceval.c),
+ * _PyFrame_ClearExceptCode (Python/frame.c; no frame object here) and _PyThreadState_PopFrame
+ * (Python/pystate.c) of 3.12. f must be the top frame of ts's data stack. */
 static inline void em_frame_release(PyThreadState *ts, EmPyFrame *f) {
 #if EM_PY312
     for (int i = 0; i < f->stacktop; i++) Py_XDECREF(f->localsplus[i]);
