@@ -2,7 +2,8 @@
 
     python -m ember.bench [--small] [--models resnet18,bert,...] [--device cpu|cuda] [--train]
                           [--backends eager,ember:inductor,torch:inductor:reduce-overhead,...]
-                          [--out results] [--readme README.md] [--isolate]
+                          [--out results] [--readme README.md] [--isolate] [--max-time SECONDS]
+    python -m ember.bench --from part1/bench_cuda.json,part2/bench_cuda.json --out results [--readme README.md]
 
 Models: resnet18, resnet50, mobilenet_v3_large, vit_b_16 (torchvision), bert, gpt2, llama, t5_encoder
 (transformers), pointwise_chain, mlp_block (synthetic, as in shared/anchors/torch_compile_baseline.py),
@@ -72,14 +73,40 @@ Writes <out>/bench_<device>[_small][_train].json (header + rows + overhead), .md
 costs; needs matplotlib, else the run says so and goes on), prints the tables, and with
 --readme rewrites that README's results section from the run (python -m ember.bench.report does it
 from a saved JSON).
+
+Runs under a time limit, in parts:
+  saved as it goes  the JSON and .md are rewritten after every row (with --isolate after every model,
+              the child saving its rows as they come), so a run killed at any point leaves the rows
+              measured until then; the header says complete: false and not_run lists what is missing
+              (MODEL for a whole model, MODEL BACKEND for one row). SIGTERM or Ctrl-C ends the run the
+              same way (the child process of --isolate killed), then the files are written, exit 143/130.
+  --max-time S  start no model and no backend after S seconds from the start (a backend that has
+              started runs to its end: leave a cold compile's time, a minute on a GPU, under a hard
+              limit); what was left out is in not_run, and the run ends normally (chart, README).
+  --from A.json,B.json  merges saved runs of one kind (same device, --small, --train) into one report
+              at --out (and --readme): each (model, backend) once, in suite order, a later part's row
+              replacing an earlier one's (re-run what failed or was cut, then merge it last); the header
+              is the first part's, with each part's command; the cache-hit overhead is the first part's
+              that measured one. Keep the parts in other directories than --out (a part is never
+              overwritten). One file re-renders that run.
+  e.g. --device cuda in two parts of 5-8 minutes each on an H200 under a 10-minute limit (the slow part:
+  4 cold Inductor compiles per model, 1-40 s each; `timeout` sends SIGTERM, which still writes the
+  files), then the merge (on any machine; a third part re-running what is missing goes last):
+    timeout 560 python -m ember.bench --device cuda --budget 2 --max-time 450 --no-overhead --out out/p1 \\
+        --models resnet18,resnet50,mobilenet_v3_large,vit_b_16,pointwise_chain
+    timeout 560 python -m ember.bench --device cuda --budget 2 --max-time 450 --out out/p2 \\
+        --models bert,gpt2,llama,t5_encoder,mlp_block
+    python -m ember.bench --from out/p1/bench_cuda.json,out/p2/bench_cuda.json --out results --readme README.md
 """
 import argparse
+import contextlib
 import datetime
 import faulthandler
 import json
 import os
 import platform
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -111,7 +138,7 @@ def _backend_specs(text, device):
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog="python -m ember.bench", description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="\n".join(__doc__.splitlines()[5:]))
+                                 epilog=__doc__.split("\n\n", 2)[2])
     ap.add_argument("--models", default=",".join(SUITE), help="comma-separated subset of the suite")
     ap.add_argument("--small", action="store_true", help="scaled-down configs and inputs (for a small CPU)")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
@@ -132,6 +159,11 @@ def parse_args(argv):
     ap.add_argument("--no-overhead", action="store_true", help="skip the cache-hit overhead measurement")
     ap.add_argument("--isolate", action="store_true", help="each model in its own process")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per model with --isolate")
+    ap.add_argument("--max-time", type=float, default=0, metavar="S",
+                    help="start no model or backend after S seconds (0: no limit); what is left is not_run")
+    ap.add_argument("--from", dest="from_json", default="", metavar="A.json[,B.json...]",
+                    help="render saved runs instead of measuring: one re-renders it, several are merged "
+                    "(rows in suite order, a later part's row replacing an earlier one's) into --out/--readme")
     ap.add_argument("--child-json", default="", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     a.backend_specs = _backend_specs(a.backends, a.device)
@@ -171,7 +203,8 @@ def machine_header(a, argv):
          "threads": torch.get_num_threads(), "python": sys.version.split()[0], "torch": torch.__version__,
          "ember_commit": _git_commit(), "warmup": a.warmup, "iters": a.iters, "min_iters": a.min_iters,
          "budget_s": a.budget, "overhead_calls": a.overhead_calls, "overhead_repeats": a.overhead_repeats,
-         "isolate": a.isolate, "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
+         "isolate": a.isolate, "max_time_s": a.max_time or None,
+         "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
     for mod in ("torchvision", "transformers"):
         try:
             h[mod] = __import__(mod).__version__
@@ -190,9 +223,33 @@ def _say(msg):
     print(f"[bench] {msg}", file=sys.stderr, flush=True)
 
 
-def _isolated(name, argv, a):
-    """Runs one model in a child process; returns its rows, or an error row per backend if it died."""
-    skip_next = {"--models", "--out", "--readme", "--timeout", "--child-json"}
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, as an exception: the run stops where it is and writes what it measured."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated("SIGTERM")
+
+
+@contextlib.contextmanager
+def sigterm_stops_the_run():
+    """SIGTERM (a time limit's kill, `timeout`) raises Terminated in the main thread for the block, so
+    that a child process is killed and the rows so far written instead of the process just dying."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _isolated(name, argv, a, timeout, max_time=None, on_rows=None):
+    """Runs one model in a child process; returns (rows, not_run): its rows, or an error row per backend
+    the child neither measured nor left out on purpose (max_time: the child's --max-time). Interrupted
+    (SIGTERM, Ctrl-C), it kills the child and hands on_rows the rows the child had saved."""
+    skip_next = {"--models", "--out", "--readme", "--timeout", "--child-json", "--max-time"}
     args, it = [], iter(argv)
     for x in it:
         if x in skip_next:
@@ -204,7 +261,7 @@ def _isolated(name, argv, a):
     with tempfile.TemporaryDirectory(prefix="ember_bench_") as d:
         out = os.path.join(d, "rows.json")
         cmd = [sys.executable, "-m", "ember.bench", *args, "--models", name, "--out", "", "--no-overhead",
-               "--child-json", out]
+               "--child-json", out] + (["--max-time", f"{max_time:.0f}"] if max_time else [])
         tail = []
         p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
@@ -217,35 +274,65 @@ def _isolated(name, argv, a):
         t = threading.Thread(target=pump, daemon=True)
         t.start()
         try:
-            rc = p.wait(timeout=a.timeout)
+            rc = p.wait(timeout=timeout)
             why = None if rc == 0 else (f"process killed by signal {-rc}" if rc < 0 else f"process exited {rc}")
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
-            why = f"timed out after {a.timeout:.0f} s"
-        t.join(timeout=5)
+            why = f"timed out after {timeout:.0f} s"
+        except BaseException:  # SIGTERM, Ctrl-C: the child goes with the run
+            p.kill()
+            p.wait()
+            if on_rows and os.path.exists(out):
+                with contextlib.suppress(Exception), open(out) as f:
+                    on_rows(json.load(f)["rows"])
+            raise
+        finally:
+            t.join(timeout=5)
+        rows, skipped = [], []
         if os.path.exists(out):
             with open(out) as f:
-                rows = json.load(f)["rows"]
-            if why is None and len(rows) == len(a.backend_specs):
-                return rows
-        else:
-            rows = []
+                saved = json.load(f)
+            rows, skipped = saved["rows"], saved.get("not_run") or []
+        if name in skipped or (why is None and len(rows) + len(skipped) == len(a.backend_specs)):
+            return rows, skipped
         last = next((ln for ln in reversed(tail) if ln.strip() and not ln.startswith("[bench]")), "")
-        done = {r["backend"] for r in rows}
+        done = {r["backend"] for r in rows} | {x.split(" ", 1)[1] for x in skipped if " " in x}
         return rows + [harness.new_row(name, s, status="error", error=f"{why or 'no result'}; last output: "
-                                       f"{harness.short_path(last)[:200]}") for s in a.backend_specs if s not in done]
+                                       f"{harness.short_path(last)[:200]}") for s in a.backend_specs
+                       if s not in done], skipped
+
+
+def missing_rows(result):
+    """What the run was asked for and has no row of: MODEL (no row at all) or MODEL BACKEND."""
+    h = result["header"]
+    have = {(r["model"], r["backend"]) for r in result["rows"]}
+    out = []
+    for m in h["models"]:
+        if not any(x == m for x, _ in have):
+            out.append(m)
+        else:
+            out += [f"{m} {b}" for b in h["backends"] if (m, b) not in have]
+    return out
+
+
+def _stem(a):
+    return os.path.join(a.out, f"bench_{a.device}" + ("_small" if a.small else "") + ("_train" if a.train else ""))
 
 
 def write(result, a, files_only=False):
-    """Writes <out>/bench_*.{json,md,png}; returns the JSON path (or None with --out '')."""
+    """Writes <out>/bench_*.{json,md,png} (files_only: the JSON and .md, no chart); returns the JSON path
+    (or None with --out '')."""
     if not a.out:
         return None
     os.makedirs(a.out, exist_ok=True)
-    stem = os.path.join(a.out, f"bench_{a.device}" + ("_small" if a.small else "") + ("_train" if a.train else ""))
-    with open(stem + ".json", "w") as f:
+    stem = _stem(a)
+    with open(stem + ".json.tmp", "w") as f:  # a run killed while writing keeps the last whole file
         json.dump(result, f, indent=1)
+    os.replace(stem + ".json.tmp", stem + ".json")
     if files_only:
+        with open(stem + ".md", "w") as f:
+            f.write(report.markdown(result))
         return stem + ".json"
     try:
         why = report.chart(result, stem + ".png")
@@ -261,11 +348,42 @@ def write(result, a, files_only=False):
     return stem + ".json"
 
 
+def _readme(ap, a, result, path):
+    if a.readme:
+        if not path:
+            ap.error("--readme needs --out (the README links the result files)")
+        report.update_readme(a.readme, report.readme_section(result, report.files_for(path, a.readme)))
+        _say(f"rewrote the results section of {a.readme}")
+
+
+def render_saved(ap, a, argv):
+    """--from: one saved run re-rendered, or several merged (report.merge), to --out and --readme."""
+    try:
+        paths, results = report.load_parts(a.from_json)
+        result = results[0] if len(results) == 1 else report.merge(
+            results, paths, "python -m ember.bench " + shlex.join(argv), order=SUITE)
+    except (OSError, ValueError, KeyError) as e:
+        ap.error(f"--from: {type(e).__name__}: {e}")
+    h = result["header"]
+    a.device, a.small, a.train = h.get("device", "cpu"), bool(h.get("small")), bool(h.get("train"))
+    if a.out and len(paths) > 1 and os.path.abspath(_stem(a) + ".json") in map(os.path.abspath, paths):
+        ap.error(f"--from: the merged run would overwrite the part {_stem(a)}.json; pick another --out")
+    path = write(result, a)
+    if path:
+        _say(f"wrote {os.path.splitext(path)[0]}.json/.md" + ("" if h.get("chart") else "/.png")
+             + (f" from {len(paths)} parts" if len(paths) > 1 else ""))
+    print(report.markdown(result), end="")
+    _readme(ap, a, result, path)
+    return result
+
+
 def main(argv=None, builders=None):
     """Runs the benchmark; returns {'header', 'rows', 'overhead'}. builders: extra {name: build(name,
     small)} models the --models list may name (tests use it)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     ap, a = parse_args(argv)
+    if a.from_json:
+        return render_saved(ap, a, argv)
     known = dict.fromkeys(SUITE, build)
     known.update(builders or {})
     unknown = [n for n in a.model_names if n not in known]
@@ -285,40 +403,75 @@ def main(argv=None, builders=None):
                          min_iters=a.min_iters, budget_s=a.budget)
     t_start = time.perf_counter()
     result = {"header": machine_header(a, argv), "rows": [], "overhead": []}
-    result["header"]["complete"] = False
-    if not a.isolate:
-        _say(f"warming up {', '.join(b.spec for b in backends if b.system)} on a trivial function")
-        harness.warm_up(backends, a.device)
-    for i, name in enumerate(a.model_names):
-        t0 = time.perf_counter()
-        _say(f"[{i + 1}/{len(a.model_names)}] {name} ({'small' if a.small else 'full'}, "
-             f"{'train' if a.train else 'inference'}, {a.device})")
-        if a.isolate:
-            rows = _isolated(name, argv, a)
-        else:
-            rows = harness.measure_model(name, known[name], backends, s, progress=_say)
-        result["rows"] += rows
-        _say(f"[{i + 1}/{len(a.model_names)}] {name} done in {time.perf_counter() - t0:.1f} s "
-             f"(total {time.perf_counter() - t_start:.0f} s)")
-        if a.child_json:
-            continue
-        write(result, a, files_only=True)  # what was measured so far survives a crash
-    if a.child_json:
-        with open(a.child_json, "w") as f:
-            json.dump(result, f)
-        return result
-    if not a.no_overhead:
-        _say(f"cache-hit overhead on a tiny function ({a.overhead_repeats} x {a.overhead_calls} calls)")
-        result["overhead"] = harness.overhead(backends, a.device, a.overhead_calls, a.overhead_repeats, progress=_say)
-    result["header"]["complete"] = True
-    result["header"]["elapsed_s"] = round(time.perf_counter() - t_start, 1)
-    path = write(result, a)
-    print(report.markdown(result), end="")
-    if a.readme:
-        if not path:
-            ap.error("--readme needs --out (the README links the result files)")
-        report.update_readme(a.readme, report.readme_section(result, report.files_for(path, a.readme)))
-        _say(f"rewrote the results section of {a.readme}")
+    h = result["header"]
+    h["complete"] = False
+    left = (lambda: a.max_time - (time.perf_counter() - t_start)) if a.max_time else (lambda: float("inf"))
+    cut = f"--max-time {a.max_time:g} s reached"
+    current = []  # the rows of the model being measured
+
+    def save(rows_of_model=None, final=False):
+        """The files as they stand: the rows so far and those of the model being measured."""
+        if rows_of_model is not None:
+            current[:] = rows_of_model
+        partial = dict(result, rows=result["rows"] + current)
+        h["not_run"] = missing_rows(partial)
+        h["elapsed_s"] = round(time.perf_counter() - t_start, 1)
+        if a.child_json:  # for the parent of --isolate
+            with open(a.child_json + ".tmp", "w") as f:
+                json.dump({"header": h, "rows": partial["rows"],
+                           "not_run": h["not_run"] if final else []}, f)
+            os.replace(a.child_json + ".tmp", a.child_json)
+        elif a.out:
+            write(partial, a, files_only=not final)
+
+    try:
+        with sigterm_stops_the_run():
+            if not a.isolate:
+                _say(f"warming up {', '.join(b.spec for b in backends if b.system)} on a trivial function")
+                harness.warm_up(backends, a.device)
+            for i, name in enumerate(a.model_names):
+                if left() <= 0:
+                    _say(f"{cut}: {', '.join(a.model_names[i:])} not measured")
+                    h["interrupted"] = cut
+                    break
+                t0 = time.perf_counter()
+                _say(f"[{i + 1}/{len(a.model_names)}] {name} ({'small' if a.small else 'full'}, "
+                     f"{'train' if a.train else 'inference'}, {a.device})")
+                if a.isolate:
+                    rows, skipped = _isolated(name, argv, a, min(a.timeout, left() + 120),
+                                              max_time=max(1.0, left()) if a.max_time else None, on_rows=save)
+                else:
+                    rows = harness.measure_model(name, known[name], backends, s, progress=_say, on_row=save,
+                                                 stop=lambda: left() <= 0)
+                    skipped = len(rows) < len(backends)
+                if skipped:
+                    h["interrupted"] = cut
+                result["rows"] += rows
+                current.clear()
+                _say(f"[{i + 1}/{len(a.model_names)}] {name} done in {time.perf_counter() - t0:.1f} s "
+                     f"(total {time.perf_counter() - t_start:.0f} s)")
+                save()  # what was measured so far survives a crash
+            if a.child_json:
+                save(final=True)
+                return result
+            if not a.no_overhead:
+                if left() > 0:
+                    _say(f"cache-hit overhead on a tiny function ({a.overhead_repeats} x {a.overhead_calls} calls)")
+                    result["overhead"] = harness.overhead(backends, a.device, a.overhead_calls, a.overhead_repeats,
+                                                          progress=_say)
+                else:
+                    h["interrupted"] = cut + " (before the cache-hit overhead)"
+    except KeyboardInterrupt as e:
+        what = "SIGTERM" if isinstance(e, Terminated) else "interrupted (KeyboardInterrupt)"
+        h["interrupted"] = f"{what} after {time.perf_counter() - t_start:.0f} s"
+        _say(f"{h['interrupted']}: writing the rows measured so far")
+        save(final=True)
+        raise SystemExit(143 if isinstance(e, Terminated) else 130) from None
+    h["complete"] = not h.get("interrupted")
+    save(final=True)
+    if not a.child_json:
+        print(report.markdown(result), end="")
+    _readme(ap, a, result, _stem(a) + ".json" if a.out else None)
     return result
 
 

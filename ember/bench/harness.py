@@ -486,10 +486,14 @@ class ModelBench:
         return row
 
 
-def measure_model(name, builder, backends, s, progress=None):
+def measure_model(name, builder, backends, s, progress=None, on_row=None, stop=None):
     """Rows of one model, one per backend (the plain eager row first). A model that cannot be built or
-    run eagerly gives an error row per backend."""
+    run eagerly gives an error row per backend. on_row(rows): called with the rows so far after each
+    row (to save them as they come); stop(): checked before each backend, True leaves the remaining
+    backends out (no rows: a time limit reached)."""
     say = progress or (lambda msg: None)
+    with_eager = any(isinstance(b, PlainEager) for b in backends)
+    saved = on_row or (lambda rows: None)
     t0 = time.perf_counter()
     try:
         with warnings.catch_warnings():
@@ -503,16 +507,21 @@ def measure_model(name, builder, backends, s, progress=None):
         return [new_row(name, b.spec, status="error", error=err) for b in backends]
     say(f"{name} eager: step {eager['step_ms']:.2f} ms ({time.perf_counter() - t0:.1f} s)")
     rows = [eager]
+    saved(rows if with_eager else rows[1:])
     for b in backends:
         if isinstance(b, PlainEager):
             continue
+        if stop and stop():
+            say(f"{name}: time is up, {b.spec} and the backends after it not measured")
+            break
         t1 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # ember's fallback warnings are counted in the row instead
             r = mb.backend_row(b)
         rows.append(r)
+        saved(rows if with_eager else rows[1:])
         say(f"{name} {b.spec}: {describe(r)} ({time.perf_counter() - t1:.1f} s)")
-    if not any(isinstance(b, PlainEager) for b in backends):
+    if not with_eager:
         rows = rows[1:]
     del mb, model, inputs
     gc.collect()

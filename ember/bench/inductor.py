@@ -23,6 +23,22 @@ The targets (issue [backends]): the step within 5% of torch.compile's (a faster 
 than torch.compile's by at least the capture time ember saves (torch capture - ember capture), i.e.
 everything other than capture (Inductor compile, first run) no slower under ember.
 Writes OUT/inductor_<device>[_small].json and .md; --readme rewrites that section of a README.
+
+--device cuda: every process builds the model and inputs on the GPU, every timing (cold and warm first
+calls, each steady-state call) is bracketed by torch.cuda.synchronize(), the header names the GPU; the
+primed cache directory also holds what Triton builds once per cache directory (its CUDA driver
+helpers: a trivial kernel compiled in it). --threads defaults to 1 on cpu, to torch's default on cuda.
+
+Time: per model, 2 x --repeats cold processes (interpreter, imports and CUDA start, then a cold
+compile) and one steady-state process (two compiles, warm-up, up to --budget s of rounds, two warm
+compiles). The rows are saved after every process (a row still being measured says partial), so a
+run killed at any point leaves OUT/inductor_*.json/.md with what was done; SIGTERM ends the run the
+same way (its child killed, exit 143). To fit a time limit: --max-time S (start no process after S s;
+the models left are listed as not run; a process that has started runs to its end or --timeout),
+--repeats 1 --budget 3 --rounds 100 --min-rounds 20 (about 4 processes of 10-60 s per model on an
+H200), a --models subset, --timeout for one process. --from A.json,B.json merges runs of several
+parts (rows in suite order, a later part's row replacing an earlier one's) into OUT and --readme; one
+file re-renders that run.
 """
 import argparse
 import contextlib
@@ -43,6 +59,7 @@ import time
 
 SYSTEMS = ("ember", "torch")
 _CHILD = "--child"
+DEFAULT_OUT = "results/inductor"
 
 
 # ---------------------------------------------------------------------------------------------- children
@@ -124,13 +141,34 @@ def _code_digest(codes):
     return hashlib.sha256("\n#--\n".join(normalize_code(c) for c in codes).encode()).hexdigest()[:16]
 
 
-def _build(name, small):
+def _setup(device, threads):
+    """A child's torch: its thread count (None: torch's default) and, for cuda, a usable GPU."""
+    import torch
+    if threads:
+        torch.set_num_threads(threads)
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("--device cuda: torch sees no CUDA device")
+    return torch
+
+
+def _sync(device):
+    """Waits for the device's queued work (cuda), so that a timing covers it."""
+    if device == "cuda":
+        import torch
+        torch.cuda.synchronize()
+
+
+def _build(name, small, device="cpu"):
+    """The suite model in eval mode and its inputs, both on device."""
+    import torch
+
     from .models import build
     model, inputs = build(name, small)
-    return model.eval(), inputs
+    model = model.eval().to(device)
+    return model, tuple(t.to(device) if isinstance(t, torch.Tensor) else t for t in inputs)
 
 
-def _preimport(system):
+def _preimport(system, device="cpu"):
     """The modules a first call through either frontend and Inductor loads (paid once per process,
     whichever frontend runs; TorchDynamo's capture timer would count those it happens to load first)."""
     import sympy  # noqa: F401
@@ -138,31 +176,37 @@ def _preimport(system):
     import torch._functorch.aot_autograd  # noqa: F401
     import torch._inductor.compile_fx  # noqa: F401
     import torch.fx.experimental.symbolic_shapes  # noqa: F401
+    if device == "cuda":
+        with contextlib.suppress(Exception):
+            import torch._inductor.codegen.triton  # noqa: F401
+            import triton  # noqa: F401
     if system == "ember":
         import ember  # noqa: F401
 
 
-def child_cold(name, system, small, threads, code_dir):
+def child_cold(name, system, small, threads, code_dir, device="cpu"):
     """One system's cold first call in this (fresh) process: {first_call_ms, capture_ms, backend_ms,
     graphs, breaks, max_err, code, kernels}."""
-    import torch
-    torch.set_num_threads(threads)
+    torch = _setup(device, threads)
     from unittest import mock
 
     from torch._inductor.graph import GraphLowering
 
     from .models import max_err
-    model, inputs = _build(name, small)
+    model, inputs = _build(name, small, device)
     with torch.no_grad():
-        ref = model(*inputs)
+        ref = model(*inputs)  # eager first: CUDA context, cuBLAS/cuDNN handles and the like are not charged
+        _sync(device)
         t0 = time.perf_counter()
-        _preimport(system)
+        _preimport(system, device)
         import_ms = (time.perf_counter() - t0) * 1e3
         _clear_frontend_stats(system)
         codes = []
         with mock.patch.object(GraphLowering, "save_output_code", codes.append):
+            _sync(device)
             t0 = time.perf_counter()
             out = _compile(system, model)(*inputs)
+            _sync(device)
             dt = time.perf_counter() - t0
     r = {"first_call_ms": dt * 1e3, **_frontend_stats(system), "import_ms": import_ms, "max_err": max_err(ref, out),
          "code": _code_digest(codes) if codes else None, "kernels": len(codes)}
@@ -184,15 +228,15 @@ def _bootstrap_ratio(a, b, n=2000, seed=0):
     return got[int(0.025 * n)], got[int(0.975 * n) - 1]
 
 
-def child_steady(name, small, threads, warmup, rounds, min_rounds, budget_s):
-    """Both systems in this process, steady state timed in rotating order; then warm first calls."""
-    import torch
-    torch.set_num_threads(threads)
+def child_steady(name, small, threads, warmup, rounds, min_rounds, budget_s, device="cpu"):
+    """Both systems in this process, steady state timed in rotating order (each call between two
+    device synchronizations on cuda); then warm first calls."""
+    torch = _setup(device, threads)
     import ember
     import ember.testing
 
     from .models import max_err
-    model, inputs = _build(name, small)
+    model, inputs = _build(name, small, device)
     fns = {"eager": model}
     errs = {}
     with torch.no_grad():
@@ -211,8 +255,10 @@ def child_steady(name, small, threads, warmup, rounds, min_rounds, budget_s):
         for i in range(rounds):
             for k in order[i % 3:] + order[:i % 3]:
                 fn = fns[k]
+                _sync(device)
                 t0 = time.perf_counter()
                 fn(*inputs)
+                _sync(device)
                 samples[k].append(time.perf_counter() - t0)
             if i + 1 >= min_rounds and time.perf_counter() > t_end:
                 break
@@ -225,8 +271,10 @@ def child_steady(name, small, threads, warmup, rounds, min_rounds, budget_s):
         warm = {}
         for system in SYSTEMS:  # a new wrapper each, after a reset: capture again, kernels from the cache
             _clear_frontend_stats(system)
+            _sync(device)
             t0 = time.perf_counter()
             _compile(system, model)(*inputs)
+            _sync(device)
             warm[system] = {"first_call_ms": (time.perf_counter() - t0) * 1e3, **_frontend_stats(system)}
         r["warm"] = warm
     return r
@@ -268,29 +316,64 @@ def _say(msg):
     print(f"[bench.inductor] {msg}", file=sys.stderr, flush=True)
 
 
-def child_prime():
-    """Inductor's probe of the vector ISAs, which it caches in its cache directory."""
+def child_prime(device="cpu"):
+    """What Inductor and Triton build once per cache directory, built in it: Inductor's probe of the
+    vector ISAs; on cuda also Triton's CUDA driver helpers, by compiling a trivial kernel (on 3 elements,
+    unlike any kernel of the suite). {isa, gpu}."""
     from torch._inductor.cpu_vec_isa import pick_vec_isa
-    return {"isa": str(pick_vec_isa())}
+    r = {"isa": str(pick_vec_isa())}
+    if device == "cuda":
+        torch = _setup(device, None)
+        torch.compile(lambda t: torch.sin(t) * 3 + 1)(torch.ones(3, device="cuda"))
+        torch.cuda.synchronize()
+        torch._dynamo.reset()
+        r["gpu"] = torch.cuda.get_device_name(0)
+    return r
 
 
-def child_warm():
+def child_warm(device="cpu"):
     """A trivial compile through both systems, in a throwaway cache: the first process of a run would
     otherwise pay for reading torch's and the compiler's files from disk into the OS's file cache."""
-    import torch
-    x = torch.randn(8)
+    torch = _setup(device, None)
+    x = torch.randn(8, device=device)
     for system in SYSTEMS:
         _compile(system, lambda t: torch.relu(t) + 1)(x)
+    _sync(device)
     return {}
 
 
-def measure(name, a, code_dir, template):
+def _left(a):
+    """Seconds left under --max-time (inf without one)."""
+    return a.deadline - time.perf_counter() if a.deadline else float("inf")
+
+
+def _common_args(a):
+    return ["--device", a.device] + (["--threads", str(a.threads)] if a.threads else []) + \
+        (["--small"] if a.small else [])
+
+
+def measure(name, a, code_dir, template, save=None):
     """One model's row: cold first calls (a.repeats per system, fresh processes), the code comparison,
-    the steady state and warm first calls (one process)."""
-    row = {"model": name, "cold": {s: [] for s in SYSTEMS}, "errors": []}
-    common = ["--threads", str(a.threads)] + (["--small"] if a.small else [])
+    the steady state and warm first calls (one process). save(row): called after every process, with
+    the row as it stands ('partial': True until it is whole); a process is started only while --max-time
+    leaves time (else the row stays partial, saying so in its errors)."""
+    row = {"model": name, "partial": True, "cold": {s: [] for s in SYSTEMS}, "errors": []}
+    saved = save or (lambda r: None)
+    common = _common_args(a)
+
+    def out_of_time(what):
+        if _left(a) > 0:
+            return False
+        row["errors"].append(f"{what} not measured: --max-time {a.max_time:g} s reached")
+        _say(f"{name}: {row['errors'][-1]}")
+        return True
+
     for rep in range(a.repeats):
         for system in (SYSTEMS if rep % 2 == 0 else SYSTEMS[::-1]):
+            if out_of_time(f"{system} cold #{rep + 1} and what follows"):
+                summarize(row, a.tolerance)
+                saved(row)
+                return row
             with _cache_dir(template) as d:
                 r = _run_child(["cold", name, system, "--code-dir", code_dir or ""] + common, d, a.timeout)
             if "error" in r:
@@ -300,17 +383,22 @@ def measure(name, a, code_dir, template):
             _say(f"{name} {system} cold #{rep + 1}: " + (r.get("error") or
                  f"first call {r['first_call_ms']:.0f} ms (capture {r['capture_ms']:.1f}, backend "
                  f"{r['backend_ms']:.0f}), graphs {r['graphs']}, code {r['code']}"))
-    with _cache_dir() as d:
-        r = _run_child(["steady", name, "--warmup", str(a.warmup), "--rounds", str(a.rounds), "--min-rounds",
-                        str(a.min_rounds), "--budget", str(a.budget)] + common, d, a.timeout)
-    if "error" in r:
-        row["errors"].append(f"steady: {r['error']}")
-    else:
-        row["steady"] = r
-        _say(f"{name} steady ({r['rounds']} rounds): ember {r['step_ms']['ember']:.3f} ms, torch.compile "
-             f"{r['step_ms']['torch']:.3f} ms, eager {r['step_ms']['eager']:.3f} ms; ratio {r['ratio']:.3f} "
-             f"[{r['ratio_lo']:.3f}, {r['ratio_hi']:.3f}]")
+            summarize(row, a.tolerance)
+            saved(row)
+    if not out_of_time("steady state and warm first calls"):
+        with _cache_dir() as d:
+            r = _run_child(["steady", name, "--warmup", str(a.warmup), "--rounds", str(a.rounds), "--min-rounds",
+                            str(a.min_rounds), "--budget", str(a.budget)] + common, d, a.timeout)
+        if "error" in r:
+            row["errors"].append(f"steady: {r['error']}")
+        else:
+            row["steady"] = r
+            _say(f"{name} steady ({r['rounds']} rounds): ember {r['step_ms']['ember']:.3f} ms, torch.compile "
+                 f"{r['step_ms']['torch']:.3f} ms, eager {r['step_ms']['eager']:.3f} ms; ratio {r['ratio']:.3f} "
+                 f"[{r['ratio_lo']:.3f}, {r['ratio_hi']:.3f}]")
+        row["partial"] = False
     summarize(row, a.tolerance)
+    saved(row)
     return row
 
 
@@ -344,11 +432,16 @@ def header(a, argv):
     from .__main__ import _cpu_name, _git_commit
     return {"schema": "ember.bench.inductor/1",
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": "python -m ember.bench.inductor " + shlex.join(argv), "device": "cpu", "small": a.small,
-            "models": a.model_names, "cpu": _cpu_name(), "cpu_count": os.cpu_count(), "threads": a.threads,
+            "command": "python -m ember.bench.inductor " + shlex.join(argv), "device": a.device, "small": a.small,
+            "models": a.model_names, "cpu": _cpu_name(), "cpu_count": os.cpu_count(),
+            # --threads, else torch's default, which the child processes get too
+            "threads": a.threads or torch.get_num_threads(),
+            "gpu": None,  # cuda: torch.cuda.get_device_name(0), read in the first child process
             "python": sys.version.split()[0], "torch": torch.__version__, "platform": platform.platform(),
-            "ember_commit": _git_commit(), "repeats": a.repeats, "rounds": a.rounds, "budget_s": a.budget,
-            "tolerance": a.tolerance, "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
+            "ember_commit": _git_commit(), "repeats": a.repeats, "warmup": a.warmup, "rounds": a.rounds,
+            "min_rounds": a.min_rounds, "budget_s": a.budget, "tolerance": a.tolerance, "timeout_s": a.timeout,
+            "max_time_s": a.max_time or None, "complete": False,
+            "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
 
 
 # ---------------------------------------------------------------------------------------------- report
@@ -362,12 +455,17 @@ def _yes(v):
 
 
 def markdown(result):
-    from .report import describe_machine
+    from .report import command_lines, describe_machine
     h = result["header"]
+    cuda = h.get("device") == "cuda"
+    primed = "Inductor's one-time probe of the vector ISAs" + (" and what Triton builds once per cache directory"
+                                                               if cuda else "")
     lines = [f"Machine: {describe_machine(h)}. Device {h['device']}, {'small' if h['small'] else 'full-size'} "
-             "configs, inference under torch.no_grad().", "", f"Command: `{h['command']}`", "",
+             "configs, inference under torch.no_grad().", "", *command_lines(h), "",
              f"Cold first calls: the median of {h['repeats']} fresh processes per system, each with an empty Inductor "
-             "cache (but for Inductor's one-time probe of the vector ISAs), timed from the compile() call. Capture and "
+             f"cache (but for {primed}), timed from the compile() call"
+             + (" to the first output, the GPU synchronized at both ends (every timing below too)" if cuda else "")
+             + ". Capture and "
              "backend compile: each frontend's own timers in those runs; saved: torch.compile's minus ember's; the first "
              "call target: first call saved >= capture saved. A process's first capture also pays one-time costs "
              "(lazy imports, first fake-tensor dispatch) that the compile after it would otherwise pay: capture, warm "
@@ -387,7 +485,8 @@ def markdown(result):
         warm = {s: (st.get("warm") or {}).get(s) or {} for s in SYSTEMS}
         ratio = (f"{st['ratio']:.3f} [{st['ratio_lo']:.3f}, {st['ratio_hi']:.3f}]" if st else "-")
         lines.append(
-            f"| {r['model']} | {_f(r.get('ember_graphs'), 'd')} / {_f(r.get('torch_graphs'), 'd')} "
+            f"| {r['model']}{' (partial)' if r.get('partial') else ''} "
+            f"| {_f(r.get('ember_graphs'), 'd')} / {_f(r.get('torch_graphs'), 'd')} "
             f"| {_f(r.get('ember_capture_ms'), '.1f')} / {_f(r.get('torch_capture_ms'), '.1f')} "
             f"| {_f(r.get('ember_backend_ms'), '.0f')} / {_f(r.get('torch_backend_ms'), '.0f')} "
             f"| {_f(r.get('ember_first_call_ms'), '.0f')} / {_f(r.get('torch_first_call_ms'), '.0f')} "
@@ -412,15 +511,21 @@ def markdown(result):
     return "\n".join(lines) + "\n"
 
 
-def write(result, a):
-    stem = os.path.join(a.out, f"inductor_cpu{'_small' if a.small else ''}")
+def _stem(a):
+    return os.path.join(a.out, f"inductor_{a.device}{'_small' if a.small else ''}")
+
+
+def write(result, a, readme=False):
+    """OUT/inductor_<device>[_small].json and .md; with readme, --readme's section too. Returns the stem."""
+    stem = _stem(a)
     os.makedirs(a.out, exist_ok=True)
-    with open(stem + ".json", "w") as f:
+    with open(stem + ".json.tmp", "w") as f:  # a run killed while writing keeps the last whole file
         json.dump(result, f, indent=1)
+    os.replace(stem + ".json.tmp", stem + ".json")
     md = markdown(result)
     with open(stem + ".md", "w") as f:
         f.write(md)
-    if a.readme:
+    if readme and a.readme:
         from .report import files_for, markers, update_readme
         files = files_for(stem + ".json", a.readme)
         begin, end = markers(os.path.basename(stem))
@@ -440,7 +545,10 @@ def parse_args(argv):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=",".join(SUITE), help="comma-separated subset of the suite")
     ap.add_argument("--small", action="store_true", help="scaled-down configs and inputs (for a small CPU)")
-    ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads in every process")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                    help="where the models, inputs and compiled kernels run (cuda: Triton kernels)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch.set_num_threads in every process (default: 1 on cpu, torch's default on cuda)")
     ap.add_argument("--repeats", type=int, default=3, help="cold first calls per system and model")
     ap.add_argument("--warmup", type=int, default=5, help="untimed calls per system before the steady state")
     ap.add_argument("--rounds", type=int, default=400, help="most timed rounds (one call of each system)")
@@ -448,11 +556,17 @@ def parse_args(argv):
     ap.add_argument("--budget", type=float, default=20.0, help="seconds of steady state after --min-rounds")
     ap.add_argument("--tolerance", type=float, default=0.05, help="the step target: |ratio - 1| at most this")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per child process")
-    ap.add_argument("--out", default="results/inductor", help="directory for inductor_cpu[_small].json/.md")
+    ap.add_argument("--max-time", type=float, default=0, metavar="S",
+                    help="start no child process after S seconds (0: no limit); the rest is listed as not run")
+    ap.add_argument("--out", default=None, help=f"directory for inductor_<device>[_small].json/.md (default "
+                    f"{DEFAULT_OUT}; with --from one file: beside it)")
     ap.add_argument("--readme", help="rewrite this README's section from the run")
     ap.add_argument("--keep-code", action="store_true", help="write the normalized generated code under OUT/code")
-    ap.add_argument("--from", dest="from_json", metavar="JSON", help="render a saved run (.md, --readme) instead")
+    ap.add_argument("--from", dest="from_json", metavar="A.json[,B.json...]",
+                    help="render saved runs (.md, --readme) instead of measuring; several are merged into one")
     a = ap.parse_args(argv)
+    if a.threads is None and a.device == "cpu":
+        a.threads = 1
     a.model_names = [n.strip() for n in a.models.split(",") if n.strip()]
     unknown = [n for n in a.model_names if n not in SUITE]
     if unknown:
@@ -466,7 +580,8 @@ def _child_main(argv):
     ap.add_argument("model", nargs="?")
     ap.add_argument("system", nargs="?")
     ap.add_argument("--small", action="store_true")
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--code-dir", default="")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=400)
@@ -474,14 +589,37 @@ def _child_main(argv):
     ap.add_argument("--budget", type=float, default=20.0)
     c = ap.parse_args(argv)
     if c.kind == "prime":
-        r = child_prime()
+        r = child_prime(c.device)
     elif c.kind == "warm":
-        r = child_warm()
+        r = child_warm(c.device)
     elif c.kind == "cold":
-        r = child_cold(c.model, c.system, c.small, c.threads, c.code_dir)
+        r = child_cold(c.model, c.system, c.small, c.threads, c.code_dir, c.device)
     else:
-        r = child_steady(c.model, c.small, c.threads, c.warmup, c.rounds, c.min_rounds, c.budget)
+        r = child_steady(c.model, c.small, c.threads, c.warmup, c.rounds, c.min_rounds, c.budget, c.device)
     print(json.dumps(r), flush=True)
+
+
+def render_saved(a, argv):
+    """--from: one saved run re-rendered (next to it unless --out is given), or several merged
+    (report.merge: rows in suite order, a later part's row replacing an earlier one's) into --out."""
+    from .models import SUITE
+    from .report import load_parts, merge
+    paths, results = load_parts(a.from_json)
+    if len(results) == 1:
+        result = results[0]
+        a.out = a.out or os.path.dirname(paths[0]) or "."
+    else:
+        result = merge(results, paths, "python -m ember.bench.inductor " + shlex.join(argv), order=SUITE)
+        a.out = a.out or DEFAULT_OUT
+    h = result["header"]
+    a.device, a.small = h.get("device", "cpu"), h["small"]
+    if len(results) > 1 and os.path.abspath(_stem(a) + ".json") in map(os.path.abspath, paths):
+        raise SystemExit(f"--from: the merged run would overwrite the part {_stem(a)}.json; pick another --out")
+    for row in result["rows"]:
+        summarize(row, h["tolerance"])
+    write(result, a, readme=True)
+    print(markdown(result), end="")
+    return result
 
 
 def main(argv=None):
@@ -490,33 +628,70 @@ def main(argv=None):
         return _child_main(argv[1:])
     a = parse_args(argv)
     if a.from_json:
-        with open(a.from_json) as f:
-            result = json.load(f)
-        a.out, a.small = os.path.dirname(a.from_json) or ".", result["header"]["small"]
-        for row in result["rows"]:
-            summarize(row, result["header"]["tolerance"])
-        write(result, a)
-        print(markdown(result), end="")
-        return result
-    code_dir = os.path.join(a.out, "code") if a.keep_code else None
+        return render_saved(a, argv)
+    a.out = DEFAULT_OUT if a.out is None else a.out
+    if a.device == "cuda":
+        import torch
+        if not torch.cuda.is_available():
+            raise SystemExit("python -m ember.bench.inductor: --device cuda: torch sees no CUDA device")
+    code_dir = os.path.join(a.out, "code") if a.keep_code and a.out else None
     if code_dir:
         os.makedirs(code_dir, exist_ok=True)
     result = {"header": header(a, argv), "rows": []}
+    h = result["header"]
     t0 = time.perf_counter()
-    with _cache_dir() as template:
-        r = _run_child(["prime"], template, a.timeout)
-        result["header"]["isa"] = r.get("isa")
-        with _cache_dir() as d:
-            _run_child(["warm"], d, a.timeout)
-        _say(f"Inductor's vector ISA probe: {r.get('isa') or r.get('error')}")
-        for i, name in enumerate(a.model_names):
-            _say(f"[{i + 1}/{len(a.model_names)}] {name}")
-            result["rows"].append(measure(name, a, code_dir, template))
-            if a.out:
-                write(result, a)
-    result["header"]["elapsed_s"] = round(time.perf_counter() - t0, 1)
+    a.deadline = t0 + a.max_time if a.max_time else None
+
+    current = []  # the row being measured
+
+    def save(row=None):
+        """The files as they stand: the rows so far and the one being measured."""
+        if row is not None:
+            current[:] = [row]
+        rows = result["rows"] + current
+        h["elapsed_s"] = round(time.perf_counter() - t0, 1)
+        done = {r["model"] for r in rows}
+        h["not_run"] = [f"{r['model']} (partial)" for r in rows if r.get("partial")] + \
+            [m for m in a.model_names if m not in done]
+        if a.out:
+            write(dict(result, rows=rows), a)
+
+    from .__main__ import Terminated, sigterm_stops_the_run
+    try:
+        with sigterm_stops_the_run(), _cache_dir() as template:
+            r = _run_child(["prime", "--device", a.device], template, a.timeout)
+            h["isa"] = r.get("isa")
+            if a.device == "cuda":
+                if "error" in r:
+                    h["prime_error"] = r["error"]
+                import torch
+                h["gpu"] = r.get("gpu") or torch.cuda.get_device_name(0)
+            with _cache_dir() as d:
+                _run_child(["warm", "--device", a.device], d, a.timeout)
+            _say(f"Inductor's vector ISA probe: {r.get('isa') or r.get('error')}")
+            for i, name in enumerate(a.model_names):
+                if _left(a) <= 0:
+                    h["interrupted"] = f"--max-time {a.max_time:g} s reached"
+                    _say(f"{h['interrupted']}: {', '.join(a.model_names[i:])} not measured")
+                    break
+                _say(f"[{i + 1}/{len(a.model_names)}] {name} ({a.device})")
+                row = measure(name, a, code_dir, template, save=save)
+                result["rows"].append(row)
+                current.clear()
+                if row["partial"]:
+                    h["interrupted"] = f"--max-time {a.max_time:g} s reached"
+                save()
+    except KeyboardInterrupt as e:
+        h["interrupted"] = (f"{'SIGTERM' if isinstance(e, Terminated) else 'interrupted (KeyboardInterrupt)'} "
+                            f"after {time.perf_counter() - t0:.0f} s")
+        save()
+        _say(f"{h['interrupted']}: the rows measured so far are in {_stem(a)}.json/.md" if a.out else h["interrupted"])
+        raise SystemExit(143 if isinstance(e, Terminated) else 130) from None
+    h["complete"] = not h.get("interrupted")
+    save()
     if a.out:
-        _say(f"wrote {write(result, a)}.json/.md")
+        write(result, a, readme=True)
+        _say(f"wrote {_stem(a)}.json/.md")
     print(markdown(result), end="")
     return result
 

@@ -1,5 +1,6 @@
 """Reports of a `python -m ember.bench` run: the markdown tables, the PNG chart and README's results
-section, all from the run's JSON.
+section, all from the run's JSON; merge() makes one run of several parts (`python -m ember.bench --from
+a.json,b.json` and `python -m ember.bench.inductor --from a.json,b.json` use it).
 
     python -m ember.bench.report results/bench_cpu_small.json [--readme README.md] [--chart out.png]
 
@@ -7,6 +8,7 @@ rewrites the README's section for that kind of run (between markers(name) lines;
 before the PLACE line, else under '## Results') or the chart from a saved run.
 """
 import argparse
+import copy
 import json
 import os
 
@@ -36,12 +38,33 @@ def describe_machine(h):
             f"ember {h.get('ember_commit') or '?'}, {h.get('date', '')[:10]}")
 
 
+def command_lines(h):
+    """The command of a run; of a merged run (header 'parts'), each part's command and what merging noted;
+    then what a run cut short did not measure."""
+    parts = h.get("parts")
+    if not parts:
+        lines = [f"Command: `{h.get('command')}`"]
+    else:
+        lines = [f"Commands: {len(parts)} runs merged by `{h.get('merge_command')}` (rows in suite order):", ""]
+        for i, p in enumerate(parts):
+            state = "" if p.get("complete", True) else ", cut short" + (f" ({p['interrupted']})"
+                                                                       if p.get("interrupted") else "")
+            lines.append(f"{i + 1}. `{p.get('command')}` ({(p.get('date') or '')[:16].replace('T', ' ')}"
+                         + (f", {p['elapsed_s']:.0f} s" if p.get("elapsed_s") is not None else "") + f"{state})")
+        if h.get("merge_notes"):
+            lines += [""] + [f"- {n}" for n in h["merge_notes"]]
+    if not parts and h.get("interrupted"):
+        lines += ["", f"Cut short: {h['interrupted']}; the rows measured until then are below."]
+    if h.get("not_run"):
+        lines += ["", "Not measured when this was written: " + ", ".join(h["not_run"]) + "."]
+    return lines
+
+
 def header_lines(h):
     mode = "training step (forward + backward, dropout off; error over gradients)" if h.get("train") \
         else "inference under torch.no_grad()"
     return [f"Machine: {describe_machine(h)}. Device {h.get('device')}, "
-            f"{'small' if h.get('small') else 'full-size'} configs, {mode}.", "",
-            f"Command: `{h.get('command')}`"]
+            f"{'small' if h.get('small') else 'full-size'} configs, {mode}.", ""] + command_lines(h)
 
 
 def _has_mem(rows):
@@ -155,6 +178,102 @@ def markdown(result, chart=None, header=True):
     if chart:
         out += ["", f"![speedup and compile time per model and backend]({chart})"]
     return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------- merge
+
+# header fields that make runs different kinds of run (never merged) and those worth a note when parts differ
+MERGE_SAME = ("schema", "device", "small", "train")
+MERGE_NOTE = ("gpu", "cpu", "cpu_count", "threads", "python", "torch", "torchvision", "transformers", "ember_commit",
+              "platform", "warmup", "iters", "min_iters", "budget_s", "repeats", "rounds", "min_rounds", "tolerance")
+
+
+def _row_key(row):
+    return (row.get("model"), row.get("backend"))
+
+
+def merge(results, paths, command, order=()):
+    """One result from the results of several runs of one kind (same schema, device, small, train;
+    ValueError otherwise), e.g. parts of the suite run one after the other within a time limit.
+    Rows: each (model, backend) once, models in `order` (the suite's; others after, as they come),
+    within a model in the order rows first appeared; a part's row replaces an earlier part's row of the
+    same (model, backend) in place, so a model re-run in a later part wins (but a partial row, one
+    whose measurement was cut, never replaces a whole one). Header: the first part's, with 'parts'
+    (each part's file, command, date, elapsed_s, completeness), 'merge_command', models and backends
+    of all parts, 'not_run' what no part measured (complete when nothing is), and
+    'merge_notes' (header fields that differ between parts, rows replaced). 'overhead': the first
+    part's that has one."""
+    if not results:
+        raise ValueError("nothing to merge")
+    first = results[0]["header"]
+    for path, r in zip(paths[1:], results[1:]):
+        for k in MERGE_SAME:
+            if r["header"].get(k) != first.get(k):
+                raise ValueError(f"{path}: {k} {r['header'].get(k)!r} differs from {paths[0]}'s {first.get(k)!r}; "
+                                 f"only runs of one kind merge")
+    rows, where, notes = {}, {}, []
+    for i, r in enumerate(results):
+        for row in r["rows"]:
+            k = _row_key(row)
+            name = " ".join(x for x in k if x)
+            if k in rows and row.get("partial") and not rows[k].get("partial"):
+                notes.append(f"{name}: part {i + 1}'s row is partial, part {where[k] + 1}'s is kept")
+                continue
+            if k in rows:
+                notes.append(f"{name}: the row of part {i + 1} replaces part {where[k] + 1}'s")
+            rows[k], where[k] = row, i
+    rank = {m: j for j, m in enumerate(order)}
+    seen = {m: j for j, m in enumerate(dict.fromkeys(k[0] for k in rows))}
+    models = sorted(seen, key=lambda m: (rank.get(m, len(rank)), seen[m]))
+    merged_rows = [rows[k] for m in models for k in rows if k[0] == m]
+    h = copy.deepcopy(first)
+    h.pop("interrupted", None)
+    h["parts"] = [{"file": p, "command": r["header"].get("command"), "date": r["header"].get("date"),
+                   "elapsed_s": r["header"].get("elapsed_s"), "complete": r["header"].get("complete", True),
+                   "interrupted": r["header"].get("interrupted"), "models": r["header"].get("models"),
+                   **({"backends": r["header"]["backends"]} if "backends" in r["header"] else {})}
+                  for p, r in zip(paths, results)]
+    h["merge_command"] = command
+    h["models"] = models
+    if any("backends" in r["header"] for r in results):
+        h["backends"] = list(dict.fromkeys(b for r in results for b in r["header"].get("backends") or ()))
+    times = [p["elapsed_s"] for p in h["parts"] if p["elapsed_s"] is not None]
+    h["elapsed_s"] = round(sum(times), 1) if times else None
+    measured = set(models) | {f"{k[0]} {k[1]}" for k in rows if k[1]}
+
+    def missing(x):  # MODEL, MODEL BACKEND, or MODEL (partial) (a row not finished)
+        m, _, rest = x.partition(" ")
+        if rest == "(partial)":
+            return (m, None) not in rows or bool(rows[(m, None)].get("partial"))
+        return x not in measured
+
+    h["not_run"] = list(dict.fromkeys(x for r in results for x in r["header"].get("not_run") or () if missing(x)))
+    h["complete"] = not h["not_run"]  # each part's own state is in parts
+    for k in MERGE_NOTE:
+        vals = [r["header"].get(k) for r in results]
+        if any(v != vals[0] for v in vals):
+            notes.insert(0, f"{k} differs between parts: " + ", ".join(f"{v}" for v in vals))
+    h["merge_notes"] = notes
+    out = {"header": h, "rows": merged_rows}
+    if any("overhead" in r for r in results):
+        out["overhead"] = []
+        for i, r in enumerate(results):
+            if r.get("overhead"):
+                out["overhead"] = r["overhead"]
+                if i:
+                    notes.append(f"cache-hit overhead measured in part {i + 1}")
+                break
+    return out
+
+
+def load_parts(spec):
+    """'a.json,b.json' (or a list of paths) -> (paths, results)."""
+    paths = [p.strip() for p in (spec.split(",") if isinstance(spec, str) else spec) if p.strip()]
+    results = []
+    for p in paths:
+        with open(p) as f:
+            results.append(json.load(f))
+    return paths, results
 
 
 # ---------------------------------------------------------------------------------------------- chart

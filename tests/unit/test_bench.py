@@ -5,13 +5,15 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
 
 import ember
 from ember.bench import harness, report
-from ember.bench.__main__ import _backend_specs, main
+from ember.bench.__main__ import _backend_specs, main, parse_args
+from ember.bench.models import SUITE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAST = ["--iters", "3", "--min-iters", "2", "--warmup", "1", "--budget", "0", "--overhead-calls", "50",
@@ -265,3 +267,182 @@ def test_isolated_model_that_dies_is_a_row(tmp_path):
                                                                        ("mlp_block", "torch:eager", "error")]
     assert rows[0]["error"].startswith("timed out after")
     assert (tmp_path / "bench_cpu_small.png").exists() and (tmp_path / "bench_cpu_small.md").exists()
+
+
+# ---------------------------------------------------------------------------------------------- parts, time limits
+
+def _part(models, backends=("eager", "ember:eager"), device="cuda", overhead=False, **header):
+    """A saved run as python -m ember.bench writes it, rows without timings."""
+    h = {"schema": "ember.bench/1", "device": device, "small": False, "train": False, "gpu": "NVIDIA H200",
+         "command": f"python -m ember.bench --device {device} --models {','.join(models)}", "date": "2026-12-01T10:00",
+         "models": list(models), "backends": list(backends), "complete": True, "elapsed_s": 100.0, "not_run": [],
+         "torch": "2.11.0", "python": "3.12.3", "threads": 16, "ember_commit": "abc1234"}
+    h.update(header)
+    rows = [harness.new_row(m, b, step_ms=1.0, eager_step_ms=1.0, speedup=1.0, first_call_cold_ms=10.0)
+            for m in models for b in backends]
+    out = {"header": h, "rows": rows}
+    if overhead:
+        out["overhead"] = [dict(dict.fromkeys(harness.OVERHEAD_FIELDS), backend=b, status="ok", call_us=1.0,
+                                eager_call_us=1.0, overhead_us=0.0) for b in backends]
+    return out
+
+
+def _save(path, result):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result))
+    return str(path)
+
+
+def test_merge_puts_rows_in_suite_order_and_notes_the_parts():
+    a = _part(["bert", "resnet18"], overhead=True)
+    b = _part(["mlp_block", "resnet50"], backends=("eager", "ember:eager", "torch:eager"), gpu="NVIDIA H200 NVL",
+              command="python -m ember.bench --device cuda --models mlp_block,resnet50 --no-overhead")
+    m = report.merge([a, b], ["p1/bench_cuda.json", "p2/bench_cuda.json"], "python -m ember.bench --from x,y",
+                     order=SUITE)
+    assert [(r["model"], r["backend"]) for r in m["rows"]] == [
+        ("resnet18", "eager"), ("resnet18", "ember:eager"), ("resnet50", "eager"), ("resnet50", "ember:eager"),
+        ("resnet50", "torch:eager"), ("bert", "eager"), ("bert", "ember:eager"), ("mlp_block", "eager"),
+        ("mlp_block", "ember:eager"), ("mlp_block", "torch:eager")]
+    h = m["header"]
+    assert h["command"] == a["header"]["command"] and h["gpu"] == "NVIDIA H200"  # the first part's header
+    assert [p["command"] for p in h["parts"]] == [a["header"]["command"], b["header"]["command"]]
+    assert [p["file"] for p in h["parts"]] == ["p1/bench_cuda.json", "p2/bench_cuda.json"]
+    assert h["models"] == ["resnet18", "resnet50", "bert", "mlp_block"]
+    assert h["backends"] == ["eager", "ember:eager", "torch:eager"]
+    assert h["complete"] is True and h["not_run"] == [] and h["elapsed_s"] == 200.0
+    assert any(n.startswith("gpu differs between parts: NVIDIA H200, NVIDIA H200 NVL") for n in h["merge_notes"])
+    assert m["overhead"] == a["overhead"]
+    md = report.markdown(m)
+    assert "Commands: 2 runs merged by `python -m ember.bench --from x,y`" in md
+    assert f"1. `{a['header']['command']}`" in md and f"2. `{b['header']['command']}`" in md
+    assert md.index("| resnet18 | eager |") < md.index("| resnet50 | eager |") < md.index("| bert | eager |")
+
+
+def test_merge_a_later_part_replaces_rows_and_fills_what_was_not_run():
+    a = _part(["resnet18", "bert"], complete=False, interrupted="--max-time 480 s reached",
+              not_run=["bert ember:eager", "gpt2"])
+    a["rows"] = [r for r in a["rows"] if (r["model"], r["backend"]) != ("bert", "ember:eager")]
+    a["rows"][1].update(status="error", error="first call (cold): boom")  # resnet18 ember:eager
+    b = _part(["resnet18", "bert"], backends=("ember:eager",))
+    m = report.merge([a, b], ["a.json", "b.json"], "merge", order=SUITE)
+    by = {(r["model"], r["backend"]): r for r in m["rows"]}
+    assert by[("resnet18", "ember:eager")]["status"] == "ok"  # part 2 re-ran it
+    assert [(r["model"], r["backend"]) for r in m["rows"]] == [("resnet18", "eager"), ("resnet18", "ember:eager"),
+                                                               ("bert", "eager"), ("bert", "ember:eager")]
+    assert m["header"]["not_run"] == ["gpt2"] and m["header"]["complete"] is False
+    assert "resnet18 ember:eager: the row of part 2 replaces part 1's" in m["header"]["merge_notes"]
+    md = report.markdown(m)
+    assert "cut short (--max-time 480 s reached)" in md and "Not measured when this was written: gpt2." in md
+
+
+def test_merge_refuses_runs_of_another_kind():
+    with pytest.raises(ValueError, match="device"):
+        report.merge([_part(["bert"]), _part(["gpt2"], device="cpu")], ["a.json", "b.json"], "merge")
+    with pytest.raises(ValueError, match="small"):
+        report.merge([_part(["bert"]), _part(["gpt2"], small=True)], ["a.json", "b.json"], "merge")
+
+
+def test_from_merges_saved_parts_into_out_and_readme(tmp_path, capsys):
+    p1 = _save(tmp_path / "p1" / "bench_cuda.json", _part(["gpt2", "resnet18"], overhead=True))
+    p2 = _save(tmp_path / "p2" / "bench_cuda.json", _part(["llama"]))
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n\n## Results\n")
+    out = tmp_path / "merged"
+    result = main(["--from", f"{p1},{p2}", "--out", str(out), "--readme", str(readme)])  # no GPU needed
+    saved = json.loads((out / "bench_cuda.json").read_text())
+    assert saved == json.loads(json.dumps(result))
+    assert [r["model"] for r in saved["rows"]] == ["resnet18"] * 2 + ["gpt2"] * 2 + ["llama"] * 2
+    assert saved["header"]["merge_command"] == f"python -m ember.bench --from {p1},{p2} --out {out} --readme {readme}"
+    assert [p["file"] for p in saved["header"]["parts"]] == [p1, p2]
+    md = (out / "bench_cuda.md").read_text()
+    assert "Commands: 2 runs merged" in md and "| llama | ember:eager |" in md
+    text = readme.read_text()
+    assert report.markers("bench_cuda")[0] in text and "`merged/bench_cuda.json`" in text
+    assert "| gpt2 | eager |" in capsys.readouterr().out
+    with pytest.raises(SystemExit):  # a merge never overwrites one of its parts
+        main(["--from", f"{p1},{p2}", "--out", str(tmp_path / "p1")])
+    with pytest.raises(SystemExit):  # only runs of one kind
+        main(["--from", f"{p1},{_save(tmp_path / 'p3' / 'bench_cpu.json', _part(['bert'], device='cpu'))}",
+              "--out", str(tmp_path / "m3")])
+    # one file: re-rendered to --out
+    one = main(["--from", p2, "--out", str(tmp_path / "one")])
+    assert "parts" not in one["header"] and (tmp_path / "one" / "bench_cuda.md").exists()
+
+
+def test_rows_are_saved_as_they_come_and_an_interrupted_run_keeps_them(tmp_path, monkeypatch):
+    """A run stopped in the middle of a model (SIGTERM and Ctrl-C raise in the main thread) leaves the
+    JSON and .md with every row measured so far, the rest listed as not run."""
+    seen = []
+    real = harness.ModelBench.backend_row
+
+    def backend_row(self, b):
+        seen.append(json.loads((tmp_path / "bench_cpu.json").read_text()))  # saved before this row began
+        if self.name == "tiny2" and b.spec == "torch:eager":
+            raise KeyboardInterrupt
+        return real(self, b)
+
+    monkeypatch.setattr(harness.ModelBench, "backend_row", backend_row)
+    builders = dict(BUILDERS, tiny2=BUILDERS["tiny"])
+    with pytest.raises(SystemExit) as e:
+        main(["--models", "tiny,tiny2,broken_build", "--backends", "eager,ember:eager,torch:eager", "--out",
+              str(tmp_path), "--no-overhead", *FAST], builders=builders)
+    assert e.value.code == 130
+    assert [[(r["model"], r["backend"]) for r in s["rows"]] for s in seen] == [
+        [("tiny", "eager")], [("tiny", "eager"), ("tiny", "ember:eager")],
+        [("tiny", "eager"), ("tiny", "ember:eager"), ("tiny", "torch:eager"), ("tiny2", "eager")],
+        [("tiny", "eager"), ("tiny", "ember:eager"), ("tiny", "torch:eager"), ("tiny2", "eager"),
+         ("tiny2", "ember:eager")]]
+    assert seen[0]["header"]["complete"] is False and seen[0]["header"]["not_run"] == [
+        "tiny ember:eager", "tiny torch:eager", "tiny2", "broken_build"]
+    saved = json.loads((tmp_path / "bench_cpu.json").read_text())
+    assert [(r["model"], r["backend"]) for r in saved["rows"]] == [
+        ("tiny", "eager"), ("tiny", "ember:eager"), ("tiny", "torch:eager"), ("tiny2", "eager"),
+        ("tiny2", "ember:eager")]
+    h = saved["header"]
+    assert h["complete"] is False and h["interrupted"].startswith("interrupted (KeyboardInterrupt) after")
+    assert h["not_run"] == ["tiny2 torch:eager", "broken_build"]
+    md = (tmp_path / "bench_cpu.md").read_text()
+    assert "Cut short: interrupted (KeyboardInterrupt)" in md
+    assert "Not measured when this was written: tiny2 torch:eager, broken_build." in md
+
+
+def test_max_time_leaves_out_what_it_has_no_time_for(tmp_path):
+    result = main(["--models", "tiny,broken_build", "--backends", "eager,ember:eager", "--out", str(tmp_path),
+                   "--max-time", "1e-9", *FAST], builders=BUILDERS)
+    h = result["header"]
+    assert result["rows"] == [] and result["overhead"] == []
+    assert h["complete"] is False and h["interrupted"].startswith("--max-time 1e-09 s reached")
+    assert h["not_run"] == ["tiny", "broken_build"] and h["max_time_s"] == 1e-9
+    assert json.loads((tmp_path / "bench_cpu.json").read_text())["header"]["not_run"] == ["tiny", "broken_build"]
+
+
+def test_measure_model_saves_each_row_and_stops_between_backends():
+    backends = [harness.parse_backend(b) for b in ("eager", "ember:eager", "torch:eager")]
+    s = harness.Settings(warmup=0, iters=2, min_iters=1, budget_s=0)
+    saved, checks = [], []
+    rows = harness.measure_model("tiny", BUILDERS["tiny"], backends, s, on_row=lambda rs: saved.append(list(rs)),
+                                 stop=lambda: checks.append(1) or len(checks) > 1)
+    assert [r["backend"] for r in rows] == ["eager", "ember:eager"]  # stopped before torch:eager
+    assert [[r["backend"] for r in x] for x in saved] == [["eager"], ["eager", "ember:eager"]]
+
+
+def test_sigterm_raises_in_the_run():
+    import signal
+    from ember.bench.__main__ import Terminated, sigterm_stops_the_run
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Terminated):
+        with sigterm_stops_the_run():
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(100):  # the handler runs between bytecodes
+                time.sleep(0.01)
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_cuda_device_argument(capsys):
+    _, a = parse_args(["--device", "cuda", "--models", "bert,gpt2"])
+    assert a.device == "cuda" and a.threads is None and a.backend_specs == _backend_specs("", "cuda")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is there: the no-device error cannot be seen")
+    with pytest.raises(SystemExit):
+        main(["--device", "cuda", "--models", "mlp_block", "--out", ""])
+    assert "--device cuda: torch sees no CUDA device" in capsys.readouterr().err
