@@ -51,6 +51,26 @@ def _device(dev_type, dev_index):
     return torch.device(name, dev_index) if dev_index >= 0 else torch.device(name)
 
 
+def _is_module_state(t, label):
+    """A graph input that is a module's parameter or buffer (read through its storage dict)."""
+    return isinstance(t, torch.nn.Parameter) or "._parameters[" in label or "._buffers[" in label
+
+
+def _mark_static_inputs(gm):
+    """Tells AOTAutograd which inputs are parameters and buffers (static inputs: CUDA graph trees
+    keep their addresses instead of copying them into the graph at every replay) the way a
+    TorchDynamo graph does: a compile id in the module's meta, a source per placeholder (None:
+    ember's guards are its own) and the static mark in each one's `tensor_dict`. Skipped on a torch
+    without CompileId."""
+    try:
+        from torch._guards import CompileId
+        cid = CompileId(frame_id=None, frame_compile_id=None)
+    except Exception:
+        return
+    gm.meta["dynamo_compile_id"] = cid
+    gm._param_name_to_source = {}
+
+
 def _placeholder_name(label):
     name = re.sub(r"[^0-9a-zA-Z_]+", "_", label).strip("_") or "input"
     return name if not name[0].isdigit() else "_" + name
@@ -156,6 +176,9 @@ class _Builder:
             if not isinstance(real, torch.Tensor):
                 raise _Unexportable(f"input {label} is not a tensor")
             node.meta["val"] = node.meta["example_value"] = self.fake_mode.from_tensor(real, static_shapes=True)
+            node._dynamo_source = None
+            if _is_module_state(real, label):  # a parameter or buffer: its address is stable
+                node.meta["tensor_dict"] = {"_dynamo_static_input_type": "unguarded"}
             self.env[ref] = node
         seq_items = {}
         for ref, (op, target, args, kwnames, vkind, meta) in enumerate(self.nodes):
@@ -175,6 +198,7 @@ class _Builder:
                 raise _Unexportable("a graph output that is not a tensor")
         g.output(tuple(self.env[r] for r in self.outputs))
         gm = torch.fx.GraphModule(self.root, g, class_name="EmberGraph")
+        _mark_static_inputs(gm)
         return gm
 
     def context(self, target, args):

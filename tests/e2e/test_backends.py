@@ -1082,3 +1082,27 @@ def test_inductor_resnet18_small_inference_and_train_step():
     for (n, b), (_, c) in zip(model.named_buffers(), twin.named_buffers()):
         torch.testing.assert_close(b, c, rtol=1e-4, atol=1e-5, msg=n)
     assert sorted(e["backend"] for e in ember.testing.entries(model)) == ["inductor", "inductor"]
+
+
+def test_parameters_and_buffers_are_static_inputs_for_aot_autograd():
+    """AOTAutograd is told which graph inputs are parameters and buffers, as for a TorchDynamo
+    graph (CUDA graph trees then keep their addresses rather than copying them at each replay)."""
+    from torch._functorch.aot_autograd import aot_module_simplified
+    seen = {}
+
+    def fw(gm, inputs):
+        seen["static"] = list(torch._guards.TracingContext.try_get().fw_metadata.static_input_indices)
+        seen["n"] = len(inputs)
+        return gm.forward
+
+    def backend(gm, inputs):
+        seen["kinds"] = [isinstance(t, torch.nn.Parameter) or t.dim() == 1 for t in inputs]
+        return aot_module_simplified(gm, inputs, fw_compiler=fw)
+
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4)).eval()
+    x = randn(3, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(ember.compile(m, backend=backend)(x), m(x))
+    # the input x is not static; the weight, bias and batch-norm state are
+    assert seen["n"] == 7 and seen["static"] == [i for i, k in enumerate(seen["kinds"]) if k], seen
