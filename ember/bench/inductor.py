@@ -530,10 +530,15 @@ def write(result, a, readme=False):
         files = files_for(stem + ".json", a.readme)
         begin, end = markers(os.path.basename(stem))
         section = "\n".join([begin.replace("python -m ember.bench ", "python -m ember.bench.inductor "), "",
-                             "### ember + Inductor vs torch.compile", "",
+                             "### ember + Inductor vs torch.compile" + _heading_device(result), "",
                              f"Files: `{files['json']}`, `{files['md']}`.", "", md.rstrip("\n"), "", end]) + "\n"
         update_readme(a.readme, section)
     return stem
+
+
+def _heading_device(result):
+    h = result.get("header", {})
+    return f" ({h.get('gpu') or 'GPU'})" if h.get("device") == "cuda" else ""
 
 
 # ---------------------------------------------------------------------------------------------- main
