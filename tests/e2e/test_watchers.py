@@ -24,32 +24,27 @@ def body(x, w):
     return z * 2 + 1
 
 
-def events_of(run, code, kinds):
+def traced(fn, *args, kinds=("call", "line", "return")):
+    """fn(*args) under sys.settrace: (result, [(event, line)] of body's frames)."""
     seen = []
 
     def tracer(frame, event, arg):
-        if frame.f_code is code and event in kinds:
+        if frame.f_code is body.__code__ and event in kinds:
             seen.append((event, frame.f_lineno))
         return tracer
 
-    return seen, tracer
+    sys.settrace(tracer)
+    try:
+        return fn(*args), seen
+    finally:
+        sys.settrace(None)
 
 
 def test_settrace_sees_every_line_and_eager_results():
     x, w = randn(2, 3), randn(3, 3, seed=1)
-    seen_e, tracer = events_of(None, body.__code__, ("call", "line", "return"))
-    sys.settrace(tracer)
-    try:
-        expected = body(x, w)
-    finally:
-        sys.settrace(None)
+    expected, seen_e = traced(body, x, w)
     cf = ember.compile(body)
-    seen_c, tracer = events_of(None, body.__code__, ("call", "line", "return"))
-    sys.settrace(tracer)
-    try:
-        got = cf(x, w)
-    finally:
-        sys.settrace(None)
+    got, seen_c = traced(cf, x, w)
     torch.testing.assert_close(got, expected)
     assert seen_c == seen_e and len(seen_e) >= 5
     assert ember.testing.counters()["frames"] == 0
@@ -62,12 +57,7 @@ def test_settrace_set_inside_the_program_after_compiling():
     x, w = randn(2, 3), randn(3, 3, seed=1)
     cf = ember.compile(body)
     cf(x, w)
-    seen, tracer = events_of(None, body.__code__, ("line",))
-    sys.settrace(tracer)
-    try:
-        got = cf(x, w)
-    finally:
-        sys.settrace(None)
+    got, seen = traced(cf, x, w, kinds=("line",))
     torch.testing.assert_close(got, body(x, w))
     assert len(seen) == 3
 
