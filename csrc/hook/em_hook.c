@@ -455,7 +455,11 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
     /* warnings raised while tracing (meta and fake-tensor runs, twins of context managers,
      * device probes) come from ember's work, not from the user's program: ignored */
     warnings_switch(em_state.warnings_off);
+    /* tracing allocates many small objects and frees them together: the cyclic collector would
+     * run over and over while it does (a tenth of capture time); it runs after instead */
+    int gc_was = PyGC_Disable();
     EmDriverResult dr = em_driver_compile(co, &in, allow_break, backend, &ne, &why);
+    if (gc_was) PyGC_Enable();
     warnings_switch(em_state.warnings_on);
     switch (dr) {
         case EMD_OK:
