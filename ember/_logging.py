@@ -77,9 +77,12 @@ def user_warning(text, key):
     if f is None:
         warnings.warn(text, EmberWarning, stacklevel=2)
         return
-    warnings.warn_explicit(text, EmberWarning, f.f_code.co_filename, f.f_lineno, module=f.f_globals.get("__name__"),
-                           registry=f.f_globals.setdefault("__warningregistry__", {}),
-                           module_globals=f.f_globals)
+    args = (text, EmberWarning, f.f_code.co_filename, f.f_lineno)
+    kw = dict(module=f.f_globals.get("__name__"), registry=f.f_globals.setdefault("__warningregistry__", {}))
+    try:
+        warnings.warn_explicit(*args, **kw, module_globals=f.f_globals)
+    except ValueError:  # 3.12: module globals whose __loader__ and __spec__ are None (code exec'd from a file)
+        warnings.warn_explicit(*args, **kw)
 
 
 def warn(kind, code, why):

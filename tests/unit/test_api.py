@@ -1000,3 +1000,26 @@ def test_unsupported_python_version_says_what_to_do():
     r = subprocess.run([cands[0], "setup.py", "-q", "build_ext", "--dry-run"], capture_output=True, text=True, cwd=root)
     assert r.returncode != 0 and "build with a 3.11 or 3.12 interpreter" in r.stderr, r.stderr[-500:]
     assert sys.version_info[:2] in ((3, 11), (3, 12))
+
+
+def test_warning_from_code_whose_globals_have_no_loader(tmp_path):
+    """A program executed from a file into fresh globals (__loader__ and __spec__ both None, as a
+    test runner or fuzzer may do) calling a function ember gives up on: the EmberWarning at that
+    call site stays a warning, never an exception (3.12's warnings refuse such module globals)."""
+    path = str(tmp_path / "hand_run.py")
+    src = ("def f(x):\n"
+           "    for i in range(2):\n"
+           "        print(end='')\n"
+           "        x = x + i\n"
+           "    return x\n"
+           "def run(cf, x):\n"
+           "    return cf(x)\n")
+    with open(path, "w") as fh:
+        fh.write(src)
+    g = {"__name__": "hand_run", "__loader__": None, "__spec__": None, "__file__": path}
+    exec(compile(src, path, "exec"), g)
+    cf = ember.compile(g["f"])
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        torch.testing.assert_close(g["run"](cf, torch.ones(2)), torch.ones(2) + 1)
+    assert any(issubclass(w.category, ember.EmberWarning) for w in rec)
