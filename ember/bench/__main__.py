@@ -172,6 +172,10 @@ def parse_args(argv):
 
 
 def _git_commit():
+    """The checkout's commit ("-dirty" when the code differs), or EMBER_COMMIT when set: a copy of
+    the tree whose .git is not the checkout's (the GPU machine's) names the commit it was sent from."""
+    if os.environ.get("EMBER_COMMIT"):
+        return os.environ["EMBER_COMMIT"]
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     try:
         sha = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,

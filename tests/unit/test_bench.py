@@ -446,3 +446,12 @@ def test_cuda_device_argument(capsys):
     with pytest.raises(SystemExit):
         main(["--device", "cuda", "--models", "mlp_block", "--out", ""])
     assert "--device cuda: torch sees no CUDA device" in capsys.readouterr().err
+
+
+def test_commit_named_by_the_environment(monkeypatch):
+    """A copy of the tree run elsewhere (the GPU machine) names the commit it was sent from."""
+    from ember.bench.__main__ import _git_commit
+    monkeypatch.setenv("EMBER_COMMIT", "abc1234")
+    assert _git_commit() == "abc1234"
+    monkeypatch.delenv("EMBER_COMMIT")
+    assert _git_commit() != "abc1234"
