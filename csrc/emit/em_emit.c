@@ -227,7 +227,7 @@ static int exc_varint_put(EmStrBuf *b, unsigned v, int mark) {
     return 0;
 }
 
-static int is_terminal(int op) {
+int em_asm_is_terminal(int op) {
     const char *n = em_op_names[op];
     return !strcmp(n, "RETURN_VALUE") || !strcmp(n, "RETURN_CONST") || !strcmp(n, "RAISE_VARARGS") ||
            !strcmp(n, "RERAISE") || !strcmp(n, "JUMP_FORWARD") || !strcmp(n, "JUMP_BACKWARD") ||
@@ -268,7 +268,7 @@ static int stack_depth(EmAsm *A, int *out) {
             SEED(A->labels.data[in->target], d + ej);
             if (d + ej > maxd) maxd = d + ej;
         }
-        if (!is_terminal(op)) {
+        if (!em_asm_is_terminal(op)) {
             int e = PyCompile_OpcodeStackEffectWithJump(op, in->arg, 0);
 #ifdef EM_OP_RETURN_GENERATOR
             if (op == EM_OP_RETURN_GENERATOR) e = 1; /* the value sent in when it resumes */

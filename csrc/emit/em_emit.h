@@ -39,6 +39,8 @@ void em_asm_place(EmAsm *A, int label);  /* label = the next instruction appende
 int em_asm_op(EmAsm *A, int op, int arg, int line); /* 0 or -1 */
 int em_asm_jump(EmAsm *A, int op, int label, int line);
 int em_asm_is_jump(int op);
+/* An instruction after which control never falls through to the next one. */
+int em_asm_is_terminal(int op);
 
 /* Decodes co into A (EXTENDED_ARG folded, caches dropped, jumps as labels). 0 or -1. */
 int em_asm_decode(EmAsm *A, PyCodeObject *co);

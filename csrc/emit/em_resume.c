@@ -37,14 +37,6 @@ int em_with_depths(PyCodeObject *co, int at, int *depths, int max) {
     return r == 0 ? n : -1;
 }
 
-/* An instruction after which control never falls through to the next one. */
-static int is_terminal(int op) {
-    const char *nm = em_op_names[op];
-    return !strcmp(nm, "RETURN_VALUE") || !strcmp(nm, "RETURN_CONST") || !strcmp(nm, "RAISE_VARARGS") ||
-           !strcmp(nm, "RERAISE") || !strcmp(nm, "JUMP_FORWARD") || !strcmp(nm, "JUMP_BACKWARD") ||
-           !strcmp(nm, "JUMP_BACKWARD_NO_INTERRUPT");
-}
-
 int em_break_possible(PyCodeObject *co, int at, const EmRegion *R, const char **why) {
     if (co->co_ncellvars > 0) {
         *why = "the function has variables captured by inner functions";
@@ -83,7 +75,7 @@ int em_break_possible(PyCodeObject *co, int at, const EmRegion *R, const char **
     if (R) {
         work[top++] = R->end;
     } else {
-        if (!is_terminal(x.op)) work[top++] = x.next;
+        if (!em_asm_is_terminal(x.op)) work[top++] = x.next;
         if (em_op_is_jump[x.op]) work[top++] = em_jump_target(&x);
     }
     if (em_exc_entry(co, lo, &h, &d, &lasti) == 1) work[top++] = h;
@@ -100,7 +92,7 @@ int em_break_possible(PyCodeObject *co, int at, const EmRegion *R, const char **
         em_decode(code, n, u, &in);
         if (em_exc_entry(co, in.at, &h, &d, &lasti) == 1) work[top++] = h;
         if (em_op_is_jump[in.op]) work[top++] = em_jump_target(&in);
-        if (!is_terminal(in.op)) work[top++] = in.next;
+        if (!em_asm_is_terminal(in.op)) work[top++] = in.next;
     }
     free(seen);
     free(work);
