@@ -239,7 +239,9 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
     const EmNode *like = NULL;
     EmInferred inf;
     int bnd = -1;
-    if (em_infer_pointwise(T, op, fn, args, nargs, kwnames, &cdt, &like, &crg, inf.sizes, &bnd)) {
+    int inferred = em_infer_pointwise(T, op, fn, args, nargs, kwnames, &cdt, &like, &crg, inf.sizes, &bnd);
+    if (inferred < 0) return EM_ERR;
+    if (inferred) {
         if (like->ndim > 64) return em_trace_fail(T, EMA_META, "%s on more than 64 dimensions", name);
         inf.dtype = cdt;
         inf.dev_type = like->dev_type;
@@ -261,8 +263,8 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
         }
         return record_inferred(T, op, fn, name, args, nargs, NULL, &inf, out);
     }
-    if (op == EMOP_CALL && em_infer_shape(T, fn, args, nargs, kwnames, &inf))
-        return record_inferred(T, op, fn, name, args, nargs, kwnames, &inf, out);
+    if (op == EMOP_CALL && (inferred = em_infer_shape(T, fn, args, nargs, kwnames, &inf)) != 0)
+        return inferred < 0 ? EM_ERR : record_inferred(T, op, fn, name, args, nargs, kwnames, &inf, out);
     if (!(margs = PyTuple_New(npos + (op == EMOP_GETATTR)))) goto done;
     for (Py_ssize_t i = 0; i < npos; i++) {
         PyObject *v = meta_value(T, args[i], &has_tensor);

@@ -227,13 +227,15 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
                       PyObject *meta_fn, EmSym **out);
 
 int em_trace_lineno(EmTracer *T);
-/* C shape inference for common elementwise ops (em_infer.c): 1 when inferred. */
+/* C shape inference for common elementwise ops (em_infer.c): 1 when inferred, 0 when the meta
+ * run must decide, -1 with a Python exception set. */
 /* bshape (64 entries) may be NULL; when given, operands of different shapes broadcast and
  * *bndim is the result's rank (its contiguous shape in bshape), or -1 when it is like's. */
 int em_infer_pointwise(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
                        int *dtype, const EmNode **like, int *requires_grad, int64_t *bshape, int *bndim);
 /* Result metadata of a torch function from its operands by the shape rules of
- * ember/_rules.py SHAPE_RULES (em_infer.c): 1 when inferred. */
+ * ember/_rules.py SHAPE_RULES (em_infer.c): 1 when inferred (contiguous), 0 when the meta run
+ * must decide, -1 with a Python exception set. */
 typedef struct {
     int dtype, dev_type, dev_index, requires_grad, ndim;
     int64_t sizes[64], strides[64];

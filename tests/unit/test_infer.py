@@ -25,6 +25,8 @@ CASES = {
     "conv2d_groups_dilation": lambda x: F.conv2d(x, WG, None, 1, (1, 2), (2, 1), 3),
     "conv1d": lambda x: F.conv1d(x.flatten(2), W1, padding=2),
     "linear": lambda x: F.linear(x, WL, BL),
+    "linear_keywords": lambda x: F.linear(input=x, weight=WL, bias=BL),
+    "conv2d_keywords": lambda x: F.conv2d(x, weight=W, bias=None, stride=(2,), padding=[1], groups=1),
     "batch_norm": lambda x: F.batch_norm(x, torch.zeros(3), torch.ones(3), torch.ones(3), torch.zeros(3), False),
     "layer_norm": lambda x: F.layer_norm(x, (9,)),
     "hardswish": lambda x: F.hardswish(x),
