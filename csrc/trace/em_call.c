@@ -414,7 +414,7 @@ static EmStatus consume_iter_args(EmTracer *T, PyObject *f, EmSym **all, int n) 
         for (int32_t k = it->pos; k < end; k++)
             if (em_vec_push(&t->items, it->items.data[k])) return PyErr_NoMemory(), EM_ERR;
         it->pos = end;
-        if (it->gen && end == it->items.len) it->gen = 2;
+        if (it->gen && end == it->items.len) it->gen = EM_GEN_ENDED;
         all[i] = t;
     }
     return EM_OK;
@@ -915,7 +915,7 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
             *out = it->items.data[it->pos++];
             return EM_OK;
         }
-        if (it->gen) it->gen = 2;
+        if (it->gen) it->gen = EM_GEN_ENDED;
         if (n == 2) {
             *out = all[1];
             return EM_OK;
@@ -968,8 +968,7 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         PyObject_IsInstance(all[0]->obj, em_state.nn_module_type) == 1) /* nn.Module.__call__(m, ...) */
         return em_module_call_impl(T, all[0], all + 1, n - 1, kwnames, out);
     if (PyFunction_Check(f)) {
-        T->closure = fn->items.len ? fn : NULL;
-        return em_inline(T, f, all, n, kwnames, out);
+        return em_inline_closure(T, f, fn->items.len ? fn : NULL, all, n, kwnames, out);
     }
     if (fn->kind == SYM_OBJ && PyObject_IsInstance(f, em_state.nn_module_type) == 1)
         return em_inline_module(T, fn, all, n, kwnames, out);

@@ -86,7 +86,7 @@ EmStatus em_ctx_make(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObje
         if (T->ctx_open.len) T->grad_set_in_with = 1;
         T->grad = g;
         if (record_grad(T, g) != EM_OK) goto done;
-        s->ctx_state = 3;
+        s->ctx_state = EM_CTX_IN_EFFECT;
     }
     *out = s;
     st = EM_OK;
@@ -108,7 +108,7 @@ static int refresh_autocast(EmTracer *T) {
 }
 
 EmStatus em_ctx_before_with(EmTracer *T, EmSym *ctx, EmSym **exit_fn, EmSym **entered) {
-    if (ctx->ctx_state == 0) {
+    if (ctx->ctx_state == EM_CTX_MADE) {
         ctx->prev_grad = (int8_t)T->grad;
         if (!ctx->grad_family) { /* the node's value is the entered context, for its exit */
             ctx->ref = record(T, em_state.ctx_enter_fn, "enter_ctx", const_arg(T, ctx->spec), 1, EMV_OBJ);
@@ -118,7 +118,7 @@ EmStatus em_ctx_before_with(EmTracer *T, EmSym *ctx, EmSym **exit_fn, EmSym **en
         if (g < 0) return EM_ERR;
         if (ctx->grad_family && g != T->grad && record_grad(T, g) != EM_OK) return EM_ERR;
         T->grad = g;
-    } else if (ctx->ctx_state == 3) {
+    } else if (ctx->ctx_state == EM_CTX_IN_EFFECT) {
         /* made by set_grad_enabled (already in effect): its __enter__ changes nothing */
         if (helper_grad("ctx_enter", ctx->obj) < 0) return EM_ERR;
     } else {
@@ -126,7 +126,7 @@ EmStatus em_ctx_before_with(EmTracer *T, EmSym *ctx, EmSym **exit_fn, EmSym **en
     }
     if (refresh_autocast(T)) return EM_ERR;
     if (em_vec_push(&T->ctx_open, ctx)) return PyErr_NoMemory(), EM_ERR;
-    ctx->ctx_state = 1;
+    ctx->ctx_state = EM_CTX_ENTERED;
     EmSym *x = em_sym_new(T, SYM_EXIT);
     if (!x || em_vec_push(&x->items, ctx)) return x ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
     *exit_fn = x;
@@ -145,7 +145,7 @@ static EmStatus record_exit(EmTracer *T, EmSym *ctx) {
 
 EmStatus em_ctx_exit_call(EmTracer *T, EmSym *exit_fn, EmSym **args, int nargs, EmSym **out) {
     EmSym *ctx = exit_fn->items.data[0];
-    if (nargs != 3 || ctx->ctx_state != 1 || !T->ctx_open.len || T->ctx_open.data[T->ctx_open.len - 1] != ctx)
+    if (nargs != 3 || ctx->ctx_state != EM_CTX_ENTERED || !T->ctx_open.len || T->ctx_open.data[T->ctx_open.len - 1] != ctx)
         return em_trace_fail(T, EMA_CALL, "__exit__ of a context manager out of order");
     for (int i = 0; i < 3; i++)
         if (args[i]->kind != SYM_CONST || args[i]->obj != Py_None)
@@ -153,7 +153,7 @@ EmStatus em_ctx_exit_call(EmTracer *T, EmSym *exit_fn, EmSym **args, int nargs, 
     EmStatus st = record_exit(T, ctx);
     if (st != EM_OK) return st;
     T->ctx_open.len--;
-    ctx->ctx_state = 2;
+    ctx->ctx_state = EM_CTX_EXITED;
     int g = helper_grad("ctx_exit", ctx->obj);
     if (g < 0 || refresh_autocast(T)) return EM_ERR;
     T->grad = g;

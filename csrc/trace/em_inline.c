@@ -10,53 +10,6 @@
 
 #define EM_MAX_DEPTH 48
 
-/* Frame state swapped in and out around an inlined call. */
-typedef struct {
-    PyCodeObject *code;
-    PyObject *code_bytes;
-    const unsigned char *bytes;
-    int n_units;
-    EmSym **locals;
-    int nlocals;
-    EmSym **stack;
-    int sp, stack_cap;
-    PyObject *kwnames;
-    int ip, cur;
-    PyObject *globals, *builtins;
-    int32_t gslot, bslot;
-    EmSym *retval;
-    int done;
-    EmSym *gen_items;
-} EmFrameSave;
-
-static void frame_save(EmTracer *T, EmFrameSave *s) {
-    *s = (EmFrameSave){T->code, T->code_bytes, T->bytes, T->n_units, T->locals, T->nlocals, T->stack, T->sp,
-                       T->stack_cap, T->kwnames, T->ip, T->cur, T->globals, T->builtins, T->gslot, T->bslot,
-                       T->retval, T->done, T->gen_items};
-}
-
-static void frame_restore(EmTracer *T, const EmFrameSave *s) {
-    T->code = s->code;
-    T->code_bytes = s->code_bytes;
-    T->bytes = s->bytes;
-    T->n_units = s->n_units;
-    T->locals = s->locals;
-    T->nlocals = s->nlocals;
-    T->stack = s->stack;
-    T->sp = s->sp;
-    T->stack_cap = s->stack_cap;
-    T->kwnames = s->kwnames;
-    T->ip = s->ip;
-    T->cur = s->cur;
-    T->globals = s->globals;
-    T->builtins = s->builtins;
-    T->gslot = s->gslot;
-    T->bslot = s->bslot;
-    T->retval = s->retval;
-    T->done = s->done;
-    T->gen_items = s->gen_items;
-}
-
 static int kw_index(PyCodeObject *co, PyObject *name, int lo, int hi) {
     for (int i = lo; i < hi; i++) {
         int eq = PyObject_RichCompareBool(PyTuple_GET_ITEM(co->co_localsplusnames, i), name, Py_EQ);
@@ -148,11 +101,14 @@ static int mutating_ops(EmGraph *G, int32_t from) {
 }
 
 EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
+    return em_inline_closure(T, func, NULL, args, nargs, kwnames, out);
+}
+
+EmStatus em_inline_closure(EmTracer *T, PyObject *func, EmSym *closure, EmSym **args, int nargs, PyObject *kwnames,
+                           EmSym **out) {
     PyFunctionObject *fn = (PyFunctionObject *)func;
     PyCodeObject *co = (PyCodeObject *)fn->func_code;
     if (T->depth >= EM_MAX_DEPTH) return em_trace_fail(T, EMA_INLINE, "%s (inlining too deep)", PyUnicode_AsUTF8(co->co_qualname));
-    EmSym *closure = T->closure;
-    T->closure = NULL;
     /* a generator expression runs to its end at once: its yields become the items of an
      * iterator (extra items a short-circuiting consumer would not take are only traced) */
     /* generator functions too (README, limitations: their body runs when they are called,
@@ -163,7 +119,7 @@ EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObjec
     EmSym *gen = genexpr ? em_sym_new(T, SYM_ITER) : NULL;
     if (genexpr && !gen) return EM_ERR;
     if (gen) {
-        gen->gen = 1;
+        gen->gen = EM_GEN_RAN;
         gen->seq_type = Py_NewRef((PyObject *)&PyGen_Type);
     }
     int n = em_code_nlocalsplus(co), nfree = em_code_nfree(co);
@@ -192,12 +148,12 @@ EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObjec
             st = EM_ERR;
             goto done;
         }
-        m->pos = -3;
+        m->pos = EM_POS_LAZY_CELL;
         m->obj = Py_NewRef(cell);
         locals[i] = m;
     }
-    EmFrameSave saved;
-    frame_save(T, &saved);
+    const EmFrame saved = T->frame;
+    T->parent = &saved;
     T->code = co;
     T->code_bytes = bytes;
     T->bytes = (const unsigned char *)PyBytes_AS_STRING(bytes);
@@ -223,7 +179,7 @@ EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObjec
             T->gslot = em_guard_const(T->P, fn->func_globals, label);
             T->bslot = em_guard_const(T->P, fn->func_builtins, "builtins");
             if (T->gslot < 0 || T->bslot < 0) {
-                frame_restore(T, &saved);
+                T->frame = saved;
                 st = EM_ERR;
                 goto done;
             }
@@ -239,7 +195,7 @@ EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObjec
     T->depth--;
     T->handlers -= eh;
     EmSym *ret = genexpr ? gen : T->retval;
-    frame_restore(T, &saved);
+    T->frame = saved;
     if (st == EM_OK && genexpr && (T->stores.len != stores0 || mutating_ops(T->G, nodes0)))
         st = em_trace_fail(T, EMA_INLINE, "%s (a generator with side effects: its body would run before the consumer)",
                            PyUnicode_AsUTF8(co->co_qualname));

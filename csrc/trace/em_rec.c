@@ -632,7 +632,7 @@ EmStatus em_seq_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
             if (em_vec_push(&r->items, s->items.data[i])) r = NULL;
         if (!r) return PyErr_Occurred() ? EM_ERR : (PyErr_NoMemory(), EM_ERR);
         s->pos = s->items.len;
-        if (s->gen) s->gen = 2;
+        if (s->gen) s->gen = EM_GEN_ENDED;
         *tmp_out = r;
         return EM_OK;
     }
@@ -1084,7 +1084,7 @@ EmStatus h_for_iter(EmTracer *T, const EmInstr *in) {
     EmStatus ust = em_iter_use(T, it);
     if (ust != EM_OK) return ust;
     if (it->pos < it->items.len) return em_push(T, it->items.data[it->pos++]);
-    if (it->gen) it->gen = 2;
+    if (it->gen) it->gen = EM_GEN_ENDED;
     T->sp--;
     T->ip = em_for_iter_exit(in);
     return EM_OK;

@@ -707,7 +707,7 @@ EmStatus em_dict_set(EmSym *d, PyObject *key, EmSym *v) {
 int em_sym_own(EmTracer *T, EmSym *s) {
     (void)T;
     if (s->src < 0) return 1;
-    if (s->kind == SYM_DICT && s->pos == -4) {
+    if (s->kind == SYM_DICT && s->pos == EM_POS_FRAME_KWARGS) {
         s->src = -1;
         s->out_at = -1;
         return 1;

@@ -84,7 +84,7 @@ static EmStatus setup_locals(EmTracer *T) {
         EmSym *s = em_sym_new(T, SYM_NULL);
         if (!s) return EM_ERR;
         s->src = slot;
-        s->pos = -2; /* marker: unrealized argument; obj holds the real value */
+        s->pos = EM_POS_LAZY_ARG;
         s->obj = Py_NewRef(v);
         T->locals[i] = s;
     }
@@ -100,7 +100,7 @@ EmSym *em_local_get(EmTracer *T, int i, EmStatus *st) {
                             PyUnicode_AsUTF8(em_code_name(T->code, i)));
         return NULL;
     }
-    if (s->kind == SYM_NULL && s->pos == -3) { /* free variable of an inlined function: obj = cell */
+    if (s->kind == SYM_NULL && s->pos == EM_POS_LAZY_CELL) {
         PyObject *lab = PyUnicode_FromFormat("cell[%U.%U]", T->code->co_qualname, em_code_name(T->code, i));
         const char *labu = lab ? PyUnicode_AsUTF8(lab) : NULL;
         int32_t cs = labu ? em_guard_const(T->P, s->obj, labu) : -1;
@@ -120,13 +120,13 @@ EmSym *em_local_get(EmTracer *T, int i, EmStatus *st) {
         T->locals[i] = w;
         return w;
     }
-    if (s->kind == SYM_NULL && s->pos == -2) {
+    if (s->kind == SYM_NULL && s->pos == EM_POS_LAZY_ARG) {
         EmSym *w = em_sym_wrap(T, s->obj, s->src, st);
         if (!w) return NULL;
         PyCodeObject *co = T->code;
         if (w->kind == SYM_DICT && (co->co_flags & CO_VARKEYWORDS) &&
             i == co->co_argcount + co->co_kwonlyargcount + !!(co->co_flags & CO_VARARGS))
-            w->pos = -4; /* the frame's own **kwargs dict (em_call.c may mutate it) */
+            w->pos = EM_POS_FRAME_KWARGS;
         T->locals[i] = w;
         return w;
     }
@@ -230,7 +230,7 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
             EmStatus ust = em_iter_use(T, s);
             if (ust != EM_OK) return ust;
             if (s->out_at >= 0) return same_out(T, s);
-            if (s->gen == 1) /* its body ran as if only iteration consumed it: unverifiable outside */
+            if (s->gen == EM_GEN_RAN) /* its body ran as if only iteration consumed it: unverifiable outside */
                 return em_trace_fail(T, EMA_RETURN, "a generator left the trace before its end");
             /* made again at run time as an iterator of its type (_rules.ITER_REBUILD) */
             PyObject *table = PyObject_GetAttrString(em_state.meta_run, "ITER_REBUILD");
@@ -306,7 +306,7 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
             return EM_OK;
         }
         case SYM_EXIT: /* a with block open at a break: left by the graph, entered again */
-            if (s->items.data[0]->ctx_state != 1) return em_trace_fail(T, EMA_RETURN, "__exit__ of a closed block");
+            if (s->items.data[0]->ctx_state != EM_CTX_ENTERED) return em_trace_fail(T, EMA_RETURN, "__exit__ of a closed block");
             o.kind = OUT_REENTER;
             o.obj = Py_NewRef(s->items.data[0]->spec);
             break;
@@ -357,7 +357,7 @@ EmStatus em_trace_loop(EmTracer *T) {
 static int local_unchanged(EmTracer *T, int i) {
     EmSym *s = T->locals[i];
     if (!s) return 1;
-    if (s->kind == SYM_NULL && s->pos == -2) return 1;
+    if (s->kind == SYM_NULL && s->pos == EM_POS_LAZY_ARG) return 1;
     return T->arg_slots[i] >= 0 && s->src == T->arg_slots[i];
 }
 

@@ -39,6 +39,27 @@ typedef enum {
                  * view, read at each use; pos = 'k', 'v' or 'i' */
 } EmSymKind;
 
+/* pos of a SYM_NULL local realized on its first read (em_local_get); of a DICT sym. */
+enum {
+    EM_POS_LAZY_ARG = -2,  /* an argument of the intercepted frame: obj = its value, src = its slot */
+    EM_POS_LAZY_CELL = -3, /* a free variable of an inlined function: obj = its cell */
+    EM_POS_FRAME_KWARGS = -4 /* DICT: the frame's own **kwargs dict (em_sym_own may take it over) */
+};
+/* gen of an ITER sym. */
+typedef enum {
+    EM_GEN_NONE = 0,  /* not made by a generator */
+    EM_GEN_RAN = 1,   /* made by a generator run to its end when made (its yields returned None);
+                       * only iteration may consume it */
+    EM_GEN_ENDED = 2  /* ...and the trace has seen its end */
+} EmGenState;
+/* ctx_state of a CTX sym. */
+typedef enum {
+    EM_CTX_MADE = 0,     /* made, not entered */
+    EM_CTX_ENTERED = 1,  /* entered (its twin really entered) */
+    EM_CTX_EXITED = 2,
+    EM_CTX_IN_EFFECT = 3 /* made by set_grad_enabled(), which takes effect when called */
+} EmCtxState;
+
 typedef struct EmSym EmSym;
 struct EmSym {
     uint8_t kind;
@@ -50,9 +71,9 @@ struct EmSym {
                          * generator, list_iterator, zip...), NULL when unknown (owned) */
     EmVec(EmSym *) items;
     EmVec(PyObject *) keys; /* DICT: owned keys, parallel to items */
-    int32_t pos;    /* ITER position */
-    uint8_t gen;    /* ITER: 1 made by a generator, run to its end when made (its yields returned
-                       None), which only iteration may consume; 2 once the trace has seen its end */
+    int32_t pos;    /* ITER: position; PARTIAL: bound positional count; VIEW: 'k', 'v', 'i';
+                     * SYM_NULL, DICT: an EM_POS_* value */
+    uint8_t gen;    /* ITER: an EmGenState */
     uint8_t by_id;  /* OBJ: guarded by identity (or a constant of a trusted module) */
     uint8_t lent;   /* ITER: handed to zip()/enumerate(), which took all its items at once while
                      * Python's take them lazily: any further use of it aborts the trace */
@@ -63,8 +84,8 @@ struct EmSym {
     char of_what;   /* ITER: 'k', 'v' or 'i' when it iterates dict of.data[0]'s keys, values or items
                      * directly (it reads values stored meanwhile, as Python's does), else 0 */
     /* CTX: (cls, args, kwargs pairs) to make it again (owned); grad mode to restore on exit;
-     * state 0 made, 1 entered, 2 exited, 3 made by set_grad_enabled (in effect); grad_family: its changes are recorded as
-     * _set_grad_enabled calls (else as enter/exit helper calls, ref = the enter node) */
+     * ctx_state an EmCtxState; grad_family: its changes are recorded as _set_grad_enabled
+     * calls (else as enter/exit helper calls, ref = the enter node) */
     PyObject *spec;
     int8_t prev_grad, ctx_state, grad_family;
     int32_t out_at; /* TUPLE/LIST/DICT/ITER made while tracing: its entry in the output tree, or -1 */
@@ -88,28 +109,43 @@ typedef struct {
                     * value (all owned) */
 } EmOut;
 
+/* The state of one frame being traced: the intercepted frame's, or an inlined call's. An
+ * inlined call saves its caller's as a whole (`EmFrame saved = T->frame`) and puts it back on
+ * return, so every field declared here is saved and restored with the others. */
+#define EM_FRAME_FIELDS                                                                              \
+    PyCodeObject *code;     /* borrowed */                                                           \
+    PyObject *code_bytes;   /* owned by whoever set up the frame (em_trace_run, em_inline) */      \
+    const unsigned char *bytes;                                                                      \
+    int n_units;                                                                                     \
+    EmSym **locals;         /* nlocals entries; NULL = unbound */                                    \
+    int nlocals;                                                                                     \
+    EmSym **stack;          /* stack_cap entries, sp used */                                         \
+    int sp, stack_cap;                                                                               \
+    PyObject *kwnames;      /* borrowed from co_consts, pending for the next CALL */                 \
+    int ip;                 /* code unit of the next instruction */                                  \
+    int cur;                /* code unit of the current instruction */                               \
+    PyObject *globals, *builtins; /* of the function being traced (borrowed) */                     \
+    int32_t gslot, bslot;   /* guard slots of those dicts in an inlined frame, -1 = root's */        \
+    EmSym *retval;                                                                                   \
+    int done;                                                                                        \
+    EmSym *gen_items;       /* tracing a generator expression: the ITER its yields go to */          \
+    const struct EmFrame *parent; /* the caller's state while this frame runs; NULL at the root */
+typedef struct EmFrame {
+    EM_FRAME_FIELDS
+} EmFrame;
+
 typedef struct EmTracer {
     EmGraph *G;
     EmGuardProg *P;
-    /* the frame being traced (borrowed) */
-    PyCodeObject *code;
-    PyObject *code_bytes; /* owned */
-    const unsigned char *bytes;
-    int n_units;
-    EmFrameIn in;
-    /* interpreter state */
-    EmSym **locals;
-    int nlocals;
-    EmSym **stack;
-    int sp, stack_cap;
-    PyObject *kwnames; /* borrowed from co_consts, pending for the next CALL */
-    int ip;            /* code unit of the next instruction */
-    int cur;           /* code unit of the current instruction */
-    PyObject *globals, *builtins; /* of the function being traced (borrowed) */
-    int32_t gslot, bslot; /* guard slots of those dicts in an inlined frame, -1 = root's */
+    /* the current frame, by field (T->sp) or whole (T->frame) */
+    union {
+        struct {
+            EM_FRAME_FIELDS
+        };
+        EmFrame frame;
+    };
+    EmFrameIn in;      /* the intercepted frame's inputs */
     int depth;         /* inlining depth, 0 = the intercepted frame */
-    EmSym *retval;
-    int done;
     long steps;
     /* bookkeeping */
     PyObject *seen;    /* dict: id(object) -> index in syms of the sym made for it, -1 while its
@@ -125,9 +161,6 @@ typedef struct EmTracer {
     int abort_root_at; /* code unit of the root instruction that aborted, -1 if none */
     int32_t *arg_slots; /* per local: guard slot of the argument it started as, or -1 */
     /* functions made while tracing (em_inline.c) */
-    EmSym *closure;    /* set by em_call for the next em_inline: the function sym, whose items
-                        * are the values of its free variables (comprehensions only) */
-    EmSym *gen_items;  /* tracing a generator expression: the list its yields go to */
     /* global state (em_ctx.c) */
     int grad;          /* grad mode at the current point of the trace */
     int start_grad;    /* grad mode when the trace started (restored when it ends) */
@@ -241,8 +274,12 @@ typedef struct {
     int64_t sizes[64], strides[64];
 } EmInferred;
 int em_infer_shape(EmTracer *T, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, EmInferred *r);
-/* Inlines a call of the Python function `func` (em_inline.c). */
+/* Inlines a call of the Python function `func` (em_inline.c). em_inline_closure: of a function
+ * made while tracing, whose sym `closure` holds the values of its free variables as items
+ * (NULL: they are read from func's cells). */
 EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
+EmStatus em_inline_closure(EmTracer *T, PyObject *func, EmSym *closure, EmSym **args, int nargs, PyObject *kwnames,
+                           EmSym **out);
 /* Calls of nn.Module instances and iteration/indexing of module containers (em_inline.c). */
 EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
 /* nn.Module.__call__'s work for module sym mod (hooks, then forward), whatever its class's
