@@ -21,7 +21,11 @@ int em_asm_label(EmAsm *A) {
     return A->labels.len - 1;
 }
 
-void em_asm_place(EmAsm *A, int label) { A->labels.data[label] = A->ins.len; }
+void em_asm_place(EmAsm *A, int label) {
+    EM_ASSERT(label >= 0 && label < A->labels.len, "label %d of %d", label, A->labels.len);
+    EM_ASSERT(A->labels.data[label] < 0, "label %d placed twice", label);
+    A->labels.data[label] = A->ins.len;
+}
 
 int em_asm_op(EmAsm *A, int op, int arg, int line) {
     EmAsmInstr in = {.op = op, .arg = arg, .target = -1, .line = line, .orig = -1};
@@ -31,6 +35,7 @@ int em_asm_op(EmAsm *A, int op, int arg, int line) {
 int em_asm_is_jump(int op) { return em_op_is_jump[op & 255]; }
 
 int em_asm_jump(EmAsm *A, int op, int label, int line) {
+    EM_ASSERT(label >= 0 && label < A->labels.len, "jump to label %d of %d", label, A->labels.len);
     EmAsmInstr in = {.op = op, .arg = 0, .target = label, .line = line, .orig = -1};
     return em_vec_push(&A->ins, in);
 }
@@ -251,6 +256,7 @@ static int stack_depth(EmAsm *A, int *out) {
 #define SEED(i, d)                                                     \
     do {                                                               \
         int i_ = (i), d_ = (d);                                        \
+        EM_ASSERT(d_ >= 0, "stack depth %d at %d", d_, i_);            \
         if (i_ < n && d_ > depth[i_]) {                                \
             depth[i_] = d_;                                            \
             if (nwork >= 4 * (n + 1)) goto overflow;                   \
