@@ -13,12 +13,9 @@ import torch
 
 import ember
 import ember.testing
+from tests.helpers import randn
 
 PY312 = sys.version_info >= (3, 12)
-
-
-def randn(*shape, seed=0):
-    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
 
 
 def run(fn, *args, graphs=1, breaks=0, calls=3, fullgraph=None, counted=True):
