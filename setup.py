@@ -1,6 +1,7 @@
 """Builds ember._C from every C source under csrc/ (C11). The opcode table is generated
 first from the interpreter that builds (tools/gen_opcodes.py). EMBER_WERROR=1 turns
-warnings into errors (CI); EMBER_ASAN=1 builds with AddressSanitizer and UBSan."""
+warnings into errors (CI); EMBER_DEBUG=1 builds with EM_ASSERT checked (-DEM_DEBUG -O1 -g);
+EMBER_ASAN=1 builds with AddressSanitizer, UBSan and EM_ASSERT checked."""
 import glob
 import os
 import subprocess
@@ -25,12 +26,13 @@ link = []
 if os.environ.get("EMBER_WERROR") == "1":
     flags.append("-Werror")
 if os.environ.get("EMBER_ASAN") == "1":
-    flags += ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
+    flags += ["-DEM_DEBUG", "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
+              "-fno-sanitize-recover=undefined"]
     link += ["-fsanitize=address,undefined"]
+elif os.environ.get("EMBER_DEBUG") == "1":
+    flags += ["-DEM_DEBUG", "-O1", "-g"]
 else:
     flags += ["-O2"]
-if os.environ.get("EMBER_DEBUG") == "1":
-    flags += ["-O0", "-g", "-UNDEBUG"]
 
 sources = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "csrc", "**", "*.c"), recursive=True))
 

@@ -1,5 +1,10 @@
-"""Helpers for tests: compile counters and cache inspection."""
-from . import _C
+"""Helpers for tests: compile counters, cache inspection and the trace-only entry point."""
+import inspect
+import types
+
+import torch
+
+from . import _C, _rules
 
 
 def counters():
@@ -27,3 +32,30 @@ def _code_of(fn):
         fn = type(fn).forward
     fn = getattr(fn, "__func__", fn)
     return fn.__code__
+
+
+def trace(fn, *args, **kwargs):
+    """Traces fn for a call with these arguments, and stops there: nothing is compiled, cached or
+    installed. Returns a dict: "graph", "guards" and "out" (the graph, the guard program and the
+    output tree, as deterministic text) with "abort" and "abort_kind" None when the trace
+    completes; when it aborts, "abort" ("file:line: reason") and "abort_kind" (the reason's row
+    in csrc/trace/em_aborts.def) with the dumps None. fn: a function, a bound method, an
+    nn.Module (its forward) or a compiled callable (what it wraps)."""
+    fn = getattr(fn, "__wrapped__", fn)
+    if isinstance(fn, torch.nn.Module):
+        fn = fn.forward
+    if isinstance(fn, types.MethodType):
+        fn, args = fn.__func__, (fn.__self__,) + args
+    if not isinstance(fn, types.FunctionType):
+        raise TypeError(f"ember.testing.trace: expected a Python function, got {type(fn).__name__}")
+    bound = inspect.Signature.from_callable(fn, follow_wrapped=False).bind(*args, **kwargs)
+    bound.apply_defaults()
+    co = fn.__code__
+    nslots = co.co_argcount + co.co_kwonlyargcount + bool(co.co_flags & inspect.CO_VARARGS) + \
+        bool(co.co_flags & inspect.CO_VARKEYWORDS)
+    slots = tuple(bound.arguments[name] for name in co.co_varnames[:nslots])
+    _rules.warnings_off()  # as while compiling: warnings of the trace's own work are ember's
+    try:
+        return _C._trace(fn, slots)
+    finally:
+        _rules.warnings_on()

@@ -1,5 +1,5 @@
-/* em_core.h: base layer shared by every module: status codes, ownership tags, growable
- * vectors and a string builder. Pure C (no Python.h), so ir/ and backend/ can use it.
+/* em_core.h: base layer shared by every module: status codes, ownership tags, asserts,
+ * growable vectors and a string builder. Pure C (no Python.h), so ir/ and backend/ can use it.
  */
 #ifndef EM_CORE_H
 #define EM_CORE_H
@@ -17,6 +17,18 @@
 #define EM_LIKELY(x) __builtin_expect(!!(x), 1)
 #define EM_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define EM_UNUSED(x) ((void)(x))
+
+/* EM_ASSERT(cond, fmt, ...): an invariant of ember's own code, never a check of user input
+ * (those are aborts or exceptions). In a debug build (EM_DEBUG: EMBER_DEBUG=1 or EMBER_ASAN=1)
+ * a false cond prints file:line, the condition and the message to stderr and aborts; in other
+ * builds cond is not evaluated (only type-checked). An expression of type void. */
+#ifdef EM_DEBUG
+#define EM_ASSERT(cond, ...) (EM_LIKELY(cond) ? (void)0 : em_assert_fail(__FILE__, __LINE__, #cond, __VA_ARGS__))
+#else
+#define EM_ASSERT(cond, ...) ((void)sizeof(!(cond)))
+#endif
+_Noreturn void em_assert_fail(const char *file, int line, const char *cond, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Status of a stage. EM_ERR: a Python exception is set (or, in pure C modules, out of
  * memory). EM_ABORT: the stage gave up for a user-visible reason (an abort reason code). */

@@ -324,3 +324,96 @@ done:
     Py_XDECREF(first_why);
     return res;
 }
+
+/* ---- trace only (tests: golden dumps of what the tracer produces) ---- */
+
+static const char *const abort_names[] = {
+#define X(e, fmt) #e,
+#include "../trace/em_aborts.def"
+#undef X
+};
+
+/* Appends repr(o) (str(o) when repr is 0) to b. 0 or -1 with an exception. */
+static int put_text(EmStrBuf *b, PyObject *o, int repr) {
+    PyObject *r = repr ? PyObject_Repr(o) : PyObject_Str(o);
+    const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
+    int rc = u ? em_sb_puts(b, u) : -1;
+    Py_XDECREF(r);
+    if (!u) return -1;
+    return rc ? (PyErr_NoMemory(), -1) : 0;
+}
+
+/* The output tree in prefix order, one entry a line: its position, indentation by depth, then
+ * the entry (a leaf's value, a node's child count). *at: the entry to dump, advanced past its
+ * subtree. 0 or -1 with an exception. */
+static int out_dump(const EmTracer *T, int32_t *at, int depth, EmStrBuf *b) {
+    if (*at >= T->out.len || depth > 64) {
+        PyErr_SetString(PyExc_SystemError, "ember: malformed output tree");
+        return -1;
+    }
+    int32_t pos = (*at)++;
+    const EmOut *o = &T->out.data[pos];
+    static const char *const kinds[] = {/* in EmOutKind's order */
+                                        "value",   "const", "slot",  "tuple", "list",    "dict",  "iter",
+                                        "reenter", "same",  "bound", "last",  "setattr", "newobj"};
+    EM_ASSERT((size_t)o->kind < sizeof(kinds) / sizeof(kinds[0]), "output kind %d", o->kind);
+    int nchild = 0, rc = em_sb_printf(b, "%3d: %*s%s", pos, 2 * depth, "", kinds[o->kind]);
+    switch (o->kind) {
+        case OUT_VALUE: rc = rc ? rc : em_sb_printf(b, " %d = %%%d", o->v, T->G->outputs.data[o->v]); break;
+        case OUT_SLOT: rc = rc ? rc : em_sb_printf(b, " %s", T->P->names.data[o->v]); break;
+        case OUT_SAME: rc = rc ? rc : em_sb_printf(b, " @%d", o->v); break;
+        case OUT_BOUND:
+        case OUT_SETATTR: nchild = 2; break;
+        case OUT_CONST:
+        case OUT_REENTER: break;
+        default: nchild = o->v; rc = rc ? rc : em_sb_printf(b, " %d", o->v);
+    }
+    if (rc || (o->obj && em_sb_putc(b, ' '))) return PyErr_NoMemory(), -1;
+    /* a namedtuple's type, an iterator's maker and a new object's class by name; constants,
+     * dict keys, attribute names and context specs by repr */
+    PyObject *named = NULL;
+    if (o->kind == OUT_NEWOBJ) named = PyTuple_GET_ITEM(o->obj, 0);
+    else if (o->kind == OUT_TUPLE || o->kind == OUT_ITER) named = o->obj;
+    if (named) {
+        PyObject *q = PyObject_GetAttrString(named, "__qualname__");
+        int bad = !q || put_text(b, q, 0);
+        Py_XDECREF(q);
+        if (bad) return -1;
+    } else if (o->obj && put_text(b, o->obj, 1)) {
+        return -1;
+    }
+    if (em_sb_putc(b, '\n')) return PyErr_NoMemory(), -1;
+    for (int i = 0; i < nchild; i++)
+        if (out_dump(T, at, depth + 1, b)) return -1;
+    return 0;
+}
+
+EM_NEW PyObject *em_driver_trace(PyCodeObject *co, const EmFrameIn *in) {
+    EmTracer T;
+    EmGraph G;
+    EmGuardProg P;
+    EmStrBuf gtxt = {0}, ktxt = {0}, otxt = {0};
+    PyObject *res = NULL;
+    em_graph_init(&G, obj_retain, obj_release);
+    em_guard_init(&P);
+    EmStatus st = em_trace_run(&T, co, in, &G, &P, -1);
+    if (st == EM_ABORT) {
+        PyObject *why = em_trace_abort_message(&T);
+        if (why)
+            res = Py_BuildValue("{s:O,s:O,s:O,s:N,s:s}", "graph", Py_None, "guards", Py_None, "out", Py_None, "abort",
+                                why, "abort_kind", abort_names[T.abort]);
+    } else if (st == EM_OK) {
+        int32_t at = 0;
+        if (em_ir_dump(&G, &gtxt) || em_guard_dump(&P, &ktxt)) PyErr_NoMemory();
+        else if (!out_dump(&T, &at, 0, &otxt))
+            res = Py_BuildValue("{s:s,s:s,s:s,s:O,s:O}", "graph", gtxt.s, "guards", ktxt.s, "out", otxt.s, "abort",
+                                Py_None, "abort_kind", Py_None);
+    }
+    em_trace_free(&T);
+    em_graph_free(&G);
+    em_guard_free(&P);
+    em_sb_free(&gtxt);
+    em_sb_free(&ktxt);
+    em_sb_free(&otxt);
+    return res;
+}

@@ -16,4 +16,11 @@ typedef enum { EMD_OK, EMD_ABORT, EMD_NOGRAPH, EMD_ERR } EmDriverResult;
 EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allow_break, int32_t backend,
                                  EmEntry **out, PyObject **why);
 
+/* Traces the frame and stops there: nothing is compiled, cached or installed (tests compare the
+ * dumps). A new dict: "graph", "guards" and "out" (the output tree), deterministic text, with
+ * "abort" and "abort_kind" None when the trace completes; when it aborts, "abort" is "file:line:
+ * reason", "abort_kind" the reason's name in em_aborts.def and the dumps None. NULL with an
+ * exception on error. */
+EM_NEW PyObject *em_driver_trace(PyCodeObject *co, const EmFrameIn *in);
+
 #endif

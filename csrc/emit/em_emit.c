@@ -21,7 +21,11 @@ int em_asm_label(EmAsm *A) {
     return A->labels.len - 1;
 }
 
-void em_asm_place(EmAsm *A, int label) { A->labels.data[label] = A->ins.len; }
+void em_asm_place(EmAsm *A, int label) {
+    EM_ASSERT(label >= 0 && label < A->labels.len, "label %d of %d", label, A->labels.len);
+    EM_ASSERT(A->labels.data[label] < 0, "label %d placed twice", label);
+    A->labels.data[label] = A->ins.len;
+}
 
 int em_asm_op(EmAsm *A, int op, int arg, int line) {
     EmAsmInstr in = {.op = op, .arg = arg, .target = -1, .line = line, .orig = -1};
@@ -31,6 +35,7 @@ int em_asm_op(EmAsm *A, int op, int arg, int line) {
 int em_asm_is_jump(int op) { return em_op_is_jump[op & 255]; }
 
 int em_asm_jump(EmAsm *A, int op, int label, int line) {
+    EM_ASSERT(label >= 0 && label < A->labels.len, "jump to label %d of %d", label, A->labels.len);
     EmAsmInstr in = {.op = op, .arg = 0, .target = label, .line = line, .orig = -1};
     return em_vec_push(&A->ins, in);
 }
@@ -61,7 +66,8 @@ int em_asm_decode_ranges(EmAsm *A, PyCodeObject *co, const int *ranges, int nran
     int n = (int)(PyBytes_GET_SIZE(bytes) / 2), rc = -1;
     int *label_at = calloc((size_t)n + 1, sizeof(int)); /* code unit -> label + 1 (0: none) */
     int *index_at = malloc(sizeof(int) * ((size_t)n + 1)); /* code unit -> instruction index */
-    if (!label_at || !index_at) {
+    unsigned char *decoded = calloc((size_t)n + 1, 1);     /* code unit -> 1: an instruction decoded */
+    if (!label_at || !index_at || !decoded) {
         PyErr_NoMemory();
         goto done;
     }
@@ -78,6 +84,7 @@ int em_asm_decode_ranges(EmAsm *A, PyCodeObject *co, const int *ranges, int nran
             em_decode(code, n, at, &in);
             int line = PyCode_Addr2Line(co, in.at * 2);
             index_at[start] = A->ins.len;
+            decoded[start] = 1;
             EmAsmInstr ai = {.op = in.op, .arg = in.arg, .target = -1, .line = line, .orig = in.at};
             if (em_op_is_jump[in.op]) {
                 ai.target = em_jump_target(&in); /* a unit, turned into a label below */
@@ -124,7 +131,9 @@ int em_asm_decode_ranges(EmAsm *A, PyCodeObject *co, const int *ranges, int nran
                 PyErr_SetString(PyExc_SystemError, "ember: bad exception table");
                 goto done;
             }
-            if (target < 0 || target >= n || index_at[target] < 0) continue;
+            /* (a handler at the end of a range was not decoded: index_at maps it to the
+             * instruction after the range) */
+            if (target < 0 || target >= n || !decoded[target]) continue;
             for (int r = 0; r < nranges; r++) {
                 int lo = ranges[2 * r] > start ? ranges[2 * r] : start;
                 int hi = ranges[2 * r + 1] < start + len ? ranges[2 * r + 1] : start + len;
@@ -146,6 +155,7 @@ int em_asm_decode_ranges(EmAsm *A, PyCodeObject *co, const int *ranges, int nran
 done:
     free(label_at);
     free(index_at);
+    free(decoded);
     Py_DECREF(bytes);
     return rc;
 }
@@ -246,6 +256,7 @@ static int stack_depth(EmAsm *A, int *out) {
 #define SEED(i, d)                                                     \
     do {                                                               \
         int i_ = (i), d_ = (d);                                        \
+        EM_ASSERT(d_ >= 0, "stack depth %d at %d", d_, i_);            \
         if (i_ < n && d_ > depth[i_]) {                                \
             depth[i_] = d_;                                            \
             if (nwork >= 4 * (n + 1)) goto overflow;                   \

@@ -109,8 +109,18 @@ static int g_index_grow(EmGuardProg *P) {
     return 0;
 }
 
+/* Slots name values the program has loaded before: a load's base and a check's slots come
+ * from earlier loads (a check of the global state reads no slot). */
 static int g_push(EmGuardProg *P, EmGuardOp op, int32_t slot, int32_t base, Py_ssize_t a,
                   PyObject *EM_BORROWED obj) {
+    EM_ASSERT(op == EMG_GLOBAL_STATE ? slot == -1 : slot >= 0 && slot < P->nslots, "%s: slot %d of %d", g_names[op],
+              (int)slot, (int)P->nslots);
+    EM_ASSERT(base >= -1 && base < (g_is_load[op] ? slot : P->nslots), "%s: base slot %d, slot %d", g_names[op],
+              (int)base, (int)slot);
+    EM_ASSERT(op != EMG_SAME || (a >= 0 && a < P->nslots), "SAME: other slot %zd of %d", a, (int)P->nslots);
+    EM_ASSERT(op != EMG_LOAD_GLOBAL || base < 0 || (a >= 0 && a < slot), "LOAD_GLOBAL: builtins slot %zd, slot %d", a,
+              (int)slot);
+    EM_ASSERT(op != EMG_TENSOR || (a >= 0 && a < P->specs.len), "TENSOR: spec %zd of %d", a, (int)P->specs.len);
     EmGInstr in = {.op = (uint8_t)op, .slot = slot, .base = base, .a = a, .obj = obj};
     if (g_index_grow(P) || em_vec_push(&P->ins, in)) {
         PyErr_NoMemory();

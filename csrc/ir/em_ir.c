@@ -47,6 +47,10 @@ int32_t em_ir_const(EmGraph *G, EmConstKind kind, int64_t i, double f, void *obj
 }
 
 int32_t em_ir_arg(EmGraph *G, EmArgKind kind, int32_t v, int32_t n) {
+    EM_ASSERT(kind != EMA_REF || (v >= 0 && v < G->nodes.len), "argument ref %%%d of %d nodes", v, G->nodes.len);
+    EM_ASSERT(kind != EMA_CONST || (v >= 0 && v < G->consts.len), "constant %d of %d", v, G->consts.len);
+    EM_ASSERT(kind == EMA_REF || kind == EMA_CONST || (n >= 0 && v >= 0 && v + n <= G->args.len),
+              "sequence argument [%d, %d) of %d", v, v + n, G->args.len);
     EmArg a = {.kind = (uint8_t)kind, .v = v, .n = n};
     if (em_vec_push(&G->args, a)) return -1;
     return G->args.len - 1;
@@ -54,6 +58,13 @@ int32_t em_ir_arg(EmGraph *G, EmArgKind kind, int32_t v, int32_t n) {
 
 EmRef em_ir_node(EmGraph *G, EmOp op, int32_t args, int32_t nargs, int32_t kwnames, int32_t nkw,
                  int32_t fn) {
+    EM_ASSERT((unsigned)op < EMOP__COUNT, "op %d", (int)op);
+    EM_ASSERT(nargs >= 0 && nkw >= 0 && nkw <= nargs, "%d arguments, %d keywords", nargs, nkw);
+    EM_ASSERT(nargs == 0 || (args >= 0 && args + nargs <= G->args.len), "arguments [%d, %d) of %d", args, args + nargs,
+              G->args.len);
+    EM_ASSERT(fn >= -1 && fn < G->consts.len, "callable constant %d of %d", fn, G->consts.len);
+    EM_ASSERT(nkw == 0 || (kwnames >= 0 && kwnames + nkw < G->consts.len), "keyword names %d (+%d) of %d constants",
+              kwnames, nkw, G->consts.len);
     EmNode n = {.op = (uint16_t)op, .vkind = EMV_OBJ, .dtype = -1, .dev_type = -1,
                 .dev_index = -1, .args = args, .nargs = nargs, .kwnames = kwnames, .nkw = nkw,
                 .fn = fn, .aux = -1, .label = -1};
@@ -63,6 +74,7 @@ EmRef em_ir_node(EmGraph *G, EmOp op, int32_t args, int32_t nargs, int32_t kwnam
 
 int em_ir_set_tensor(EmGraph *G, EmRef r, int dtype, int dev_type, int dev_index, int requires_grad,
                      int ndim, const int64_t *sizes, const int64_t *strides) {
+    EM_ASSERT(ndim >= 0, "ndim %d", ndim);
     if (ndim > 255 || em_vec_reserve(&G->dims, 2 * ndim)) return -1;
     EmNode *n = em_ir_at(G, r);
     n->vkind = EMV_TENSOR;

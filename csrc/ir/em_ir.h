@@ -99,7 +99,10 @@ EmRef em_ir_node(EmGraph *G, EmOp op, int32_t args, int32_t nargs, int32_t kwnam
 /* Set tensor metadata of a node (copies sizes/strides). Returns 0 or -1. */
 int em_ir_set_tensor(EmGraph *G, EmRef r, int dtype, int dev_type, int dev_index, int requires_grad,
                      int ndim, const int64_t *sizes, const int64_t *strides);
-static inline EmNode *em_ir_at(EmGraph *G, EmRef r) { return &G->nodes.data[r]; }
+static inline EmNode *em_ir_at(EmGraph *G, EmRef r) {
+    EM_ASSERT(r >= 0 && r < G->nodes.len, "ref %%%d of %d nodes", r, G->nodes.len);
+    return &G->nodes.data[r];
+}
 static inline const int64_t *em_ir_sizes(const EmGraph *G, const EmNode *n) {
     return G->dims.data + n->dims;
 }

@@ -3,6 +3,7 @@
  * Python package uses: setup, config, backend registry, reset, counters, cache inspection.
  */
 #include "../cache/em_cache.h"
+#include "../driver/em_driver.h"
 #include "../emit/em_emit.h"
 #include "../guard/em_guard.h"
 #include "../hook/em_hook.h"
@@ -310,6 +311,32 @@ static PyObject *m_asm_roundtrip(PyObject *self, PyObject *code) {
     return r;
 }
 
+/* _trace(fn, slots): traces fn's code for a call whose argument slots (in co_varnames order:
+ * positional, keyword-only, then the *args tuple and the **kwargs dict) hold the items of
+ * slots, with the hook off for this thread; nothing is compiled or installed. Returns
+ * em_driver_trace's dict. */
+static PyObject *m_trace(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *fn, *slots;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyFunction_Type, &fn, &PyTuple_Type, &slots)) return NULL;
+    PyFunctionObject *f = (PyFunctionObject *)fn;
+    PyCodeObject *co = (PyCodeObject *)f->func_code;
+    int nargs = co->co_argcount + co->co_kwonlyargcount + !!(co->co_flags & CO_VARARGS) +
+                !!(co->co_flags & CO_VARKEYWORDS);
+    if (PyTuple_GET_SIZE(slots) != nargs)
+        return PyErr_Format(PyExc_TypeError, "ember: %U has %d argument slots, got %zd values", co->co_qualname, nargs,
+                            PyTuple_GET_SIZE(slots));
+    PyObject **localsplus = PyMem_Calloc((size_t)em_code_nlocalsplus(co) + 1, sizeof(PyObject *));
+    if (!localsplus) return PyErr_NoMemory();
+    for (int i = 0; i < nargs; i++) localsplus[i] = PyTuple_GET_ITEM(slots, i);
+    EmFrameIn in = {localsplus, f->func_closure, f->func_globals, f->func_builtins};
+    int prev = em_hook_enter(0);
+    PyObject *r = em_driver_trace(co, &in);
+    em_hook_exit(prev);
+    PyMem_Free(localsplus);
+    return r;
+}
+
 static PyObject *m_resume_codes(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
@@ -372,6 +399,7 @@ static PyMethodDef methods[] = {
     {"_seen_codes", m_seen_codes, METH_NOARGS, "Codes compiled or run as plain Python since the last reset."},
     {"_resume_codes", m_resume_codes, METH_NOARGS, "Resume code objects generated so far (tests, debugging)."},
     {"_asm_roundtrip", m_asm_roundtrip, METH_O, "Decode and reassemble a code object (assembler tests)."},
+    {"_trace", m_trace, METH_VARARGS, "(fn, argument slots): trace only; graph, guard and output dumps or the abort."},
     {"_setup", (PyCFunction)(void (*)(void))m_setup, METH_VARARGS | METH_KEYWORDS, "Hand rules and helpers to C."},
     {"_gs_resolve", m_gs_resolve, METH_VARARGS, "(libc10, libtorch_cpu): resolve direct global-state reads."},
     {"_gs_read", m_gs_read, METH_O, "(direct): (grad, autocast_cpu, autocast_cuda, dtype)."},

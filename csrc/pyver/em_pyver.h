@@ -199,8 +199,10 @@ static inline void em_decode(const unsigned char *code, int n_units, int at, EmI
 
 /* Operand decoding that differs between versions. */
 /* The exception-table entry covering code unit u (3.11/3.12 format, Objects/exception_handling_notes.txt):
- * 1 with its handler, stack depth and lasti flag, 0 if none, -1 if the table cannot be read. */
+ * 1 with its handler, stack depth and lasti flag, 0 if none, -1 if the table cannot be read (then
+ * the three are 0). */
 static inline int em_exc_entry(PyCodeObject *co, int u, int *handler, int *depth, int *lasti) {
+    *handler = *depth = *lasti = 0;
     const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(co->co_exceptiontable);
     const unsigned char *end = p + PyBytes_GET_SIZE(co->co_exceptiontable);
     while (p < end) {

@@ -43,6 +43,7 @@ EM_NEW PyObject *em_trace_abort_message(const EmTracer *T) {
 /* Stack helpers for handlers. */
 EmStatus em_push(EmTracer *T, EmSym *s) {
     if (!s) return PyErr_Occurred() ? EM_ERR : EM_ABORT;
+    EM_ASSERT(T->sp >= 0, "stack depth %d", T->sp);
     if (T->sp >= T->stack_cap) return em_trace_fail(T, EMA_VALUE, "stack overflow");
     T->stack[T->sp++] = s;
     return EM_OK;
@@ -340,6 +341,8 @@ EmStatus em_trace_loop(EmTracer *T) {
         T->cur = ins.at;
         T->ip = ins.next;
         st = dispatch(T, &ins);
+        EM_ASSERT(T->sp >= 0 && T->sp <= T->stack_cap, "stack depth %d of %d after %s", T->sp, T->stack_cap,
+                  em_op_names[ins.op]);
         if (st == EM_ABORT && T->exc) { /* a raise: does this frame handle it? */
             int c = em_trace_catch(T, ins.at);
             if (c < 0) return EM_ERR;

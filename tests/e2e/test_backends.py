@@ -24,15 +24,8 @@ import ember
 import ember.backends
 import ember.backends.fx
 import ember.testing
-
-
-def counters():
-    return ember.testing.counters()
-
-
-def randn(*shape, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(shape, generator=g)
+from tests import helpers
+from tests.helpers import counters, randn
 
 
 class Counting:
@@ -64,22 +57,8 @@ def tensors(v):
 
 
 def assert_same(got, expected, rtol=1e-5, atol=1e-6):
-    """Same structure (types, lengths, keys, Python values) and close tensors."""
-    assert type(got) is type(expected), (type(got), type(expected))
-    if isinstance(expected, torch.Tensor):
-        assert got.dtype == expected.dtype and got.shape == expected.shape, (got, expected)
-        assert got.requires_grad == expected.requires_grad
-        torch.testing.assert_close(got, expected, rtol=rtol, atol=atol)
-    elif isinstance(expected, (tuple, list)):
-        assert len(got) == len(expected)
-        for a, b in zip(got, expected):
-            assert_same(a, b, rtol, atol)
-    elif isinstance(expected, dict):
-        assert list(got) == list(expected)
-        for k in expected:
-            assert_same(got[k], expected[k], rtol, atol)
-    else:
-        assert got == expected
+    """tests.helpers.assert_same with these tolerances, NaN unequal to NaN."""
+    helpers.assert_same(got, expected, rtol=rtol, atol=atol, equal_nan=False)
 
 
 # ---------------------------------------------------------------------------

@@ -21,76 +21,22 @@ import math
 import traceback
 import warnings
 
-import numpy as np
 import pytest
 import torch
 
 import ember
 import ember.testing
+from tests import helpers
+from tests.helpers import clone_tree, counters, randn
 
 # ---------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------
 
 
-def counters():
-    return ember.testing.counters()
-
-
-def randn(*shape, seed=0, requires_grad=False):
-    g = torch.Generator().manual_seed(seed)
-    t = torch.randn(shape, generator=g)
-    if requires_grad:
-        t.requires_grad_(True)
-    return t
-
-
-def clone_tree(v):
-    """Deep copy of args: tensors cloned (leaf-ness and requires_grad preserved),
-    containers rebuilt; other objects returned as they are."""
-    if isinstance(v, torch.Tensor):
-        c = v.detach().clone()
-        if v.requires_grad:
-            c.requires_grad_(True)
-        return c
-    if isinstance(v, tuple):
-        return tuple(clone_tree(e) for e in v)
-    if isinstance(v, list):
-        return [clone_tree(e) for e in v]
-    if isinstance(v, dict):
-        return {k: clone_tree(e) for k, e in v.items()}
-    return v
-
-
 def assert_same(got, expected, path="out"):
-    """Recursive comparison of a compiled result with the eager one."""
-    if isinstance(expected, torch.Tensor):
-        assert isinstance(got, torch.Tensor), f"{path}: expected Tensor, got {type(got)}"
-        assert got.shape == expected.shape, f"{path}: shape {got.shape} != {expected.shape}"
-        assert got.dtype == expected.dtype, f"{path}: dtype {got.dtype} != {expected.dtype}"
-        assert got.requires_grad == expected.requires_grad, \
-            f"{path}: requires_grad {got.requires_grad} != {expected.requires_grad}"
-        torch.testing.assert_close(got.detach(), expected.detach(), equal_nan=True,
-                                   msg=lambda m: f"{path}: {m}")
-    elif isinstance(expected, np.ndarray):
-        assert isinstance(got, np.ndarray), f"{path}: expected ndarray, got {type(got)}"
-        np.testing.assert_allclose(got, expected)
-    elif isinstance(expected, (tuple, list)):
-        assert type(got) is type(expected), f"{path}: type {type(got)} != {type(expected)}"
-        assert len(got) == len(expected), f"{path}: len {len(got)} != {len(expected)}"
-        for i, (g, e) in enumerate(zip(got, expected)):
-            assert_same(g, e, f"{path}[{i}]")
-    elif isinstance(expected, dict):
-        assert type(got) is type(expected), f"{path}: type {type(got)} != {type(expected)}"
-        assert list(got.keys()) == list(expected.keys()), f"{path}: keys {list(got)} != {list(expected)}"
-        for k in expected:
-            assert_same(got[k], expected[k], f"{path}[{k!r}]")
-    elif isinstance(expected, float):
-        assert type(got) is float, f"{path}: type {type(got)} != float"
-        assert got == pytest.approx(expected, rel=1e-5, abs=1e-6), f"{path}: {got!r} != {expected!r}"
-    else:
-        assert type(got) is type(expected), f"{path}: type {type(got)} != {type(expected)}"
-        assert got == expected, f"{path}: {got!r} != {expected!r}"
+    """tests.helpers.assert_same, with floats equal within 1e-5 (relative) or 1e-6 (absolute)."""
+    helpers.assert_same(got, expected, path, float_rel=1e-5, float_abs=1e-6)
 
 
 def compare(fn, *args, capsys=None, cfn=None, **kwargs):

@@ -13,12 +13,9 @@ import torch
 
 import ember
 import ember.testing
+from tests.helpers import randn
 
 PY312 = sys.version_info >= (3, 12)
-
-
-def randn(*shape, seed=0):
-    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
 
 
 def run(fn, *args, graphs=1, breaks=0, calls=3, fullgraph=None, counted=True):
@@ -260,6 +257,27 @@ def test_exception_inside_a_broken_comprehension_propagates():
         with pytest.raises(ZeroDivisionError):
             cf(randn(3), [randn(3), randn(2)])
     torch.testing.assert_close(cf(randn(3), [randn(3)])[0], randn(3) * 2)
+
+
+def _raises_in_comprehension_in_no_grad(x, ws):
+    with torch.no_grad():
+        y = x * 2
+        vals = [print(end="") or (w * y).sum() if i < 1 else 1 // 0 for i, w in enumerate(ws)]
+        z = y + sum(vals)
+    return z
+
+
+def test_exception_inside_a_broken_comprehension_leaves_the_with_block():
+    """The comprehension's cleanup handler re-raises into the with block's handler, which exits
+    the block (3.12: the transformed code's exception table had sent it to the loop's FOR_ITER,
+    which crashed)."""
+    cf = ember.compile(_raises_in_comprehension_in_no_grad)
+    for _ in range(2):
+        with pytest.raises(ZeroDivisionError):
+            cf(randn(3), [randn(3, seed=i) for i in range(2)])
+        assert torch.is_grad_enabled()
+    x, ws = randn(3), [randn(3, seed=1)]
+    torch.testing.assert_close(cf(x, ws), _raises_in_comprehension_in_no_grad(x, ws))
 
 
 def _walrus(x, ws):

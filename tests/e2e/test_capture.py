@@ -17,11 +17,8 @@ import pytest
 import torch
 
 import ember
-
-try:  # make sure the submodule is loaded even if ember/__init__ doesn't
-    import ember.testing  # noqa: F401
-except ImportError:
-    pass
+import ember.testing  # noqa: F401
+from tests.helpers import assert_same, counters, randn
 
 F = torch.nn.functional
 
@@ -43,53 +40,9 @@ def randns(*shapes, seed=0, dtype=torch.float32):
     return tuple(torch.randn(s, generator=g, dtype=dtype) for s in shapes)
 
 
-def randn(*shape, seed=0, dtype=torch.float32):
-    return randns(shape, seed=seed, dtype=dtype)[0]
-
-
 def randint(high, *shape, seed=1):
     g = torch.Generator().manual_seed(seed)
     return torch.randint(0, high, shape, generator=g)
-
-
-def _is_return_type(x):
-    """torch.return_types.* (max, topk, sort, ...) structseqs."""
-    return isinstance(x, tuple) and type(x).__module__ == "torch.return_types"
-
-
-def assert_same(got, expected, path="out"):
-    """Recursively compare a compiled result with the eager one."""
-    if isinstance(expected, torch.Tensor):
-        assert isinstance(got, torch.Tensor), f"{path}: expected Tensor, got {type(got)}"
-        assert got.shape == expected.shape, f"{path}: shape {got.shape} != {expected.shape}"
-        assert got.device == expected.device, f"{path}: device {got.device} != {expected.device}"
-        torch.testing.assert_close(
-            got, expected, check_dtype=True, equal_nan=True,
-            msg=lambda m: f"{path}: {m}",
-        )
-    elif _is_return_type(expected):
-        assert isinstance(got, tuple), f"{path}: expected tuple-like, got {type(got)}"
-        assert len(got) == len(expected), f"{path}: len {len(got)} != {len(expected)}"
-        for i, (g, e) in enumerate(zip(tuple(got), tuple(expected))):
-            assert_same(g, e, f"{path}[{i}]")
-    elif isinstance(expected, (tuple, list)):
-        assert type(got) is type(expected), f"{path}: type {type(got)} != {type(expected)}"
-        assert len(got) == len(expected), f"{path}: len {len(got)} != {len(expected)}"
-        for i, (g, e) in enumerate(zip(got, expected)):
-            assert_same(g, e, f"{path}[{i}]")
-    elif isinstance(expected, dict):
-        assert type(got) is type(expected), f"{path}: type {type(got)} != {type(expected)}"
-        assert list(got.keys()) == list(expected.keys()), f"{path}: keys {list(got)} != {list(expected)}"
-        for k in expected:
-            assert_same(got[k], expected[k], f"{path}[{k!r}]")
-    else:
-        # numbers, bools, None, strings, dtypes ...
-        assert type(got) is type(expected), f"{path}: type {type(got)} != {type(expected)}"
-        assert got == expected, f"{path}: {got!r} != {expected!r}"
-
-
-def counters():
-    return ember.testing.counters()
 
 
 def run_and_compare(cf, fn, make_inputs):

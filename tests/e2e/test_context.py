@@ -14,15 +14,7 @@ import torch
 
 import ember
 import ember.testing
-
-
-def counters():
-    return ember.testing.counters()
-
-
-def randn(*shape, seed=0, requires_grad=False):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(shape, generator=g).requires_grad_(requires_grad)
+from tests.helpers import counters, randn
 
 
 def flat(v):

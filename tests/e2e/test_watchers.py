@@ -12,10 +12,7 @@ import torch
 
 import ember
 import ember.testing
-
-
-def randn(*shape, seed=0):
-    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+from tests.helpers import randn
 
 
 def body(x, w):

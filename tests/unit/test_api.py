@@ -13,22 +13,14 @@ import torch.nn.functional as F
 
 import ember
 import ember.testing
+from tests.helpers import counters, randn
 
 THIS_FILE = os.path.basename(__file__)
-
-
-def counters():
-    return ember.testing.counters()
 
 
 def add_relu(x, y):
     """Adds and rectifies."""
     return torch.relu(x + y) * 2
-
-
-def randn(*shape, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g)
 
 
 @pytest.fixture

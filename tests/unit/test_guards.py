@@ -15,6 +15,7 @@ import torch.nn as nn
 
 import ember
 import ember.testing
+from tests.helpers import assert_same, counters, randn
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -23,21 +24,10 @@ SCALE = 2.0
 W = torch.arange(6.0).reshape(2, 3)
 
 
-def counters():
-    return ember.testing.counters()
-
-
-def randn(*shape, seed=0, dtype=torch.float32):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=dtype)
-
-
 def same(got, expected):
-    assert isinstance(got, torch.Tensor)
-    assert got.dtype == expected.dtype
-    assert got.shape == expected.shape
-    assert got.requires_grad == expected.requires_grad
-    torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
+    """A tensor equal to eager's, value for value (NaN equal to NaN)."""
+    assert isinstance(expected, torch.Tensor)
+    assert_same(got, expected, rtol=0, atol=0)
 
 
 def sin_mul(x, y):
