@@ -101,6 +101,33 @@ static PyTypeObject CompiledFunctionType = {
 
 /* ---- module functions ---- */
 
+/* The object of each row of trace/em_known.def, in row order (a new tuple), or NULL with an
+ * exception. A row's path is "module:qualname" (pkgutil.resolve_name); the tracer finds rows
+ * by identity, so resolving a path twice must give the same object. */
+static EM_NEW PyObject *known_resolve(void) {
+    static const char *const paths[] = {
+#define X(name, path, handler) path,
+#include "../trace/em_known.def"
+#undef X
+    };
+    Py_ssize_t n = (Py_ssize_t)(sizeof(paths) / sizeof(paths[0]));
+    PyObject *pkgutil = PyImport_ImportModule("pkgutil"), *known = pkgutil ? PyTuple_New(n) : NULL;
+    for (Py_ssize_t i = 0; known && i < n; i++) {
+        PyObject *a = PyObject_CallMethod(pkgutil, "resolve_name", "s", paths[i]);
+        PyObject *b = a ? PyObject_CallMethod(pkgutil, "resolve_name", "s", paths[i]) : NULL;
+        if (b && b != a) PyErr_Format(PyExc_TypeError, "ember: %s (em_known.def) is made anew on each access", paths[i]);
+        Py_XDECREF(b);
+        if (!b || b != a) {
+            Py_XDECREF(a);
+            Py_CLEAR(known);
+            break;
+        }
+        PyTuple_SET_ITEM(known, i, a);
+    }
+    Py_XDECREF(pkgutil);
+    return known;
+}
+
 static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
     (void)self;
     PyObject *rules, *helper, *warn, *log, *skip, *pure, *nnmod, *ops, *grad, *autocast, *ddtype;
@@ -167,6 +194,9 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
     em_state.builtin_isinstance = bi ? PyDict_GetItemString(bi, "isinstance") : NULL;
     em_state.builtin_issubclass = bi ? PyDict_GetItemString(bi, "issubclass") : NULL;
     em_state.builtin_callable = bi ? PyDict_GetItemString(bi, "callable") : NULL;
+    PyObject *known = known_resolve();
+    if (!known) return NULL;
+    Py_XSETREF(em_state.known, known);
     Py_XSETREF(em_state.rules, Py_NewRef(rules));
     Py_XSETREF(em_state.meta_run, Py_NewRef(helper));
     Py_XSETREF(em_state.warn, Py_NewRef(warn));

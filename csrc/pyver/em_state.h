@@ -34,6 +34,7 @@ typedef struct {
     PyObject *nn_module_type; /* torch.nn.Module */
     PyObject *unsupported;    /* ember.Unsupported */
     PyObject *builtin_len, *builtin_getattr, *builtin_isinstance, *builtin_issubclass, *builtin_callable, *builtin_hasattr, *builtin_setattr, *builtin_next, *builtin_iter; /* borrowed */
+    PyObject *known; /* tuple: the object of each row of trace/em_known.def, in row order (em_call.c) */
     PyObject *op_fns;        /* tuple indexed by EmOp: the Python operator of each op (meta runs) */
     PyObject *pointwise_fns; /* set of elementwise callables whose metadata C infers */
     PyObject *shape_rules;   /* dict callable -> shape rule (em_infer.c) */
