@@ -167,33 +167,15 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
     Py_XSETREF(em_state.object_getattribute, PyObject_GetAttrString((PyObject *)&PyBaseObject_Type, "__getattribute__"));
     if (!em_state.object_getattribute) return NULL;
     static const char *names[] = {"set_grad_enabled", "enter_ctx", "exit_ctx", "reenter", "grad_restorer",
-                                  "signature", "environ", "warnings_off", "warnings_on"};
+                                  "environ", "warnings_off", "warnings_on"};
     PyObject **slots[] = {&em_state.set_grad_enabled, &em_state.ctx_enter_fn, &em_state.ctx_exit_fn,
-                          &em_state.ctx_reenter_fn, &em_state.grad_restorer, &em_state.signature_fn,
+                          &em_state.ctx_reenter_fn, &em_state.grad_restorer,
                           &em_state.os_environ, &em_state.warnings_off, &em_state.warnings_on};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         PyObject *f = PyObject_GetAttrString(helper, names[i]);
         if (!f) return NULL;
         Py_XSETREF(*slots[i], f);
     }
-    PyObject *ft = PyImport_ImportModule("functools"), *pt = ft ? PyObject_GetAttrString(ft, "partial") : NULL;
-    Py_XDECREF(ft);
-    if (!pt) return NULL;
-    if (!PyType_Check(pt)) {
-        Py_DECREF(pt);
-        return PyErr_Format(PyExc_TypeError, "ember: functools.partial is not a type");
-    }
-    Py_XSETREF(em_state.partial_type, (PyTypeObject *)pt);
-    PyObject *bi = PyEval_GetBuiltins();
-    em_state.builtin_len = bi ? PyDict_GetItemString(bi, "len") : NULL;
-    em_state.builtin_getattr = bi ? PyDict_GetItemString(bi, "getattr") : NULL;
-    em_state.builtin_hasattr = bi ? PyDict_GetItemString(bi, "hasattr") : NULL;
-    em_state.builtin_setattr = bi ? PyDict_GetItemString(bi, "setattr") : NULL;
-    em_state.builtin_next = bi ? PyDict_GetItemString(bi, "next") : NULL;
-    em_state.builtin_iter = bi ? PyDict_GetItemString(bi, "iter") : NULL;
-    em_state.builtin_isinstance = bi ? PyDict_GetItemString(bi, "isinstance") : NULL;
-    em_state.builtin_issubclass = bi ? PyDict_GetItemString(bi, "issubclass") : NULL;
-    em_state.builtin_callable = bi ? PyDict_GetItemString(bi, "callable") : NULL;
     PyObject *known = known_resolve();
     if (!known) return NULL;
     Py_XSETREF(em_state.known, known);
