@@ -1032,6 +1032,33 @@ static EmStatus known_zip(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int 
     return CALL_NEXT;
 }
 
+/* functools.reduce(function, iterable[, initial]): function called through em_call on the
+ * running value and each item in turn, the items taken one at a time from iter(iterable), as
+ * Python does (function may advance the same iterator; a list it grows aborts, em_iter_use). */
+static EmStatus known_reduce(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                             EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (kwnames || n < 2 || n > 3) return CALL_NEXT;
+    EmSym *it = NULL, *acc = n == 3 ? all[2] : NULL;
+    EmStatus st = em_iter_of(T, all[1], &it);
+    while (st == EM_OK && (st = em_iter_use(T, it)) == EM_OK && it->pos < it->items.len) {
+        EmSym *pair[2] = {acc, it->items.data[it->pos++]};
+        if (acc) st = em_call(T, all[0], NULL, pair, 2, NULL, &acc);
+        else acc = pair[1];
+    }
+    if (st != EM_OK) return st;
+    if (it->gen) it->gen = 2;
+    if (acc) {
+        *out = acc;
+        return EM_OK;
+    }
+    PyObject *msg = PyUnicode_FromString("reduce() of empty iterable with no initial value");
+    st = msg ? em_trace_raise_new(T, PyExc_TypeError, msg) : EM_ERR;
+    Py_XDECREF(msg);
+    return st;
+}
+
 /* em_call's second step: the callee's row in em_known.def, found by identity (a scan of
  * pointers: a dict would run a callable object's own __hash__ and __eq__, and refuse
  * unhashable ones), and its handler's answer. */
