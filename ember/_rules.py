@@ -169,7 +169,6 @@ def imported(name, globals_, fromlist, level):
     return mod
 
 
-signature = inspect.signature
 environ = os.environ  # reads of it are answered at trace time, guarded per key (em_call.c)
 
 

@@ -102,6 +102,33 @@ static PyTypeObject CompiledFunctionType = {
 
 /* ---- module functions ---- */
 
+/* The object of each row of trace/em_known.def, in row order (a new tuple), or NULL with an
+ * exception. A row's path is "module:qualname" (pkgutil.resolve_name); the tracer finds rows
+ * by identity, so resolving a path twice must give the same object. */
+static EM_NEW PyObject *known_resolve(void) {
+    static const char *const paths[] = {
+#define X(name, path, handler) path,
+#include "../trace/em_known.def"
+#undef X
+    };
+    Py_ssize_t n = (Py_ssize_t)(sizeof(paths) / sizeof(paths[0]));
+    PyObject *pkgutil = PyImport_ImportModule("pkgutil"), *known = pkgutil ? PyTuple_New(n) : NULL;
+    for (Py_ssize_t i = 0; known && i < n; i++) {
+        PyObject *a = PyObject_CallMethod(pkgutil, "resolve_name", "s", paths[i]);
+        PyObject *b = a ? PyObject_CallMethod(pkgutil, "resolve_name", "s", paths[i]) : NULL;
+        if (b && b != a) PyErr_Format(PyExc_TypeError, "ember: %s (em_known.def) is made anew on each access", paths[i]);
+        Py_XDECREF(b);
+        if (!b || b != a) {
+            Py_XDECREF(a);
+            Py_CLEAR(known);
+            break;
+        }
+        PyTuple_SET_ITEM(known, i, a);
+    }
+    Py_XDECREF(pkgutil);
+    return known;
+}
+
 static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
     (void)self;
     PyObject *rules, *helper, *warn, *log, *skip, *pure, *nnmod, *ops, *grad, *autocast, *ddtype;
@@ -141,33 +168,18 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
     Py_XSETREF(em_state.object_getattribute, PyObject_GetAttrString((PyObject *)&PyBaseObject_Type, "__getattribute__"));
     if (!em_state.object_getattribute) return NULL;
     static const char *names[] = {"set_grad_enabled", "enter_ctx", "exit_ctx", "reenter", "grad_restorer",
-                                  "signature", "environ", "warnings_off", "warnings_on"};
+                                  "environ", "warnings_off", "warnings_on"};
     PyObject **slots[] = {&em_state.set_grad_enabled, &em_state.ctx_enter_fn, &em_state.ctx_exit_fn,
-                          &em_state.ctx_reenter_fn, &em_state.grad_restorer, &em_state.signature_fn,
+                          &em_state.ctx_reenter_fn, &em_state.grad_restorer,
                           &em_state.os_environ, &em_state.warnings_off, &em_state.warnings_on};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         PyObject *f = PyObject_GetAttrString(helper, names[i]);
         if (!f) return NULL;
         Py_XSETREF(*slots[i], f);
     }
-    PyObject *ft = PyImport_ImportModule("functools"), *pt = ft ? PyObject_GetAttrString(ft, "partial") : NULL;
-    Py_XDECREF(ft);
-    if (!pt) return NULL;
-    if (!PyType_Check(pt)) {
-        Py_DECREF(pt);
-        return PyErr_Format(PyExc_TypeError, "ember: functools.partial is not a type");
-    }
-    Py_XSETREF(em_state.partial_type, (PyTypeObject *)pt);
-    PyObject *bi = PyEval_GetBuiltins();
-    em_state.builtin_len = bi ? PyDict_GetItemString(bi, "len") : NULL;
-    em_state.builtin_getattr = bi ? PyDict_GetItemString(bi, "getattr") : NULL;
-    em_state.builtin_hasattr = bi ? PyDict_GetItemString(bi, "hasattr") : NULL;
-    em_state.builtin_setattr = bi ? PyDict_GetItemString(bi, "setattr") : NULL;
-    em_state.builtin_next = bi ? PyDict_GetItemString(bi, "next") : NULL;
-    em_state.builtin_iter = bi ? PyDict_GetItemString(bi, "iter") : NULL;
-    em_state.builtin_isinstance = bi ? PyDict_GetItemString(bi, "isinstance") : NULL;
-    em_state.builtin_issubclass = bi ? PyDict_GetItemString(bi, "issubclass") : NULL;
-    em_state.builtin_callable = bi ? PyDict_GetItemString(bi, "callable") : NULL;
+    PyObject *known = known_resolve();
+    if (!known) return NULL;
+    Py_XSETREF(em_state.known, known);
     Py_XSETREF(em_state.rules, Py_NewRef(rules));
     Py_XSETREF(em_state.meta_run, Py_NewRef(helper));
     Py_XSETREF(em_state.warn, Py_NewRef(warn));

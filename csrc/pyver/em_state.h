@@ -33,7 +33,7 @@ typedef struct {
     PyObject *forced_codes; /* weakref.WeakSet: codes ember.compile was given directly (never skipped) */
     PyObject *nn_module_type; /* torch.nn.Module */
     PyObject *unsupported;    /* ember.Unsupported */
-    PyObject *builtin_len, *builtin_getattr, *builtin_isinstance, *builtin_issubclass, *builtin_callable, *builtin_hasattr, *builtin_setattr, *builtin_next, *builtin_iter; /* borrowed */
+    PyObject *known; /* tuple: the object of each row of trace/em_known.def, in row order (em_call.c) */
     PyObject *op_fns;        /* tuple indexed by EmOp: the Python operator of each op (meta runs) */
     PyObject *pointwise_fns; /* set of elementwise callables whose metadata C infers */
     PyObject *shape_rules;   /* dict callable -> shape rule (em_infer.c) */
@@ -41,10 +41,8 @@ typedef struct {
     /* graph calls that change global state (helper attributes of the same names) */
     PyObject *object_getattribute; /* object.__getattribute__ (a slot wrapper) */
     PyObject *set_grad_enabled, *ctx_enter_fn, *ctx_exit_fn, *ctx_reenter_fn, *grad_restorer;
-    PyObject *signature_fn; /* inspect.signature: answered at trace time for known functions */
     PyObject *warnings_off, *warnings_on; /* () -> None: Python warnings ignored while ember traces */
     PyObject *os_environ;   /* os.environ: lookups guarded per key on its _data dict */
-    PyTypeObject *partial_type; /* functools.partial */
 
     /* backends (ember/backends): list indexed by the backend number a compiled callable
      * carries in its hook flags; item 0 is None (`eager`, the C executor), the others are

@@ -381,6 +381,21 @@ done:
     return st;
 }
 
+/* Rows of em_known.def: the callables em_call answers itself (call_known). */
+typedef enum {
+#define X(name, path, handler) EMK_##name,
+#include "em_known.def"
+#undef X
+    EMK__COUNT
+} EmKnown;
+
+/* The object of em_known.def's row NAME (borrowed: em_state.known holds it). */
+#define EM_KNOWN(name) PyTuple_GET_ITEM(em_state.known, EMK_##name)
+
+/* Returned by a step of em_call or a known callable's handler: the call is not its case, the
+ * next step decides. Outside EmStatus's values, and never returned by em_call. */
+#define CALL_NEXT ((EmStatus)1)
+
 /* A builtin given iterators: those that consume their iterable (_rules.ITER_CONSUMERS: sum,
  * sorted, "".join...) get a tuple of the items left, and the iterator is used up, for any/all
  * up to the item that decides (constant items only); other builtins keep the iterator (only
@@ -470,8 +485,8 @@ static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **args, int nargs, Py
     int n = 0;
     EmStatus st = EM_ERR;
     /* only type-level questions may be asked of objects ember does not model */
-    int introspect = fn == em_state.builtin_isinstance || fn == em_state.builtin_issubclass ||
-                     fn == em_state.builtin_callable || fn == (PyObject *)&PyType_Type;
+    int introspect = fn == EM_KNOWN(isinstance) || fn == EM_KNOWN(issubclass) ||
+                     fn == EM_KNOWN(callable) || fn == (PyObject *)&PyType_Type;
     /* questions about types a meta tensor answers as its tensor does (has_torch_function...) */
     int type_query = PySet_Contains(em_state.type_query_fns, fn) == 1;
     for (int i = 0; i < nargs && !introspect; i++)
@@ -500,7 +515,7 @@ static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **args, int nargs, Py
         st = em_op_record(T, EMOP_CALL, fn, args, nargs, kwnames, NULL, out);
         goto done;
     }
-    if (has_tensor && rule == RULE_CONST && !introspect && !type_query && fn != em_state.builtin_len) {
+    if (has_tensor && rule == RULE_CONST && !introspect && !type_query && fn != EM_KNOWN(len)) {
         /* str(t), repr(t), hash(t), format(t)...: the meta tensor's answer is not the tensor's */
         Py_DECREF(r);
         st = em_trace_fail(T, EMA_NOT_IN_GRAPH, "%s of a tensor", name);
@@ -696,49 +711,68 @@ static EmStatus input_partial(EmTracer *T, EmSym *fn, EmSym **out) {
     return EM_OK;
 }
 
-EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
-    EmSym *all[65];
-    if (nargs + 1 > 65) return em_trace_fail(T, EMA_CALL, "call with too many arguments");
-    int n = 0;
-    if (self) all[n++] = self;
-    for (int i = 0; i < nargs; i++) all[n++] = args[i];
-    if (fn->kind == SYM_EXIT) return em_ctx_exit_call(T, fn, all, n, out);
-    if (self && self->kind == SYM_OBJ && self->obj == em_state.os_environ && PyFunction_Check(fn->obj) && !kwnames) {
-        const char *mn = PyUnicode_AsUTF8(((PyFunctionObject *)fn->obj)->func_name);
-        int get = mn && !strcmp(mn, "get"), item = mn && !strcmp(mn, "__getitem__"), has = mn && !strcmp(mn, "__contains__");
-        if (!mn) return EM_ERR;
-        if ((get && (nargs == 1 || nargs == 2)) || ((item || has) && nargs == 1)) {
-            int found;
-            EmStatus st = em_env_lookup(T, self, args[0], &found, out);
-            if (st != EM_OK) return st;
-            if (has) *out = em_sym_const(T, found ? Py_True : Py_False);
-            else if (!found && item) return em_trace_fail(T, EMA_VALUE, "missing environment variable");
-            else if (!found) *out = nargs == 2 ? args[1] : em_sym_const(T, Py_None);
-            return *out ? EM_OK : EM_ERR;
-        }
+/* A known callable's handler (em_known.def), and each of em_call's steps: fn is the callee's
+ * sym, self the receiver of a method call or NULL, all self (when given) then the arguments,
+ * keyword values last (n of them in all; kwnames names the last ones, or is NULL). Returns
+ * EM_OK with *out, EM_ABORT, EM_ERR, or CALL_NEXT with *out untouched: not its case. */
+typedef EmStatus (*EmCallFn)(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                             EmSym **out);
+
+/* A method of os.environ: get/[]/in answered from its _data dict, guarded per key. */
+static EmStatus call_environ(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, EmSym **out) {
+    const char *mn = PyUnicode_AsUTF8(((PyFunctionObject *)fn->obj)->func_name);
+    int get = mn && !strcmp(mn, "get"), item = mn && !strcmp(mn, "__getitem__"), has = mn && !strcmp(mn, "__contains__");
+    if (!mn) return EM_ERR;
+    if ((get && (nargs == 1 || nargs == 2)) || ((item || has) && nargs == 1)) {
+        int found;
+        EmStatus st = em_env_lookup(T, self, args[0], &found, out);
+        if (st != EM_OK) return st;
+        if (has) *out = em_sym_const(T, found ? Py_True : Py_False);
+        else if (!found && item) return em_trace_fail(T, EMA_VALUE, "missing environment variable");
+        else if (!found) *out = nargs == 2 ? args[1] : em_sym_const(T, Py_None);
+        return *out ? EM_OK : EM_ERR;
     }
+    return CALL_NEXT;
+}
+
+/* A bound method read from the frame (stored in an attribute, passed in): its function and
+ * self are guarded through their own slots, then called. */
+static EmStatus call_input_method(EmTracer *T, EmSym *fn, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
+    static PyObject *s_func, *s_self; /* interned once for the process */
+    if (!s_func && !(s_func = PyUnicode_InternFromString("__func__"))) return EM_ERR;
+    if (!s_self && !(s_self = PyUnicode_InternFromString("__self__"))) return EM_ERR;
+    int32_t fs = em_guard_attr(T->P, fn->src, s_func);
+    int32_t ss = fs < 0 ? -1 : em_guard_attr(T->P, fn->src, s_self);
+    if (ss < 0) return EM_ERR;
+    EmStatus st;
+    EmSym *fsym = em_sym_wrap(T, PyMethod_GET_FUNCTION(fn->obj), fs, &st);
+    EmSym *ssym = fsym ? em_sym_wrap(T, PyMethod_GET_SELF(fn->obj), ss, &st) : NULL;
+    if (!ssym) return st;
+    return em_call(T, fsym, ssym, args, nargs, kwnames, out);
+}
+
+/* em_call's first step: calls decided by what fn's sym (or self's) is, not by the callee's
+ * identity: a with block's __exit__; with a self, a method of os.environ (self's identity);
+ * without one, syms whose object is not the callee (a bound method, a partial made while
+ * tracing or read from the frame, a bound method or weakref.ref from the frame). It comes
+ * first because the later steps take fn->obj for the callee; any other sym that is neither
+ * an object nor a constant aborts here. The checks exclude each other (by kind, by self). */
+static EmStatus call_by_kind(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                             EmSym **out) {
+    EmSym **args = self ? all + 1 : all;
+    int nargs = self ? n - 1 : n;
+    if (fn->kind == SYM_EXIT) return em_ctx_exit_call(T, fn, all, n, out);
+    if (self && self->kind == SYM_OBJ && self->obj == em_state.os_environ && PyFunction_Check(fn->obj) && !kwnames)
+        return call_environ(T, fn, self, args, nargs, out);
     if (fn->kind == SYM_BOUND && !self) return em_call(T, fn->items.data[1], fn->items.data[0], args, nargs, kwnames, out);
     if (fn->kind == SYM_PARTIAL && !self) return call_partial(T, fn, args, nargs, kwnames, out);
-    if (fn->kind == SYM_OBJ && fn->src >= 0 && !self && Py_TYPE(fn->obj) == em_state.partial_type) {
+    if (fn->kind == SYM_OBJ && fn->src >= 0 && !self && Py_TYPE(fn->obj) == (PyTypeObject *)EM_KNOWN(partial)) {
         EmSym *p = NULL;
         EmStatus st = input_partial(T, fn, &p);
         return st == EM_OK ? call_partial(T, p, args, nargs, kwnames, out) : st;
     }
-    if (fn->kind == SYM_OBJ && fn->src >= 0 && PyMethod_Check(fn->obj) && !self) {
-        /* a bound method read from the frame (stored in an attribute, passed in): its
-         * function and self are guarded through their own slots */
-        static PyObject *s_func, *s_self; /* interned once for the process */
-        if (!s_func && !(s_func = PyUnicode_InternFromString("__func__"))) return EM_ERR;
-        if (!s_self && !(s_self = PyUnicode_InternFromString("__self__"))) return EM_ERR;
-        int32_t fs = em_guard_attr(T->P, fn->src, s_func);
-        int32_t ss = fs < 0 ? -1 : em_guard_attr(T->P, fn->src, s_self);
-        if (ss < 0) return EM_ERR;
-        EmStatus st;
-        EmSym *fsym = em_sym_wrap(T, PyMethod_GET_FUNCTION(fn->obj), fs, &st);
-        EmSym *ssym = fsym ? em_sym_wrap(T, PyMethod_GET_SELF(fn->obj), ss, &st) : NULL;
-        if (!ssym) return st;
-        return em_call(T, fsym, ssym, args, nargs, kwnames, out);
-    }
+    if (fn->kind == SYM_OBJ && fn->src >= 0 && PyMethod_Check(fn->obj) && !self)
+        return call_input_method(T, fn, args, nargs, kwnames, out);
     if (fn->kind == SYM_OBJ && fn->src >= 0 && !self && nargs == 0 && PyWeakref_CheckRefExact(fn->obj)) {
         /* ref(): its referent (or None), loaded through the weakref by the guard */
         int32_t slot = em_guard_weakref(T->P, fn->src);
@@ -749,45 +783,53 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
     }
     if (fn->kind != SYM_OBJ && fn->kind != SYM_CONST)
         return em_trace_fail(T, EMA_CALL, "a %s", em_sym_describe(fn));
-    PyObject *f = fn->obj;
-    char name[160];
-    if (self && PyFunction_Check(f) && self->kind == SYM_OBJ && self->src >= 0 && nargs == 0 &&
-        PyObject_IsInstance(self->obj, em_state.nn_module_type) == 1) {
-        /* nn.Module's member walks (their sets of seen objects are not traced) */
-        static const char *const walks[] = {"children", "named_children", "modules", "named_modules",
-                                            "parameters", "named_parameters", "buffers", "named_buffers"};
-        static PyObject *names[8]; /* interned once for the process */
-        PyTypeObject *mt = (PyTypeObject *)em_state.nn_module_type;
-        for (int i = 0; i < 8; i++) {
-            if (!names[i] && !(names[i] = PyUnicode_InternFromString(walks[i]))) return EM_ERR;
-            if (f == _PyType_Lookup(mt, names[i])) return em_module_members(T, self, (EmModuleWalk)(i / 2), i & 1, out);
-        }
-    }
-    if (fn->kind == SYM_OBJ && fn->src >= 0 && em_ctx_is_grad_exit(f)) return em_ctx_exit_input(T, fn, all, n, out);
-    if (f == em_state.object_getattribute && n == 2 && !kwnames && all[1]->kind == SYM_CONST &&
-        PyUnicode_Check(all[1]->obj))
+    return CALL_NEXT;
+}
+
+/* ---- handlers of em_known.def's rows (EmCallFn) ---- */
+
+/* nn.Module's member walks (their sets of seen objects are not traced) */
+static EmStatus known_module_walk(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                  EmSym **out) {
+    (void)all;
+    (void)kwnames;
+    if (!self || self->kind != SYM_OBJ || self->src < 0 || n != 1 ||
+        PyObject_IsInstance(self->obj, em_state.nn_module_type) != 1)
+        return CALL_NEXT;
+    int i = 0; /* the row's distance to module_children: EmModuleWalk * 2 + named */
+    while (i < 7 && PyTuple_GET_ITEM(em_state.known, EMK_module_children + i) != fn->obj) i++;
+    return em_module_members(T, self, (EmModuleWalk)(i / 2), i & 1, out);
+}
+
+static EmStatus known_object_getattribute(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n,
+                                          PyObject *kwnames, EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (n == 2 && !kwnames && all[1]->kind == SYM_CONST && PyUnicode_Check(all[1]->obj))
         return em_sym_getattr_generic(T, all[0], all[1]->obj, out);
-    if (f == (PyObject *)&PySuper_Type && !kwnames) {
+    return CALL_NEXT;
+}
+
+static EmStatus known_super(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                            EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (!kwnames) {
         if (n == 0) return em_super_noargs(T, out);
         if (n == 2) return em_super(T, all[0], all[1], out);
     }
-    if (self && (self->kind == SYM_NEW || (self->kind == SYM_OBJ && self->src >= 0 && !PyDict_CheckExact(self->obj))) &&
-        (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type)))
-        return call_builtin_method(T, f, self, args, nargs, out);
-    if (!self && n >= 1 && !kwnames && (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type)) &&
-        (all[0]->kind == SYM_NEW || (all[0]->kind == SYM_OBJ && all[0]->src >= 0 && !all[0]->by_id)) &&
-        PyObject_TypeCheck(all[0]->obj, PyDescr_TYPE(f)))
-        return call_builtin_method(T, f, all[0], all + 1, n - 1, out); /* dict.__getitem__(self, k) */
-    if (self && (self->kind == SYM_LIST || self->kind == SYM_DICT || self->kind == SYM_TUPLE ||
-                 (self->kind == SYM_OBJ && PyDict_CheckExact(self->obj) && self->src >= 0)) &&
-        Py_IS_TYPE(f, &PyMethodDescr_Type))
-        return em_container_method(T, f, self, args, nargs, out);
-    if (f == em_state.builtin_len && n == 1 &&
+    return CALL_NEXT;
+}
+
+static EmStatus known_len(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (n == 1 &&
         (all[0]->kind == SYM_NEW || (all[0]->kind == SYM_OBJ && all[0]->src >= 0 && !all[0]->by_id &&
                                      !PyDict_Check(all[0]->obj) &&
                                      PyObject_IsInstance(all[0]->obj, em_state.nn_module_type) == 0)))
         return em_call_dunder(T, all[0], "__len__", NULL, 0, out);
-    if (f == em_state.builtin_len && n == 1 && !kwnames &&
+    if (n == 1 && !kwnames &&
         (all[0]->kind == SYM_TUPLE || all[0]->kind == SYM_LIST || all[0]->kind == SYM_DICT ||
          all[0]->kind == SYM_VIEW)) {
         EmSym *c = all[0]->kind == SYM_VIEW ? all[0]->items.data[0] : all[0];
@@ -796,7 +838,7 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         Py_XDECREF(len);
         return *out ? EM_OK : EM_ERR;
     }
-    if (f == em_state.builtin_len && n == 1 && all[0]->kind == SYM_OBJ &&
+    if (n == 1 && all[0]->kind == SYM_OBJ &&
         PyObject_IsInstance(all[0]->obj, em_state.nn_module_type) == 1) {
         EmSym *items = NULL;
         EmStatus st = em_module_items(T, all[0], 1, &items);
@@ -807,8 +849,16 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         Py_DECREF(len);
         return *out ? EM_OK : EM_ERR;
     }
-    int is_hasattr = f == em_state.builtin_hasattr && n == 2;
-    if ((is_hasattr || (f == em_state.builtin_getattr && (n == 2 || n == 3))) && !kwnames &&
+    return CALL_NEXT;
+}
+
+/* getattr(o, "name"[, default]) and hasattr(o, "name") */
+static EmStatus known_getattr(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                              EmSym **out) {
+    (void)self;
+    PyObject *f = fn->obj;
+    int is_hasattr = f == EM_KNOWN(hasattr) && n == 2;
+    if ((is_hasattr || (f == EM_KNOWN(getattr) && (n == 2 || n == 3))) && !kwnames &&
         all[1]->kind == SYM_CONST && PyUnicode_Check(all[1]->obj)) {
         if (n == 3 || is_hasattr) { /* the default / False when absence can be guarded */
             int absent = em_sym_attr_absent(T, all[0], all[1]->obj);
@@ -832,37 +882,31 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         if (st == EM_OK && is_hasattr) *out = em_sym_const(T, Py_True);
         return st == EM_OK && !*out ? EM_ERR : st;
     }
-    if (f == (PyObject *)&PyType_Type && n == 1 && !kwnames) return em_sym_type(T, all[0], out);
-    if (f == (PyObject *)em_state.partial_type) return make_partial(T, all, n, kwnames, out);
-    if (PyType_Check(f) && em_is_namedtuple_type((PyTypeObject *)f)) {
-        /* a namedtuple: its generated __new__ (which calls tuple.__new__) is traced */
-        static PyObject *s_new;
-        if (!s_new && !(s_new = PyUnicode_InternFromString("__new__"))) return EM_ERR;
-        PyObject *nw = PyDict_GetItemWithError(em_type_dict((PyTypeObject *)f), s_new);
-        PyObject *nf = nw && Py_IS_TYPE(nw, &PyStaticMethod_Type) ? PyObject_GetAttrString(nw, "__func__") : NULL;
-        if (!nf || !PyFunction_Check(nf)) {
-            Py_XDECREF(nf);
-            PyErr_Clear();
-            return em_trace_fail(T, EMA_CALL, "%s() (a namedtuple with its own __new__)", ((PyTypeObject *)f)->tp_name);
-        }
-        EmSym *cargs[65];
-        if (n + 1 > 65) {
-            Py_DECREF(nf);
-            return em_trace_fail(T, EMA_CALL, "namedtuple with too many fields");
-        }
-        if (!(cargs[0] = em_sym_known(T, f, ((PyTypeObject *)f)->tp_name))) {
-            Py_DECREF(nf);
-            return EM_ERR;
-        }
-        for (int i = 0; i < n; i++) cargs[i + 1] = all[i];
-        EmStatus st = em_inline(T, nf, cargs, n + 1, kwnames, out);
-        Py_DECREF(nf);
-        return st;
-    }
-    if (PyCFunction_Check(f) && PyCFunction_GET_SELF(f) == (PyObject *)&PyTuple_Type && n == 2 && !kwnames &&
-        !strcmp(((PyCFunctionObject *)f)->m_ml->ml_name, "__new__") && PyType_Check(all[0]->obj) &&
-        (all[0]->kind == SYM_OBJ || all[0]->kind == SYM_CONST) &&
-        em_is_namedtuple_type((PyTypeObject *)all[0]->obj)) { /* tuple.__new__(namedtuple class, items) */
+    return CALL_NEXT;
+}
+
+static EmStatus known_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                           EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (n == 1 && !kwnames) return em_sym_type(T, all[0], out);
+    return CALL_NEXT;
+}
+
+static EmStatus known_partial(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                              EmSym **out) {
+    (void)fn;
+    (void)self;
+    return make_partial(T, all, n, kwnames, out);
+}
+
+/* tuple.__new__(namedtuple class, items) */
+static EmStatus known_tuple_new(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (n == 2 && !kwnames && (all[0]->kind == SYM_OBJ || all[0]->kind == SYM_CONST) &&
+        PyType_Check(all[0]->obj) && em_is_namedtuple_type((PyTypeObject *)all[0]->obj)) {
         EmSym *items = NULL;
         EmStatus st = em_seq_items(T, all[1], &items);
         if (st != EM_OK) return st;
@@ -874,8 +918,14 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         *out = t;
         return EM_OK;
     }
-    if (f == em_state.signature_fn && n == 1 && !kwnames) {
-        /* inspect.signature of a function known by identity (or a method of one): a constant */
+    return CALL_NEXT;
+}
+
+/* inspect.signature of a function known by identity (or a method of one): a constant */
+static EmStatus known_signature(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                EmSym **out) {
+    (void)self;
+    if (n == 1 && !kwnames) {
         EmSym *a = all[0];
         PyObject *target = NULL;
         if (a->kind == SYM_BOUND && PyFunction_Check(a->items.data[1]->obj) && a->items.data[0]->obj)
@@ -884,9 +934,10 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
             target = Py_NewRef(a->obj);
         else
             return em_trace_fail(T, EMA_CALL, "inspect.signature of a %s", em_sym_describe(a));
-        PyObject *sig = target ? PyObject_CallOneArg(f, target) : NULL;
+        PyObject *sig = target ? PyObject_CallOneArg(fn->obj, target) : NULL;
         Py_XDECREF(target);
-        if (!sig) {
+        if (!sig) { /* whatever it raised (user code runs: __signature__, __wrapped__...), Python raises
+                     * again when it runs the call after the abort */
             PyErr_Clear();
             return em_trace_fail(T, EMA_CALL, "inspect.signature raised");
         }
@@ -894,20 +945,52 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         Py_DECREF(sig);
         return *out ? EM_OK : EM_ERR;
     }
-    if (f == em_state.builtin_setattr && n == 3 && !kwnames && all[1]->kind == SYM_CONST && PyUnicode_Check(all[1]->obj)) {
+    return CALL_NEXT;
+}
+
+static EmStatus known_setattr(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                              EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (n == 3 && !kwnames && all[1]->kind == SYM_CONST && PyUnicode_Check(all[1]->obj)) {
         EmStatus st = em_obj_store_attr(T, all[0], all[1]->obj, all[2]);
         if (st == EM_OK) *out = em_sym_const(T, Py_None);
         return st == EM_OK && !*out ? EM_ERR : st;
     }
-    if (f == (PyObject *)&PyDict_Type) {
-        Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = n - nkw;
-        if (npos == 0 || (npos == 1 && all[0]->kind != SYM_CONST && all[0]->kind != SYM_OBJ))
-            return em_make_dict(T, npos ? all[0] : NULL, all + npos, kwnames, out);
-    }
-    if (f == em_state.builtin_isinstance && !kwnames && n == 2) return call_isinstance(T, all[0], all[1], out);
-    if (f == em_state.builtin_iter && !kwnames && n == 1 && all[0]->kind != SYM_CONST)
-        return em_iter_of(T, all[0], out);
-    if (f == em_state.builtin_next && !kwnames && (n == 1 || n == 2) && all[0]->kind == SYM_ITER) {
+    return CALL_NEXT;
+}
+
+static EmStatus known_dict(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                           EmSym **out) {
+    (void)fn;
+    (void)self;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = n - nkw;
+    if (npos == 0 || (npos == 1 && all[0]->kind != SYM_CONST && all[0]->kind != SYM_OBJ))
+        return em_make_dict(T, npos ? all[0] : NULL, all + npos, kwnames, out);
+    return CALL_NEXT;
+}
+
+static EmStatus known_isinstance(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                 EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (!kwnames && n == 2) return call_isinstance(T, all[0], all[1], out);
+    return CALL_NEXT;
+}
+
+static EmStatus known_iter(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                           EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (!kwnames && n == 1 && all[0]->kind != SYM_CONST) return em_iter_of(T, all[0], out);
+    return CALL_NEXT;
+}
+
+static EmStatus known_next(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                           EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (!kwnames && (n == 1 || n == 2) && all[0]->kind == SYM_ITER) {
         EmSym *it = all[0]; /* next(it[, default]) */
         EmStatus ust = em_iter_use(T, it);
         if (ust != EM_OK) return ust;
@@ -922,20 +1005,137 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
         }
         return em_trace_raise_new(T, PyExc_StopIteration, NULL);
     }
-    if (!kwnames && n >= 1 && n <= 8 && (f == (PyObject *)&PyTuple_Type || f == (PyObject *)&PyList_Type ||
-                                         f == (PyObject *)&PyEnum_Type || f == (PyObject *)&PyZip_Type ||
-                                         f == (PyObject *)&PyReversed_Type)) {
-        int structural = 0; /* over syms that hold tensors, modules or iterators */
+    return CALL_NEXT;
+}
+
+/* tuple(), list(), enumerate(), zip(), reversed() over syms that hold tensors, modules or
+ * iterators (over constants only: the rule evaluates them) */
+static EmStatus known_sequence(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                               EmSym **out) {
+    (void)self;
+    if (!kwnames && n >= 1 && n <= 8) {
+        int structural = 0;
         for (int i = 0; i < n; i++) structural |= all[i]->kind != SYM_CONST;
-        if (structural) return em_call_sequence(T, f, all, n, 0, out);
+        if (structural) return em_call_sequence(T, fn->obj, all, n, 0, out);
     }
-    if (f == (PyObject *)&PyZip_Type && kwnames && PyTuple_GET_SIZE(kwnames) == 1 && n >= 2 && n <= 9 &&
+    return CALL_NEXT;
+}
+
+static EmStatus known_zip(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    EmStatus st = known_sequence(T, fn, self, all, n, kwnames, out);
+    if (st != CALL_NEXT) return st;
+    if (kwnames && PyTuple_GET_SIZE(kwnames) == 1 && n >= 2 && n <= 9 &&
         PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "strict") == 0 &&
         all[n - 1]->kind == SYM_CONST) {
         int strict = PyObject_IsTrue(all[n - 1]->obj);
         if (strict < 0) return EM_ERR;
-        return em_call_sequence(T, f, all, n - 1, strict, out); /* zip(..., strict=b) */
+        return em_call_sequence(T, fn->obj, all, n - 1, strict, out); /* zip(..., strict=b) */
     }
+    return CALL_NEXT;
+}
+
+/* functools.reduce(function, iterable[, initial]): function called through em_call on the
+ * running value and each item in turn, the items taken one at a time from iter(iterable), as
+ * Python does (function may advance the same iterator; a list it grows aborts, em_iter_use). */
+static EmStatus known_reduce(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                             EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (kwnames || n < 2 || n > 3) return CALL_NEXT;
+    EmSym *it = NULL, *acc = n == 3 ? all[2] : NULL;
+    EmStatus st = em_iter_of(T, all[1], &it);
+    while (st == EM_OK && (st = em_iter_use(T, it)) == EM_OK && it->pos < it->items.len) {
+        EmSym *pair[2] = {acc, it->items.data[it->pos++]};
+        if (acc) st = em_call(T, all[0], NULL, pair, 2, NULL, &acc);
+        else acc = pair[1];
+    }
+    if (st != EM_OK) return st;
+    if (it->gen) it->gen = 2;
+    if (acc) {
+        *out = acc;
+        return EM_OK;
+    }
+    PyObject *msg = PyUnicode_FromString("reduce() of empty iterable with no initial value");
+    st = msg ? em_trace_raise_new(T, PyExc_TypeError, msg) : EM_ERR;
+    Py_XDECREF(msg);
+    return st;
+}
+
+/* em_call's second step: the callee's row in em_known.def, found by identity (a scan of
+ * pointers: a dict would run a callable object's own __hash__ and __eq__, and refuse
+ * unhashable ones), and its handler's answer. */
+static EmStatus call_known(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                           EmSym **out) {
+    static const EmCallFn handlers[EMK__COUNT] = {
+#define X(name, path, handler) handler,
+#include "em_known.def"
+#undef X
+    };
+    for (int k = 0; k < EMK__COUNT; k++)
+        if (PyTuple_GET_ITEM(em_state.known, k) == fn->obj)
+            return handlers[k] ? handlers[k](T, fn, self, all, n, kwnames, out) : CALL_NEXT;
+    return CALL_NEXT;
+}
+
+/* ---- em_call's later steps ---- */
+
+/* A namedtuple class called: its generated __new__ (which calls tuple.__new__) is traced. */
+static EmStatus call_namedtuple(EmTracer *T, PyObject *f, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    static PyObject *s_new;
+    if (!s_new && !(s_new = PyUnicode_InternFromString("__new__"))) return EM_ERR;
+    PyObject *nw = PyDict_GetItemWithError(em_type_dict((PyTypeObject *)f), s_new);
+    PyObject *nf = nw && Py_IS_TYPE(nw, &PyStaticMethod_Type) ? PyObject_GetAttrString(nw, "__func__") : NULL;
+    if (!nf || !PyFunction_Check(nf)) {
+        Py_XDECREF(nf);
+        if (PyErr_Occurred()) return EM_ERR; /* no memory: neither lookup runs user code */
+        return em_trace_fail(T, EMA_CALL, "%s() (a namedtuple with its own __new__)", ((PyTypeObject *)f)->tp_name);
+    }
+    EmSym *cargs[65];
+    if (n + 1 > 65) {
+        Py_DECREF(nf);
+        return em_trace_fail(T, EMA_CALL, "namedtuple with too many fields");
+    }
+    if (!(cargs[0] = em_sym_known(T, f, ((PyTypeObject *)f)->tp_name))) {
+        Py_DECREF(nf);
+        return EM_ERR;
+    }
+    for (int i = 0; i < n; i++) cargs[i + 1] = all[i];
+    EmStatus st = em_inline(T, nf, cargs, n + 1, kwnames, out);
+    Py_DECREF(nf);
+    return st;
+}
+
+/* em_call's third step: callees recognized by their type. The bound __exit__ of a grad-mode
+ * context from the frame; a builtin method descriptor called on an instance (made while
+ * tracing or from the frame) or on a container sym; a namedtuple class. */
+static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                             EmSym **out) {
+    EmSym **args = self ? all + 1 : all;
+    int nargs = self ? n - 1 : n;
+    PyObject *f = fn->obj;
+    if (fn->kind == SYM_OBJ && fn->src >= 0 && em_ctx_is_grad_exit(f)) return em_ctx_exit_input(T, fn, all, n, out);
+    if (self && (self->kind == SYM_NEW || (self->kind == SYM_OBJ && self->src >= 0 && !PyDict_CheckExact(self->obj))) &&
+        (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type)))
+        return call_builtin_method(T, f, self, args, nargs, out);
+    if (!self && n >= 1 && !kwnames && (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type)) &&
+        (all[0]->kind == SYM_NEW || (all[0]->kind == SYM_OBJ && all[0]->src >= 0 && !all[0]->by_id)) &&
+        PyObject_TypeCheck(all[0]->obj, PyDescr_TYPE(f)))
+        return call_builtin_method(T, f, all[0], all + 1, n - 1, out); /* dict.__getitem__(self, k) */
+    if (self && (self->kind == SYM_LIST || self->kind == SYM_DICT || self->kind == SYM_TUPLE ||
+                 (self->kind == SYM_OBJ && PyDict_CheckExact(self->obj) && self->src >= 0)) &&
+        Py_IS_TYPE(f, &PyMethodDescr_Type))
+        return em_container_method(T, f, self, args, nargs, out);
+    if (PyType_Check(f) && em_is_namedtuple_type((PyTypeObject *)f)) return call_namedtuple(T, f, all, n, kwnames, out);
+    return CALL_NEXT;
+}
+
+/* em_call's fourth step: the callee's _rules.py rule (methods of immutable builtin values are
+ * CONST); CALL_NEXT for RULE_UNKNOWN. */
+static EmStatus call_by_rule(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                             EmSym **out) {
+    (void)self;
+    PyObject *f = fn->obj;
+    char name[160];
     PyObject *bound_to = PyCFunction_Check(f) ? PyCFunction_GET_SELF(f) : NULL;
     /* methods of immutable builtin values ("-".join, "{}".format, (1, 2).index): pure */
     int rule = bound_to && (PyUnicode_CheckExact(bound_to) || PyBytes_CheckExact(bound_to) ||
@@ -964,6 +1164,38 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
             return em_trace_fail(T, EMA_NOT_IN_GRAPH, "%s", name);
         default: break;
     }
+    return CALL_NEXT;
+}
+
+/* An exception class called with constants: a constant. */
+static EmStatus call_exception_class(EmTracer *T, PyObject *f, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    int has_tensor = 0;
+    PyObject *stack[9];
+    if (n > 8) return em_trace_fail(T, EMA_CALL, "exception with many arguments");
+    for (int i = 0; i < n; i++)
+        if (all[i]->kind != SYM_CONST || !(stack[i] = meta_value(T, all[i], &has_tensor))) {
+            for (int k = 0; k < i; k++) Py_DECREF(stack[k]);
+            return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_CALL, "exception made from a %s", em_sym_describe(all[i]));
+        }
+    PyObject *e = PyObject_Vectorcall(f, stack, (size_t)(n - (kwnames ? PyTuple_GET_SIZE(kwnames) : 0)), kwnames);
+    for (int i = 0; i < n; i++) Py_DECREF(stack[i]);
+    if (!e) { /* whatever its __new__/__init__ raised, Python raises again when it runs the call after the abort */
+        PyErr_Clear();
+        return em_trace_fail(T, EMA_CALL, "making the exception raised");
+    }
+    *out = em_sym_const(T, e);
+    Py_DECREF(e);
+    return *out ? EM_OK : EM_ERR;
+}
+
+/* em_call's last step, for a callee without a rule: nn.Module.__call__ on a module, a Python
+ * function or a module from the frame inlined, an exception or an instance made; else the
+ * trace aborts. */
+static EmStatus call_unruled(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                             EmSym **out) {
+    (void)self;
+    PyObject *f = fn->obj;
+    char name[160];
     if (f == em_module_base_call() && n >= 1 && all[0]->kind == SYM_OBJ &&
         PyObject_IsInstance(all[0]->obj, em_state.nn_module_type) == 1) /* nn.Module.__call__(m, ...) */
         return em_module_call_impl(T, all[0], all + 1, n - 1, kwnames, out);
@@ -972,25 +1204,7 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
     }
     if (fn->kind == SYM_OBJ && PyObject_IsInstance(f, em_state.nn_module_type) == 1)
         return em_inline_module(T, fn, all, n, kwnames, out);
-    if (PyExceptionClass_Check(f)) { /* an exception made from constants: a constant */
-        int has_tensor = 0;
-        PyObject *stack[9];
-        if (n > 8) return em_trace_fail(T, EMA_CALL, "exception with many arguments");
-        for (int i = 0; i < n; i++)
-            if (all[i]->kind != SYM_CONST || !(stack[i] = meta_value(T, all[i], &has_tensor))) {
-                for (int k = 0; k < i; k++) Py_DECREF(stack[k]);
-                return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_CALL, "exception made from a %s", em_sym_describe(all[i]));
-            }
-        PyObject *e = PyObject_Vectorcall(f, stack, (size_t)(n - (kwnames ? PyTuple_GET_SIZE(kwnames) : 0)), kwnames);
-        for (int i = 0; i < n; i++) Py_DECREF(stack[i]);
-        if (!e) {
-            PyErr_Clear();
-            return em_trace_fail(T, EMA_CALL, "making the exception raised");
-        }
-        *out = em_sym_const(T, e);
-        Py_DECREF(e);
-        return *out ? EM_OK : EM_ERR;
-    }
+    if (PyExceptionClass_Check(f)) return call_exception_class(T, f, all, n, kwnames, out);
     if (PyType_Check(f)) {
         int handled;
         EmStatus st = em_obj_new(T, f, all, n, kwnames, out, &handled);
@@ -998,4 +1212,23 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
     }
     callable_name(f, name, sizeof(name));
     return em_trace_fail(T, PyMethod_Check(f) ? EMA_INLINE : EMA_CALL, "%s", name);
+}
+
+/* What a call becomes: the first of em_call's steps to take it (each returns CALL_NEXT when
+ * the call is not its case). The order matters where two steps could both take a call: the
+ * kind checks come first because the other steps read fn->obj as the callee, and the table
+ * comes before the type checks because object.__getattribute__ (a row) is also a slot
+ * wrapper, which call_by_type would take as a builtin method; a rule applies only to
+ * callables no earlier step took. */
+EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
+    static const EmCallFn steps[] = {call_by_kind, call_known, call_by_type, call_by_rule, call_unruled};
+    EmSym *all[65];
+    if (nargs + 1 > 65) return em_trace_fail(T, EMA_CALL, "call with too many arguments");
+    int n = 0;
+    if (self) all[n++] = self;
+    for (int i = 0; i < nargs; i++) all[n++] = args[i];
+    EmStatus st = CALL_NEXT;
+    for (size_t i = 0; st == CALL_NEXT && i < sizeof(steps) / sizeof(steps[0]); i++)
+        st = steps[i](T, fn, self, all, n, kwnames, out);
+    return st;
 }
