@@ -721,18 +721,13 @@ def run(fn, args, kwargs, device):
     return out, device if device is not None else torch.device("cpu")
 
 
-OP_FNS = {
-    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
-    "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow, "matmul": operator.matmul,
-    "and": operator.and_, "or": operator.or_, "xor": operator.xor, "lshift": operator.lshift,
-    "rshift": operator.rshift, "iadd": operator.iadd, "isub": operator.isub, "imul": operator.imul,
-    "itruediv": operator.itruediv, "ifloordiv": operator.ifloordiv, "imod": operator.imod,
-    "ipow": operator.ipow, "imatmul": operator.imatmul, "iand": operator.iand, "ior": operator.ior,
-    "ixor": operator.ixor, "ilshift": operator.ilshift, "irshift": operator.irshift, "neg": operator.neg,
-    "pos": operator.pos, "invert": operator.invert, "lt": operator.lt, "le": operator.le,
-    "eq": operator.eq, "ne": operator.ne, "gt": operator.gt, "ge": operator.ge,
-    "getitem": operator.getitem, "setitem": operator.setitem, "getattr": getattr,
-}
+def _callable(qualname):
+    module, _, name = qualname.rpartition(".")
+    return getattr(sys.modules[module], name)
+
+
+# the Python callable of each graph op that has one (csrc/ir/em_ops.def), keyed by op name
+OP_FNS = {name: _callable(py) for name, py, _binary in _C.OPS if py is not None}
 
 
 # ---------------------------------------------------------------------------------------------- autograd.Function

@@ -1,5 +1,5 @@
 """Writes csrc/pyver/em_opcodes_gen.h from the running interpreter's `opcode` and `dis`
-modules: opcode numbers, inline-cache counts, names and the BINARY_OP operator list.
+modules: opcode numbers, inline-cache counts, names and the BINARY_OP operator numbers.
 Run by setup.py before compiling, so the table always matches the interpreter that builds
 ember. Usage: python tools/gen_opcodes.py OUT_PATH
 """
@@ -48,9 +48,9 @@ def main(out_path):
     local_ops = {i for i in set(opcode.haslocal) | set(opcode.hasfree) if i < 256}
     lines.append("static const unsigned char em_op_has_local[256] = {%s};" % ", ".join(
         "1" if i in local_ops else "0" for i in range(256)))
-    nb = [sym for _, sym in dis._nb_ops]
-    lines.append("#define EM_NB_OPS_COUNT %d" % len(nb))
-    lines.append("static const char *const em_nb_ops[%d] = {%s};" % (len(nb), ", ".join('"%s"' % s for s in nb)))
+    # BINARY_OP operands: EM_NB_<name> for CPython's NB_<name> (csrc/ir/em_ops.def names them)
+    for i, (name, _sym) in enumerate(dis._nb_ops):
+        lines.append("#define EM_%s %d" % (name, i))
     cmp = list(dis.cmp_op)
     lines.append("static const char *const em_cmp_ops[%d] = {%s};" % (len(cmp), ", ".join('"%s"' % s for s in cmp)))
     # CALL_INTRINSIC_1/2 operands (3.12+): EM_INTRINSIC1_<NAME> / EM_INTRINSIC2_<NAME>

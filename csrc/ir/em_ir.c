@@ -7,7 +7,7 @@
 #include "em_ir.h"
 
 const EmOpInfo em_op_info[EMOP__COUNT] = {
-#define X(e, name, kind, flags) {name, EMOK_##kind, flags},
+#define X(e, name, kind, flags, nb, fn, py) {name, EMOK_##kind, flags, py},
 #include "em_ops.def"
 #undef X
 };

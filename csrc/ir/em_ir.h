@@ -20,7 +20,7 @@ typedef enum {
 } EmOpKind;
 
 typedef enum {
-#define X(e, name, kind, flags) EMOP_##e,
+#define X(e, name, kind, flags, nb, fn, py) EMOP_##e,
 #include "em_ops.def"
 #undef X
     EMOP__COUNT
@@ -30,9 +30,14 @@ typedef struct {
     const char *name;
     EmOpKind kind;
     unsigned flags;
+    const char *py; /* the Python callable the op stands for, "module.name"; NULL if none */
 } EmOpInfo;
 
 extern const EmOpInfo em_op_info[EMOP__COUNT];
+
+/* The BINARY op an INPLACE op is the in-place form of (ORDER OP in em_ops.def). */
+static inline EmOp em_op_binary_of(EmOp op) { return (EmOp)(op - EMOP_IADD + EMOP_ADD); }
+_Static_assert(EMOP_IADD - EMOP_ADD == EMOP_IRSHIFT - EMOP_RSHIFT, "ORDER OP: one INPLACE row per BINARY row");
 
 /* Value kinds of a node's result. */
 typedef enum { EMV_TENSOR = 0, EMV_SEQ = 1, EMV_OBJ = 2, EMV_NONE = 3 } EmValKind;

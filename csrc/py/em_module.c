@@ -393,6 +393,29 @@ static PyMethodDef methods[] = {
     {"hook_state", m_hook_active, METH_NOARGS, "Hook users and this thread's flags."},
     {NULL, NULL, 0, NULL}};
 
+/* ---- tables the Python package reads (one source: the .def files) ---- */
+
+/* _C.OPS: per graph op, in op order, (name, Python callable "module.name" or None, name of
+ * the BINARY op an INPLACE op is the in-place form of, or None). */
+static EM_NEW PyObject *ops_table(void) {
+    PyObject *t = PyTuple_New(EMOP__COUNT);
+    for (int i = 0; t && i < EMOP__COUNT; i++) {
+        const EmOpInfo *o = &em_op_info[i];
+        const char *bin = o->kind == EMOK_INPLACE ? em_op_info[em_op_binary_of((EmOp)i)].name : NULL;
+        PyObject *row = Py_BuildValue("(szz)", o->name, o->py, bin);
+        if (!row) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i, row);
+    }
+    return t;
+}
+
+static int add_tables(PyObject *m) {
+    PyObject *ops = ops_table();
+    int rc = ops ? PyModule_AddObjectRef(m, "OPS", ops) : -1;
+    Py_XDECREF(ops);
+    return rc;
+}
+
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "ember._C", "ember's C core.", -1, methods,
                                     NULL, NULL, NULL, NULL};
 
@@ -424,6 +447,7 @@ PyMODINIT_FUNC PyInit__C(void) {
     if (PyModule_AddIntConstant(m, "LOG_RECOMPILES", EM_LOG_RECOMPILES) < 0) goto error;
     if (PyModule_AddIntConstant(m, "LOG_BREAKS", EM_LOG_BREAKS) < 0) goto error;
     if (PyModule_AddIntConstant(m, "LOG_BYTECODE", EM_LOG_BYTECODE) < 0) goto error;
+    if (add_tables(m) < 0) goto error;
     if (!(em_state.resume_codes = PyDict_New())) goto error;
     {   /* weak: a code compiled directly lives no longer than its function would */
         PyObject *wmod = PyImport_ImportModule("weakref");
