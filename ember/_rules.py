@@ -461,9 +461,8 @@ def is_const(v, depth=0):
     return False
 
 
-_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16, torch.float32,
-           torch.float64, torch.complex32, torch.complex64, torch.complex128, torch.bool, torch.qint8,
-           torch.quint8, torch.qint32, torch.bfloat16]
+# the dtypes ember names, in torch's ScalarType order (csrc/ir/em_dtypes.def)
+_DTYPES = [getattr(torch, name) for name in _C.DTYPES]
 
 
 def dtype_num(dt):

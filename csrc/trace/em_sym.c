@@ -146,7 +146,7 @@ static int dev_code(PyObject *dev, int *type, int *index) {
         return -1;
     }
     const char *ts = PyUnicode_AsUTF8(t);
-    if (ts) *type = !strcmp(ts, "cpu") ? 0 : !strcmp(ts, "cuda") ? 1 : !strcmp(ts, "meta") ? 14 : 99;
+    if (ts) *type = em_dev_type_of(ts);
     if (i != Py_None) *index = (int)PyLong_AsLong(i);
     Py_DECREF(t);
     Py_DECREF(i);

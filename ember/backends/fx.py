@@ -27,8 +27,8 @@ class _Unexportable(Exception):
     """The graph holds something a GraphModule cannot express: it runs on ember's C executor."""
 
 
-# c10::DeviceType numbers (c10/core/DeviceType.h) of the devices ember tracks
-_DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 14: "meta", 20: "privateuseone"}
+# c10::DeviceType number -> name of the device types ember tracks (csrc/ir/em_devices.def)
+_DEVICE_TYPES = _C.DEVICE_TYPES
 _LITERAL_TYPES = (bool, int, float, complex, str, type(None), type(Ellipsis), torch.dtype, torch.device,
                   torch.memory_format, torch.layout)
 

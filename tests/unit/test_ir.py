@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 import ember
 import ember.testing
+from ember import _C, _rules
 
 DT = {torch.float32: "f32", torch.float64: "f64", torch.int64: "i64", torch.bool: "bool", torch.float16: "f16",
       torch.bfloat16: "bf16", torch.int32: "i32"}
@@ -118,3 +119,34 @@ def test_inplace_operator_on_a_constant_exports():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert torch.equal(ember.compile(f, backend="aot_eager")(t), f(t))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_dtype_numbers_are_torchs(dtype):
+    """ember's dtype numbers (csrc/ir/em_dtypes.def, read in Python as _C.DTYPES) are c10's
+    ScalarType numbers: c10's default dtype, read directly, agrees with _rules.dtype_num."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        direct = _C._gs_read(True)[3]
+    except RuntimeError:
+        pytest.skip("c10's global state cannot be read directly here")
+    finally:
+        torch.set_default_dtype(old)
+    assert direct == _rules.dtype_num(dtype) >= 0
+    assert _rules._DTYPES[direct] is dtype
+
+
+def test_device_types_name_dumps_and_fx():
+    """The device types of em_devices.def are what dumps print and FX export builds."""
+    from ember.backends import fx
+    assert _C.DEVICE_TYPES[0] == "cpu" and _C.DEVICE_TYPES[14] == "meta"
+    assert fx._device(0, -1) == torch.device("cpu") and fx._device(1, 0) == torch.device("cuda", 0)
+    with pytest.raises(fx._Unexportable):
+        fx._device(99, -1)  # a device type ember does not name
+
+    def f(x):
+        return x + 1
+
+    ember.compile(f)(torch.randn(2))
+    assert re.search(r"add\(%0, 1\).*\) cpu$", ember.testing.entries(f)[0]["graph"], re.M)
