@@ -30,7 +30,8 @@ import torch
 
 from . import _C
 
-UNKNOWN, GRAPH, CONST, ABORT, META_QUERY, TRUE, CTX = 0, 1, 2, 3, 4, 5, 6
+UNKNOWN, GRAPH, CONST, ABORT, META_QUERY, TRUE, CTX = (_C.RULE_UNKNOWN, _C.RULE_GRAPH, _C.RULE_CONST, _C.RULE_ABORT,
+                                                       _C.RULE_META_QUERY, _C.RULE_TRUE, _C.RULE_CTX)
 
 RULES = {}
 META = torch.device("meta")

@@ -441,6 +441,13 @@ static int add_tables(PyObject *m) {
     if (add_table(m, "OPS", ops_table()) < 0 || add_table(m, "DTYPES", dtypes_table()) < 0 ||
         add_table(m, "DEVICE_TYPES", devices_table()) < 0)
         return -1;
+    static const char *const rules[] = { /* _C.RULE_<NAME>: the row's position */
+#define X(name) "RULE_" #name,
+#include "../trace/em_rules.def"
+#undef X
+    };
+    for (int i = 0; i < (int)(sizeof(rules) / sizeof(*rules)); i++)
+        if (PyModule_AddIntConstant(m, rules[i], i) < 0) return -1;
     return 0;
 }
 
