@@ -944,19 +944,15 @@ EmStatus h_jump(EmTracer *T, const EmInstr *in) {
 EmStatus h_pop_jump_if(EmTracer *T, const EmInstr *in) {
     NEED(1);
     EmSym *c = POP();
-    const char *name = em_op_names[in->op];
-    int take;
-    if (strstr(name, "NONE")) {
-        int is_none = c->kind == SYM_CONST && c->obj == Py_None;
+    int holds; /* the jump's test: `c is None`, or the truth of c */
+    if (em_op_flags[in->op] & EM_OPF_NONE_TEST) {
         if (c->kind == SYM_NULL) return em_trace_fail(T, EMA_VALUE, "None test of NULL");
-        take = strstr(name, "NOT_NONE") ? !is_none : is_none;
+        holds = c->kind == SYM_CONST && c->obj == Py_None;
     } else {
-        int t;
-        EmStatus st = em_sym_truth(T, c, &t);
+        EmStatus st = em_sym_truth(T, c, &holds);
         if (st != EM_OK) return st;
-        take = strstr(name, "IF_TRUE") ? t : !t;
     }
-    if (take) T->ip = em_jump_target(in);
+    if ((em_op_flags[in->op] & EM_OPF_JUMP_IF_TRUE) ? holds : !holds) T->ip = em_jump_target(in);
     return EM_OK;
 }
 
