@@ -417,6 +417,28 @@ def skip_file(filename):
     return r
 
 
+# Modules whose attributes the tracer reads without guards (README, limitations): these and
+# their submodules, by name ("torch.nn" is torch's; "torchvision" is not).
+TRUSTED_MODULES = frozenset({"torch", "numpy", "math", "operator", "builtins"})
+
+
+def _package(module):
+    """The top-level package of a module object, from its __name__ ("torch.nn" -> "torch")."""
+    name = vars(module).get("__name__")
+    return name.partition(".")[0] if isinstance(name, str) else None
+
+
+def trusted_module(module):
+    """True when the tracer reads the module's attributes without guards."""
+    return _package(module) in TRUSTED_MODULES
+
+
+def torch_module(module):
+    """True for torch and its submodules: a name missing from such a module's dict is looked up
+    through its __getattr__ while tracing (torch._VF), unguarded as its other attributes."""
+    return _package(module) == "torch"
+
+
 def library_file(filename):
     """True for code of an installed package (site-packages) that is not ember's user code: not
     a place a user's warning should point at."""
