@@ -30,7 +30,8 @@ import torch
 
 from . import _C
 
-UNKNOWN, GRAPH, CONST, ABORT, META_QUERY, TRUE, CTX = 0, 1, 2, 3, 4, 5, 6
+UNKNOWN, GRAPH, CONST, ABORT, META_QUERY, TRUE, CTX = (_C.RULE_UNKNOWN, _C.RULE_GRAPH, _C.RULE_CONST, _C.RULE_ABORT,
+                                                       _C.RULE_META_QUERY, _C.RULE_TRUE, _C.RULE_CTX)
 
 RULES = {}
 META = torch.device("meta")
@@ -415,6 +416,28 @@ def skip_file(filename):
     return r
 
 
+# Modules whose attributes the tracer reads without guards (README, limitations): these and
+# their submodules, by name ("torch.nn" is torch's; "torchvision" is not).
+TRUSTED_MODULES = frozenset({"torch", "numpy", "math", "operator", "builtins"})
+
+
+def _package(module):
+    """The top-level package of a module object, from its __name__ ("torch.nn" -> "torch")."""
+    name = vars(module).get("__name__")
+    return name.partition(".")[0] if isinstance(name, str) else None
+
+
+def trusted_module(module):
+    """True when the tracer reads the module's attributes without guards."""
+    return _package(module) in TRUSTED_MODULES
+
+
+def torch_module(module):
+    """True for torch and its submodules: a name missing from such a module's dict is looked up
+    through its __getattr__ while tracing (torch._VF), unguarded as its other attributes."""
+    return _package(module) == "torch"
+
+
 def library_file(filename):
     """True for code of an installed package (site-packages) that is not ember's user code: not
     a place a user's warning should point at."""
@@ -460,9 +483,8 @@ def is_const(v, depth=0):
     return False
 
 
-_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16, torch.float32,
-           torch.float64, torch.complex32, torch.complex64, torch.complex128, torch.bool, torch.qint8,
-           torch.quint8, torch.qint32, torch.bfloat16]
+# the dtypes ember names, in torch's ScalarType order (csrc/ir/em_dtypes.def)
+_DTYPES = [getattr(torch, name) for name in _C.DTYPES]
 
 
 def dtype_num(dt):
@@ -720,18 +742,13 @@ def run(fn, args, kwargs, device):
     return out, device if device is not None else torch.device("cpu")
 
 
-OP_FNS = {
-    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
-    "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow, "matmul": operator.matmul,
-    "and": operator.and_, "or": operator.or_, "xor": operator.xor, "lshift": operator.lshift,
-    "rshift": operator.rshift, "iadd": operator.iadd, "isub": operator.isub, "imul": operator.imul,
-    "itruediv": operator.itruediv, "ifloordiv": operator.ifloordiv, "imod": operator.imod,
-    "ipow": operator.ipow, "imatmul": operator.imatmul, "iand": operator.iand, "ior": operator.ior,
-    "ixor": operator.ixor, "ilshift": operator.ilshift, "irshift": operator.irshift, "neg": operator.neg,
-    "pos": operator.pos, "invert": operator.invert, "lt": operator.lt, "le": operator.le,
-    "eq": operator.eq, "ne": operator.ne, "gt": operator.gt, "ge": operator.ge,
-    "getitem": operator.getitem, "setitem": operator.setitem, "getattr": getattr,
-}
+def _callable(qualname):
+    module, _, name = qualname.rpartition(".")
+    return getattr(sys.modules[module], name)
+
+
+# the Python callable of each graph op that has one (csrc/ir/em_ops.def), keyed by op name
+OP_FNS = {name: _callable(py) for name, py, _binary in _C.OPS if py is not None}
 
 
 # ---------------------------------------------------------------------------------------------- autograd.Function

@@ -1,11 +1,50 @@
 """Writes csrc/pyver/em_opcodes_gen.h from the running interpreter's `opcode` and `dis`
-modules: opcode numbers, inline-cache counts, names and the BINARY_OP operator list.
-Run by setup.py before compiling, so the table always matches the interpreter that builds
-ember. Usage: python tools/gen_opcodes.py OUT_PATH
+modules: opcode numbers, inline-cache counts, names, control-flow flags and the BINARY_OP
+operator numbers. Run by setup.py before compiling, so the table always matches the
+interpreter that builds ember. Usage: python tools/gen_opcodes.py OUT_PATH
 """
 import dis
 import opcode
 import sys
+
+
+# Instructions after which control never reaches the next one: CPython's compiler knows them
+# (IS_SCOPE_EXIT_OPCODE, IS_UNCONDITIONAL_JUMP_OPCODE) but `dis` and `opcode` do not say.
+NO_FALLTHROUGH = ("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
+                  "JUMP_BACKWARD_NO_INTERRUPT")
+
+
+# EM_OPF_* bits of em_op_flags[256]
+OPF = {
+    "POP_JUMP_IF": (1, "pops its operand and jumps on a test of it"),
+    "NONE_TEST": (2, "the test is `is None` (else the operand's truth)"),
+    "JUMP_IF_TRUE": (4, "jumps when the test holds (else when it fails)"),
+    "NO_FALLTHROUGH": (8, "never continues with the next instruction"),
+}
+
+
+def flag_lines(jumps, names):
+    flags = [0] * 256
+
+    def add(i, name):
+        flags[i] |= OPF[name][0]
+
+    for i in jumps:
+        # a conditional jump that pops its operand whichever way it goes (POP_JUMP_*IF_*)
+        if dis.stack_effect(i, 0, jump=True) == dis.stack_effect(i, 0, jump=False) == -1:
+            test = names[i].rpartition("IF_")[2]
+            if test not in ("TRUE", "FALSE", "NONE", "NOT_NONE"):
+                sys.exit("gen_opcodes: %s pops and jumps on a test it does not name" % names[i])
+            add(i, "POP_JUMP_IF")
+            if "NONE" in test:
+                add(i, "NONE_TEST")
+            if test in ("TRUE", "NONE"):
+                add(i, "JUMP_IF_TRUE")
+    for name in NO_FALLTHROUGH:
+        if opcode.opmap.get(name, 256) < 256:
+            add(opcode.opmap[name], "NO_FALLTHROUGH")
+    return ["#define EM_OPF_%s %d /* %s */" % (n, bit, what) for n, (bit, what) in OPF.items()] + [
+        "static const unsigned char em_op_flags[256] = {%s};" % ", ".join(map(str, flags))]
 
 
 def main(out_path):
@@ -48,9 +87,10 @@ def main(out_path):
     local_ops = {i for i in set(opcode.haslocal) | set(opcode.hasfree) if i < 256}
     lines.append("static const unsigned char em_op_has_local[256] = {%s};" % ", ".join(
         "1" if i in local_ops else "0" for i in range(256)))
-    nb = [sym for _, sym in dis._nb_ops]
-    lines.append("#define EM_NB_OPS_COUNT %d" % len(nb))
-    lines.append("static const char *const em_nb_ops[%d] = {%s};" % (len(nb), ", ".join('"%s"' % s for s in nb)))
+    lines += flag_lines(jumps, names)
+    # BINARY_OP operands: EM_NB_<name> for CPython's NB_<name> (csrc/ir/em_ops.def names them)
+    for i, (name, _sym) in enumerate(dis._nb_ops):
+        lines.append("#define EM_%s %d" % (name, i))
     cmp = list(dis.cmp_op)
     lines.append("static const char *const em_cmp_ops[%d] = {%s};" % (len(cmp), ", ".join('"%s"' % s for s in cmp)))
     # CALL_INTRINSIC_1/2 operands (3.12+): EM_INTRINSIC1_<NAME> / EM_INTRINSIC2_<NAME>

@@ -47,48 +47,35 @@ static int n_arg_slots(PyCodeObject *co) {
     return co->co_argcount + co->co_kwonlyargcount + !!(co->co_flags & CO_VARARGS) + !!(co->co_flags & CO_VARKEYWORDS);
 }
 
-static int is_cond_jump(int op) {
-    const char *n = em_op_names[op];
-    return em_op_is_jump[op] && strstr(n, "POP_JUMP") && (strstr(n, "IF_TRUE") || strstr(n, "IF_FALSE"));
-}
+/* A conditional jump on a value's truth: a break runs it, and each side continues in its
+ * own resume function. */
+static int is_cond_jump(int op) { return (em_op_flags[op] & (EM_OPF_POP_JUMP_IF | EM_OPF_NONE_TEST)) == EM_OPF_POP_JUMP_IF; }
 
-/* Instructions a break may run as plain Python: anything but control flow, and
- * conditional jumps on a value (each side gets its resume function). */
+#define BREAK_OK 1
+#define BREAK_NEVER 0
+
+/* Instructions a break may run as plain Python (em_break_ops.def): anything but control
+ * flow, and conditional jumps on a value. */
 static int breakable_op(int op) {
     if (is_cond_jump(op)) return 1;
     if (em_op_is_jump[op]) return 0;
-    const char *n = em_op_names[op];
-    /* a plain load fails only on its value, which a break would hand to the resume function,
-     * whose trace would fail on it again at the same point (a resume function's prologue is
-     * such loads): breaking there would never make progress */
-    return strcmp(n, "LOAD_FAST") && strcmp(n, "LOAD_DEREF") && strcmp(n, "LOAD_CLOSURE") &&
-           strcmp(n, "LOAD_CONST") && strcmp(n, "RETURN_VALUE") && strcmp(n, "RETURN_CONST") && strcmp(n, "RAISE_VARARGS") &&
-           strcmp(n, "RERAISE") && strcmp(n, "YIELD_VALUE") && strcmp(n, "GET_ITER") && strcmp(n, "FOR_ITER") &&
-           strncmp(n, "SETUP_", 6) && strcmp(n, "BEFORE_WITH") && strcmp(n, "PUSH_EXC_INFO");
+    switch (op) {
+#define X(name, brk, pops) case EM_OP_##name: return brk;
+#include "em_break_ops.def"
+#undef X
+        default: return BREAK_OK;
+    }
 }
 
-/* Stack slots instruction X pops (when known exactly; -1 otherwise): what is below them
- * survives X, NULLs of pending calls included. */
-static int consumed(int op, int arg, int cond_jump) {
-    const char *n = em_op_names[op];
-    if (cond_jump) return 1;
-    if (op == EM_OP_CALL) return arg + 2;
-    if (!strcmp(n, "CALL_FUNCTION_EX")) return 3 + (arg & 1);
-    if (!strcmp(n, "LOAD_CONST") || !strcmp(n, "LOAD_FAST") || !strcmp(n, "LOAD_DEREF") ||
-        !strcmp(n, "LOAD_CLOSURE") || (!strcmp(n, "LOAD_GLOBAL") && !(arg & 1)))
-        return 0;
-    if (!strcmp(n, "MAKE_FUNCTION")) return 1 + !!(arg & 1) + !!(arg & 2) + !!(arg & 4) + !!(arg & 8);
-    if (!strncmp(n, "BUILD_TUPLE", 11) || !strcmp(n, "BUILD_LIST") || !strcmp(n, "BUILD_SET")) return arg;
-    if (!strcmp(n, "BINARY_OP") || !strcmp(n, "BINARY_SUBSCR") || !strcmp(n, "COMPARE_OP") ||
-        !strcmp(n, "STORE_ATTR") || !strcmp(n, "CONTAINS_OP") || !strcmp(n, "IS_OP"))
-        return 2;
-    if (!strcmp(n, "STORE_SUBSCR") || !strcmp(n, "BINARY_SLICE") || !strcmp(n, "LOAD_SUPER_ATTR")) return 3;
-    if (!strcmp(n, "STORE_SLICE")) return 4;
-    if (!strcmp(n, "CALL_INTRINSIC_1")) return 1;
-    if (!strcmp(n, "LOAD_ATTR") || !strncmp(n, "UNARY_", 6) || !strcmp(n, "STORE_GLOBAL") ||
-        !strcmp(n, "STORE_FAST") || !strcmp(n, "FORMAT_VALUE") || !strcmp(n, "GET_ITER"))
-        return 1;
-    return -1;
+/* Stack slots instruction (op, arg) pops when known exactly, else -1 (em_break_ops.def). */
+static int consumed(int op, int arg) {
+    if (is_cond_jump(op)) return 1;
+    switch (op) {
+#define X(name, brk, pops) case EM_OP_##name: return pops;
+#include "em_break_ops.def"
+#undef X
+        default: return -1;
+    }
 }
 
 /* Resume code for (co, resume point, stack depth, live locals), shared by every entry that
@@ -161,7 +148,7 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
         goto done;
     }
     {
-        int used = R ? 1 : consumed(plan.op, plan.arg, plan.jump_to >= 0), keep = plan.nstack - (used < 0 ? 0 : used);
+        int used = R ? 1 : consumed(plan.op, plan.arg), keep = plan.nstack - (used < 0 ? 0 : used);
         for (int i = 0; i < plan.nstack; i++) {
             if (plan.stack_val[i] >= 0 || i >= keep) continue; /* a value, or consumed by X */
             if (used < 0) {

@@ -237,12 +237,7 @@ static int exc_varint_put(EmStrBuf *b, unsigned v, int mark) {
     return 0;
 }
 
-int em_asm_is_terminal(int op) {
-    const char *n = em_op_names[op];
-    return !strcmp(n, "RETURN_VALUE") || !strcmp(n, "RETURN_CONST") || !strcmp(n, "RAISE_VARARGS") ||
-           !strcmp(n, "RERAISE") || !strcmp(n, "JUMP_FORWARD") || !strcmp(n, "JUMP_BACKWARD") ||
-           !strcmp(n, "JUMP_BACKWARD_NO_INTERRUPT") || !strcmp(n, "JUMP");
-}
+int em_asm_is_terminal(int op) { return !!(em_op_flags[op] & EM_OPF_NO_FALLTHROUGH); }
 
 static int stack_depth(EmAsm *A, int *out) {
     int32_t n = A->ins.len;

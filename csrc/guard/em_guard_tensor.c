@@ -8,6 +8,7 @@
 
 #include "em_guard.h"
 
+#include "../ir/em_ir.h"
 #include "../pyver/em_pyver.h"
 #include "../pyver/em_state.h"
 
@@ -218,12 +219,12 @@ static int probe_layout(void) {
         }
     }
     if (!em_state.ss_inline) goto done;
-    /* dtype: a 16-bit 7 (float64) after the dims, followed by device (cpu=0, index -1, has 1) */
+    /* dtype: a 16-bit float64 after the dims, followed by device (cpu, index -1, has 1) */
     em_state.dtype_off = -1;
     for (Py_ssize_t off = em_state.ss_off + 8 + 16 * em_state.ss_inline; off + 5 <= PROBE_IMPL_BYTES; off += 2) {
         uint16_t d;
         memcpy(&d, impl + off, 2);
-        if (d == 7 && impl[off + 2] == 0 && (int8_t)impl[off + 3] == -1 && impl[off + 4] == 1) {
+        if (d == EMDT_F64 && impl[off + 2] == EMDEV_CPU && (int8_t)impl[off + 3] == -1 && impl[off + 4] == 1) {
             em_state.dtype_off = off;
             em_state.dev_off = off + 2;
             break;
@@ -254,8 +255,8 @@ static int verify_layout(void) {
         "torch.nn.Parameter(torch.zeros(5, 1))",
         "torch.zeros(2, 2, 2, 2, 2, 0)",
     };
-    static const int dtypes[] = {6, 4, 6, 11, 15, 5, 6, 6};
-    static const int devs[] = {0, 0, 0, 0, 0, 14, 0, 0};
+    static const int dtypes[] = {EMDT_F32, EMDT_I64, EMDT_F32, EMDT_BOOL, EMDT_BF16, EMDT_F16, EMDT_F32, EMDT_F32};
+    static const int devs[] = {EMDEV_CPU, EMDEV_CPU, EMDEV_CPU, EMDEV_CPU, EMDEV_CPU, EMDEV_META, EMDEV_CPU, EMDEV_CPU};
     uint64_t cpu_keys = 0;
     for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
         PyObject *t = call_torch(cases[i]);
@@ -268,7 +269,7 @@ static int verify_layout(void) {
             em_state.probe_ok = 0;
             if (r == 0 && (s.dtype != dtypes[i] || s.dev_type != devs[i])) r = -1;
             if (r == 0 && i == 0) cpu_keys = s.keyset;
-            if (r == 0 && devs[i] == 14 && s.keyset == cpu_keys) r = -1;
+            if (r == 0 && devs[i] == EMDEV_META && s.keyset == cpu_keys) r = -1;
             em_guard_tensor_spec_free(&s);
         }
         Py_DECREF(t);
@@ -384,8 +385,8 @@ int em_guard_global_state_read_direct(EmGlobalState *gs) {
         return -1;
     }
     gs->grad = ((gs_bool_fn)em_state.gs_grad)();
-    gs->autocast_cpu = autocast_code(0);  /* c10::DeviceType::CPU */
-    gs->autocast_cuda = autocast_code(1); /* c10::DeviceType::CUDA */
+    gs->autocast_cpu = autocast_code(EMDEV_CPU);
+    gs->autocast_cuda = autocast_code(EMDEV_CUDA);
     gs->dtype = ((gs_dtype_fn)em_state.gs_dtype)();
     gs->default_dtype = NULL;
     return 0;

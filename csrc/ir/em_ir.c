@@ -7,7 +7,7 @@
 #include "em_ir.h"
 
 const EmOpInfo em_op_info[EMOP__COUNT] = {
-#define X(e, name, kind, flags) {name, EMOK_##kind, flags},
+#define X(e, name, kind, flags, nb, fn, py) {name, EMOK_##kind, flags, py},
 #include "em_ops.def"
 #undef X
 };
@@ -99,22 +99,30 @@ int32_t em_ir_op_count(const EmGraph *G) {
     return n;
 }
 
-/* Names follow torch's ScalarType numbering (c10/core/ScalarType.h). */
-const char *em_dtype_name(int dtype) {
-    static const char *names[] = {"u8",   "i8",  "i16",   "i32",  "i64",  "f16",  "f32",
-                                  "f64",  "c32", "c64",   "c128", "bool", "qi8",  "qu8",
-                                  "qi32", "bf16"};
-    if (dtype >= 0 && dtype < (int)(sizeof(names) / sizeof(*names))) return names[dtype];
-    return "dtype?";
+const EmDtypeInfo em_dtype_info[EMDT__COUNT] = {
+#define X(e, name, torch_name, cls) {name, torch_name, EMDC_##cls},
+#include "em_dtypes.def"
+#undef X
+};
+
+const char *em_dtype_name(int dtype) { return dtype >= 0 && dtype < EMDT__COUNT ? em_dtype_info[dtype].name : "dtype?"; }
+
+const EmDevInfo em_dev_info[EMDEV__COUNT] = {
+#define X(e, number, name) {number, name},
+#include "em_devices.def"
+#undef X
+};
+
+const char *em_dev_name(int dev_type) {
+    for (int i = 0; i < EMDEV__COUNT; i++)
+        if (em_dev_info[i].type == dev_type) return em_dev_info[i].name;
+    return "dev";
 }
 
-static const char *dev_name(int t) {
-    switch (t) {
-        case 0: return "cpu";
-        case 1: return "cuda";
-        case 14: return "meta";
-        default: return "dev";
-    }
+int em_dev_type_of(const char *name) {
+    for (int i = 0; i < EMDEV__COUNT; i++)
+        if (!strcmp(em_dev_info[i].name, name)) return em_dev_info[i].type;
+    return EMDEV_OTHER;
 }
 
 static int dump_arg(const EmGraph *G, const EmArg *a, EmStrBuf *o) {
@@ -144,7 +152,7 @@ static int dump_meta(const EmGraph *G, const EmNode *n, EmStrBuf *o) {
     for (int i = 0; i < n->ndim && !rc; i++) rc = em_sb_printf(o, i ? ", %lld" : "%lld", (long long)sz[i]);
     if (!rc) rc = em_sb_puts(o, "] stride=(");
     for (int i = 0; i < n->ndim && !rc; i++) rc = em_sb_printf(o, i ? ", %lld" : "%lld", (long long)st[i]);
-    if (!rc) rc = em_sb_printf(o, ") %s", dev_name(n->dev_type));
+    if (!rc) rc = em_sb_printf(o, ") %s", em_dev_name(n->dev_type));
     if (!rc && n->dev_index >= 0) rc = em_sb_printf(o, ":%d", n->dev_index);
     if (!rc && n->requires_grad) rc = em_sb_puts(o, " grad");
     return rc;

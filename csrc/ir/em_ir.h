@@ -20,7 +20,7 @@ typedef enum {
 } EmOpKind;
 
 typedef enum {
-#define X(e, name, kind, flags) EMOP_##e,
+#define X(e, name, kind, flags, nb, fn, py) EMOP_##e,
 #include "em_ops.def"
 #undef X
     EMOP__COUNT
@@ -30,9 +30,64 @@ typedef struct {
     const char *name;
     EmOpKind kind;
     unsigned flags;
+    const char *py; /* the Python callable the op stands for, "module.name"; NULL if none */
 } EmOpInfo;
 
 extern const EmOpInfo em_op_info[EMOP__COUNT];
+
+/* The BINARY op an INPLACE op is the in-place form of (ORDER OP in em_ops.def). */
+static inline EmOp em_op_binary_of(EmOp op) { return (EmOp)(op - EMOP_IADD + EMOP_ADD); }
+_Static_assert(EMOP_IADD - EMOP_ADD == EMOP_IRSHIFT - EMOP_RSHIFT, "ORDER OP: one INPLACE row per BINARY row");
+
+/* Tensor dtypes: torch ScalarType numbers (em_dtypes.def). */
+typedef enum { EMDC_NONE, EMDC_INT, EMDC_FLOAT, EMDC_COMPLEX, EMDC_BOOL, EMDC_QUANT } EmDtypeClass;
+
+typedef enum {
+#define X(e, name, torch_name, cls) EMDT_##e,
+#include "em_dtypes.def"
+#undef X
+    EMDT__COUNT
+} EmDtype;
+
+typedef struct {
+    const char *name;       /* short name, in dumps */
+    const char *torch_name; /* torch.<torch_name> */
+    EmDtypeClass cls;
+} EmDtypeInfo;
+
+extern const EmDtypeInfo em_dtype_info[EMDT__COUNT];
+
+/* Class of a ScalarType number; EMDC_NONE for -1 and numbers past em_dtypes.def. */
+static inline EmDtypeClass em_dtype_class(int dtype) {
+    return dtype >= 0 && dtype < EMDT__COUNT ? em_dtype_info[dtype].cls : EMDC_NONE;
+}
+
+/* Device types: c10::DeviceType numbers (em_devices.def). */
+typedef enum {
+#define X(e, number, name) EMDEV_##e = number,
+#include "em_devices.def"
+#undef X
+    EMDEV_OTHER = 99 /* a device type em_devices.def does not list */
+} EmDevType;
+
+enum {
+    EMDEV__COUNT = 0
+#define X(e, number, name) +1
+#include "em_devices.def"
+#undef X
+};
+
+typedef struct {
+    int type; /* EmDevType */
+    const char *name;
+} EmDevInfo;
+
+extern const EmDevInfo em_dev_info[EMDEV__COUNT];
+
+/* Name of a device type ("dev" for one not listed); the type of a torch.device type string
+ * (EMDEV_OTHER for one not listed). */
+const char *em_dev_name(int dev_type);
+int em_dev_type_of(const char *name);
 
 /* Value kinds of a node's result. */
 typedef enum { EMV_TENSOR = 0, EMV_SEQ = 1, EMV_OBJ = 2, EMV_NONE = 3 } EmValKind;
@@ -57,8 +112,8 @@ typedef struct {
 typedef struct {
     uint16_t op;     /* EmOp */
     uint8_t vkind;   /* EmValKind */
-    int8_t dtype;    /* torch ScalarType number, -1 if not a tensor */
-    int8_t dev_type; /* c10 DeviceType */
+    int8_t dtype;    /* torch ScalarType number (EmDtype), -1 if not a tensor */
+    int8_t dev_type; /* c10 DeviceType (EmDevType) */
     int8_t dev_index;
     uint8_t requires_grad;
     uint8_t ndim;

@@ -433,6 +433,64 @@ static PyMethodDef methods[] = {
     {"hook_state", m_hook_active, METH_NOARGS, "Hook users and this thread's flags."},
     {NULL, NULL, 0, NULL}};
 
+/* ---- tables the Python package reads (their one source: the .def files) ---- */
+
+/* _C.OPS: per graph op, in op order, (name, Python callable "module.name" or None, name of
+ * the BINARY op an INPLACE op is the in-place form of, or None). */
+static EM_NEW PyObject *ops_table(void) {
+    PyObject *t = PyTuple_New(EMOP__COUNT);
+    for (int i = 0; t && i < EMOP__COUNT; i++) {
+        const EmOpInfo *o = &em_op_info[i];
+        const char *bin = o->kind == EMOK_INPLACE ? em_op_info[em_op_binary_of((EmOp)i)].name : NULL;
+        PyObject *row = Py_BuildValue("(szz)", o->name, o->py, bin);
+        if (!row) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i, row);
+    }
+    return t;
+}
+
+/* _C.DTYPES: torch dtype names in ScalarType order; _C.DEVICE_TYPES: {c10 DeviceType: name}. */
+static EM_NEW PyObject *dtypes_table(void) {
+    PyObject *t = PyTuple_New(EMDT__COUNT);
+    for (int i = 0; t && i < EMDT__COUNT; i++) {
+        PyObject *name = PyUnicode_FromString(em_dtype_info[i].torch_name);
+        if (!name) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i, name);
+    }
+    return t;
+}
+
+static EM_NEW PyObject *devices_table(void) {
+    PyObject *d = PyDict_New();
+    for (int i = 0; d && i < EMDEV__COUNT; i++) {
+        PyObject *k = PyLong_FromLong(em_dev_info[i].type), *v = PyUnicode_FromString(em_dev_info[i].name);
+        if (!k || !v || PyDict_SetItem(d, k, v)) Py_CLEAR(d);
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+    }
+    return d;
+}
+
+static int add_table(PyObject *m, const char *name, EM_NEW PyObject *table) {
+    int rc = table ? PyModule_AddObjectRef(m, name, table) : -1;
+    Py_XDECREF(table);
+    return rc;
+}
+
+static int add_tables(PyObject *m) {
+    if (add_table(m, "OPS", ops_table()) < 0 || add_table(m, "DTYPES", dtypes_table()) < 0 ||
+        add_table(m, "DEVICE_TYPES", devices_table()) < 0)
+        return -1;
+    static const char *const rules[] = { /* _C.RULE_<NAME>: the row's position */
+#define X(name) "RULE_" #name,
+#include "../trace/em_rules.def"
+#undef X
+    };
+    for (int i = 0; i < (int)(sizeof(rules) / sizeof(*rules)); i++)
+        if (PyModule_AddIntConstant(m, rules[i], i) < 0) return -1;
+    return 0;
+}
+
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "ember._C", "ember's C core.", -1, methods,
                                     NULL, NULL, NULL, NULL};
 
@@ -464,6 +522,7 @@ PyMODINIT_FUNC PyInit__C(void) {
     if (PyModule_AddIntConstant(m, "LOG_RECOMPILES", EM_LOG_RECOMPILES) < 0) goto error;
     if (PyModule_AddIntConstant(m, "LOG_BREAKS", EM_LOG_BREAKS) < 0) goto error;
     if (PyModule_AddIntConstant(m, "LOG_BYTECODE", EM_LOG_BYTECODE) < 0) goto error;
+    if (add_tables(m) < 0) goto error;
     if (!(em_state.resume_codes = PyDict_New())) goto error;
     {   /* weak: a code compiled directly lives no longer than its function would */
         PyObject *wmod = PyImport_ImportModule("weakref");

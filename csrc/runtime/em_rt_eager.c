@@ -106,43 +106,28 @@ static PyObject *arg_value(const EmGraph *G, PyObject **vals, const EmArg *a, in
     }
 }
 
+/* pow's binaryfuncs: CPython's BINARY_OP calls them without a modulus */
+static PyObject *power_nomod(PyObject *a, PyObject *b) { return PyNumber_Power(a, b, Py_None); }
+static PyObject *inplace_power_nomod(PyObject *a, PyObject *b) { return PyNumber_InPlacePower(a, b, Py_None); }
+
+/* The function of each BINARY and INPLACE op (em_ops.def); NULL for the other ops. */
+static const binaryfunc binary_fns[EMOP__COUNT] = {
+#define X(e, name, kind, flags, nb, fn, py) fn,
+#include "../ir/em_ops.def"
+#undef X
+};
+
+/* ORDER CMP (em_ops.def): COMPARE op LT + k is the rich comparison Py_LT + k */
+_Static_assert(EMOP_LE - EMOP_LT == Py_LE - Py_LT && EMOP_EQ - EMOP_LT == Py_EQ - Py_LT &&
+               EMOP_NE - EMOP_LT == Py_NE - Py_LT && EMOP_GT - EMOP_LT == Py_GT - Py_LT &&
+               EMOP_GE - EMOP_LT == Py_GE - Py_LT, "ORDER CMP");
+
 static PyObject *binary(EmOp op, PyObject *a, PyObject *b) {
-    switch (op) {
-        case EMOP_ADD: return PyNumber_Add(a, b);
-        case EMOP_SUB: return PyNumber_Subtract(a, b);
-        case EMOP_MUL: return PyNumber_Multiply(a, b);
-        case EMOP_TRUEDIV: return PyNumber_TrueDivide(a, b);
-        case EMOP_FLOORDIV: return PyNumber_FloorDivide(a, b);
-        case EMOP_MOD: return PyNumber_Remainder(a, b);
-        case EMOP_POW: return PyNumber_Power(a, b, Py_None);
-        case EMOP_MATMUL: return PyNumber_MatrixMultiply(a, b);
-        case EMOP_AND: return PyNumber_And(a, b);
-        case EMOP_OR: return PyNumber_Or(a, b);
-        case EMOP_XOR: return PyNumber_Xor(a, b);
-        case EMOP_LSHIFT: return PyNumber_Lshift(a, b);
-        case EMOP_RSHIFT: return PyNumber_Rshift(a, b);
-        case EMOP_IADD: return PyNumber_InPlaceAdd(a, b);
-        case EMOP_ISUB: return PyNumber_InPlaceSubtract(a, b);
-        case EMOP_IMUL: return PyNumber_InPlaceMultiply(a, b);
-        case EMOP_ITRUEDIV: return PyNumber_InPlaceTrueDivide(a, b);
-        case EMOP_IFLOORDIV: return PyNumber_InPlaceFloorDivide(a, b);
-        case EMOP_IMOD: return PyNumber_InPlaceRemainder(a, b);
-        case EMOP_IPOW: return PyNumber_InPlacePower(a, b, Py_None);
-        case EMOP_IMATMUL: return PyNumber_InPlaceMatrixMultiply(a, b);
-        case EMOP_IAND: return PyNumber_InPlaceAnd(a, b);
-        case EMOP_IOR: return PyNumber_InPlaceOr(a, b);
-        case EMOP_IXOR: return PyNumber_InPlaceXor(a, b);
-        case EMOP_ILSHIFT: return PyNumber_InPlaceLshift(a, b);
-        case EMOP_IRSHIFT: return PyNumber_InPlaceRshift(a, b);
-        case EMOP_LT: return PyObject_RichCompare(a, b, Py_LT);
-        case EMOP_LE: return PyObject_RichCompare(a, b, Py_LE);
-        case EMOP_EQ: return PyObject_RichCompare(a, b, Py_EQ);
-        case EMOP_NE: return PyObject_RichCompare(a, b, Py_NE);
-        case EMOP_GT: return PyObject_RichCompare(a, b, Py_GT);
-        case EMOP_GE: return PyObject_RichCompare(a, b, Py_GE);
-        case EMOP_SUBSCR: return PyObject_GetItem(a, b);
-        default: PyErr_SetString(PyExc_SystemError, "ember: bad binary op"); return NULL;
-    }
+    if (binary_fns[op]) return binary_fns[op](a, b);
+    if (em_op_info[op].kind == EMOK_COMPARE) return PyObject_RichCompare(a, b, Py_LT + (int)(op - EMOP_LT));
+    if (op == EMOP_SUBSCR) return PyObject_GetItem(a, b);
+    PyErr_SetString(PyExc_SystemError, "ember: bad binary op");
+    return NULL;
 }
 
 static PyObject *run_node(const EmGraph *G, const EmNode *n, PyObject **vals) {

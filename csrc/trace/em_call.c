@@ -8,10 +8,11 @@
 
 #include "../pyver/em_state.h"
 
-/* Rule numbers: ember/_rules.py. */
+/* Rule numbers (em_rules.def; ember/_rules.py reads them as _C.RULE_*). */
 enum {
-    RULE_UNKNOWN = 0, RULE_GRAPH = 1, RULE_CONST = 2, RULE_ABORT = 3, RULE_META_QUERY = 4, RULE_TRUE = 5,
-    RULE_CTX = 6
+#define X(name) RULE_##name,
+#include "em_rules.def"
+#undef X
 };
 
 static int rule_of(PyObject *fn) {

@@ -8,10 +8,8 @@
 
 #include "../pyver/em_state.h"
 
-enum { DT_U8 = 0, DT_I64 = 4, DT_F16 = 5, DT_F32 = 6, DT_F64 = 7, DT_BOOL = 11, DT_BF16 = 15 };
-
-static int is_float_dt(int d) { return d == DT_F16 || d == DT_F32 || d == DT_F64 || d == DT_BF16; }
-static int is_int_dt(int d) { return d >= DT_U8 && d <= DT_I64; }
+static int is_float_dt(int d) { return em_dtype_class(d) == EMDC_FLOAT; }
+static int is_int_dt(int d) { return em_dtype_class(d) == EMDC_INT; }
 
 static int contiguous(const EmGraph *G, const EmNode *n) {
     const int64_t *sz = em_ir_sizes(G, n), *st = em_ir_strides(G, n);
@@ -97,7 +95,7 @@ int em_infer_pointwise(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nar
     if (!is_float_dt(d) && !(is_int_dt(d) && !has_float_scalar && op != EMOP_TRUEDIV && op != EMOP_CALL))
         return 0;
     if (kind == EMOK_COMPARE) {
-        d = DT_BOOL;
+        d = EMDT_BOOL;
         rg = 0;
     }
     *dtype = d;

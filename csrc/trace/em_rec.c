@@ -146,20 +146,19 @@ EmStatus h_load_method(EmTracer *T, const EmInstr *in) { return h_load_attr(T, i
 
 /* ---- operators ---- */
 
+/* BINARY_OP's operand (CPython's NB_* number) of each graph op; -1 for ops that are not
+ * Python binary operators. */
+#define EM_NB_NONE (-1)
+static const int8_t op_nb[EMOP__COUNT] = {
+#define X(e, name, kind, flags, nb, fn, py) EM_NB_##nb,
+#include "../ir/em_ops.def"
+#undef X
+};
+#undef EM_NB_NONE
+
 static EmOp nb_op(int arg) {
-    static const struct {
-        const char *sym;
-        EmOp op;
-    } map[] = {{"+", EMOP_ADD},     {"-", EMOP_SUB},       {"*", EMOP_MUL},      {"/", EMOP_TRUEDIV},
-               {"//", EMOP_FLOORDIV}, {"%", EMOP_MOD},     {"**", EMOP_POW},     {"@", EMOP_MATMUL},
-               {"&", EMOP_AND},     {"|", EMOP_OR},        {"^", EMOP_XOR},      {"<<", EMOP_LSHIFT},
-               {">>", EMOP_RSHIFT}, {"+=", EMOP_IADD},     {"-=", EMOP_ISUB},    {"*=", EMOP_IMUL},
-               {"/=", EMOP_ITRUEDIV}, {"//=", EMOP_IFLOORDIV}, {"%=", EMOP_IMOD}, {"**=", EMOP_IPOW},
-               {"@=", EMOP_IMATMUL}, {"&=", EMOP_IAND},    {"|=", EMOP_IOR},     {"^=", EMOP_IXOR},
-               {"<<=", EMOP_ILSHIFT}, {">>=", EMOP_IRSHIFT}};
-    if (arg < 0 || arg >= EM_NB_OPS_COUNT) return EMOP__COUNT;
-    for (size_t i = 0; i < sizeof(map) / sizeof(*map); i++)
-        if (!strcmp(map[i].sym, em_nb_ops[arg])) return map[i].op;
+    for (int op = 0; arg >= 0 && op < EMOP__COUNT; op++)
+        if (op_nb[op] == arg) return (EmOp)op;
     return EMOP__COUNT;
 }
 
@@ -945,19 +944,15 @@ EmStatus h_jump(EmTracer *T, const EmInstr *in) {
 EmStatus h_pop_jump_if(EmTracer *T, const EmInstr *in) {
     NEED(1);
     EmSym *c = POP();
-    const char *name = em_op_names[in->op];
-    int take;
-    if (strstr(name, "NONE")) {
-        int is_none = c->kind == SYM_CONST && c->obj == Py_None;
+    int holds; /* the jump's test: `c is None`, or the truth of c */
+    if (em_op_flags[in->op] & EM_OPF_NONE_TEST) {
         if (c->kind == SYM_NULL) return em_trace_fail(T, EMA_VALUE, "None test of NULL");
-        take = strstr(name, "NOT_NONE") ? !is_none : is_none;
+        holds = c->kind == SYM_CONST && c->obj == Py_None;
     } else {
-        int t;
-        EmStatus st = em_sym_truth(T, c, &t);
+        EmStatus st = em_sym_truth(T, c, &holds);
         if (st != EM_OK) return st;
-        take = strstr(name, "IF_TRUE") ? t : !t;
     }
-    if (take) T->ip = em_jump_target(in);
+    if ((em_op_flags[in->op] & EM_OPF_JUMP_IF_TRUE) ? holds : !holds) T->ip = em_jump_target(in);
     return EM_OK;
 }
 

@@ -146,7 +146,7 @@ static int dev_code(PyObject *dev, int *type, int *index) {
         return -1;
     }
     const char *ts = PyUnicode_AsUTF8(t);
-    if (ts) *type = !strcmp(ts, "cpu") ? 0 : !strcmp(ts, "cuda") ? 1 : !strcmp(ts, "meta") ? 14 : 99;
+    if (ts) *type = em_dev_type_of(ts);
     if (i != Py_None) *index = (int)PyLong_AsLong(i);
     Py_DECREF(t);
     Py_DECREF(i);
@@ -1008,76 +1008,82 @@ EmStatus em_sym_getattr_generic(EmTracer *T, EmSym *base, PyObject *name, EmSym 
     return obj_attr_impl(T, base, name, 0, out, &self, 1);
 }
 
+/* Name of module o for messages: "?" when its __name__ is missing or not a str. */
+static const char *module_label(PyObject *o) {
+    PyObject *name = PyDict_GetItemString(PyModule_GetDict(o), "__name__");
+    const char *s = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    if (!s && PyErr_Occurred()) PyErr_Clear(); /* AsUTF8 fails only on lone surrogates or memory */
+    return s ? s : "?";
+}
+
+/* ember/_rules.py's answer (policy "trusted_module" or "torch_module") for module o: 1 or 0;
+ * -1 with an exception. */
+static int module_policy(PyObject *o, const char *policy) {
+    PyObject *r = PyObject_CallMethod(em_state.meta_run, policy, "O", o);
+    int yes = r ? PyObject_IsTrue(r) : -1;
+    Py_XDECREF(r);
+    return yes;
+}
+
 /* v, an attribute of module o that is not guarded (trusted library modules): a constant, or
  * an object sym by identity; a tensor stored in a module is refused. */
 static EmStatus module_value(EmTracer *T, PyObject *o, PyObject *v, EmSym **out) {
-    if (PyObject_TypeCheck(v, em_state.tensor_type)) {
-        const char *mn = PyModule_GetName(o);
-        if (!mn) PyErr_Clear();
-        return em_trace_fail(T, EMA_ATTR, "tensor stored in module %s", mn ? mn : "?");
-    }
+    if (PyObject_TypeCheck(v, em_state.tensor_type))
+        return em_trace_fail(T, EMA_ATTR, "tensor stored in module %s", module_label(o));
     *out = is_pure(v, 0) ? em_sym_const(T, v) : em_sym_new(T, SYM_OBJ);
     if (*out && (*out)->kind == SYM_OBJ) (*out)->obj = Py_NewRef(v);
     return *out ? EM_OK : EM_ERR;
 }
 
-/* generic: object.__getattribute__ semantics even when the type overrides it. */
-static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self,
-                              int generic) {
+/* name, missing from module o's dict: torch's modules that resolve names in a __getattr__
+ * (torch._VF) answer now, unguarded as their other attributes; other modules' may import
+ * (not at trace time). */
+static EmStatus module_getattr(EmTracer *T, PyObject *o, PyObject *name, const char *n, EmSym **out) {
+    int lazy = Py_TYPE(o) != &PyModule_Type || PyDict_GetItemString(PyModule_GetDict(o), "__getattr__");
+    int torch = lazy ? module_policy(o, "torch_module") : 0;
+    if (torch < 0) return EM_ERR;
+    if (torch) {
+        PyObject *r = PyObject_GetAttr(o, name);
+        if (r) {
+            EmStatus st = module_value(T, o, r, out);
+            Py_DECREF(r);
+            return st;
+        }
+        /* whatever __getattr__ raised, the instruction raises again when it runs as Python */
+        PyErr_Clear();
+    }
+    return em_trace_fail(T, EMA_ATTR, "%s.%s (module attribute missing)", module_label(o), n);
+}
+
+/* An attribute of a module: guarded through the module's dict, except in trusted library
+ * modules (ember/_rules.py trusted_module; README limitations) and those that say
+ * __ember_trusted__. */
+static EmStatus module_attr(EmTracer *T, EmSym *base, PyObject *name, const char *n, EmSym **out) {
+    PyObject *o = base->obj, *v = PyDict_GetItemWithError(PyModule_GetDict(o), name);
+    if (!v) return PyErr_Occurred() ? EM_ERR : module_getattr(T, o, name, n, out);
+    if (base->src >= 0 && !PyObject_HasAttrString(o, "__ember_trusted__")) {
+        int trusted = module_policy(o, "trusted_module");
+        if (trusted < 0) return EM_ERR;
+        if (!trusted) {
+            int32_t slot = em_guard_odict(T->P, base->src, name);
+            if (slot < 0) return EM_ERR;
+            EmStatus st;
+            *out = em_sym_wrap(T, v, slot, &st);
+            return *out ? EM_OK : st;
+        }
+    }
+    return module_value(T, o, v, out);
+}
+
+/* o.__dict__ and o.__class__ of a guarded instance o (*done = 1); otherwise *done = 0. */
+static EmStatus dunder_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, int *done) {
     PyObject *o = base->obj;
-    const char *n = PyUnicode_AsUTF8(name);
-    if (!n) return EM_ERR;
-    EmStatus st = EM_ERR;
-    if (Py_IS_TYPE(o, &PySuper_Type) && base->items.len == 1) return super_attr(T, base, name, method, out, self);
-    if (PyModule_Check(o)) {
-        PyObject *d = PyModule_GetDict(o);
-        PyObject *v = d ? PyDict_GetItemWithError(d, name) : NULL;
-        if (!v) {
-            if (PyErr_Occurred()) return EM_ERR;
-            /* torch's modules that resolve names in a __getattr__ (torch._VF): looked up now,
-             * unguarded as their other attributes; other modules' may import (not at trace time) */
-            const char *mn = PyModule_GetName(o);
-            if (!mn) PyErr_Clear();
-            if (mn && !strncmp(mn, "torch", 5) && (Py_TYPE(o) != &PyModule_Type || PyDict_GetItemString(d, "__getattr__"))) {
-                PyObject *r = PyObject_GetAttr(o, name);
-                if (r) {
-                    st = module_value(T, o, r, out);
-                    Py_DECREF(r);
-                    return st;
-                }
-                PyErr_Clear();
-            }
-            return em_trace_fail(T, EMA_ATTR, "%s.%s (module attribute missing)", mn ? mn : "?", n);
-        }
-        /* attributes of trusted library modules are not guarded: see README limitations */
-        if (base->src >= 0 && !PyObject_HasAttrString(o, "__ember_trusted__")) {
-            const char *mn = PyModule_GetName(o);
-            if (!mn) PyErr_Clear();
-            int trusted = mn && (!strncmp(mn, "torch", 5) || !strcmp(mn, "math") || !strcmp(mn, "operator") ||
-                                 !strcmp(mn, "builtins") || !strncmp(mn, "numpy", 5));
-            if (!trusted) {
-                int32_t slot = em_guard_odict(T->P, base->src, name);
-                if (slot < 0) return EM_ERR;
-                *out = em_sym_wrap(T, v, slot, &st);
-                return *out ? EM_OK : st;
-            }
-        }
-        return module_value(T, o, v, out);
-    }
-    int done;
-    if ((st = describing_attr(T, base, name, n, out, &done)) != EM_OK || done) return st;
-    if (base->src < 0) return em_trace_fail(T, EMA_ATTR, "%s.%s of an object made while tracing", Py_TYPE(o)->tp_name, n);
-    if (PyType_Check(o)) return type_attr(T, base, name, method, out, self);
-    EmSym *stored = T->stores.len ? em_obj_stored(T, base, name) : NULL;
-    if (stored) { /* written earlier in this trace (replayed after the graph) */
-        *out = stored;
-        return EM_OK;
-    }
     PyTypeObject *tp = Py_TYPE(o);
     static PyObject *s_class;
     if (!s_class && !(s_class = PyUnicode_InternFromString("__class__"))) return EM_ERR;
     static PyObject *s_dict;
     if (!s_dict && !(s_dict = PyUnicode_InternFromString("__dict__"))) return EM_ERR;
+    *done = 1;
     if (PyUnicode_Compare(name, s_dict) == 0 && !method) {
         PyObject *od = em_obj_dict(o);
         if (!od || !PyDict_CheckExact(od))
@@ -1095,80 +1101,134 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
         if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
         return known_out(T, (PyObject *)tp, tp->tp_name, out);
     }
-    PyObject *getattr_hook = NULL;
-    if (!generic && tp->tp_getattro != PyObject_GenericGetAttr && !PyObject_IsInstance(o, em_state.nn_module_type)) {
-        static PyObject *s_ga, *s_gattr; /* interned names, immortal for the process */
-        if (!s_ga && !(s_ga = PyUnicode_InternFromString("__getattribute__"))) return EM_ERR;
-        if (!s_gattr && !(s_gattr = PyUnicode_InternFromString("__getattr__"))) return EM_ERR;
-        PyObject *ga = _PyType_Lookup(tp, s_ga);
-        if (ga && PyFunction_Check(ga)) {
-            if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
-            return inline_attr_hook(T, ga, base, name, out);
-        }
-        PyObject *gattr = _PyType_Lookup(tp, s_gattr);
-        if (!ga || ga != em_state.object_getattribute || !gattr || !PyFunction_Check(gattr))
-            return em_trace_fail(T, EMA_ATTR, "%s.%s (custom __getattribute__)", tp->tp_name, n);
-        getattr_hook = gattr; /* object's lookup, then __getattr__ when it finds nothing */
+    *done = 0;
+    return EM_OK;
+}
+
+/* A type whose attribute lookup is not object's: a Python __getattribute__ is inlined
+ * (*done = 1); object's lookup followed by a Python __getattr__ sets *hook to it; anything
+ * else aborts. */
+static EmStatus getattribute_hook(EmTracer *T, EmSym *base, PyObject *name, const char *n, PyObject **hook,
+                                  EmSym **out, int *done) {
+    PyTypeObject *tp = Py_TYPE(base->obj);
+    *done = 0;
+    static PyObject *s_ga, *s_gattr; /* interned names, immortal for the process */
+    if (!s_ga && !(s_ga = PyUnicode_InternFromString("__getattribute__"))) return EM_ERR;
+    if (!s_gattr && !(s_gattr = PyUnicode_InternFromString("__getattr__"))) return EM_ERR;
+    PyObject *ga = _PyType_Lookup(tp, s_ga);
+    if (ga && PyFunction_Check(ga)) {
+        *done = 1;
+        if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
+        return inline_attr_hook(T, ga, base, name, out);
     }
+    PyObject *gattr = _PyType_Lookup(tp, s_gattr);
+    if (!ga || ga != em_state.object_getattribute || !gattr || !PyFunction_Check(gattr))
+        return em_trace_fail(T, EMA_ATTR, "%s.%s (custom __getattribute__)", tp->tp_name, n);
+    *hook = gattr; /* object's lookup, then __getattr__ when it finds nothing */
+    return EM_OK;
+}
+
+/* A __slots__ field of a guarded instance: guarded through getattr. */
+static EmStatus slot_attr(EmTracer *T, EmSym *base, PyObject *name, const char *n, EmSym **out) {
+    PyTypeObject *tp = Py_TYPE(base->obj);
+    EmStatus st = EM_ERR;
+    if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
+    int32_t ms = em_guard_attr(T->P, base->src, name);
+    if (ms < 0) return EM_ERR;
+    PyObject *mv = PyObject_GetAttr(base->obj, name);
+    if (!mv) { /* whatever the read raised (an empty slot's AttributeError), the instruction
+                * raises again when it runs as Python */
+        PyErr_Clear();
+        return em_trace_fail(T, EMA_ATTR, "%s.%s (empty slot)", tp->tp_name, n);
+    }
+    *out = em_sym_wrap(T, mv, ms, &st);
+    Py_DECREF(mv);
+    return *out ? EM_OK : st;
+}
+
+/* The value of name in instance o's dict, or for an nn.Module without a class attribute
+ * `name`, in its _parameters, _buffers or _modules (borrowed, NULL if none), with its guard
+ * slot in *slot (-1 on error). -1 with an exception, else 0. */
+static int instance_value(EmTracer *T, EmSym *base, PyObject *name, PyObject *descr, PyObject **v, int32_t *slot) {
+    PyObject *o = base->obj, *od = em_obj_dict(o);
+    *v = od ? PyDict_GetItemWithError(od, name) : NULL;
+    *slot = -1;
+    if (*v) {
+        *slot = em_guard_odict(T->P, base->src, name);
+    } else if (PyErr_Occurred()) {
+        return -1;
+    } else if (!descr && od && PyObject_IsInstance(o, em_state.nn_module_type) == 1) {
+        static const char *const tables[] = {"_parameters", "_buffers", "_modules", NULL};
+        for (int i = 0; tables[i] && !*v; i++) {
+            PyObject *tab = PyDict_GetItemString(od, tables[i]);
+            PyObject *tn = PyUnicode_InternFromString(tables[i]);
+            if (!tn) return -1;
+            *v = tab && PyDict_Check(tab) ? PyDict_GetItemWithError(tab, name) : NULL;
+            if (*v) {
+                int32_t ts = em_guard_odict(T->P, base->src, tn);
+                *slot = ts < 0 ? -1 : em_guard_dict(T->P, ts, name);
+            }
+            Py_DECREF(tn);
+            if (PyErr_Occurred()) return -1;
+        }
+    }
+    return 0;
+}
+
+/* AttributeError: a getattr(o, n, default) or hasattr() around it may use the absence. */
+static EmStatus attr_not_found(EmTracer *T, EmSym *base, PyObject *name, const char *n) {
+    int absent = attr_absent(T, base, name, 1);
+    if (absent < 0) return EM_ERR;
+    if (absent) {
+        T->missing_attr = 1;
+        T->missing_handlers = T->handlers;
+    }
+    return em_trace_fail(T, EMA_ATTR, "%s.%s (not found)", Py_TYPE(base->obj)->tp_name, n);
+}
+
+/* generic: object.__getattribute__ semantics even when the type overrides it. */
+static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self,
+                              int generic) {
+    PyObject *o = base->obj;
+    const char *n = PyUnicode_AsUTF8(name);
+    if (!n) return EM_ERR;
+    EmStatus st = EM_ERR;
+    if (Py_IS_TYPE(o, &PySuper_Type) && base->items.len == 1) return super_attr(T, base, name, method, out, self);
+    if (PyModule_Check(o)) return module_attr(T, base, name, n, out);
+    int done;
+    if ((st = describing_attr(T, base, name, n, out, &done)) != EM_OK || done) return st;
+    if (base->src < 0) return em_trace_fail(T, EMA_ATTR, "%s.%s of an object made while tracing", Py_TYPE(o)->tp_name, n);
+    if (PyType_Check(o)) return type_attr(T, base, name, method, out, self);
+    EmSym *stored = T->stores.len ? em_obj_stored(T, base, name) : NULL;
+    if (stored) { /* written earlier in this trace (replayed after the graph) */
+        *out = stored;
+        return EM_OK;
+    }
+    PyTypeObject *tp = Py_TYPE(o);
+    if ((st = dunder_attr(T, base, name, method, out, &done)) != EM_OK || done) return st;
+    PyObject *getattr_hook = NULL;
+    if (!generic && tp->tp_getattro != PyObject_GenericGetAttr && !PyObject_IsInstance(o, em_state.nn_module_type) &&
+        ((st = getattribute_hook(T, base, name, n, &getattr_hook, out, &done)) != EM_OK || done))
+        return st;
     PyObject *descr = _PyType_Lookup(tp, name);
     if (descr && Py_IS_TYPE(descr, &PyProperty_Type)) { /* a data descriptor: before the instance dict */
         if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
         return class_attr(T, base, tp, descr, n, method, out, self);
     }
-    if (descr && Py_IS_TYPE(descr, &PyMemberDescr_Type)) { /* a __slots__ field: guarded through getattr */
-        if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
-        int32_t ms = em_guard_attr(T->P, base->src, name);
-        if (ms < 0) return EM_ERR;
-        PyObject *mv = PyObject_GetAttr(o, name);
-        if (!mv) {
-            PyErr_Clear();
-            return em_trace_fail(T, EMA_ATTR, "%s.%s (empty slot)", tp->tp_name, n);
-        }
-        *out = em_sym_wrap(T, mv, ms, &st);
-        Py_DECREF(mv);
-        return *out ? EM_OK : st;
-    }
+    if (descr && Py_IS_TYPE(descr, &PyMemberDescr_Type)) return slot_attr(T, base, name, n, out);
     if (descr && Py_TYPE(descr)->tp_descr_set)
         return em_trace_fail(T, EMA_ATTR, "%s.%s (property or descriptor)", tp->tp_name, n);
     if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
-    PyObject *od = em_obj_dict(o);
-    PyObject *v = od ? PyDict_GetItemWithError(od, name) : NULL;
-    int32_t slot = -1;
-    if (v) {
-        slot = em_guard_odict(T->P, base->src, name);
-    } else if (PyErr_Occurred()) {
-        return EM_ERR;
-    } else if (!descr && od && PyObject_IsInstance(o, em_state.nn_module_type) == 1) {
-        static const char *const tables[] = {"_parameters", "_buffers", "_modules", NULL};
-        for (int i = 0; tables[i] && !v; i++) {
-            PyObject *tab = PyDict_GetItemString(od, tables[i]);
-            PyObject *tn = PyUnicode_InternFromString(tables[i]);
-            if (!tn) return EM_ERR;
-            v = tab && PyDict_Check(tab) ? PyDict_GetItemWithError(tab, name) : NULL;
-            if (v) {
-                int32_t ts = em_guard_odict(T->P, base->src, tn);
-                slot = ts < 0 ? -1 : em_guard_dict(T->P, ts, name);
-            }
-            Py_DECREF(tn);
-            if (PyErr_Occurred()) return EM_ERR;
-        }
-    }
+    PyObject *v;
+    int32_t slot;
+    if (instance_value(T, base, name, descr, &v, &slot)) return EM_ERR;
     if (v) {
         if (slot < 0) return EM_ERR;
         *out = em_sym_wrap(T, v, slot, &st);
         return *out ? EM_OK : st;
     }
     if (!descr && getattr_hook) return inline_attr_hook(T, getattr_hook, base, name, out);
-    if (!descr) {
-        /* AttributeError: a getattr(o, n, default) or hasattr() around it may use the absence */
-        int absent = attr_absent(T, base, name, 1);
-        if (absent < 0) return EM_ERR;
-        if (absent) {
-            T->missing_attr = 1;
-            T->missing_handlers = T->handlers;
-        }
-        return em_trace_fail(T, EMA_ATTR, "%s.%s (not found)", tp->tp_name, n);
-    }
+    if (!descr) return attr_not_found(T, base, name, n);
     if (Py_TYPE(descr)->tp_descr_get) return class_attr(T, base, tp, descr, n, method, out, self);
     /* a plain class attribute: guard its value through a generic getattr */
     slot = em_guard_attr(T->P, base->src, name);

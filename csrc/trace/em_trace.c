@@ -364,21 +364,6 @@ static int local_unchanged(EmTracer *T, int i) {
     return T->arg_slots[i] >= 0 && s->src == T->arg_slots[i];
 }
 
-/* 1 for an instruction after which control never falls through to the next one. */
-static int ends_flow(int op) {
-    int r = op == EM_OP_JUMP_FORWARD || op == EM_OP_RETURN_VALUE || op == EM_OP_RAISE_VARARGS || op == EM_OP_RERAISE;
-#ifdef EM_OP_JUMP_BACKWARD
-    r |= op == EM_OP_JUMP_BACKWARD;
-#endif
-#ifdef EM_OP_JUMP_BACKWARD_NO_INTERRUPT
-    r |= op == EM_OP_JUMP_BACKWARD_NO_INTERRUPT;
-#endif
-#ifdef EM_OP_RETURN_CONST
-    r |= op == EM_OP_RETURN_CONST;
-#endif
-    return r;
-}
-
 /* Marks in read[i] (n fast locals) the locals the code may read from code unit `from` on:
  * LOAD_FAST and the like, DELETE_FAST, in any instruction reachable from there (jumps, fall
  * through, exception handlers); all of them when it may read its locals by name (locals(),
@@ -436,7 +421,7 @@ static int locals_read(EmTracer *T, char *read, int n, int from) {
         }
         if (e) work[top++] = handler;
         if (em_op_is_jump[in.op]) work[top++] = em_jump_target(&in);
-        if (!ends_flow(in.op)) work[top++] = in.next;
+        if (!(em_op_flags[in.op] & EM_OPF_NO_FALLTHROUGH)) work[top++] = in.next;
     }
     free(seen);
     free(work);

@@ -16,7 +16,7 @@ import re
 
 import torch
 
-from .. import _logging, _rules
+from .. import _C, _logging, _rules
 
 
 class BackendCompilerFailed(RuntimeError):
@@ -27,8 +27,8 @@ class _Unexportable(Exception):
     """The graph holds something a GraphModule cannot express: it runs on ember's C executor."""
 
 
-# c10::DeviceType numbers (c10/core/DeviceType.h) of the devices ember tracks
-_DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 14: "meta", 20: "privateuseone"}
+# c10::DeviceType number -> name of the device types ember tracks (csrc/ir/em_devices.def)
+_DEVICE_TYPES = _C.DEVICE_TYPES
 _LITERAL_TYPES = (bool, int, float, complex, str, type(None), type(Ellipsis), torch.dtype, torch.device,
                   torch.memory_format, torch.layout)
 
@@ -111,8 +111,8 @@ def _unexportable_call(target, kwargs):
 
 
 _AUTOCAST_SIG = inspect.signature(torch.autocast.__init__)
-_INPLACE = {"iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "iand", "ior", "ixor",
-            "ilshift", "irshift"}
+# in-place operator op -> the op it is the in-place form of ("iadd" -> "add"; csrc/ir/em_ops.def)
+_INPLACE = {name: binary for name, _py, binary in _C.OPS if binary is not None}
 
 
 def _graph_op(name):
@@ -243,7 +243,7 @@ class _Builder:
         if op == "item":
             return g.call_function(operator.getitem, (pos[0], target))
         if op in _INPLACE and not isinstance(pos[0], torch.fx.Node):
-            op = op[1:]  # `c += t` on a Python constant is `c + t` (FX would print `0 += t`)
+            op = _INPLACE[op]  # `c += t` on a Python constant is `c + t` (FX would print `0 += t`)
         return g.call_function(_graph_op(op), tuple(pos), kwargs)
 
 

@@ -1,6 +1,8 @@
 """Graph IR: metadata of every value (C inference for common elementwise ops, torch's meta
 device for the rest) must equal what eager PyTorch produces; dumps are deterministic."""
+import dis
 import re
+import warnings
 
 import pytest
 import torch
@@ -8,6 +10,7 @@ import torch.nn.functional as F
 
 import ember
 import ember.testing
+from ember import _C, _rules
 
 DT = {torch.float32: "f32", torch.float64: "f64", torch.int64: "i64", torch.bool: "bool", torch.float16: "f16",
       torch.bfloat16: "bf16", torch.int32: "i32"}
@@ -70,3 +73,80 @@ def test_dump_is_deterministic():
     ember.compile(f)(x)
     assert ember.testing.entries(f)[0]["graph"] == first
     assert first.startswith("graph(inputs=1, ops=")
+
+
+# what each Python operator is called in the graph (an oracle independent of csrc/ir/em_ops.def)
+_OP_NAMES = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "//": "floordiv", "%": "mod", "**": "pow",
+             "@": "matmul", "&": "and", "|": "or", "^": "xor", "<<": "lshift", ">>": "rshift"}
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("sym", [sym for _nb, sym in dis._nb_ops], ids=[nb for nb, _sym in dis._nb_ops])
+def test_every_binary_operator(sym, backend):
+    """Every BINARY_OP operand becomes its own graph op, which the executor and FX export apply as
+    Python does: the result, and for `a op= b` the mutation of a, equal eager's."""
+    inplace = sym.endswith("=")
+    src = f"def f(a, b):\n    a {sym} b\n    return a\n" if inplace else f"def f(a, b):\n    return a {sym} b\n"
+    ns = {}
+    exec(compile(src, f"<{sym}>", "exec"), ns)
+    f = ns["f"]
+    dtype = torch.float64 if sym in ("/", "/=") else torch.int64
+
+    def make():
+        return torch.tensor([[3, 5], [7, 9]], dtype=dtype), torch.tensor([[1, 2], [3, 1]], dtype=dtype)
+
+    a, b = make()
+    ref = f(a, b)
+    a2, b2 = make()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback to the executor or to Python
+        got = ember.compile(f, backend=backend)(a2, b2)
+    torch.testing.assert_close(got, ref)
+    torch.testing.assert_close(a2, a)
+    name = ("i" if inplace else "") + _OP_NAMES[sym.rstrip("=") if inplace else sym]
+    assert f" {name}(%0, %1)" in ember.testing.entries(f)[0]["graph"]
+
+
+def test_inplace_operator_on_a_constant_exports():
+    """`c -= t` with c a Python number is `c - t` in the exported FX graph."""
+    def f(t):
+        c = 10
+        c -= t
+        c **= t
+        return c
+
+    t = torch.tensor([1, 2, 3])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert torch.equal(ember.compile(f, backend="aot_eager")(t), f(t))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_dtype_numbers_are_torchs(dtype):
+    """ember's dtype numbers (csrc/ir/em_dtypes.def, read in Python as _C.DTYPES) are c10's
+    ScalarType numbers: c10's default dtype, read directly, agrees with _rules.dtype_num."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        direct = _C._gs_read(True)[3]
+    except RuntimeError:
+        pytest.skip("c10's global state cannot be read directly here")
+    finally:
+        torch.set_default_dtype(old)
+    assert direct == _rules.dtype_num(dtype) >= 0
+    assert _rules._DTYPES[direct] is dtype
+
+
+def test_device_types_name_dumps_and_fx():
+    """The device types of em_devices.def are what dumps print and FX export builds."""
+    from ember.backends import fx
+    assert _C.DEVICE_TYPES[0] == "cpu" and _C.DEVICE_TYPES[14] == "meta"
+    assert fx._device(0, -1) == torch.device("cpu") and fx._device(1, 0) == torch.device("cuda", 0)
+    with pytest.raises(fx._Unexportable):
+        fx._device(99, -1)  # a device type ember does not name
+
+    def f(x):
+        return x + 1
+
+    ember.compile(f)(torch.randn(2))
+    assert re.search(r"add\(%0, 1\).*\) cpu$", ember.testing.entries(f)[0]["graph"], re.M)
