@@ -524,10 +524,10 @@ for _f in (torch.nn.functional.relu, torch.nn.functional.gelu, torch.nn.function
     POINTWISE.add(_f)
 
 
-# result shapes C infers from the operands (csrc/trace/em_infer.c), keyed by callable:
-# LIKE_FIRST: the first operand's shape and dtype (normalizations, dropout, activations);
-# LINEAR: F.linear; CONV: F.conv1d/2d/3d with integer stride/padding/dilation
-SHAPE_LIKE_FIRST, SHAPE_LINEAR, SHAPE_CONV = 1, 2, 3
+# result shapes C infers from the operands (csrc/trace/em_infer.c), keyed by callable; the rules
+# are the rows of csrc/trace/em_shape_rules.def
+SHAPE_LIKE_FIRST, SHAPE_LINEAR, SHAPE_CONV, SHAPE_ADAPTIVE_POOL = (_C.SHAPE_LIKE_FIRST, _C.SHAPE_LINEAR, _C.SHAPE_CONV,
+                                                                   _C.SHAPE_ADAPTIVE_POOL)
 _F = torch.nn.functional
 SHAPE_RULES = {}
 _NN = torch._C._nn
@@ -546,7 +546,6 @@ for _f in _fns(_F, "linear") + _fns(_NN, "linear"):
     SHAPE_RULES[_f] = SHAPE_LINEAR
 for _f in _fns(_F, "conv1d conv2d conv3d") + _fns(torch, "conv1d conv2d conv3d"):
     SHAPE_RULES[_f] = SHAPE_CONV
-SHAPE_ADAPTIVE_POOL = 4  # (kind, spatial dims)
 for _nsp, _owner, _name in ((1, _F, "adaptive_avg_pool1d"), (2, _F, "adaptive_avg_pool2d"),
                             (3, _F, "adaptive_avg_pool3d"), (1, torch, "adaptive_avg_pool1d"),
                             (2, _NN, "adaptive_avg_pool2d"), (3, _NN, "adaptive_avg_pool3d")):

@@ -488,6 +488,13 @@ static int add_tables(PyObject *m) {
     };
     for (int i = 0; i < (int)(sizeof(rules) / sizeof(*rules)); i++)
         if (PyModule_AddIntConstant(m, rules[i], i) < 0) return -1;
+    static const char *const shape_rules[] = { /* _C.SHAPE_<NAME>: the row's position + 1 */
+#define X(name) "SHAPE_" #name,
+#include "../trace/em_shape_rules.def"
+#undef X
+    };
+    for (int i = 0; i < (int)(sizeof(shape_rules) / sizeof(*shape_rules)); i++)
+        if (PyModule_AddIntConstant(m, shape_rules[i], i + 1) < 0) return -1;
     return 0;
 }
 

@@ -107,7 +107,12 @@ int em_infer_pointwise(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nar
 
 /* ---- shape rules (ember/_rules.py SHAPE_RULES) ---- */
 
-enum { SR_LIKE_FIRST = 1, SR_LINEAR = 2, SR_CONV = 3, SR_ADAPTIVE_POOL = 4 };
+enum {
+    SR_NONE,
+#define X(name) SR_##name,
+#include "em_shape_rules.def"
+#undef X
+};
 
 static const EmNode *tensor_node(EmTracer *T, EmSym *s) {
     if (s->kind != SYM_TENSOR) return NULL;
