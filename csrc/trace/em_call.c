@@ -226,158 +226,184 @@ static EmStatus record_inferred(EmTracer *T, EmOp op, PyObject *fn, const char *
     return EM_OK;
 }
 
-/* Runs meta_fn on meta values, records a node, and makes the result sym. */
-EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
-                      PyObject *meta_fn, EmSym **out) {
-    EmStatus st = EM_ERR;
-    PyObject *margs = NULL, *mkw = NULL, *res = NULL, *mres = NULL, *dev = NULL;
-    int has_tensor = 0;
-    char name[160];
-    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
-    if (op == EMOP_CALL) callable_name(fn, name, sizeof(name));
-    else snprintf(name, sizeof(name), "%s", em_op_info[op].name);
-    int cdt, crg;
-    const EmNode *like = NULL;
-    EmInferred inf;
-    int bnd = -1;
-    int inferred = em_infer_pointwise(T, op, fn, args, nargs, kwnames, &cdt, &like, &crg, inf.sizes, &bnd);
-    if (inferred < 0) return EM_ERR;
-    if (inferred) {
-        if (like->ndim > 64) return em_trace_fail(T, EMA_META, "%s on more than 64 dimensions", name);
-        inf.dtype = cdt;
-        inf.dev_type = like->dev_type;
-        inf.dev_index = like->dev_index;
-        inf.requires_grad = crg;
-        if (bnd >= 0) { /* broadcast: contiguous */
-            inf.ndim = bnd;
-            int64_t stv = 1;
-            for (int i = bnd - 1; i >= 0; i--) {
-                inf.strides[i] = stv;
-                stv *= inf.sizes[i] > 1 ? inf.sizes[i] : 1;
-            }
-        } else {
-            inf.ndim = like->ndim;
-            if (like->ndim) {
-                memcpy(inf.sizes, em_ir_sizes(T->G, like), sizeof(int64_t) * (size_t)like->ndim);
-                memcpy(inf.strides, em_ir_strides(T->G, like), sizeof(int64_t) * (size_t)like->ndim);
-            }
+/* The metadata of a pointwise result from em_infer_pointwise's answer: like's shape and
+ * strides, or the contiguous broadcast shape already in inf->sizes when bnd >= 0. */
+static void pointwise_result(EmTracer *T, const EmNode *like, int dtype, int requires_grad, int bnd,
+                             EmInferred *inf) {
+    inf->dtype = dtype;
+    inf->dev_type = like->dev_type;
+    inf->dev_index = like->dev_index;
+    inf->requires_grad = requires_grad;
+    if (bnd >= 0) {
+        inf->ndim = bnd;
+        int64_t stv = 1;
+        for (int i = bnd - 1; i >= 0; i--) {
+            inf->strides[i] = stv;
+            stv *= inf->sizes[i] > 1 ? inf->sizes[i] : 1;
         }
-        return record_inferred(T, op, fn, name, args, nargs, NULL, &inf, out);
+    } else {
+        inf->ndim = like->ndim;
+        if (like->ndim) {
+            memcpy(inf->sizes, em_ir_sizes(T->G, like), sizeof(int64_t) * (size_t)like->ndim);
+            memcpy(inf->strides, em_ir_strides(T->G, like), sizeof(int64_t) * (size_t)like->ndim);
+        }
     }
-    if (op == EMOP_CALL && (inferred = em_infer_shape(T, fn, args, nargs, kwnames, &inf)) != 0)
-        return inferred < 0 ? EM_ERR : record_inferred(T, op, fn, name, args, nargs, kwnames, &inf, out);
-    if (!(margs = PyTuple_New(npos + (op == EMOP_GETATTR)))) goto done;
+}
+
+/* The call's arguments as meta values: *margs (positional, then fn for a GETATTR) and *mkw,
+ * both new references. EM_OK, or the status with both NULL. */
+static EmStatus meta_call_args(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
+                               PyObject **margs, PyObject **mkw) {
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    int has_tensor = 0;
+    EmStatus st = EM_ERR;
+    *mkw = NULL;
+    if (!(*margs = PyTuple_New(npos + (op == EMOP_GETATTR)))) return EM_ERR;
     for (Py_ssize_t i = 0; i < npos; i++) {
         PyObject *v = meta_value(T, args[i], &has_tensor);
         if (!v) {
             st = meta_value_status();
-            goto done;
+            goto fail;
         }
-        PyTuple_SET_ITEM(margs, i, v);
+        PyTuple_SET_ITEM(*margs, i, v);
     }
-    if (op == EMOP_GETATTR) PyTuple_SET_ITEM(margs, npos, Py_NewRef(fn));
-    if (!(mkw = PyDict_New())) goto done;
+    if (op == EMOP_GETATTR) PyTuple_SET_ITEM(*margs, npos, Py_NewRef(fn));
+    if (!(*mkw = PyDict_New())) goto fail;
     for (Py_ssize_t i = 0; i < nkw; i++) {
         PyObject *v = meta_value(T, args[npos + i], &has_tensor);
-        if (!v || PyDict_SetItem(mkw, PyTuple_GET_ITEM(kwnames, i), v)) {
-            if (!v) st = meta_value_status();
-            Py_XDECREF(v);
-            goto done;
-        }
-        Py_DECREF(v);
+        int bad = !v || PyDict_SetItem(*mkw, PyTuple_GET_ITEM(kwnames, i), v);
+        if (!v) st = meta_value_status();
+        Py_XDECREF(v);
+        if (bad) goto fail;
     }
-    dev = result_device(T, args, nargs);
-    res = PyObject_CallMethod(em_state.meta_run, "run", "OOOO", meta_fn ? meta_fn : fn, margs, mkw,
-                              dev ? dev : Py_None);
-    if (!res) {
-        PyObject *et, *ev, *tb;
-        PyErr_Fetch(&et, &ev, &tb);
-        PyObject *msg = ev ? PyObject_Str(ev) : NULL;
-        const char *m = msg ? PyUnicode_AsUTF8(msg) : NULL;
-        if (!m) PyErr_Clear();
-        st = em_trace_fail(T, EMA_META, "%s (%.100s)", name, m ? m : "error");
-        Py_XDECREF(msg);
-        Py_XDECREF(et);
-        Py_XDECREF(ev);
-        Py_XDECREF(tb);
-        goto done;
-    }
-    mres = PyTuple_GET_ITEM(res, 0);
-    PyObject *rdev = PyTuple_GET_ITEM(res, 1);
-    int is_tensor = PyObject_TypeCheck(mres, em_state.tensor_type);
-    int is_seq = !is_tensor && (PyTuple_Check(mres) || PyList_Check(mres));
-    if (is_seq) {
-        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(mres); i++)
-            if (!PyObject_TypeCheck(PySequence_Fast_GET_ITEM(mres, i), em_state.tensor_type) &&
-                PySequence_Fast_GET_ITEM(mres, i) != Py_None) {
-                st = em_trace_fail(T, EMA_DATA_DEP, "%s returning non-tensors", name);
-                goto done;
-            }
-    }
-    if (!is_tensor && !is_seq && mres != Py_None) {
-        st = em_trace_fail(T, EMA_DATA_DEP, "%s returning %s", name, Py_TYPE(mres)->tp_name);
-        goto done;
-    }
-    int32_t a0 = em_node_args(T, args, nargs, &st);
-    if (a0 < 0) goto done;
-    int32_t fnc = -1, kwc = kw_const(T, kwnames);
-    if (kwnames && kwc < 0) goto done;
-    if (op == EMOP_CALL || op == EMOP_GETATTR) {
-        fnc = em_ir_const(T->G, EMC_OBJ, 0, 0, fn, op == EMOP_CALL ? name : PyUnicode_AsUTF8(fn));
-        if (fnc < 0) {
-            PyErr_NoMemory();
-            goto done;
-        }
-    }
-    EmRef r = em_ir_node(T->G, op, a0, nargs, kwc, (int32_t)nkw, fnc);
-    if (r < 0) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (is_tensor) {
-        /* an op that returned one of its tensor arguments (in place): the sym now names r */
+    return EM_OK;
+fail:
+    Py_CLEAR(*margs);
+    Py_CLEAR(*mkw);
+    return st;
+}
+
+/* The meta run raised: the trace aborts with the op's name and the exception's message. */
+static EmStatus meta_run_failed(EmTracer *T, const char *name) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *msg = ev ? PyObject_Str(ev) : NULL;
+    const char *m = msg ? PyUnicode_AsUTF8(msg) : NULL;
+    if (!m) PyErr_Clear(); /* the message is only decoration: whatever str() raised is dropped */
+    EmStatus st = em_trace_fail(T, EMA_META, "%s (%.100s)", name, m ? m : "error");
+    Py_XDECREF(msg);
+    Py_XDECREF(et);
+    Py_XDECREF(ev);
+    Py_XDECREF(tb);
+    return st;
+}
+
+/* The sym of node r, whose meta result mres (on device rdev) is a tensor, a tuple/list of
+ * tensors and Nones, or None (the caller checked). A tensor that is one of the arguments (an
+ * in-place op) is that argument's sym, retargeted to r. */
+static EmStatus result_sym(EmTracer *T, EmRef r, PyObject *mres, PyObject *rdev, EmSym **args, int nargs,
+                           EmSym **out) {
+    if (PyObject_TypeCheck(mres, em_state.tensor_type)) {
         for (int i = 0; i < nargs; i++)
             if (args[i]->kind == SYM_TENSOR && args[i]->obj == mres) {
-                if (em_sym_retarget(T, args[i], r, mres, rdev)) goto done;
+                if (em_sym_retarget(T, args[i], r, mres, rdev)) return EM_ERR;
                 *out = args[i];
-                st = EM_OK;
-                goto done;
+                return EM_OK;
             }
         *out = em_sym_tensor(T, r, mres, rdev);
-        st = *out ? EM_OK : EM_ERR;
-    } else if (is_seq) {
-        T->G->nodes.data[r].vkind = EMV_SEQ;
-        int is_list = PyList_Check(mres);
-        EmSym *s = em_sym_new(T, is_list ? SYM_LIST : SYM_TUPLE);
-        if (!s) goto done;
-        if (!is_list && !PyTuple_CheckExact(mres)) s->seq_type = Py_NewRef((PyObject *)Py_TYPE(mres));
-        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(mres); i++) {
-            if (PySequence_Fast_GET_ITEM(mres, i) == Py_None) { /* (out, None) results: a constant */
-                EmSym *c = em_sym_const(T, Py_None);
-                if (!c || em_vec_push(&s->items, c)) goto done;
-                continue;
-            }
-            int32_t a = em_ir_arg(T->G, EMA_REF, r, 0);
-            EmRef ri = a < 0 ? -1 : em_ir_node(T->G, EMOP_ITEM, a, 1, -1, 0, -1);
-            if (ri < 0) {
-                PyErr_NoMemory();
-                goto done;
-            }
-            T->G->nodes.data[ri].aux = (int32_t)i;
-            EmSym *it = em_sym_tensor(T, ri, PySequence_Fast_GET_ITEM(mres, i), rdev);
-            if (!it || em_vec_push(&s->items, it)) goto done;
-        }
-        *out = s;
-        st = EM_OK;
-    } else {
+        return *out ? EM_OK : EM_ERR;
+    }
+    if (mres == Py_None) {
         T->G->nodes.data[r].vkind = EMV_NONE;
         *out = em_sym_const(T, Py_None);
-        st = *out ? EM_OK : EM_ERR;
+        return *out ? EM_OK : EM_ERR;
     }
-done:
-    Py_XDECREF(margs);
-    Py_XDECREF(mkw);
-    Py_XDECREF(res);
+    T->G->nodes.data[r].vkind = EMV_SEQ;
+    int is_list = PyList_Check(mres);
+    EmSym *s = em_sym_new(T, is_list ? SYM_LIST : SYM_TUPLE);
+    if (!s) return EM_ERR;
+    if (!is_list && !PyTuple_CheckExact(mres)) s->seq_type = Py_NewRef((PyObject *)Py_TYPE(mres));
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(mres); i++) {
+        EmSym *it;
+        if (PySequence_Fast_GET_ITEM(mres, i) == Py_None) { /* (out, None) results: a constant */
+            it = em_sym_const(T, Py_None);
+        } else {
+            int32_t a = em_ir_arg(T->G, EMA_REF, r, 0);
+            EmRef ri = a < 0 ? -1 : em_ir_node(T->G, EMOP_ITEM, a, 1, -1, 0, -1);
+            if (ri < 0) return PyErr_NoMemory(), EM_ERR;
+            T->G->nodes.data[ri].aux = (int32_t)i;
+            it = em_sym_tensor(T, ri, PySequence_Fast_GET_ITEM(mres, i), rdev);
+        }
+        if (!it || em_vec_push(&s->items, it)) return EM_ERR;
+    }
+    *out = s;
+    return EM_OK;
+}
+
+/* What a meta run returned is a graph value: a tensor, None, or a tuple/list of tensors and Nones. */
+static EmStatus check_meta_result(EmTracer *T, PyObject *mres, const char *name) {
+    if (PyObject_TypeCheck(mres, em_state.tensor_type) || mres == Py_None) return EM_OK;
+    if (!PyTuple_Check(mres) && !PyList_Check(mres))
+        return em_trace_fail(T, EMA_DATA_DEP, "%s returning %s", name, Py_TYPE(mres)->tp_name);
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(mres); i++) {
+        PyObject *v = PySequence_Fast_GET_ITEM(mres, i);
+        if (!PyObject_TypeCheck(v, em_state.tensor_type) && v != Py_None)
+            return em_trace_fail(T, EMA_DATA_DEP, "%s returning non-tensors", name);
+    }
+    return EM_OK;
+}
+
+/* Records the node of op (fn: the callable of a CALL, the name of a GETATTR) on args and
+ * makes the result sym from the meta result mres on device rdev. */
+static EmStatus record_meta_result(EmTracer *T, EmOp op, PyObject *fn, const char *name, EmSym **args, int nargs,
+                                   PyObject *kwnames, PyObject *mres, PyObject *rdev, EmSym **out) {
+    EmStatus st = check_meta_result(T, mres, name);
+    if (st != EM_OK) return st;
+    int32_t a0 = em_node_args(T, args, nargs, &st);
+    if (a0 < 0) return st;
+    int32_t fnc = -1, kwc = kw_const(T, kwnames);
+    if (kwnames && kwc < 0) return EM_ERR;
+    if (op == EMOP_CALL || op == EMOP_GETATTR) {
+        fnc = em_ir_const(T->G, EMC_OBJ, 0, 0, fn, op == EMOP_CALL ? name : PyUnicode_AsUTF8(fn));
+        if (fnc < 0) return PyErr_NoMemory(), EM_ERR;
+    }
+    int32_t nkw = kwnames ? (int32_t)PyTuple_GET_SIZE(kwnames) : 0;
+    EmRef r = em_ir_node(T->G, op, a0, nargs, kwc, nkw, fnc);
+    if (r < 0) return PyErr_NoMemory(), EM_ERR;
+    return result_sym(T, r, mres, rdev, args, nargs, out);
+}
+
+/* Records op on args as a graph node and makes the result sym: its metadata inferred in C
+ * (em_infer.c) or from running meta_fn (fn when NULL) on meta values through _rules.run. */
+EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
+                      PyObject *meta_fn, EmSym **out) {
+    char name[160];
+    if (op == EMOP_CALL) callable_name(fn, name, sizeof(name));
+    else snprintf(name, sizeof(name), "%s", em_op_info[op].name);
+    int cdt, crg, bnd = -1;
+    const EmNode *like = NULL;
+    EmInferred inf;
+    int inferred = em_infer_pointwise(T, op, fn, args, nargs, kwnames, &cdt, &like, &crg, inf.sizes, &bnd);
+    if (inferred < 0) return EM_ERR;
+    if (inferred) {
+        if (like->ndim > 64) return em_trace_fail(T, EMA_META, "%s on more than 64 dimensions", name);
+        pointwise_result(T, like, cdt, crg, bnd, &inf);
+        return record_inferred(T, op, fn, name, args, nargs, NULL, &inf, out);
+    }
+    if (op == EMOP_CALL && (inferred = em_infer_shape(T, fn, args, nargs, kwnames, &inf)) != 0)
+        return inferred < 0 ? EM_ERR : record_inferred(T, op, fn, name, args, nargs, kwnames, &inf, out);
+    PyObject *margs, *mkw;
+    EmStatus st = meta_call_args(T, op, fn, args, nargs, kwnames, &margs, &mkw);
+    if (st != EM_OK) return st;
+    PyObject *dev = result_device(T, args, nargs);
+    PyObject *res = PyObject_CallMethod(em_state.meta_run, "run", "OOOO", meta_fn ? meta_fn : fn, margs, mkw,
+                                        dev ? dev : Py_None);
+    Py_DECREF(margs);
+    Py_DECREF(mkw);
+    if (!res) return meta_run_failed(T, name);
+    st = record_meta_result(T, op, fn, name, args, nargs, kwnames, PyTuple_GET_ITEM(res, 0), PyTuple_GET_ITEM(res, 1),
+                            out);
+    Py_DECREF(res);
     if (st == EM_ERR && !PyErr_Occurred()) PyErr_NoMemory();
     return st;
 }
