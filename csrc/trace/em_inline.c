@@ -104,15 +104,56 @@ EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObjec
     return em_inline_closure(T, func, NULL, args, nargs, kwnames, out);
 }
 
+/* The free variables of fn among locals[n - nfree, n): the values a function made while
+ * tracing holds (closure's items), else lazy reads of fn's cells (em_local_get). */
+static EmStatus bind_free_vars(EmTracer *T, PyFunctionObject *fn, EmSym *closure, EmSym **locals, int n, int nfree) {
+    PyCodeObject *co = (PyCodeObject *)fn->func_code;
+    if (closure && closure->items.len != nfree)
+        return em_trace_fail(T, EMA_INLINE, "%s (closure size)", PyUnicode_AsUTF8(co->co_qualname));
+    for (int i = n - nfree; i < n; i++) {
+        if (closure) {
+            locals[i] = closure->items.data[i - (n - nfree)];
+            continue;
+        }
+        PyObject *cell = fn->func_closure ? PyTuple_GET_ITEM(fn->func_closure, i - (n - nfree)) : NULL;
+        if (!cell) continue;
+        EmSym *m = em_sym_new(T, SYM_NULL);
+        if (!m) return EM_ERR;
+        m->pos = EM_POS_LAZY_CELL;
+        m->obj = Py_NewRef(cell);
+        locals[i] = m;
+    }
+    return EM_OK;
+}
+
+/* The guard slots of fn's globals and builtins in the frame being entered (caller: the state
+ * it was called from): the caller's when the dicts are the same, -1 (the intercepted
+ * frame's inputs) for that frame's globals, else constant slots. EM_OK or EM_ERR. */
+static EmStatus frame_globals(EmTracer *T, PyFunctionObject *fn, const EmFrame *caller) {
+    T->gslot = caller->gslot;
+    T->bslot = caller->bslot;
+    if (fn->func_globals == caller->globals && caller->gslot < 0) return EM_OK;
+    if (fn->func_globals == T->in.globals) {
+        T->gslot = T->bslot = -1;
+        return EM_OK;
+    }
+    PyObject *mod = PyDict_GetItemString(fn->func_globals, "__name__");
+    const char *mn = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : "?";
+    char label[200];
+    snprintf(label, sizeof(label), "G(%s)", mn ? mn : "?");
+    T->gslot = em_guard_const(T->P, fn->func_globals, label);
+    T->bslot = em_guard_const(T->P, fn->func_builtins, "builtins");
+    return T->gslot < 0 || T->bslot < 0 ? EM_ERR : EM_OK;
+}
+
 EmStatus em_inline_closure(EmTracer *T, PyObject *func, EmSym *closure, EmSym **args, int nargs, PyObject *kwnames,
                            EmSym **out) {
     PyFunctionObject *fn = (PyFunctionObject *)func;
     PyCodeObject *co = (PyCodeObject *)fn->func_code;
     if (T->depth >= EM_MAX_DEPTH) return em_trace_fail(T, EMA_INLINE, "%s (inlining too deep)", PyUnicode_AsUTF8(co->co_qualname));
-    /* a generator expression runs to its end at once: its yields become the items of an
-     * iterator (extra items a short-circuiting consumer would not take are only traced) */
-    /* generator functions too (README, limitations: their body runs when they are called,
-     * not interleaved with the consumer) */
+    /* a generator (expression or function) runs to its end at once: its yields become the
+     * items of an iterator (README, limitations: not interleaved with the consumer; extra
+     * items a short-circuiting consumer would not take are only traced) */
     int genexpr = !!(co->co_flags & CO_GENERATOR);
     if (!genexpr && (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)))
         return em_trace_fail(T, EMA_INLINE, "%s (generator or coroutine)", PyUnicode_AsUTF8(co->co_qualname));
@@ -131,62 +172,18 @@ EmStatus em_inline_closure(EmTracer *T, PyObject *func, EmSym *closure, EmSym **
         if (!bytes && !PyErr_Occurred()) PyErr_NoMemory();
         goto done;
     }
-    if ((st = bind_args(T, fn, args, nargs, kwnames, locals)) != EM_OK) goto done;
-    if (closure && closure->items.len != nfree) {
-        st = em_trace_fail(T, EMA_INLINE, "%s (closure size)", PyUnicode_AsUTF8(co->co_qualname));
+    if ((st = bind_args(T, fn, args, nargs, kwnames, locals)) != EM_OK ||
+        (st = bind_free_vars(T, fn, closure, locals, n, nfree)) != EM_OK)
+        goto done;
+    const EmFrame saved = T->frame;
+    T->frame = (EmFrame){.code = co, .code_bytes = bytes, .bytes = (const unsigned char *)PyBytes_AS_STRING(bytes),
+                         .n_units = (int)(PyBytes_GET_SIZE(bytes) / 2), .locals = locals, .nlocals = n,
+                         .stack = stack, .stack_cap = co->co_stacksize + 8, .globals = fn->func_globals,
+                         .builtins = fn->func_builtins, .gen_items = gen, .parent = &saved};
+    if ((st = frame_globals(T, fn, &saved)) != EM_OK) {
+        T->frame = saved;
         goto done;
     }
-    for (int i = n - nfree; i < n; i++) { /* free variables: realized from their cells on first read */
-        if (closure) {
-            locals[i] = closure->items.data[i - (n - nfree)];
-            continue;
-        }
-        PyObject *cell = fn->func_closure ? PyTuple_GET_ITEM(fn->func_closure, i - (n - nfree)) : NULL;
-        if (!cell) continue;
-        EmSym *m = em_sym_new(T, SYM_NULL);
-        if (!m) {
-            st = EM_ERR;
-            goto done;
-        }
-        m->pos = EM_POS_LAZY_CELL;
-        m->obj = Py_NewRef(cell);
-        locals[i] = m;
-    }
-    const EmFrame saved = T->frame;
-    T->parent = &saved;
-    T->code = co;
-    T->code_bytes = bytes;
-    T->bytes = (const unsigned char *)PyBytes_AS_STRING(bytes);
-    T->n_units = (int)(PyBytes_GET_SIZE(bytes) / 2);
-    T->locals = locals;
-    T->nlocals = n;
-    T->stack = stack;
-    T->sp = 0;
-    T->stack_cap = co->co_stacksize + 8;
-    T->kwnames = NULL;
-    T->ip = T->cur = 0;
-    T->retval = NULL;
-    T->done = 0;
-    T->gen_items = gen;
-    if (fn->func_globals != saved.globals || T->gslot >= 0 || saved.gslot >= 0) {
-        if (fn->func_globals == T->in.globals) {
-            T->gslot = T->bslot = -1;
-        } else {
-            PyObject *mod = PyDict_GetItemString(fn->func_globals, "__name__");
-            const char *mn = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : "?";
-            char label[200];
-            snprintf(label, sizeof(label), "G(%s)", mn ? mn : "?");
-            T->gslot = em_guard_const(T->P, fn->func_globals, label);
-            T->bslot = em_guard_const(T->P, fn->func_builtins, "builtins");
-            if (T->gslot < 0 || T->bslot < 0) {
-                T->frame = saved;
-                st = EM_ERR;
-                goto done;
-            }
-        }
-    }
-    T->globals = fn->func_globals;
-    T->builtins = fn->func_builtins;
     int32_t stores0 = T->stores.len, nodes0 = T->G->nodes.len;
     int eh = PyBytes_GET_SIZE(co->co_exceptiontable) > 0;
     T->handlers += eh;
@@ -470,22 +467,14 @@ EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyOb
     return em_inline(T, call, all, nargs + 1, kwnames, out);
 }
 
-EmStatus em_module_call_impl(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
-    PyObject *m = mod->obj;
-    PyTypeObject *tp = Py_TYPE(m);
-    if (mod->src < 0) return em_trace_fail(T, EMA_INLINE, "%s made while tracing", tp->tp_name);
-    EmStatus gst = no_global_hooks(T);
-    if (gst != EM_OK) return gst;
-    /* forward pre-hooks and forward hooks (plain ones) are called as _call_impl calls them;
-     * the others must be absent. Each dict is guarded by its length (and each hook by key). */
+/* The module's hook dicts (md: its __dict__), each guarded by its keys: forward pre-hooks and
+ * forward hooks (plain ones) into hdict/hslot when there are any, as _call_impl calls them;
+ * the other kinds must be absent. */
+static EmStatus module_hooks(EmTracer *T, EmSym *mod, PyObject *md, PyObject *hdict[2], int32_t hslot[2]) {
     static const char *const hooks[] = {"_forward_pre_hooks", "_forward_hooks", "_backward_hooks",
                                         "_backward_pre_hooks", "_forward_pre_hooks_with_kwargs",
                                         "_forward_hooks_with_kwargs", "_forward_hooks_always_called", NULL};
-    PyObject *md = em_obj_dict(m);
-    if (!md) return em_trace_fail(T, EMA_INLINE, "%s without __dict__", tp->tp_name);
-    if (em_guard_check(T->P, EMG_TYPE, mod->src, (PyObject *)tp, 0)) return EM_ERR;
-    PyObject *hdict[2] = {NULL, NULL};
-    int32_t hslot[2] = {-1, -1};
+    PyTypeObject *tp = Py_TYPE(mod->obj);
     for (int i = 0; hooks[i]; i++) {
         PyObject *h = PyDict_GetItemString(md, hooks[i]);
         if (!h) continue;
@@ -500,69 +489,94 @@ EmStatus em_module_call_impl(EmTracer *T, EmSym *mod, EmSym **args, int nargs, P
             hslot[i] = slot;
         }
     }
-    /* self.forward as _call_impl reads it: the instance's own (guarded by identity) or the
-     * class's, the instance's guarded absent */
+    return EM_OK;
+}
+
+/* self.forward as _call_impl reads it: the instance's own (*own_fwd, guarded by identity) or
+ * the class's (*fwd, a Python function; the instance's guarded absent). */
+static EmStatus module_forward(EmTracer *T, EmSym *mod, PyObject *md, PyObject **fwd, EmSym **own_fwd) {
+    PyTypeObject *tp = Py_TYPE(mod->obj);
     PyObject *fwd_name = PyUnicode_InternFromString("forward");
     if (!fwd_name) return EM_ERR;
-    PyObject *fwd = _PyType_Lookup(tp, fwd_name), *own = PyDict_GetItemWithError(md, fwd_name);
-    EmSym *own_fwd = NULL;
-    EmStatus ost = EM_OK;
+    PyObject *own = PyDict_GetItemWithError(md, fwd_name);
+    EmStatus st = EM_OK;
+    *fwd = _PyType_Lookup(tp, fwd_name);
+    *own_fwd = NULL;
     if (own) {
         int32_t oslot = em_guard_odict(T->P, mod->src, fwd_name);
-        own_fwd = oslot < 0 ? NULL : em_sym_wrap(T, own, oslot, &ost);
-        if (!own_fwd && oslot < 0) ost = EM_ERR;
+        *own_fwd = oslot < 0 ? NULL : em_sym_wrap(T, own, oslot, &st);
+        if (!*own_fwd && oslot < 0) st = EM_ERR;
     } else if (PyErr_Occurred() || em_guard_check(T->P, EMG_ABSENT, mod->src, fwd_name, 0)) {
-        ost = EM_ERR;
+        st = EM_ERR;
     }
     Py_DECREF(fwd_name);
-    if (ost != EM_OK) return ost;
-    if (!own_fwd && (!fwd || !PyFunction_Check(fwd)))
+    if (st == EM_OK && !*own_fwd && (!*fwd || !PyFunction_Check(*fwd)))
         return em_trace_fail(T, EMA_INLINE, "%s.forward (not a Python function)", tp->tp_name);
+    return st;
+}
+
+/* Each hook of dict h (guarded through slot hslot, in key order) called as
+ * hook(mod, *pos) (post: hook(mod, *pos, *out)); a pre-hook's non-None result replaces the
+ * positional arguments *pos (a single value becomes the only one), a post-hook's the output. */
+static EmStatus run_hooks(EmTracer *T, EmSym *mod, PyObject *h, int32_t hslot, int post, EmSym **pos,
+                          EmSym **out) {
+    Py_ssize_t hp = 0;
+    PyObject *hk, *hv;
+    while (PyDict_Next(h, &hp, &hk, &hv)) {
+        EmStatus st = EM_ERR;
+        int32_t slot = em_guard_dict(T->P, hslot, hk);
+        EmSym *hook = slot < 0 ? NULL : em_sym_wrap(T, hv, slot, &st);
+        if (!hook) return st;
+        EmSym *ca[3] = {mod, *pos, post ? *out : NULL}, *r = NULL;
+        if ((st = em_call(T, hook, NULL, ca, 2 + post, NULL, &r)) != EM_OK) return st;
+        if (r->kind == SYM_CONST && r->obj == Py_None) continue;
+        if (post) {
+            *out = r;
+            continue;
+        }
+        if (r->kind != SYM_TUPLE) {
+            EmSym *t = em_sym_new(T, SYM_TUPLE);
+            if (!t || em_vec_push(&t->items, r)) return t ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
+            r = t;
+        }
+        *pos = r;
+    }
+    return EM_OK;
+}
+
+EmStatus em_module_call_impl(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
+    PyTypeObject *tp = Py_TYPE(mod->obj);
+    if (mod->src < 0) return em_trace_fail(T, EMA_INLINE, "%s made while tracing", tp->tp_name);
+    EmStatus st = no_global_hooks(T);
+    if (st != EM_OK) return st;
+    PyObject *md = em_obj_dict(mod->obj);
+    if (!md) return em_trace_fail(T, EMA_INLINE, "%s without __dict__", tp->tp_name);
+    if (em_guard_check(T->P, EMG_TYPE, mod->src, (PyObject *)tp, 0)) return EM_ERR;
+    PyObject *hdict[2] = {NULL, NULL}, *fwd;
+    int32_t hslot[2] = {-1, -1};
+    EmSym *own_fwd;
+    if ((st = module_hooks(T, mod, md, hdict, hslot)) != EM_OK || (st = module_forward(T, mod, md, &fwd, &own_fwd)))
+        return st;
     EmSym *all[65];
     if (nargs + 1 > 65) return em_trace_fail(T, EMA_CALL, "call with too many arguments");
     int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
     all[0] = mod;
     for (int i = 0; i < nargs; i++) all[i + 1] = args[i];
-    EmSym *pos = NULL; /* the positional arguments as the tuple hooks see */
+    EmSym *pos = NULL; /* the positional arguments as the hooks see them */
     if (hdict[0] || hdict[1]) {
         if (!(pos = em_sym_new(T, SYM_TUPLE))) return EM_ERR;
         for (int i = 0; i < npos; i++)
             if (em_vec_push(&pos->items, args[i])) return PyErr_NoMemory(), EM_ERR;
     }
-    Py_ssize_t hp = 0;
-    PyObject *hk, *hv;
-    while (hdict[0] && PyDict_Next(hdict[0], &hp, &hk, &hv)) { /* hook(module, args) -> None | args */
-        EmStatus st;
-        int32_t slot = em_guard_dict(T->P, hslot[0], hk);
-        EmSym *hook = slot < 0 ? NULL : em_sym_wrap(T, hv, slot, &st);
-        if (!hook) return slot < 0 ? EM_ERR : st;
-        EmSym *ca[2] = {mod, pos}, *r = NULL;
-        if ((st = em_call(T, hook, NULL, ca, 2, NULL, &r)) != EM_OK) return st;
-        if (r->kind == SYM_CONST && r->obj == Py_None) continue;
-        if (r->kind != SYM_TUPLE) { /* a single value becomes the only argument */
-            EmSym *t = em_sym_new(T, SYM_TUPLE);
-            if (!t || em_vec_push(&t->items, r)) return t ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
-            r = t;
-        }
-        pos = r;
-    }
+    if (hdict[0] && (st = run_hooks(T, mod, hdict[0], hslot[0], 0, &pos, NULL)) != EM_OK) return st;
     if (pos) {
         if (pos->items.len + nkw + 1 > 65) return em_trace_fail(T, EMA_CALL, "call with too many arguments");
         for (int32_t i = 0; i < pos->items.len; i++) all[i + 1] = pos->items.data[i];
         for (int i = 0; i < nkw; i++) all[pos->items.len + 1 + i] = args[npos + i];
         nargs = pos->items.len + nkw;
     }
-    EmStatus st = own_fwd ? em_call(T, own_fwd, NULL, all + 1, nargs, kwnames, out)
-                          : em_inline(T, fwd, all, nargs + 1, kwnames, out);
-    hp = 0;
-    while (st == EM_OK && hdict[1] && PyDict_Next(hdict[1], &hp, &hk, &hv)) { /* hook(module, args, out) */
-        int32_t slot = em_guard_dict(T->P, hslot[1], hk);
-        EmSym *hook = slot < 0 ? NULL : em_sym_wrap(T, hv, slot, &st);
-        if (!hook) return slot < 0 ? EM_ERR : st;
-        EmSym *ca[3] = {mod, pos, *out}, *r = NULL;
-        if ((st = em_call(T, hook, NULL, ca, 3, NULL, &r)) != EM_OK) return st;
-        if (!(r->kind == SYM_CONST && r->obj == Py_None)) *out = r;
-    }
+    st = own_fwd ? em_call(T, own_fwd, NULL, all + 1, nargs, kwnames, out) : em_inline(T, fwd, all, nargs + 1, kwnames, out);
+    if (st == EM_OK && hdict[1]) st = run_hooks(T, mod, hdict[1], hslot[1], 1, &pos, out);
     return st;
 }
 
