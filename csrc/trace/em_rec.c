@@ -662,9 +662,11 @@ EmStatus em_seq_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
     }
     if (s->kind == SYM_OBJ && PyObject_IsInstance(s->obj, em_state.nn_module_type) == 1)
         return em_module_items(T, s, 0, tmp_out);
-    if (s->kind == SYM_TENSOR && PyObject_TypeCheck(s->obj, em_state.tensor_type)) {
+    PyObject *m = s->kind == SYM_TENSOR ? em_sym_meta(T, s) : NULL; /* made now when C inferred its metadata */
+    if (s->kind == SYM_TENSOR && !m) return EM_ERR;
+    if (m && PyObject_TypeCheck(m, em_state.tensor_type)) {
         /* iterating a tensor of known (guarded) shape is x.unbind(0) */
-        PyObject *dim = PyObject_CallMethod(s->obj, "dim", NULL);
+        PyObject *dim = PyObject_CallMethod(m, "dim", NULL);
         long nd = dim ? PyLong_AsLong(dim) : -1;
         Py_XDECREF(dim);
         if (nd < 0) return EM_ERR;
