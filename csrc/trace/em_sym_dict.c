@@ -64,6 +64,7 @@ const EmSymOps em_dict_ops = {
     .items = dict_items,
     .iter = dict_iter,
     .iter_type = dict_iter_type,
+    .method = em_dict_method,
 };
 
 /* ---- views of dict syms: what the dict (items[0]) holds when they are used ---- */

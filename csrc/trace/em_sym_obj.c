@@ -145,6 +145,7 @@ const EmSymOps em_obj_ops = {
     .truth = obj_truth,
     .items = obj_items_of,
     .iter_type = obj_iter_type,
+    .method = em_frame_dict_method,
 };
 
 /* ---- instances made while tracing (NEW): their class's methods, traced ---- */

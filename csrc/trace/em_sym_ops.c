@@ -95,6 +95,27 @@ EM_NEW PyObject *em_iter_type(EmTracer *T, EmSym *src, int rev) {
     return o->iter_type ? o->iter_type(T, src, rev) : NULL;
 }
 
+/* Methods of list, tuple and dict the trace models, by name (em_cont_methods.def). */
+static EmContMethod cont_method(const char *n) {
+    static const char *const names[] = {
+#define X(name) #name,
+#include "em_cont_methods.def"
+#undef X
+    };
+    for (int m = 0; m < EM_CM__COUNT; m++)
+        if (!strcmp(n, names[m])) return (EmContMethod)m;
+    return EM_CM__COUNT;
+}
+
+EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **args, int nargs, EmSym **out) {
+    const char *n = PyUnicode_AsUTF8(PyDescr_NAME(fn));
+    if (!n) return EM_ERR;
+    *out = NULL;
+    const EmSymOps *o = ops_of(self);
+    if (o->method) return o->method(T, cont_method(n), n, self, args, nargs, out);
+    return em_trace_fail(T, EMA_CALL, "%s.%s", em_sym_describe(self), n);
+}
+
 EmStatus em_sym_is(EmTracer *T, EmSym *a, EmSym *b, int *same) {
     EmIdent ia = ops_of(a)->ident, ib = ops_of(b)->ident;
     int by_obj = (ia == EM_IDENT_OBJ || ia == EM_IDENT_CONST) && (ib == EM_IDENT_OBJ || ib == EM_IDENT_CONST);

@@ -9,6 +9,14 @@
 
 #include "em_trace.h"
 
+/* A method of list, tuple or dict the trace models (em_cont_methods.def); EM_CM__COUNT: any other. */
+typedef enum {
+#define X(name) EM_CM_##name,
+#include "em_cont_methods.def"
+#undef X
+    EM_CM__COUNT
+} EmContMethod;
+
 /* What `a is b` can know of a sym of this kind (em_sym_is). */
 typedef enum {
     EM_IDENT_UNKNOWN, /* nothing without more knowledge: `is` aborts */
@@ -44,6 +52,10 @@ typedef struct EmSymOps {
     /* type(iter(s)) (rev: of reversed(s)), a new reference; NULL without an exception when
      * ember cannot tell without running user code */
     EM_NEW PyObject *(*iter_type)(EmTracer *T, EmSym *s, int rev);
+    /* self.<m>(*args) for a method of the builtin type the kind models (em_container_method);
+     * name: m's name, also for a method outside the table (m == EM_CM__COUNT) */
+    EmStatus (*method)(EmTracer *T, EmContMethod m, const char *name, EmSym *self, EmSym **args, int nargs,
+                       EmSym **out);
 } EmSymOps;
 
 /* The rows, in the file of each kind family: em_sym_ops.c (CONST, TENSOR), em_sym_seq.c
@@ -80,5 +92,15 @@ EmStatus em_iter_over(EmTracer *T, EmSym *src, char what, EmSym **out);
  * making it failed, the exception is set). A new reference, or NULL (with an exception only on
  * error). */
 EM_NEW PyObject *em_iter_type_of(EM_STEALS PyObject *sample, int rev);
+/* The methods of dict read through a slot (an OBJ sym of a dict, em_cont.c). */
+EmStatus em_frame_dict_method(EmTracer *T, EmContMethod m, const char *name, EmSym *self, EmSym **args, int nargs,
+                              EmSym **out);
+/* The methods of list, tuple and dict syms (em_cont.c). */
+EmStatus em_list_method(EmTracer *T, EmContMethod m, const char *name, EmSym *self, EmSym **args, int nargs,
+                        EmSym **out);
+EmStatus em_tuple_method(EmTracer *T, EmContMethod m, const char *name, EmSym *self, EmSym **args, int nargs,
+                         EmSym **out);
+EmStatus em_dict_method(EmTracer *T, EmContMethod m, const char *name, EmSym *self, EmSym **args, int nargs,
+                        EmSym **out);
 
 #endif

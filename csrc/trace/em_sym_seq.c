@@ -175,6 +175,7 @@ const EmSymOps em_tuple_ops = {
     .binop = seq_binop,
     .items = seq_items,
     .iter_type = tuple_iter_type,
+    .method = em_tuple_method,
 };
 
 const EmSymOps em_list_ops = {
@@ -186,6 +187,7 @@ const EmSymOps em_list_ops = {
     .binop = seq_binop,
     .items = seq_items,
     .iter_type = list_iter_type,
+    .method = em_list_method,
 };
 
 /* ---- iterators ---- */

@@ -312,8 +312,9 @@ EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObjec
  * (guarded per key), else the subclass's __missing__ traced, else KeyError; defaultdict's C
  * __missing__ (it inserts) aborts. */
 EmStatus em_dict_getitem(EmTracer *T, EmSym *d, EmSym *key, EmSym **out);
-/* em_cont.c. A method of a list/dict sym or of a dict read through a slot (the method
- * descriptor fn; reads on any, mutations on containers made while tracing). */
+/* A method of a list/tuple/dict sym or of a dict read through a slot (the method descriptor fn;
+ * reads on any, mutations on containers made while tracing): the kind's method slot
+ * (em_sym_ops.c), the methods themselves in em_cont.c. */
 EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **args, int nargs, EmSym **out);
 /* The current contents of a dict view sym as a new LIST sym (NULL on error). */
 EmSym *em_view_items(EmTracer *T, EmSym *view);
