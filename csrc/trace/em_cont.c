@@ -182,8 +182,10 @@ static EmStatus list_index_arg(EmTracer *T, const char *n, EmSym *self, EmSym **
                                Py_ssize_t *i) {
     *i = def;
     if (nargs >= 1) {
-        if (args[0]->kind != SYM_CONST || !PyLong_Check(args[0]->obj)) return em_trace_fail(T, EMA_CALL, "list.%s index", n);
-        *i = PyLong_AsSsize_t(args[0]->obj);
+        if (args[0]->kind != SYM_CONST || !PyLong_Check(args[0]->obj))
+            return em_trace_fail(T, EMA_CALL, "list.%s index", n);
+        *i = PyLong_AsSsize_t(args[0]->obj); /* too large: Python's OverflowError */
+        if (*i == -1 && PyErr_Occurred()) return em_trace_raise_pending(T, "list index too large");
     }
     if (*i < 0) *i += self->items.len;
     return EM_OK;

@@ -184,14 +184,7 @@ EmStatus em_sym_eval(EmTracer *T, PyObject *fn, EmSym **args, int n, EmSym **out
         }
     PyObject *r = PyObject_Vectorcall(fn, vals, (size_t)n, NULL);
     if (!r) { /* the same values raise the same exception at run time */
-        PyObject *et, *ev, *tb;
-        PyErr_Fetch(&et, &ev, &tb);
-        PyErr_NormalizeException(&et, &ev, &tb);
-        st = ev && PyExceptionInstance_Check(ev) ? em_trace_raise(T, ev, "operator raised on constants")
-                                                 : em_trace_fail(T, EMA_VALUE, "operator raised on constants");
-        Py_XDECREF(et);
-        Py_XDECREF(ev);
-        Py_XDECREF(tb);
+        st = em_trace_raise_pending(T, "operator raised on constants");
         goto done;
     }
     *out = known_result(T, r);
@@ -209,7 +202,8 @@ EmStatus em_sym_getitem_known(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
 
 EmStatus em_sym_contains_known(EmTracer *T, EmSym *c, EmSym *key, int *found) {
     EmIdent ik = ops_of(key)->ident;
-    if (ik != EM_IDENT_OBJ && ik != EM_IDENT_CONST) return em_trace_fail(T, EMA_VALUE, "'in' with %s", em_sym_describe(key));
+    if (ik != EM_IDENT_OBJ && ik != EM_IDENT_CONST)
+        return em_trace_fail(T, EMA_VALUE, "'in' with %s", em_sym_describe(key));
     PyObject *cv = em_sym_value(T, c);
     if (!cv) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "'in' on %s", em_sym_describe(c));
     *found = PySequence_Contains(cv, key->obj);

@@ -53,8 +53,8 @@ static EmStatus seq_getitem(EmTracer *T, EmSym *c, EmSym *k, EmSym **out) {
     if (k->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "index by %s", em_sym_describe(k));
     Py_ssize_t n = c->items.len;
     if (PyLong_Check(k->obj)) {
-        Py_ssize_t i = PyLong_AsSsize_t(k->obj);
-        if (i == -1 && PyErr_Occurred()) return EM_ERR;
+        Py_ssize_t i = PyNumber_AsSsize_t(k->obj, PyExc_IndexError); /* too large: Python's IndexError */
+        if (i == -1 && PyErr_Occurred()) return em_trace_raise_pending(T, "index out of range");
         if (i < 0) i += n;
         if (i < 0 || i >= n) {
             PyObject *msg = PyUnicode_FromFormat("%s index out of range", c->kind == SYM_LIST ? "list" : "tuple");
@@ -118,7 +118,8 @@ static EmStatus list_setitem(EmTracer *T, EmSym *c, EmSym *key, EmSym *v) {
     if (st != EM_OK) return st;
     if (PySlice_Check(key->obj)) return list_store_slice(T, c, key->obj, v);
     if (PyLong_Check(key->obj)) {
-        Py_ssize_t i = PyLong_AsSsize_t(key->obj);
+        Py_ssize_t i = PyNumber_AsSsize_t(key->obj, PyExc_IndexError); /* too large: Python's IndexError */
+        if (i == -1 && PyErr_Occurred()) return em_trace_raise_pending(T, "index out of range");
         if (i < 0) i += c->items.len;
         if (i < 0 || i >= c->items.len) return em_trace_fail(T, EMA_VALUE, "list index out of range");
         c->items.data[i] = v;

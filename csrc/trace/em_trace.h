@@ -301,6 +301,9 @@ void em_ctx_unwind(EmTracer *T);
  * stack and ip are set to it), 0 otherwise, -1 on error. */
 EmStatus em_trace_raise(EmTracer *T, PyObject *exc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 EmStatus em_trace_raise_new(EmTracer *T, PyObject *type, PyObject *arg);
+/* em_trace_raise of the Python exception pending now, which the same constants raise at run
+ * time; the exception is cleared. */
+EmStatus em_trace_raise_pending(EmTracer *T, const char *what);
 int em_trace_catch(EmTracer *T, int at);
 /* Objects made while tracing and attribute stores (em_obj.c). */
 /* A call of class cls that makes an instance while tracing; *handled = 0 when cls is not

@@ -156,3 +156,28 @@ def test_identity_and_truth_by_kind():
 
     one_graph(f, randn(3), None, Config(1.0))
 
+
+
+def test_an_index_too_large_raises_as_in_python():
+    def f(x):
+        y = x
+        lst = [x, x]
+        try:
+            lst[2**70] = x + 1
+        except IndexError:
+            y = y + 1
+        try:
+            (x, x)[-2**70]
+        except IndexError:
+            y = y * 2
+        try:
+            lst.insert(2**70, x)
+        except OverflowError:
+            y = y - 1
+        try:
+            lst.pop(-2**70)
+        except OverflowError:
+            y = y * 3
+        return y, lst
+
+    one_graph(f, randn(3))
