@@ -159,6 +159,26 @@ int em_sym_has_tensor(EmSym *s) {
     return has_tensor_at(s, 0, &left);
 }
 
+/* 1 when s is, or holds in tuples and lists, an object read from the frame and guarded by its
+ * type only whose type compares or hashes by its own code: comparing it reads state that no guard
+ * covers (an object comparing by identity does not). Deeper than EM_MAX_NEST counts as one. */
+static int compares_by_state_at(EmSym *s, int depth, long *left) {
+    if (depth > EM_MAX_NEST || --*left < 0) return 1;
+    if (em_sym_type_guarded(s)) {
+        PyTypeObject *tp = Py_TYPE(s->obj);
+        return tp->tp_richcompare != PyBaseObject_Type.tp_richcompare || tp->tp_hash != PyBaseObject_Type.tp_hash;
+    }
+    if (s->kind == SYM_TUPLE || s->kind == SYM_LIST)
+        for (int32_t i = 0; i < s->items.len; i++)
+            if (compares_by_state_at(s->items.data[i], depth + 1, left)) return 1;
+    return 0;
+}
+
+static int compares_by_state(EmSym *s) {
+    long left = EM_MAX_WALK;
+    return compares_by_state_at(s, 0, &left);
+}
+
 /* A constant (or a list sym of constants) for r, the result of an operator on known values. */
 static EmSym *known_result(EmTracer *T, PyObject *r) {
     if (!PyList_CheckExact(r)) return em_sym_const(T, r);
@@ -177,6 +197,10 @@ EmStatus em_sym_eval(EmTracer *T, PyObject *fn, EmSym **args, int n, EmSym **out
         if (em_sym_type_guarded(args[i])) {
             /* guarded by its type only: what the operator reads of it is not guarded */
             st = em_trace_fail(T, EMA_VALUE, "operator on a %s read from the frame", Py_TYPE(args[i]->obj)->tp_name);
+            goto done;
+        } else if (compares_by_state(args[i])) {
+            st = em_trace_fail(T, EMA_VALUE, "operator on a %s holding an object read from the frame",
+                               em_sym_describe(args[i]));
             goto done;
         } else if (!(vals[i] = em_sym_value(T, args[i]))) {
             st = PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "operator on %s", em_sym_describe(args[i]));
@@ -204,6 +228,8 @@ EmStatus em_sym_contains_known(EmTracer *T, EmSym *c, EmSym *key, int *found) {
     EmIdent ik = ops_of(key)->ident;
     if (ik != EM_IDENT_OBJ && ik != EM_IDENT_CONST)
         return em_trace_fail(T, EMA_VALUE, "'in' with %s", em_sym_describe(key));
+    if (compares_by_state(key) || compares_by_state(c)) /* its __eq__ or __hash__ would read its state */
+        return em_trace_fail(T, EMA_VALUE, "'in' comparing an object read from the frame");
     PyObject *cv = em_sym_value(T, c);
     if (!cv) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "'in' on %s", em_sym_describe(c));
     *found = PySequence_Contains(cv, key->obj);

@@ -181,3 +181,39 @@ def test_an_index_too_large_raises_as_in_python():
         return y, lst
 
     one_graph(f, randn(3))
+
+
+class Level:
+    """Equal to the number it holds now: comparing it reads its state."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return self.v == other
+
+    __hash__ = object.__hash__
+
+
+def _level_in(x, k):
+    return x + 1 if k in (1, 2) else x - 1
+
+
+def _level_in_list(x, k):
+    return x + 1 if 1 in [k] else x - 1
+
+
+def _level_in_tuple_eq(x, k):
+    return x + 1 if (k, 0) == (1, 0) else x - 1
+
+
+def test_comparisons_by_an_objects_own_eq_are_not_baked_in():
+    """An object read from the frame is guarded by its type only: `k in (1, 2)`, `1 in [k]`,
+    `(k, 0) == (1, 0)` run its __eq__, whose answer depends on its state."""
+    x = randn(3)
+    for fn in (_level_in, _level_in_list, _level_in_tuple_eq):
+        cf = ember.compile(fn)
+        k = Level(1)
+        for v in (1, 5, 2):
+            k.v = v
+            torch.testing.assert_close(cf(x, k), fn(x, k))
