@@ -314,8 +314,8 @@ EmStatus em_dict_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self,
     EmStatus st;
     if (dict_read(T, m, n, self, args, nargs, out, &st)) return st;
     if ((st = mutation_of(T, self, n)) != EM_OK) return st;
-    int by_key = m == EM_CM_pop || m == EM_CM_setdefault || m == EM_CM___setitem__;
-    if (by_key && nargs >= 1 && nargs <= 2) {
+    int by_key = ((m == EM_CM_pop || m == EM_CM_setdefault) && nargs >= 1) || (m == EM_CM___setitem__ && nargs == 2);
+    if (by_key && nargs <= 2) {
         if (args[0]->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "dict.%s by a %s", n, em_sym_describe(args[0]));
         return m == EM_CM_pop ? dict_pop(T, self, args, nargs, out) : dict_store(T, m, self, args, nargs, out);
     }

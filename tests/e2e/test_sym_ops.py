@@ -3,6 +3,9 @@ item stores, `in`, `is`, truth, iteration, and the methods of lists, tuples and 
 is compared with eager and must be one graph with no break and no fallback.
 """
 
+import collections
+
+import pytest
 import torch
 
 import ember
@@ -217,3 +220,31 @@ def test_comparisons_by_an_objects_own_eq_are_not_baked_in():
         for v in (1, 5, 2):
             k.v = v
             torch.testing.assert_close(cf(x, k), fn(x, k))
+
+
+class Ordered(collections.OrderedDict):
+    pass
+
+
+def _ordered_items(x):
+    r = Ordered()
+    r["a"] = x
+    r.__setitem__("b", x + 1)
+    r.setdefault("c", x)
+    return r
+
+
+def _setitem_one_argument(x):
+    r = Ordered()
+    r["a"] = x * 2
+    dict.__setitem__(r, "b")
+    return r
+
+
+def test_dict_methods_of_an_instance_made_while_tracing_check_their_arguments():
+    x = randn(3)
+    got = ember.compile(_ordered_items, fullgraph=True)(x)
+    assert type(got) is Ordered and list(got) == ["a", "b", "c"]
+    torch.testing.assert_close(dict(got), dict(_ordered_items(x)))
+    with pytest.raises(TypeError, match="expected 2 arguments"):
+        ember.compile(_setitem_one_argument)(x)
