@@ -1077,7 +1077,7 @@ static EmStatus known_reduce(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         else acc = pair[1];
     }
     if (st != EM_OK) return st;
-    if (it->gen) it->gen = 2;
+    if (it->gen) it->gen = EM_GEN_ENDED;
     if (acc) {
         *out = acc;
         return EM_OK;

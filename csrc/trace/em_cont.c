@@ -1,7 +1,9 @@
-/* em_cont.c: Python containers the trace models — list and dict methods on container syms,
- * dict(...) and the structural builtins tuple/list/enumerate/zip/reversed over syms. Called
- * from the call dispatch (em_call.c); consumes and produces syms, records no graph ops. */
-#include "em_trace.h"
+/* em_cont.c: Python containers the trace models — list, tuple and dict methods on container
+ * syms (the kinds' method slots, em_sym_ops.h, one function per method of
+ * em_cont_methods.def), dict(...) and the structural builtins tuple/list/enumerate/zip/reversed
+ * over syms. Called from the call dispatch (em_call.c); consumes and produces syms, records no
+ * graph ops. */
+#include "em_sym_ops.h"
 
 #include "../pyver/em_state.h"
 
@@ -34,186 +36,298 @@ EmSym *em_view_items(EmTracer *T, EmSym *view) {
     return dict_view(T, view->items.data[0], (char)view->pos);
 }
 
-/* Methods of lists and dicts the trace models: reads on any, mutations only on containers
- * made while tracing (em_sym_own), and lookups in dicts read through a slot. */
-EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **args, int nargs, EmSym **out) {
-    const char *n = PyUnicode_AsUTF8(PyDescr_NAME(fn));
-    if (!n) return EM_ERR;
-    *out = NULL;
-    if (self->kind == SYM_OBJ) { /* a dict read through a slot (em_lazy_dict_get) */
-        int found = 0;
-        if ((!strcmp(n, "get") && (nargs == 1 || nargs == 2)) || (!strcmp(n, "__contains__") && nargs == 1) ||
-            (!strcmp(n, "__getitem__") && nargs == 1)) {
-            if (args[0]->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "dict.%s by a %s", n, em_sym_describe(args[0]));
-            EmStatus st = em_lazy_dict_get(T, self, args[0]->obj, &found, out);
-            if (st != EM_OK) return st;
-            if (n[0] == '_' && n[2] == 'c') *out = em_sym_const(T, found ? Py_True : Py_False);
-            else if (!found && n[0] == '_') return em_trace_raise_new(T, PyExc_KeyError, args[0]->obj);
-            else if (!found) *out = nargs == 2 ? args[1] : em_sym_const(T, Py_None);
-            return *out ? EM_OK : EM_ERR;
-        }
-        return em_trace_fail(T, EMA_SIDE_EFFECT, "dict.%s on an input", n);
-    }
-    int is_dict = self->kind == SYM_DICT, is_list = self->kind == SYM_LIST;
-    /* reads */
-    if (is_dict && (!strcmp(n, "get") || !strcmp(n, "__getitem__") || !strcmp(n, "__contains__")) &&
-        nargs >= 1 && nargs <= 2 - (n[0] == '_')) {
-        if (args[0]->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "dict.%s by a %s", n, em_sym_describe(args[0]));
-        int i = em_dict_find(self, args[0]->obj);
-        if (i == -2) return EM_ERR;
-        if (n[0] == '_' && n[2] == 'c') *out = em_sym_const(T, i >= 0 ? Py_True : Py_False);
-        else if (i >= 0) *out = self->items.data[i];
-        else if (n[0] == '_') return em_trace_raise_new(T, PyExc_KeyError, args[0]->obj);
-        else *out = nargs == 2 ? args[1] : em_sym_const(T, Py_None);
-        return *out ? EM_OK : EM_ERR;
-    }
-    int is_seq = is_list || self->kind == SYM_TUPLE;
-    if (is_seq && nargs == 1 && (!strcmp(n, "index") || !strcmp(n, "count") || !strcmp(n, "__contains__"))) {
-        /* by value equality, as Python: only constants can be compared while tracing */
-        PyObject *want = args[0]->kind == SYM_CONST ? args[0]->obj : NULL;
-        long cnt = 0, at = -1;
-        for (int32_t i = 0; i < self->items.len; i++) {
-            EmSym *it = self->items.data[i];
-            if (!want || it->kind != SYM_CONST) {
-                if (it == args[0]) { /* the same object: equal by identity */
-                    cnt++;
-                    if (at < 0) at = i;
-                    continue;
-                }
-                return em_trace_fail(T, EMA_VALUE, "%s.%s comparing a %s", em_sym_describe(self), n,
-                                     em_sym_describe(it->kind != SYM_CONST ? it : args[0]));
-            }
-            int eq = PyObject_RichCompareBool(it->obj, want, Py_EQ);
-            if (eq < 0) return EM_ERR;
-            if (eq) {
+/* ---- methods of list, tuple and dict syms: reads on any, mutations only on containers made
+ * while tracing (em_sym_own), and lookups in dicts read through a slot. Each is a row of
+ * em_cont_methods.def; the kind's row of em_sym_ops[] picks the kind's set. ---- */
+
+/* d.get(k[, default]), d.__getitem__(k), d.__contains__(k) with these arguments. */
+static int is_key_read(EmContMethod m, int nargs) {
+    return (m == EM_CM_get && (nargs == 1 || nargs == 2)) ||
+           ((m == EM_CM___getitem__ || m == EM_CM___contains__) && nargs == 1);
+}
+
+/* The result of a key read (is_key_read) when key args[0] is in the dict (found, value v) or
+ * not. */
+static EmStatus key_result(EmTracer *T, EmContMethod m, int found, EmSym *v, EmSym **args, int nargs,
+                           EmSym **out) {
+    if (m == EM_CM___contains__) *out = em_sym_const(T, found ? Py_True : Py_False);
+    else if (found) *out = v;
+    else if (m == EM_CM___getitem__) return em_trace_raise_new(T, PyExc_KeyError, args[0]->obj);
+    else *out = nargs == 2 ? args[1] : em_sym_const(T, Py_None);
+    return *out ? EM_OK : EM_ERR;
+}
+
+/* A dict read through a slot (em_lazy_dict_get): key reads only. */
+EmStatus em_frame_dict_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym **args, int nargs,
+                              EmSym **out) {
+    if (!is_key_read(m, nargs)) return em_trace_fail(T, EMA_SIDE_EFFECT, "dict.%s on an input", n);
+    if (args[0]->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "dict.%s by a %s", n, em_sym_describe(args[0]));
+    int found = 0;
+    EmSym *v = NULL;
+    EmStatus st = em_lazy_dict_get(T, self, args[0]->obj, &found, &v);
+    return st == EM_OK ? key_result(T, m, found, v, args, nargs, out) : st;
+}
+
+static EmStatus dict_key_read(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym **args, int nargs,
+                              EmSym **out) {
+    if (args[0]->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "dict.%s by a %s", n, em_sym_describe(args[0]));
+    int i = em_dict_find(self, args[0]->obj);
+    if (i == -2) return EM_ERR;
+    return key_result(T, m, i >= 0, i >= 0 ? self->items.data[i] : NULL, args, nargs, out);
+}
+
+/* seq.index(x), seq.count(x), x in seq (m), by value equality, as Python: only constants can be
+ * compared while tracing (and an item that is x itself). */
+static EmStatus seq_find(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym *x, EmSym **out) {
+    PyObject *want = x->kind == SYM_CONST ? x->obj : NULL;
+    long cnt = 0, at = -1;
+    for (int32_t i = 0; i < self->items.len; i++) {
+        EmSym *it = self->items.data[i];
+        if (!want || it->kind != SYM_CONST) {
+            if (it == x) { /* the same object: equal by identity */
                 cnt++;
                 if (at < 0) at = i;
+                continue;
             }
+            return em_trace_fail(T, EMA_VALUE, "%s.%s comparing a %s", em_sym_describe(self), n,
+                                 em_sym_describe(it->kind != SYM_CONST ? it : x));
         }
-        if (n[0] == 'i' && at < 0) {
-            PyObject *msg = PyUnicode_FromFormat("%R is not in %s", want, self->kind == SYM_LIST ? "list" : "tuple");
-            EmStatus st = msg ? em_trace_raise_new(T, PyExc_ValueError, msg) : EM_ERR;
-            Py_XDECREF(msg);
-            return st;
+        int eq = PyObject_RichCompareBool(it->obj, want, Py_EQ);
+        if (eq < 0) return EM_ERR;
+        if (eq) {
+            cnt++;
+            if (at < 0) at = i;
         }
-        if (n[0] == '_') {
-            *out = em_sym_const(T, cnt ? Py_True : Py_False);
-            return *out ? EM_OK : EM_ERR;
-        }
-        PyObject *r = PyLong_FromLong(n[0] == 'i' ? at : cnt);
-        *out = r ? em_sym_const(T, r) : NULL;
-        Py_XDECREF(r);
+    }
+    if (m == EM_CM_index && at < 0) {
+        PyObject *msg = PyUnicode_FromFormat("%R is not in %s", want, self->kind == SYM_LIST ? "list" : "tuple");
+        EmStatus st = msg ? em_trace_raise_new(T, PyExc_ValueError, msg) : EM_ERR;
+        Py_XDECREF(msg);
+        return st;
+    }
+    if (m == EM_CM___contains__) {
+        *out = em_sym_const(T, cnt ? Py_True : Py_False);
         return *out ? EM_OK : EM_ERR;
     }
-    if ((is_dict || is_list) && nargs == 0 && !strcmp(n, "__len__")) {
-        PyObject *len = PyLong_FromLong(self->items.len);
-        *out = len ? em_sym_const(T, len) : NULL;
-        Py_XDECREF(len);
-        return *out ? EM_OK : EM_ERR;
-    }
-    if (is_dict && nargs == 0 && !strcmp(n, "__iter__")) {
-        EmSym *keys = dict_view(T, self, 'k'), *it = keys ? em_sym_new(T, SYM_ITER) : NULL;
-        if (!it) return EM_ERR;
-        it->seq_type = Py_NewRef((PyObject *)&PyDictIterKey_Type);
-        EmStatus wst = em_iter_watch(T, it, self, 'k');
-        if (wst != EM_OK) return wst;
-        it->items = keys->items; /* moved */
-        keys->items.data = NULL;
-        keys->items.len = keys->items.cap = 0;
-        *out = it;
-        return EM_OK;
-    }
-    if (is_dict && nargs == 0 && (!strcmp(n, "keys") || !strcmp(n, "values") || !strcmp(n, "items"))) {
-        EmSym *v = em_sym_new(T, SYM_VIEW);
-        if (!v || em_vec_push(&v->items, self)) return v ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
-        v->pos = n[0];
-        *out = v;
-        return EM_OK;
-    }
-    if ((is_dict || is_list) && nargs == 0 && !strcmp(n, "copy")) {
-        EmSym *c = em_sym_new(T, self->kind);
-        for (int32_t i = 0; c && i < self->items.len; i++)
-            if (em_vec_push(&c->items, self->items.data[i]) ||
-                (is_dict && em_vec_push(&c->keys, Py_NewRef(self->keys.data[i]))))
-                c = (PyErr_NoMemory(), NULL);
-        *out = c;
-        return c ? EM_OK : EM_ERR;
-    }
-    /* mutations */
+    PyObject *r = PyLong_FromLong(m == EM_CM_index ? at : cnt);
+    *out = r ? em_sym_const(T, r) : NULL;
+    Py_XDECREF(r);
+    return *out ? EM_OK : EM_ERR;
+}
+
+static EmStatus cont_len(EmTracer *T, EmSym *self, EmSym **out) {
+    PyObject *len = PyLong_FromLong(self->items.len);
+    *out = len ? em_sym_const(T, len) : NULL;
+    Py_XDECREF(len);
+    return *out ? EM_OK : EM_ERR;
+}
+
+static EmStatus dict_iter_method(EmTracer *T, EmSym *self, EmSym **out) {
+    EmSym *keys = dict_view(T, self, 'k'), *it = keys ? em_sym_new(T, SYM_ITER) : NULL;
+    if (!it) return EM_ERR;
+    it->seq_type = Py_NewRef((PyObject *)&PyDictIterKey_Type);
+    EmStatus wst = em_iter_watch(T, it, self, 'k');
+    if (wst != EM_OK) return wst;
+    it->items = keys->items; /* moved */
+    keys->items.data = NULL;
+    keys->items.len = keys->items.cap = 0;
+    *out = it;
+    return EM_OK;
+}
+
+/* d.keys(), d.values(), d.items() (m): a live view. */
+static EmStatus dict_view_method(EmTracer *T, EmContMethod m, EmSym *self, EmSym **out) {
+    EmSym *v = em_sym_new(T, SYM_VIEW);
+    if (!v || em_vec_push(&v->items, self)) return v ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
+    v->pos = m == EM_CM_keys ? 'k' : m == EM_CM_values ? 'v' : 'i';
+    *out = v;
+    return EM_OK;
+}
+
+static EmStatus cont_copy(EmTracer *T, EmSym *self, EmSym **out) {
+    int is_dict = self->kind == SYM_DICT;
+    EmSym *c = em_sym_new(T, self->kind);
+    for (int32_t i = 0; c && i < self->items.len; i++)
+        if (em_vec_push(&c->items, self->items.data[i]) ||
+            (is_dict && em_vec_push(&c->keys, Py_NewRef(self->keys.data[i]))))
+            c = (PyErr_NoMemory(), NULL);
+    *out = c;
+    return c ? EM_OK : EM_ERR;
+}
+
+/* Before any other method, which would mutate self: self must be a container the trace made;
+ * the mutation is counted (mver) for the iterators that read it. */
+static EmStatus mutation_of(EmTracer *T, EmSym *self, const char *n) {
     int own = em_sym_own(T, self);
     if (own < 0) return EM_ERR;
     if (!own) return em_trace_fail(T, EMA_SIDE_EFFECT, "%s.%s on an input", em_sym_describe(self), n);
     self->mver++;
-    if (is_list && !strcmp(n, "append") && nargs == 1) {
-        if (em_vec_push(&self->items, args[0])) return PyErr_NoMemory(), EM_ERR;
-    } else if (is_list && !strcmp(n, "extend") && nargs == 1 &&
-               (args[0]->kind == SYM_LIST || args[0]->kind == SYM_TUPLE)) {
-        EmSym *src = args[0];
-        int32_t cnt = src->items.len;
-        for (int32_t i = 0; i < cnt; i++)
-            if (em_vec_push(&self->items, src->items.data[i])) return PyErr_NoMemory(), EM_ERR;
-    } else if (is_list && (!strcmp(n, "pop") || !strcmp(n, "insert")) && nargs <= 2) {
-        int is_pop = n[0] == 'p';
-        if ((is_pop && nargs > 1) || (!is_pop && nargs != 2)) return em_trace_fail(T, EMA_CALL, "list.%s arguments", n);
-        Py_ssize_t i = is_pop ? -1 : 0, len = self->items.len;
-        if (nargs >= 1) {
-            if (nargs && (args[0]->kind != SYM_CONST || !PyLong_Check(args[0]->obj)))
-                return em_trace_fail(T, EMA_CALL, "list.%s index", n);
-            if (nargs) i = PyLong_AsSsize_t(args[0]->obj);
-        }
-        if (i < 0) i += len;
-        if (is_pop) {
-            if (i < 0 || i >= len) return em_trace_fail(T, EMA_VALUE, "pop from an empty list or bad index");
-            *out = self->items.data[i];
-            for (Py_ssize_t k = i + 1; k < len; k++) self->items.data[k - 1] = self->items.data[k];
-            self->items.len--;
-            return EM_OK;
-        }
-        if (i < 0) i = 0;
-        if (i > len) i = len;
-        if (em_vec_push(&self->items, args[1])) return PyErr_NoMemory(), EM_ERR;
-        for (Py_ssize_t k = len; k > i; k--) self->items.data[k] = self->items.data[k - 1];
-        self->items.data[i] = args[1];
-    } else if (is_dict && (!strcmp(n, "pop") || !strcmp(n, "setdefault") || !strcmp(n, "__setitem__")) &&
-               nargs >= 1 && nargs <= 2) {
+    return EM_OK;
+}
+
+static EmStatus none_out(EmTracer *T, EmSym **out) {
+    *out = em_sym_const(T, Py_None);
+    return *out ? EM_OK : EM_ERR;
+}
+
+static EmStatus list_extend(EmTracer *T, EmSym *self, EmSym *src, EmSym **out) {
+    int32_t cnt = src->items.len;
+    for (int32_t i = 0; i < cnt; i++)
+        if (em_vec_push(&self->items, src->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+    return none_out(T, out);
+}
+
+/* The index argument of list.pop/insert (def when not given), as Python adjusts a negative one. */
+static EmStatus list_index_arg(EmTracer *T, const char *n, EmSym *self, EmSym **args, int nargs, Py_ssize_t def,
+                               Py_ssize_t *i) {
+    *i = def;
+    if (nargs >= 1) {
+        if (args[0]->kind != SYM_CONST || !PyLong_Check(args[0]->obj))
+            return em_trace_fail(T, EMA_CALL, "list.%s index", n);
+        *i = PyLong_AsSsize_t(args[0]->obj); /* too large: Python's OverflowError */
+        if (*i == -1 && PyErr_Occurred()) return em_trace_raise_pending(T, "list index too large");
+    }
+    if (*i < 0) *i += self->items.len;
+    return EM_OK;
+}
+
+static EmStatus list_pop(EmTracer *T, EmSym *self, EmSym **args, int nargs, EmSym **out) {
+    Py_ssize_t i, len = self->items.len;
+    EmStatus st = list_index_arg(T, "pop", self, args, nargs, -1, &i);
+    if (st != EM_OK) return st;
+    if (i < 0 || i >= len) return em_trace_fail(T, EMA_VALUE, "pop from an empty list or bad index");
+    *out = self->items.data[i];
+    for (Py_ssize_t k = i + 1; k < len; k++) self->items.data[k - 1] = self->items.data[k];
+    self->items.len--;
+    return EM_OK;
+}
+
+static EmStatus list_insert(EmTracer *T, EmSym *self, EmSym **args, EmSym **out) {
+    Py_ssize_t i, len = self->items.len;
+    EmStatus st = list_index_arg(T, "insert", self, args, 2, 0, &i);
+    if (st != EM_OK) return st;
+    if (i < 0) i = 0;
+    if (i > len) i = len;
+    if (em_vec_push(&self->items, args[1])) return PyErr_NoMemory(), EM_ERR;
+    for (Py_ssize_t k = len; k > i; k--) self->items.data[k] = self->items.data[k - 1];
+    self->items.data[i] = args[1];
+    return none_out(T, out);
+}
+
+EmStatus em_list_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym **args, int nargs,
+                        EmSym **out) {
+    switch (m) {
+        case EM_CM_index:
+        case EM_CM_count:
+        case EM_CM___contains__:
+            if (nargs == 1) return seq_find(T, m, n, self, args[0], out);
+            break;
+        case EM_CM___len__: if (nargs == 0) return cont_len(T, self, out); break;
+        case EM_CM_copy: if (nargs == 0) return cont_copy(T, self, out); break;
+        default: break;
+    }
+    EmStatus st = mutation_of(T, self, n);
+    if (st != EM_OK) return st;
+    switch (m) {
+        case EM_CM_append:
+            if (nargs != 1) break;
+            if (em_vec_push(&self->items, args[0])) return PyErr_NoMemory(), EM_ERR;
+            return none_out(T, out);
+        case EM_CM_extend:
+            if (nargs == 1 && (args[0]->kind == SYM_LIST || args[0]->kind == SYM_TUPLE))
+                return list_extend(T, self, args[0], out);
+            break;
+        case EM_CM_pop:
+            if (nargs <= 1) return list_pop(T, self, args, nargs, out);
+            if (nargs == 2) return em_trace_fail(T, EMA_CALL, "list.%s arguments", n);
+            break;
+        case EM_CM_insert:
+            if (nargs == 2) return list_insert(T, self, args, out);
+            if (nargs < 2) return em_trace_fail(T, EMA_CALL, "list.%s arguments", n);
+            break;
+        default: break;
+    }
+    return em_trace_fail(T, EMA_CALL, "%s.%s", em_sym_describe(self), n);
+}
+
+EmStatus em_tuple_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym **args, int nargs,
+                         EmSym **out) {
+    if ((m == EM_CM_index || m == EM_CM_count || m == EM_CM___contains__) && nargs == 1)
+        return seq_find(T, m, n, self, args[0], out);
+    EmStatus st = mutation_of(T, self, n); /* a tuple has none: the input's reason, else the call's */
+    return st == EM_OK ? em_trace_fail(T, EMA_CALL, "%s.%s", em_sym_describe(self), n) : st;
+}
+
+/* d.pop(k[, default]). */
+static EmStatus dict_pop(EmTracer *T, EmSym *self, EmSym **args, int nargs, EmSym **out) {
+    int i = em_dict_find(self, args[0]->obj);
+    if (i == -2) return EM_ERR;
+    if (i < 0 && nargs == 1) return em_trace_raise_new(T, PyExc_KeyError, args[0]->obj);
+    *out = i >= 0 ? self->items.data[i] : args[1];
+    if (i >= 0) dict_remove(self, i);
+    return EM_OK;
+}
+
+/* d.setdefault(k[, default]) and d.__setitem__(k, v) (m). */
+static EmStatus dict_store(EmTracer *T, EmContMethod m, EmSym *self, EmSym **args, int nargs, EmSym **out) {
+    int i = em_dict_find(self, args[0]->obj);
+    if (i == -2) return EM_ERR;
+    if (m == EM_CM_setdefault && i >= 0) {
+        *out = self->items.data[i];
+        return EM_OK;
+    }
+    EmSym *v = nargs == 2 ? args[1] : em_sym_const(T, Py_None);
+    if (!v) return EM_ERR;
+    if (i >= 0) self->items.data[i] = v;
+    else if (em_vec_push(&self->keys, Py_NewRef(args[0]->obj)) || em_vec_push(&self->items, v))
+        return PyErr_NoMemory(), EM_ERR;
+    else
+        self->kver++;
+    if (m == EM_CM_setdefault) {
+        *out = v;
+        return EM_OK;
+    }
+    return none_out(T, out);
+}
+
+static EmStatus dict_update(EmTracer *T, EmSym *self, EmSym *o, EmSym **out) {
+    for (int32_t k = 0; k < o->keys.len; k++)
+        if (em_dict_set(self, o->keys.data[k], o->items.data[k]) != EM_OK) return EM_ERR;
+    return none_out(T, out);
+}
+
+/* The reads of a dict sym: 1 with *st set when m with nargs arguments is one, else 0. */
+static int dict_read(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym **args, int nargs, EmSym **out,
+                     EmStatus *st) {
+    if (is_key_read(m, nargs)) *st = dict_key_read(T, m, n, self, args, nargs, out);
+    else if (nargs) return 0;
+    else if (m == EM_CM___len__) *st = cont_len(T, self, out);
+    else if (m == EM_CM___iter__) *st = dict_iter_method(T, self, out);
+    else if (m == EM_CM_keys || m == EM_CM_values || m == EM_CM_items) *st = dict_view_method(T, m, self, out);
+    else if (m == EM_CM_copy) *st = cont_copy(T, self, out);
+    else return 0;
+    return 1;
+}
+
+EmStatus em_dict_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym **args, int nargs,
+                        EmSym **out) {
+    EmStatus st;
+    if (dict_read(T, m, n, self, args, nargs, out, &st)) return st;
+    if ((st = mutation_of(T, self, n)) != EM_OK) return st;
+    int by_key = ((m == EM_CM_pop || m == EM_CM_setdefault) && nargs >= 1) || (m == EM_CM___setitem__ && nargs == 2);
+    if (by_key && nargs <= 2) {
         if (args[0]->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "dict.%s by a %s", n, em_sym_describe(args[0]));
-        int i = em_dict_find(self, args[0]->obj);
-        if (i == -2) return EM_ERR;
-        if (n[0] == 'p') {
-            if (i < 0 && nargs == 1) return em_trace_raise_new(T, PyExc_KeyError, args[0]->obj);
-            *out = i >= 0 ? self->items.data[i] : args[1];
-            if (i >= 0) dict_remove(self, i);
-            return EM_OK;
-        }
-        if (n[0] == 's' && i >= 0) {
-            *out = self->items.data[i];
-            return EM_OK;
-        }
-        EmSym *v = nargs == 2 ? args[1] : em_sym_const(T, Py_None);
-        if (!v) return EM_ERR;
-        if (i >= 0) self->items.data[i] = v;
-        else if (em_vec_push(&self->keys, Py_NewRef(args[0]->obj)) || em_vec_push(&self->items, v))
-            return PyErr_NoMemory(), EM_ERR;
-        else
-            self->kver++;
-        if (n[0] == 's' && n[1] == 'e' && n[2] == 't') {
-            *out = v;
-            return EM_OK;
-        }
-    } else if (is_dict && !strcmp(n, "__delitem__") && nargs == 1 && args[0]->kind == SYM_CONST) {
+        return m == EM_CM_pop ? dict_pop(T, self, args, nargs, out) : dict_store(T, m, self, args, nargs, out);
+    }
+    if (m == EM_CM___delitem__ && nargs == 1 && args[0]->kind == SYM_CONST) {
         int i = em_dict_find(self, args[0]->obj);
         if (i == -2) return EM_ERR;
         if (i < 0) return em_trace_raise_new(T, PyExc_KeyError, args[0]->obj);
         dict_remove(self, i);
-    } else if (is_dict && !strcmp(n, "update") && nargs == 1 && args[0]->kind == SYM_DICT) {
-        EmSym *o = args[0];
-        for (int32_t k = 0; k < o->keys.len; k++)
-            if (em_dict_set(self, o->keys.data[k], o->items.data[k]) != EM_OK) return EM_ERR;
-    } else {
-        return em_trace_fail(T, EMA_CALL, "%s.%s", em_sym_describe(self), n);
+        return none_out(T, out);
     }
-    *out = em_sym_const(T, Py_None);
-    return *out ? EM_OK : EM_ERR;
+    if (m == EM_CM_update && nargs == 1 && args[0]->kind == SYM_DICT) return dict_update(T, self, args[0], out);
+    return em_trace_fail(T, EMA_CALL, "%s.%s", em_sym_describe(self), n);
 }
 
 /* dict(src, **kw) made while tracing: src a dict sym or an iterable of (key, value) pairs

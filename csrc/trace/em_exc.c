@@ -32,6 +32,18 @@ EmStatus em_trace_raise_new(EmTracer *T, PyObject *type, PyObject *arg) {
     return st;
 }
 
+EmStatus em_trace_raise_pending(EmTracer *T, const char *what) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyErr_NormalizeException(&et, &ev, &tb);
+    EmStatus st = ev && PyExceptionInstance_Check(ev) ? em_trace_raise(T, ev, "%s", what)
+                                                      : em_trace_fail(T, EMA_VALUE, "%s", what);
+    Py_XDECREF(et);
+    Py_XDECREF(ev);
+    Py_XDECREF(tb);
+    return st;
+}
+
 int em_trace_catch(EmTracer *T, int at) {
     int h, d, lasti;
     if (!T->exc) return 0;

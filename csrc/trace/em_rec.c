@@ -1,6 +1,7 @@
 /* em_rec.c: opcode handlers, grouped by family (stack, loads/stores, operators,
- * containers, calls, control flow). Each pops its inputs, asks em_sym.c / em_call.c, and
- * pushes its result. Handlers consume EmInstr; they produce stack effects only.
+ * containers, calls, control flow). Each pops its inputs, asks the operations of the values'
+ * kinds (em_sym_ops.c) or em_call.c, and pushes its result. Handlers consume EmInstr; they
+ * produce stack effects only.
  */
 #include "em_rec.h"
 
@@ -134,7 +135,7 @@ EmStatus h_load_super_attr(EmTracer *T, const EmInstr *in) {
     NEED(3);
     EmSym *obj = TOP(1), *cls = TOP(2), *g = TOP(3), *sup = NULL, *out = NULL, *self = NULL;
     T->sp -= 3;
-    if (!((g->kind == SYM_CONST || g->kind == SYM_OBJ) && g->obj == (PyObject *)&PySuper_Type))
+    if (!em_sym_is_obj(g, (PyObject *)&PySuper_Type))
         return em_trace_fail(T, EMA_CALL, "the name super is not the builtin super");
     EmStatus st = em_super(T, cls, obj, &sup);
     if (st == EM_OK) st = em_sym_getattr(T, sup, PyTuple_GET_ITEM(T->code->co_names, ni), method, &out, &self);
@@ -162,83 +163,14 @@ static EmOp nb_op(int arg) {
     return EMOP__COUNT;
 }
 
-/* 1 when s holds a tensor; deeper than EM_MAX_NEST (or a list holding itself) counts as one,
- * so that the caller takes its general path. */
-static int has_tensor_at(EmSym *s, int depth, long *left) {
-    if (depth > EM_MAX_NEST || --*left < 0) return 1;
-    if (s->kind == SYM_TENSOR) return 1;
-    if (s->kind == SYM_TUPLE || s->kind == SYM_LIST)
-        for (int32_t i = 0; i < s->items.len; i++)
-            if (has_tensor_at(s->items.data[i], depth + 1, left)) return 1;
-    return 0;
-}
-
-static int has_tensor(EmSym *s) {
-    long left = EM_MAX_WALK;
-    return has_tensor_at(s, 0, &left);
-}
-
-/* Applies a Python operator to known values; abort if it raises or gives a non-constant. */
-static EmStatus eval_known(EmTracer *T, PyObject *fn, EmSym **args, int n, EmSym **out) {
-    PyObject *vals[3] = {NULL, NULL, NULL};
-    EmStatus st = EM_OK;
-    for (int i = 0; i < n; i++)
-        if (args[i]->kind == SYM_OBJ && !args[i]->by_id && args[i]->src >= 0) {
-            /* guarded by its type only: what the operator reads of it is not guarded */
-            st = em_trace_fail(T, EMA_VALUE, "operator on a %s read from the frame", Py_TYPE(args[i]->obj)->tp_name);
-            goto done;
-        } else if (!(vals[i] = em_sym_value(T, args[i]))) {
-            st = PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "operator on %s", em_sym_describe(args[i]));
-            goto done;
-        }
-    PyObject *r = PyObject_Vectorcall(fn, vals, (size_t)n, NULL);
-    if (!r) { /* the same values raise the same exception at run time */
-        PyObject *et, *ev, *tb;
-        PyErr_Fetch(&et, &ev, &tb);
-        PyErr_NormalizeException(&et, &ev, &tb);
-        st = ev && PyExceptionInstance_Check(ev) ? em_trace_raise(T, ev, "operator raised on constants")
-                                                 : em_trace_fail(T, EMA_VALUE, "operator raised on constants");
-        Py_XDECREF(et);
-        Py_XDECREF(ev);
-        Py_XDECREF(tb);
-        goto done;
-    }
-    if (PyList_CheckExact(r)) {
-        EmSym *s = em_sym_new(T, SYM_LIST);
-        for (Py_ssize_t i = 0; s && i < PyList_GET_SIZE(r); i++) {
-            EmSym *it = em_sym_const(T, PyList_GET_ITEM(r, i));
-            if (!it || em_vec_push(&s->items, it)) s = NULL;
-        }
-        *out = s;
-    } else {
-        *out = em_sym_const(T, r);
-    }
-    Py_DECREF(r);
-    if (!*out) st = EM_ERR;
-done:
-    for (int i = 0; i < n; i++) Py_XDECREF(vals[i]);
-    return st;
-}
-
-static EmStatus seq_concat(EmTracer *T, EmSym *a, EmSym *b, EmSym **out) {
-    EmSym *s = em_sym_new(T, a->kind);
-    if (!s) return EM_ERR;
-    for (int32_t i = 0; i < a->items.len; i++)
-        if (em_vec_push(&s->items, a->items.data[i])) return PyErr_NoMemory(), EM_ERR;
-    for (int32_t i = 0; i < b->items.len; i++)
-        if (em_vec_push(&s->items, b->items.data[i])) return PyErr_NoMemory(), EM_ERR;
-    *out = s;
-    return EM_OK;
-}
-
+/* An operand that holds a tensor makes the operator a graph op, whatever the others are;
+ * else the left operand's kind decides (em_sym_binop). */
 static EmStatus apply_op(EmTracer *T, EmOp op, EmSym **args, int n, EmSym **out) {
     int tens = 0;
-    for (int i = 0; i < n; i++) tens |= has_tensor(args[i]);
+    for (int i = 0; i < n; i++) tens |= em_sym_has_tensor(args[i]);
     if (tens) return em_op_record(T, op, NULL, args, n, NULL, op_fn(op), out);
-    if (n == 2 && (op == EMOP_ADD || op == EMOP_IADD) && args[0]->kind == args[1]->kind &&
-        (args[0]->kind == SYM_TUPLE || (args[0]->kind == SYM_LIST && op == EMOP_ADD)) && !args[0]->seq_type)
-        return seq_concat(T, args[0], args[1], out);
-    return eval_known(T, op_fn(op), args, n, out);
+    if (n == 2) return em_sym_binop(T, op, op_fn(op), args[0], args[1], out);
+    return em_sym_eval(T, op_fn(op), args, n, out);
 }
 
 EmStatus h_binary_op(EmTracer *T, const EmInstr *in) {
@@ -281,216 +213,40 @@ EmStatus h_compare_op(EmTracer *T, const EmInstr *in) {
     return st == EM_OK ? em_push(T, out) : st;
 }
 
-/* Identity of two syms: known for constants/objects; distinct syms of tensors are distinct
- * objects (inputs are deduplicated by identity, in-place results reuse their sym). */
 EmStatus h_is_op(EmTracer *T, const EmInstr *in) {
     NEED(2);
     EmSym *b = POP(), *a = POP();
     int same;
-    if (a == b) same = 1;
-    else if ((a->kind == SYM_CONST || a->kind == SYM_OBJ) && (b->kind == SYM_CONST || b->kind == SYM_OBJ))
-        same = a->obj == b->obj;
-    else if (a->kind == SYM_CONST || b->kind == SYM_CONST || a->kind == SYM_TENSOR || b->kind == SYM_TENSOR)
-        same = 0;
-    else
-        return em_trace_fail(T, EMA_VALUE, "'is' between %s and %s", em_sym_describe(a), em_sym_describe(b));
-    return em_push(T, em_sym_const(T, (same ^ in->arg) ? Py_True : Py_False));
+    EmStatus st = em_sym_is(T, a, b, &same);
+    return st == EM_OK ? em_push(T, em_sym_const(T, (same ^ in->arg) ? Py_True : Py_False)) : st;
 }
 
 EmStatus h_contains_op(EmTracer *T, const EmInstr *in) {
     NEED(2);
     EmSym *c = POP(), *k = POP();
-    int found = -1;
-    if (c->kind == SYM_NEW) {
-        EmSym *r = NULL;
-        EmStatus st = em_call_dunder(T, c, "__contains__", &k, 1, &r);
-        if (st != EM_OK) return st;
-        if (r->kind != SYM_CONST || !PyBool_Check(r->obj)) return em_trace_fail(T, EMA_VALUE, "__contains__ result");
-        found = r->obj == Py_True;
-    } else if (c->kind == SYM_DICT && k->kind == SYM_CONST) {
-        found = 0;
-        for (int32_t i = 0; i < c->keys.len && !found; i++) {
-            found = PyObject_RichCompareBool(c->keys.data[i], k->obj, Py_EQ);
-            if (found < 0) return EM_ERR;
-        }
-    } else if (c->kind == SYM_OBJ && PyDict_CheckExact(c->obj) && c->src >= 0 && k->kind == SYM_CONST) {
-        EmSym *v;
-        EmStatus st = em_lazy_dict_get(T, c, k->obj, &found, &v);
-        if (st != EM_OK) return st;
-    } else if (c->kind == SYM_OBJ && c->obj == em_state.os_environ) {
-        EmSym *v;
-        EmStatus st = em_env_lookup(T, c, k, &found, &v);
-        if (st != EM_OK) return st;
-    } else if (c->kind == SYM_OBJ && c->src >= 0 && !c->by_id) {
-        /* a mutable object guarded by its type only: its own __contains__, traced */
-        EmSym *r = NULL;
-        EmStatus st = em_call_dunder(T, c, "__contains__", &k, 1, &r);
-        if (st != EM_OK) return st;
-        int t = 0;
-        if ((st = em_sym_truth(T, r, &t)) != EM_OK) return st;
-        found = t;
-    } else if (k->kind == SYM_CONST || k->kind == SYM_OBJ) {
-        PyObject *cv = em_sym_value(T, c);
-        if (!cv) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "'in' on %s", em_sym_describe(c));
-        found = PySequence_Contains(cv, k->obj);
-        Py_DECREF(cv);
-        if (found < 0) {
-            PyErr_Clear();
-            return em_trace_fail(T, EMA_VALUE, "'in' raised");
-        }
-    } else {
-        return em_trace_fail(T, EMA_VALUE, "'in' with %s", em_sym_describe(k));
-    }
-    return em_push(T, em_sym_const(T, (found ^ in->arg) ? Py_True : Py_False));
+    int found;
+    EmStatus st = em_sym_contains(T, c, k, &found);
+    return st == EM_OK ? em_push(T, em_sym_const(T, (found ^ in->arg) ? Py_True : Py_False)) : st;
 }
 
 /* ---- containers ---- */
 
-static EmStatus seq_index(EmTracer *T, EmSym *c, EmSym *k, EmSym **out) {
-    if (k->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "index by %s", em_sym_describe(k));
-    if (c->kind == SYM_DICT) {
-        for (int32_t i = 0; i < c->keys.len; i++) {
-            int eq = PyObject_RichCompareBool(c->keys.data[i], k->obj, Py_EQ);
-            if (eq < 0) return EM_ERR;
-            if (eq) {
-                *out = c->items.data[i];
-                return EM_OK;
-            }
-        }
-        return em_trace_raise_new(T, PyExc_KeyError, k->obj);
-    }
-    Py_ssize_t n = c->items.len;
-    if (PyLong_Check(k->obj)) {
-        Py_ssize_t i = PyLong_AsSsize_t(k->obj);
-        if (i == -1 && PyErr_Occurred()) return EM_ERR;
-        if (i < 0) i += n;
-        if (i < 0 || i >= n) {
-            PyObject *msg = PyUnicode_FromFormat("%s index out of range", c->kind == SYM_LIST ? "list" : "tuple");
-            EmStatus st = msg ? em_trace_raise_new(T, PyExc_IndexError, msg) : EM_ERR;
-            Py_XDECREF(msg);
-            return st;
-        }
-        *out = c->items.data[i];
-        return EM_OK;
-    }
-    if (PySlice_Check(k->obj)) {
-        Py_ssize_t start, stop, step;
-        if (PySlice_Unpack(k->obj, &start, &stop, &step) < 0) return EM_ERR;
-        Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
-        EmSym *s = em_sym_new(T, c->kind == SYM_LIST ? SYM_LIST : SYM_TUPLE);
-        for (Py_ssize_t i = 0; s && i < len; i++)
-            if (em_vec_push(&s->items, c->items.data[start + i * step])) s = NULL;
-        *out = s;
-        return s ? EM_OK : EM_ERR;
-    }
-    return em_trace_fail(T, EMA_VALUE, "index of type %s", Py_TYPE(k->obj)->tp_name);
-}
-
-/* d[key] on a dict (or dict subclass) read from the frame and not wrapped whole: a
- * subclass's Python __getitem__ is traced, dict's own is em_dict_getitem. */
-static EmStatus dict_subscr(EmTracer *T, EmSym *d, EmSym *key, EmSym **out) {
-    static PyObject *s_getitem;
-    if (!s_getitem && !(s_getitem = PyUnicode_InternFromString("__getitem__"))) return EM_ERR;
-    PyTypeObject *tp = Py_TYPE(d->obj);
-    PyObject *gi = _PyType_Lookup(tp, s_getitem);
-    if (gi == _PyType_Lookup(&PyDict_Type, s_getitem)) return em_dict_getitem(T, d, key, out);
-    if (gi && PyFunction_Check(gi)) return em_call_dunder(T, d, "__getitem__", &key, 1, out);
-    return em_trace_fail(T, EMA_VALUE, "subscript of a %s (its __getitem__ is not dict's)", tp->tp_name);
-}
-
 EmStatus h_binary_subscr(EmTracer *T, const EmInstr *in) {
     (void)in;
     NEED(2);
-    EmSym *args[2] = {TOP(2), TOP(1)}, *out = NULL;
+    EmSym *c = TOP(2), *key = TOP(1), *out = NULL;
     T->sp -= 2;
-    EmStatus st;
-    if (args[0]->kind == SYM_TENSOR || has_tensor(args[1]))
-        st = em_op_record(T, EMOP_SUBSCR, NULL, args, 2, NULL, op_fn(EMOP_SUBSCR), &out);
-    else if (args[0]->kind == SYM_TUPLE || args[0]->kind == SYM_LIST || args[0]->kind == SYM_DICT)
-        st = seq_index(T, args[0], args[1], &out);
-    else if (args[0]->kind == SYM_NEW || (args[0]->kind == SYM_OBJ && args[0]->src >= 0 && !args[0]->by_id &&
-                                          !PyDict_Check(args[0]->obj) &&
-                                          PyObject_IsInstance(args[0]->obj, em_state.nn_module_type) == 0))
-        st = em_call_dunder(T, args[0], "__getitem__", &args[1], 1, &out);
-    else if (args[0]->kind == SYM_OBJ && PyDict_Check(args[0]->obj) && args[0]->src >= 0)
-        st = dict_subscr(T, args[0], args[1], &out);
-    else if (args[0]->kind == SYM_OBJ && args[0]->src >= 0 && args[1]->kind == SYM_CONST &&
-             PyUnicode_Check(args[1]->obj) && PyObject_IsInstance(args[0]->obj, em_state.nn_module_type) == 1)
-        st = em_call_dunder(T, args[0], "__getitem__", &args[1], 1, &out); /* ModuleDict[name]: traced */
-    else if (args[0]->kind == SYM_OBJ && args[1]->kind == SYM_CONST &&
-             (PyLong_CheckExact(args[1]->obj) || PySlice_Check(args[1]->obj)) &&
-             PyObject_IsInstance(args[0]->obj, em_state.nn_module_type) == 1) {
-        EmSym *items = NULL; /* ModuleList[i], Sequential[i]; a slice is a list of the modules */
-        st = em_module_items(T, args[0], 0, &items);
-        if (st == EM_OK) st = seq_index(T, items, args[1], &out);
-    }
-    else
-        st = eval_known(T, op_fn(EMOP_SUBSCR), args, 2, &out);
+    EmStatus st = em_sym_getitem(T, c, key, &out);
     return st == EM_OK ? em_push(T, out) : st;
-}
-
-/* lst[a:b] = seq on a list made while tracing (step 1; an extended slice keeps the length). */
-static EmStatus list_store_slice(EmTracer *T, EmSym *c, PyObject *slice, EmSym *v) {
-    if (v->kind != SYM_LIST && v->kind != SYM_TUPLE)
-        return em_trace_fail(T, EMA_VALUE, "slice store of %s", em_sym_describe(v));
-    Py_ssize_t start, stop, step, n = c->items.len, m = v->items.len;
-    if (PySlice_Unpack(slice, &start, &stop, &step) < 0) return EM_ERR;
-    Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
-    EmSym **src = malloc(sizeof(EmSym *) * ((size_t)m + 1)); /* v may be c itself */
-    if (!src) return PyErr_NoMemory(), EM_ERR;
-    memcpy(src, v->items.data, sizeof(EmSym *) * (size_t)m);
-    EmStatus st = EM_OK;
-    if (step != 1) {
-        if (len != m) st = em_trace_fail(T, EMA_VALUE, "extended slice store of %zd items into %zd", m, len);
-        for (Py_ssize_t i = 0; st == EM_OK && i < m; i++) c->items.data[start + i * step] = src[i];
-    } else {
-        if (stop < start) stop = start;
-        Py_ssize_t tail = n - stop, nn = start + m + tail;
-        if (nn > n) {
-            for (Py_ssize_t i = n; i < nn && st == EM_OK; i++)
-                if (em_vec_push(&c->items, NULL)) st = (PyErr_NoMemory(), EM_ERR);
-        }
-        if (st == EM_OK) {
-            memmove(c->items.data + start + m, c->items.data + stop, sizeof(EmSym *) * (size_t)tail);
-            memcpy(c->items.data + start, src, sizeof(EmSym *) * (size_t)m);
-            c->items.len = (int32_t)nn;
-        }
-    }
-    free(src);
-    if (st == EM_OK) {
-        c->mver++;
-        if (step == 1 && m != len) c->kver++;
-    }
-    return st;
 }
 
 EmStatus h_store_subscr(EmTracer *T, const EmInstr *in) {
     (void)in;
     NEED(3);
     /* stack: value, container, key (TOS) */
-    EmSym *key = TOP(1), *c = TOP(2), *v = TOP(3), *out = NULL;
+    EmSym *key = TOP(1), *c = TOP(2), *v = TOP(3);
     T->sp -= 3;
-    if (c->kind == SYM_TENSOR) {
-        EmSym *args[3] = {c, key, v};
-        return em_op_record(T, EMOP_SETITEM, NULL, args, 3, NULL, op_fn(EMOP_SETITEM), &out);
-    }
-    if (c->kind == SYM_NEW) {
-        EmSym *kv[2] = {key, v};
-        return em_call_dunder(T, c, "__setitem__", kv, 2, &out);
-    }
-    if (!em_sym_own(T, c)) return em_trace_fail(T, EMA_SIDE_EFFECT, "item store into an input %s", em_sym_describe(c));
-    if (key->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "item store with key %s", em_sym_describe(key));
-    if (c->kind == SYM_DICT) return em_dict_set(c, key->obj, v);
-    if (c->kind == SYM_LIST && PySlice_Check(key->obj)) return list_store_slice(T, c, key->obj, v);
-    if (c->kind == SYM_LIST && PyLong_Check(key->obj)) {
-        Py_ssize_t i = PyLong_AsSsize_t(key->obj);
-        if (i < 0) i += c->items.len;
-        if (i < 0 || i >= c->items.len) return em_trace_fail(T, EMA_VALUE, "list index out of range");
-        c->items.data[i] = v;
-        c->mver++;
-        return EM_OK;
-    }
-    return em_trace_fail(T, EMA_VALUE, "item store into %s", em_sym_describe(c));
+    return em_sym_setitem(T, c, key, v);
 }
 
 EmStatus h_build_slice(EmTracer *T, const EmInstr *in) {
@@ -572,119 +328,6 @@ EmStatus h_list_append(EmTracer *T, const EmInstr *in) {
     if (l->kind != SYM_LIST) return em_trace_fail(T, EMA_VALUE, "LIST_APPEND");
     l->mver++;
     return em_vec_push(&l->items, v) ? (PyErr_NoMemory(), EM_ERR) : EM_OK;
-}
-
-/* Items of a sequence-like sym (tuple/list syms, or a constant tuple/list/range/Size). */
-/* Items of an object from the frame or made while tracing, by its own iteration protocol:
- * its __iter__ (traced), or the old one, self[0], self[1]... until IndexError. All taken at
- * once (README, limitations). */
-static EmStatus obj_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
-    static PyObject *s_iter, *s_getitem;
-    if (!s_iter && !(s_iter = PyUnicode_InternFromString("__iter__"))) return EM_ERR;
-    if (!s_getitem && !(s_getitem = PyUnicode_InternFromString("__getitem__"))) return EM_ERR;
-    PyTypeObject *tp = Py_TYPE(s->obj);
-    PyObject *it_fn = _PyType_Lookup(tp, s_iter), *gi = _PyType_Lookup(tp, s_getitem);
-    if (it_fn || s->kind == SYM_NEW || !gi || !PyFunction_Check(gi)) {
-        EmSym *r = NULL;
-        EmStatus st = em_call_dunder(T, s, "__iter__", NULL, 0, &r);
-        if (st != EM_OK) return st;
-        if (r == s || r->kind == SYM_OBJ || r->kind == SYM_NEW)
-            return em_trace_fail(T, EMA_VALUE, "iteration over %s (its __iter__ returns an object)", tp->tp_name);
-        return em_seq_items(T, r, tmp_out);
-    }
-    EmSym *items = em_sym_new(T, SYM_TUPLE);
-    if (!items) return EM_ERR;
-    for (long i = 0;; i++) {
-        PyObject *iv = PyLong_FromLong(i);
-        EmSym *k = iv ? em_sym_const(T, iv) : NULL, *v = NULL;
-        Py_XDECREF(iv);
-        if (!k) return EM_ERR;
-        EmStatus st = em_call_dunder(T, s, "__getitem__", &k, 1, &v);
-        if (st == EM_ABORT && T->exc && PyErr_GivenExceptionMatches(T->exc, PyExc_IndexError)) {
-            Py_CLEAR(T->exc);
-            break;
-        }
-        if (st != EM_OK) return st;
-        if (em_vec_push(&items->items, v)) return PyErr_NoMemory(), EM_ERR;
-    }
-    *tmp_out = items;
-    return EM_OK;
-}
-
-EmStatus em_seq_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
-    if (s->kind == SYM_NEW || (s->kind == SYM_OBJ && s->src >= 0 && !s->by_id &&
-                               PyObject_IsInstance(s->obj, em_state.nn_module_type) == 0))
-        return obj_items(T, s, tmp_out);
-    if (s->kind == SYM_TUPLE || s->kind == SYM_LIST) {
-        *tmp_out = s;
-        return EM_OK;
-    }
-    if (s->kind == SYM_VIEW) { /* what the dict holds now */
-        *tmp_out = em_view_items(T, s);
-        return *tmp_out ? EM_OK : EM_ERR;
-    }
-    if (s->kind == SYM_ITER) { /* the items not yet taken; the iterator is used up */
-        EmStatus ust = em_iter_use(T, s);
-        if (ust != EM_OK) return ust;
-        EmSym *r = em_sym_new(T, SYM_TUPLE);
-        for (int32_t i = s->pos; r && i < s->items.len; i++)
-            if (em_vec_push(&r->items, s->items.data[i])) r = NULL;
-        if (!r) return PyErr_Occurred() ? EM_ERR : (PyErr_NoMemory(), EM_ERR);
-        s->pos = s->items.len;
-        if (s->gen) s->gen = EM_GEN_ENDED;
-        *tmp_out = r;
-        return EM_OK;
-    }
-    if (s->kind == SYM_CONST) {
-        PyObject *seq = PySequence_Fast(s->obj, "");
-        if (!seq) {
-            PyErr_Clear();
-            return em_trace_fail(T, EMA_VALUE, "iteration over %s", Py_TYPE(s->obj)->tp_name);
-        }
-        EmSym *r = em_sym_new(T, SYM_TUPLE);
-        for (Py_ssize_t i = 0; r && i < PySequence_Fast_GET_SIZE(seq); i++) {
-            EmSym *it = em_sym_const(T, PySequence_Fast_GET_ITEM(seq, i));
-            if (!it || em_vec_push(&r->items, it)) r = NULL;
-        }
-        Py_DECREF(seq);
-        *tmp_out = r;
-        return r ? EM_OK : EM_ERR;
-    }
-    if (s->kind == SYM_DICT) {
-        EmSym *r = em_sym_new(T, SYM_TUPLE);
-        for (int32_t i = 0; r && i < s->keys.len; i++) {
-            EmSym *it = em_sym_const(T, s->keys.data[i]);
-            if (!it || em_vec_push(&r->items, it)) r = NULL;
-        }
-        *tmp_out = r;
-        return r ? EM_OK : EM_ERR;
-    }
-    if (s->kind == SYM_OBJ && PyObject_IsInstance(s->obj, em_state.nn_module_type) == 1)
-        return em_module_items(T, s, 0, tmp_out);
-    if (s->kind == SYM_TENSOR && PyObject_TypeCheck(s->obj, em_state.tensor_type)) {
-        /* iterating a tensor of known (guarded) shape is x.unbind(0) */
-        PyObject *dim = PyObject_CallMethod(s->obj, "dim", NULL);
-        long nd = dim ? PyLong_AsLong(dim) : -1;
-        Py_XDECREF(dim);
-        if (nd < 0) return EM_ERR;
-        if (nd == 0) {
-            PyObject *msg = PyUnicode_FromString("iteration over a 0-d tensor");
-            EmStatus st = msg ? em_trace_raise_new(T, PyExc_TypeError, msg) : EM_ERR;
-            Py_XDECREF(msg);
-            return st;
-        }
-        PyObject *unbind = PyObject_GetAttrString((PyObject *)em_state.tensor_type, "unbind");
-        if (!unbind) return EM_ERR;
-        EmSym *r = NULL;
-        EmStatus st = em_op_record(T, EMOP_CALL, unbind, &s, 1, NULL, NULL, &r);
-        Py_DECREF(unbind);
-        if (st != EM_OK) return st;
-        if (r->kind != SYM_TUPLE && r->kind != SYM_LIST) return em_trace_fail(T, EMA_VALUE, "unbind result");
-        *tmp_out = r;
-        return EM_OK;
-    }
-    return em_trace_fail(T, s->kind == SYM_TENSOR ? EMA_DATA_DEP : EMA_VALUE, "iteration over %s",
-                         em_sym_describe(s));
 }
 
 EmStatus h_list_extend(EmTracer *T, const EmInstr *in) {
@@ -947,7 +590,7 @@ EmStatus h_pop_jump_if(EmTracer *T, const EmInstr *in) {
     int holds; /* the jump's test: `c is None`, or the truth of c */
     if (em_op_flags[in->op] & EM_OPF_NONE_TEST) {
         if (c->kind == SYM_NULL) return em_trace_fail(T, EMA_VALUE, "None test of NULL");
-        holds = c->kind == SYM_CONST && c->obj == Py_None;
+        holds = em_sym_is_obj(c, Py_None);
     } else {
         EmStatus st = em_sym_truth(T, c, &holds);
         if (st != EM_OK) return st;
@@ -969,101 +612,6 @@ EmStatus h_jump_or_pop(EmTracer *T, const EmInstr *in) {
 }
 #endif
 
-EmStatus em_iter_of(EmTracer *T, EmSym *s, EmSym **out) {
-    if (s->kind == SYM_ITER) { /* iter(it) is it */
-        *out = s;
-        return EM_OK;
-    }
-    EmSym *items = NULL;
-    EmStatus st = em_seq_items(T, s, &items);
-    if (st != EM_OK) return st;
-    EmSym *it = em_sym_new(T, SYM_ITER);
-    if (!it) return EM_ERR;
-    for (int32_t i = 0; i < items->items.len; i++)
-        if (em_vec_push(&it->items, items->items.data[i])) return PyErr_NoMemory(), EM_ERR;
-    it->seq_type = em_iter_type(T, s, 0);
-    if (!it->seq_type && PyErr_Occurred()) return EM_ERR;
-    st = em_iter_watch(T, it, s, s->kind == SYM_DICT ? 'k' : s->kind == SYM_VIEW ? (char)s->pos : 0);
-    if (st != EM_OK) return st;
-    *out = it;
-    return EM_OK;
-}
-
-EmStatus em_iter_watch(EmTracer *T, EmSym *it, EmSym *src, char what) {
-    if (src->kind == SYM_VIEW) src = src->items.data[0];
-    if ((src->kind != SYM_LIST && src->kind != SYM_DICT) || src->src >= 0) return EM_OK; /* inputs never change */
-    if (!it->of.len) it->of_what = what;
-    if (em_vec_push(&it->of, src) || em_vec_push(&it->of_ver, it->of.len == 1 && what ? src->kver : src->mver))
-        return PyErr_NoMemory(), EM_ERR;
-    return EM_OK;
-}
-
-/* Before each use of an iterator: one lent to zip()/enumerate() aborts; one over lists or dicts
- * made while tracing aborts if they changed since it was made (Python reads them lazily: it
- * may raise RuntimeError, stop early or see new items), except that a dict iterated directly
- * takes the values stored meanwhile (as Python's does) and aborts only on a key added or
- * removed. */
-EmStatus em_iter_use(EmTracer *T, EmSym *it) {
-    if (it->lent) return em_trace_fail(T, EMA_VALUE, "an iterator used again after zip()/enumerate() took it");
-    for (int32_t k = 0; k < it->of.len; k++) {
-        EmSym *c = it->of.data[k];
-        if (k == 0 && it->of_what) {
-            if (c->kver != it->of_ver.data[0] || c->items.len != it->items.len)
-                return em_trace_fail(T, EMA_VALUE, "a dict changed size during iteration");
-        } else if (c->mver != it->of_ver.data[k]) {
-            return em_trace_fail(T, EMA_VALUE, "a %s changed during iteration over it", em_sym_describe(c));
-        }
-    }
-    EmSym *d = it->of.len ? it->of.data[0] : NULL;
-    for (int32_t i = it->pos; d && it->of_what && it->of_what != 'k' && i < d->items.len; i++) {
-        EmSym *v = d->items.data[i];
-        if (it->of_what == 'i') {
-            EmSym *key = em_sym_const(T, d->keys.data[i]), *t = key ? em_sym_new(T, SYM_TUPLE) : NULL;
-            if (!t || em_vec_push(&t->items, key) || em_vec_push(&t->items, v))
-                return PyErr_Occurred() ? EM_ERR : (PyErr_NoMemory(), EM_ERR);
-            v = t;
-        }
-        it->items.data[i] = v;
-    }
-    return EM_OK;
-}
-
-EM_NEW PyObject *em_iter_type(EmTracer *T, EmSym *src, int rev) {
-    (void)T;
-    PyObject *sample = NULL;
-    switch (src->kind) {
-        case SYM_LIST: sample = PyList_New(0); break;
-        case SYM_TUPLE: sample = PyTuple_New(0); break; /* namedtuples iterate as tuples */
-        case SYM_DICT: sample = PyDict_New(); break;
-        case SYM_VIEW: { /* iter(d.keys()) and the like: a view of an empty dict stands in */
-            PyObject *d = PyDict_New();
-            sample = d ? PyObject_CallMethod(d, src->pos == 'k' ? "keys" : src->pos == 'v' ? "values" : "items", NULL)
-                       : NULL;
-            Py_XDECREF(d);
-            break;
-        }
-        case SYM_CONST: sample = Py_NewRef(src->obj); break;
-        case SYM_TENSOR: return rev ? NULL : Py_NewRef((PyObject *)&PyTupleIter_Type); /* iter(t.unbind(0)) */
-        case SYM_OBJ: /* container modules (ModuleList...): _rules.iter_type checks their __iter__ */
-            if (PyObject_IsInstance(src->obj, em_state.nn_module_type) != 1) {
-                PyErr_Clear();
-                return NULL;
-            }
-            sample = Py_NewRef(src->obj);
-            break;
-        default: return NULL;
-    }
-    if (!sample) return NULL;
-    PyObject *arg = rev ? Py_BuildValue("(sN)", "reversed", sample) : sample;
-    PyObject *r = arg ? PyObject_CallMethod(em_state.meta_run, "iter_type", "(N)", arg) : NULL;
-    if (!r || r == Py_None || !PyType_Check(r)) {
-        Py_XDECREF(r);
-        PyErr_Clear();
-        return NULL;
-    }
-    return r;
-}
-
 EmStatus h_get_iter(EmTracer *T, const EmInstr *in) {
     (void)in;
     NEED(1);
@@ -1074,12 +622,10 @@ EmStatus h_get_iter(EmTracer *T, const EmInstr *in) {
 
 EmStatus h_for_iter(EmTracer *T, const EmInstr *in) {
     NEED(1);
-    EmSym *it = TOP(1);
-    if (it->kind != SYM_ITER) return em_trace_fail(T, EMA_VALUE, "FOR_ITER over %s", em_sym_describe(it));
-    EmStatus ust = em_iter_use(T, it);
-    if (ust != EM_OK) return ust;
-    if (it->pos < it->items.len) return em_push(T, it->items.data[it->pos++]);
-    if (it->gen) it->gen = EM_GEN_ENDED;
+    EmSym *v = NULL;
+    EmStatus st = em_iter_next(T, TOP(1), &v);
+    if (st != EM_OK) return st;
+    if (v) return em_push(T, v);
     T->sp--;
     T->ip = em_for_iter_exit(in);
     return EM_OK;

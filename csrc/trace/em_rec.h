@@ -1,6 +1,6 @@
 /* em_rec.h: opcode handlers of the symbolic interpreter (internal to trace/). Each handler
- * decodes, pops, calls a family helper and pushes; type knowledge lives in em_sym.c and
- * em_call.c.
+ * decodes, pops, calls a family helper and pushes; type knowledge lives with the symbol kinds
+ * (em_sym_ops.h) and in em_call.c.
  */
 #ifndef EM_REC_H
 #define EM_REC_H

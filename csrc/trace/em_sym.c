@@ -1,8 +1,9 @@
 /* em_sym.c: symbolic values. Wrapping a real object read from the frame (installing the
  * guards the trace relies on), constants, tensors with their meta tensors and devices,
- * attribute loads, truth values, and conversion of syms into graph arguments.
+ * attribute loads (each kind's getattr slot, em_sym_ops.h), and conversion of syms into graph
+ * arguments.
  */
-#include "em_trace.h"
+#include "em_sym_ops.h"
 
 #include "../pyver/em_state.h"
 
@@ -472,56 +473,9 @@ int32_t em_sym_arg(EmTracer *T, EmSym *s, EmStatus *st) {
     return sym_arg_at(T, s, st, 0, &left);
 }
 
-/* ---- truth ---- */
-
-int em_sym_truth(EmTracer *T, EmSym *s, int *out) {
-    switch (s->kind) {
-        case SYM_CONST: {
-            int r = PyObject_IsTrue(s->obj);
-            if (r < 0) return EM_ERR;
-            *out = r;
-            return EM_OK;
-        }
-        case SYM_TUPLE:
-        case SYM_LIST:
-        case SYM_DICT: *out = s->items.len > 0; return EM_OK;
-        case SYM_TENSOR: return em_trace_fail(T, EMA_TENSOR_BRANCH, "bool() of a tensor");
-        case SYM_NEW: {
-            static PyObject *s_bool, *s_len;
-            if (!s_bool && !(s_bool = PyUnicode_InternFromString("__bool__"))) return EM_ERR;
-            if (!s_len && !(s_len = PyUnicode_InternFromString("__len__"))) return EM_ERR;
-            PyTypeObject *tp = Py_TYPE(s->obj);
-            PyObject *b = _PyType_Lookup(tp, s_bool), *l = _PyType_Lookup(tp, s_len);
-            if (!b && !l) {
-                *out = 1;
-                return EM_OK;
-            }
-            if (!b && s->items.len > 1 && !PyFunction_Check(l)) { /* dict's own __len__ */
-                *out = s->items.data[1]->items.len > 0;
-                return EM_OK;
-            }
-            return em_trace_fail(T, EMA_VALUE, "truth value of a %s", tp->tp_name);
-        }
-        case SYM_OBJ:
-            if (!Py_TYPE(s->obj)->tp_as_number && !Py_TYPE(s->obj)->tp_as_mapping &&
-                !Py_TYPE(s->obj)->tp_as_sequence) {
-                *out = 1;
-                return EM_OK;
-            }
-            if (PyModule_Check(s->obj) || PyFunction_Check(s->obj) || PyCFunction_Check(s->obj) ||
-                PyType_Check(s->obj)) {
-                *out = 1;
-                return EM_OK;
-            }
-            return em_trace_fail(T, EMA_VALUE, "truth value of %s", Py_TYPE(s->obj)->tp_name);
-        default: return em_trace_fail(T, EMA_VALUE, "truth value of %s", em_sym_describe(s));
-    }
-}
-
 /* ---- attributes ---- */
 
-static EmStatus tensor_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out,
-                            EmSym **self) {
+EmStatus em_sym_tensor_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
     const char *n = PyUnicode_AsUTF8(name);
     if (!n) return EM_ERR;
     PyObject *m = em_sym_meta(T, base);
@@ -997,7 +951,7 @@ static EmStatus type_attr(EmTracer *T, EmSym *base, PyObject *name, int method, 
     return *out ? EM_OK : st;
 }
 
-static EmStatus obj_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
+EmStatus em_sym_obj_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
     return obj_attr_impl(T, base, name, method, out, self, 0);
 }
 
@@ -1287,86 +1241,40 @@ static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, E
     return cls ? type_attr(T, cls, name, 0, out, &ignored) : EM_ERR;
 }
 
-EmStatus em_sym_getattr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
-    *self = NULL;
-    switch (base->kind) {
-        case SYM_TENSOR: return tensor_attr(T, base, name, method, out, self);
-        case SYM_NEW: return em_sym_new_attr(T, base, name, method, out, self);
-        case SYM_OBJ:
-            if (PyDict_CheckExact(base->obj) && base->src >= 0) break;
-            return obj_attr(T, base, name, method, out, self);
-        case SYM_CONST: {
-            PyObject *v = PyObject_GetAttr(base->obj, name);
-            if (!v) {
-                PyErr_Clear();
-                return em_trace_fail(T, EMA_ATTR, "%s.%s", Py_TYPE(base->obj)->tp_name, PyUnicode_AsUTF8(name));
+/* Attribute of a constant: its value when that is a constant too (a read-only mapping of
+ * constants becomes a DICT sym), a builtin method bound to it as an object. */
+EmStatus em_sym_const_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
+    PyObject *v = PyObject_GetAttr(base->obj, name);
+    if (!v) {
+        PyErr_Clear(); /* whatever a constant's lookup raises, Python raises again when the trace gives up */
+        return em_trace_fail(T, EMA_ATTR, "%s.%s", Py_TYPE(base->obj)->tp_name, PyUnicode_AsUTF8(name));
+    }
+    if (Py_IS_TYPE(v, &PyDictProxy_Type)) {
+        /* a read-only mapping of a constant (Signature.parameters): a dict of constants */
+        PyObject *items = PyMapping_Items(v);
+        Py_DECREF(v);
+        EmSym *d = items ? em_sym_new(T, SYM_DICT) : NULL;
+        for (Py_ssize_t i = 0; d && i < PyList_GET_SIZE(items); i++) {
+            PyObject *kv = PyList_GET_ITEM(items, i);
+            PyObject *k = PyTuple_GET_ITEM(kv, 0), *iv = PyTuple_GET_ITEM(kv, 1);
+            if (!is_pure(k, 0) || !is_pure(iv, 0)) {
+                Py_DECREF(items);
+                return em_trace_fail(T, EMA_ATTR, "%s.%s (a mapping of non-constants)",
+                                     Py_TYPE(base->obj)->tp_name, PyUnicode_AsUTF8(name));
             }
-            if (Py_IS_TYPE(v, &PyDictProxy_Type)) {
-                /* a read-only mapping of a constant (Signature.parameters): a dict of constants */
-                PyObject *items = PyMapping_Items(v);
-                Py_DECREF(v);
-                EmSym *d = items ? em_sym_new(T, SYM_DICT) : NULL;
-                for (Py_ssize_t i = 0; d && i < PyList_GET_SIZE(items); i++) {
-                    PyObject *kv = PyList_GET_ITEM(items, i);
-                    PyObject *k = PyTuple_GET_ITEM(kv, 0), *iv = PyTuple_GET_ITEM(kv, 1);
-                    if (!is_pure(k, 0) || !is_pure(iv, 0)) {
-                        Py_DECREF(items);
-                        return em_trace_fail(T, EMA_ATTR, "%s.%s (a mapping of non-constants)",
-                                             Py_TYPE(base->obj)->tp_name, PyUnicode_AsUTF8(name));
-                    }
-                    EmSym *c = em_sym_const(T, iv);
-                    if (!c || em_vec_push(&d->items, c) || em_vec_push(&d->keys, Py_NewRef(k))) d = NULL;
-                }
-                Py_XDECREF(items);
-                *out = d;
-                return d ? EM_OK : EM_ERR;
-            }
-            if (!is_pure(v, 0) && !PyCFunction_Check(v)) {
-                Py_DECREF(v);
-                return em_trace_fail(T, EMA_ATTR, "%s.%s", Py_TYPE(base->obj)->tp_name, PyUnicode_AsUTF8(name));
-            }
-            *out = PyCFunction_Check(v) ? em_sym_new(T, SYM_OBJ) : em_sym_const(T, v);
-            if (*out && (*out)->kind == SYM_OBJ) (*out)->obj = Py_NewRef(v);
-            Py_DECREF(v);
-            return *out ? EM_OK : EM_ERR;
+            EmSym *c = em_sym_const(T, iv);
+            if (!c || em_vec_push(&d->items, c) || em_vec_push(&d->keys, Py_NewRef(k))) d = NULL;
         }
-        case SYM_TUPLE:
-            if (base->seq_type) {
-                PyObject *fields = PyObject_GetAttrString(base->seq_type, "_fields");
-                if (!fields) {
-                    PyErr_Clear();
-                    fields = PyObject_GetAttrString(base->seq_type, "__match_args__");
-                }
-                if (!fields) {
-                    PyErr_Clear();
-                    break;
-                }
-                Py_ssize_t n = PySequence_Size(fields);
-                for (Py_ssize_t i = 0; i < n && i < base->items.len; i++) {
-                    PyObject *f = PySequence_GetItem(fields, i);
-                    int eq = f ? PyObject_RichCompareBool(f, name, Py_EQ) : -1;
-                    Py_XDECREF(f);
-                    if (eq < 0) {
-                        Py_DECREF(fields);
-                        return EM_ERR;
-                    }
-                    if (eq) {
-                        Py_DECREF(fields);
-                        *out = base->items.data[i];
-                        return EM_OK;
-                    }
-                }
-                Py_DECREF(fields);
-            }
-            break;
-        default: break;
+        Py_XDECREF(items);
+        *out = d;
+        return d ? EM_OK : EM_ERR;
     }
-    if ((base->kind == SYM_OBJ && PyDict_CheckExact(base->obj) && base->src >= 0) || base->kind == SYM_LIST ||
-        base->kind == SYM_DICT || base->kind == SYM_TUPLE) {
-        /* list.append etc.: the unbound method of the builtin type, self = the sym */
-        PyTypeObject *tp = base->kind == SYM_LIST ? &PyList_Type : base->kind == SYM_TUPLE ? &PyTuple_Type : &PyDict_Type;
-        PyObject *fn = _PyType_Lookup(tp, name);
-        if (fn && Py_IS_TYPE(fn, &PyMethodDescr_Type)) return em_sym_method(T, fn, base, method, out, self);
+    if (!is_pure(v, 0) && !PyCFunction_Check(v)) {
+        Py_DECREF(v);
+        return em_trace_fail(T, EMA_ATTR, "%s.%s", Py_TYPE(base->obj)->tp_name, PyUnicode_AsUTF8(name));
     }
-    return em_trace_fail(T, EMA_ATTR, "%s of %s", PyUnicode_AsUTF8(name), em_sym_describe(base));
+    *out = PyCFunction_Check(v) ? em_sym_new(T, SYM_OBJ) : em_sym_const(T, v);
+    if (*out && (*out)->kind == SYM_OBJ) (*out)->obj = Py_NewRef(v);
+    Py_DECREF(v);
+    return *out ? EM_OK : EM_ERR;
 }

@@ -35,8 +35,9 @@ typedef enum {
     SYM_NEW,    /* an instance made while tracing (em_obj.c): obj = a placeholder of its class,
                  * items[0] = its attributes (a DICT sym), items[1] = its dict items when the
                  * class derives from dict */
-    SYM_VIEW    /* d.keys()/values()/items() of a DICT sym made while tracing (items[0]): a live
+    SYM_VIEW,   /* d.keys()/values()/items() of a DICT sym made while tracing (items[0]): a live
                  * view, read at each use; pos = 'k', 'v' or 'i' */
+    SYM__COUNT
 } EmSymKind;
 
 /* pos of a SYM_NULL local realized on its first read (em_local_get); of a DICT sym. */
@@ -222,7 +223,6 @@ int em_sym_retarget(EmTracer *T, EmSym *s, EmRef r, PyObject *m, PyObject *dev);
 /* Python value of a sym when it is fully known at trace time (new ref), else NULL without
  * exception. */
 EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s);
-int em_sym_truth(EmTracer *T, EmSym *s, int *out); /* 0 ok, else abort status */
 /* Lookups in a dict read through a slot without wrapping it whole; absence proofs; type(). */
 int em_sym_own(EmTracer *T, EmSym *s);
 /* DICT syms: the index of key (-1 absent, -2 error set); store key -> v (0 or EM_ERR). */
@@ -233,7 +233,33 @@ EmStatus em_env_lookup(EmTracer *T, EmSym *env, EmSym *key, int *found, EmSym **
 EmStatus em_lazy_dict_get(EmTracer *T, EmSym *d, PyObject *key, int *found, EmSym **out);
 int em_sym_attr_absent(EmTracer *T, EmSym *base, PyObject *name);
 EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out);
+/* ---- operations on syms, dispatched on the kind (em_sym_ops.c; the kinds' rows: em_sym_ops.h) ----
+ * Each returns EM_OK, EM_ABORT (reason in T) or EM_ERR; the syms it gives back belong to the
+ * trace. */
+/* base.name; method: a method load, which gives the function and *self (NULL: a plain value). */
 EmStatus em_sym_getattr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self);
+/* c[key]; c[key] = v; key in c (*found 0 or 1); bool(s) (*out 0 or 1). */
+EmStatus em_sym_getitem(EmTracer *T, EmSym *c, EmSym *key, EmSym **out);
+EmStatus em_sym_setitem(EmTracer *T, EmSym *c, EmSym *key, EmSym *v);
+EmStatus em_sym_contains(EmTracer *T, EmSym *c, EmSym *key, int *found);
+EmStatus em_sym_truth(EmTracer *T, EmSym *s, int *out);
+/* a <op> b, fn being op's Python operator, for operands that hold no tensor. */
+EmStatus em_sym_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out);
+/* `a is b`: *same 0 or 1. */
+EmStatus em_sym_is(EmTracer *T, EmSym *a, EmSym *b, int *same);
+/* next(it): its next item, or *out NULL when it is exhausted. */
+EmStatus em_iter_next(EmTracer *T, EmSym *it, EmSym **out);
+/* 1 when s is the Python object v itself (a constant, or an object sym of it), else 0. */
+int em_sym_is_obj(const EmSym *s, PyObject *v);
+/* 1 when s holds a tensor (nested in tuples and lists); deeper than EM_MAX_NEST (or a list
+ * holding itself) counts as one, so that the caller takes its general path. */
+int em_sym_has_tensor(EmSym *s);
+/* fn(*args) on the known values of args (a Python operator): a constant (a list sym for a list);
+ * aborts when a value is not known, or raises what fn raised. */
+EmStatus em_sym_eval(EmTracer *T, PyObject *fn, EmSym **args, int n, EmSym **out);
+/* An object read from the frame and guarded by its type only, not its identity: its state (its
+ * attributes, its items) is not guarded by that. */
+static inline int em_sym_type_guarded(const EmSym *s) { return s->kind == SYM_OBJ && s->src >= 0 && !s->by_id; }
 /* object.__getattribute__(base, name): the generic lookup, bypassing a type's override. */
 EmStatus em_sym_getattr_generic(EmTracer *T, EmSym *base, PyObject *name, EmSym **out);
 /* super(cls, obj) as a sym whose attributes resolve along type(obj).__mro__ after cls. */
@@ -314,6 +340,9 @@ void em_ctx_unwind(EmTracer *T);
  * stack and ip are set to it), 0 otherwise, -1 on error. */
 EmStatus em_trace_raise(EmTracer *T, PyObject *exc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 EmStatus em_trace_raise_new(EmTracer *T, PyObject *type, PyObject *arg);
+/* em_trace_raise of the Python exception pending now, which the same constants raise at run
+ * time; the exception is cleared. */
+EmStatus em_trace_raise_pending(EmTracer *T, const char *what);
 int em_trace_catch(EmTracer *T, int at);
 /* Objects made while tracing and attribute stores (em_obj.c). */
 /* A call of class cls that makes an instance while tracing; *handled = 0 when cls is not
@@ -325,8 +354,9 @@ EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObjec
  * (guarded per key), else the subclass's __missing__ traced, else KeyError; defaultdict's C
  * __missing__ (it inserts) aborts. */
 EmStatus em_dict_getitem(EmTracer *T, EmSym *d, EmSym *key, EmSym **out);
-/* em_cont.c. A method of a list/dict sym or of a dict read through a slot (the method
- * descriptor fn; reads on any, mutations on containers made while tracing). */
+/* A method of a list/tuple/dict sym or of a dict read through a slot (the method descriptor fn;
+ * reads on any, mutations on containers made while tracing): the kind's method slot
+ * (em_sym_ops.c), the methods themselves in em_cont.c. */
 EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **args, int nargs, EmSym **out);
 /* The current contents of a dict view sym as a new LIST sym (NULL on error). */
 EmSym *em_view_items(EmTracer *T, EmSym *view);

@@ -1,0 +1,108 @@
+/* em_sym_dict.c: the operations of dict syms (constant keys, items in parallel vectors), of
+ * their live views (d.keys(), d.values(), d.items()), and subscripts of dicts read from the
+ * frame without being wrapped whole (OBJ syms, guarded per key). Rows of em_sym_ops[].
+ */
+#include "em_sym_ops.h"
+
+/* ---- dict syms ---- */
+
+static EmStatus dict_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
+    return em_sym_type_method(T, &PyDict_Type, base, name, method, out, self);
+}
+
+static EmStatus dict_getitem(EmTracer *T, EmSym *d, EmSym *k, EmSym **out) {
+    if (k->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "index by %s", em_sym_describe(k));
+    int i = em_dict_find(d, k->obj);
+    if (i == -2) return EM_ERR;
+    if (i < 0) return em_trace_raise_new(T, PyExc_KeyError, k->obj);
+    *out = d->items.data[i];
+    return EM_OK;
+}
+
+static EmStatus dict_setitem(EmTracer *T, EmSym *d, EmSym *key, EmSym *v) {
+    EmStatus st = em_sym_store_check(T, d, key);
+    return st == EM_OK ? em_dict_set(d, key->obj, v) : st;
+}
+
+static EmStatus dict_contains(EmTracer *T, EmSym *d, EmSym *key, int *found) {
+    if (key->kind != SYM_CONST) return em_sym_contains_known(T, d, key, found);
+    int i = em_dict_find(d, key->obj);
+    if (i == -2) return EM_ERR;
+    *found = i >= 0;
+    return EM_OK;
+}
+
+static EmStatus dict_truth(EmTracer *T, EmSym *s, int *out) {
+    *out = s->items.len > 0;
+    return EM_OK;
+}
+
+/* Its keys. */
+static EmStatus dict_items(EmTracer *T, EmSym *s, EmSym **out) {
+    EmSym *r = em_sym_new(T, SYM_TUPLE);
+    for (int32_t i = 0; r && i < s->keys.len; i++) {
+        EmSym *it = em_sym_const(T, s->keys.data[i]);
+        if (!it || em_vec_push(&r->items, it)) r = NULL;
+    }
+    *out = r;
+    return r ? EM_OK : EM_ERR;
+}
+
+/* iter(d): over its keys, reading the values stored meanwhile (em_iter_use). */
+static EmStatus dict_iter(EmTracer *T, EmSym *s, EmSym **out) { return em_iter_over(T, s, 'k', out); }
+
+static EM_NEW PyObject *dict_iter_type(EmTracer *T, EmSym *s, int rev) {
+    return em_iter_type_of(PyDict_New(), rev);
+}
+
+const EmSymOps em_dict_ops = {
+    .getattr = dict_attr,
+    .getitem = dict_getitem,
+    .setitem = dict_setitem,
+    .contains = dict_contains,
+    .truth = dict_truth,
+    .items = dict_items,
+    .iter = dict_iter,
+    .iter_type = dict_iter_type,
+    .method = em_dict_method,
+};
+
+/* ---- views of dict syms: what the dict (items[0]) holds when they are used ---- */
+
+static EmStatus view_items(EmTracer *T, EmSym *s, EmSym **out) {
+    *out = em_view_items(T, s);
+    return *out ? EM_OK : EM_ERR;
+}
+
+static EmStatus view_iter(EmTracer *T, EmSym *s, EmSym **out) { return em_iter_over(T, s, (char)s->pos, out); }
+
+/* iter(d.keys()) and the like: a view of an empty dict stands in */
+static EM_NEW PyObject *view_iter_type(EmTracer *T, EmSym *s, int rev) {
+    PyObject *d = PyDict_New();
+    PyObject *sample = d ? PyObject_CallMethod(d, s->pos == 'k' ? "keys" : s->pos == 'v' ? "values" : "items", NULL)
+                         : NULL;
+    Py_XDECREF(d);
+    return em_iter_type_of(sample, rev);
+}
+
+const EmSymOps em_view_ops = {
+    .getitem = em_sym_getitem_known,
+    .contains = em_sym_contains_known,
+    .items = view_items,
+    .iter = view_iter,
+    .iter_type = view_iter_type,
+};
+
+/* ---- dicts read from the frame ---- */
+
+/* d[key] on a dict (or dict subclass) read from the frame and not wrapped whole: a
+ * subclass's Python __getitem__ is traced, dict's own is em_dict_getitem. */
+EmStatus em_frame_dict_getitem(EmTracer *T, EmSym *d, EmSym *key, EmSym **out) {
+    static PyObject *s_getitem;
+    if (!s_getitem && !(s_getitem = PyUnicode_InternFromString("__getitem__"))) return EM_ERR;
+    PyTypeObject *tp = Py_TYPE(d->obj);
+    PyObject *gi = _PyType_Lookup(tp, s_getitem);
+    if (gi == _PyType_Lookup(&PyDict_Type, s_getitem)) return em_dict_getitem(T, d, key, out);
+    if (gi && PyFunction_Check(gi)) return em_call_dunder(T, d, "__getitem__", &key, 1, out);
+    return em_trace_fail(T, EMA_VALUE, "subscript of a %s (its __getitem__ is not dict's)", tp->tp_name);
+}

@@ -1,0 +1,339 @@
+/* em_sym_ops.c: the operations on syms that opcode handlers call, dispatched on the sym's kind
+ * through em_sym_ops[] (each kind's row lives with its family, em_sym_ops.h), the rows of
+ * constants and tensors (a tensor's operations are graph ops, em_op_record), and the
+ * evaluation on known values that several kinds share.
+ */
+#include "em_sym_ops.h"
+
+#include "../pyver/em_state.h"
+
+const EmSymOps *const em_sym_ops[SYM__COUNT] = {
+    [SYM_CONST] = &em_const_ops, [SYM_TENSOR] = &em_tensor_ops, [SYM_TUPLE] = &em_tuple_ops,
+    [SYM_LIST] = &em_list_ops,   [SYM_DICT] = &em_dict_ops,     [SYM_OBJ] = &em_obj_ops,
+    [SYM_ITER] = &em_iter_ops,   [SYM_NEW] = &em_new_ops,       [SYM_VIEW] = &em_view_ops,
+};
+
+/* NULL, CTX, EXIT, BOUND, PARTIAL: values the trace only passes along or calls. */
+static const EmSymOps no_ops;
+
+static const EmSymOps *ops_of(const EmSym *s) {
+    const EmSymOps *o = em_sym_ops[s->kind];
+    return o ? o : &no_ops;
+}
+
+/* The abort for an operation s's kind does not have. */
+static EmStatus no_op(EmTracer *T, const char *what, EmSym *s) {
+    return em_trace_fail(T, EMA_VALUE, "%s of %s", what, em_sym_describe(s));
+}
+
+static PyObject *op_fn(EmOp op) { return PyTuple_GET_ITEM(em_state.op_fns, op); }
+
+/* ---- dispatch ---- */
+
+EmStatus em_sym_getattr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
+    *self = NULL;
+    const EmSymOps *o = ops_of(base);
+    if (o->getattr) return o->getattr(T, base, name, method, out, self);
+    return em_trace_fail(T, EMA_ATTR, "%s of %s", PyUnicode_AsUTF8(name), em_sym_describe(base));
+}
+
+EmStatus em_sym_getitem(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
+    /* before c's kind is asked: a key that holds a tensor makes the subscript a graph op,
+     * whatever c is */
+    const EmSymOps *o = em_sym_has_tensor(key) ? &em_tensor_ops : ops_of(c);
+    return o->getitem ? o->getitem(T, c, key, out) : no_op(T, "subscript", c);
+}
+
+EmStatus em_sym_setitem(EmTracer *T, EmSym *c, EmSym *key, EmSym *v) {
+    const EmSymOps *o = ops_of(c);
+    if (o->setitem) return o->setitem(T, c, key, v);
+    EmStatus st = em_sym_store_check(T, c, key);
+    return st == EM_OK ? em_trace_fail(T, EMA_VALUE, "item store into %s", em_sym_describe(c)) : st;
+}
+
+EmStatus em_sym_store_check(EmTracer *T, EmSym *c, EmSym *key) {
+    if (!em_sym_own(T, c)) return em_trace_fail(T, EMA_SIDE_EFFECT, "item store into an input %s", em_sym_describe(c));
+    if (key->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "item store with key %s", em_sym_describe(key));
+    return EM_OK;
+}
+
+EmStatus em_sym_contains(EmTracer *T, EmSym *c, EmSym *key, int *found) {
+    const EmSymOps *o = ops_of(c);
+    return o->contains ? o->contains(T, c, key, found) : no_op(T, "'in'", c);
+}
+
+EmStatus em_sym_truth(EmTracer *T, EmSym *s, int *out) {
+    const EmSymOps *o = ops_of(s);
+    return o->truth ? o->truth(T, s, out) : em_trace_fail(T, EMA_VALUE, "truth value of %s", em_sym_describe(s));
+}
+
+EmStatus em_sym_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out) {
+    const EmSymOps *o = ops_of(a);
+    if (o->binop) return o->binop(T, op, fn, a, b, out);
+    EmSym *args[2] = {a, b};
+    return em_sym_eval(T, fn, args, 2, out);
+}
+
+EmStatus em_seq_items(EmTracer *T, EmSym *s, EmSym **out) {
+    const EmSymOps *o = ops_of(s);
+    return o->items ? o->items(T, s, out) : no_op(T, "iteration", s);
+}
+
+EmStatus em_iter_of(EmTracer *T, EmSym *s, EmSym **out) {
+    const EmSymOps *o = ops_of(s);
+    if (o->iter) return o->iter(T, s, out);
+    return o->items ? em_iter_over(T, s, 0, out) : no_op(T, "iteration", s);
+}
+
+EmStatus em_iter_next(EmTracer *T, EmSym *it, EmSym **out) {
+    const EmSymOps *o = ops_of(it);
+    return o->next ? o->next(T, it, out) : no_op(T, "next()", it);
+}
+
+EM_NEW PyObject *em_iter_type(EmTracer *T, EmSym *src, int rev) {
+    const EmSymOps *o = ops_of(src);
+    return o->iter_type ? o->iter_type(T, src, rev) : NULL;
+}
+
+/* Methods of list, tuple and dict the trace models, by name (em_cont_methods.def). */
+static EmContMethod cont_method(const char *n) {
+    static const char *const names[] = {
+#define X(name) #name,
+#include "em_cont_methods.def"
+#undef X
+    };
+    for (int m = 0; m < EM_CM__COUNT; m++)
+        if (!strcmp(n, names[m])) return (EmContMethod)m;
+    return EM_CM__COUNT;
+}
+
+EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **args, int nargs, EmSym **out) {
+    const char *n = PyUnicode_AsUTF8(PyDescr_NAME(fn));
+    if (!n) return EM_ERR;
+    *out = NULL;
+    const EmSymOps *o = ops_of(self);
+    if (o->method) return o->method(T, cont_method(n), n, self, args, nargs, out);
+    return em_trace_fail(T, EMA_CALL, "%s.%s", em_sym_describe(self), n);
+}
+
+EmStatus em_sym_is(EmTracer *T, EmSym *a, EmSym *b, int *same) {
+    EmIdent ia = ops_of(a)->ident, ib = ops_of(b)->ident;
+    int by_obj = (ia == EM_IDENT_OBJ || ia == EM_IDENT_CONST) && (ib == EM_IDENT_OBJ || ib == EM_IDENT_CONST);
+    if (a == b || by_obj) {
+        *same = a == b || a->obj == b->obj;
+        return EM_OK;
+    }
+    if (ia == EM_IDENT_CONST || ib == EM_IDENT_CONST || ia == EM_IDENT_FRESH || ib == EM_IDENT_FRESH) {
+        *same = 0;
+        return EM_OK;
+    }
+    return em_trace_fail(T, EMA_VALUE, "'is' between %s and %s", em_sym_describe(a), em_sym_describe(b));
+}
+
+int em_sym_is_obj(const EmSym *s, PyObject *v) {
+    EmIdent i = ops_of(s)->ident;
+    return (i == EM_IDENT_OBJ || i == EM_IDENT_CONST) && s->obj == v;
+}
+
+EmStatus em_sym_type_method(EmTracer *T, PyTypeObject *tp, EmSym *base, PyObject *name, int method, EmSym **out,
+                            EmSym **self) {
+    /* list.append etc.: the unbound method of the builtin type, self = the sym */
+    PyObject *fn = _PyType_Lookup(tp, name);
+    if (fn && Py_IS_TYPE(fn, &PyMethodDescr_Type)) return em_sym_method(T, fn, base, method, out, self);
+    return em_trace_fail(T, EMA_ATTR, "%s of %s", PyUnicode_AsUTF8(name), em_sym_describe(base));
+}
+
+/* ---- known values ---- */
+
+static int has_tensor_at(EmSym *s, int depth, long *left) {
+    if (depth > EM_MAX_NEST || --*left < 0) return 1;
+    if (s->kind == SYM_TENSOR) return 1;
+    if (s->kind == SYM_TUPLE || s->kind == SYM_LIST)
+        for (int32_t i = 0; i < s->items.len; i++)
+            if (has_tensor_at(s->items.data[i], depth + 1, left)) return 1;
+    return 0;
+}
+
+int em_sym_has_tensor(EmSym *s) {
+    long left = EM_MAX_WALK;
+    return has_tensor_at(s, 0, &left);
+}
+
+/* 1 when s is, or holds in tuples and lists, an object read from the frame and guarded by its
+ * type only whose type compares or hashes by its own code: comparing it reads state that no guard
+ * covers (an object comparing by identity does not). Deeper than EM_MAX_NEST counts as one. */
+static int compares_by_state_at(EmSym *s, int depth, long *left) {
+    if (depth > EM_MAX_NEST || --*left < 0) return 1;
+    if (em_sym_type_guarded(s)) {
+        PyTypeObject *tp = Py_TYPE(s->obj);
+        return tp->tp_richcompare != PyBaseObject_Type.tp_richcompare || tp->tp_hash != PyBaseObject_Type.tp_hash;
+    }
+    if (s->kind == SYM_TUPLE || s->kind == SYM_LIST)
+        for (int32_t i = 0; i < s->items.len; i++)
+            if (compares_by_state_at(s->items.data[i], depth + 1, left)) return 1;
+    return 0;
+}
+
+static int compares_by_state(EmSym *s) {
+    long left = EM_MAX_WALK;
+    return compares_by_state_at(s, 0, &left);
+}
+
+/* A constant (or a list sym of constants) for r, the result of an operator on known values. */
+static EmSym *known_result(EmTracer *T, PyObject *r) {
+    if (!PyList_CheckExact(r)) return em_sym_const(T, r);
+    EmSym *s = em_sym_new(T, SYM_LIST);
+    for (Py_ssize_t i = 0; s && i < PyList_GET_SIZE(r); i++) {
+        EmSym *it = em_sym_const(T, PyList_GET_ITEM(r, i));
+        if (!it || em_vec_push(&s->items, it)) s = NULL;
+    }
+    return s;
+}
+
+EmStatus em_sym_eval(EmTracer *T, PyObject *fn, EmSym **args, int n, EmSym **out) {
+    PyObject *vals[3] = {NULL, NULL, NULL};
+    EmStatus st = EM_OK;
+    for (int i = 0; i < n; i++)
+        if (em_sym_type_guarded(args[i])) {
+            /* guarded by its type only: what the operator reads of it is not guarded */
+            st = em_trace_fail(T, EMA_VALUE, "operator on a %s read from the frame", Py_TYPE(args[i]->obj)->tp_name);
+            goto done;
+        } else if (compares_by_state(args[i])) {
+            st = em_trace_fail(T, EMA_VALUE, "operator on a %s holding an object read from the frame",
+                               em_sym_describe(args[i]));
+            goto done;
+        } else if (!(vals[i] = em_sym_value(T, args[i]))) {
+            st = PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "operator on %s", em_sym_describe(args[i]));
+            goto done;
+        }
+    PyObject *r = PyObject_Vectorcall(fn, vals, (size_t)n, NULL);
+    if (!r) { /* the same values raise the same exception at run time */
+        st = em_trace_raise_pending(T, "operator raised on constants");
+        goto done;
+    }
+    *out = known_result(T, r);
+    Py_DECREF(r);
+    if (!*out) st = EM_ERR;
+done:
+    for (int i = 0; i < n; i++) Py_XDECREF(vals[i]);
+    return st;
+}
+
+EmStatus em_sym_getitem_known(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
+    EmSym *args[2] = {c, key};
+    return em_sym_eval(T, op_fn(EMOP_SUBSCR), args, 2, out);
+}
+
+EmStatus em_sym_contains_known(EmTracer *T, EmSym *c, EmSym *key, int *found) {
+    EmIdent ik = ops_of(key)->ident;
+    if (ik != EM_IDENT_OBJ && ik != EM_IDENT_CONST)
+        return em_trace_fail(T, EMA_VALUE, "'in' with %s", em_sym_describe(key));
+    if (compares_by_state(key) || compares_by_state(c)) /* its __eq__ or __hash__ would read its state */
+        return em_trace_fail(T, EMA_VALUE, "'in' comparing an object read from the frame");
+    PyObject *cv = em_sym_value(T, c);
+    if (!cv) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "'in' on %s", em_sym_describe(c));
+    *found = PySequence_Contains(cv, key->obj);
+    Py_DECREF(cv);
+    if (*found < 0) {
+        PyErr_Clear(); /* whatever it raised, Python raises again when the trace gives up */
+        return em_trace_fail(T, EMA_VALUE, "'in' raised");
+    }
+    return EM_OK;
+}
+
+/* ---- constants ---- */
+
+static EmStatus const_truth(EmTracer *T, EmSym *s, int *out) {
+    int r = PyObject_IsTrue(s->obj);
+    if (r < 0) return EM_ERR;
+    *out = r;
+    return EM_OK;
+}
+
+static EmStatus const_items(EmTracer *T, EmSym *s, EmSym **out) {
+    PyObject *seq = PySequence_Fast(s->obj, "");
+    if (!seq) {
+        PyErr_Clear(); /* not iterable, or iterating it raised: Python raises it again when the trace gives up */
+        return em_trace_fail(T, EMA_VALUE, "iteration over %s", Py_TYPE(s->obj)->tp_name);
+    }
+    EmSym *r = em_sym_new(T, SYM_TUPLE);
+    for (Py_ssize_t i = 0; r && i < PySequence_Fast_GET_SIZE(seq); i++) {
+        EmSym *it = em_sym_const(T, PySequence_Fast_GET_ITEM(seq, i));
+        if (!it || em_vec_push(&r->items, it)) r = NULL;
+    }
+    Py_DECREF(seq);
+    *out = r;
+    return r ? EM_OK : EM_ERR;
+}
+
+static EM_NEW PyObject *const_iter_type(EmTracer *T, EmSym *s, int rev) {
+    return em_iter_type_of(Py_NewRef(s->obj), rev);
+}
+
+const EmSymOps em_const_ops = {
+    .ident = EM_IDENT_CONST,
+    .getattr = em_sym_const_attr,
+    .getitem = em_sym_getitem_known,
+    .contains = em_sym_contains_known,
+    .truth = const_truth,
+    .items = const_items,
+    .iter_type = const_iter_type,
+};
+
+/* ---- tensors: their operations are graph ops ---- */
+
+/* c[key] for a tensor c, or for a key that holds a tensor (whatever c is). */
+static EmStatus tensor_getitem(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
+    EmSym *args[2] = {c, key};
+    return em_op_record(T, EMOP_SUBSCR, NULL, args, 2, NULL, op_fn(EMOP_SUBSCR), out);
+}
+
+static EmStatus tensor_setitem(EmTracer *T, EmSym *c, EmSym *key, EmSym *v) {
+    EmSym *args[3] = {c, key, v}, *out = NULL;
+    return em_op_record(T, EMOP_SETITEM, NULL, args, 3, NULL, op_fn(EMOP_SETITEM), &out);
+}
+
+static EmStatus tensor_truth(EmTracer *T, EmSym *s, int *out) {
+    return em_trace_fail(T, EMA_TENSOR_BRANCH, "bool() of a tensor");
+}
+
+/* Iterating a tensor of known (guarded) shape is x.unbind(0). */
+static EmStatus tensor_items(EmTracer *T, EmSym *s, EmSym **out) {
+    PyObject *m = em_sym_meta(T, s); /* made now for a tensor whose metadata C inferred */
+    if (!m) return EM_ERR;
+    if (!PyObject_TypeCheck(m, em_state.tensor_type))
+        return em_trace_fail(T, EMA_DATA_DEP, "iteration over %s", em_sym_describe(s));
+    PyObject *dim = PyObject_CallMethod(m, "dim", NULL);
+    long nd = dim ? PyLong_AsLong(dim) : -1;
+    Py_XDECREF(dim);
+    if (nd < 0) return EM_ERR;
+    if (nd == 0) {
+        PyObject *msg = PyUnicode_FromString("iteration over a 0-d tensor");
+        EmStatus st = msg ? em_trace_raise_new(T, PyExc_TypeError, msg) : EM_ERR;
+        Py_XDECREF(msg);
+        return st;
+    }
+    PyObject *unbind = PyObject_GetAttrString((PyObject *)em_state.tensor_type, "unbind");
+    if (!unbind) return EM_ERR;
+    EmSym *r = NULL;
+    EmStatus st = em_op_record(T, EMOP_CALL, unbind, &s, 1, NULL, NULL, &r);
+    Py_DECREF(unbind);
+    if (st != EM_OK) return st;
+    if (r->kind != SYM_TUPLE && r->kind != SYM_LIST) return em_trace_fail(T, EMA_VALUE, "unbind result");
+    *out = r;
+    return EM_OK;
+}
+
+static EM_NEW PyObject *tensor_iter_type(EmTracer *T, EmSym *s, int rev) {
+    return rev ? NULL : Py_NewRef((PyObject *)&PyTupleIter_Type); /* iter(t.unbind(0)) */
+}
+
+const EmSymOps em_tensor_ops = {
+    .ident = EM_IDENT_FRESH,
+    .getattr = em_sym_tensor_attr,
+    .getitem = tensor_getitem,
+    .setitem = tensor_setitem,
+    .truth = tensor_truth,
+    .items = tensor_items,
+    .iter_type = tensor_iter_type,
+};

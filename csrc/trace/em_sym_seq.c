@@ -1,0 +1,295 @@
+/* em_sym_seq.c: the operations of tuple and list syms (items in a vector) and of iterators
+ * (ITER syms: the items they will yield, taken when they were made, and the lists or dicts made
+ * while tracing they still read). Rows of em_sym_ops[]; consumes and produces syms.
+ */
+#include "em_sym_ops.h"
+
+#include "../pyver/em_state.h"
+
+/* ---- tuples and lists ---- */
+
+static EmStatus tuple_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
+    if (base->seq_type) { /* a namedtuple's (or structseq's) field */
+        PyObject *fields = PyObject_GetAttrString(base->seq_type, "_fields");
+        if (!fields && PyErr_ExceptionMatches(PyExc_AttributeError)) { /* a structseq */
+            PyErr_Clear();
+            fields = PyObject_GetAttrString(base->seq_type, "__match_args__");
+        }
+        if (!fields) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return EM_ERR;
+            PyErr_Clear();
+            return em_sym_type_method(T, &PyTuple_Type, base, name, method, out, self);
+        }
+        Py_ssize_t n = PySequence_Size(fields);
+        if (n < 0) {
+            Py_DECREF(fields);
+            return EM_ERR;
+        }
+        for (Py_ssize_t i = 0; i < n && i < base->items.len; i++) {
+            PyObject *f = PySequence_GetItem(fields, i);
+            int eq = f ? PyObject_RichCompareBool(f, name, Py_EQ) : -1;
+            Py_XDECREF(f);
+            if (eq < 0) {
+                Py_DECREF(fields);
+                return EM_ERR;
+            }
+            if (eq) {
+                Py_DECREF(fields);
+                *out = base->items.data[i];
+                return EM_OK;
+            }
+        }
+        Py_DECREF(fields);
+    }
+    return em_sym_type_method(T, &PyTuple_Type, base, name, method, out, self);
+}
+
+static EmStatus list_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
+    return em_sym_type_method(T, &PyList_Type, base, name, method, out, self);
+}
+
+/* seq[k] for an int or slice constant k. */
+static EmStatus seq_getitem(EmTracer *T, EmSym *c, EmSym *k, EmSym **out) {
+    if (k->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "index by %s", em_sym_describe(k));
+    Py_ssize_t n = c->items.len;
+    if (PyLong_Check(k->obj)) {
+        Py_ssize_t i = PyNumber_AsSsize_t(k->obj, PyExc_IndexError); /* too large: Python's IndexError */
+        if (i == -1 && PyErr_Occurred()) return em_trace_raise_pending(T, "index out of range");
+        if (i < 0) i += n;
+        if (i < 0 || i >= n) {
+            PyObject *msg = PyUnicode_FromFormat("%s index out of range", c->kind == SYM_LIST ? "list" : "tuple");
+            EmStatus st = msg ? em_trace_raise_new(T, PyExc_IndexError, msg) : EM_ERR;
+            Py_XDECREF(msg);
+            return st;
+        }
+        *out = c->items.data[i];
+        return EM_OK;
+    }
+    if (PySlice_Check(k->obj)) {
+        Py_ssize_t start, stop, step;
+        if (PySlice_Unpack(k->obj, &start, &stop, &step) < 0) return EM_ERR;
+        Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
+        EmSym *s = em_sym_new(T, c->kind == SYM_LIST ? SYM_LIST : SYM_TUPLE);
+        for (Py_ssize_t i = 0; s && i < len; i++)
+            if (em_vec_push(&s->items, c->items.data[start + i * step])) s = NULL;
+        *out = s;
+        return s ? EM_OK : EM_ERR;
+    }
+    return em_trace_fail(T, EMA_VALUE, "index of type %s", Py_TYPE(k->obj)->tp_name);
+}
+
+/* lst[a:b] = seq on a list made while tracing (step 1; an extended slice keeps the length). */
+static EmStatus list_store_slice(EmTracer *T, EmSym *c, PyObject *slice, EmSym *v) {
+    if (v->kind != SYM_LIST && v->kind != SYM_TUPLE)
+        return em_trace_fail(T, EMA_VALUE, "slice store of %s", em_sym_describe(v));
+    Py_ssize_t start, stop, step, n = c->items.len, m = v->items.len;
+    if (PySlice_Unpack(slice, &start, &stop, &step) < 0) return EM_ERR;
+    Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
+    EmSym **src = malloc(sizeof(EmSym *) * ((size_t)m + 1)); /* v may be c itself */
+    if (!src) return PyErr_NoMemory(), EM_ERR;
+    memcpy(src, v->items.data, sizeof(EmSym *) * (size_t)m);
+    EmStatus st = EM_OK;
+    if (step != 1) {
+        if (len != m) st = em_trace_fail(T, EMA_VALUE, "extended slice store of %zd items into %zd", m, len);
+        for (Py_ssize_t i = 0; st == EM_OK && i < m; i++) c->items.data[start + i * step] = src[i];
+    } else {
+        if (stop < start) stop = start;
+        Py_ssize_t tail = n - stop, nn = start + m + tail;
+        if (nn > n) {
+            for (Py_ssize_t i = n; i < nn && st == EM_OK; i++)
+                if (em_vec_push(&c->items, NULL)) st = (PyErr_NoMemory(), EM_ERR);
+        }
+        if (st == EM_OK) {
+            memmove(c->items.data + start + m, c->items.data + stop, sizeof(EmSym *) * (size_t)tail);
+            memcpy(c->items.data + start, src, sizeof(EmSym *) * (size_t)m);
+            c->items.len = (int32_t)nn;
+        }
+    }
+    free(src);
+    if (st == EM_OK) {
+        c->mver++;
+        if (step == 1 && m != len) c->kver++;
+    }
+    return st;
+}
+
+static EmStatus list_setitem(EmTracer *T, EmSym *c, EmSym *key, EmSym *v) {
+    EmStatus st = em_sym_store_check(T, c, key);
+    if (st != EM_OK) return st;
+    if (PySlice_Check(key->obj)) return list_store_slice(T, c, key->obj, v);
+    if (PyLong_Check(key->obj)) {
+        Py_ssize_t i = PyNumber_AsSsize_t(key->obj, PyExc_IndexError); /* too large: Python's IndexError */
+        if (i == -1 && PyErr_Occurred()) return em_trace_raise_pending(T, "index out of range");
+        if (i < 0) i += c->items.len;
+        if (i < 0 || i >= c->items.len) return em_trace_fail(T, EMA_VALUE, "list index out of range");
+        c->items.data[i] = v;
+        c->mver++;
+        return EM_OK;
+    }
+    return em_trace_fail(T, EMA_VALUE, "item store into %s", em_sym_describe(c));
+}
+
+static EmStatus seq_truth(EmTracer *T, EmSym *s, int *out) {
+    *out = s->items.len > 0;
+    return EM_OK;
+}
+
+static EmStatus seq_concat(EmTracer *T, EmSym *a, EmSym *b, EmSym **out) {
+    EmSym *s = em_sym_new(T, a->kind);
+    if (!s) return EM_ERR;
+    for (int32_t i = 0; i < a->items.len; i++)
+        if (em_vec_push(&s->items, a->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+    for (int32_t i = 0; i < b->items.len; i++)
+        if (em_vec_push(&s->items, b->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+    *out = s;
+    return EM_OK;
+}
+
+/* a + b of two plain tuples (a += b too) or two lists: the items of both, whatever they are;
+ * other operators on known values. */
+static EmStatus seq_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out) {
+    if ((op == EMOP_ADD || op == EMOP_IADD) && a->kind == b->kind &&
+        (a->kind == SYM_TUPLE || (a->kind == SYM_LIST && op == EMOP_ADD)) && !a->seq_type)
+        return seq_concat(T, a, b, out);
+    EmSym *args[2] = {a, b};
+    return em_sym_eval(T, fn, args, 2, out);
+}
+
+static EmStatus seq_items(EmTracer *T, EmSym *s, EmSym **out) {
+    *out = s;
+    return EM_OK;
+}
+
+static EM_NEW PyObject *tuple_iter_type(EmTracer *T, EmSym *s, int rev) {
+    return em_iter_type_of(PyTuple_New(0), rev); /* namedtuples iterate as tuples */
+}
+
+static EM_NEW PyObject *list_iter_type(EmTracer *T, EmSym *s, int rev) {
+    return em_iter_type_of(PyList_New(0), rev);
+}
+
+const EmSymOps em_tuple_ops = {
+    .getattr = tuple_attr,
+    .getitem = seq_getitem,
+    .contains = em_sym_contains_known,
+    .truth = seq_truth,
+    .binop = seq_binop,
+    .items = seq_items,
+    .iter_type = tuple_iter_type,
+    .method = em_tuple_method,
+};
+
+const EmSymOps em_list_ops = {
+    .getattr = list_attr,
+    .getitem = seq_getitem,
+    .setitem = list_setitem,
+    .contains = em_sym_contains_known,
+    .truth = seq_truth,
+    .binop = seq_binop,
+    .items = seq_items,
+    .iter_type = list_iter_type,
+    .method = em_list_method,
+};
+
+/* ---- iterators ---- */
+
+EmStatus em_iter_over(EmTracer *T, EmSym *s, char what, EmSym **out) {
+    EmSym *items = NULL;
+    EmStatus st = em_seq_items(T, s, &items);
+    if (st != EM_OK) return st;
+    EmSym *it = em_sym_new(T, SYM_ITER);
+    if (!it) return EM_ERR;
+    for (int32_t i = 0; i < items->items.len; i++)
+        if (em_vec_push(&it->items, items->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+    it->seq_type = em_iter_type(T, s, 0);
+    if (!it->seq_type && PyErr_Occurred()) return EM_ERR;
+    st = em_iter_watch(T, it, s, what);
+    if (st != EM_OK) return st;
+    *out = it;
+    return EM_OK;
+}
+
+EM_NEW PyObject *em_iter_type_of(PyObject *sample, int rev) {
+    if (!sample) return NULL;
+    PyObject *arg = rev ? Py_BuildValue("(sN)", "reversed", sample) : sample;
+    PyObject *r = arg ? PyObject_CallMethod(em_state.meta_run, "iter_type", "(N)", arg) : NULL;
+    if (r && (r == Py_None || !PyType_Check(r))) Py_CLEAR(r); /* unknown: iter_type said None */
+    return r;
+}
+
+EmStatus em_iter_watch(EmTracer *T, EmSym *it, EmSym *src, char what) {
+    if (src->kind == SYM_VIEW) src = src->items.data[0];
+    if ((src->kind != SYM_LIST && src->kind != SYM_DICT) || src->src >= 0) return EM_OK; /* inputs never change */
+    if (!it->of.len) it->of_what = what;
+    if (em_vec_push(&it->of, src) || em_vec_push(&it->of_ver, it->of.len == 1 && what ? src->kver : src->mver))
+        return PyErr_NoMemory(), EM_ERR;
+    return EM_OK;
+}
+
+/* Before each use of an iterator: one lent to zip()/enumerate() aborts; one over lists or dicts
+ * made while tracing aborts if they changed since it was made (Python reads them lazily: it
+ * may raise RuntimeError, stop early or see new items), except that a dict iterated directly
+ * takes the values stored meanwhile (as Python's does) and aborts only on a key added or
+ * removed. */
+EmStatus em_iter_use(EmTracer *T, EmSym *it) {
+    if (it->lent) return em_trace_fail(T, EMA_VALUE, "an iterator used again after zip()/enumerate() took it");
+    for (int32_t k = 0; k < it->of.len; k++) {
+        EmSym *c = it->of.data[k];
+        if (k == 0 && it->of_what) {
+            if (c->kver != it->of_ver.data[0] || c->items.len != it->items.len)
+                return em_trace_fail(T, EMA_VALUE, "a dict changed size during iteration");
+        } else if (c->mver != it->of_ver.data[k]) {
+            return em_trace_fail(T, EMA_VALUE, "a %s changed during iteration over it", em_sym_describe(c));
+        }
+    }
+    EmSym *d = it->of.len ? it->of.data[0] : NULL;
+    for (int32_t i = it->pos; d && it->of_what && it->of_what != 'k' && i < d->items.len; i++) {
+        EmSym *v = d->items.data[i];
+        if (it->of_what == 'i') {
+            EmSym *key = em_sym_const(T, d->keys.data[i]), *t = key ? em_sym_new(T, SYM_TUPLE) : NULL;
+            if (!t || em_vec_push(&t->items, key) || em_vec_push(&t->items, v))
+                return PyErr_Occurred() ? EM_ERR : (PyErr_NoMemory(), EM_ERR);
+            v = t;
+        }
+        it->items.data[i] = v;
+    }
+    return EM_OK;
+}
+
+/* iter(it) is it. */
+static EmStatus iter_self(EmTracer *T, EmSym *s, EmSym **out) {
+    *out = s;
+    return EM_OK;
+}
+
+/* The items not yet taken; the iterator is used up. */
+static EmStatus iter_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
+    EmStatus ust = em_iter_use(T, s);
+    if (ust != EM_OK) return ust;
+    EmSym *r = em_sym_new(T, SYM_TUPLE);
+    for (int32_t i = s->pos; r && i < s->items.len; i++)
+        if (em_vec_push(&r->items, s->items.data[i])) r = NULL;
+    if (!r) return PyErr_Occurred() ? EM_ERR : (PyErr_NoMemory(), EM_ERR);
+    s->pos = s->items.len;
+    if (s->gen) s->gen = EM_GEN_ENDED;
+    *tmp_out = r;
+    return EM_OK;
+}
+
+static EmStatus iter_next(EmTracer *T, EmSym *it, EmSym **out) {
+    EmStatus ust = em_iter_use(T, it);
+    if (ust != EM_OK) return ust;
+    if (it->pos < it->items.len) {
+        *out = it->items.data[it->pos++];
+        return EM_OK;
+    }
+    if (it->gen) it->gen = EM_GEN_ENDED;
+    *out = NULL;
+    return EM_OK;
+}
+
+const EmSymOps em_iter_ops = {
+    .items = iter_items,
+    .iter = iter_self,
+    .next = iter_next,
+};
