@@ -117,7 +117,8 @@ static int g_push(EmGuardProg *P, EmGuardOp op, int32_t slot, int32_t base, Py_s
               (int)slot, (int)P->nslots);
     EM_ASSERT(base >= -1 && base < (g_is_load[op] ? slot : P->nslots), "%s: base slot %d, slot %d", g_names[op],
               (int)base, (int)slot);
-    EM_ASSERT(op != EMG_SAME || (a >= 0 && a < P->nslots), "SAME: other slot %zd of %d", a, (int)P->nslots);
+    EM_ASSERT((op != EMG_SAME && op != EMG_DISTINCT) || (a >= 0 && a < P->nslots), "%s: other slot %zd of %d",
+              g_names[op], a, (int)P->nslots);
     EM_ASSERT(op != EMG_LOAD_GLOBAL || base < 0 || (a >= 0 && a < slot), "LOAD_GLOBAL: builtins slot %zd, slot %d", a,
               (int)slot);
     EM_ASSERT(op != EMG_TENSOR || (a >= 0 && a < P->specs.len), "TENSOR: spec %zd of %d", a, (int)P->specs.len);
@@ -448,6 +449,7 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
         }
         case EMG_TENSOR: return em_guard_tensor_match(slots[in->slot], &P->specs.data[in->a]);
         case EMG_SAME: return slots[in->slot] == slots[in->a];
+        case EMG_DISTINCT: return slots[in->slot] != slots[in->a];
         case EMG_ABSENT: {
             PyObject *d = slots[in->slot];
             if (!in->a) {
@@ -514,6 +516,9 @@ EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int3
         case EMG_ABSENT: res = PyUnicode_FromFormat("%s now has %R, expected it absent", name, in->obj); break;
         case EMG_SAME:
             res = PyUnicode_FromFormat("%s is no longer the same object as %s", name, P->names.data[in->a]);
+            break;
+        case EMG_DISTINCT:
+            res = PyUnicode_FromFormat("%s is now the same object as %s", name, P->names.data[in->a]);
             break;
         case EMG_GLOBAL_STATE: {
             EmGlobalState now;
@@ -585,6 +590,9 @@ int em_guard_dump(const EmGuardProg *P, EmStrBuf *o) {
             case EMG_LEN: rc = em_sb_printf(o, "  LENGTH %s == %zd\n", name, in->a); break;
             case EMG_KEYS: rc = dump_repr(o, "  DICT_KEYS %s == %s\n", name, in->obj); break;
             case EMG_SAME: rc = em_sb_printf(o, "  SAME_OBJECT %s is %s\n", name, P->names.data[in->a]); break;
+            case EMG_DISTINCT:
+                rc = em_sb_printf(o, "  DISTINCT_OBJECT %s is not %s\n", name, P->names.data[in->a]);
+                break;
             case EMG_ABSENT: {
                 const char *u = PyUnicode_Check(in->obj) ? PyUnicode_AsUTF8(in->obj) : "?";
                 if (!u) PyErr_Clear();

@@ -116,16 +116,25 @@ EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **arg
     return em_trace_fail(T, EMA_CALL, "%s.%s", em_sym_describe(self), n);
 }
 
+/* The answer `same` of an `is` between syms a and b holds for later calls only while their
+ * slots stay the same / distinct objects: guarded, unless a guard already pins each one's
+ * identity or either was made while tracing (no input can be it). EM_OK or EM_ERR. */
+static EmStatus guard_identity(EmTracer *T, const EmSym *a, const EmSym *b, int same) {
+    if (a == b || a->src < 0 || b->src < 0 || a->src == b->src) return EM_OK;
+    if ((a->kind == SYM_OBJ && a->by_id) && (b->kind == SYM_OBJ && b->by_id)) return EM_OK;
+    return em_guard_check(T->P, same ? EMG_SAME : EMG_DISTINCT, a->src, NULL, b->src) ? EM_ERR : EM_OK;
+}
+
 EmStatus em_sym_is(EmTracer *T, EmSym *a, EmSym *b, int *same) {
     EmIdent ia = ops_of(a)->ident, ib = ops_of(b)->ident;
     int by_obj = (ia == EM_IDENT_OBJ || ia == EM_IDENT_CONST) && (ib == EM_IDENT_OBJ || ib == EM_IDENT_CONST);
     if (a == b || by_obj) {
         *same = a == b || a->obj == b->obj;
-        return EM_OK;
+        return guard_identity(T, a, b, *same);
     }
     if (ia == EM_IDENT_CONST || ib == EM_IDENT_CONST || ia == EM_IDENT_FRESH || ib == EM_IDENT_FRESH) {
         *same = 0;
-        return EM_OK;
+        return guard_identity(T, a, b, 0);
     }
     return em_trace_fail(T, EMA_VALUE, "'is' between %s and %s", em_sym_describe(a), em_sym_describe(b));
 }
