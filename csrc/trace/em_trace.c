@@ -151,173 +151,147 @@ static EmStatus same_out(EmTracer *T, EmSym *s) {
     return em_vec_push(&T->out, o) ? (PyErr_NoMemory(), EM_ERR) : EM_OK;
 }
 
+static EmStatus build_out(EmTracer *T, EmSym *s, int depth);
+
+/* Appends entry o, which owns o->obj (released when the append fails). */
+static EmStatus push_out(EmTracer *T, EmOut o) {
+    if (!em_vec_push(&T->out, o)) return EM_OK;
+    Py_XDECREF(o.obj);
+    return PyErr_NoMemory(), EM_ERR;
+}
+
+/* Appends the trees of items[from, to). */
+static EmStatus out_children(EmTracer *T, EmSym **items, int32_t from, int32_t to, int depth) {
+    for (int32_t i = from; i < to; i++) {
+        EmStatus st = build_out(T, items[i], depth + 1);
+        if (st != EM_OK) return st;
+    }
+    return EM_OK;
+}
+
+/* A tensor: a graph output (each node output once). */
+static EmStatus out_tensor(EmTracer *T, EmSym *s) {
+    int32_t idx = -1;
+    for (int32_t i = 0; i < T->G->outputs.len; i++)
+        if (T->G->outputs.data[i] == s->ref) idx = i;
+    if (idx < 0) {
+        idx = T->G->outputs.len;
+        if (em_vec_push(&T->G->outputs, s->ref)) return PyErr_NoMemory(), EM_ERR;
+    }
+    return push_out(T, (EmOut){.kind = OUT_VALUE, .v = idx});
+}
+
+/* A constant, or an object of the frame (that very object, from its slot). */
+static EmStatus out_value(EmTracer *T, EmSym *s) {
+    if (s->kind == SYM_CONST) {
+        /* a set or an exception made while tracing is one object per trace: shared by every call */
+        if ((PySet_CheckExact(s->obj) && s->src < 0) || PyExceptionInstance_Check(s->obj))
+            return em_trace_fail(T, EMA_RETURN, "a %s made while tracing", Py_TYPE(s->obj)->tp_name);
+        if (PySet_CheckExact(s->obj)) return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src});
+        return push_out(T, (EmOut){.kind = OUT_CONST, .obj = Py_NewRef(s->obj)});
+    }
+    if (s->items.len) return em_trace_fail(T, EMA_RETURN, "a function with a closure made while tracing");
+    if (s->src < 0) /* a constant of the trace (method, function of a trusted module) */
+        return push_out(T, (EmOut){.kind = OUT_CONST, .obj = Py_NewRef(s->obj)});
+    return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src});
+}
+
+/* The keys of DICT sym d as a new tuple (NULL on error). */
+static PyObject *dict_keys_tuple(EmSym *d) {
+    PyObject *keys = PyTuple_New(d->keys.len);
+    for (int32_t i = 0; keys && i < d->keys.len; i++) PyTuple_SET_ITEM(keys, i, Py_NewRef(d->keys.data[i]));
+    return keys;
+}
+
+/* A tuple, list or dict: read from the frame, the object itself; made while tracing, built
+ * once (OUT_SAME where it appears again: `r = (t, 1); return r, r`). */
+static EmStatus out_container(EmTracer *T, EmSym *s, int depth) {
+    if (s->src >= 0) return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src}); /* never mutated while tracing */
+    if (s->out_at >= 0) return same_out(T, s);
+    EmOut o = {.kind = s->kind == SYM_TUPLE ? OUT_TUPLE : s->kind == SYM_LIST ? OUT_LIST : OUT_DICT,
+               .v = s->items.len};
+    if (s->kind == SYM_TUPLE && s->seq_type) o.obj = Py_NewRef(s->seq_type);
+    if (s->kind == SYM_DICT && !(o.obj = dict_keys_tuple(s))) return EM_ERR;
+    s->out_at = T->out.len;
+    EmStatus st = push_out(T, o);
+    return st == EM_OK ? out_children(T, s->items.data, 0, s->items.len, depth) : st;
+}
+
+/* An iterator over known items: made again at run time as an iterator of its type
+ * (_rules.ITER_REBUILD) over the items not yet taken. */
+static EmStatus out_iter(EmTracer *T, EmSym *s, int depth) {
+    EmStatus st = em_iter_use(T, s);
+    if (st != EM_OK) return st;
+    if (s->out_at >= 0) return same_out(T, s);
+    if (s->gen == EM_GEN_RAN) /* its body ran as if only iteration consumed it: unverifiable outside */
+        return em_trace_fail(T, EMA_RETURN, "a generator left the trace before its end");
+    PyObject *table = PyObject_GetAttrString(em_state.meta_run, "ITER_REBUILD");
+    PyObject *make = table && s->seq_type ? PyDict_GetItemWithError(table, s->seq_type) : NULL;
+    Py_XDECREF(table);
+    if (!make && PyErr_Occurred()) return EM_ERR;
+    if (!make)
+        return em_trace_fail(T, EMA_RETURN, "an iterator (%s) left the trace",
+                             s->seq_type ? ((PyTypeObject *)s->seq_type)->tp_name : "of unknown type");
+    s->out_at = T->out.len;
+    st = push_out(T, (EmOut){.kind = OUT_ITER, .obj = Py_NewRef(make), .v = s->items.len - s->pos});
+    return st == EM_OK ? out_children(T, s->items.data, s->pos, s->items.len, depth) : st;
+}
+
+/* An instance made while tracing: made at run time with its class's builtin __new__, then its
+ * attribute dict and (a dict subclass) its items set with the first builtin __setitem__. */
+static EmStatus out_newobj(EmTracer *T, EmSym *s, int depth) {
+    if (s->out_at >= 0) return same_out(T, s);
+    PyTypeObject *tp = Py_TYPE(s->obj);
+    PyObject *set_item = Py_None;
+    if (s->items.len > 1) {
+        PyObject *mro = tp->tp_mro, *name = PyUnicode_InternFromString("__setitem__");
+        if (!name) return EM_ERR;
+        for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
+            PyTypeObject *b = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+            if (!(b->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+                set_item = _PyType_Lookup(b, name);
+                break;
+            }
+        }
+        Py_DECREF(name);
+        if (!set_item) return em_trace_fail(T, EMA_RETURN, "%s without a builtin __setitem__", tp->tp_name);
+    }
+    s->out_at = T->out.len;
+    PyObject *spec = PyTuple_Pack(2, (PyObject *)tp, set_item);
+    EmStatus st = spec ? push_out(T, (EmOut){.kind = OUT_NEWOBJ, .v = s->items.len, .obj = spec}) : EM_ERR;
+    for (int32_t i = 0; st == EM_OK && i < s->items.len; i++) {
+        EmSym *d = s->items.data[i];
+        PyObject *keys = dict_keys_tuple(d);
+        st = keys ? push_out(T, (EmOut){.kind = OUT_DICT, .v = d->items.len, .obj = keys}) : EM_ERR;
+        if (st == EM_OK) st = out_children(T, d->items.data, 0, d->items.len, depth);
+    }
+    return st;
+}
+
 /* Appends the output tree of s. A tuple, list, dict or iterator made while tracing is built once:
  * where it appears again (two names, or inside another output) the tree says OUT_SAME, so
  * the frame sees one object, as eager Python does. */
 static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
-    EmOut o = {0};
     if (depth > 32) return em_trace_fail(T, EMA_RETURN, "nesting too deep");
     switch (s->kind) {
-        case SYM_TENSOR: {
-            int32_t idx = -1;
-            for (int32_t i = 0; i < T->G->outputs.len; i++)
-                if (T->G->outputs.data[i] == s->ref) idx = i;
-            if (idx < 0) {
-                idx = T->G->outputs.len;
-                if (em_vec_push(&T->G->outputs, s->ref)) return PyErr_NoMemory(), EM_ERR;
-            }
-            o.kind = OUT_VALUE;
-            o.v = idx;
-            break;
-        }
+        case SYM_TENSOR: return out_tensor(T, s);
         case SYM_CONST:
-            if ((PySet_CheckExact(s->obj) && s->src < 0) || PyExceptionInstance_Check(s->obj)) /* one object per trace:
-                                                                                                  * shared by every call */
-                return em_trace_fail(T, EMA_RETURN, "a %s made while tracing", Py_TYPE(s->obj)->tp_name);
-            if (PySet_CheckExact(s->obj)) { /* a set read from the frame: that very object */
-                o.kind = OUT_SLOT;
-                o.v = s->src;
-                break;
-            }
-            o.kind = OUT_CONST;
-            o.obj = Py_NewRef(s->obj);
-            break;
-        case SYM_OBJ:
-            if (s->items.len) return em_trace_fail(T, EMA_RETURN, "a function with a closure made while tracing");
-            if (s->src < 0) { /* a constant of the trace (method, function of a trusted module) */
-                o.kind = OUT_CONST;
-                o.obj = Py_NewRef(s->obj);
-                break;
-            }
-            o.kind = OUT_SLOT;
-            o.v = s->src;
-            break;
+        case SYM_OBJ: return out_value(T, s);
         case SYM_TUPLE:
         case SYM_LIST:
-        case SYM_DICT: {
-            o.kind = s->kind == SYM_TUPLE ? OUT_TUPLE : s->kind == SYM_LIST ? OUT_LIST : OUT_DICT;
-            o.v = s->items.len;
-            if (s->kind == SYM_TUPLE && s->seq_type) o.obj = Py_NewRef(s->seq_type);
-            if (s->kind == SYM_DICT) {
-                o.obj = PyTuple_New(s->keys.len);
-                if (!o.obj) return EM_ERR;
-                for (int32_t i = 0; i < s->keys.len; i++)
-                    PyTuple_SET_ITEM(o.obj, i, Py_NewRef(s->keys.data[i]));
-            }
-            if (s->src >= 0) {
-                /* a container read from the frame (never mutated while tracing): the object itself */
-                Py_CLEAR(o.obj);
-                o.kind = OUT_SLOT;
-                o.v = s->src;
-                if (em_vec_push(&T->out, o)) return PyErr_NoMemory(), EM_ERR;
-                return EM_OK;
-            }
-            if (s->out_at >= 0) { /* the same object again (a tuple too: `r = (t, 1); return r, r`) */
-                Py_CLEAR(o.obj);
-                return same_out(T, s);
-            }
-            s->out_at = T->out.len;
-            if (em_vec_push(&T->out, o)) {
-                Py_XDECREF(o.obj);
-                return PyErr_NoMemory(), EM_ERR;
-            }
-            for (int32_t i = 0; i < s->items.len; i++) {
-                EmStatus st = build_out(T, s->items.data[i], depth + 1);
-                if (st != EM_OK) return st;
-            }
-            return EM_OK;
-        }
-        case SYM_ITER: { /* an iterator over known items: rebuilt over the items not yet taken */
-            EmStatus ust = em_iter_use(T, s);
-            if (ust != EM_OK) return ust;
-            if (s->out_at >= 0) return same_out(T, s);
-            if (s->gen == EM_GEN_RAN) /* its body ran as if only iteration consumed it: unverifiable outside */
-                return em_trace_fail(T, EMA_RETURN, "a generator left the trace before its end");
-            /* made again at run time as an iterator of its type (_rules.ITER_REBUILD) */
-            PyObject *table = PyObject_GetAttrString(em_state.meta_run, "ITER_REBUILD");
-            PyObject *make = table && s->seq_type ? PyDict_GetItemWithError(table, s->seq_type) : NULL;
-            Py_XDECREF(table);
-            if (!make && PyErr_Occurred()) return EM_ERR;
-            if (!make)
-                return em_trace_fail(T, EMA_RETURN, "an iterator (%s) left the trace",
-                                     s->seq_type ? ((PyTypeObject *)s->seq_type)->tp_name : "of unknown type");
-            s->out_at = T->out.len;
-            o.kind = OUT_ITER;
-            o.obj = Py_NewRef(make);
-            o.v = s->items.len - s->pos;
-            if (em_vec_push(&T->out, o)) {
-                Py_DECREF(o.obj);
-                return PyErr_NoMemory(), EM_ERR;
-            }
-            for (int32_t i = s->pos; i < s->items.len; i++) {
-                EmStatus st = build_out(T, s->items.data[i], depth + 1);
-                if (st != EM_OK) return st;
-            }
-            return EM_OK;
-        }
-        case SYM_NEW: { /* made at run time with the class's builtin __new__ */
-            if (s->out_at >= 0) return same_out(T, s);
-            PyTypeObject *tp = Py_TYPE(s->obj);
-            PyObject *set_item = Py_None;
-            if (s->items.len > 1) {
-                PyObject *mro = tp->tp_mro;
-                static PyObject *s_setitem;
-                if (!s_setitem && !(s_setitem = PyUnicode_InternFromString("__setitem__"))) return EM_ERR;
-                for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
-                    PyTypeObject *b = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
-                    if (!(b->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
-                        set_item = _PyType_Lookup(b, s_setitem);
-                        break;
-                    }
-                }
-                if (!set_item) return em_trace_fail(T, EMA_RETURN, "%s without a builtin __setitem__", tp->tp_name);
-            }
-            s->out_at = T->out.len;
-            o.kind = OUT_NEWOBJ;
-            o.v = s->items.len;
-            if (!(o.obj = PyTuple_Pack(2, (PyObject *)tp, set_item))) return EM_ERR;
-            if (em_vec_push(&T->out, o)) {
-                Py_DECREF(o.obj);
-                return PyErr_NoMemory(), EM_ERR;
-            }
-            for (int32_t i = 0; i < s->items.len; i++) {
-                EmSym *d = s->items.data[i];
-                EmOut dh = {.kind = OUT_DICT, .v = d->items.len};
-                if (!(dh.obj = PyTuple_New(d->keys.len))) return EM_ERR;
-                for (int32_t k = 0; k < d->keys.len; k++) PyTuple_SET_ITEM(dh.obj, k, Py_NewRef(d->keys.data[k]));
-                if (em_vec_push(&T->out, dh)) {
-                    Py_DECREF(dh.obj);
-                    return PyErr_NoMemory(), EM_ERR;
-                }
-                for (int32_t k = 0; k < d->items.len; k++) {
-                    EmStatus st = build_out(T, d->items.data[k], depth + 1);
-                    if (st != EM_OK) return st;
-                }
-            }
-            return EM_OK;
-        }
+        case SYM_DICT: return out_container(T, s, depth);
+        case SYM_ITER: return out_iter(T, s, depth);
+        case SYM_NEW: return out_newobj(T, s, depth);
         case SYM_BOUND: { /* a bound method: fn.__get__(self) at run time; children self, fn */
-            o.kind = OUT_BOUND;
-            o.v = 2;
-            if (em_vec_push(&T->out, o)) return PyErr_NoMemory(), EM_ERR;
-            for (int i = 0; i < 2; i++) {
-                EmStatus st = build_out(T, s->items.data[i], depth + 1);
-                if (st != EM_OK) return st;
-            }
-            return EM_OK;
+            EmStatus st = push_out(T, (EmOut){.kind = OUT_BOUND, .v = 2});
+            return st == EM_OK ? out_children(T, s->items.data, 0, 2, depth) : st;
         }
         case SYM_EXIT: /* a with block open at a break: left by the graph, entered again */
-            if (s->items.data[0]->ctx_state != EM_CTX_ENTERED) return em_trace_fail(T, EMA_RETURN, "__exit__ of a closed block");
-            o.kind = OUT_REENTER;
-            o.obj = Py_NewRef(s->items.data[0]->spec);
-            break;
+            if (s->items.data[0]->ctx_state != EM_CTX_ENTERED)
+                return em_trace_fail(T, EMA_RETURN, "__exit__ of a closed block");
+            return push_out(T, (EmOut){.kind = OUT_REENTER, .obj = Py_NewRef(s->items.data[0]->spec)});
         default: return em_trace_fail(T, EMA_RETURN, "%s", em_sym_describe(s));
     }
-    if (em_vec_push(&T->out, o)) {
-        Py_XDECREF(o.obj);
-        return PyErr_NoMemory(), EM_ERR;
-    }
-    return EM_OK;
 }
 
 EmStatus em_trace_loop(EmTracer *T) {
