@@ -279,10 +279,17 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
     if (idx) {
         EmSym *prev = T->syms.data[PyLong_AsLong(idx)];
         Py_DECREF(key);
-        if (prev->src >= 0 && prev->src != slot && prev->kind != SYM_CONST &&
-            em_guard_check(T->P, EMG_SAME, slot, NULL, prev->src))
-            return NULL;
-        if (prev->kind == SYM_CONST && em_guard_check(T->P, EMG_EQ, slot, v, 0)) return NULL;
+        if (prev->kind == SYM_CONST) {
+            /* a constant is guarded by value, so each slot gets its own sym: an `is` between
+             * two of them guards their identity (em_sym_is) */
+            if (prev->src == slot || em_guard_check(T->P, EMG_EQ, slot, v, 0)) return prev->src == slot ? prev : NULL;
+            EmSym *c = em_sym_const(T, v);
+            if (c) c->src = slot;
+            *st = c ? EM_OK : EM_ERR;
+            return c;
+        }
+        if (prev->src >= 0 && prev->src != slot && em_guard_check(T->P, EMG_SAME, slot, NULL, prev->src)) return NULL;
+        *st = EM_OK;
         return prev;
     }
     if (!idx && PyErr_Occurred()) {

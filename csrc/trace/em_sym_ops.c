@@ -247,6 +247,15 @@ EmStatus em_sym_contains_known(EmTracer *T, EmSym *c, EmSym *key, int *found) {
         PyErr_Clear(); /* whatever it raised, Python raises again when the trace gives up */
         return em_trace_fail(T, EMA_VALUE, "'in' raised");
     }
+    /* an object guarded by its type compares by identity: the answer holds while each such
+     * comparison would give the same */
+    int seq = c->kind == SYM_TUPLE || c->kind == SYM_LIST;
+    for (int32_t i = 0; seq && i < c->items.len; i++) {
+        EmSym *it = c->items.data[i];
+        if (!em_sym_type_guarded(key) && !em_sym_type_guarded(it)) continue;
+        EmStatus st = guard_identity(T, key, it, key->obj == it->obj);
+        if (st != EM_OK) return st;
+    }
     return EM_OK;
 }
 
