@@ -266,6 +266,73 @@ int em_is_namedtuple_type(PyTypeObject *tp) {
 /* Wraps the object read from guard slot `slot`. Installs the guards that make its use sound:
  * tensors TENSOR_MATCH, constants EQUALS or ID, containers TYPE+LEN (items wrapped too),
  * modules and callables ID, other objects TYPE. */
+/* A list, tuple or namedtuple read from slot: its type and length guarded, each item wrapped
+ * from its own slot. NULL with *st set on failure. */
+static EmSym *wrap_seq(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
+    PyTypeObject *tp = Py_TYPE(v);
+    int is_list = tp == &PyList_Type;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+    if (em_guard_check(T->P, EMG_TYPE, slot, (PyObject *)tp, 0) || em_guard_check(T->P, EMG_LEN, slot, NULL, n))
+        return NULL;
+    EmSym *s = em_sym_new(T, is_list ? SYM_LIST : SYM_TUPLE);
+    for (Py_ssize_t i = 0; s && i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(v, i);
+        int32_t islot = em_guard_item(T->P, slot, i, is_list);
+        EmSym *is = islot < 0 ? NULL : em_sym_wrap(T, item, islot, st);
+        if (!is || em_vec_push(&s->items, is)) s = NULL;
+    }
+    if (s && tp != &PyTuple_Type && tp != &PyList_Type) s->seq_type = Py_NewRef((PyObject *)tp);
+    return s;
+}
+
+/* A dict read from slot: its type and keys (constants, in order) guarded, each value wrapped
+ * from its own slot. NULL with *st set on failure. */
+static EmSym *wrap_dict(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
+    if (em_guard_check(T->P, EMG_TYPE, slot, (PyObject *)Py_TYPE(v), 0) || em_guard_check_keys(T->P, slot, v))
+        return NULL;
+    EmSym *s = em_sym_new(T, SYM_DICT);
+    Py_ssize_t pos = 0;
+    PyObject *k, *item;
+    while (s && PyDict_Next(v, &pos, &k, &item)) {
+        if (!is_pure(k, 0)) {
+            *st = em_trace_fail(T, EMA_INPUT, "dict with a non-constant key");
+            return NULL;
+        }
+        int32_t islot = em_guard_dict(T->P, slot, k);
+        EmSym *is = islot < 0 ? NULL : em_sym_wrap(T, item, islot, st);
+        if (!is || em_vec_push(&s->items, is) || em_vec_push(&s->keys, Py_NewRef(k))) s = NULL;
+    }
+    return s;
+}
+
+/* Any other object: modules, functions, classes and builtins guarded by identity, other
+ * objects by type. NULL on error. */
+static EmSym *wrap_obj(EmTracer *T, PyObject *v, int32_t slot) {
+    int by_id = PyModule_Check(v) || PyFunction_Check(v) || PyCFunction_Check(v) || PyType_Check(v) ||
+                Py_IS_TYPE(v, &PyMethodDescr_Type) || Py_IS_TYPE(v, &PyWrapperDescr_Type) ||
+                Py_IS_TYPE(v, &PyClassMethodDescr_Type);
+    if (em_guard_check(T->P, by_id ? EMG_ID : EMG_TYPE, slot, by_id ? v : (PyObject *)Py_TYPE(v), 0)) return NULL;
+    EmSym *s = em_sym_new(T, SYM_OBJ);
+    if (s) {
+        s->obj = Py_NewRef(v);
+        s->by_id = (uint8_t)by_id;
+    }
+    return s;
+}
+
+/* Marks the container whose id is key while its items are wrapped (a cycle back to it
+ * aborts). EM_OK, EM_ABORT (nested too deep) or EM_ERR. */
+static EmStatus mark_wrapping(EmTracer *T, PyObject *key, PyTypeObject *tp) {
+    if (T->wrap_depth >= EM_MAX_NEST)
+        return em_trace_fail(T, EMA_INPUT, "%s nested more than %d deep", tp->tp_name, EM_MAX_NEST);
+    PyObject *mark = PyLong_FromLong(-1);
+    int bad = !mark || PyDict_SetItem(T->seen, key, mark);
+    Py_XDECREF(mark);
+    if (bad) return EM_ERR;
+    T->wrap_depth++;
+    return EM_OK;
+}
+
 EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
     *st = EM_ERR;
     PyObject *key = PyLong_FromVoidPtr(v);
@@ -300,20 +367,9 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
     PyTypeObject *tp = Py_TYPE(v);
     int container = tp == &PyTuple_Type || tp == &PyList_Type || tp == &PyDict_Type ||
                     (PyTuple_Check(v) && em_is_namedtuple_type(tp));
-    if (container) { /* marked while its items are wrapped: a cycle back to it aborts */
-        if (T->wrap_depth >= EM_MAX_NEST) {
-            Py_DECREF(key);
-            *st = em_trace_fail(T, EMA_INPUT, "%s nested more than %d deep", tp->tp_name, EM_MAX_NEST);
-            return NULL;
-        }
-        PyObject *mark = PyLong_FromLong(-1);
-        int bad = !mark || PyDict_SetItem(T->seen, key, mark);
-        Py_XDECREF(mark);
-        if (bad) {
-            Py_DECREF(key);
-            return NULL;
-        }
-        T->wrap_depth++;
+    if (container && (*st = mark_wrapping(T, key, tp)) != EM_OK) {
+        Py_DECREF(key);
+        return NULL;
     }
     if (PyObject_TypeCheck(v, em_state.tensor_type)) {
         s = wrap_tensor(T, v, slot, st);
@@ -323,50 +379,12 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
         /* a set of constants is guarded by its contents (the trace never mutates one it read) */
         if (em_guard_check(T->P, EMG_EQ, slot, v, 0) == 0) s = em_sym_const(T, v);
     } else if (tp == &PyTuple_Type || tp == &PyList_Type || (PyTuple_Check(v) && em_is_namedtuple_type(tp))) {
-        int is_list = tp == &PyList_Type;
-        Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
-        if (em_guard_check(T->P, EMG_TYPE, slot, (PyObject *)tp, 0) ||
-            em_guard_check(T->P, EMG_LEN, slot, NULL, n))
-            goto done;
-        s = em_sym_new(T, is_list ? SYM_LIST : SYM_TUPLE);
-        for (Py_ssize_t i = 0; s && i < n; i++) {
-            PyObject *item = PySequence_Fast_GET_ITEM(v, i);
-            int32_t islot = em_guard_item(T->P, slot, i, is_list);
-            EmSym *is = islot < 0 ? NULL : em_sym_wrap(T, item, islot, st);
-            if (!is || em_vec_push(&s->items, is)) s = NULL;
-        }
-        if (s && tp != &PyTuple_Type && tp != &PyList_Type) s->seq_type = Py_NewRef((PyObject *)tp);
+        s = wrap_seq(T, v, slot, st);
     } else if (tp == &PyDict_Type) {
-        if (em_guard_check(T->P, EMG_TYPE, slot, (PyObject *)tp, 0) ||
-            em_guard_check_keys(T->P, slot, v))
-            goto done;
-        s = em_sym_new(T, SYM_DICT);
-        Py_ssize_t pos = 0;
-        PyObject *k, *item;
-        while (s && PyDict_Next(v, &pos, &k, &item)) {
-            if (!is_pure(k, 0)) {
-                *st = em_trace_fail(T, EMA_INPUT, "dict with a non-constant key");
-                s = NULL;
-                break;
-            }
-            int32_t islot = em_guard_dict(T->P, slot, k);
-            EmSym *is = islot < 0 ? NULL : em_sym_wrap(T, item, islot, st);
-            if (!is || em_vec_push(&s->items, is) || em_vec_push(&s->keys, Py_NewRef(k))) s = NULL;
-        }
+        s = wrap_dict(T, v, slot, st);
     } else {
-        /* modules, functions, classes, builtins: identity; other objects: type */
-        int by_id = PyModule_Check(v) || PyFunction_Check(v) || PyCFunction_Check(v) || PyType_Check(v) ||
-                    Py_IS_TYPE(v, &PyMethodDescr_Type) || Py_IS_TYPE(v, &PyWrapperDescr_Type) ||
-                    Py_IS_TYPE(v, &PyClassMethodDescr_Type);
-        if (em_guard_check(T->P, by_id ? EMG_ID : EMG_TYPE, slot, by_id ? v : (PyObject *)tp, 0) == 0) {
-            s = em_sym_new(T, SYM_OBJ);
-            if (s) {
-                s->obj = Py_NewRef(v);
-                s->by_id = (uint8_t)by_id;
-            }
-        }
+        s = wrap_obj(T, v, slot);
     }
-done:
     if (container) {
         T->wrap_depth--;
         if (!s && PyDict_DelItem(T->seen, key)) PyErr_Clear(); /* is a constant when wrapped again */
