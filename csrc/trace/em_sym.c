@@ -407,86 +407,86 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
 
 /* ---- graph arguments ---- */
 
-static int32_t sym_arg_at(EmTracer *T, EmSym *s, EmStatus *st, int depth, long *left) {
+static int32_t sym_arg_at(EmTracer *T, EmSym *s, EmStatus *st, int depth, long *left);
+
+/* The graph argument of a CONST or OBJ sym: a constant of the graph. An object guarded by its
+ * type only (its state unguarded) or a closure made while tracing aborts. -1 with *st set. */
+static int32_t const_arg(EmTracer *T, EmSym *s, EmStatus *st) {
+    if (s->kind == SYM_OBJ && s->items.len) { /* its closure lives in the trace only */
+        *st = em_trace_fail(T, EMA_VALUE, "a closure made while tracing passed to an op");
+        return -1;
+    }
+    if (em_sym_type_guarded(s)) { /* a module, a user object: it must not be baked into the graph */
+        *st = em_trace_fail(T, EMA_VALUE, "%s instance passed to an op", Py_TYPE(s->obj)->tp_name);
+        return -1;
+    }
+    PyObject *r = PyObject_Repr(s->obj);
+    const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
+    if (!u) PyErr_Clear(); /* the text only labels the constant in dumps */
+    EmConstKind k = s->obj == Py_None         ? EMC_NONE
+                    : PyBool_Check(s->obj)    ? EMC_BOOL
+                    : PyLong_CheckExact(s->obj) ? EMC_INT
+                    : PyFloat_CheckExact(s->obj) ? EMC_FLOAT
+                                                 : EMC_OBJ;
+    int overflow = 0; /* an int beyond int64 keeps only its object */
+    int64_t iv = k == EMC_INT || k == EMC_BOOL ? PyLong_AsLongLongAndOverflow(s->obj, &overflow) : 0;
+    double fv = k == EMC_FLOAT ? PyFloat_AS_DOUBLE(s->obj) : 0.0;
+    int32_t c = em_ir_const(T->G, overflow ? EMC_OBJ : k, iv, fv, s->obj, u ? u : "<obj>");
+    Py_XDECREF(r);
+    if (c < 0) {
+        *st = EM_ERR;
+        PyErr_NoMemory();
+        return -1;
+    }
+    return em_ir_arg(T->G, EMA_CONST, c, 0);
+}
+
+/* The graph argument of a TUPLE or LIST sym: its items' arguments, contiguous (a namedtuple
+ * must be a constant). -1 with *st set. */
+static int32_t seq_arg(EmTracer *T, EmSym *s, EmStatus *st, int depth, long *left) {
     EmGraph *G = T->G;
+    if (s->kind == SYM_TUPLE && s->seq_type) {
+        PyObject *v = em_sym_value(T, s);
+        if (v) {
+            EmSym *c = em_sym_const(T, v);
+            Py_DECREF(v);
+            return c ? sym_arg_at(T, c, st, depth + 1, left) : -1;
+        }
+        *st = em_trace_fail(T, EMA_VALUE, "named tuple of tensors passed to an op");
+        return -1;
+    }
+    /* children must be contiguous: convert each, then copy them to the end */
+    int32_t n = s->items.len, first = -1;
+    int32_t *tmp = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+    if (!tmp) return *st = EM_ERR, PyErr_NoMemory(), -1;
+    for (int32_t i = 0; i < n; i++)
+        if ((tmp[i] = sym_arg_at(T, s->items.data[i], st, depth + 1, left)) < 0) goto done;
+    first = G->args.len;
+    for (int32_t i = 0; i < n; i++) {
+        EmArg a = G->args.data[tmp[i]];
+        if (em_ir_arg(G, a.kind, a.v, a.n) < 0) {
+            *st = EM_ERR;
+            PyErr_NoMemory();
+            first = -1;
+            goto done;
+        }
+    }
+done:
+    free(tmp);
+    return first < 0 ? -1 : em_ir_arg(G, s->kind == SYM_TUPLE ? EMA_TUPLE : EMA_LIST, first, n);
+}
+
+static int32_t sym_arg_at(EmTracer *T, EmSym *s, EmStatus *st, int depth, long *left) {
     if (depth > EM_MAX_NEST || --*left < 0) {
         *st = em_trace_fail(T, EMA_VALUE, "an op argument nested more than %d deep (or holding itself)", EM_MAX_NEST);
         return -1;
     }
     switch (s->kind) {
-        case SYM_TENSOR: return em_ir_arg(G, EMA_REF, s->ref, 0);
+        case SYM_TENSOR: return em_ir_arg(T->G, EMA_REF, s->ref, 0);
         case SYM_CONST:
-        case SYM_OBJ: {
-            if (s->kind == SYM_OBJ && s->items.len) { /* its closure lives in the trace only */
-                *st = em_trace_fail(T, EMA_VALUE, "a closure made while tracing passed to an op");
-                return -1;
-            }
-            if (s->kind == SYM_OBJ && s->src >= 0 && !s->by_id) {
-                /* an instance guarded only by type (a module, a user object): its state is
-                 * not guarded, so it must not be baked into the graph */
-                *st = em_trace_fail(T, EMA_VALUE, "%s instance passed to an op", Py_TYPE(s->obj)->tp_name);
-                return -1;
-            }
-            PyObject *r = PyObject_Repr(s->obj);
-            const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
-            if (!u) PyErr_Clear();
-            EmConstKind k = s->obj == Py_None ? EMC_NONE
-                            : PyBool_Check(s->obj) ? EMC_BOOL
-                            : PyLong_CheckExact(s->obj) ? EMC_INT
-                            : PyFloat_CheckExact(s->obj) ? EMC_FLOAT
-                                                           : EMC_OBJ;
-            int64_t iv = k == EMC_INT || k == EMC_BOOL ? PyLong_AsLongLong(s->obj) : 0;
-            if (PyErr_Occurred()) PyErr_Clear();
-            double fv = k == EMC_FLOAT ? PyFloat_AS_DOUBLE(s->obj) : 0.0;
-            int32_t c = em_ir_const(G, k, iv, fv, s->obj, u ? u : "<obj>");
-            Py_XDECREF(r);
-            if (c < 0) {
-                *st = EM_ERR;
-                PyErr_NoMemory();
-                return -1;
-            }
-            return em_ir_arg(G, EMA_CONST, c, 0);
-        }
+        case SYM_OBJ: return const_arg(T, s, st);
         case SYM_TUPLE:
-        case SYM_LIST: {
-            if (s->kind == SYM_TUPLE && s->seq_type) {
-                PyObject *v = em_sym_value(T, s);
-                if (v) {
-                    EmSym *c = em_sym_const(T, v);
-                    Py_DECREF(v);
-                    return c ? sym_arg_at(T, c, st, depth + 1, left) : -1;
-                }
-                *st = em_trace_fail(T, EMA_VALUE, "named tuple of tensors passed to an op");
-                return -1;
-            }
-            /* children must be contiguous: convert each, then copy them to the end */
-            int32_t n = s->items.len;
-            int32_t *tmp = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
-            if (!tmp) {
-                *st = EM_ERR;
-                PyErr_NoMemory();
-                return -1;
-            }
-            for (int32_t i = 0; i < n; i++) {
-                tmp[i] = sym_arg_at(T, s->items.data[i], st, depth + 1, left);
-                if (tmp[i] < 0) {
-                    free(tmp);
-                    return -1;
-                }
-            }
-            int32_t first = G->args.len;
-            for (int32_t i = 0; i < n; i++) {
-                EmArg a = G->args.data[tmp[i]];
-                if (em_ir_arg(G, a.kind, a.v, a.n) < 0) {
-                    free(tmp);
-                    *st = EM_ERR;
-                    PyErr_NoMemory();
-                    return -1;
-                }
-            }
-            free(tmp);
-            return em_ir_arg(G, s->kind == SYM_TUPLE ? EMA_TUPLE : EMA_LIST, first, n);
-        }
+        case SYM_LIST: return seq_arg(T, s, st, depth, left);
         default:
             *st = em_trace_fail(T, EMA_VALUE, "%s passed to an op", em_sym_describe(s));
             return -1;
@@ -883,6 +883,73 @@ static EmStatus describing_attr(EmTracer *T, EmSym *base, PyObject *name, const 
 /* Attribute of a class (type.__getattribute__ semantics): a data descriptor of the metaclass
  * (__name__, __qualname__...), else the class's MRO (functions, static and class methods,
  * plain values guarded through the owning class's __dict__), else the metaclass. */
+/* cls.__name__ (__qualname__, __module__, __doc__), a data descriptor of type: its constant
+ * value (unguarded: README, limitations); other metaclass data descriptors abort. */
+static EmStatus type_name_attr(EmTracer *T, PyTypeObject *cls, PyObject *name, const char *n, EmSym **out) {
+    if (strcmp(n, "__name__") && strcmp(n, "__qualname__") && strcmp(n, "__module__") && strcmp(n, "__doc__"))
+        return em_trace_fail(T, EMA_ATTR, "%s.%s (metaclass descriptor)", cls->tp_name, n);
+    PyObject *v = PyObject_GetAttr((PyObject *)cls, name);
+    if (!v) return EM_ERR;
+    int pure = is_pure(v, 0);
+    *out = pure ? em_sym_const(T, v) : NULL;
+    Py_DECREF(v);
+    if (!pure) return em_trace_fail(T, EMA_ATTR, "%s.%s (not a constant)", cls->tp_name, n);
+    return *out ? EM_OK : EM_ERR;
+}
+
+/* An OBJ sym for obj guarded by identity elsewhere (NULL on error). */
+static EmSym *by_id_sym(EmTracer *T, PyObject *obj) {
+    EmSym *fs = em_sym_new(T, SYM_OBJ);
+    if (fs) {
+        fs->obj = Py_NewRef(obj);
+        fs->by_id = 1;
+    }
+    return fs;
+}
+
+/* A function, staticmethod or classmethod v found in a class's dict (entry guarded through
+ * slot): the function (a classmethod's bound to the class base). */
+static EmStatus class_function_attr(EmTracer *T, EmSym *base, PyObject *v, int32_t slot, const char *n, int method,
+                                    EmSym **out, EmSym **self) {
+    int is_static = Py_IS_TYPE(v, &PyStaticMethod_Type), is_cm = Py_IS_TYPE(v, &PyClassMethod_Type);
+    if (em_guard_check(T->P, EMG_ID, slot, v, 0)) return EM_ERR;
+    PyObject *f = v;
+    if (is_static || is_cm) {
+        f = PyObject_GetAttrString(v, "__func__");
+        if (!f) return EM_ERR;
+        Py_DECREF(f); /* kept alive by v */
+        if (!PyFunction_Check(f))
+            return em_trace_fail(T, EMA_ATTR, "%s.%s (wraps a builtin)", ((PyTypeObject *)base->obj)->tp_name, n);
+    }
+    if (is_cm) return em_sym_method(T, f, base, method, out, self);
+    *self = NULL;
+    return (*out = by_id_sym(T, f)) ? EM_OK : EM_ERR;
+}
+
+/* A non-data descriptor v read on a class: torch.autograd.Function.apply (a C classmethod)
+ * becomes ember._rules.function_apply bound to the class; others abort. */
+static EmStatus class_descr_attr(EmTracer *T, EmSym *base, PyObject *v, int32_t slot, const char *n, int method,
+                                 EmSym **out, EmSym **self) {
+    static PyObject *fn_apply, *helper; /* owned for the process */
+    if (!helper) {
+        PyObject *rules = PyImport_ImportModule("ember._rules");
+        PyObject *fa = rules ? PyObject_GetAttrString(rules, "_FUNCTION_APPLY") : NULL;
+        PyObject *h = fa ? PyObject_GetAttrString(rules, "function_apply") : NULL;
+        Py_XDECREF(rules);
+        if (!h) {
+            Py_XDECREF(fa);
+            return EM_ERR;
+        }
+        fn_apply = fa;
+        helper = h;
+    }
+    if (v == fn_apply && PyFunction_Check(helper)) {
+        if (em_guard_check(T->P, EMG_ID, slot, v, 0)) return EM_ERR;
+        return em_sym_method(T, helper, base, method, out, self);
+    }
+    return em_trace_fail(T, EMA_ATTR, "%s.%s (descriptor read on the class)", ((PyTypeObject *)base->obj)->tp_name, n);
+}
+
 static EmStatus type_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
     PyTypeObject *cls = (PyTypeObject *)base->obj, *meta = Py_TYPE(cls);
     const char *n = PyUnicode_AsUTF8(name);
@@ -892,17 +959,7 @@ static EmStatus type_attr(EmTracer *T, EmSym *base, PyObject *name, int method, 
         _PyType_Lookup(meta, s_ga) != _PyType_Lookup(&PyType_Type, s_ga))
         return em_trace_fail(T, EMA_ATTR, "%s.%s (metaclass with its own __getattribute__)", cls->tp_name, n);
     PyObject *mattr = _PyType_Lookup(meta, name);
-    if (mattr && Py_TYPE(mattr)->tp_descr_set) {
-        if (strcmp(n, "__name__") && strcmp(n, "__qualname__") && strcmp(n, "__module__") && strcmp(n, "__doc__"))
-            return em_trace_fail(T, EMA_ATTR, "%s.%s (metaclass descriptor)", cls->tp_name, n);
-        PyObject *v = PyObject_GetAttr((PyObject *)cls, name);
-        if (!v) return EM_ERR;
-        *out = is_pure(v, 0) ? em_sym_const(T, v) : NULL;
-        int pure = is_pure(v, 0);
-        Py_DECREF(v);
-        if (!pure) return em_trace_fail(T, EMA_ATTR, "%s.%s (not a constant)", cls->tp_name, n);
-        return *out ? EM_OK : EM_ERR;
-    }
+    if (mattr && Py_TYPE(mattr)->tp_descr_set) return type_name_attr(T, cls, name, n, out);
     PyObject *mro = cls->tp_mro, *owner = NULL, *v = NULL;
     for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro) && !v; i++) {
         owner = PyTuple_GET_ITEM(mro, i);
@@ -921,56 +978,14 @@ static EmStatus type_attr(EmTracer *T, EmSym *base, PyObject *name, int method, 
     if (osym->src < 0) return em_trace_fail(T, EMA_ATTR, "%s.%s of a class made while tracing", cls->tp_name, n);
     int32_t slot = em_guard_odict(T->P, osym->src, name);
     if (slot < 0) return EM_ERR;
-    int is_static = Py_IS_TYPE(v, &PyStaticMethod_Type), is_cm = Py_IS_TYPE(v, &PyClassMethod_Type);
-    if (is_static || is_cm || PyFunction_Check(v)) {
-        if (em_guard_check(T->P, EMG_ID, slot, v, 0)) return EM_ERR;
-        PyObject *f = v;
-        if (is_static || is_cm) {
-            f = PyObject_GetAttrString(v, "__func__");
-            if (!f) return EM_ERR;
-            Py_DECREF(f); /* kept alive by v */
-            if (!PyFunction_Check(f)) return em_trace_fail(T, EMA_ATTR, "%s.%s (wraps a builtin)", cls->tp_name, n);
-        }
-        if (is_cm) return em_sym_method(T, f, base, method, out, self);
-        EmSym *fs = em_sym_new(T, SYM_OBJ);
-        if (!fs) return EM_ERR;
-        fs->obj = Py_NewRef(f);
-        fs->by_id = 1;
-        *out = fs;
-        *self = is_cm ? base : NULL;
-        return EM_OK;
-    }
+    if (Py_IS_TYPE(v, &PyStaticMethod_Type) || Py_IS_TYPE(v, &PyClassMethod_Type) || PyFunction_Check(v))
+        return class_function_attr(T, base, v, slot, n, method, out, self);
     if (Py_IS_TYPE(v, &PyMethodDescr_Type) || Py_IS_TYPE(v, &PyWrapperDescr_Type)) {
         /* list.append, object.__getattribute__: the descriptor itself */
         if (em_guard_check(T->P, EMG_ID, slot, v, 0)) return EM_ERR;
-        EmSym *fs = em_sym_new(T, SYM_OBJ);
-        if (!fs) return EM_ERR;
-        fs->obj = Py_NewRef(v);
-        fs->by_id = 1;
-        *out = fs;
-        return EM_OK;
+        return (*out = by_id_sym(T, v)) ? EM_OK : EM_ERR;
     }
-    if (Py_TYPE(v)->tp_descr_get && !PyType_Check(v)) {
-        /* torch.autograd.Function.apply (a C classmethod): ember._rules.function_apply bound to cls */
-        static PyObject *fn_apply, *helper; /* owned for the process */
-        if (!helper) {
-            PyObject *rules = PyImport_ImportModule("ember._rules");
-            PyObject *fa = rules ? PyObject_GetAttrString(rules, "_FUNCTION_APPLY") : NULL;
-            PyObject *h = fa ? PyObject_GetAttrString(rules, "function_apply") : NULL;
-            Py_XDECREF(rules);
-            if (!h) {
-                Py_XDECREF(fa);
-                return EM_ERR;
-            }
-            fn_apply = fa;
-            helper = h;
-        }
-        if (v == fn_apply && PyFunction_Check(helper)) {
-            if (em_guard_check(T->P, EMG_ID, slot, v, 0)) return EM_ERR;
-            return em_sym_method(T, helper, base, method, out, self);
-        }
-        return em_trace_fail(T, EMA_ATTR, "%s.%s (descriptor read on the class)", cls->tp_name, n);
-    }
+    if (Py_TYPE(v)->tp_descr_get && !PyType_Check(v)) return class_descr_attr(T, base, v, slot, n, method, out, self);
     EmStatus st;
     *out = em_sym_wrap(T, v, slot, &st);
     return *out ? EM_OK : st;
