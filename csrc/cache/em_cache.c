@@ -215,10 +215,9 @@ EM_NEW PyObject *em_cache_entries(PyCodeObject *co) {
     if (e) em_entry_incref(e); /* info_compiled may run Python code */
     while (lst && e) {
         PyObject *t = Py_BuildValue("{s:s,s:s,s:i,s:i,s:L,s:s,s:d,s:O}", "graph", e->graph_text ? e->graph_text : "",
-                                    "guards", e->guard_text ? e->guard_text : "", "ops", e->op_count,
-                                    "inputs", e->ninputs, "hits", e->hits, "break",
-                                    e->break_reason ? e->break_reason : "", "compile_s", e->compile_s, "code",
-                                    e->tcode ? e->tcode : Py_None);
+                                    "guards", e->guard_text ? e->guard_text : "", "ops", e->op_count, "inputs",
+                                    e->ninputs, "hits", e->hits, "break", e->break_reason ? e->break_reason : "",
+                                    "compile_s", e->compile_s, "code", e->tcode ? e->tcode : Py_None);
         PyObject *info = t && e->compiled && e->info_compiled ? e->info_compiled(e->compiled) : NULL;
         if (t && e->compiled && e->info_compiled && (!info || PyDict_Update(t, info))) Py_CLEAR(t);
         Py_XDECREF(info);
@@ -240,8 +239,7 @@ void em_cache_lock(void) {
         return;
     }
     if (!PyThread_acquire_lock(em_state.compile_lock, NOWAIT_LOCK)) {
-        Py_BEGIN_ALLOW_THREADS
-        PyThread_acquire_lock(em_state.compile_lock, WAIT_LOCK);
+        Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(em_state.compile_lock, WAIT_LOCK);
         Py_END_ALLOW_THREADS
     }
     em_state.compile_owner = me;

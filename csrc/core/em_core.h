@@ -35,11 +35,15 @@ _Noreturn void em_assert_fail(const char *file, int line, const char *cond, cons
 typedef enum { EM_OK = 0, EM_ERR = -1, EM_ABORT = -2 } EmStatus;
 
 /* Growable vector of T: `EmVec(T) v = {0}`; em_vec_push returns 0 or -1 (out of memory). */
-#define EmVec(T) struct { T *data; int32_t len, cap; }
-#define em_vec_reserve(v, n)                                                                    \
-    ((v)->len + (n) <= (v)->cap ? 0                                                             \
-                                : em_vec_grow_((void **)&(v)->data, &(v)->cap, (v)->len + (n), \
-                                               (int32_t)sizeof(*(v)->data)))
+#define EmVec(T)          \
+    struct {              \
+        T *data;          \
+        int32_t len, cap; \
+    }
+#define em_vec_reserve(v, n)    \
+    ((v)->len + (n) <= (v)->cap \
+         ? 0                    \
+         : em_vec_grow_((void **)&(v)->data, &(v)->cap, (v)->len + (n), (int32_t)sizeof(*(v)->data)))
 #define em_vec_push(v, x) (em_vec_reserve((v), 1) ? -1 : ((v)->data[(v)->len++] = (x), 0))
 #define em_vec_free(v) (free((v)->data), (v)->data = NULL, (v)->len = (v)->cap = 0)
 

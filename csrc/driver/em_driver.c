@@ -33,8 +33,9 @@ static int log_code(PyCodeObject *co, PyObject *tcode) {
     PyObject *r = PyObject_CallFunction(em_state.log, "s(sO)", "bytecode", "original", (PyObject *)co);
     Py_XDECREF(r);
     if (!r) return -1;
-    r = tcode ? PyObject_CallFunction(em_state.log, "s(sO)", "bytecode", "transformed (runs the graph, the "
-                                                                        "unsupported instruction, the resume function)",
+    r = tcode ? PyObject_CallFunction(em_state.log, "s(sO)", "bytecode",
+                                      "transformed (runs the graph, the "
+                                      "unsupported instruction, the resume function)",
                                       tcode)
               : PyObject_CallFunction(em_state.log, "ss", "bytecode",
                                       "captured whole: no transformed bytecode (the hook runs the graph and builds "
@@ -49,7 +50,9 @@ static int n_arg_slots(PyCodeObject *co) {
 
 /* A conditional jump on a value's truth: a break runs it, and each side continues in its
  * own resume function. */
-static int is_cond_jump(int op) { return (em_op_flags[op] & (EM_OPF_POP_JUMP_IF | EM_OPF_NONE_TEST)) == EM_OPF_POP_JUMP_IF; }
+static int is_cond_jump(int op) {
+    return (em_op_flags[op] & (EM_OPF_POP_JUMP_IF | EM_OPF_NONE_TEST)) == EM_OPF_POP_JUMP_IF;
+}
 
 #define BREAK_OK 1
 #define BREAK_NEVER 0
@@ -60,7 +63,8 @@ static int breakable_op(int op) {
     if (is_cond_jump(op)) return 1;
     if (em_op_is_jump[op]) return 0;
     switch (op) {
-#define X(name, brk, pops) case EM_OP_##name: return brk;
+#define X(name, brk, pops) \
+    case EM_OP_##name: return brk;
 #include "em_break_ops.def"
 #undef X
         default: return BREAK_OK;
@@ -71,7 +75,8 @@ static int breakable_op(int op) {
 static int consumed(int op, int arg) {
     if (is_cond_jump(op)) return 1;
     switch (op) {
-#define X(name, brk, pops) case EM_OP_##name: return pops;
+#define X(name, brk, pops) \
+    case EM_OP_##name: return pops;
 #include "em_break_ops.def"
 #undef X
         default: return -1;
@@ -159,7 +164,8 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
         }
         /* the NULL X itself pushes below a callable (a method load is emitted as attribute +
          * NULL, see em_emit_transformed) */
-        int pushes_null = !R && (em_is_method_load(plan.op, plan.arg) || (plan.op == EM_OP_LOAD_GLOBAL && (plan.arg & 1)));
+        int pushes_null = !R &&
+                          (em_is_method_load(plan.op, plan.arg) || (plan.op == EM_OP_LOAD_GLOBAL && (plan.arg & 1)));
         if (pushes_null && plan.stack_after >= 2) plan.after_null[plan.stack_after - 2] = 1;
     }
     if (!(rcode = resume_code(co, &plan, plan.next))) goto done;
@@ -190,8 +196,8 @@ done:
     return rc;
 }
 
-EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allow_break, int32_t backend,
-                                 EmEntry **out, PyObject **why) {
+EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allow_break, int32_t backend, EmEntry **out,
+                                 PyObject **why) {
     EmTracer T;
     EmGraph G;
     EmStrBuf gtxt = {0}, ktxt = {0};
@@ -242,9 +248,10 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
             PyObject *where = PyUnicode_FromFormat("%U:%d: ", co->co_filename, PyCode_Addr2Line(co, at * 2));
             int inner = where && !PyUnicode_Tailmatch(first_why, where, 0, PyUnicode_GET_LENGTH(where), -1);
             PyObject *reason = !where ? NULL
-                               : inner ? PyUnicode_FromFormat("%Ua call that cannot be captured whole (inside it, at %U)",
-                                                              where, first_why)
-                                       : Py_NewRef(first_why);
+                               : inner
+                                   ? PyUnicode_FromFormat("%Ua call that cannot be captured whole (inside it, at %U)",
+                                                          where, first_why)
+                                   : Py_NewRef(first_why);
             Py_XDECREF(where);
             const char *ru = reason ? PyUnicode_AsUTF8(reason) : NULL;
             e->break_reason = ru ? strdup(ru) : NULL;

@@ -100,23 +100,23 @@ int em_asm_decode_ranges(EmAsm *A, PyCodeObject *co, const int *ranges, int nran
         if (index_at[hi] < 0) index_at[hi] = A->ins.len;
     }
     /* labels for every jump target and exception-table boundary */
-#define LABEL_FOR(unit, out)                                                                    \
-    do {                                                                                        \
-        int u_ = (unit);                                                                        \
-        if (u_ < 0 || u_ > n || index_at[u_] < 0) {                                             \
+#define LABEL_FOR(unit, out)                                                                       \
+    do {                                                                                           \
+        int u_ = (unit);                                                                           \
+        if (u_ < 0 || u_ > n || index_at[u_] < 0) {                                                \
             PyErr_SetString(PyExc_SystemError, "ember: jump or handler outside the decoded code"); \
-            goto done;                                                                          \
-        }                                                                                       \
-        if (!label_at[u_]) {                                                                    \
-            int l_ = em_asm_label(A);                                                           \
-            if (l_ < 0) {                                                                       \
-                PyErr_NoMemory();                                                               \
-                goto done;                                                                      \
-            }                                                                                   \
-            A->labels.data[l_] = index_at[u_];                                                  \
-            label_at[u_] = l_ + 1;                                                              \
-        }                                                                                       \
-        (out) = label_at[u_] - 1;                                                               \
+            goto done;                                                                             \
+        }                                                                                          \
+        if (!label_at[u_]) {                                                                       \
+            int l_ = em_asm_label(A);                                                              \
+            if (l_ < 0) {                                                                          \
+                PyErr_NoMemory();                                                                  \
+                goto done;                                                                         \
+            }                                                                                      \
+            A->labels.data[l_] = index_at[u_];                                                     \
+            label_at[u_] = l_ + 1;                                                                 \
+        }                                                                                          \
+        (out) = label_at[u_] - 1;                                                                  \
     } while (0)
     for (int32_t i = first; i < A->ins.len; i++)
         if (A->ins.data[i].target >= 0) LABEL_FOR(A->ins.data[i].target, A->ins.data[i].target);
@@ -248,15 +248,15 @@ static int stack_depth(EmAsm *A, int *out) {
         goto done;
     }
     for (int32_t i = 0; i <= n; i++) depth[i] = -1;
-#define SEED(i, d)                                                     \
-    do {                                                               \
-        int i_ = (i), d_ = (d);                                        \
-        EM_ASSERT(d_ >= 0, "stack depth %d at %d", d_, i_);            \
-        if (i_ < n && d_ > depth[i_]) {                                \
-            depth[i_] = d_;                                            \
-            if (nwork >= 4 * (n + 1)) goto overflow;                   \
-            work[nwork++] = i_;                                        \
-        }                                                              \
+#define SEED(i, d)                                          \
+    do {                                                    \
+        int i_ = (i), d_ = (d);                             \
+        EM_ASSERT(d_ >= 0, "stack depth %d at %d", d_, i_); \
+        if (i_ < n && d_ > depth[i_]) {                     \
+            depth[i_] = d_;                                 \
+            if (nwork >= 4 * (n + 1)) goto overflow;        \
+            work[nwork++] = i_;                             \
+        }                                                   \
     } while (0)
     SEED(0, 0);
     for (int32_t k = 0; k < A->exc.len; k++) {

@@ -115,7 +115,6 @@ EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int r
 /* Transformed code of co for the break; resume is the resume function (no free variables)
  * or its code (free variables: built with the frame's closure at run time); resume2, for a
  * conditional jump at X, continues at the jump's target. */
-EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, PyObject *resume,
-                                     PyObject *resume2);
+EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, PyObject *resume, PyObject *resume2);
 
 #endif

@@ -224,14 +224,13 @@ static int add_int_const(PyObject **consts, long v) {
     return r;
 }
 
-#define OP(op, arg)                                     \
-    do {                                                \
+#define OP(op, arg)                                       \
+    do {                                                  \
         if (em_asm_op(&A, (op), (arg), line)) goto nomem; \
     } while (0)
 #define FLAGS_NO_STAR(f) ((f) & ~(CO_VARARGS | CO_VARKEYWORDS))
 
-EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, PyObject *resume,
-                                     PyObject *resume2) {
+EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, PyObject *resume, PyObject *resume2) {
     EmAsm A;
     em_asm_init(&A);
     int line = plan->line, nargs = n_arg_slots(co), nfree = co->co_nfreevars, nlocals = co->co_nlocals;
@@ -388,8 +387,8 @@ EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, 
     if (!varnames) goto done;
     for (Py_ssize_t i = 0, o = 0; i < nv + 1 + ntemps; i++) {
         PyObject *name = i == nargs ? PyUnicode_FromString("__ember_vals")
-                         : i > nv  ? PyUnicode_FromFormat("__ember_t%zd", i - nv - 1)
-                                   : Py_NewRef(PyTuple_GET_ITEM(orig, o++));
+                         : i > nv   ? PyUnicode_FromFormat("__ember_t%zd", i - nv - 1)
+                                    : Py_NewRef(PyTuple_GET_ITEM(orig, o++));
         if (!name) goto done;
         PyTuple_SET_ITEM(varnames, i, name);
     }

@@ -56,7 +56,7 @@ static uint64_t g_hash(uint8_t op, int32_t where, Py_ssize_t a, PyObject *obj) {
     h ^= ((uint64_t)a + 0x8CB92BA72F3D8DD7ull) * 0x94D049BB133111EBull;
     /* a str's hash is cached and cannot fail */
     uint64_t o = obj && g_is_load[op] && PyUnicode_CheckExact(obj) ? (uint64_t)PyObject_Hash(obj)
-                                                                    : (uint64_t)(uintptr_t)obj;
+                                                                   : (uint64_t)(uintptr_t)obj;
     h ^= (o + 0x2545F4914F6CDD1Dull) * 0xD6E8FEB86659FD93ull;
     return h ^ (h >> 29);
 }
@@ -111,8 +111,7 @@ static int g_index_grow(EmGuardProg *P) {
 
 /* Slots name values the program has loaded before: a load's base and a check's slots come
  * from earlier loads (a check of the global state reads no slot). */
-static int g_push(EmGuardProg *P, EmGuardOp op, int32_t slot, int32_t base, Py_ssize_t a,
-                  PyObject *EM_BORROWED obj) {
+static int g_push(EmGuardProg *P, EmGuardOp op, int32_t slot, int32_t base, Py_ssize_t a, PyObject *EM_BORROWED obj) {
     EM_ASSERT(op == EMG_GLOBAL_STATE ? slot == -1 : slot >= 0 && slot < P->nslots, "%s: slot %d of %d", g_names[op],
               (int)slot, (int)P->nslots);
     EM_ASSERT(base >= -1 && base < (g_is_load[op] ? slot : P->nslots), "%s: base slot %d, slot %d", g_names[op],
@@ -133,8 +132,8 @@ static int g_push(EmGuardProg *P, EmGuardOp op, int32_t slot, int32_t base, Py_s
 }
 
 /* Deduplicating load: the slot of an identical earlier load, or a new one. */
-static int32_t g_load(EmGuardProg *P, EmGuardOp op, int32_t base, Py_ssize_t a, PyObject *obj,
-                      const char *name, int owned) {
+static int32_t g_load(EmGuardProg *P, EmGuardOp op, int32_t base, Py_ssize_t a, PyObject *obj, const char *name,
+                      int owned) {
     EmGInstr *prev = g_find(P, (uint8_t)op, base, a, obj);
     if (prev) return prev->slot;
     int32_t slot = P->nslots;
@@ -149,8 +148,8 @@ static int32_t g_load(EmGuardProg *P, EmGuardOp op, int32_t base, Py_ssize_t a, 
     return slot;
 }
 
-static int32_t g_named(EmGuardProg *P, EmGuardOp op, int32_t base, Py_ssize_t a, PyObject *obj,
-                       const char *fmt, PyObject *fmtarg, int owned) {
+static int32_t g_named(EmGuardProg *P, EmGuardOp op, int32_t base, Py_ssize_t a, PyObject *obj, const char *fmt,
+                       PyObject *fmtarg, int owned) {
     EmGInstr *prev = g_find(P, (uint8_t)op, base, a, obj);
     if (prev) return prev->slot; /* before formatting the name */
     PyObject *s = fmtarg ? PyUnicode_FromFormat(fmt, base >= 0 ? P->names.data[base] : "", fmtarg)
@@ -194,8 +193,7 @@ int32_t em_guard_weakref(EmGuardProg *P, int32_t base) {
     return g_named(P, EMG_LOAD_WEAKREF, base, 0, NULL, "%s()", NULL, 0);
 }
 int32_t em_guard_item(EmGuardProg *P, int32_t base, Py_ssize_t i, int is_list) {
-    return g_named(P, is_list ? EMG_LOAD_LIST_ITEM : EMG_LOAD_TUPLE_ITEM, base, i, NULL, "%s[%d]",
-                   NULL, 0);
+    return g_named(P, is_list ? EMG_LOAD_LIST_ITEM : EMG_LOAD_TUPLE_ITEM, base, i, NULL, "%s[%d]", NULL, 0);
 }
 
 int em_guard_check(EmGuardProg *P, EmGuardOp op, int32_t slot, PyObject *obj, Py_ssize_t a) {
@@ -506,13 +504,15 @@ EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int3
     switch (P->dead ? EMG__COUNT : (EmGuardOp)in->op) {
         case EMG__COUNT: res = PyUnicode_FromString("an object the guards checked by identity died"); break;
         case EMG_TYPE:
-            res = PyUnicode_FromFormat("type(%s) is %s, expected %s", name,
-                                       v ? Py_TYPE(v)->tp_name : "?", ((PyTypeObject *)in->obj)->tp_name);
+            res = PyUnicode_FromFormat("type(%s) is %s, expected %s", name, v ? Py_TYPE(v)->tp_name : "?",
+                                       ((PyTypeObject *)in->obj)->tp_name);
             break;
         case EMG_ID: res = PyUnicode_FromFormat("%s is %R, expected the object %R", name, v, in->obj); break;
         case EMG_EQ: res = PyUnicode_FromFormat("%s == %R, expected %R", name, v, in->obj); break;
         case EMG_LEN: res = PyUnicode_FromFormat("len(%s) changed, expected %zd", name, in->a); break;
-        case EMG_KEYS: res = PyUnicode_FromFormat("the keys of %s changed, expected %R in this order", name, in->obj); break;
+        case EMG_KEYS:
+            res = PyUnicode_FromFormat("the keys of %s changed, expected %R in this order", name, in->obj);
+            break;
         case EMG_ABSENT: res = PyUnicode_FromFormat("%s now has %R, expected it absent", name, in->obj); break;
         case EMG_SAME:
             res = PyUnicode_FromFormat("%s is no longer the same object as %s", name, P->names.data[in->a]);
@@ -526,8 +526,8 @@ EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int3
                 res = PyUnicode_FromFormat(
                     "global state changed: grad_enabled %d->%d, autocast cpu %d->%d, cuda %d->%d, "
                     "default dtype %R->%R",
-                    P->gs.grad, now.grad, P->gs.autocast_cpu, now.autocast_cpu, P->gs.autocast_cuda,
-                    now.autocast_cuda, P->gs.default_dtype, now.default_dtype);
+                    P->gs.grad, now.grad, P->gs.autocast_cpu, now.autocast_cpu, P->gs.autocast_cuda, now.autocast_cuda,
+                    P->gs.default_dtype, now.default_dtype);
             break;
         }
         case EMG_TENSOR: {
@@ -548,10 +548,8 @@ EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int3
                 else if (cur.ndim != s->ndim || PyObject_RichCompareBool(cur.py_sizes, s->py_sizes, Py_EQ) != 1)
                     res = PyUnicode_FromFormat("%s size is %R, expected %R", name, cur.py_sizes, s->py_sizes);
                 else if (PyObject_RichCompareBool(cur.py_strides, s->py_strides, Py_EQ) != 1)
-                    res = PyUnicode_FromFormat("%s stride is %R, expected %R", name, cur.py_strides,
-                                               s->py_strides);
-                else
-                    res = PyUnicode_FromFormat("%s dispatch keys changed (inference or layout)", name);
+                    res = PyUnicode_FromFormat("%s stride is %R, expected %R", name, cur.py_strides, s->py_strides);
+                else res = PyUnicode_FromFormat("%s dispatch keys changed (inference or layout)", name);
                 em_guard_tensor_spec_free(&cur);
             }
             break;
@@ -584,7 +582,9 @@ int em_guard_dump(const EmGuardProg *P, EmStrBuf *o) {
         if (g_is_load[in->op]) continue;
         const char *name = in->slot >= 0 ? P->names.data[in->slot] : "";
         switch ((EmGuardOp)in->op) {
-            case EMG_TYPE: rc = em_sb_printf(o, "  TYPE_MATCH %s %s\n", name, ((PyTypeObject *)in->obj)->tp_name); break;
+            case EMG_TYPE:
+                rc = em_sb_printf(o, "  TYPE_MATCH %s %s\n", name, ((PyTypeObject *)in->obj)->tp_name);
+                break;
             case EMG_ID: rc = dump_repr(o, "  ID_MATCH %s %s\n", name, in->obj); break;
             case EMG_EQ: rc = dump_repr(o, "  EQUALS %s == %s\n", name, in->obj); break;
             case EMG_LEN: rc = em_sb_printf(o, "  LENGTH %s == %zd\n", name, in->a); break;
@@ -611,9 +611,11 @@ int em_guard_dump(const EmGuardProg *P, EmStrBuf *o) {
                 const EmTensorSpec *s = &P->specs.data[in->a];
                 rc = em_sb_printf(o, "  TENSOR_MATCH %s %s dtype=%d device=%d:%d requires_grad=%d size=(", name,
                                   s->type->tp_name, s->dtype, s->dev_type, s->dev_index, s->requires_grad);
-                for (int d = 0; d < s->ndim && !rc; d++) rc = em_sb_printf(o, d ? ", %lld" : "%lld", (long long)s->sizes[d]);
+                for (int d = 0; d < s->ndim && !rc; d++)
+                    rc = em_sb_printf(o, d ? ", %lld" : "%lld", (long long)s->sizes[d]);
                 if (!rc) rc = em_sb_puts(o, ") stride=(");
-                for (int d = 0; d < s->ndim && !rc; d++) rc = em_sb_printf(o, d ? ", %lld" : "%lld", (long long)s->strides[d]);
+                for (int d = 0; d < s->ndim && !rc; d++)
+                    rc = em_sb_printf(o, d ? ", %lld" : "%lld", (long long)s->strides[d]);
                 if (!rc) rc = em_sb_puts(o, ")\n");
                 break;
             }

@@ -18,8 +18,7 @@ static PyObject *call_torch(const char *expr) {
     PyObject *g = PyDict_New(), *r = NULL;
     if (!g) return NULL;
     PyObject *torch = PyImport_ImportModule("torch");
-    if (torch && PyDict_SetItemString(g, "torch", torch) == 0)
-        r = PyRun_String(expr, Py_eval_input, g, g);
+    if (torch && PyDict_SetItemString(g, "torch", torch) == 0) r = PyRun_String(expr, Py_eval_input, g, g);
     Py_XDECREF(torch);
     Py_DECREF(g);
     return r;
@@ -278,8 +277,9 @@ static int verify_layout(void) {
             return 0;
         }
     }
-    PyObject *inf = call_torch("(lambda m: (m.__enter__(), torch.zeros(2, 3), m.__exit__(None, None, None))[1])"
-                               "(torch.inference_mode())");
+    PyObject *inf = call_torch(
+        "(lambda m: (m.__enter__(), torch.zeros(2, 3), m.__exit__(None, None, None))[1])"
+        "(torch.inference_mode())");
     if (!inf) {
         PyErr_Clear();
         return 0;

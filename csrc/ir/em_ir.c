@@ -56,8 +56,7 @@ int32_t em_ir_arg(EmGraph *G, EmArgKind kind, int32_t v, int32_t n) {
     return G->args.len - 1;
 }
 
-EmRef em_ir_node(EmGraph *G, EmOp op, int32_t args, int32_t nargs, int32_t kwnames, int32_t nkw,
-                 int32_t fn) {
+EmRef em_ir_node(EmGraph *G, EmOp op, int32_t args, int32_t nargs, int32_t kwnames, int32_t nkw, int32_t fn) {
     EM_ASSERT((unsigned)op < EMOP__COUNT, "op %d", (int)op);
     EM_ASSERT(nargs >= 0 && nkw >= 0 && nkw <= nargs, "%d arguments, %d keywords", nargs, nkw);
     EM_ASSERT(nargs == 0 || (args >= 0 && args + nargs <= G->args.len), "arguments [%d, %d) of %d", args, args + nargs,
@@ -65,15 +64,24 @@ EmRef em_ir_node(EmGraph *G, EmOp op, int32_t args, int32_t nargs, int32_t kwnam
     EM_ASSERT(fn >= -1 && fn < G->consts.len, "callable constant %d of %d", fn, G->consts.len);
     EM_ASSERT(nkw == 0 || (kwnames >= 0 && kwnames + nkw < G->consts.len), "keyword names %d (+%d) of %d constants",
               kwnames, nkw, G->consts.len);
-    EmNode n = {.op = (uint16_t)op, .vkind = EMV_OBJ, .dtype = -1, .dev_type = -1,
-                .dev_index = -1, .args = args, .nargs = nargs, .kwnames = kwnames, .nkw = nkw,
-                .fn = fn, .aux = -1, .label = -1};
+    EmNode n = {.op = (uint16_t)op,
+                .vkind = EMV_OBJ,
+                .dtype = -1,
+                .dev_type = -1,
+                .dev_index = -1,
+                .args = args,
+                .nargs = nargs,
+                .kwnames = kwnames,
+                .nkw = nkw,
+                .fn = fn,
+                .aux = -1,
+                .label = -1};
     if (em_vec_push(&G->nodes, n)) return -1;
     return G->nodes.len - 1;
 }
 
-int em_ir_set_tensor(EmGraph *G, EmRef r, int dtype, int dev_type, int dev_index, int requires_grad,
-                     int ndim, const int64_t *sizes, const int64_t *strides) {
+int em_ir_set_tensor(EmGraph *G, EmRef r, int dtype, int dev_type, int dev_index, int requires_grad, int ndim,
+                     const int64_t *sizes, const int64_t *strides) {
     EM_ASSERT(ndim >= 0, "ndim %d", ndim);
     if (ndim > 255 || em_vec_reserve(&G->dims, 2 * ndim)) return -1;
     EmNode *n = em_ir_at(G, r);
@@ -105,7 +113,9 @@ const EmDtypeInfo em_dtype_info[EMDT__COUNT] = {
 #undef X
 };
 
-const char *em_dtype_name(int dtype) { return dtype >= 0 && dtype < EMDT__COUNT ? em_dtype_info[dtype].name : "dtype?"; }
+const char *em_dtype_name(int dtype) {
+    return dtype >= 0 && dtype < EMDT__COUNT ? em_dtype_info[dtype].name : "dtype?";
+}
 
 const EmDevInfo em_dev_info[EMDEV__COUNT] = {
 #define X(e, number, name) {number, name},
@@ -170,19 +180,16 @@ int em_ir_dump(const EmGraph *G, EmStrBuf *o) {
         } else if (n->op == EMOP_ITEM) {
             rc = em_sb_printf(o, "%%%d[%d]", G->args.data[n->args].v, n->aux);
         } else {
-            if (n->op == EMOP_CALL)
-                rc = em_sb_printf(o, "call %s(", G->text.data + G->consts.data[n->fn].text);
+            if (n->op == EMOP_CALL) rc = em_sb_printf(o, "call %s(", G->text.data + G->consts.data[n->fn].text);
             else if (n->op == EMOP_GETATTR)
                 rc = em_sb_printf(o, "getattr[%s](", G->text.data + G->consts.data[n->fn].text);
-            else
-                rc = em_sb_printf(o, "%s(", info->name);
+            else rc = em_sb_printf(o, "%s(", info->name);
             int32_t npos = n->nargs - n->nkw;
             for (int32_t i = 0; i < n->nargs && !rc; i++) {
                 if (i) rc = em_sb_puts(o, ", ");
                 if (!rc && i >= npos) {
                     /* keyword names: consts kwnames+1+k hold each name */
-                    rc = em_sb_printf(o, "%s=",
-                                      G->text.data + G->consts.data[n->kwnames + 1 + (i - npos)].text);
+                    rc = em_sb_printf(o, "%s=", G->text.data + G->consts.data[n->kwnames + 1 + (i - npos)].text);
                 }
                 if (!rc) rc = dump_arg(G, &G->args.data[n->args + i], o);
             }
@@ -192,8 +199,7 @@ int em_ir_dump(const EmGraph *G, EmStrBuf *o) {
         if (!rc) rc = em_sb_puts(o, "\n");
     }
     if (!rc) rc = em_sb_puts(o, "  return (");
-    for (int32_t i = 0; i < G->outputs.len && !rc; i++)
-        rc = em_sb_printf(o, i ? ", %%%d" : "%%%d", G->outputs.data[i]);
+    for (int32_t i = 0; i < G->outputs.len && !rc; i++) rc = em_sb_printf(o, i ? ", %%%d" : "%%%d", G->outputs.data[i]);
     if (!rc) rc = em_sb_puts(o, ")\n");
     return rc;
 }
@@ -204,8 +210,7 @@ static const char *verify_arg(const EmGraph *G, const EmArg *a, EmRef self, int 
         case EMA_REF:
             if (a->v < 0 || a->v >= self) return "argument refers forward or out of range";
             return NULL;
-        case EMA_CONST:
-            return (a->v < 0 || a->v >= G->consts.len) ? "constant out of range" : NULL;
+        case EMA_CONST: return (a->v < 0 || a->v >= G->consts.len) ? "constant out of range" : NULL;
         case EMA_TUPLE:
         case EMA_LIST:
             if (a->v < 0 || a->v + a->n > G->args.len) return "sequence argument out of range";

@@ -15,8 +15,16 @@ typedef int32_t EmRef; /* index into EmGraph.nodes; -1 = none */
 #define EMF_INT_TO_FLOAT 0x4
 
 typedef enum {
-    EMOK_INPUT, EMOK_BINARY, EMOK_INPLACE, EMOK_UNARY, EMOK_COMPARE,
-    EMOK_SUBSCR, EMOK_SETITEM, EMOK_GETATTR, EMOK_CALL, EMOK_ITEM
+    EMOK_INPUT,
+    EMOK_BINARY,
+    EMOK_INPLACE,
+    EMOK_UNARY,
+    EMOK_COMPARE,
+    EMOK_SUBSCR,
+    EMOK_SETITEM,
+    EMOK_GETATTR,
+    EMOK_CALL,
+    EMOK_ITEM
 } EmOpKind;
 
 typedef enum {
@@ -149,18 +157,15 @@ int32_t em_ir_text(EmGraph *G, const char *s);
  * were pushed contiguously (children are referenced by first index and count). */
 int32_t em_ir_arg(EmGraph *G, EmArgKind kind, int32_t v, int32_t n);
 /* Append a node; its arguments are the `nargs` args starting at `args`. Returns its ref. */
-EmRef em_ir_node(EmGraph *G, EmOp op, int32_t args, int32_t nargs, int32_t kwnames, int32_t nkw,
-                 int32_t fn);
+EmRef em_ir_node(EmGraph *G, EmOp op, int32_t args, int32_t nargs, int32_t kwnames, int32_t nkw, int32_t fn);
 /* Set tensor metadata of a node (copies sizes/strides). Returns 0 or -1. */
-int em_ir_set_tensor(EmGraph *G, EmRef r, int dtype, int dev_type, int dev_index, int requires_grad,
-                     int ndim, const int64_t *sizes, const int64_t *strides);
+int em_ir_set_tensor(EmGraph *G, EmRef r, int dtype, int dev_type, int dev_index, int requires_grad, int ndim,
+                     const int64_t *sizes, const int64_t *strides);
 static inline EmNode *em_ir_at(EmGraph *G, EmRef r) {
     EM_ASSERT(r >= 0 && r < G->nodes.len, "ref %%%d of %d nodes", r, G->nodes.len);
     return &G->nodes.data[r];
 }
-static inline const int64_t *em_ir_sizes(const EmGraph *G, const EmNode *n) {
-    return G->dims.data + n->dims;
-}
+static inline const int64_t *em_ir_sizes(const EmGraph *G, const EmNode *n) { return G->dims.data + n->dims; }
 static inline const int64_t *em_ir_strides(const EmGraph *G, const EmNode *n) {
     return G->dims.data + n->dims + n->ndim;
 }

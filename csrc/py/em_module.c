@@ -17,8 +17,7 @@ EmState em_state;
 /* ---- CompiledFunction ---- */
 
 typedef struct {
-    PyObject_HEAD
-    PyObject *fn;
+    PyObject_HEAD PyObject *fn;
     PyObject *dict;
     int flags;
     vectorcallfunc vectorcall;
@@ -116,7 +115,8 @@ static EM_NEW PyObject *known_resolve(void) {
     for (Py_ssize_t i = 0; known && i < n; i++) {
         PyObject *a = PyObject_CallMethod(pkgutil, "resolve_name", "s", paths[i]);
         PyObject *b = a ? PyObject_CallMethod(pkgutil, "resolve_name", "s", paths[i]) : NULL;
-        if (b && b != a) PyErr_Format(PyExc_TypeError, "ember: %s (em_known.def) is made anew on each access", paths[i]);
+        if (b && b != a)
+            PyErr_Format(PyExc_TypeError, "ember: %s (em_known.def) is made anew on each access", paths[i]);
         Py_XDECREF(b);
         if (!b || b != a) {
             Py_XDECREF(a);
@@ -133,11 +133,12 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
     (void)self;
     PyObject *rules, *helper, *warn, *log, *skip, *pure, *nnmod, *ops, *grad, *autocast, *ddtype;
     int force_fallback = 0;
-    static char *kwlist[] = {"rules", "helper", "warn", "log", "skip_file", "pure_types", "nn_module",
-                             "op_fns", "grad", "autocast", "default_dtype", "force_fallback", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OOOOO!OO!OOO|p", kwlist, &PyDict_Type, &rules, &helper, &warn,
-                                     &log, &skip, &PyTuple_Type, &pure, &nnmod, &PyDict_Type, &ops,
-                                     &grad, &autocast, &ddtype, &force_fallback))
+    static char *kwlist[] = {"rules",         "helper",         "warn",   "log",  "skip_file",
+                             "pure_types",    "nn_module",      "op_fns", "grad", "autocast",
+                             "default_dtype", "force_fallback", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OOOOO!OO!OOO|p", kwlist, &PyDict_Type, &rules, &helper, &warn, &log,
+                                     &skip, &PyTuple_Type, &pure, &nnmod, &PyDict_Type, &ops, &grad, &autocast, &ddtype,
+                                     &force_fallback))
         return NULL;
     PyObject *fns = PyTuple_New(EMOP__COUNT);
     if (!fns) return NULL;
@@ -165,13 +166,14 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
         return PyErr_Format(PyExc_TypeError, "ember: helper.TYPE_QUERIES must be a set");
     }
     Py_XSETREF(em_state.type_query_fns, tq);
-    Py_XSETREF(em_state.object_getattribute, PyObject_GetAttrString((PyObject *)&PyBaseObject_Type, "__getattribute__"));
+    Py_XSETREF(em_state.object_getattribute,
+               PyObject_GetAttrString((PyObject *)&PyBaseObject_Type, "__getattribute__"));
     if (!em_state.object_getattribute) return NULL;
-    static const char *names[] = {"set_grad_enabled", "enter_ctx", "exit_ctx", "reenter", "grad_restorer",
-                                  "environ", "warnings_off", "warnings_on"};
-    PyObject **slots[] = {&em_state.set_grad_enabled, &em_state.ctx_enter_fn, &em_state.ctx_exit_fn,
-                          &em_state.ctx_reenter_fn, &em_state.grad_restorer,
-                          &em_state.os_environ, &em_state.warnings_off, &em_state.warnings_on};
+    static const char *names[] = {"set_grad_enabled", "enter_ctx", "exit_ctx",     "reenter",
+                                  "grad_restorer",    "environ",   "warnings_off", "warnings_on"};
+    PyObject **slots[] = {&em_state.set_grad_enabled, &em_state.ctx_enter_fn,  &em_state.ctx_exit_fn,
+                          &em_state.ctx_reenter_fn,   &em_state.grad_restorer, &em_state.os_environ,
+                          &em_state.warnings_off,     &em_state.warnings_on};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         PyObject *f = PyObject_GetAttrString(helper, names[i]);
         if (!f) return NULL;
@@ -274,9 +276,9 @@ static PyObject *m_after_fork_child(PyObject *self, PyObject *args) {
 static PyObject *m_counters(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
-    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L}", "frames", em_state.n_frames, "aborts", em_state.n_aborts,
-                         "hits", em_state.n_hits, "recompiles", em_state.n_recompiles, "fallbacks",
-                         em_state.n_fallbacks, "breaks", em_state.n_breaks);
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L}", "frames", em_state.n_frames, "aborts", em_state.n_aborts, "hits",
+                         em_state.n_hits, "recompiles", em_state.n_recompiles, "fallbacks", em_state.n_fallbacks,
+                         "breaks", em_state.n_breaks);
 }
 
 static PyObject *m_reset_counters(PyObject *self, PyObject *args) {
@@ -481,14 +483,16 @@ static int add_tables(PyObject *m) {
     if (add_table(m, "OPS", ops_table()) < 0 || add_table(m, "DTYPES", dtypes_table()) < 0 ||
         add_table(m, "DEVICE_TYPES", devices_table()) < 0)
         return -1;
-    static const char *const rules[] = { /* _C.RULE_<NAME>: the row's position */
+    static const char *const rules[] = {
+                                         /* _C.RULE_<NAME>: the row's position */
 #define X(name) "RULE_" #name,
 #include "../trace/em_rules.def"
 #undef X
     };
     for (int i = 0; i < (int)(sizeof(rules) / sizeof(*rules)); i++)
         if (PyModule_AddIntConstant(m, rules[i], i) < 0) return -1;
-    static const char *const shape_rules[] = { /* _C.SHAPE_<NAME>: the row's position + 1 */
+    static const char *const shape_rules[] = {
+                                               /* _C.SHAPE_<NAME>: the row's position + 1 */
 #define X(name) "SHAPE_" #name,
 #include "../trace/em_shape_rules.def"
 #undef X
@@ -498,8 +502,8 @@ static int add_tables(PyObject *m) {
     return 0;
 }
 
-static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "ember._C", "ember's C core.", -1, methods,
-                                    NULL, NULL, NULL, NULL};
+static struct PyModuleDef moddef = {
+    PyModuleDef_HEAD_INIT, "ember._C", "ember's C core.", -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__C(void); /* exported: the module entry point */
 PyMODINIT_FUNC PyInit__C(void) {

@@ -173,9 +173,7 @@ static inline int em_code_nfree(PyCodeObject *co) { return co->co_nfreevars; }
 static inline int em_code_kind(PyCodeObject *co, int i) {
     return (unsigned char)PyBytes_AS_STRING(co->co_localspluskinds)[i];
 }
-static inline PyObject *em_code_name(PyCodeObject *co, int i) {
-    return PyTuple_GET_ITEM(co->co_localsplusnames, i);
-}
+static inline PyObject *em_code_name(PyCodeObject *co, int i) { return PyTuple_GET_ITEM(co->co_localsplusnames, i); }
 
 /* Decoded instruction: code-unit index of the instruction (after its EXTENDED_ARGs). */
 typedef struct {

@@ -119,8 +119,9 @@ static const binaryfunc binary_fns[EMOP__COUNT] = {
 
 /* ORDER CMP (em_ops.def): COMPARE op LT + k is the rich comparison Py_LT + k */
 _Static_assert(EMOP_LE - EMOP_LT == Py_LE - Py_LT && EMOP_EQ - EMOP_LT == Py_EQ - Py_LT &&
-               EMOP_NE - EMOP_LT == Py_NE - Py_LT && EMOP_GT - EMOP_LT == Py_GT - Py_LT &&
-               EMOP_GE - EMOP_LT == Py_GE - Py_LT, "ORDER CMP");
+                   EMOP_NE - EMOP_LT == Py_NE - Py_LT && EMOP_GT - EMOP_LT == Py_GT - Py_LT &&
+                   EMOP_GE - EMOP_LT == Py_GE - Py_LT,
+               "ORDER CMP");
 
 static PyObject *binary(EmOp op, PyObject *a, PyObject *b) {
     if (binary_fns[op]) return binary_fns[op](a, b);
@@ -155,7 +156,7 @@ static PyObject *run_node(const EmGraph *G, const EmNode *n, PyObject **vals) {
         case EMOK_COMPARE:
         case EMOK_SUBSCR: res = binary((EmOp)n->op, argv[0], argv[1]); break;
         case EMOK_UNARY:
-            res = n->op == EMOP_NEG ? PyNumber_Negative(argv[0])
+            res = n->op == EMOP_NEG   ? PyNumber_Negative(argv[0])
                   : n->op == EMOP_POS ? PyNumber_Positive(argv[0])
                                       : PyNumber_Invert(argv[0]);
             break;
@@ -183,8 +184,7 @@ done:
 
 /* memo (NULL when the tree has no OUT_SAME): per position, the TUPLE/LIST/DICT/ITER object built
  * there (borrowed: owned by its parent or by the result while the tree is built). */
-static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const *slots, int32_t *at,
-                           PyObject **memo) {
+static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const *slots, int32_t *at, PyObject **memo) {
     int32_t pos = *at;
     const EmOut *o = &C->out[(*at)++];
     switch (o->kind) {

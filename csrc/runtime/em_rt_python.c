@@ -179,7 +179,7 @@ error:
 }
 
 static int cmp_ptr(const void *a, const void *b) {
-    uintptr_t x = (uintptr_t) * (PyObject *const *)a, y = (uintptr_t) * (PyObject *const *)b;
+    uintptr_t x = (uintptr_t)*(PyObject *const *)a, y = (uintptr_t)*(PyObject *const *)b;
     return (x > y) - (x < y);
 }
 

@@ -53,8 +53,7 @@ static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, in
             }
             return Py_NewRef(s->obj);
         case SYM_CONST:
-        case SYM_NEW: /* its placeholder: only type questions are asked of it (has_opaque) */
-            return Py_NewRef(s->obj);
+        case SYM_NEW: /* its placeholder: only type questions are asked of it (has_opaque) */ return Py_NewRef(s->obj);
         case SYM_TUPLE:
         case SYM_LIST: {
             PyObject *r = s->kind == SYM_TUPLE ? PyTuple_New(s->items.len) : PyList_New(s->items.len);
@@ -80,14 +79,16 @@ static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, in
         }
         case SYM_VIEW: {
             PyObject *d = meta_value_at(T, s->items.data[0], has_tensor, depth + 1, left);
-            PyObject *r = d ? PyObject_CallMethod(d, s->pos == 'k' ? "keys" : s->pos == 'v' ? "values" : "items", NULL)
+            PyObject *r = d ? PyObject_CallMethod(d,
+                                                  s->pos == 'k'   ? "keys"
+                                                  : s->pos == 'v' ? "values"
+                                                                  : "items",
+                                                  NULL)
                             : NULL;
             Py_XDECREF(d);
             return r;
         }
-        default:
-            em_trace_fail(T, EMA_CALL, "real code given a %s", em_sym_describe(s));
-            return NULL;
+        default: em_trace_fail(T, EMA_CALL, "real code given a %s", em_sym_describe(s)); return NULL;
     }
 }
 
@@ -104,8 +105,8 @@ static EmStatus meta_value_status(void) { return PyErr_Occurred() ? EM_ERR : EM_
 static int has_opaque_at(EmSym *s, int depth, long *left) {
     if (depth > EM_MAX_NEST || --*left < 0) return 1;
     if (s->kind == SYM_OBJ) return (!s->by_id && s->src >= 0) || em_sym_placeholder(s);
-    if (s->kind == SYM_ITER || s->kind == SYM_NULL || s->kind == SYM_CTX || s->kind == SYM_EXIT ||
-        s->kind == SYM_NEW || s->kind == SYM_BOUND)
+    if (s->kind == SYM_ITER || s->kind == SYM_NULL || s->kind == SYM_CTX || s->kind == SYM_EXIT || s->kind == SYM_NEW ||
+        s->kind == SYM_BOUND)
         return 1;
     if (s->kind == SYM_TUPLE || s->kind == SYM_LIST || s->kind == SYM_DICT || s->kind == SYM_VIEW)
         for (int32_t i = 0; i < s->items.len; i++)
@@ -228,8 +229,7 @@ static EmStatus record_inferred(EmTracer *T, EmOp op, PyObject *fn, const char *
 
 /* The metadata of a pointwise result from em_infer_pointwise's answer: like's shape and
  * strides, or the contiguous broadcast shape already in inf->sizes when bnd >= 0. */
-static void pointwise_result(EmTracer *T, const EmNode *like, int dtype, int requires_grad, int bnd,
-                             EmInferred *inf) {
+static void pointwise_result(EmTracer *T, const EmNode *like, int dtype, int requires_grad, int bnd, EmInferred *inf) {
     inf->dtype = dtype;
     inf->dev_type = like->dev_type;
     inf->dev_index = like->dev_index;
@@ -301,8 +301,7 @@ static EmStatus meta_run_failed(EmTracer *T, const char *name) {
 /* The sym of node r, whose meta result mres (on device rdev) is a tensor, a tuple/list of
  * tensors and Nones, or None (the caller checked). A tensor that is one of the arguments (an
  * in-place op) is that argument's sym, retargeted to r. */
-static EmStatus result_sym(EmTracer *T, EmRef r, PyObject *mres, PyObject *rdev, EmSym **args, int nargs,
-                           EmSym **out) {
+static EmStatus result_sym(EmTracer *T, EmRef r, PyObject *mres, PyObject *rdev, EmSym **args, int nargs, EmSym **out) {
     if (PyObject_TypeCheck(mres, em_state.tensor_type)) {
         for (int i = 0; i < nargs; i++)
             if (args[i]->kind == SYM_TENSOR && args[i]->obj == mres) {
@@ -375,8 +374,8 @@ static EmStatus record_meta_result(EmTracer *T, EmOp op, PyObject *fn, const cha
 
 /* Records op on args as a graph node and makes the result sym: its metadata inferred in C
  * (em_infer.c) or from running meta_fn (fn when NULL) on meta values through _rules.run. */
-EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
-                      PyObject *meta_fn, EmSym **out) {
+EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, PyObject *meta_fn,
+                      EmSym **out) {
     char name[160];
     if (op == EMOP_CALL) callable_name(fn, name, sizeof(name));
     else snprintf(name, sizeof(name), "%s", em_op_info[op].name);
@@ -445,7 +444,8 @@ static EmStatus consume_iter_args(EmTracer *T, PyObject *f, EmSym **all, int n) 
         if (how >= 2) { /* any (2) stops after a true item, all (3) after a false one */
             for (int32_t k = it->pos; k < it->items.len && end == it->items.len; k++) {
                 EmSym *v = it->items.data[k];
-                if (v->kind != SYM_CONST) return em_trace_fail(T, EMA_CALL, "any()/all() over a %s", em_sym_describe(v));
+                if (v->kind != SYM_CONST)
+                    return em_trace_fail(T, EMA_CALL, "any()/all() over a %s", em_sym_describe(v));
                 int t = PyObject_IsTrue(v->obj);
                 if (t < 0) return EM_ERR;
                 if (t == (how == 2)) end = k + 1;
@@ -469,7 +469,9 @@ static EmStatus consume_iter_args(EmTracer *T, PyObject *f, EmSym **all, int n) 
  * metaclass decides by type (_rules.isinstance_by_type), else the trace aborts. */
 static EmStatus call_isinstance(EmTracer *T, EmSym *obj, EmSym *cls, EmSym **out) {
     PyObject *c = em_sym_value(T, cls), *r = NULL;
-    if (!c) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_CALL, "isinstance with a %s as the class", em_sym_describe(cls));
+    if (!c)
+        return PyErr_Occurred() ? EM_ERR
+                                : em_trace_fail(T, EMA_CALL, "isinstance with a %s as the class", em_sym_describe(cls));
     EmStatus st = EM_OK;
     if (obj->kind == SYM_CONST || (obj->kind == SYM_OBJ && !em_sym_placeholder(obj))) {
         int v = PyObject_IsInstance(obj->obj, c);
@@ -477,7 +479,9 @@ static EmStatus call_isinstance(EmTracer *T, EmSym *obj, EmSym *cls, EmSym **out
     } else if (obj->kind == SYM_TENSOR) {
         PyObject *m = em_sym_meta(T, obj);
         if (!m) st = EM_ERR;
-        else r = PyObject_CallMethod(em_state.meta_run, "tensor_isinstance", "OOO", m, obj->device ? obj->device : Py_None, c);
+        else
+            r = PyObject_CallMethod(em_state.meta_run, "tensor_isinstance", "OOO", m,
+                                    obj->device ? obj->device : Py_None, c);
     } else {
         EmSym *tp = NULL;
         st = em_sym_type(T, obj, &tp);
@@ -512,8 +516,8 @@ static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **args, int nargs, Py
     int n = 0;
     EmStatus st = EM_ERR;
     /* only type-level questions may be asked of objects ember does not model */
-    int introspect = fn == EM_KNOWN(isinstance) || fn == EM_KNOWN(issubclass) ||
-                     fn == EM_KNOWN(callable) || fn == (PyObject *)&PyType_Type;
+    int introspect = fn == EM_KNOWN(isinstance) || fn == EM_KNOWN(issubclass) || fn == EM_KNOWN(callable) ||
+                     fn == (PyObject *)&PyType_Type;
     /* questions about types a meta tensor answers as its tensor does (has_torch_function...) */
     int type_query = PySet_Contains(em_state.type_query_fns, fn) == 1;
     for (int i = 0; i < nargs && !introspect; i++)
@@ -731,8 +735,7 @@ static EmStatus input_partial(EmTracer *T, EmSym *fn, EmSym **out) {
     for (int32_t i = 0; i < parts[1]->items.len; i++)
         if (em_vec_push(&p->items, parts[1]->items.data[i])) return PyErr_NoMemory(), EM_ERR;
     for (int32_t i = 0; i < parts[2]->keys.len; i++)
-        if (em_vec_push(&p->items, parts[2]->items.data[i]) ||
-            em_vec_push(&p->keys, Py_NewRef(parts[2]->keys.data[i])))
+        if (em_vec_push(&p->items, parts[2]->items.data[i]) || em_vec_push(&p->keys, Py_NewRef(parts[2]->keys.data[i])))
             return PyErr_NoMemory(), EM_ERR;
     *out = p;
     return EM_OK;
@@ -742,13 +745,13 @@ static EmStatus input_partial(EmTracer *T, EmSym *fn, EmSym **out) {
  * sym, self the receiver of a method call or NULL, all self (when given) then the arguments,
  * keyword values last (n of them in all; kwnames names the last ones, or is NULL). Returns
  * EM_OK with *out, EM_ABORT, EM_ERR, or CALL_NEXT with *out untouched: not its case. */
-typedef EmStatus (*EmCallFn)(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
-                             EmSym **out);
+typedef EmStatus (*EmCallFn)(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 
 /* A method of os.environ: get/[]/in answered from its _data dict, guarded per key. */
 static EmStatus call_environ(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, EmSym **out) {
     const char *mn = PyUnicode_AsUTF8(((PyFunctionObject *)fn->obj)->func_name);
-    int get = mn && !strcmp(mn, "get"), item = mn && !strcmp(mn, "__getitem__"), has = mn && !strcmp(mn, "__contains__");
+    int get = mn && !strcmp(mn, "get"), item = mn && !strcmp(mn, "__getitem__"),
+        has = mn && !strcmp(mn, "__contains__");
     if (!mn) return EM_ERR;
     if ((get && (nargs == 1 || nargs == 2)) || ((item || has) && nargs == 1)) {
         int found;
@@ -784,14 +787,14 @@ static EmStatus call_input_method(EmTracer *T, EmSym *fn, EmSym **args, int narg
  * tracing or read from the frame, a bound method or weakref.ref from the frame). It comes
  * first because the later steps take fn->obj for the callee; any other sym that is neither
  * an object nor a constant aborts here. The checks exclude each other (by kind, by self). */
-static EmStatus call_by_kind(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
-                             EmSym **out) {
+static EmStatus call_by_kind(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     EmSym **args = self ? all + 1 : all;
     int nargs = self ? n - 1 : n;
     if (fn->kind == SYM_EXIT) return em_ctx_exit_call(T, fn, all, n, out);
     if (self && self->kind == SYM_OBJ && self->obj == em_state.os_environ && PyFunction_Check(fn->obj) && !kwnames)
         return call_environ(T, fn, self, args, nargs, out);
-    if (fn->kind == SYM_BOUND && !self) return em_call(T, fn->items.data[1], fn->items.data[0], args, nargs, kwnames, out);
+    if (fn->kind == SYM_BOUND && !self)
+        return em_call(T, fn->items.data[1], fn->items.data[0], args, nargs, kwnames, out);
     if (fn->kind == SYM_PARTIAL && !self) return call_partial(T, fn, args, nargs, kwnames, out);
     if (fn->kind == SYM_OBJ && fn->src >= 0 && !self && Py_TYPE(fn->obj) == (PyTypeObject *)EM_KNOWN(partial)) {
         EmSym *p = NULL;
@@ -808,8 +811,7 @@ static EmStatus call_by_kind(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         *out = em_sym_wrap(T, PyWeakref_GetObject(fn->obj), slot, &st);
         return *out ? EM_OK : st;
     }
-    if (fn->kind != SYM_OBJ && fn->kind != SYM_CONST)
-        return em_trace_fail(T, EMA_CALL, "a %s", em_sym_describe(fn));
+    if (fn->kind != SYM_OBJ && fn->kind != SYM_CONST) return em_trace_fail(T, EMA_CALL, "a %s", em_sym_describe(fn));
     return CALL_NEXT;
 }
 
@@ -828,8 +830,8 @@ static EmStatus known_module_walk(EmTracer *T, EmSym *fn, EmSym *self, EmSym **a
     return em_module_members(T, self, (EmModuleWalk)(i / 2), i & 1, out);
 }
 
-static EmStatus known_object_getattribute(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n,
-                                          PyObject *kwnames, EmSym **out) {
+static EmStatus known_object_getattribute(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                          EmSym **out) {
     (void)fn;
     (void)self;
     if (n == 2 && !kwnames && all[1]->kind == SYM_CONST && PyUnicode_Check(all[1]->obj))
@@ -837,8 +839,7 @@ static EmStatus known_object_getattribute(EmTracer *T, EmSym *fn, EmSym *self, E
     return CALL_NEXT;
 }
 
-static EmStatus known_super(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
-                            EmSym **out) {
+static EmStatus known_super(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;
     if (!kwnames) {
@@ -851,10 +852,9 @@ static EmStatus known_super(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, in
 static EmStatus known_len(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;
-    if (n == 1 &&
-        (all[0]->kind == SYM_NEW || (all[0]->kind == SYM_OBJ && all[0]->src >= 0 && !all[0]->by_id &&
-                                     !PyDict_Check(all[0]->obj) &&
-                                     PyObject_IsInstance(all[0]->obj, em_state.nn_module_type) == 0)))
+    if (n == 1 && (all[0]->kind == SYM_NEW ||
+                   (all[0]->kind == SYM_OBJ && all[0]->src >= 0 && !all[0]->by_id && !PyDict_Check(all[0]->obj) &&
+                    PyObject_IsInstance(all[0]->obj, em_state.nn_module_type) == 0)))
         return em_call_dunder(T, all[0], "__len__", NULL, 0, out);
     if (n == 1 && !kwnames &&
         (all[0]->kind == SYM_TUPLE || all[0]->kind == SYM_LIST || all[0]->kind == SYM_DICT ||
@@ -865,8 +865,7 @@ static EmStatus known_len(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int 
         Py_XDECREF(len);
         return *out ? EM_OK : EM_ERR;
     }
-    if (n == 1 && all[0]->kind == SYM_OBJ &&
-        PyObject_IsInstance(all[0]->obj, em_state.nn_module_type) == 1) {
+    if (n == 1 && all[0]->kind == SYM_OBJ && PyObject_IsInstance(all[0]->obj, em_state.nn_module_type) == 1) {
         EmSym *items = NULL;
         EmStatus st = em_module_items(T, all[0], 1, &items);
         if (st != EM_OK) return st;
@@ -880,13 +879,12 @@ static EmStatus known_len(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int 
 }
 
 /* getattr(o, "name"[, default]) and hasattr(o, "name") */
-static EmStatus known_getattr(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
-                              EmSym **out) {
+static EmStatus known_getattr(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)self;
     PyObject *f = fn->obj;
     int is_hasattr = f == EM_KNOWN(hasattr) && n == 2;
-    if ((is_hasattr || (f == EM_KNOWN(getattr) && (n == 2 || n == 3))) && !kwnames &&
-        all[1]->kind == SYM_CONST && PyUnicode_Check(all[1]->obj)) {
+    if ((is_hasattr || (f == EM_KNOWN(getattr) && (n == 2 || n == 3))) && !kwnames && all[1]->kind == SYM_CONST &&
+        PyUnicode_Check(all[1]->obj)) {
         if (n == 3 || is_hasattr) { /* the default / False when absence can be guarded */
             int absent = em_sym_attr_absent(T, all[0], all[1]->obj);
             if (absent < 0) return EM_ERR;
@@ -912,16 +910,14 @@ static EmStatus known_getattr(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, 
     return CALL_NEXT;
 }
 
-static EmStatus known_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
-                           EmSym **out) {
+static EmStatus known_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;
     if (n == 1 && !kwnames) return em_sym_type(T, all[0], out);
     return CALL_NEXT;
 }
 
-static EmStatus known_partial(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
-                              EmSym **out) {
+static EmStatus known_partial(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;
     return make_partial(T, all, n, kwnames, out);
@@ -932,8 +928,8 @@ static EmStatus known_tuple_new(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all
                                 EmSym **out) {
     (void)fn;
     (void)self;
-    if (n == 2 && !kwnames && (all[0]->kind == SYM_OBJ || all[0]->kind == SYM_CONST) &&
-        PyType_Check(all[0]->obj) && em_is_namedtuple_type((PyTypeObject *)all[0]->obj)) {
+    if (n == 2 && !kwnames && (all[0]->kind == SYM_OBJ || all[0]->kind == SYM_CONST) && PyType_Check(all[0]->obj) &&
+        em_is_namedtuple_type((PyTypeObject *)all[0]->obj)) {
         EmSym *items = NULL;
         EmStatus st = em_seq_items(T, all[1], &items);
         if (st != EM_OK) return st;
@@ -959,8 +955,7 @@ static EmStatus known_signature(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all
             target = PyMethod_New(a->items.data[1]->obj, a->items.data[0]->obj);
         else if ((a->kind == SYM_OBJ && a->by_id && PyFunction_Check(a->obj)) || (a->kind == SYM_CONST))
             target = Py_NewRef(a->obj);
-        else
-            return em_trace_fail(T, EMA_CALL, "inspect.signature of a %s", em_sym_describe(a));
+        else return em_trace_fail(T, EMA_CALL, "inspect.signature of a %s", em_sym_describe(a));
         PyObject *sig = target ? PyObject_CallOneArg(fn->obj, target) : NULL;
         Py_XDECREF(target);
         if (!sig) { /* whatever it raised (user code runs: __signature__, __wrapped__...), Python raises
@@ -975,8 +970,7 @@ static EmStatus known_signature(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all
     return CALL_NEXT;
 }
 
-static EmStatus known_setattr(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
-                              EmSym **out) {
+static EmStatus known_setattr(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;
     if (n == 3 && !kwnames && all[1]->kind == SYM_CONST && PyUnicode_Check(all[1]->obj)) {
@@ -987,8 +981,7 @@ static EmStatus known_setattr(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, 
     return CALL_NEXT;
 }
 
-static EmStatus known_dict(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
-                           EmSym **out) {
+static EmStatus known_dict(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = n - nkw;
@@ -1005,16 +998,14 @@ static EmStatus known_isinstance(EmTracer *T, EmSym *fn, EmSym *self, EmSym **al
     return CALL_NEXT;
 }
 
-static EmStatus known_iter(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
-                           EmSym **out) {
+static EmStatus known_iter(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;
     if (!kwnames && n == 1 && all[0]->kind != SYM_CONST) return em_iter_of(T, all[0], out);
     return CALL_NEXT;
 }
 
-static EmStatus known_next(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
-                           EmSym **out) {
+static EmStatus known_next(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;
     if (!kwnames && (n == 1 || n == 2) && all[0]->kind == SYM_ITER) {
@@ -1064,8 +1055,7 @@ static EmStatus known_zip(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int 
 /* functools.reduce(function, iterable[, initial]): function called through em_call on the
  * running value and each item in turn, the items taken one at a time from iter(iterable), as
  * Python does (function may advance the same iterator; a list it grows aborts, em_iter_use). */
-static EmStatus known_reduce(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
-                             EmSym **out) {
+static EmStatus known_reduce(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;
     if (kwnames || n < 2 || n > 3) return CALL_NEXT;
@@ -1091,8 +1081,7 @@ static EmStatus known_reduce(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
 /* em_call's second step: the callee's row in em_known.def, found by identity (a scan of
  * pointers: a dict would run a callable object's own __hash__ and __eq__, and refuse
  * unhashable ones), and its handler's answer. */
-static EmStatus call_known(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
-                           EmSym **out) {
+static EmStatus call_known(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     static const EmCallFn handlers[EMK__COUNT] = {
 #define X(name, path, handler) handler,
 #include "em_known.def"
@@ -1135,8 +1124,7 @@ static EmStatus call_namedtuple(EmTracer *T, PyObject *f, EmSym **all, int n, Py
 /* em_call's third step: callees recognized by their type. The bound __exit__ of a grad-mode
  * context from the frame; a builtin method descriptor called on an instance (made while
  * tracing or from the frame) or on a container sym; a namedtuple class. */
-static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
-                             EmSym **out) {
+static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     EmSym **args = self ? all + 1 : all;
     int nargs = self ? n - 1 : n;
     PyObject *f = fn->obj;
@@ -1148,8 +1136,9 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         (all[0]->kind == SYM_NEW || (all[0]->kind == SYM_OBJ && all[0]->src >= 0 && !all[0]->by_id)) &&
         PyObject_TypeCheck(all[0]->obj, PyDescr_TYPE(f)))
         return call_builtin_method(T, f, all[0], all + 1, n - 1, out); /* dict.__getitem__(self, k) */
-    if (self && (self->kind == SYM_LIST || self->kind == SYM_DICT || self->kind == SYM_TUPLE ||
-                 (self->kind == SYM_OBJ && PyDict_CheckExact(self->obj) && self->src >= 0)) &&
+    if (self &&
+        (self->kind == SYM_LIST || self->kind == SYM_DICT || self->kind == SYM_TUPLE ||
+         (self->kind == SYM_OBJ && PyDict_CheckExact(self->obj) && self->src >= 0)) &&
         Py_IS_TYPE(f, &PyMethodDescr_Type))
         return em_container_method(T, f, self, args, nargs, out);
     if (PyType_Check(f) && em_is_namedtuple_type((PyTypeObject *)f)) return call_namedtuple(T, f, all, n, kwnames, out);
@@ -1158,8 +1147,7 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
 
 /* em_call's fourth step: the callee's _rules.py rule (methods of immutable builtin values are
  * CONST); CALL_NEXT for RULE_UNKNOWN. */
-static EmStatus call_by_rule(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
-                             EmSym **out) {
+static EmStatus call_by_rule(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)self;
     PyObject *f = fn->obj;
     char name[160];
@@ -1186,9 +1174,7 @@ static EmStatus call_by_rule(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         case RULE_META_QUERY: return call_eval(T, f, all, n, kwnames, rule, out);
         case RULE_TRUE: *out = em_sym_const(T, Py_True); return *out ? EM_OK : EM_ERR;
         case RULE_CTX: return em_ctx_make(T, f, all, n, kwnames, out);
-        case RULE_ABORT:
-            callable_name(f, name, sizeof(name));
-            return em_trace_fail(T, EMA_NOT_IN_GRAPH, "%s", name);
+        case RULE_ABORT: callable_name(f, name, sizeof(name)); return em_trace_fail(T, EMA_NOT_IN_GRAPH, "%s", name);
         default: break;
     }
     return CALL_NEXT;
@@ -1202,7 +1188,8 @@ static EmStatus call_exception_class(EmTracer *T, PyObject *f, EmSym **all, int 
     for (int i = 0; i < n; i++)
         if (all[i]->kind != SYM_CONST || !(stack[i] = meta_value(T, all[i], &has_tensor))) {
             for (int k = 0; k < i; k++) Py_DECREF(stack[k]);
-            return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_CALL, "exception made from a %s", em_sym_describe(all[i]));
+            return PyErr_Occurred() ? EM_ERR
+                                    : em_trace_fail(T, EMA_CALL, "exception made from a %s", em_sym_describe(all[i]));
         }
     PyObject *e = PyObject_Vectorcall(f, stack, (size_t)(n - (kwnames ? PyTuple_GET_SIZE(kwnames) : 0)), kwnames);
     for (int i = 0; i < n; i++) Py_DECREF(stack[i]);
@@ -1218,8 +1205,7 @@ static EmStatus call_exception_class(EmTracer *T, PyObject *f, EmSym **all, int 
 /* em_call's last step, for a callee without a rule: nn.Module.__call__ on a module, a Python
  * function or a module from the frame inlined, an exception or an instance made; else the
  * trace aborts. */
-static EmStatus call_unruled(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
-                             EmSym **out) {
+static EmStatus call_unruled(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)self;
     PyObject *f = fn->obj;
     char name[160];

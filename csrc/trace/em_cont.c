@@ -32,9 +32,7 @@ static EmSym *dict_view(EmTracer *T, EmSym *d, char what) {
     return r;
 }
 
-EmSym *em_view_items(EmTracer *T, EmSym *view) {
-    return dict_view(T, view->items.data[0], (char)view->pos);
-}
+EmSym *em_view_items(EmTracer *T, EmSym *view) { return dict_view(T, view->items.data[0], (char)view->pos); }
 
 /* ---- methods of list, tuple and dict syms: reads on any, mutations only on containers made
  * while tracing (em_sym_own), and lookups in dicts read through a slot. Each is a row of
@@ -48,8 +46,7 @@ static int is_key_read(EmContMethod m, int nargs) {
 
 /* The result of a key read (is_key_read) when key args[0] is in the dict (found, value v) or
  * not. */
-static EmStatus key_result(EmTracer *T, EmContMethod m, int found, EmSym *v, EmSym **args, int nargs,
-                           EmSym **out) {
+static EmStatus key_result(EmTracer *T, EmContMethod m, int found, EmSym *v, EmSym **args, int nargs, EmSym **out) {
     if (m == EM_CM___contains__) *out = em_sym_const(T, found ? Py_True : Py_False);
     else if (found) *out = v;
     else if (m == EM_CM___getitem__) return em_trace_raise_new(T, PyExc_KeyError, args[0]->obj);
@@ -214,16 +211,19 @@ static EmStatus list_insert(EmTracer *T, EmSym *self, EmSym **args, EmSym **out)
     return none_out(T, out);
 }
 
-EmStatus em_list_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym **args, int nargs,
-                        EmSym **out) {
+EmStatus em_list_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym **args, int nargs, EmSym **out) {
     switch (m) {
         case EM_CM_index:
         case EM_CM_count:
         case EM_CM___contains__:
             if (nargs == 1) return seq_find(T, m, n, self, args[0], out);
             break;
-        case EM_CM___len__: if (nargs == 0) return cont_len(T, self, out); break;
-        case EM_CM_copy: if (nargs == 0) return cont_copy(T, self, out); break;
+        case EM_CM___len__:
+            if (nargs == 0) return cont_len(T, self, out);
+            break;
+        case EM_CM_copy:
+            if (nargs == 0) return cont_copy(T, self, out);
+            break;
         default: break;
     }
     EmStatus st = mutation_of(T, self, n);
@@ -281,8 +281,7 @@ static EmStatus dict_store(EmTracer *T, EmContMethod m, EmSym *self, EmSym **arg
     if (i >= 0) self->items.data[i] = v;
     else if (em_vec_push(&self->keys, Py_NewRef(args[0]->obj)) || em_vec_push(&self->items, v))
         return PyErr_NoMemory(), EM_ERR;
-    else
-        self->kver++;
+    else self->kver++;
     if (m == EM_CM_setdefault) {
         *out = v;
         return EM_OK;
@@ -309,14 +308,14 @@ static int dict_read(EmTracer *T, EmContMethod m, const char *n, EmSym *self, Em
     return 1;
 }
 
-EmStatus em_dict_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym **args, int nargs,
-                        EmSym **out) {
+EmStatus em_dict_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym **args, int nargs, EmSym **out) {
     EmStatus st;
     if (dict_read(T, m, n, self, args, nargs, out, &st)) return st;
     if ((st = mutation_of(T, self, n)) != EM_OK) return st;
     int by_key = ((m == EM_CM_pop || m == EM_CM_setdefault) && nargs >= 1) || (m == EM_CM___setitem__ && nargs == 2);
     if (by_key && nargs <= 2) {
-        if (args[0]->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "dict.%s by a %s", n, em_sym_describe(args[0]));
+        if (args[0]->kind != SYM_CONST)
+            return em_trace_fail(T, EMA_VALUE, "dict.%s by a %s", n, em_sym_describe(args[0]));
         return m == EM_CM_pop ? dict_pop(T, self, args, nargs, out) : dict_store(T, m, self, args, nargs, out);
     }
     if (m == EM_CM___delitem__ && nargs == 1 && args[0]->kind == SYM_CONST) {
@@ -362,7 +361,8 @@ EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int stri
     int is_enum = f == (PyObject *)&PyEnum_Type, is_zip = f == (PyObject *)&PyZip_Type;
     long start = 0;
     if (is_enum && n == 2) {
-        if (all[1]->kind != SYM_CONST || !PyLong_Check(all[1]->obj)) return em_trace_fail(T, EMA_CALL, "enumerate start");
+        if (all[1]->kind != SYM_CONST || !PyLong_Check(all[1]->obj))
+            return em_trace_fail(T, EMA_CALL, "enumerate start");
         start = PyLong_AsLong(all[1]->obj);
         n = 1;
     }
@@ -376,7 +376,8 @@ EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int stri
         EmStatus ust = em_iter_use(T, all[i]);
         if (ust != EM_OK) return ust;
         for (int k = 0; k < i; k++)
-            if (all[k] == all[i]) return em_trace_fail(T, EMA_CALL, "%s over the same iterator twice", ((PyTypeObject *)f)->tp_name);
+            if (all[k] == all[i])
+                return em_trace_fail(T, EMA_CALL, "%s over the same iterator twice", ((PyTypeObject *)f)->tp_name);
     }
     for (int i = 0; i < n; i++) {
         EmStatus st = em_seq_items(T, all[i], &seqs[i]);
@@ -418,4 +419,3 @@ EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int stri
     *out = r;
     return EM_OK;
 }
-

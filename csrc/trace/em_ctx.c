@@ -145,7 +145,8 @@ static EmStatus record_exit(EmTracer *T, EmSym *ctx) {
 
 EmStatus em_ctx_exit_call(EmTracer *T, EmSym *exit_fn, EmSym **args, int nargs, EmSym **out) {
     EmSym *ctx = exit_fn->items.data[0];
-    if (nargs != 3 || ctx->ctx_state != EM_CTX_ENTERED || !T->ctx_open.len || T->ctx_open.data[T->ctx_open.len - 1] != ctx)
+    if (nargs != 3 || ctx->ctx_state != EM_CTX_ENTERED || !T->ctx_open.len ||
+        T->ctx_open.data[T->ctx_open.len - 1] != ctx)
         return em_trace_fail(T, EMA_CALL, "__exit__ of a context manager out of order");
     for (int i = 0; i < 3; i++)
         if (args[i]->kind != SYM_CONST || args[i]->obj != Py_None)

@@ -37,8 +37,8 @@ static int broadcast_into(int64_t *a, int *na, const int64_t *b, int nb) {
     return 1;
 }
 
-int em_infer_pointwise(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
-                       int *dtype, const EmNode **like, int *requires_grad, int64_t *bshape, int *bndim) {
+int em_infer_pointwise(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, int *dtype,
+                       const EmNode **like, int *requires_grad, int64_t *bshape, int *bndim) {
     EmOpKind kind = em_op_info[op].kind;
     if (kwnames || T->autocast) return 0; /* autocast changes result dtypes: the fake run decides */
     if (op == EMOP_CALL) {
@@ -92,8 +92,7 @@ int em_infer_pointwise(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nar
     }
     if (!ref) return 0;
     int d = ref->dtype;
-    if (!is_float_dt(d) && !(is_int_dt(d) && !has_float_scalar && op != EMOP_TRUEDIV && op != EMOP_CALL))
-        return 0;
+    if (!is_float_dt(d) && !(is_int_dt(d) && !has_float_scalar && op != EMOP_TRUEDIV && op != EMOP_CALL)) return 0;
     if (kind == EMOK_COMPARE) {
         d = EMDT_BOOL;
         rg = 0;
@@ -156,8 +155,8 @@ static int int_params(EmSym *s, int nsp, int64_t *v) {
 /* The operands of a shape rule: the first positional operand x is a contiguous floating
  * tensor; every other operand is a constant (not a dtype, not inplace=True) or a floating
  * tensor on x's device. Fills r's dtype, device and requires_grad; 0 when not. */
-static int rule_operands(EmTracer *T, EmSym **args, int nargs, PyObject *kwnames, Py_ssize_t npos,
-                         const EmNode *x, EmInferred *r) {
+static int rule_operands(EmTracer *T, EmSym **args, int nargs, PyObject *kwnames, Py_ssize_t npos, const EmNode *x,
+                         EmInferred *r) {
     if (!x || !is_float_dt(x->dtype) || !contiguous(T->G, x) || x->ndim > 60) return 0;
     int rg = x->requires_grad;
     for (int i = 1; i < nargs; i++) {
@@ -184,8 +183,7 @@ static int rule_operands(EmTracer *T, EmSym **args, int nargs, PyObject *kwnames
  * keyword is not one of them or is given twice. */
 enum { OPD_INPUT, OPD_WEIGHT, OPD_BIAS, OPD_STRIDE, OPD_PADDING, OPD_DILATION, OPD_GROUPS, OPD__COUNT };
 static int bind_operands(EmSym **args, Py_ssize_t npos, PyObject *kwnames, EmSym *op[OPD__COUNT]) {
-    static const char *const names[OPD__COUNT] = {"input", "weight", "bias", "stride", "padding", "dilation",
-                                                  "groups"};
+    static const char *const names[OPD__COUNT] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     if (npos > OPD__COUNT) return 0;
     for (int k = 0; k < OPD__COUNT; k++) op[k] = k < npos ? args[k] : NULL;
@@ -220,8 +218,8 @@ static int rule_linear(EmTracer *T, const EmNode *x, EmSym *op[OPD__COUNT], EmIn
 
 /* adaptive_avg_pool{1,2,3}d(input, output_size): batch and channels, then output_size (an
  * int, or one entry per spatial dimension, None keeping the input's). 1/0/-1. */
-static int rule_adaptive_pool(EmTracer *T, const EmNode *x, int nsp, EmSym **args, Py_ssize_t npos,
-                              PyObject *kwnames, EmInferred *r) {
+static int rule_adaptive_pool(EmTracer *T, const EmNode *x, int nsp, EmSym **args, Py_ssize_t npos, PyObject *kwnames,
+                              EmInferred *r) {
     const int64_t *xs = em_ir_sizes(T->G, x);
     int64_t osz[3];
     if (nsp < 1 || nsp > 3 || npos != 2 || kwnames || x->ndim != nsp + 2 || args[1]->kind != SYM_CONST) return 0;
@@ -297,22 +295,17 @@ int em_infer_shape(EmTracer *T, PyObject *fn, EmSym **args, int nargs, PyObject 
     EmSym *op[OPD__COUNT];
     int ok;
     switch (kind) {
-    case SR_LIKE_FIRST:
-        r->ndim = x->ndim;
-        if (x->ndim) memcpy(r->sizes, em_ir_sizes(T->G, x), sizeof(int64_t) * (size_t)x->ndim);
-        ok = 1;
-        break;
-    case SR_LINEAR:
-        ok = bind_operands(args, npos, kwnames, op) && rule_linear(T, x, op, r);
-        break;
-    case SR_CONV:
-        ok = bind_operands(args, npos, kwnames, op) ? rule_conv(T, x, op, r) : 0;
-        break;
-    case SR_ADAPTIVE_POOL:
-        ok = rule_adaptive_pool(T, x, (int)PyLong_AsLong(PyTuple_GET_ITEM(rule, 1)), args, npos, kwnames, r);
-        break;
-    default:
-        ok = 0;
+        case SR_LIKE_FIRST:
+            r->ndim = x->ndim;
+            if (x->ndim) memcpy(r->sizes, em_ir_sizes(T->G, x), sizeof(int64_t) * (size_t)x->ndim);
+            ok = 1;
+            break;
+        case SR_LINEAR: ok = bind_operands(args, npos, kwnames, op) && rule_linear(T, x, op, r); break;
+        case SR_CONV: ok = bind_operands(args, npos, kwnames, op) ? rule_conv(T, x, op, r) : 0; break;
+        case SR_ADAPTIVE_POOL:
+            ok = rule_adaptive_pool(T, x, (int)PyLong_AsLong(PyTuple_GET_ITEM(rule, 1)), args, npos, kwnames, r);
+            break;
+        default: ok = 0;
     }
     if (ok == 1) contiguous_strides(r);
     return ok;

@@ -35,14 +35,16 @@ static EmStatus bind_args(EmTracer *T, PyFunctionObject *fn, EmSym **args, int n
         else if (varargs) {
             if (em_vec_push(&varargs->items, args[i])) return PyErr_NoMemory(), EM_ERR;
         } else
-            return em_trace_fail(T, EMA_INLINE, "%s (too many positional arguments)", PyUnicode_AsUTF8(co->co_qualname));
+            return em_trace_fail(T, EMA_INLINE, "%s (too many positional arguments)",
+                                 PyUnicode_AsUTF8(co->co_qualname));
     }
     for (int k = 0; k < nkw; k++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, k);
         int at = kw_index(co, name, co->co_posonlyargcount, npos_params + nkwonly);
         if (at == -2) return EM_ERR;
         if (at >= 0) {
-            if (locals[at]) return em_trace_fail(T, EMA_INLINE, "%s (argument given twice)", PyUnicode_AsUTF8(co->co_qualname));
+            if (locals[at])
+                return em_trace_fail(T, EMA_INLINE, "%s (argument given twice)", PyUnicode_AsUTF8(co->co_qualname));
             locals[at] = args[npos + k];
         } else if (varkw) {
             if (em_vec_push(&varkw->keys, Py_NewRef(name)) || em_vec_push(&varkw->items, args[npos + k]))
@@ -61,15 +63,21 @@ static EmStatus bind_args(EmTracer *T, PyFunctionObject *fn, EmSym **args, int n
         /* defaults are values of the function object: constants, or wrapped without a source */
         PyObject *v = PyTuple_GET_ITEM(defs, d);
         if (!(locals[i] = em_sym_const(T, v))) return EM_ERR;
-        if (PyObject_TypeCheck(v, em_state.tensor_type) || (!PyLong_Check(v) && !PyFloat_Check(v) && v != Py_None &&
-                                                             !PyBool_Check(v) && !PyUnicode_Check(v) && !PyTuple_Check(v)))
+        if (PyObject_TypeCheck(v, em_state.tensor_type) ||
+            (!PyLong_Check(v) && !PyFloat_Check(v) && v != Py_None && !PyBool_Check(v) && !PyUnicode_Check(v) &&
+             !PyTuple_Check(v)))
             return em_trace_fail(T, EMA_INLINE, "%s (default value of type %s)", PyUnicode_AsUTF8(co->co_qualname),
                                  Py_TYPE(v)->tp_name);
     }
     for (int i = npos_params; i < npos_params + nkwonly; i++) {
         if (locals[i]) continue;
-        PyObject *v = fn->func_kwdefaults ? PyDict_GetItemWithError(fn->func_kwdefaults, PyTuple_GET_ITEM(co->co_localsplusnames, i)) : NULL;
-        if (!v) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_INLINE, "%s (missing keyword argument)", PyUnicode_AsUTF8(co->co_qualname));
+        PyObject *v = fn->func_kwdefaults
+                          ? PyDict_GetItemWithError(fn->func_kwdefaults, PyTuple_GET_ITEM(co->co_localsplusnames, i))
+                          : NULL;
+        if (!v)
+            return PyErr_Occurred() ? EM_ERR
+                                    : em_trace_fail(T, EMA_INLINE, "%s (missing keyword argument)",
+                                                    PyUnicode_AsUTF8(co->co_qualname));
         if (!(locals[i] = em_sym_const(T, v))) return EM_ERR;
     }
     if (varargs) locals[var_at] = varargs;
@@ -150,7 +158,8 @@ EmStatus em_inline_closure(EmTracer *T, PyObject *func, EmSym *closure, EmSym **
                            EmSym **out) {
     PyFunctionObject *fn = (PyFunctionObject *)func;
     PyCodeObject *co = (PyCodeObject *)fn->func_code;
-    if (T->depth >= EM_MAX_DEPTH) return em_trace_fail(T, EMA_INLINE, "%s (inlining too deep)", PyUnicode_AsUTF8(co->co_qualname));
+    if (T->depth >= EM_MAX_DEPTH)
+        return em_trace_fail(T, EMA_INLINE, "%s (inlining too deep)", PyUnicode_AsUTF8(co->co_qualname));
     /* a generator (expression or function) runs to its end at once: its yields become the
      * items of an iterator (README, limitations: not interleaved with the consumer; extra
      * items a short-circuiting consumer would not take are only traced) */
@@ -176,10 +185,18 @@ EmStatus em_inline_closure(EmTracer *T, PyObject *func, EmSym *closure, EmSym **
         (st = bind_free_vars(T, fn, closure, locals, n, nfree)) != EM_OK)
         goto done;
     const EmFrame saved = T->frame;
-    T->frame = (EmFrame){.code = co, .code_bytes = bytes, .bytes = (const unsigned char *)PyBytes_AS_STRING(bytes),
-                         .n_units = (int)(PyBytes_GET_SIZE(bytes) / 2), .locals = locals, .nlocals = n,
-                         .stack = stack, .stack_cap = co->co_stacksize + 8, .globals = fn->func_globals,
-                         .builtins = fn->func_builtins, .gen_items = gen, .parent = &saved};
+    T->frame = (EmFrame){.code = co,
+                         .code_bytes = bytes,
+                         .bytes = (const unsigned char *)PyBytes_AS_STRING(bytes),
+                         .n_units = (int)(PyBytes_GET_SIZE(bytes) / 2),
+                         .locals = locals,
+                         .nlocals = n,
+                         .stack = stack,
+                         .stack_cap = co->co_stacksize + 8,
+                         .globals = fn->func_globals,
+                         .builtins = fn->func_builtins,
+                         .gen_items = gen,
+                         .parent = &saved};
     if ((st = frame_globals(T, fn, &saved)) != EM_OK) {
         T->frame = saved;
         goto done;
@@ -287,8 +304,7 @@ static void walk_free(EmWalk *w) {
  * (remembered), -1 on error. */
 static int walk_seen(EmTracer *T, EmWalk *w, PyObject *obj, int32_t slot) {
     for (int32_t i = 0; i < w->seen.len; i++)
-        if (w->seen.data[i] == obj)
-            return em_guard_check(T->P, EMG_SAME, slot, NULL, w->seen_slot.data[i]) ? -1 : 1;
+        if (w->seen.data[i] == obj) return em_guard_check(T->P, EMG_SAME, slot, NULL, w->seen_slot.data[i]) ? -1 : 1;
     if (em_vec_push(&w->seen, obj) || em_vec_push(&w->seen_slot, slot)) return PyErr_NoMemory(), -1;
     return 0;
 }
@@ -434,7 +450,8 @@ static EmStatus no_global_hooks(EmTracer *T) {
         Py_DECREF(mm);
     }
     for (int i = 0; i < 4; i++) {
-        if (PyDict_GET_SIZE(dicts[i])) return em_trace_fail(T, EMA_INLINE, "a module call with global hooks (%s)", names[i]);
+        if (PyDict_GET_SIZE(dicts[i]))
+            return em_trace_fail(T, EMA_INLINE, "a module call with global hooks (%s)", names[i]);
         int32_t slot = em_guard_const(T->P, dicts[i], names[i]);
         if (slot < 0 || em_guard_check(T->P, EMG_LEN, slot, NULL, 0)) return EM_ERR;
     }
@@ -458,7 +475,8 @@ EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyOb
     if (call == base_call) return em_module_call_impl(T, mod, args, nargs, kwnames, out);
     /* a class's own __call__ (written in Python) runs as written, the type guarded; its
      * super().__call__(...) comes back to em_module_call_impl through em_call */
-    if (!call || !PyFunction_Check(call)) return em_trace_fail(T, EMA_INLINE, "%s.__call__ (not a Python function)", tp->tp_name);
+    if (!call || !PyFunction_Check(call))
+        return em_trace_fail(T, EMA_INLINE, "%s.__call__ (not a Python function)", tp->tp_name);
     if (em_guard_check(T->P, EMG_TYPE, mod->src, (PyObject *)tp, 0)) return EM_ERR;
     EmSym *all[65];
     if (nargs + 1 > 65) return em_trace_fail(T, EMA_CALL, "call with too many arguments");
@@ -471,9 +489,14 @@ EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyOb
  * forward hooks (plain ones) into hdict/hslot when there are any, as _call_impl calls them;
  * the other kinds must be absent. */
 static EmStatus module_hooks(EmTracer *T, EmSym *mod, PyObject *md, PyObject *hdict[2], int32_t hslot[2]) {
-    static const char *const hooks[] = {"_forward_pre_hooks", "_forward_hooks", "_backward_hooks",
-                                        "_backward_pre_hooks", "_forward_pre_hooks_with_kwargs",
-                                        "_forward_hooks_with_kwargs", "_forward_hooks_always_called", NULL};
+    static const char *const hooks[] = {"_forward_pre_hooks",
+                                        "_forward_hooks",
+                                        "_backward_hooks",
+                                        "_backward_pre_hooks",
+                                        "_forward_pre_hooks_with_kwargs",
+                                        "_forward_hooks_with_kwargs",
+                                        "_forward_hooks_always_called",
+                                        NULL};
     PyTypeObject *tp = Py_TYPE(mod->obj);
     for (int i = 0; hooks[i]; i++) {
         PyObject *h = PyDict_GetItemString(md, hooks[i]);
@@ -518,8 +541,7 @@ static EmStatus module_forward(EmTracer *T, EmSym *mod, PyObject *md, PyObject *
 /* Each hook of dict h (guarded through slot hslot, in key order) called as
  * hook(mod, *pos) (post: hook(mod, *pos, *out)); a pre-hook's non-None result replaces the
  * positional arguments *pos (a single value becomes the only one), a post-hook's the output. */
-static EmStatus run_hooks(EmTracer *T, EmSym *mod, PyObject *h, int32_t hslot, int post, EmSym **pos,
-                          EmSym **out) {
+static EmStatus run_hooks(EmTracer *T, EmSym *mod, PyObject *h, int32_t hslot, int post, EmSym **pos, EmSym **out) {
     Py_ssize_t hp = 0;
     PyObject *hk, *hv;
     while (PyDict_Next(h, &hp, &hk, &hv)) {
@@ -575,7 +597,8 @@ EmStatus em_module_call_impl(EmTracer *T, EmSym *mod, EmSym **args, int nargs, P
         for (int i = 0; i < nkw; i++) all[pos->items.len + 1 + i] = args[npos + i];
         nargs = pos->items.len + nkw;
     }
-    st = own_fwd ? em_call(T, own_fwd, NULL, all + 1, nargs, kwnames, out) : em_inline(T, fwd, all, nargs + 1, kwnames, out);
+    st = own_fwd ? em_call(T, own_fwd, NULL, all + 1, nargs, kwnames, out)
+                 : em_inline(T, fwd, all, nargs + 1, kwnames, out);
     if (st == EM_OK && hdict[1]) st = run_hooks(T, mod, hdict[1], hslot[1], 1, &pos, out);
     return st;
 }

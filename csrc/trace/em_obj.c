@@ -26,8 +26,7 @@ static PyTypeObject *builtin_base(PyTypeObject *cls) {
     return NULL;
 }
 
-EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out,
-                    int *handled) {
+EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out, int *handled) {
     static PyObject *s_init;
     *handled = 0;
     if (!PyType_Check(cls)) return EM_OK;
@@ -93,8 +92,8 @@ static EmStatus record_store(EmTracer *T, EmSym *base, PyObject *name, EmSym *v)
 EmStatus em_obj_generic_set(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
     const char *n = PyUnicode_AsUTF8(name);
     if (!n) return EM_ERR;
-    if (base->kind != SYM_NEW && (base->kind != SYM_OBJ || base->src < 0 || PyType_Check(base->obj) ||
-                                  PyModule_Check(base->obj)))
+    if (base->kind != SYM_NEW &&
+        (base->kind != SYM_OBJ || base->src < 0 || PyType_Check(base->obj) || PyModule_Check(base->obj)))
         return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a %s", n, em_sym_describe(base));
     PyTypeObject *tp = Py_TYPE(base->obj);
     PyObject *descr = _PyType_Lookup(tp, name);
@@ -132,8 +131,8 @@ EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
         return em_inline(T, hook, args, 3, NULL, &r);
     }
     if (tp->tp_setattro != PyObject_GenericSetAttr)
-        return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a %s (own __setattr__)", PyUnicode_AsUTF8(name),
-                             tp->tp_name);
+        return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a %s (own __setattr__)",
+                             PyUnicode_AsUTF8(name), tp->tp_name);
     return em_obj_generic_set(T, base, name, v);
 }
 

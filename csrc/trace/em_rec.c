@@ -7,7 +7,6 @@
 
 #include "../pyver/em_state.h"
 
-
 static PyObject *op_fn(EmOp op) { return PyTuple_GET_ITEM(em_state.op_fns, op); }
 
 /* ---- stack ---- */
@@ -96,7 +95,8 @@ EmStatus h_load_global(EmTracer *T, const EmInstr *in) {
     if ((in->arg & 1) && em_push(T, em_sym_null(T)) != EM_OK) return EM_ERR;
     PyObject *v = PyDict_GetItemWithError(T->globals, name);
     if (!v && !PyErr_Occurred() && PyDict_Check(T->builtins)) v = PyDict_GetItemWithError(T->builtins, name);
-    if (!v) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "undefined global %s", PyUnicode_AsUTF8(name));
+    if (!v)
+        return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "undefined global %s", PyUnicode_AsUTF8(name));
     int32_t slot;
     if (T->gslot < 0) {
         slot = em_guard_global(T->P, name);
@@ -347,7 +347,8 @@ EmStatus h_unpack_sequence(EmTracer *T, const EmInstr *in) {
     EmSym *s = POP(), *items = NULL;
     EmStatus st = em_seq_items(T, s, &items);
     if (st != EM_OK) return st;
-    if (items->items.len != in->arg) return em_trace_fail(T, EMA_VALUE, "unpacking %d values into %d", items->items.len, in->arg);
+    if (items->items.len != in->arg)
+        return em_trace_fail(T, EMA_VALUE, "unpacking %d values into %d", items->items.len, in->arg);
     for (int i = in->arg - 1; i >= 0; i--)
         if ((st = em_push(T, items->items.data[i])) != EM_OK) return st;
     return EM_OK;
@@ -360,7 +361,8 @@ EmStatus h_unpack_ex(EmTracer *T, const EmInstr *in) {
     EmStatus st = em_seq_items(T, s, &items);
     if (st != EM_OK) return st;
     int32_t n = items->items.len;
-    if (n < before + after) return em_trace_fail(T, EMA_VALUE, "unpacking %d values into at least %d", n, before + after);
+    if (n < before + after)
+        return em_trace_fail(T, EMA_VALUE, "unpacking %d values into at least %d", n, before + after);
     for (int32_t i = n - 1; i >= n - after; i--)
         if ((st = em_push(T, items->items.data[i])) != EM_OK) return st;
     EmSym *star = em_sym_new(T, SYM_LIST);
@@ -431,8 +433,8 @@ EmStatus h_before_with(EmTracer *T, const EmInstr *in) {
 
 static int is_comprehension(PyCodeObject *co) {
     const char *n = PyUnicode_AsUTF8(co->co_name);
-    return n && (!strcmp(n, "<listcomp>") || !strcmp(n, "<genexpr>") || !strcmp(n, "<dictcomp>") ||
-                 !strcmp(n, "<setcomp>"));
+    return n &&
+           (!strcmp(n, "<listcomp>") || !strcmp(n, "<genexpr>") || !strcmp(n, "<dictcomp>") || !strcmp(n, "<setcomp>"));
 }
 
 EmStatus h_load_closure(EmTracer *T, const EmInstr *in) {
@@ -567,13 +569,15 @@ EmStatus h_call_intrinsic_1(EmTracer *T, const EmInstr *in) {
         default:
             return em_trace_fail(T, EMA_OPCODE, "CALL_INTRINSIC_1 %s",
                                  in->arg < (int)(sizeof(em_intrinsic1_names) / sizeof(*em_intrinsic1_names))
-                                     ? em_intrinsic1_names[in->arg] : "?");
+                                     ? em_intrinsic1_names[in->arg]
+                                     : "?");
     }
 }
 EmStatus h_call_intrinsic_2(EmTracer *T, const EmInstr *in) {
     return em_trace_fail(T, EMA_OPCODE, "CALL_INTRINSIC_2 %s",
                          in->arg < (int)(sizeof(em_intrinsic2_names) / sizeof(*em_intrinsic2_names))
-                             ? em_intrinsic2_names[in->arg] : "?");
+                             ? em_intrinsic2_names[in->arg]
+                             : "?");
 }
 #endif
 
@@ -769,4 +773,3 @@ EmStatus h_set_add(EmTracer *T, const EmInstr *in) {
     }
     return EM_OK;
 }
-

@@ -11,8 +11,8 @@ EmStatus em_push(EmTracer *T, EmSym *s);
 
 #define POP() (EM_ASSERT(T->sp > 0, "pop of an empty stack"), T->stack[--T->sp])
 #define TOP(i) (*(EM_ASSERT((i) >= 0 && (i) <= T->sp, "TOP(%d) of %d", (int)(i), T->sp), &T->stack[T->sp - (i)]))
-#define NEED(n)                                                                     \
-    do {                                                                            \
+#define NEED(n)                                                                 \
+    do {                                                                        \
         if (T->sp < (n)) return em_trace_fail(T, EMA_VALUE, "stack underflow"); \
     } while (0)
 EmSym *em_local_get(EmTracer *T, int i, EmStatus *st);

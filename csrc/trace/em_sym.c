@@ -46,9 +46,20 @@ EmStatus em_sym_method(EmTracer *T, PyObject *fn, EmSym *self, int method, EmSym
 }
 
 const char *em_sym_describe(EmSym *s) {
-    static const char *names[] = {"NULL", "constant", "tensor", "tuple", "list", "dict", "object", "iterator", "context manager",
-                                  "__exit__ of a with block", "bound method", "functools.partial",
-                                  "object made while tracing", "dict view"};
+    static const char *names[] = {"NULL",
+                                  "constant",
+                                  "tensor",
+                                  "tuple",
+                                  "list",
+                                  "dict",
+                                  "object",
+                                  "iterator",
+                                  "context manager",
+                                  "__exit__ of a with block",
+                                  "bound method",
+                                  "functools.partial",
+                                  "object made while tracing",
+                                  "dict view"};
     if (s->kind == SYM_OBJ || s->kind == SYM_CONST || s->kind == SYM_NEW) return Py_TYPE(s->obj)->tp_name;
     return names[s->kind];
 }
@@ -58,8 +69,8 @@ const char *em_sym_describe(EmSym *s) {
 static int is_pure(PyObject *v, int depth) {
     if (v == Py_None || v == Py_Ellipsis || v == Py_NotImplemented) return 1;
     PyTypeObject *t = Py_TYPE(v);
-    if (t == &PyLong_Type || t == &PyFloat_Type || t == &PyBool_Type || t == &PyUnicode_Type ||
-        t == &PyBytes_Type || t == &PyComplex_Type || t == &PyRange_Type || t == &PySlice_Type)
+    if (t == &PyLong_Type || t == &PyFloat_Type || t == &PyBool_Type || t == &PyUnicode_Type || t == &PyBytes_Type ||
+        t == &PyComplex_Type || t == &PyRange_Type || t == &PySlice_Type)
         return 1;
     if (t == &PyFrozenSet_Type) return 1;
     if (PyTuple_Check(v)) {
@@ -120,7 +131,11 @@ static EM_NEW PyObject *sym_value_at(EmTracer *T, EmSym *s, int depth, long *lef
                 if (!v || PyDict_SetItem(dv, d->keys.data[i], v)) Py_CLEAR(dv);
                 Py_XDECREF(v);
             }
-            PyObject *r = dv ? PyObject_CallMethod(dv, s->pos == 'k' ? "keys" : s->pos == 'v' ? "values" : "items", NULL)
+            PyObject *r = dv ? PyObject_CallMethod(dv,
+                                                   s->pos == 'k'   ? "keys"
+                                                   : s->pos == 'v' ? "values"
+                                                                   : "items",
+                                                   NULL)
                              : NULL;
             Py_XDECREF(dv);
             return r;
@@ -201,8 +216,10 @@ PyObject *em_sym_meta(EmTracer *T, EmSym *s) {
     }
     PyObject *name = PyUnicode_FromString("meta_empty");
     if (sizes && strides && name && !PyErr_Occurred()) {
-        PyObject *argv[5] = {em_state.meta_run, sizes, strides, PyLong_FromLong(n->dtype), PyBool_FromLong(n->requires_grad)};
-        if (argv[3] && argv[4]) s->obj = PyObject_VectorcallMethod(name, argv, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        PyObject *argv[5] = {em_state.meta_run, sizes, strides, PyLong_FromLong(n->dtype),
+                             PyBool_FromLong(n->requires_grad)};
+        if (argv[3] && argv[4])
+            s->obj = PyObject_VectorcallMethod(name, argv, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
         Py_XDECREF(argv[3]);
         Py_XDECREF(argv[4]);
     }
@@ -423,9 +440,9 @@ static int32_t const_arg(EmTracer *T, EmSym *s, EmStatus *st) {
     PyObject *r = PyObject_Repr(s->obj);
     const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
     if (!u) PyErr_Clear(); /* the text only labels the constant in dumps */
-    EmConstKind k = s->obj == Py_None         ? EMC_NONE
-                    : PyBool_Check(s->obj)    ? EMC_BOOL
-                    : PyLong_CheckExact(s->obj) ? EMC_INT
+    EmConstKind k = s->obj == Py_None            ? EMC_NONE
+                    : PyBool_Check(s->obj)       ? EMC_BOOL
+                    : PyLong_CheckExact(s->obj)  ? EMC_INT
                     : PyFloat_CheckExact(s->obj) ? EMC_FLOAT
                                                  : EMC_OBJ;
     int overflow = 0; /* an int beyond int64 keeps only its object */
@@ -487,9 +504,7 @@ static int32_t sym_arg_at(EmTracer *T, EmSym *s, EmStatus *st, int depth, long *
         case SYM_OBJ: return const_arg(T, s, st);
         case SYM_TUPLE:
         case SYM_LIST: return seq_arg(T, s, st, depth, left);
-        default:
-            *st = em_trace_fail(T, EMA_VALUE, "%s passed to an op", em_sym_describe(s));
-            return -1;
+        default: *st = em_trace_fail(T, EMA_VALUE, "%s passed to an op", em_sym_describe(s)); return -1;
     }
 }
 
@@ -524,9 +539,9 @@ EmStatus em_sym_tensor_attr(EmTracer *T, EmSym *base, PyObject *name, int method
         *out = em_sym_const(T, eq ? Py_True : Py_False);
         return *out ? EM_OK : EM_ERR;
     }
-    static const char *const meta_attrs[] = {"shape", "dtype", "ndim", "requires_grad", "layout",
-                                             "is_sparse", "is_quantized", "itemsize", "nbytes", "is_leaf", "is_nested",
-                                             "is_mkldnn", NULL};
+    static const char *const meta_attrs[] = {"shape",     "dtype",        "ndim",     "requires_grad", "layout",
+                                             "is_sparse", "is_quantized", "itemsize", "nbytes",        "is_leaf",
+                                             "is_nested", "is_mkldnn",    NULL};
     static const char *const graph_attrs[] = {"T", "mT", "H", "mH", "real", "imag", NULL};
     for (int i = 0; meta_attrs[i]; i++)
         if (!strcmp(n, meta_attrs[i])) {
@@ -542,7 +557,8 @@ EmStatus em_sym_tensor_attr(EmTracer *T, EmSym *base, PyObject *name, int method
     for (int i = 0; graph_attrs[i]; i++)
         if (!strcmp(n, graph_attrs[i])) {
             EmSym *args[1] = {base};
-            return em_op_record(T, EMOP_GETATTR, name, args, 1, NULL, PyTuple_GET_ITEM(em_state.op_fns, EMOP_GETATTR), out);
+            return em_op_record(T, EMOP_GETATTR, name, args, 1, NULL, PyTuple_GET_ITEM(em_state.op_fns, EMOP_GETATTR),
+                                out);
         }
     return em_trace_fail(T, EMA_ATTR, "Tensor.%s", n);
 }
@@ -637,8 +653,7 @@ static EmStatus inline_attr_hook(EmTracer *T, PyObject *hook, EmSym *base, PyObj
 
 static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self,
                               int generic);
-static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self,
-                         int generic);
+static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self, int generic);
 
 /* A sym for an object whose identity the trace already knows (the type of a guarded
  * instance, a class found in a guarded class's MRO): its slot is a constant, so attribute
@@ -840,7 +855,9 @@ EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out) {
         case SYM_LIST: tp = (PyObject *)&PyList_Type; break;
         case SYM_DICT: tp = (PyObject *)&PyDict_Type; break;
         case SYM_VIEW:
-            tp = (PyObject *)(s->pos == 'k' ? &PyDictKeys_Type : s->pos == 'v' ? &PyDictValues_Type : &PyDictItems_Type);
+            tp = (PyObject *)(s->pos == 'k'   ? &PyDictKeys_Type
+                              : s->pos == 'v' ? &PyDictValues_Type
+                                              : &PyDictItems_Type);
             break;
         case SYM_ITER:
             if (s->seq_type) {
@@ -850,9 +867,7 @@ EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out) {
             return em_trace_fail(T, EMA_VALUE, "type() of an iterator of unknown type");
         default: return em_trace_fail(T, EMA_VALUE, "type() of a %s", em_sym_describe(s));
     }
-    if (s->kind == SYM_OBJ && s->src >= 0 && !s->by_id &&
-        em_guard_check(T->P, EMG_TYPE, s->src, tp, 0))
-        return EM_ERR;
+    if (s->kind == SYM_OBJ && s->src >= 0 && !s->by_id && em_guard_check(T->P, EMG_TYPE, s->src, tp, 0)) return EM_ERR;
     return known_out(T, tp, ((PyTypeObject *)tp)->tp_name, out);
 }
 
@@ -998,7 +1013,8 @@ EmStatus em_sym_obj_attr(EmTracer *T, EmSym *base, PyObject *name, int method, E
 EmStatus em_sym_getattr_generic(EmTracer *T, EmSym *base, PyObject *name, EmSym **out) {
     EmSym *self = NULL;
     if (base->kind == SYM_NEW) return new_attr(T, base, name, 0, out, &self, 1);
-    if (base->kind != SYM_OBJ) return em_trace_fail(T, EMA_ATTR, "object.__getattribute__ of a %s", em_sym_describe(base));
+    if (base->kind != SYM_OBJ)
+        return em_trace_fail(T, EMA_ATTR, "object.__getattribute__ of a %s", em_sym_describe(base));
     return obj_attr_impl(T, base, name, 0, out, &self, 1);
 }
 
@@ -1102,8 +1118,8 @@ static EmStatus dunder_attr(EmTracer *T, EmSym *base, PyObject *name, int method
 /* A type whose attribute lookup is not object's: a Python __getattribute__ is inlined
  * (*done = 1); object's lookup followed by a Python __getattr__ sets *hook to it; anything
  * else aborts. */
-static EmStatus getattribute_hook(EmTracer *T, EmSym *base, PyObject *name, const char *n, PyObject **hook,
-                                  EmSym **out, int *done) {
+static EmStatus getattribute_hook(EmTracer *T, EmSym *base, PyObject *name, const char *n, PyObject **hook, EmSym **out,
+                                  int *done) {
     PyTypeObject *tp = Py_TYPE(base->obj);
     *done = 0;
     static PyObject *s_ga, *s_gattr; /* interned names, immortal for the process */
@@ -1191,7 +1207,8 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
     if (PyModule_Check(o)) return module_attr(T, base, name, n, out);
     int done;
     if ((st = describing_attr(T, base, name, n, out, &done)) != EM_OK || done) return st;
-    if (base->src < 0) return em_trace_fail(T, EMA_ATTR, "%s.%s of an object made while tracing", Py_TYPE(o)->tp_name, n);
+    if (base->src < 0)
+        return em_trace_fail(T, EMA_ATTR, "%s.%s of an object made while tracing", Py_TYPE(o)->tp_name, n);
     if (PyType_Check(o)) return type_attr(T, base, name, method, out, self);
     EmSym *stored = T->stores.len ? em_obj_stored(T, base, name) : NULL;
     if (stored) { /* written earlier in this trace (replayed after the graph) */
@@ -1231,15 +1248,13 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
     return *out ? EM_OK : st;
 }
 
-static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self,
-                         int generic);
+static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self, int generic);
 
 EmStatus em_sym_new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
     return new_attr(T, base, name, method, out, self, 0);
 }
 
-static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self,
-                         int generic) {
+static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self, int generic) {
     PyTypeObject *tp = Py_TYPE(base->obj);
     const char *n = PyUnicode_AsUTF8(name);
     static PyObject *s_ga, *s_gattr;
@@ -1299,8 +1314,8 @@ EmStatus em_sym_const_attr(EmTracer *T, EmSym *base, PyObject *name, int method,
             PyObject *k = PyTuple_GET_ITEM(kv, 0), *iv = PyTuple_GET_ITEM(kv, 1);
             if (!is_pure(k, 0) || !is_pure(iv, 0)) {
                 Py_DECREF(items);
-                return em_trace_fail(T, EMA_ATTR, "%s.%s (a mapping of non-constants)",
-                                     Py_TYPE(base->obj)->tp_name, PyUnicode_AsUTF8(name));
+                return em_trace_fail(T, EMA_ATTR, "%s.%s (a mapping of non-constants)", Py_TYPE(base->obj)->tp_name,
+                                     PyUnicode_AsUTF8(name));
             }
             EmSym *c = em_sym_const(T, iv);
             if (!c || em_vec_push(&d->items, c) || em_vec_push(&d->keys, Py_NewRef(k))) d = NULL;

@@ -51,9 +51,7 @@ static EmStatus dict_items(EmTracer *T, EmSym *s, EmSym **out) {
 /* iter(d): over its keys, reading the values stored meanwhile (em_iter_use). */
 static EmStatus dict_iter(EmTracer *T, EmSym *s, EmSym **out) { return em_iter_over(T, s, 'k', out); }
 
-static EM_NEW PyObject *dict_iter_type(EmTracer *T, EmSym *s, int rev) {
-    return em_iter_type_of(PyDict_New(), rev);
-}
+static EM_NEW PyObject *dict_iter_type(EmTracer *T, EmSym *s, int rev) { return em_iter_type_of(PyDict_New(), rev); }
 
 const EmSymOps em_dict_ops = {
     .getattr = dict_attr,
@@ -79,7 +77,11 @@ static EmStatus view_iter(EmTracer *T, EmSym *s, EmSym **out) { return em_iter_o
 /* iter(d.keys()) and the like: a view of an empty dict stands in */
 static EM_NEW PyObject *view_iter_type(EmTracer *T, EmSym *s, int rev) {
     PyObject *d = PyDict_New();
-    PyObject *sample = d ? PyObject_CallMethod(d, s->pos == 'k' ? "keys" : s->pos == 'v' ? "values" : "items", NULL)
+    PyObject *sample = d ? PyObject_CallMethod(d,
+                                               s->pos == 'k'   ? "keys"
+                                               : s->pos == 'v' ? "values"
+                                                               : "items",
+                                               NULL)
                          : NULL;
     Py_XDECREF(d);
     return em_iter_type_of(sample, rev);

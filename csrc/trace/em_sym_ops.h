@@ -60,8 +60,8 @@ typedef struct EmSymOps {
 
 /* The rows, in the file of each kind family: em_sym_ops.c (CONST, TENSOR), em_sym_seq.c
  * (TUPLE, LIST, ITER), em_sym_dict.c (DICT, VIEW), em_sym_obj.c (OBJ, NEW). */
-extern const EmSymOps em_const_ops, em_tensor_ops, em_tuple_ops, em_list_ops, em_iter_ops, em_dict_ops,
-    em_view_ops, em_obj_ops, em_new_ops;
+extern const EmSymOps em_const_ops, em_tensor_ops, em_tuple_ops, em_list_ops, em_iter_ops, em_dict_ops, em_view_ops,
+    em_obj_ops, em_new_ops;
 /* Indexed by EmSymKind; NULL for a kind with no operations. */
 extern const EmSymOps *const em_sym_ops[SYM__COUNT];
 

@@ -31,9 +31,7 @@ EmStatus em_trace_fail(EmTracer *T, EmAbort why, const char *fmt, ...) {
     return EM_ABORT;
 }
 
-int em_trace_lineno(EmTracer *T) {
-    return PyCode_Addr2Line(T->code, T->cur * 2);
-}
+int em_trace_lineno(EmTracer *T) { return PyCode_Addr2Line(T->code, T->cur * 2); }
 
 EM_NEW PyObject *em_trace_abort_message(const EmTracer *T) {
     return PyUnicode_FromFormat("%U:%d: %s", T->abort_file ? T->abort_file : T->code->co_filename, T->abort_line,
@@ -97,8 +95,7 @@ EmSym *em_local_get(EmTracer *T, int i, EmStatus *st) {
     EmSym *s = T->locals[i];
     *st = EM_OK;
     if (!s) {
-        *st = em_trace_fail(T, EMA_VALUE, "read of unbound local %s",
-                            PyUnicode_AsUTF8(em_code_name(T->code, i)));
+        *st = em_trace_fail(T, EMA_VALUE, "read of unbound local %s", PyUnicode_AsUTF8(em_code_name(T->code, i)));
         return NULL;
     }
     if (s->kind == SYM_NULL && s->pos == EM_POS_LAZY_CELL) {
@@ -208,8 +205,7 @@ static PyObject *dict_keys_tuple(EmSym *d) {
 static EmStatus out_container(EmTracer *T, EmSym *s, int depth) {
     if (s->src >= 0) return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src}); /* never mutated while tracing */
     if (s->out_at >= 0) return same_out(T, s);
-    EmOut o = {.kind = s->kind == SYM_TUPLE ? OUT_TUPLE : s->kind == SYM_LIST ? OUT_LIST : OUT_DICT,
-               .v = s->items.len};
+    EmOut o = {.kind = s->kind == SYM_TUPLE ? OUT_TUPLE : s->kind == SYM_LIST ? OUT_LIST : OUT_DICT, .v = s->items.len};
     if (s->kind == SYM_TUPLE && s->seq_type) o.obj = Py_NewRef(s->seq_type);
     if (s->kind == SYM_DICT && !(o.obj = dict_keys_tuple(s))) return EM_ERR;
     s->out_at = T->out.len;
@@ -346,8 +342,8 @@ static int local_unchanged(EmTracer *T, int i) {
  * liveness too). Kept as a graph output, a dead value gets a zero gradient from AOTAutograd,
  * which an infinite derivative turns into NaN. 0 or -1 with an exception set. */
 static int locals_read(EmTracer *T, char *read, int n, int from) {
-    static const char *const by_name[] = {"locals", "vars", "eval", "exec", "dir", "_getframe", "currentframe",
-                                          "f_locals", NULL};
+    static const char *const by_name[] = {"locals",    "vars",         "eval",     "exec", "dir",
+                                          "_getframe", "currentframe", "f_locals", NULL};
     PyObject *names = T->code->co_names;
     for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(names); j++) {
         const char *nm = PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, j));
@@ -461,8 +457,7 @@ EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int *
     return EM_OK;
 }
 
-EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P,
-                      int break_at) {
+EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P, int break_at) {
     memset(T, 0, sizeof(*T));
     T->break_at = break_at;
     T->abort_root_at = -1;
@@ -484,8 +479,7 @@ EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGr
     EmStatus st = setup_locals(T);
     if (st == EM_OK) st = em_trace_loop(T);
     em_ctx_unwind(T);
-    if (st == EM_OK && !T->broke && T->ctx_open.len)
-        st = em_trace_fail(T, EMA_VALUE, "returned inside a with block");
+    if (st == EM_OK && !T->broke && T->ctx_open.len) st = em_trace_fail(T, EMA_VALUE, "returned inside a with block");
     if (st == EM_OK && !T->broke) st = em_obj_effects_head(T);
     if (st == EM_OK && !T->broke) st = build_out(T, T->retval, 0);
     if (st == EM_OK) {

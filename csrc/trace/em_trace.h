@@ -94,7 +94,14 @@ struct EmSym {
 
 /* Return-value description: a prefix-order tree. */
 typedef enum {
-    OUT_VALUE, OUT_CONST, OUT_SLOT, OUT_TUPLE, OUT_LIST, OUT_DICT, OUT_ITER, OUT_REENTER,
+    OUT_VALUE,
+    OUT_CONST,
+    OUT_SLOT,
+    OUT_TUPLE,
+    OUT_LIST,
+    OUT_DICT,
+    OUT_ITER,
+    OUT_REENTER,
     OUT_SAME, /* v: position of an earlier TUPLE/LIST/DICT/ITER entry: the very object built there */
     OUT_BOUND, /* two children, self and the function: function.__get__(self) */
     OUT_LAST,  /* v children built in order; the value is the last (effects before a value) */
@@ -113,23 +120,23 @@ typedef struct {
 /* The state of one frame being traced: the intercepted frame's, or an inlined call's. An
  * inlined call saves its caller's as a whole (`EmFrame saved = T->frame`) and puts it back on
  * return, so every field declared here is saved and restored with the others. */
-#define EM_FRAME_FIELDS                                                                              \
-    PyCodeObject *code;     /* borrowed */                                                           \
-    PyObject *code_bytes;   /* owned by whoever set up the frame (em_trace_run, em_inline) */      \
-    const unsigned char *bytes;                                                                      \
-    int n_units;                                                                                     \
-    EmSym **locals;         /* nlocals entries; NULL = unbound */                                    \
-    int nlocals;                                                                                     \
+#define EM_FRAME_FIELDS                                                                     \
+    PyCodeObject *code;     /* borrowed */                                                      \
+    PyObject *code_bytes;   /* owned by whoever set up the frame (em_trace_run, em_inline) */ \
+    const unsigned char *bytes;                                                             \
+    int n_units;                                                                            \
+    EmSym **locals;         /* nlocals entries; NULL = unbound */                                   \
+    int nlocals;                                                                            \
     EmSym **stack;          /* stack_cap entries, sp used */                                         \
-    int sp, stack_cap;                                                                               \
-    PyObject *kwnames;      /* borrowed from co_consts, pending for the next CALL */                 \
-    int ip;                 /* code unit of the next instruction */                                  \
-    int cur;                /* code unit of the current instruction */                               \
-    PyObject *globals, *builtins; /* of the function being traced (borrowed) */                     \
-    int32_t gslot, bslot;   /* guard slots of those dicts in an inlined frame, -1 = root's */        \
-    EmSym *retval;                                                                                   \
-    int done;                                                                                        \
-    EmSym *gen_items;       /* tracing a generator expression: the ITER its yields go to */          \
+    int sp, stack_cap;                                                                      \
+    PyObject *kwnames;      /* borrowed from co_consts, pending for the next CALL */             \
+    int ip;                 /* code unit of the next instruction */                                         \
+    int cur;                /* code unit of the current instruction */                                     \
+    PyObject *globals, *builtins; /* of the function being traced (borrowed) */             \
+    int32_t gslot, bslot;   /* guard slots of those dicts in an inlined frame, -1 = root's */ \
+    EmSym *retval;                                                                          \
+    int done;                                                                               \
+    EmSym *gen_items;       /* tracing a generator expression: the ITER its yields go to */       \
     const struct EmFrame *parent; /* the caller's state while this frame runs; NULL at the root */
 typedef struct EmFrame {
     EM_FRAME_FIELDS
@@ -193,8 +200,7 @@ typedef struct EmTracer {
 
 /* Traces the frame. Returns EM_OK (graph, guards and out filled), EM_ABORT (reason in T) or
  * EM_ERR (Python exception set). The caller owns G and P and must call em_trace_free. */
-EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P,
-                      int break_at);
+EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P, int break_at);
 /* After a trace that broke: the output tree is a tuple of the stack values (NULLs skipped)
  * then the changed locals; fills the plan's stack, store and live lists (malloc'd). */
 EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int **store_local, int **store_val,
@@ -280,18 +286,17 @@ int em_sym_placeholder(const EmSym *s);
 int32_t em_sym_arg(EmTracer *T, EmSym *s, EmStatus *st);
 const char *em_sym_describe(EmSym *s);
 
-EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames,
-                 EmSym **out);
-EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
-                      PyObject *meta_fn, EmSym **out);
+EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
+EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, PyObject *meta_fn,
+                      EmSym **out);
 
 int em_trace_lineno(EmTracer *T);
 /* C shape inference for common elementwise ops (em_infer.c): 1 when inferred, 0 when the meta
  * run must decide, -1 with a Python exception set. */
 /* bshape (64 entries) may be NULL; when given, operands of different shapes broadcast and
  * *bndim is the result's rank (its contiguous shape in bshape), or -1 when it is like's. */
-int em_infer_pointwise(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
-                       int *dtype, const EmNode **like, int *requires_grad, int64_t *bshape, int *bndim);
+int em_infer_pointwise(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, int *dtype,
+                       const EmNode **like, int *requires_grad, int64_t *bshape, int *bndim);
 /* Result metadata of a torch function from its operands by the shape rules of
  * ember/_rules.py SHAPE_RULES (em_infer.c): 1 when inferred (contiguous), 0 when the meta run
  * must decide, -1 with a Python exception set. */
@@ -347,8 +352,7 @@ int em_trace_catch(EmTracer *T, int at);
 /* Objects made while tracing and attribute stores (em_obj.c). */
 /* A call of class cls that makes an instance while tracing; *handled = 0 when cls is not
  * one ember can make (the caller goes on with its other rules). */
-EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out,
-                    int *handled);
+EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out, int *handled);
 /* self.__name__(*args) for an instance made while tracing: inlined, or dict's on its items. */
 /* dict.__getitem__(d, key) on a dict (or subclass) read from the frame: the key's value
  * (guarded per key), else the subclass's __missing__ traced, else KeyError; defaultdict's C
