@@ -81,7 +81,9 @@ def user_warning(text, key):
     kw = dict(module=f.f_globals.get("__name__"), registry=f.f_globals.setdefault("__warningregistry__", {}))
     try:
         warnings.warn_explicit(*args, **kw, module_globals=f.f_globals)
-    except ValueError:  # 3.12: module globals whose __loader__ and __spec__ are None (code exec'd from a file)
+    except (ValueError, ImportError):  # module globals whose loader cannot give the source: on 3.12
+        # __loader__ and __spec__ None (code exec'd from a file); a script read from stdin, whose
+        # __loader__ is BuiltinImporter; the warning is then shown without its source line
         warnings.warn_explicit(*args, **kw)
 
 

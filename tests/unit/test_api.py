@@ -1015,3 +1015,22 @@ def test_warning_from_code_whose_globals_have_no_loader(tmp_path):
         warnings.simplefilter("always")
         torch.testing.assert_close(g["run"](cf, torch.ones(2)), torch.ones(2) + 1)
     assert any(issubclass(w.category, ember.EmberWarning) for w in rec)
+
+
+def test_warning_in_a_script_read_from_stdin():
+    """`python - < script.py`: __main__'s loader (BuiltinImporter) cannot give the source, so
+    the EmberWarning at the call site is shown without its line, not replaced by an ImportError."""
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    src = ("import torch, ember\n"
+           "def f(x):\n"
+           "    for i in range(2):\n"
+           "        x = x + float(x.sum().item())\n"
+           "    return x\n"
+           "print(ember.compile(f)(torch.ones(2)).tolist())\n")
+    r = subprocess.run([sys.executable, "-"], input=src, capture_output=True, text=True, cwd=root,
+                       env=dict(os.environ, PYTHONPATH=root), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "[9.0, 9.0]", r.stdout
+    assert "EmberWarning" in r.stderr and "ImportError" not in r.stderr, r.stderr[-2000:]
