@@ -70,3 +70,19 @@ def assert_same(got, expected, path="out", *, rtol=None, atol=None, equal_nan=Tr
         assert got == pytest.approx(expected, rel=float_rel, abs=float_abs), f"{path}: {got!r} != {expected!r}"
     else:
         assert got == expected, f"{path}: {got!r} != {expected!r}"
+
+
+def one_graph(fn, *args, calls=2, fullgraph=False):
+    """fn(*args) compiled: `calls` calls equal to eager's result, one frame compiled with no break
+    or abort, every later call a cache hit. Returns the last result."""
+    import ember
+    import ember.testing
+    expected = fn(*args)
+    cf = ember.compile(fn, fullgraph=fullgraph)
+    for _ in range(calls):
+        got = cf(*args)
+        torch.testing.assert_close(got, expected)
+    c = ember.testing.counters()
+    assert (c["frames"], c["breaks"], c["aborts"]) == (1, 0, 0), c
+    assert c["hits"] == calls - 1, c
+    return got

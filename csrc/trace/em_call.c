@@ -79,12 +79,7 @@ static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, in
         }
         case SYM_VIEW: {
             PyObject *d = meta_value_at(T, s->items.data[0], has_tensor, depth + 1, left);
-            PyObject *r = d ? PyObject_CallMethod(d,
-                                                  s->pos == 'k'   ? "keys"
-                                                  : s->pos == 'v' ? "values"
-                                                                  : "items",
-                                                  NULL)
-                            : NULL;
+            PyObject *r = d ? PyObject_CallMethod(d, em_view_method(s), NULL) : NULL;
             Py_XDECREF(d);
             return r;
         }

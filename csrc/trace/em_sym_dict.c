@@ -77,12 +77,7 @@ static EmStatus view_iter(EmTracer *T, EmSym *s, EmSym **out) { return em_iter_o
 /* iter(d.keys()) and the like: a view of an empty dict stands in */
 static EM_NEW PyObject *view_iter_type(EmTracer *T, EmSym *s, int rev) {
     PyObject *d = PyDict_New();
-    PyObject *sample = d ? PyObject_CallMethod(d,
-                                               s->pos == 'k'   ? "keys"
-                                               : s->pos == 'v' ? "values"
-                                                               : "items",
-                                               NULL)
-                         : NULL;
+    PyObject *sample = d ? PyObject_CallMethod(d, em_view_method(s), NULL) : NULL;
     Py_XDECREF(d);
     return em_iter_type_of(sample, rev);
 }

@@ -265,6 +265,10 @@ int em_sym_has_tensor(EmSym *s);
 EmStatus em_sym_eval(EmTracer *T, PyObject *fn, EmSym **args, int n, EmSym **out);
 /* An object read from the frame and guarded by its type only, not its identity: its state (its
  * attributes, its items) is not guarded by that. */
+/* The dict method a VIEW sym stands for: "keys", "values" or "items". */
+static inline const char *em_view_method(const EmSym *view) {
+    return view->pos == 'k' ? "keys" : view->pos == 'v' ? "values" : "items";
+}
 static inline int em_sym_type_guarded(const EmSym *s) { return s->kind == SYM_OBJ && s->src >= 0 && !s->by_id; }
 /* object.__getattribute__(base, name): the generic lookup, bypassing a type's override. */
 EmStatus em_sym_getattr_generic(EmTracer *T, EmSym *base, PyObject *name, EmSym **out);

@@ -9,19 +9,7 @@ import torch
 
 import ember
 import ember.testing
-from tests.helpers import randn
-
-
-def one_graph(fn, *args, calls=2):
-    expected = fn(*args)
-    cf = ember.compile(fn)
-    for _ in range(calls):
-        got = cf(*args)
-        torch.testing.assert_close(got, expected)
-    c = ember.testing.counters()
-    assert (c["frames"], c["breaks"], c["aborts"]) == (1, 0, 0), c
-    assert c["hits"] == calls - 1, c
-    return got
+from tests.helpers import one_graph, randn
 
 
 # ---- super(), properties, static and class methods ----

@@ -11,21 +11,11 @@ import torch
 
 import ember
 import ember.testing
+from tests.helpers import one_graph, randn
 
 
-def randn(*shape, seed=0):
-    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
-
-
-def one_graph(fn, *args, calls=2):
-    expected = fn(*args)
-    cf = ember.compile(fn, fullgraph=True)
-    for _ in range(calls):
-        got = cf(*args)
-        torch.testing.assert_close(got, expected)
-    c = ember.testing.counters()
-    assert (c["frames"], c["breaks"], c["aborts"]) == (1, 0, 0), c
-    return got
+def one_graph_fg(fn, *args, calls=2):
+    return one_graph(fn, *args, calls=calls, fullgraph=True)
 
 
 def outcome(fn, *args):
@@ -40,7 +30,7 @@ def test_reduce_over_tensors_with_a_torch_function():
     def f(x, y):
         return functools.reduce(torch.add, [x, y, x * y])
 
-    one_graph(f, randn(3, 4), randn(3, 4, seed=1))
+    one_graph_fg(f, randn(3, 4), randn(3, 4, seed=1))
 
 
 def test_reduce_with_an_inlined_lambda_and_operator():
@@ -48,14 +38,14 @@ def test_reduce_with_an_inlined_lambda_and_operator():
         prod = functools.reduce(lambda p, q: p @ q, [a, b, c])
         return functools.reduce(operator.add, (prod, a), c)
 
-    one_graph(f, randn(4, 4), randn(4, 4, seed=1), randn(4, 4, seed=2))
+    one_graph_fg(f, randn(4, 4), randn(4, 4, seed=1), randn(4, 4, seed=2))
 
 
 def test_reduce_over_a_shape_is_a_constant():
     def f(x):
         return x.reshape(functools.reduce(operator.mul, x.shape, 1), 1).sum(0)
 
-    one_graph(f, randn(2, 3, 4))
+    one_graph_fg(f, randn(2, 3, 4))
 
 
 def test_reduce_over_a_generator_and_a_dict():
@@ -65,7 +55,7 @@ def test_reduce_over_a_generator_and_a_dict():
         s = functools.reduce(lambda acc, t: acc + t.relu(), (x * k for k in range(1, 4)))
         return functools.reduce(lambda acc, k: acc * d[k], d, s)
 
-    one_graph(f, randn(3, seed=2))
+    one_graph_fg(f, randn(3, seed=2))
 
 
 def test_reduce_of_one_item_returns_it_and_of_none_the_initial():
@@ -74,7 +64,7 @@ def test_reduce_of_one_item_returns_it_and_of_none_the_initial():
         none = functools.reduce(torch.mul, [], x + 1)
         return one, none, one is x
 
-    one_graph(f, randn(3))
+    one_graph_fg(f, randn(3))
 
 
 def test_reduce_takes_items_lazily_from_an_iterator_its_function_also_advances():
@@ -86,7 +76,7 @@ def test_reduce_takes_items_lazily_from_an_iterator_its_function_also_advances()
 
         return functools.reduce(step, it)
 
-    one_graph(f, randn(3))
+    one_graph_fg(f, randn(3))
 
 
 def test_reduce_of_an_empty_iterable_raises_as_python_does():
@@ -97,7 +87,7 @@ def test_reduce_of_an_empty_iterable_raises_as_python_does():
             return x + len(str(e))
         return x
 
-    one_graph(f, randn(3))
+    one_graph_fg(f, randn(3))
 
     def g(x):
         return functools.reduce(torch.add, (), *x)

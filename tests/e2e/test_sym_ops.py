@@ -10,22 +10,11 @@ import torch
 
 import ember
 import ember.testing
+from tests.helpers import one_graph, randn
 
 
-def randn(*shape, seed=0):
-    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
-
-
-def one_graph(fn, *args, calls=2):
-    expected = fn(*args)
-    cf = ember.compile(fn, fullgraph=True)
-    for _ in range(calls):
-        got = cf(*args)
-        torch.testing.assert_close(got, expected)
-    c = ember.testing.counters()
-    assert (c["frames"], c["breaks"], c["aborts"]) == (1, 0, 0), c
-    assert c["hits"] == calls - 1, c
-    return got
+def one_graph_fg(fn, *args, calls=2):
+    return one_graph(fn, *args, calls=calls, fullgraph=True)
 
 
 def test_iterating_a_tensor_whose_metadata_was_inferred():
@@ -36,7 +25,7 @@ def test_iterating_a_tensor_whose_metadata_was_inferred():
             out.append(row * 2)
         return out, [r - 1 for r in (x * 3)]
 
-    one_graph(f, randn(3, 4))
+    one_graph_fg(f, randn(3, 4))
 
 
 def test_dict_methods_on_a_dict_made_while_tracing():
@@ -54,7 +43,7 @@ def test_dict_methods_on_a_dict_made_while_tracing():
         return (got, len(list(d.keys())), list(d.values()), [v for _, v in d.items()], len(d), len(c),
                 "a" in d, d.__contains__("q"), len(list(iter(d))), d.__getitem__("a"), "g" in d)
 
-    one_graph(f, randn(3))
+    one_graph_fg(f, randn(3))
 
 
 def test_list_and_tuple_methods():
@@ -72,7 +61,7 @@ def test_list_and_tuple_methods():
         return (a + b + c, len(lst), lst, k.index(2), k.count(2), 3 in k, 4 in k,
                 len(k.copy()), t.count(1), t.index(2), 5 in t)
 
-    one_graph(f, randn(3))
+    one_graph_fg(f, randn(3))
 
 
 def test_exceptions_raised_by_container_methods_are_caught():
@@ -96,7 +85,7 @@ def test_exceptions_raised_by_container_methods_are_caught():
             y = y * 3
         return y
 
-    one_graph(f, randn(3))
+    one_graph_fg(f, randn(3))
 
 
 class Config:
@@ -111,7 +100,7 @@ def test_dict_of_an_object_read_from_the_frame_is_read_per_key():
         y = x * d["scale"] * d.get("scale") * (2 if "name" in d else 3)
         return y * (1 if d.get("nope") is None else 5), d.__contains__("zz"), d.get("nope", 4)
 
-    one_graph(f, randn(3), Config(2.0))
+    one_graph_fg(f, randn(3), Config(2.0))
     cf = ember.compile(f, fullgraph=True)
     cfg = Config(2.0)
     cf(randn(3), cfg)
@@ -136,7 +125,7 @@ class Containers(torch.nn.Module):
 
 def test_module_containers_by_index_name_and_slice():
     torch.manual_seed(0)
-    one_graph(Containers(), randn(2, 4))
+    one_graph_fg(Containers(), randn(2, 4))
 
 
 def test_identity_and_truth_by_kind():
@@ -157,7 +146,7 @@ def test_identity_and_truth_by_kind():
             r = r + 4
         return r, not [], not (x,)
 
-    one_graph(f, randn(3), None, Config(1.0))
+    one_graph_fg(f, randn(3), None, Config(1.0))
 
 
 
@@ -183,7 +172,7 @@ def test_an_index_too_large_raises_as_in_python():
             y = y * 3
         return y, lst
 
-    one_graph(f, randn(3))
+    one_graph_fg(f, randn(3))
 
 
 class Level:
