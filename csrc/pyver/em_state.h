@@ -43,6 +43,7 @@ typedef struct {
     PyObject *set_grad_enabled, *ctx_enter_fn, *ctx_exit_fn, *ctx_reenter_fn, *grad_restorer;
     PyObject *warnings_off, *warnings_on; /* () -> None: Python warnings ignored while ember traces */
     PyObject *os_environ;   /* os.environ: lookups guarded per key on its _data dict */
+    PyObject *module_trust; /* dict module -> bool: _rules.trusted_module's answer (made on first use) */
 
     /* backends (ember/backends): list indexed by the backend number a compiled callable
      * carries in its hook flags; item 0 is None (`eager`, the C executor), the others are

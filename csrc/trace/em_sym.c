@@ -1035,6 +1035,18 @@ static int module_policy(PyObject *o, const char *policy) {
     return yes;
 }
 
+/* _rules.trusted_module's answer for module o, asked once per module for the process (it follows
+ * the module's __name__): 1 or 0; -1 with an exception. */
+static int module_trusted(PyObject *o) {
+    if (!em_state.module_trust && !(em_state.module_trust = PyDict_New())) return -1;
+    PyObject *r = PyDict_GetItemWithError(em_state.module_trust, o);
+    if (r) return r == Py_True;
+    if (PyErr_Occurred()) return -1;
+    int yes = module_policy(o, "trusted_module");
+    if (yes < 0 || PyDict_SetItem(em_state.module_trust, o, yes ? Py_True : Py_False) < 0) return -1;
+    return yes;
+}
+
 /* v, an attribute of module o that is not guarded (trusted library modules): a constant, or
  * an object sym by identity; a tensor stored in a module is refused. */
 static EmStatus module_value(EmTracer *T, PyObject *o, PyObject *v, EmSym **out) {
@@ -1072,7 +1084,7 @@ static EmStatus module_attr(EmTracer *T, EmSym *base, PyObject *name, const char
     PyObject *o = base->obj, *v = PyDict_GetItemWithError(PyModule_GetDict(o), name);
     if (!v) return PyErr_Occurred() ? EM_ERR : module_getattr(T, o, name, n, out);
     if (base->src >= 0 && !PyObject_HasAttrString(o, "__ember_trusted__")) {
-        int trusted = module_policy(o, "trusted_module");
+        int trusted = module_trusted(o);
         if (trusted < 0) return EM_ERR;
         if (!trusted) {
             int32_t slot = em_guard_odict(T->P, base->src, name);
