@@ -65,7 +65,12 @@ asan: $(DEPS)
 # FN_BUDGET unless FN_BUDGET_FAIL=0), then the formatter (.clang-format) over csrc/ (showing
 # FMT_ERRORS places per file, 0: all). Both run; the exit status says whether either failed.
 # `make fmt` applies the formatter.
-lint: $(DEPS)
+# the pinned formatter in the venv, installed if a venv set up before it was added lacks it
+FMT_DEP := $(if $(filter $(VENV)/bin/clang-format,$(CLANG_FORMAT)),$(CLANG_FORMAT))
+$(VENV)/bin/clang-format: | $(DEPS)
+	$(VPY) -m pip install -q clang-format==$(CLANG_FORMAT_VERSION)
+
+lint: $(DEPS) $(FMT_DEP)
 	@rc=0; \
 	$(VPY) tools/fnlen.py --report $(FN_REPORT) --budget $(FN_BUDGET) $(if $(filter 0,$(FN_BUDGET_FAIL)),--no-fail) \
 	  csrc/trace || rc=1; \
@@ -73,7 +78,7 @@ lint: $(DEPS)
 	  { rc=1; echo "lint: csrc/ is not formatted (at most $(FMT_ERRORS) places shown per file): make fmt formats it"; }; \
 	exit $$rc
 
-fmt: $(DEPS)
+fmt: $(DEPS) $(FMT_DEP)
 	$(CLANG_FORMAT) -i $(CFILES)
 
 bench: setup
