@@ -208,16 +208,36 @@ void em_cache_reset(void) {
     if (em_state.resume_codes) PyDict_Clear(em_state.resume_codes);
 }
 
+/* The entry's guard dump, made at the first ask (the driver skips it: reprs cost). A dead
+ * program's weakly held objects may be gone: it is not dumped. Borrowed; NULL = no memory. */
+static const char *guard_text(EmEntry *e) {
+    if (e->guard_text) return e->guard_text;
+    if (e->P.dead) return "  (invalidated: an object the guards checked was freed)\n";
+    EmStrBuf b = {0};
+    if (em_guard_dump(&e->P, &b)) {
+        em_sb_free(&b);
+        return NULL;
+    }
+    e->guard_text = b.s ? b.s : strdup("");
+    return e->guard_text;
+}
+
 EM_NEW PyObject *em_cache_entries(PyCodeObject *co) {
     PyObject *lst = PyList_New(0);
     EmExtra *x = em_cache_get(co);
     EmEntry *e = x ? x->head : NULL;
     if (e) em_entry_incref(e); /* info_compiled may run Python code */
     while (lst && e) {
+        const char *gt = guard_text(e);
+        if (!gt) {
+            Py_CLEAR(lst);
+            PyErr_NoMemory();
+            break;
+        }
         PyObject *t = Py_BuildValue("{s:s,s:s,s:i,s:i,s:L,s:s,s:d,s:O}", "graph", e->graph_text ? e->graph_text : "",
-                                    "guards", e->guard_text ? e->guard_text : "", "ops", e->op_count, "inputs",
-                                    e->ninputs, "hits", e->hits, "break", e->break_reason ? e->break_reason : "",
-                                    "compile_s", e->compile_s, "code", e->tcode ? e->tcode : Py_None);
+                                    "guards", gt, "ops", e->op_count, "inputs", e->ninputs, "hits", e->hits, "break",
+                                    e->break_reason ? e->break_reason : "", "compile_s", e->compile_s, "code",
+                                    e->tcode ? e->tcode : Py_None);
         PyObject *info = t && e->compiled && e->info_compiled ? e->info_compiled(e->compiled) : NULL;
         if (t && e->compiled && e->info_compiled && (!info || PyDict_Update(t, info))) Py_CLEAR(t);
         Py_XDECREF(info);

@@ -276,7 +276,9 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
         res = EMD_NOGRAPH;
         goto done;
     }
-    if (em_ir_dump(&G, &gtxt) || em_guard_dump(&e->P, &ktxt)) {
+    /* the guard dump (reprs of every object the guards check) is made when asked: entries()
+     * or EMBER_LOGS=guards */
+    if (em_ir_dump(&G, &gtxt) || ((em_state.logs & EM_LOG_GUARDS) && em_guard_dump(&e->P, &ktxt))) {
         PyErr_NoMemory();
         goto done;
     }

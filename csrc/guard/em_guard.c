@@ -532,26 +532,10 @@ EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int3
         }
         case EMG_TENSOR: {
             const EmTensorSpec *s = &P->specs.data[in->a];
-            EmTensorSpec cur;
-            if (!v || Py_TYPE(v) != s->type) {
+            if (!v || Py_TYPE(v) != s->type)
                 res = PyUnicode_FromFormat("type(%s) is %s, expected %s", name, v ? Py_TYPE(v)->tp_name : "?",
                                            s->type->tp_name);
-            } else if (em_guard_tensor_read(v, &cur) == 0) {
-                if (cur.py_dtype != s->py_dtype)
-                    res = PyUnicode_FromFormat("%s dtype is %R, expected %R", name, cur.py_dtype, s->py_dtype);
-                else if (PyObject_RichCompareBool(cur.py_device, s->py_device, Py_EQ) != 1)
-                    res = PyUnicode_FromFormat("%s device is %R, expected %R", name, cur.py_device, s->py_device);
-                else if (cur.requires_grad != s->requires_grad)
-                    res = PyUnicode_FromFormat("%s requires_grad is %s, expected %s", name,
-                                               cur.requires_grad ? "True" : "False",
-                                               s->requires_grad ? "True" : "False");
-                else if (cur.ndim != s->ndim || PyObject_RichCompareBool(cur.py_sizes, s->py_sizes, Py_EQ) != 1)
-                    res = PyUnicode_FromFormat("%s size is %R, expected %R", name, cur.py_sizes, s->py_sizes);
-                else if (PyObject_RichCompareBool(cur.py_strides, s->py_strides, Py_EQ) != 1)
-                    res = PyUnicode_FromFormat("%s stride is %R, expected %R", name, cur.py_strides, s->py_strides);
-                else res = PyUnicode_FromFormat("%s dispatch keys changed (inference or layout)", name);
-                em_guard_tensor_spec_free(&cur);
-            }
+            else res = em_guard_tensor_why(name, v, s);
             break;
         }
         default: res = PyUnicode_FromFormat("guard %s on %s failed", g_names[in->op], name); break;

@@ -32,7 +32,7 @@ typedef struct {
     int dtype, dev_type, dev_index, requires_grad, ndim;
     uint64_t keyset;
     int64_t *sizes, *strides; /* owned, ndim each */
-    PyObject *py_dtype, *py_device, *py_sizes, *py_strides; /* owned, fallback path */
+    PyObject *py_dtype, *py_device, *py_sizes, *py_strides; /* owned; NULL when read directly */
 } EmTensorSpec;
 
 typedef struct {
@@ -112,7 +112,9 @@ int em_guard_dump(const EmGuardProg *P, EmStrBuf *out);
  * error. force_fallback selects the fallback (tests). */
 int em_guard_tensor_probe(int force_fallback);
 int em_guard_tensor_fast(void);
-int em_guard_tensor_read(PyObject *t, EmTensorSpec *out); /* 0, or -1 with exception */
+int em_guard_tensor_read(PyObject *t, EmTensorSpec *out); /* 0, or -1 with exception; py_* may stay NULL */
+/* Why v fails the TENSOR check s (name: its source), or NULL with an exception. */
+EM_NEW PyObject *em_guard_tensor_why(const char *name, PyObject *v, const EmTensorSpec *s);
 int em_guard_tensor_match(PyObject *t, const EmTensorSpec *s); /* 1, 0, or -1 error */
 void em_guard_tensor_spec_free(EmTensorSpec *s);
 /* Hot-path read (direct calls into c10 when verified, else torch's Python functions) and the

@@ -111,14 +111,115 @@ static int read_fast_fields(PyObject *t, EmTensorSpec *s) {
     return 0;
 }
 
+static int rg_of(PyObject *t);
+
+/* Dispatch-key sets whose tensors read the same through the probed layout as through their
+ * Python attributes (checked once per key set on an exact Tensor or Parameter). A key set
+ * not here (sparse, nested, subclass, functional) takes the Python path at every read. */
+static int keyset_verified(uint64_t ks) {
+    for (int i = 0; i < em_state.n_verified_keys; i++)
+        if (em_state.verified_keys[i] == ks) return 1;
+    return 0;
+}
+
+static int plain_type(PyObject *t) { return Py_TYPE(t) == em_state.tensor_type || Py_TYPE(t) == em_state.param_type; }
+
+/* Every field from the probed layout; the py_* fields stay NULL. */
+static int read_direct(PyObject *t, const char *impl, EmTensorSpec *s) {
+    int64_t n;
+    const int64_t *sz, *st;
+    if (impl_dims(impl, &n, &sz, &st)) return 1;
+    memset(s, 0, sizeof(*s));
+    s->ndim = (int)n;
+    s->sizes = PyMem_Calloc((size_t)n + 1, sizeof(int64_t));
+    s->strides = PyMem_Calloc((size_t)n + 1, sizeof(int64_t));
+    if (!s->sizes || !s->strides) {
+        em_guard_tensor_spec_free(s);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(s->sizes, sz, sizeof(int64_t) * (size_t)n);
+    memcpy(s->strides, st, sizeof(int64_t) * (size_t)n);
+    uint16_t dt;
+    memcpy(&dt, impl + em_state.dtype_off, 2);
+    s->dtype = dt;
+    s->dev_type = (int8_t)impl[em_state.dev_off];
+    s->dev_index = (int8_t)impl[em_state.dev_off + 1];
+    memcpy(&s->keyset, impl + em_state.keyset_off, 8);
+    s->type = (PyTypeObject *)Py_NewRef(Py_TYPE(t));
+    if ((s->requires_grad = rg_of(t)) < 0) {
+        em_guard_tensor_spec_free(s);
+        return -1;
+    }
+    return 0;
+}
+
 int em_guard_tensor_read(PyObject *t, EmTensorSpec *s) {
+    if (em_state.probe_ok && plain_type(t)) {
+        const char *impl = impl_of(t);
+        uint64_t ks;
+        if (impl) memcpy(&ks, impl + em_state.keyset_off, 8);
+        if (impl && keyset_verified(ks)) {
+            int r = read_direct(t, impl, s);
+            if (r <= 0) return r;
+        }
+    }
     if (read_py(t, s)) return -1;
     if (em_state.probe_ok && read_fast_fields(t, s)) {
         em_guard_tensor_spec_free(s);
         PyErr_SetString(PyExc_RuntimeError, "ember: tensor layout probe disagrees with torch");
         return -1;
     }
+    if (em_state.probe_ok && plain_type(t) && !keyset_verified(s->keyset) &&
+        em_state.n_verified_keys < EM_VERIFIED_KEYS)
+        em_state.verified_keys[em_state.n_verified_keys++] = s->keyset;
     return 0;
+}
+
+static EM_NEW PyObject *dims_tuple(int n, const int64_t *v) {
+    PyObject *t = PyTuple_New(n);
+    for (int i = 0; t && i < n; i++) {
+        PyObject *x = PyLong_FromLongLong(v[i]);
+        if (!x) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i, x);
+    }
+    return t;
+}
+
+static EM_NEW PyObject *dims_changed(const char *name, const char *what, int n, const int64_t *now, int en,
+                                     const int64_t *expected) {
+    PyObject *a = dims_tuple(n, now), *b = a ? dims_tuple(en, expected) : NULL;
+    PyObject *res = b ? PyUnicode_FromFormat("%s %s is %R, expected %R", name, what, a, b) : NULL;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return res;
+}
+
+EM_NEW PyObject *em_guard_tensor_why(const char *name, PyObject *v, const EmTensorSpec *s) {
+    EmTensorSpec cur;
+    if (em_guard_tensor_read(v, &cur)) return NULL;
+    PyObject *res;
+    int num = cur.dtype >= 0 && s->dtype >= 0; /* both read through the probed layout */
+    int dev_eq = num ? cur.dev_type == s->dev_type && cur.dev_index == s->dev_index
+                     : PyObject_RichCompareBool(cur.py_device, s->py_device, Py_EQ) == 1;
+    if (num ? cur.dtype != s->dtype : cur.py_dtype != s->py_dtype)
+        res = num ? PyUnicode_FromFormat("%s dtype is torch.%s, expected torch.%s", name,
+                                         em_dtype_torch_name(cur.dtype), em_dtype_torch_name(s->dtype))
+                  : PyUnicode_FromFormat("%s dtype is %R, expected %R", name, cur.py_dtype, s->py_dtype);
+    else if (!dev_eq)
+        res = num ? PyUnicode_FromFormat("%s device is %s:%d, expected %s:%d", name, em_dev_name(cur.dev_type),
+                                         cur.dev_index, em_dev_name(s->dev_type), s->dev_index)
+                  : PyUnicode_FromFormat("%s device is %R, expected %R", name, cur.py_device, s->py_device);
+    else if (cur.requires_grad != s->requires_grad)
+        res = PyUnicode_FromFormat("%s requires_grad is %s, expected %s", name, cur.requires_grad ? "True" : "False",
+                                   s->requires_grad ? "True" : "False");
+    else if (cur.ndim != s->ndim || memcmp(cur.sizes, s->sizes, sizeof(int64_t) * (size_t)s->ndim))
+        res = dims_changed(name, "size", cur.ndim, cur.sizes, s->ndim, s->sizes);
+    else if (memcmp(cur.strides, s->strides, sizeof(int64_t) * (size_t)s->ndim))
+        res = dims_changed(name, "stride", cur.ndim, cur.strides, s->ndim, s->strides);
+    else res = PyUnicode_FromFormat("%s dispatch keys changed (inference or layout)", name);
+    em_guard_tensor_spec_free(&cur);
+    return res;
 }
 
 void em_guard_tensor_spec_free(EmTensorSpec *s) {
@@ -314,6 +415,7 @@ int em_guard_tensor_probe(int force_fallback) {
         }
     }
     em_state.probe_ok = 0;
+    em_state.n_verified_keys = 0;
     if (force_fallback) return 1;
     if (probe_layout() && verify_layout()) {
         em_state.probe_ok = 1;

@@ -117,6 +117,10 @@ const char *em_dtype_name(int dtype) {
     return dtype >= 0 && dtype < EMDT__COUNT ? em_dtype_info[dtype].name : "dtype?";
 }
 
+const char *em_dtype_torch_name(int dtype) {
+    return dtype >= 0 && dtype < EMDT__COUNT ? em_dtype_info[dtype].torch_name : "<a dtype ember does not name>";
+}
+
 const EmDevInfo em_dev_info[EMDEV__COUNT] = {
 #define X(e, number, name) {number, name},
 #include "em_devices.def"

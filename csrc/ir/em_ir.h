@@ -177,5 +177,6 @@ const char *em_ir_verify(const EmGraph *G);
 /* Number of nodes that are not inputs. */
 int32_t em_ir_op_count(const EmGraph *G);
 const char *em_dtype_name(int dtype);
+const char *em_dtype_torch_name(int dtype); /* torch.<this> */
 
 #endif

@@ -9,9 +9,13 @@
 
 #include "../core/em_core.h"
 
+#define EM_VERIFIED_KEYS 16
+
 typedef struct {
     /* tensor layout, found by probing (guard/em_guard_tensor.c) */
     int probe_ok;
+    int n_verified_keys; /* em_guard_tensor.c: key sets read directly */
+    uint64_t verified_keys[EM_VERIFIED_KEYS];
     Py_ssize_t impl_off, ss_off, dtype_off, dev_off, keyset_off;
     int ss_inline;
     getter requires_grad_get;

@@ -291,3 +291,29 @@ def test_dict_changed_size_during_iteration_raises_as_in_python(how):
         f(torch.ones(2))
     with pytest.raises(RuntimeError, match="changed size during iteration"):
         ember.compile(f)(torch.ones(2))
+
+
+def test_recompile_reasons_name_what_changed_in_a_tensor(capfd):
+    """EMBER_LOGS=recompiles says which property of which tensor failed its check."""
+    def f(x):
+        return x * 2
+
+    cf = ember.compile(f)
+    base = torch.randn(3, 4)
+    cases = [(base.double(), "dtype is torch.float64, expected torch.float32"),
+             (torch.randn(5, 4), "size is (5, 4), expected (3, 4)"),
+             (torch.randn(4, 3).t(), "stride is (1, 3), expected (4, 1)"),
+             (torch.randn(3, 4, requires_grad=True), "requires_grad is True, expected False"),
+             (torch.randn(3, 4, device="meta"), "device is meta:-1, expected cpu:-1")]
+    ember.set_logs("recompiles")
+    try:
+        cf(base)
+        for x, why in cases:
+            ember.reset()
+            cf(base)
+            capfd.readouterr()
+            cf(x)
+            err = capfd.readouterr().err
+            assert why in err, (why, err)
+    finally:
+        ember.set_logs("")
