@@ -682,17 +682,32 @@ def _call_key(fn, args, kwargs):
         return None
 
 
-def _record(out, args):
-    """The result as rebuildable records, or None when it must not be shared (views, inputs)."""
+def _tensors(x, depth=0):
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (list, tuple)) and depth < 4:
+        for i in x:
+            yield from _tensors(i, depth + 1)
+    elif isinstance(x, dict) and depth < 4:
+        for i in x.values():
+            yield from _tensors(i, depth + 1)
+
+
+def _record(out, ins):
+    """The result as rebuildable records, or None when it must not be shared: an input or a
+    view that may alias one (ins: the call's input tensors, their bases included). A view of a
+    tensor made inside the call (matmul's folded bmm, attention's math path) aliases nothing
+    the trace can see: it is kept as a fresh tensor of the same sizes and strides."""
     if out is None:
         return ("none",)
     if isinstance(out, torch.Tensor):
-        if type(out) is not torch.Tensor or out._is_view() or out.layout != torch.strided or \
-                any(out is a for a in args):
+        if type(out) is not torch.Tensor or out.layout != torch.strided or any(out is a for a in ins):
+            return None
+        if out._is_view() and (out.storage_offset() != 0 or any(out._base is a for a in ins)):
             return None
         return ("t", tuple(out.shape), out.stride(), out.dtype, out.requires_grad)
     if type(out) in (tuple, list):
-        items = [_record(o, args) for o in out]
+        items = [_record(o, ins) for o in out]
         return None if any(i is None for i in items) else (type(out), items)
     return None
 
@@ -706,6 +721,24 @@ def _rebuild(rec):
     return kind(_rebuild(r) for r in rec[1])
 
 
+def _memo_run(fn, args, kwargs):
+    """fn(*args, **kwargs) on meta values, through the memo when the call has a key."""
+    key = _call_key(fn, args, kwargs)
+    rec = _MEMO.get(key) if key is not None else None
+    if rec is not None:
+        return _rebuild(rec)
+    out = fn(*args, **kwargs)
+    if key is not None and _all_meta(out):
+        ins = [t for t in _tensors((args, kwargs))]
+        ins += [t._base for t in ins if t._base is not None]
+        rec = _record(out, ins)
+        if rec is not None:
+            if len(_MEMO) >= _MEMO_MAX:
+                _MEMO.clear()
+            _MEMO[key] = rec
+    return out
+
+
 def run(fn, args, kwargs, device):
     """Runs fn on meta values; returns (result, device of the result)."""
     kind = _MOVES.get(fn)
@@ -717,25 +750,15 @@ def run(fn, args, kwargs, device):
         d = kwargs["device"]
         device = _device(d) if d is not None else (device or torch.get_default_device())
         kwargs["device"] = META
-        out = fn(*args, **kwargs)
+        out = _memo_run(fn, args, kwargs)
     elif device is None and not _has_tensor(args) and not _has_tensor(kwargs):
         device = torch.get_default_device()
         try:
-            out = fn(*args, device=META, **kwargs)
+            out = _memo_run(fn, args, dict(kwargs, device=META))
         except TypeError:
             out = fn(*args, **kwargs)
     else:
-        key = _call_key(fn, args, kwargs)
-        rec = _MEMO.get(key) if key is not None else None
-        if rec is not None:
-            return _rebuild(rec), device if device is not None else torch.device("cpu")
-        out = fn(*args, **kwargs)
-        if key is not None and _all_meta(out):
-            rec = _record(out, args)
-            if rec is not None:
-                if len(_MEMO) >= _MEMO_MAX:
-                    _MEMO.clear()
-                _MEMO[key] = rec
+        out = _memo_run(fn, args, kwargs)
     if not _all_meta(out):
         raise NotImplementedError("creates tensor data while tracing")
     return out, device if device is not None else torch.device("cpu")

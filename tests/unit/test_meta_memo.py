@@ -85,3 +85,32 @@ def test_memo_and_rules_keep_no_user_object_alive():
     del s, mod, Local, fn
     gc.collect()
     assert [r() for r in refs] == [None, None, None]
+
+
+def test_view_of_an_intermediate_is_cached_view_of_an_input_is_not():
+    _rules._MEMO.clear()
+    a, b = meta(2, 3, 4), meta(2, 4, 5)
+    m = run(torch.einsum, "bij,bjk->bki", a, b)  # a view of its bmm's result, aliasing no input
+    assert m._is_view() and len(_rules._MEMO) == 1
+    again = run(torch.einsum, "bij,bjk->bki", meta(2, 3, 4), meta(2, 4, 5))
+    assert not again._is_view() and (again.shape, again.stride()) == (m.shape, m.stride())
+    x = meta(3, 4)
+    d = run(torch.diagonal, x)  # a view of the input itself
+    assert d._base is x and len(_rules._MEMO) == 1
+    base = meta(6, 4)
+    v = base[1:4]  # an input that is itself a view: a result viewing its base aliases it too
+    run(torch.narrow, v, 0, 0, 2)
+    assert len(_rules._MEMO) == 1
+
+
+def test_factory_calls_are_cached_by_their_arguments():
+    _rules._MEMO.clear()
+    out, dev = _rules.run(torch.arange, (5,), {"device": torch.device("cpu")}, None)
+    assert out.shape == (5,) and out.device.type == "meta" and dev == torch.device("cpu")
+    assert len(_rules._MEMO) == 1
+    out2, _ = _rules.run(torch.arange, (5,), {"device": torch.device("cpu")}, None)
+    assert out2 is not out and out2.shape == (5,) and len(_rules._MEMO) == 1
+    out3, _ = _rules.run(torch.arange, (7,), {"device": torch.device("cpu")}, None)
+    assert out3.shape == (7,) and len(_rules._MEMO) == 2
+    z, dev = _rules.run(torch.zeros, (2, 3), {}, None)  # no device given: the default device's
+    assert z.shape == (2, 3) and z.device.type == "meta" and dev == torch.get_default_device()
