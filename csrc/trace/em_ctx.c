@@ -107,7 +107,7 @@ static int refresh_autocast(EmTracer *T) {
     return 0;
 }
 
-EmStatus em_ctx_before_with(EmTracer *T, EmSym *ctx, EmSym **exit_fn, EmSym **entered) {
+static EmStatus torch_before_with(EmTracer *T, EmSym *ctx, EmSym **exit_fn, EmSym **entered) {
     if (ctx->ctx_state == EM_CTX_MADE) {
         ctx->prev_grad = (int8_t)T->grad;
         if (!ctx->grad_family) { /* the node's value is the entered context, for its exit */
@@ -143,8 +143,37 @@ static EmStatus record_exit(EmTracer *T, EmSym *ctx) {
     return record(T, em_state.ctx_exit_fn, "exit_ctx", a, 1, EMV_NONE) < 0 ? EM_ERR : EM_OK;
 }
 
+/* `with` of any other object (contextlib.nullcontext, a user's class): type(ctx).__enter__ is
+ * called like any traced call and __exit__ bound; exit_fn is a SYM_EXIT holding (ctx, bound
+ * __exit__), called at the block's normal end. An exception inside the block is not modeled
+ * (em_exc.c), and a graph break inside it aborts (em_trace.c: the resume function could not
+ * rebuild the block's cleanup). */
+static EmStatus generic_before_with(EmTracer *T, EmSym *ctx, EmSym **exit_fn, EmSym **entered) {
+    static PyObject *s_enter, *s_exit;
+    if (!s_enter && !(s_enter = PyUnicode_InternFromString("__enter__"))) return EM_ERR;
+    if (!s_exit && !(s_exit = PyUnicode_InternFromString("__exit__"))) return EM_ERR;
+    EmSym *exit_m = NULL, *enter = NULL, *self = NULL;
+    EmStatus st = em_sym_getattr(T, ctx, s_exit, 0, &exit_m, &self);
+    if (st == EM_OK) st = em_sym_getattr(T, ctx, s_enter, 1, &enter, &self);
+    if (st == EM_OK) st = em_call(T, enter, self, NULL, 0, NULL, entered);
+    if (st != EM_OK) return st;
+    EmSym *x = em_sym_new(T, SYM_EXIT);
+    if (!x || em_vec_push(&x->items, ctx) || em_vec_push(&x->items, exit_m))
+        return x ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
+    *exit_fn = x;
+    return EM_OK;
+}
+
+EmStatus em_ctx_with(EmTracer *T, EmSym *ctx, EmSym **exit_fn, EmSym **entered) {
+    return ctx->kind == SYM_CTX ? torch_before_with(T, ctx, exit_fn, entered)
+                                : generic_before_with(T, ctx, exit_fn, entered);
+}
+
+int em_ctx_is_generic_exit(const EmSym *exit_fn) { return exit_fn->items.data[0]->kind != SYM_CTX; }
+
 EmStatus em_ctx_exit_call(EmTracer *T, EmSym *exit_fn, EmSym **args, int nargs, EmSym **out) {
     EmSym *ctx = exit_fn->items.data[0];
+    if (em_ctx_is_generic_exit(exit_fn)) return em_call(T, exit_fn->items.data[1], NULL, args, nargs, NULL, out);
     if (nargs != 3 || ctx->ctx_state != EM_CTX_ENTERED || !T->ctx_open.len ||
         T->ctx_open.data[T->ctx_open.len - 1] != ctx)
         return em_trace_fail(T, EMA_CALL, "__exit__ of a context manager out of order");

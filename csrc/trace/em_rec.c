@@ -422,8 +422,7 @@ EmStatus h_before_with(EmTracer *T, const EmInstr *in) {
     (void)in;
     NEED(1);
     EmSym *ctx = POP(), *exit_fn = NULL, *entered = NULL;
-    if (ctx->kind != SYM_CTX) return em_trace_fail(T, EMA_VALUE, "with block of a %s", em_sym_describe(ctx));
-    EmStatus st = em_ctx_before_with(T, ctx, &exit_fn, &entered);
+    EmStatus st = em_ctx_with(T, ctx, &exit_fn, &entered);
     if (st != EM_OK) return st;
     if ((st = em_push(T, exit_fn)) != EM_OK) return st;
     return em_push(T, entered);

@@ -332,7 +332,9 @@ EmStatus em_module_members(EmTracer *T, EmSym *mod, EmModuleWalk what, int named
 /* Context managers of global state (em_ctx.c). */
 int em_ctx_class(PyObject *fn);
 EmStatus em_ctx_make(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
-EmStatus em_ctx_before_with(EmTracer *T, EmSym *ctx, EmSym **exit_fn, EmSym **entered);
+/* BEFORE_WITH: *exit_fn (a SYM_EXIT) and *entered (what __enter__ returned). */
+EmStatus em_ctx_with(EmTracer *T, EmSym *ctx, EmSym **exit_fn, EmSym **entered);
+int em_ctx_is_generic_exit(const EmSym *exit_fn); /* 1: the exit of a with block of a non-torch object */
 EmStatus em_ctx_exit_call(EmTracer *T, EmSym *exit_fn, EmSym **args, int nargs, EmSym **out);
 /* The bound __exit__ of a grad-mode context made before the trace (an input), and its call. */
 int em_ctx_is_grad_exit(PyObject *f);

@@ -1,0 +1,141 @@
+"""`with` blocks of objects other than torch's state contexts (contextlib.nullcontext, a user's
+class with __enter__/__exit__): __enter__ and __exit__ are traced as calls, so a block whose
+methods only touch Python state stays in one graph. An exception inside the block, or a graph
+break inside it, makes the frame run as plain Python: __exit__ runs exactly as in eager."""
+import contextlib
+
+import pytest
+import torch
+
+import ember
+from tests.helpers import one_graph, randn
+
+
+def maybe_autocast(device_type, enabled):
+    """transformers' pattern: autocast only where it does something, else a nullcontext."""
+    if torch.is_autocast_enabled(device_type) or enabled:
+        return torch.autocast(device_type, enabled=enabled)
+    return contextlib.nullcontext()
+
+
+class Counting:
+    """A context manager that counts its entries and exits and hands out itself."""
+
+    def __init__(self):
+        self.entered = self.exited = 0
+        self.last_exc = "unset"
+
+    def __enter__(self):
+        self.entered += 1
+        return self
+
+    def __exit__(self, typ, val, tb):
+        self.exited += 1
+        self.last_exc = typ
+        return False
+
+
+class Swallowing:
+    def __enter__(self):
+        return 3
+
+    def __exit__(self, typ, val, tb):
+        return True  # suppresses any exception
+
+
+def test_nullcontext_is_one_graph():
+    def f(x):
+        with contextlib.nullcontext():
+            y = x * 2
+        return y + 1
+
+    one_graph(f, randn(4))
+
+
+def test_nullcontext_enter_result():
+    def f(x):
+        with contextlib.nullcontext(3) as k:
+            return x * k
+
+    one_graph(f, randn(4))
+
+
+def test_maybe_autocast_returning_nullcontext():
+    def f(x):
+        with maybe_autocast("cpu", enabled=False):
+            y = x.float() @ x.float().t()
+        return y.sum(0)
+
+    one_graph(f, randn(3, 3))
+
+
+def test_user_context_made_inside():
+    def f(x):
+        c = Counting()
+        with c as same:
+            y = x + same.entered
+        return y, c.entered, c.exited, c.last_exc
+
+    one_graph(f, randn(4))
+
+
+def test_user_context_from_outside_keeps_its_side_effects():
+    def f(x, c):
+        with c:
+            y = x * 3
+        return y
+
+    x = randn(4)
+    mine, theirs = Counting(), Counting()
+    expected = [f(x, theirs) for _ in range(3)]
+    cf = ember.compile(f)
+    got = [cf(x, mine) for _ in range(3)]
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e)
+    assert (mine.entered, mine.exited, mine.last_exc) == (theirs.entered, theirs.exited, theirs.last_exc) == (3, 3,
+                                                                                                                None)
+
+
+def test_exception_inside_block_runs_exit_once():
+    def f(x, c):
+        with c:
+            y = x + 1
+            raise ValueError("inside")
+        return y
+
+    mine, theirs = Counting(), Counting()
+    with pytest.raises(ValueError, match="inside"):
+        f(randn(4), theirs)
+    with pytest.raises(ValueError, match="inside"):
+        ember.compile(f)(randn(4), mine)
+    assert (mine.entered, mine.exited, mine.last_exc) == (theirs.entered, theirs.exited, theirs.last_exc)
+    assert mine.last_exc is ValueError
+
+
+def test_exit_that_suppresses_the_exception():
+    def f(x):
+        y = x
+        with Swallowing() as k:
+            y = x * k
+            raise KeyError("gone")
+        return y - 1
+
+    x = randn(4)
+    torch.testing.assert_close(ember.compile(f)(x), f(x))
+
+
+def test_graph_break_inside_block_runs_exit_once():
+    def f(x, c, log):
+        with c:
+            y = x * 2
+            log.write("side")  # not capturable: the frame runs as plain Python
+            y = y + 1
+        return y
+
+    import io
+    mine, theirs = Counting(), Counting()
+    x = randn(4)
+    expected = f(x, theirs, io.StringIO())
+    got = ember.compile(f)(x, mine, io.StringIO())
+    torch.testing.assert_close(got, expected)
+    assert (mine.entered, mine.exited) == (theirs.entered, theirs.exited) == (1, 1)
