@@ -528,6 +528,7 @@ for _f in (torch.nn.functional.relu, torch.nn.functional.gelu, torch.nn.function
 # are the rows of csrc/trace/em_shape_rules.def
 SHAPE_LIKE_FIRST, SHAPE_LINEAR, SHAPE_CONV, SHAPE_ADAPTIVE_POOL = (_C.SHAPE_LIKE_FIRST, _C.SHAPE_LINEAR, _C.SHAPE_CONV,
                                                                    _C.SHAPE_ADAPTIVE_POOL)
+SHAPE_SCALAR_ARGS, SHAPE_REDUCE = _C.SHAPE_SCALAR_ARGS, _C.SHAPE_REDUCE
 _F = torch.nn.functional
 SHAPE_RULES = {}
 _NN = torch._C._nn
@@ -542,6 +543,16 @@ for _f in (_fns(_F, "batch_norm layer_norm group_norm dropout hardswish hardsigm
                     "leaky_relu elu mish softmax log_softmax") + _fns(torch, "batch_norm layer_norm softmax") +
            _fns(_T, "softmax") + _fns(_NN, "hardswish hardsigmoid")):
     SHAPE_RULES[_f] = SHAPE_LIKE_FIRST
+for _f in _fns(torch, "clamp clip clamp_min clamp_max pow") + _fns(_T, "clamp clip clamp_min clamp_max pow"):
+    SHAPE_RULES[_f] = SHAPE_SCALAR_ARGS
+for _f in _fns(torch, "sum mean") + _fns(_T, "sum mean"):
+    SHAPE_RULES[_f] = SHAPE_REDUCE
+for _names, _rule in (("transpose swapaxes swapdims", _C.SHAPE_VIEW_TRANSPOSE), ("t", _C.SHAPE_VIEW_T),
+                      ("permute", _C.SHAPE_VIEW_PERMUTE), ("unsqueeze", _C.SHAPE_VIEW_UNSQUEEZE),
+                      ("expand", _C.SHAPE_VIEW_EXPAND), ("view", _C.SHAPE_VIEW_VIEW),
+                      ("reshape", _C.SHAPE_VIEW_RESHAPE)):
+    for _f in _fns(torch, _names) + _fns(_T, _names):
+        SHAPE_RULES[_f] = _rule
 for _f in _fns(_F, "linear") + _fns(_NN, "linear"):
     SHAPE_RULES[_f] = SHAPE_LINEAR
 for _f in _fns(_F, "conv1d conv2d conv3d") + _fns(torch, "conv1d conv2d conv3d"):

@@ -222,29 +222,6 @@ static EmStatus record_inferred(EmTracer *T, EmOp op, PyObject *fn, const char *
     return EM_OK;
 }
 
-/* The metadata of a pointwise result from em_infer_pointwise's answer: like's shape and
- * strides, or the contiguous broadcast shape already in inf->sizes when bnd >= 0. */
-static void pointwise_result(EmTracer *T, const EmNode *like, int dtype, int requires_grad, int bnd, EmInferred *inf) {
-    inf->dtype = dtype;
-    inf->dev_type = like->dev_type;
-    inf->dev_index = like->dev_index;
-    inf->requires_grad = requires_grad;
-    if (bnd >= 0) {
-        inf->ndim = bnd;
-        int64_t stv = 1;
-        for (int i = bnd - 1; i >= 0; i--) {
-            inf->strides[i] = stv;
-            stv *= inf->sizes[i] > 1 ? inf->sizes[i] : 1;
-        }
-    } else {
-        inf->ndim = like->ndim;
-        if (like->ndim) {
-            memcpy(inf->sizes, em_ir_sizes(T->G, like), sizeof(int64_t) * (size_t)like->ndim);
-            memcpy(inf->strides, em_ir_strides(T->G, like), sizeof(int64_t) * (size_t)like->ndim);
-        }
-    }
-}
-
 /* The call's arguments as meta values: *margs (positional, then fn for a GETATTR) and *mkw,
  * both new references. EM_OK, or the status with both NULL. */
 static EmStatus meta_call_args(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
@@ -374,18 +351,13 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
     char name[160];
     if (op == EMOP_CALL) callable_name(fn, name, sizeof(name));
     else snprintf(name, sizeof(name), "%s", em_op_info[op].name);
-    int cdt, crg, bnd = -1;
-    const EmNode *like = NULL;
     EmInferred inf;
-    int inferred = em_infer_pointwise(T, op, fn, args, nargs, kwnames, &cdt, &like, &crg, inf.sizes, &bnd);
+    int inferred = em_infer_pointwise(T, op, fn, args, nargs, kwnames, &inf);
     if (inferred < 0) return EM_ERR;
-    if (inferred) {
-        if (like->ndim > 64) return em_trace_fail(T, EMA_META, "%s on more than 64 dimensions", name);
-        pointwise_result(T, like, cdt, crg, bnd, &inf);
-        return record_inferred(T, op, fn, name, args, nargs, NULL, &inf, out);
-    }
-    if (op == EMOP_CALL && (inferred = em_infer_shape(T, fn, args, nargs, kwnames, &inf)) != 0)
-        return inferred < 0 ? EM_ERR : record_inferred(T, op, fn, name, args, nargs, kwnames, &inf, out);
+    if (inferred) return record_inferred(T, op, fn, name, args, nargs, NULL, &inf, out);
+    if (op == EMOP_CALL) inferred = em_infer_shape(T, fn, args, nargs, kwnames, &inf);
+    else if (op == EMOP_SUBSCR && nargs == 2) inferred = em_infer_getitem(T, args[0], args[1], &inf);
+    if (inferred) return inferred < 0 ? EM_ERR : record_inferred(T, op, fn, name, args, nargs, kwnames, &inf, out);
     PyObject *margs, *mkw;
     EmStatus st = meta_call_args(T, op, fn, args, nargs, kwnames, &margs, &mkw);
     if (st != EM_OK) return st;
@@ -1045,6 +1017,19 @@ static EmStatus known_zip(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int 
         return em_call_sequence(T, fn->obj, all, n - 1, strict, out); /* zip(..., strict=b) */
     }
     return CALL_NEXT;
+}
+
+/* x.contiguous() of a contiguous tensor is x itself (aten returns self): no graph op, and
+ * `y is x` holds as in eager. Any other call: the rule (a graph op). */
+static EmStatus known_contiguous(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                 EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (n != 1 || kwnames || all[0]->kind != SYM_TENSOR) return CALL_NEXT;
+    const EmNode *x = &T->G->nodes.data[all[0]->ref];
+    if (x->vkind != EMV_TENSOR || x->dtype < 0 || !em_node_contiguous(T->G, x)) return CALL_NEXT;
+    *out = all[0];
+    return EM_OK;
 }
 
 /* functools.reduce(function, iterable[, initial]): function called through em_call on the

@@ -295,20 +295,29 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
                       EmSym **out);
 
 int em_trace_lineno(EmTracer *T);
-/* C shape inference for common elementwise ops (em_infer.c): 1 when inferred, 0 when the meta
- * run must decide, -1 with a Python exception set. */
-/* bshape (64 entries) may be NULL; when given, operands of different shapes broadcast and
- * *bndim is the result's rank (its contiguous shape in bshape), or -1 when it is like's. */
-int em_infer_pointwise(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, int *dtype,
-                       const EmNode **like, int *requires_grad, int64_t *bshape, int *bndim);
-/* Result metadata of a torch function from its operands by the shape rules of
- * ember/_rules.py SHAPE_RULES (em_infer.c): 1 when inferred (contiguous), 0 when the meta run
- * must decide, -1 with a Python exception set. */
+/* Result metadata inferred in C (em_infer.c): 1 when inferred, 0 when the meta run must
+ * decide, -1 with a Python exception set. em_infer_pointwise: Python arithmetic and
+ * comparisons and the unary torch functions of ember/_rules.py POINTWISE, on tensors of one
+ * dtype and device and Python numbers, any layout (TensorIterator's result layout).
+ * em_infer_shape: the rules of ember/_rules.py SHAPE_RULES (em_shape_rules.def). */
 typedef struct {
     int dtype, dev_type, dev_index, requires_grad, ndim;
     int64_t sizes[64], strides[64];
 } EmInferred;
+int em_infer_pointwise(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, EmInferred *r);
 int em_infer_shape(EmTracer *T, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, EmInferred *r);
+/* The rows of em_shape_rules.def (0: no rule); the VIEW_ rows come last. */
+typedef enum {
+    SR_NONE,
+#define X(name) SR_##name,
+#include "em_shape_rules.def"
+#undef X
+} EmShapeRule;
+/* em_infer_view.c: views (a VIEW_ rule) and basic indexing x[key]; same convention. */
+int em_infer_view(EmTracer *T, int rule, EmSym **args, int nargs, PyObject *kwnames, EmInferred *r);
+int em_infer_getitem(EmTracer *T, EmSym *x, EmSym *key, EmInferred *r);
+/* 1 when node n (a tensor) is contiguous and not empty. */
+int em_node_contiguous(const EmGraph *G, const EmNode *n);
 /* Inlines a call of the Python function `func` (em_inline.c). em_inline_closure: of a function
  * made while tracing, whose sym `closure` holds the values of its free variables as items
  * (NULL: they are read from func's cells). */

@@ -79,3 +79,20 @@ def test_equal_constants_identity_in_any_call_order(order):
     for x, y in calls * 2:
         torch.testing.assert_close(cf(x, y, t), is_op(x, y, t))
     assert len(ember.testing.entries(cf)) == 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_contiguous_is_the_tensor_itself_when_contiguous(backend):
+    """x.contiguous() returns x itself when x is contiguous (a copy otherwise), under ember too."""
+    def f(x):
+        y = x.contiguous()
+        z = y * 2
+        return z, y is x, y
+
+    for x in (torch.randn(3, 4), torch.randn(4, 3).t(), torch.randn(2, 1, 3)[:, :, 1:]):
+        want = f(x)
+        got = ember.compile(f, backend=backend)(x)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1]
+        assert (got[2] is x) == (want[2] is x)
+        assert got[2].stride() == want[2].stride()
