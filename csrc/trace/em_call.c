@@ -789,9 +789,7 @@ static EmStatus known_module_walk(EmTracer *T, EmSym *fn, EmSym *self, EmSym **a
                                   EmSym **out) {
     (void)all;
     (void)kwnames;
-    if (!self || self->kind != SYM_OBJ || self->src < 0 || n != 1 ||
-        PyObject_IsInstance(self->obj, em_state.nn_module_type) != 1)
-        return CALL_NEXT;
+    if (!self || self->kind != SYM_OBJ || self->src < 0 || n != 1 || !em_is_module(self->obj)) return CALL_NEXT;
     int i = 0; /* the row's distance to module_children: EmModuleWalk * 2 + named */
     while (i < 7 && PyTuple_GET_ITEM(em_state.known, EMK_module_children + i) != fn->obj) i++;
     return em_module_members(T, self, (EmModuleWalk)(i / 2), i & 1, out);
@@ -819,9 +817,8 @@ static EmStatus known_super(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, in
 static EmStatus known_len(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;
-    if (n == 1 && (all[0]->kind == SYM_NEW ||
-                   (all[0]->kind == SYM_OBJ && all[0]->src >= 0 && !all[0]->by_id && !PyDict_Check(all[0]->obj) &&
-                    PyObject_IsInstance(all[0]->obj, em_state.nn_module_type) == 0)))
+    if (n == 1 && (all[0]->kind == SYM_NEW || (all[0]->kind == SYM_OBJ && all[0]->src >= 0 && !all[0]->by_id &&
+                                               !PyDict_Check(all[0]->obj) && !em_is_module(all[0]->obj))))
         return em_call_dunder(T, all[0], "__len__", NULL, 0, out);
     if (n == 1 && !kwnames &&
         (all[0]->kind == SYM_TUPLE || all[0]->kind == SYM_LIST || all[0]->kind == SYM_DICT ||
@@ -832,7 +829,7 @@ static EmStatus known_len(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int 
         Py_XDECREF(len);
         return *out ? EM_OK : EM_ERR;
     }
-    if (n == 1 && all[0]->kind == SYM_OBJ && PyObject_IsInstance(all[0]->obj, em_state.nn_module_type) == 1) {
+    if (n == 1 && all[0]->kind == SYM_OBJ && em_is_module(all[0]->obj)) {
         EmSym *items = NULL;
         EmStatus st = em_module_items(T, all[0], 1, &items);
         if (st != EM_OK) return st;
@@ -1190,13 +1187,12 @@ static EmStatus call_unruled(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
     PyObject *f = fn->obj;
     char name[160];
     if (f == em_module_base_call() && n >= 1 && all[0]->kind == SYM_OBJ &&
-        PyObject_IsInstance(all[0]->obj, em_state.nn_module_type) == 1) /* nn.Module.__call__(m, ...) */
+        em_is_module(all[0]->obj)) /* nn.Module.__call__(m, ...) */
         return em_module_call_impl(T, all[0], all + 1, n - 1, kwnames, out);
     if (PyFunction_Check(f)) {
         return em_inline_closure(T, f, fn->items.len ? fn : NULL, all, n, kwnames, out);
     }
-    if (fn->kind == SYM_OBJ && PyObject_IsInstance(f, em_state.nn_module_type) == 1)
-        return em_inline_module(T, fn, all, n, kwnames, out);
+    if (fn->kind == SYM_OBJ && em_is_module(f)) return em_inline_module(T, fn, all, n, kwnames, out);
     if (PyExceptionClass_Check(f)) return call_exception_class(T, f, all, n, kwnames, out);
     if (PyType_Check(f)) {
         int handled;

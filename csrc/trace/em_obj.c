@@ -31,10 +31,7 @@ EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObjec
     *handled = 0;
     if (!PyType_Check(cls)) return EM_OK;
     PyTypeObject *tp = (PyTypeObject *)cls, *base = builtin_base(tp);
-    if (!base || PyObject_IsSubclass(cls, em_state.nn_module_type) != 0) {
-        PyErr_Clear();
-        return EM_OK;
-    }
+    if (!base || PyType_IsSubtype(tp, (PyTypeObject *)em_state.nn_module_type)) return EM_OK;
     if (!intern(&s_init, "__init__")) return EM_ERR;
     PyObject *init = _PyType_Lookup(tp, s_init);
     int py_init = init && PyFunction_Check(init);

@@ -806,8 +806,7 @@ static int attr_absent(EmTracer *T, EmSym *base, PyObject *name, int generic) {
     if (base->kind != SYM_OBJ || base->src < 0 || PyType_Check(base->obj) || PyModule_Check(base->obj)) return 0;
     PyObject *o = base->obj;
     PyTypeObject *tp = Py_TYPE(o);
-    int is_mod = PyObject_IsInstance(o, em_state.nn_module_type);
-    if (is_mod < 0) return -1;
+    int is_mod = em_is_module(o);
     if (tp->tp_getattro != PyObject_GenericGetAttr && !is_mod && !generic) return 0;
     if (_PyType_Lookup(tp, name)) return 0;
     PyObject *dict = em_obj_dict(o);
@@ -1179,7 +1178,7 @@ static int instance_value(EmTracer *T, EmSym *base, PyObject *name, PyObject *de
         *slot = em_guard_odict(T->P, base->src, name);
     } else if (PyErr_Occurred()) {
         return -1;
-    } else if (!descr && od && PyObject_IsInstance(o, em_state.nn_module_type) == 1) {
+    } else if (!descr && od && em_is_module(o)) {
         static const char *const tables[] = {"_parameters", "_buffers", "_modules", NULL};
         for (int i = 0; tables[i] && !*v; i++) {
             PyObject *tab = PyDict_GetItemString(od, tables[i]);
@@ -1230,7 +1229,7 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
     PyTypeObject *tp = Py_TYPE(o);
     if ((st = dunder_attr(T, base, name, method, out, &done)) != EM_OK || done) return st;
     PyObject *getattr_hook = NULL;
-    if (!generic && tp->tp_getattro != PyObject_GenericGetAttr && !PyObject_IsInstance(o, em_state.nn_module_type) &&
+    if (!generic && tp->tp_getattro != PyObject_GenericGetAttr && !em_is_module(o) &&
         ((st = getattribute_hook(T, base, name, n, &getattr_hook, out, &done)) != EM_OK || done))
         return st;
     PyObject *descr = _PyType_Lookup(tp, name);
@@ -1345,3 +1344,5 @@ EmStatus em_sym_const_attr(EmTracer *T, EmSym *base, PyObject *name, int method,
     Py_DECREF(v);
     return *out ? EM_OK : EM_ERR;
 }
+
+int em_is_module(PyObject *o) { return PyType_IsSubtype(Py_TYPE(o), (PyTypeObject *)em_state.nn_module_type); }

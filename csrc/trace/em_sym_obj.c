@@ -9,7 +9,7 @@
 #include "../pyver/em_state.h"
 
 /* 1 when OBJ s is an nn.Module, 0 when not, -1 on error. */
-static int obj_is_module(const EmSym *s) { return PyObject_IsInstance(s->obj, em_state.nn_module_type); }
+static int obj_is_module(const EmSym *s) { return em_is_module(s->obj); }
 
 /* An object read from the frame, guarded by its type only, that is not an nn.Module: its own
  * protocol methods (__getitem__, __iter__) are traced. 1, 0, or -1 on error. */

@@ -285,6 +285,8 @@ EmStatus em_super_noargs(EmTracer *T, EmSym **out);
 /* A function made while tracing (MAKE_FUNCTION): its object is a stand-in without the closure
  * cells and defaults the sym holds, so it must never run or reach real code. */
 int em_sym_placeholder(const EmSym *s);
+/* 1 when o's own type is torch.nn.Module or a subclass (no __class__ property runs; never fails). */
+int em_is_module(PyObject *o);
 /* Graph argument for a sym (tensors become refs, constants consts). -1 on abort/error with
  * *st set. */
 int32_t em_sym_arg(EmTracer *T, EmSym *s, EmStatus *st);

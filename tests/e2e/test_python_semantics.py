@@ -1234,3 +1234,28 @@ def test_module_with_its_own_call_is_one_graph():
         torch.testing.assert_close(cm(x), expected)
     c = ember.testing.counters()
     assert (c["frames"], c["breaks"], c["aborts"]) == (1, 0, 0), c
+
+
+class _ClaimsToBeALinear:
+    """An object whose __class__ says torch.nn.Linear: isinstance() believes it, its type does not."""
+
+    @property
+    def __class__(self):
+        return torch.nn.Linear
+
+    def __init__(self):
+        self.k = 2
+
+    def scale(self, x):
+        return x * self.k
+
+
+def test_object_lying_about_its_class_is_traced_by_its_type():
+    def f(x, o):
+        return o.scale(x) + o.k, isinstance(o, torch.nn.Module)
+
+    o = _ClaimsToBeALinear()
+    x = torch.randn(3)
+    got, want = ember.compile(f)(x, o), f(x, o)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1] is want[1] is True
