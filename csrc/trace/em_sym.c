@@ -404,7 +404,12 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
     }
     if (container) {
         T->wrap_depth--;
-        if (!s && PyDict_DelItem(T->seen, key)) PyErr_Clear(); /* is a constant when wrapped again */
+        if (!s) { /* forgotten: it is a constant when wrapped again; the failure's exception stays */
+            PyObject *et, *ev, *tb;
+            PyErr_Fetch(&et, &ev, &tb);
+            if (PyDict_DelItem(T->seen, key)) PyErr_Clear(); /* the key was put there above */
+            PyErr_Restore(et, ev, tb);
+        }
     }
     if (s) {
         if (s->src < 0) s->src = slot;
