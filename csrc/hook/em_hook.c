@@ -483,6 +483,13 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
             /* internal error: never crash the program; report it and run the frame as is */
             PyObject *et, *ev, *tb;
             PyErr_Fetch(&et, &ev, &tb);
+            if (et && !PyErr_GivenExceptionMatches(et, PyExc_Exception)) {
+                /* KeyboardInterrupt or SystemExit while tracing: the program's own, raised from
+                 * the call as Python would; nothing is remembered, the next call compiles */
+                PyErr_Restore(et, ev, tb);
+                em_cache_unlock();
+                return NULL;
+            }
             why = PyUnicode_FromFormat("%U:%d: internal error %S", co->co_filename, co->co_firstlineno,
                                        ev ? ev : Py_None);
             Py_XDECREF(et);

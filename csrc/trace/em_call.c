@@ -169,23 +169,29 @@ static int32_t kw_const(EmTracer *T, PyObject *kwnames) {
     return c;
 }
 
+/* The str attribute `name` of o (borrowed from *keep, a new reference or NULL the caller
+ * drops), or NULL. For names in messages and dumps only: whatever the lookup raises (a
+ * property, a value that is no str) is dropped. */
+static const char *name_attr(PyObject *o, const char *name, PyObject **keep) {
+    *keep = PyObject_GetAttrString(o, name);
+    const char *u = *keep && PyUnicode_Check(*keep) ? PyUnicode_AsUTF8(*keep) : NULL;
+    if (!u) PyErr_Clear(); /* a name for messages: see above */
+    return u;
+}
+
 static const char *callable_name(PyObject *fn, char *buf, size_t n) {
-    PyObject *q = PyObject_GetAttrString(fn, "__qualname__");
-    if (!q) {
-        PyErr_Clear();
-        q = PyObject_GetAttrString(fn, "__name__");
+    PyObject *q, *mod;
+    const char *qs = name_attr(fn, "__qualname__", &q);
+    if (!qs) {
+        Py_XDECREF(q);
+        qs = name_attr(fn, "__name__", &q);
     }
-    if (!q) {
-        PyErr_Clear();
+    if (!qs) {
+        Py_XDECREF(q);
         snprintf(buf, n, "%s", Py_TYPE(fn)->tp_name);
         return buf;
     }
-    PyObject *mod = PyObject_GetAttrString(fn, "__module__");
-    if (!mod) PyErr_Clear();
-    const char *qs = PyUnicode_Check(q) ? PyUnicode_AsUTF8(q) : NULL;
-    const char *ms = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
-    if (!qs) PyErr_Clear();
-    if (!ms) PyErr_Clear();
+    const char *ms = name_attr(fn, "__module__", &mod);
     if (Py_IS_TYPE(fn, &PyMethodDescr_Type)) {
         ms = "Tensor";
         qs = PyUnicode_AsUTF8(PyDescr_NAME(fn));
@@ -457,8 +463,7 @@ static EmStatus call_isinstance(EmTracer *T, EmSym *obj, EmSym *cls, EmSym **out
     Py_DECREF(c);
     if (st != EM_OK) return st;
     if (!r) {
-        PyErr_Clear();
-        return em_trace_fail(T, EMA_CALL, "isinstance of a %s raised", em_sym_describe(obj));
+        return em_trace_abandon(T, EMA_CALL, "isinstance of a %s raised", em_sym_describe(obj));
     }
     if (r == Py_None) {
         Py_DECREF(r);
@@ -502,8 +507,7 @@ static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **args, int nargs, Py
         }
     PyObject *r = PyObject_Vectorcall(fn, stack, (size_t)(nargs - nkw), kwnames);
     if (!r) {
-        PyErr_Clear();
-        st = em_trace_fail(T, rule == RULE_META_QUERY ? EMA_META : EMA_CALL, "%s on these arguments", name);
+        st = em_trace_abandon(T, rule == RULE_META_QUERY ? EMA_META : EMA_CALL, "%s on these arguments", name);
         goto done;
     }
     if (has_tensor && rule == RULE_CONST &&
@@ -924,8 +928,7 @@ static EmStatus known_signature(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all
         Py_XDECREF(target);
         if (!sig) { /* whatever it raised (user code runs: __signature__, __wrapped__...), Python raises
                      * again when it runs the call after the abort */
-            PyErr_Clear();
-            return em_trace_fail(T, EMA_CALL, "inspect.signature raised");
+            return em_trace_abandon(T, EMA_CALL, "inspect.signature raised");
         }
         *out = em_sym_const(T, sig);
         Py_DECREF(sig);
@@ -1171,8 +1174,7 @@ static EmStatus call_exception_class(EmTracer *T, PyObject *f, EmSym **all, int 
     PyObject *e = PyObject_Vectorcall(f, stack, (size_t)(n - (kwnames ? PyTuple_GET_SIZE(kwnames) : 0)), kwnames);
     for (int i = 0; i < n; i++) Py_DECREF(stack[i]);
     if (!e) { /* whatever its __new__/__init__ raised, Python raises again when it runs the call after the abort */
-        PyErr_Clear();
-        return em_trace_fail(T, EMA_CALL, "making the exception raised");
+        return em_trace_abandon(T, EMA_CALL, "making the exception raised");
     }
     *out = em_sym_const(T, e);
     Py_DECREF(e);

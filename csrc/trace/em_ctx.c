@@ -70,8 +70,7 @@ EmStatus em_ctx_make(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObje
     /* the twin; set_grad_enabled changes grad mode as it is made */
     res = PyObject_CallMethod(em_state.meta_run, "ctx_new", "OOO", cls, pos, kw);
     if (!res) {
-        PyErr_Clear();
-        st = em_trace_fail(T, EMA_CALL, "%s on these arguments", ((PyTypeObject *)cls)->tp_name);
+        st = em_trace_abandon(T, EMA_CALL, "%s on these arguments", ((PyTypeObject *)cls)->tp_name);
         goto done;
     }
     EmSym *s = em_sym_new(T, SYM_CTX);
@@ -206,10 +205,10 @@ void em_ctx_unwind(EmTracer *T) {
     PyErr_Fetch(&et, &ev, &tb);
     for (int32_t i = T->ctx_open.len - 1; i >= 0; i--) {
         EmSym *c = T->ctx_open.data[i];
-        if (helper_grad("ctx_exit", c->obj) < 0) PyErr_Clear();
+        if (helper_grad("ctx_exit", c->obj) < 0) PyErr_Clear(); /* unwinding: the saved exception is the one told */
     }
     PyObject *r = PyObject_CallOneArg(em_state.set_grad_enabled, T->start_grad ? Py_True : Py_False);
-    if (!r) PyErr_Clear();
+    if (!r) PyErr_Clear(); /* unwinding: the saved exception is the one told */
     Py_XDECREF(r);
     PyErr_Restore(et, ev, tb);
 }
@@ -219,7 +218,7 @@ int em_ctx_is_grad_exit(PyObject *f) {
     PyObject *self = PyMethod_GET_SELF(f), *grad_ctx = PyObject_GetAttrString(em_state.meta_run, "GRAD_CTX");
     int is = 0;
     if (!grad_ctx) {
-        PyErr_Clear();
+        PyErr_Clear(); /* ember._rules always has it: nothing to tell, and no grad exit either */
         return 0;
     }
     for (Py_ssize_t i = 0; PyTuple_Check(grad_ctx) && i < PyTuple_GET_SIZE(grad_ctx); i++)
@@ -227,7 +226,7 @@ int em_ctx_is_grad_exit(PyObject *f) {
     Py_DECREF(grad_ctx);
     if (!is) return 0;
     PyObject *ex = PyObject_GetAttrString((PyObject *)Py_TYPE(self), "__exit__");
-    if (!ex) PyErr_Clear();
+    if (!ex) PyErr_Clear(); /* torch's own context type: a failed lookup is "not its __exit__" */
     is = ex == PyMethod_GET_FUNCTION(f);
     Py_XDECREF(ex);
     return is;
@@ -251,8 +250,7 @@ EmStatus em_ctx_exit_input(EmTracer *T, EmSym *fn, EmSym **args, int nargs, EmSy
             return em_trace_fail(T, EMA_CALL, "__exit__ with an exception");
     PyObject *prev = PyObject_GetAttrString(self, "prev");
     if (!prev) {
-        PyErr_Clear();
-        return em_trace_fail(T, EMA_CALL, "__exit__ of a context without `prev`");
+        return em_trace_abandon(T, EMA_CALL, "__exit__ of a context without `prev`");
     }
     int g = PyObject_IsTrue(prev);
     int32_t s_self = attr_slot(T, fn->src, "__self__"), s_func = attr_slot(T, fn->src, "__func__");

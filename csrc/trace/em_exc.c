@@ -25,7 +25,7 @@ EmStatus em_trace_raise_new(EmTracer *T, PyObject *type, PyObject *arg) {
     if (!e) return EM_ERR;
     PyObject *r = PyObject_Repr(e);
     const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
-    if (!u) PyErr_Clear();
+    if (!u) PyErr_Clear(); /* a repr for the message only: the type's name instead */
     EmStatus st = em_trace_raise(T, e, "raises %s", u ? u : ((PyTypeObject *)type)->tp_name);
     Py_XDECREF(r);
     Py_DECREF(e);
@@ -107,7 +107,7 @@ static EmStatus raise_sym(EmTracer *T, EmSym *e) {
     if (e->kind == SYM_CONST && PyExceptionInstance_Check(e->obj)) {
         PyObject *r = PyObject_Repr(e->obj);
         const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
-        if (!u) PyErr_Clear();
+        if (!u) PyErr_Clear(); /* a repr for the message only */
         EmStatus st = em_trace_raise(T, e->obj, "raise %s", u ? u : "?");
         Py_XDECREF(r);
         return st;

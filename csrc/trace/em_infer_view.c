@@ -274,6 +274,7 @@ static int index_item(EmInferred *r, PyObject *k, int *d) {
     }
     if (PySlice_Check(k)) {
         Py_ssize_t start, stop, step;
+        /* a bound whose __index__ raises: not inferred, the meta run raises it */
         if (*d >= r->ndim || PySlice_Unpack(k, &start, &stop, &step) < 0) return PyErr_Clear(), 0;
         if (step <= 0) return 0; /* torch refuses negative steps: the meta run raises */
         Py_ssize_t len = PySlice_AdjustIndices((Py_ssize_t)r->sizes[*d], &start, &stop, step);

@@ -95,9 +95,9 @@ static int mutating_ops(EmGraph *G, int32_t from) {
         PyObject *f = (PyObject *)G->consts.data[n->fn].obj, *nm = PyObject_GetAttrString(f, "__name__");
         const char *u = nm && PyUnicode_Check(nm) ? PyUnicode_AsUTF8(nm) : NULL;
         size_t len = u ? strlen(u) : 0;
-        int inplace = len > 1 && u[len - 1] == '_' && u[0] != '_';
+        int inplace = !u || (len > 1 && u[len - 1] == '_' && u[0] != '_');
         Py_XDECREF(nm);
-        PyErr_Clear();
+        PyErr_Clear(); /* a callable whose __name__ cannot be read counts as one that mutates */
         if (inplace) return 1;
         if (n->nkw) {
             PyObject *kw = (PyObject *)G->consts.data[n->kwnames].obj;

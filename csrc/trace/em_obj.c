@@ -41,8 +41,7 @@ EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObjec
     PyObject *ph = empty ? tp->tp_new(tp, empty, NULL) : NULL; /* the placeholder: an empty instance */
     Py_XDECREF(empty);
     if (!ph) {
-        PyErr_Clear();
-        return em_trace_fail(T, EMA_CALL, "%s() while tracing", tp->tp_name);
+        return em_trace_abandon(T, EMA_CALL, "%s() while tracing", tp->tp_name);
     }
     EmSym *s = em_sym_new(T, SYM_NEW), *attrs = em_sym_new(T, SYM_DICT);
     EmSym *items = base != &PyBaseObject_Type ? em_sym_new(T, SYM_DICT) : NULL;

@@ -719,7 +719,7 @@ EmStatus h_import_name(EmTracer *T, const EmInstr *in) {
                              PyUnicode_AsUTF8(name));
     }
     const char *mn = PyModule_Check(mod) ? PyModule_GetName(mod) : NULL;
-    if (!mn) PyErr_Clear();
+    if (!mn) PyErr_Clear(); /* a label for dumps only */
     EmSym *s = em_sym_known(T, mod, mn ? mn : "<module>");
     Py_DECREF(mod);
     return s ? em_push(T, s) : EM_ERR;
@@ -742,8 +742,7 @@ EmStatus h_build_set(EmTracer *T, const EmInstr *in) {
         EmSym *v = TOP(i);
         if (v->kind != SYM_CONST || PySet_Add(set, v->obj)) {
             Py_DECREF(set);
-            if (PyErr_Occurred()) PyErr_Clear();
-            return em_trace_fail(T, EMA_VALUE, "set of a %s", em_sym_describe(v));
+            return em_trace_abandon(T, EMA_VALUE, "set of a %s", em_sym_describe(v)); /* an unhashable item */
         }
     }
     T->sp -= in->arg;
@@ -766,8 +765,7 @@ EmStatus h_set_add(EmTracer *T, const EmInstr *in) {
         EmSym *x = update ? items->items.data[i] : v;
         if (x->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "set item %s", em_sym_describe(x));
         if (PySet_Add(set->obj, x->obj)) {
-            PyErr_Clear();
-            return em_trace_fail(T, EMA_VALUE, "unhashable set item");
+            return em_trace_abandon(T, EMA_VALUE, "unhashable set item");
         }
     }
     return EM_OK;

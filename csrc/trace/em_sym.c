@@ -66,6 +66,16 @@ const char *em_sym_describe(EmSym *s) {
 
 /* ---- constants: which Python values are immutable and known ---- */
 
+/* t is (a subclass of) one of ember._rules.PURE_TYPES: by the type itself, no user code runs. */
+static int pure_type(PyTypeObject *t) {
+    PyObject *types = em_state.pure_types;
+    for (Py_ssize_t i = 0; types && PyTuple_Check(types) && i < PyTuple_GET_SIZE(types); i++) {
+        PyObject *c = PyTuple_GET_ITEM(types, i);
+        if (PyType_Check(c) && PyType_IsSubtype(t, (PyTypeObject *)c)) return 1;
+    }
+    return 0;
+}
+
 static int is_pure(PyObject *v, int depth) {
     if (v == Py_None || v == Py_Ellipsis || v == Py_NotImplemented) return 1;
     PyTypeObject *t = Py_TYPE(v);
@@ -75,20 +85,13 @@ static int is_pure(PyObject *v, int depth) {
     if (t == &PyFrozenSet_Type) return 1;
     if (PyTuple_Check(v)) {
         if (depth > 8) return 0;
-        if (t != &PyTuple_Type) { /* torch.Size is a pure tuple subclass; namedtuples are not */
-            int ok = PyObject_IsInstance(v, em_state.pure_types);
-            if (ok <= 0) {
-                PyErr_Clear();
-                return 0;
-            }
-        }
+        if (t != &PyTuple_Type && !pure_type(t))
+            return 0; /* torch.Size is a pure tuple subclass; namedtuples are not */
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(v); i++)
             if (!is_pure(PyTuple_GET_ITEM(v, i), depth + 1)) return 0;
         return 1;
     }
-    int r = PyObject_IsInstance(v, em_state.pure_types);
-    if (r < 0) PyErr_Clear();
-    return r == 1;
+    return pure_type(t);
 }
 
 int em_sym_placeholder(const EmSym *s) {
@@ -118,7 +121,7 @@ static EM_NEW PyObject *sym_value_at(EmTracer *T, EmSym *s, int depth, long *lef
                                   ? PyObject_CallMethod(s->seq_type, "_make", "(O)", r)
                                   : PyObject_CallOneArg(s->seq_type, r);
                 Py_DECREF(r);
-                if (!t) PyErr_Clear();
+                if (!t) PyErr_Clear(); /* its type refused these values: not a known value (NULL, no error) */
                 return t;
             }
             return r;
@@ -178,7 +181,7 @@ static int set_meta(EmTracer *T, EmRef r, PyObject *t, PyObject *dev) {
         PyObject *n = PyObject_CallMethod(em_state.meta_run, "dtype_num", "O", s.py_dtype);
         if (n) dtype_num = (int)PyLong_AsLong(n);
         Py_XDECREF(n);
-        PyErr_Clear();
+        PyErr_Clear(); /* a dtype past ember's table has no number: -1 */
         dt = dtype_num;
     }
     int rc = dev_code(dev, &type, &index);
@@ -238,8 +241,7 @@ static EmSym *wrap_tensor(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) 
     if (em_guard_check_tensor(T->P, slot, v)) return NULL;
     PyObject *m = PyObject_CallMethod(em_state.meta_run, "meta_like", "O", v);
     if (!m) {
-        PyErr_Clear();
-        *st = em_trace_fail(T, EMA_INPUT, "tensor that has no meta equivalent");
+        *st = em_trace_abandon(T, EMA_INPUT, "tensor that has no meta equivalent");
         return NULL;
     }
     PyObject *dev = PyObject_GetAttrString(v, "device");
@@ -636,8 +638,7 @@ EmStatus em_super(EmTracer *T, EmSym *cls, EmSym *obj, EmSym **out) {
         return em_trace_fail(T, EMA_CALL, "super() of a %s", em_sym_describe(obj));
     PyObject *sup = PyObject_CallFunctionObjArgs((PyObject *)&PySuper_Type, cls->obj, obj->obj, NULL);
     if (!sup) {
-        PyErr_Clear();
-        return em_trace_fail(T, EMA_CALL, "super() on these arguments");
+        return em_trace_abandon(T, EMA_CALL, "super() on these arguments");
     }
     EmSym *s = em_sym_new(T, SYM_OBJ);
     if (!s || em_vec_push(&s->items, obj)) {
@@ -888,8 +889,7 @@ static EmStatus describing_attr(EmTracer *T, EmSym *base, PyObject *name, const 
     *done = 1;
     PyObject *v = PyObject_GetAttr(o, name);
     if (!v) {
-        PyErr_Clear();
-        return em_trace_fail(T, EMA_ATTR, "%s.%s (not found)", Py_TYPE(o)->tp_name, n);
+        return em_trace_abandon(T, EMA_ATTR, "%s.%s (not found)", Py_TYPE(o)->tp_name, n);
     }
     EmStatus st;
     if (PyCode_Check(v)) st = known_out(T, v, "<code>", out);
@@ -1076,7 +1076,7 @@ static EmStatus module_getattr(EmTracer *T, PyObject *o, PyObject *name, const c
             return st;
         }
         /* whatever __getattr__ raised, the instruction raises again when it runs as Python */
-        PyErr_Clear();
+        return em_trace_abandon(T, EMA_ATTR, "%s.%s (module attribute missing)", module_label(o), n);
     }
     return em_trace_fail(T, EMA_ATTR, "%s.%s (module attribute missing)", module_label(o), n);
 }
@@ -1164,8 +1164,7 @@ static EmStatus slot_attr(EmTracer *T, EmSym *base, PyObject *name, const char *
     PyObject *mv = PyObject_GetAttr(base->obj, name);
     if (!mv) { /* whatever the read raised (an empty slot's AttributeError), the instruction
                 * raises again when it runs as Python */
-        PyErr_Clear();
-        return em_trace_fail(T, EMA_ATTR, "%s.%s (empty slot)", tp->tp_name, n);
+        return em_trace_abandon(T, EMA_ATTR, "%s.%s (empty slot)", tp->tp_name, n);
     }
     *out = em_sym_wrap(T, mv, ms, &st);
     Py_DECREF(mv);

@@ -12,12 +12,12 @@ static EmStatus tuple_attr(EmTracer *T, EmSym *base, PyObject *name, int method,
     if (base->seq_type) { /* a namedtuple's (or structseq's) field */
         PyObject *fields = PyObject_GetAttrString(base->seq_type, "_fields");
         if (!fields && PyErr_ExceptionMatches(PyExc_AttributeError)) { /* a structseq */
-            PyErr_Clear();
+            PyErr_Clear(); /* only the AttributeError of a type without _fields */
             fields = PyObject_GetAttrString(base->seq_type, "__match_args__");
         }
         if (!fields) {
             if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return EM_ERR;
-            PyErr_Clear();
+            PyErr_Clear(); /* only the AttributeError: neither field list, a plain tuple's method */
             return em_sym_type_method(T, &PyTuple_Type, base, name, method, out, self);
         }
         Py_ssize_t n = PySequence_Size(fields);

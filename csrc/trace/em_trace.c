@@ -17,18 +17,34 @@ static const char *const abort_fmt[] = {
 #undef X
 };
 
-EmStatus em_trace_fail(EmTracer *T, EmAbort why, const char *fmt, ...) {
-    if (PyErr_Occurred()) return EM_ERR;
+static EmStatus fail_v(EmTracer *T, EmAbort why, const char *fmt, va_list ap) {
     char detail[160];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(detail, sizeof(detail), fmt, ap);
-    va_end(ap);
     T->abort = why;
     T->abort_line = em_trace_lineno(T);
     Py_XSETREF(T->abort_file, Py_NewRef(T->code->co_filename));
     snprintf(T->abort_detail, sizeof(T->abort_detail), abort_fmt[why], detail);
     return EM_ABORT;
+}
+
+EmStatus em_trace_fail(EmTracer *T, EmAbort why, const char *fmt, ...) {
+    if (PyErr_Occurred()) return EM_ERR;
+    va_list ap;
+    va_start(ap, fmt);
+    EmStatus st = fail_v(T, why, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+EmStatus em_trace_abandon(EmTracer *T, EmAbort why, const char *fmt, ...) {
+    if (PyErr_Occurred() && (!PyErr_ExceptionMatches(PyExc_Exception) || PyErr_ExceptionMatches(PyExc_MemoryError)))
+        return EM_ERR;
+    PyErr_Clear(); /* the program's own Exception: Python raises it again (see em_trace.h) */
+    va_list ap;
+    va_start(ap, fmt);
+    EmStatus st = fail_v(T, why, fmt, ap);
+    va_end(ap);
+    return st;
 }
 
 int em_trace_lineno(EmTracer *T) { return PyCode_Addr2Line(T->code, T->cur * 2); }

@@ -211,6 +211,10 @@ EM_NEW PyObject *em_trace_abort_message(const EmTracer *T);
 
 /* ---- internal to trace/ ---- */
 EmStatus em_trace_fail(EmTracer *T, EmAbort why, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* em_trace_fail after Python code the trace ran for the program (a call, an attribute read)
+ * raised: an Exception is dropped (the frame runs as Python, which raises it again), anything
+ * else (KeyboardInterrupt, SystemExit, MemoryError) stays and the status is EM_ERR. */
+EmStatus em_trace_abandon(EmTracer *T, EmAbort why, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 EmSym *em_sym_new(EmTracer *T, EmSymKind kind);
 EmSym *em_sym_const(EmTracer *T, PyObject *EM_BORROWED v);
 EmSym *em_sym_null(EmTracer *T);

@@ -1259,3 +1259,29 @@ def test_object_lying_about_its_class_is_traced_by_its_type():
     got, want = ember.compile(f)(x, o), f(x, o)
     torch.testing.assert_close(got[0], want[0])
     assert got[1] is want[1] is True
+
+
+class _InterruptsOnce:
+    """Its __class__ raises KeyboardInterrupt the first time it is read (as a Ctrl-C would land)."""
+    armed = True
+
+    @property
+    def __class__(self):
+        if _InterruptsOnce.armed:
+            _InterruptsOnce.armed = False
+            raise KeyboardInterrupt
+        return _InterruptsOnce
+
+
+def test_keyboard_interrupt_while_tracing_reaches_the_caller_and_the_next_call_compiles():
+    def f(x, o):
+        return x + 1 if isinstance(o, int) else x - 1
+
+    x, o = torch.randn(3), _InterruptsOnce()
+    cf = ember.compile(f)
+    with pytest.raises(KeyboardInterrupt):
+        cf(x, o)  # raised by code the trace runs (isinstance reads __class__): not swallowed
+    torch.testing.assert_close(cf(x, o), x - 1)
+    torch.testing.assert_close(cf(x, o), x - 1)
+    c = ember.testing.counters()
+    assert c["fallbacks"] == 0 and c["frames"] == 1 and c["hits"] == 1, c
