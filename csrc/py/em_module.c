@@ -506,9 +506,22 @@ static struct PyModuleDef moddef = {
     PyModuleDef_HEAD_INIT, "ember._C", "ember's C core.", -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__C(void); /* exported: the module entry point */
+/* em_state.str: the names of core/em_strings.def, interned for the process. */
+static int intern_names(void) {
+    static const char *const texts[EMS__COUNT] = {
+#define X(id, text) text,
+#include "../core/em_strings.def"
+#undef X
+    };
+    for (int i = 0; i < EMS__COUNT; i++)
+        if (!em_state.str[i] && !(em_state.str[i] = PyUnicode_InternFromString(texts[i]))) return -1;
+    return 0;
+}
+
 PyMODINIT_FUNC PyInit__C(void) {
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
+    if (intern_names() < 0) goto error;
     em_state.cache_size_limit = 8;
     em_state.accumulated_recompile_limit = 256;
     if (PyType_Ready(&CompiledFunctionType) < 0 || em_hook_init() < 0 || em_cache_init() < 0) goto error;

@@ -11,9 +11,19 @@
 
 #define EM_VERIFIED_KEYS 16
 
+/* Interned names (core/em_strings.def): EM_STR(ID) is a borrowed str, valid from import on. */
+typedef enum {
+#define X(id, text) EMS_##id,
+#include "../core/em_strings.def"
+#undef X
+    EMS__COUNT
+} EmStrId;
+#define EM_STR(id) (em_state.str[EMS_##id])
+
 typedef struct {
     /* tensor layout, found by probing (guard/em_guard_tensor.c) */
     int probe_ok;
+    PyObject *str[EMS__COUNT]; /* interned names, see EM_STR */
     int n_verified_keys; /* em_guard_tensor.c: key sets read directly */
     uint64_t verified_keys[EM_VERIFIED_KEYS];
     Py_ssize_t impl_off, ss_off, dtype_off, dev_off, keyset_off;

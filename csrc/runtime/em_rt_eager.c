@@ -214,13 +214,9 @@ static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const
             }
             if (o->kind == OUT_TUPLE && o->obj) {
                 /* namedtuples take fields as arguments; structseqs take one sequence */
-                static PyObject *s_make; /* interned once for the process */
-                if (!s_make && !(s_make = PyUnicode_InternFromString("_make"))) {
-                    Py_DECREF(s);
-                    return NULL;
-                }
-                PyObject *r = PyObject_HasAttr(o->obj, s_make) ? PyObject_CallMethodOneArg(o->obj, s_make, s)
-                                                               : PyObject_CallOneArg(o->obj, s);
+                PyObject *r = PyObject_HasAttr(o->obj, EM_STR(make))
+                                  ? PyObject_CallMethodOneArg(o->obj, EM_STR(make), s)
+                                  : PyObject_CallOneArg(o->obj, s);
                 Py_DECREF(s);
                 if (r && memo) memo[pos] = r;
                 return r;

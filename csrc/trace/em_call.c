@@ -682,12 +682,7 @@ static EmStatus make_partial(EmTracer *T, EmSym **all, int n, PyObject *kwnames,
 
 /* A functools.partial read from the frame: its func, args and keywords through guarded slots. */
 static EmStatus input_partial(EmTracer *T, EmSym *fn, EmSym **out) {
-    static PyObject *s_func, *s_args, *s_kw;
-    if ((!s_func && !(s_func = PyUnicode_InternFromString("func"))) ||
-        (!s_args && !(s_args = PyUnicode_InternFromString("args"))) ||
-        (!s_kw && !(s_kw = PyUnicode_InternFromString("keywords"))))
-        return EM_ERR;
-    PyObject *names[3] = {s_func, s_args, s_kw};
+    PyObject *names[3] = {EM_STR(func), EM_STR(args), EM_STR(keywords)};
     EmSym *parts[3];
     EmStatus st = EM_ERR;
     for (int i = 0; i < 3; i++) {
@@ -739,11 +734,8 @@ static EmStatus call_environ(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, 
 /* A bound method read from the frame (stored in an attribute, passed in): its function and
  * self are guarded through their own slots, then called. */
 static EmStatus call_input_method(EmTracer *T, EmSym *fn, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
-    static PyObject *s_func, *s_self; /* interned once for the process */
-    if (!s_func && !(s_func = PyUnicode_InternFromString("__func__"))) return EM_ERR;
-    if (!s_self && !(s_self = PyUnicode_InternFromString("__self__"))) return EM_ERR;
-    int32_t fs = em_guard_attr(T->P, fn->src, s_func);
-    int32_t ss = fs < 0 ? -1 : em_guard_attr(T->P, fn->src, s_self);
+    int32_t fs = em_guard_attr(T->P, fn->src, EM_STR(dunder_func));
+    int32_t ss = fs < 0 ? -1 : em_guard_attr(T->P, fn->src, EM_STR(dunder_self));
     if (ss < 0) return EM_ERR;
     EmStatus st;
     EmSym *fsym = em_sym_wrap(T, PyMethod_GET_FUNCTION(fn->obj), fs, &st);
@@ -1077,9 +1069,7 @@ static EmStatus call_known(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int
 
 /* A namedtuple class called: its generated __new__ (which calls tuple.__new__) is traced. */
 static EmStatus call_namedtuple(EmTracer *T, PyObject *f, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
-    static PyObject *s_new;
-    if (!s_new && !(s_new = PyUnicode_InternFromString("__new__"))) return EM_ERR;
-    PyObject *nw = PyDict_GetItemWithError(em_type_dict((PyTypeObject *)f), s_new);
+    PyObject *nw = PyDict_GetItemWithError(em_type_dict((PyTypeObject *)f), EM_STR(dunder_new));
     PyObject *nf = nw && Py_IS_TYPE(nw, &PyStaticMethod_Type) ? PyObject_GetAttrString(nw, "__func__") : NULL;
     if (!nf || !PyFunction_Check(nf)) {
         Py_XDECREF(nf);

@@ -148,12 +148,9 @@ static EmStatus record_exit(EmTracer *T, EmSym *ctx) {
  * (em_exc.c), and a graph break inside it aborts (em_trace.c: the resume function could not
  * rebuild the block's cleanup). */
 static EmStatus generic_before_with(EmTracer *T, EmSym *ctx, EmSym **exit_fn, EmSym **entered) {
-    static PyObject *s_enter, *s_exit;
-    if (!s_enter && !(s_enter = PyUnicode_InternFromString("__enter__"))) return EM_ERR;
-    if (!s_exit && !(s_exit = PyUnicode_InternFromString("__exit__"))) return EM_ERR;
     EmSym *exit_m = NULL, *enter = NULL, *self = NULL;
-    EmStatus st = em_sym_getattr(T, ctx, s_exit, 0, &exit_m, &self);
-    if (st == EM_OK) st = em_sym_getattr(T, ctx, s_enter, 1, &enter, &self);
+    EmStatus st = em_sym_getattr(T, ctx, EM_STR(dunder_exit), 0, &exit_m, &self);
+    if (st == EM_OK) st = em_sym_getattr(T, ctx, EM_STR(dunder_enter), 1, &enter, &self);
     if (st == EM_OK) st = em_call(T, enter, self, NULL, 0, NULL, entered);
     if (st != EM_OK) return st;
     EmSym *x = em_sym_new(T, SYM_EXIT);

@@ -460,9 +460,7 @@ static EmStatus no_global_hooks(EmTracer *T) {
 
 /* nn.Module.__call__ (the function nn.Module's class dict holds). Borrowed. */
 PyObject *em_module_base_call(void) {
-    static PyObject *s_call; /* interned once for the process */
-    if (!s_call && !(s_call = PyUnicode_InternFromString("__call__"))) return NULL;
-    return _PyType_Lookup((PyTypeObject *)em_state.nn_module_type, s_call);
+    return _PyType_Lookup((PyTypeObject *)em_state.nn_module_type, EM_STR(dunder_call));
 }
 
 EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {

@@ -7,11 +7,6 @@
 #include "../pyver/em_state.h"
 #include "em_rec.h"
 
-static PyObject *intern(PyObject **cache, const char *s) {
-    if (!*cache) *cache = PyUnicode_InternFromString(s); /* kept for the process */
-    return *cache;
-}
-
 /* The first builtin (non-heap) class in cls's MRO when instances of cls can be made while
  * tracing: object, dict or OrderedDict, with the same __new__, and type.__call__. */
 static PyTypeObject *builtin_base(PyTypeObject *cls) {
@@ -27,13 +22,11 @@ static PyTypeObject *builtin_base(PyTypeObject *cls) {
 }
 
 EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out, int *handled) {
-    static PyObject *s_init;
     *handled = 0;
     if (!PyType_Check(cls)) return EM_OK;
     PyTypeObject *tp = (PyTypeObject *)cls, *base = builtin_base(tp);
     if (!base || PyType_IsSubtype(tp, (PyTypeObject *)em_state.nn_module_type)) return EM_OK;
-    if (!intern(&s_init, "__init__")) return EM_ERR;
-    PyObject *init = _PyType_Lookup(tp, s_init);
+    PyObject *init = _PyType_Lookup(tp, EM_STR(dunder_init));
     int py_init = init && PyFunction_Check(init);
     if (!py_init && nargs) return EM_OK; /* a builtin __init__ with arguments (dict(a=1) subclasses) */
     *handled = 1;
@@ -112,13 +105,11 @@ EmStatus em_obj_generic_set(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) 
 }
 
 EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
-    static PyObject *s_setattr;
-    if (!intern(&s_setattr, "__setattr__")) return EM_ERR;
     if (base->kind != SYM_NEW && base->kind != SYM_OBJ)
         return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a %s", PyUnicode_AsUTF8(name),
                              em_sym_describe(base));
     PyTypeObject *tp = Py_TYPE(base->obj);
-    PyObject *hook = _PyType_Lookup(tp, s_setattr);
+    PyObject *hook = _PyType_Lookup(tp, EM_STR(dunder_setattr));
     if (hook && PyFunction_Check(hook)) { /* the class's own __setattr__, traced */
         if (base->kind == SYM_OBJ && base->src >= 0 && em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0))
             return EM_ERR;

@@ -274,12 +274,8 @@ static int pure_set(PyObject *v) {
 
 /* A namedtuple class: a tuple subclass with _fields and _make, and tuple's own storage. */
 int em_is_namedtuple_type(PyTypeObject *tp) {
-    static PyObject *s_fields, *s_make;
-    if ((!s_fields && !(s_fields = PyUnicode_InternFromString("_fields"))) ||
-        (!s_make && !(s_make = PyUnicode_InternFromString("_make"))))
-        return 0;
-    return PyType_IsSubtype(tp, &PyTuple_Type) && _PyType_Lookup(tp, s_fields) && _PyType_Lookup(tp, s_make) &&
-           tp->tp_basicsize == PyTuple_Type.tp_basicsize;
+    return PyType_IsSubtype(tp, &PyTuple_Type) && _PyType_Lookup(tp, EM_STR(fields)) &&
+           _PyType_Lookup(tp, EM_STR(make)) && tp->tp_basicsize == PyTuple_Type.tp_basicsize;
 }
 
 /* Wraps the object read from guard slot `slot`. Installs the guards that make its use sound:
@@ -740,14 +736,12 @@ EmStatus em_lazy_dict_get(EmTracer *T, EmSym *d, PyObject *key, int *found, EmSy
 }
 
 EmStatus em_dict_getitem(EmTracer *T, EmSym *d, EmSym *key, EmSym **out) {
-    static PyObject *s_missing;
-    if (!s_missing && !(s_missing = PyUnicode_InternFromString("__missing__"))) return EM_ERR;
     if (key->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "dict lookup by %s", em_sym_describe(key));
     int found;
     EmStatus st = em_lazy_dict_get(T, d, key->obj, &found, out);
     if (st != EM_OK || found) return st;
     PyTypeObject *tp = Py_TYPE(d->obj);
-    PyObject *missing = tp == &PyDict_Type ? NULL : _PyType_Lookup(tp, s_missing);
+    PyObject *missing = tp == &PyDict_Type ? NULL : _PyType_Lookup(tp, EM_STR(dunder_missing));
     if (!missing) return em_trace_raise_new(T, PyExc_KeyError, key->obj);
     if (PyFunction_Check(missing)) return em_call_dunder(T, d, "__missing__", &key, 1, out);
     return em_trace_fail(T, EMA_VALUE, "missing key of a %s (its __missing__ cannot be traced)", tp->tp_name);
@@ -756,15 +750,13 @@ EmStatus em_dict_getitem(EmTracer *T, EmSym *d, EmSym *key, EmSym **out) {
 /* os.environ[key] / .get / in: the variable's encoded value in os.environ._data, guarded
  * (present with this value, or absent). */
 EmStatus em_env_lookup(EmTracer *T, EmSym *env, EmSym *key, int *found, EmSym **out) {
-    static PyObject *s_data;
     *found = 0;
     *out = NULL;
     if (key->kind != SYM_CONST || !PyUnicode_Check(key->obj) || env->src < 0)
         return em_trace_fail(T, EMA_VALUE, "os.environ lookup by a %s", em_sym_describe(key));
-    if (!s_data && !(s_data = PyUnicode_InternFromString("_data"))) return EM_ERR;
     PyObject *enc = PyObject_CallMethod(env->obj, "encodekey", "O", key->obj);
-    PyObject *data = enc ? PyObject_GetAttr(env->obj, s_data) : NULL;
-    int32_t ds = data ? em_guard_odict(T->P, env->src, s_data) : -1;
+    PyObject *data = enc ? PyObject_GetAttr(env->obj, EM_STR(data)) : NULL;
+    int32_t ds = data ? em_guard_odict(T->P, env->src, EM_STR(data)) : -1;
     EmStatus st = EM_ERR;
     if (ds < 0 || !PyDict_CheckExact(data)) goto done;
     PyObject *v = PyDict_GetItemWithError(data, enc);
@@ -972,10 +964,9 @@ static EmStatus class_descr_attr(EmTracer *T, EmSym *base, PyObject *v, int32_t 
 static EmStatus type_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
     PyTypeObject *cls = (PyTypeObject *)base->obj, *meta = Py_TYPE(cls);
     const char *n = PyUnicode_AsUTF8(name);
-    static PyObject *s_ga;
-    if (!n || (!s_ga && !(s_ga = PyUnicode_InternFromString("__getattribute__")))) return EM_ERR;
+    if (!n) return EM_ERR;
     if (meta->tp_getattro != PyType_Type.tp_getattro &&
-        _PyType_Lookup(meta, s_ga) != _PyType_Lookup(&PyType_Type, s_ga))
+        _PyType_Lookup(meta, EM_STR(dunder_getattribute)) != _PyType_Lookup(&PyType_Type, EM_STR(dunder_getattribute)))
         return em_trace_fail(T, EMA_ATTR, "%s.%s (metaclass with its own __getattribute__)", cls->tp_name, n);
     PyObject *mattr = _PyType_Lookup(meta, name);
     if (mattr && Py_TYPE(mattr)->tp_descr_set) return type_name_attr(T, cls, name, n, out);
@@ -1105,12 +1096,8 @@ static EmStatus module_attr(EmTracer *T, EmSym *base, PyObject *name, const char
 static EmStatus dunder_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, int *done) {
     PyObject *o = base->obj;
     PyTypeObject *tp = Py_TYPE(o);
-    static PyObject *s_class;
-    if (!s_class && !(s_class = PyUnicode_InternFromString("__class__"))) return EM_ERR;
-    static PyObject *s_dict;
-    if (!s_dict && !(s_dict = PyUnicode_InternFromString("__dict__"))) return EM_ERR;
     *done = 1;
-    if (PyUnicode_Compare(name, s_dict) == 0 && !method) {
+    if (PyUnicode_Compare(name, EM_STR(dunder_dict)) == 0 && !method) {
         PyObject *od = em_obj_dict(o);
         if (!od || !PyDict_CheckExact(od))
             return em_trace_fail(T, EMA_ATTR, "%s.__dict__ (no plain instance dict)", tp->tp_name);
@@ -1123,7 +1110,8 @@ static EmStatus dunder_attr(EmTracer *T, EmSym *base, PyObject *name, int method
         *out = d;
         return EM_OK;
     }
-    if (PyUnicode_Compare(name, s_class) == 0 && _PyType_Lookup(tp, name) == _PyType_Lookup(&PyBaseObject_Type, name)) {
+    if (PyUnicode_Compare(name, EM_STR(dunder_class)) == 0 &&
+        _PyType_Lookup(tp, name) == _PyType_Lookup(&PyBaseObject_Type, name)) {
         if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
         return known_out(T, (PyObject *)tp, tp->tp_name, out);
     }
@@ -1138,16 +1126,13 @@ static EmStatus getattribute_hook(EmTracer *T, EmSym *base, PyObject *name, cons
                                   int *done) {
     PyTypeObject *tp = Py_TYPE(base->obj);
     *done = 0;
-    static PyObject *s_ga, *s_gattr; /* interned names, immortal for the process */
-    if (!s_ga && !(s_ga = PyUnicode_InternFromString("__getattribute__"))) return EM_ERR;
-    if (!s_gattr && !(s_gattr = PyUnicode_InternFromString("__getattr__"))) return EM_ERR;
-    PyObject *ga = _PyType_Lookup(tp, s_ga);
+    PyObject *ga = _PyType_Lookup(tp, EM_STR(dunder_getattribute));
     if (ga && PyFunction_Check(ga)) {
         *done = 1;
         if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
         return inline_attr_hook(T, ga, base, name, out);
     }
-    PyObject *gattr = _PyType_Lookup(tp, s_gattr);
+    PyObject *gattr = _PyType_Lookup(tp, EM_STR(dunder_getattr));
     if (!ga || ga != em_state.object_getattribute || !gattr || !PyFunction_Check(gattr))
         return em_trace_fail(T, EMA_ATTR, "%s.%s (custom __getattribute__)", tp->tp_name, n);
     *hook = gattr; /* object's lookup, then __getattr__ when it finds nothing */
@@ -1272,11 +1257,8 @@ EmStatus em_sym_new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, E
 static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self, int generic) {
     PyTypeObject *tp = Py_TYPE(base->obj);
     const char *n = PyUnicode_AsUTF8(name);
-    static PyObject *s_ga, *s_gattr;
-    if (!n || (!s_ga && !(s_ga = PyUnicode_InternFromString("__getattribute__"))) ||
-        (!s_gattr && !(s_gattr = PyUnicode_InternFromString("__getattr__"))))
-        return EM_ERR;
-    PyObject *ga = _PyType_Lookup(tp, s_ga);
+    if (!n) return EM_ERR;
+    PyObject *ga = _PyType_Lookup(tp, EM_STR(dunder_getattribute));
     if (ga && PyFunction_Check(ga) && !generic) return inline_attr_hook(T, ga, base, name, out);
     PyObject *descr = _PyType_Lookup(tp, name);
     EmSym *attrs = base->items.data[0];
@@ -1298,7 +1280,7 @@ static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, E
         }
     }
     if (!descr) {
-        PyObject *gattr = _PyType_Lookup(tp, s_gattr);
+        PyObject *gattr = _PyType_Lookup(tp, EM_STR(dunder_getattr));
         if (gattr && PyFunction_Check(gattr)) return inline_attr_hook(T, gattr, base, name, out);
         T->missing_attr = 1; /* the trace owns every attribute of this object */
         T->missing_handlers = T->handlers;

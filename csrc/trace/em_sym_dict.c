@@ -4,6 +4,8 @@
  */
 #include "em_sym_ops.h"
 
+#include "../pyver/em_state.h"
+
 /* ---- dict syms ---- */
 
 static EmStatus dict_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
@@ -95,11 +97,9 @@ const EmSymOps em_view_ops = {
 /* d[key] on a dict (or dict subclass) read from the frame and not wrapped whole: a
  * subclass's Python __getitem__ is traced, dict's own is em_dict_getitem. */
 EmStatus em_frame_dict_getitem(EmTracer *T, EmSym *d, EmSym *key, EmSym **out) {
-    static PyObject *s_getitem;
-    if (!s_getitem && !(s_getitem = PyUnicode_InternFromString("__getitem__"))) return EM_ERR;
     PyTypeObject *tp = Py_TYPE(d->obj);
-    PyObject *gi = _PyType_Lookup(tp, s_getitem);
-    if (gi == _PyType_Lookup(&PyDict_Type, s_getitem)) return em_dict_getitem(T, d, key, out);
+    PyObject *gi = _PyType_Lookup(tp, EM_STR(dunder_getitem));
+    if (gi == _PyType_Lookup(&PyDict_Type, EM_STR(dunder_getitem))) return em_dict_getitem(T, d, key, out);
     if (gi && PyFunction_Check(gi)) return em_call_dunder(T, d, "__getitem__", &key, 1, out);
     return em_trace_fail(T, EMA_VALUE, "subscript of a %s (its __getitem__ is not dict's)", tp->tp_name);
 }

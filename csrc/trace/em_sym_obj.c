@@ -37,11 +37,8 @@ static EmStatus contains_dunder(EmTracer *T, EmSym *self, EmSym *key, int *found
  * its __iter__ (traced), or the old one, self[0], self[1]... until IndexError. All taken at
  * once (README, limitations). */
 static EmStatus obj_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
-    static PyObject *s_iter, *s_getitem;
-    if (!s_iter && !(s_iter = PyUnicode_InternFromString("__iter__"))) return EM_ERR;
-    if (!s_getitem && !(s_getitem = PyUnicode_InternFromString("__getitem__"))) return EM_ERR;
     PyTypeObject *tp = Py_TYPE(s->obj);
-    PyObject *it_fn = _PyType_Lookup(tp, s_iter), *gi = _PyType_Lookup(tp, s_getitem);
+    PyObject *it_fn = _PyType_Lookup(tp, EM_STR(dunder_iter)), *gi = _PyType_Lookup(tp, EM_STR(dunder_getitem));
     if (it_fn || s->kind == SYM_NEW || !gi || !PyFunction_Check(gi)) {
         EmSym *r = NULL;
         EmStatus st = em_call_dunder(T, s, "__iter__", NULL, 0, &r);
@@ -170,11 +167,8 @@ static EmStatus new_contains(EmTracer *T, EmSym *c, EmSym *key, int *found) {
 
 /* True without __bool__ and __len__; dict's own __len__ for a dict subclass's instance. */
 static EmStatus new_truth(EmTracer *T, EmSym *s, int *out) {
-    static PyObject *s_bool, *s_len;
-    if (!s_bool && !(s_bool = PyUnicode_InternFromString("__bool__"))) return EM_ERR;
-    if (!s_len && !(s_len = PyUnicode_InternFromString("__len__"))) return EM_ERR;
     PyTypeObject *tp = Py_TYPE(s->obj);
-    PyObject *b = _PyType_Lookup(tp, s_bool), *l = _PyType_Lookup(tp, s_len);
+    PyObject *b = _PyType_Lookup(tp, EM_STR(dunder_bool)), *l = _PyType_Lookup(tp, EM_STR(dunder_len));
     if (!b && !l) {
         *out = 1;
         return EM_OK;
