@@ -14,7 +14,7 @@ NO_FALLTHROUGH = ("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE", "J
                   "JUMP_BACKWARD_NO_INTERRUPT")
 
 
-# EM_OPF_* bits of em_op_flags[256]
+# EMBCF_* bits of em_bc_flags[256]
 OPF = {
     "POP_JUMP_IF": (1, "pops its operand and jumps on a test of it"),
     "NONE_TEST": (2, "the test is `is None` (else the operand's truth)"),
@@ -43,8 +43,8 @@ def flag_lines(jumps, names):
     for name in NO_FALLTHROUGH:
         if opcode.opmap.get(name, 256) < 256:
             add(opcode.opmap[name], "NO_FALLTHROUGH")
-    return ["#define EM_OPF_%s %d /* %s */" % (n, bit, what) for n, (bit, what) in OPF.items()] + [
-        "static const unsigned char em_op_flags[256] = {%s};" % ", ".join(map(str, flags))]
+    return ["#define EMBCF_%s %d /* %s */" % (n, bit, what) for n, (bit, what) in OPF.items()] + [
+        "static const unsigned char em_bc_flags[256] = {%s};" % ", ".join(map(str, flags))]
 
 
 def main(out_path):
@@ -69,9 +69,9 @@ def main(out_path):
     ]
     for name, num in sorted(opcode.opmap.items(), key=lambda kv: kv[1]):
         if num < 256:
-            lines.append("#define EM_OP_%s %d" % (name, num))
-    lines.append("static const unsigned char em_op_caches[256] = {%s};" % ", ".join(map(str, caches)))
-    lines.append("static const char *const em_op_names[256] = {%s};" % ", ".join('"%s"' % n for n in names))
+            lines.append("#define EMBC_%s %d" % (name, num))
+    lines.append("static const unsigned char em_bc_caches[256] = {%s};" % ", ".join(map(str, caches)))
+    lines.append("static const char *const em_bc_names[256] = {%s};" % ", ".join('"%s"' % n for n in names))
     jumps = {i for i in set(opcode.hasjrel) | set(opcode.hasjabs) if i < 256}
     is_jump = [1 if i in jumps else 0 for i in range(256)]
     backward = [1 if "BACKWARD" in names[i] else 0 for i in range(256)]
@@ -81,11 +81,11 @@ def main(out_path):
         other = n.replace("BACKWARD", "FORWARD") if "BACKWARD" in n else n.replace("FORWARD", "BACKWARD")
         if other != n and other in opcode.opmap:
             flip[i] = opcode.opmap[other]
-    lines.append("static const unsigned char em_op_is_jump[256] = {%s};" % ", ".join(map(str, is_jump)))
-    lines.append("static const unsigned char em_op_is_backward[256] = {%s};" % ", ".join(map(str, backward)))
-    lines.append("static const short em_op_flip[256] = {%s};" % ", ".join(map(str, flip)))
+    lines.append("static const unsigned char em_bc_is_jump[256] = {%s};" % ", ".join(map(str, is_jump)))
+    lines.append("static const unsigned char em_bc_is_backward[256] = {%s};" % ", ".join(map(str, backward)))
+    lines.append("static const short em_bc_flip[256] = {%s};" % ", ".join(map(str, flip)))
     local_ops = {i for i in set(opcode.haslocal) | set(opcode.hasfree) if i < 256}
-    lines.append("static const unsigned char em_op_has_local[256] = {%s};" % ", ".join(
+    lines.append("static const unsigned char em_bc_has_local[256] = {%s};" % ", ".join(
         "1" if i in local_ops else "0" for i in range(256)))
     lines += flag_lines(jumps, names)
     # BINARY_OP operands: EM_NB_<name> for CPython's NB_<name> (csrc/ir/em_ops.def names them)

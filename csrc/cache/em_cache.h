@@ -9,6 +9,9 @@
  * dead guarded object never frees what another frame is using. The list is linked through
  * owned references (x->head and every e->next own the entry they point to), so an entry
  * unlinked while a walker stands on it still leads the walker on.
+ *
+ * Returns: lookups give the extra or entry (NULL: none, or for the _new/_or_new forms no memory
+ * with MemoryError set); em_cache_entries a new list or NULL with an exception.
  */
 #ifndef EM_CACHE_H
 #define EM_CACHE_H

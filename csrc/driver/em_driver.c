@@ -51,7 +51,7 @@ static int n_arg_slots(PyCodeObject *co) {
 /* A conditional jump on a value's truth: a break runs it, and each side continues in its
  * own resume function. */
 static int is_cond_jump(int op) {
-    return (em_op_flags[op] & (EM_OPF_POP_JUMP_IF | EM_OPF_NONE_TEST)) == EM_OPF_POP_JUMP_IF;
+    return (em_bc_flags[op] & (EMBCF_POP_JUMP_IF | EMBCF_NONE_TEST)) == EMBCF_POP_JUMP_IF;
 }
 
 #define BREAK_OK 1
@@ -61,10 +61,10 @@ static int is_cond_jump(int op) {
  * flow, and conditional jumps on a value. */
 static int breakable_op(int op) {
     if (is_cond_jump(op)) return 1;
-    if (em_op_is_jump[op]) return 0;
+    if (em_bc_is_jump[op]) return 0;
     switch (op) {
 #define X(name, brk, pops) \
-    case EM_OP_##name: return brk;
+    case EMBC_##name: return brk;
 #include "em_break_ops.def"
 #undef X
         default: return BREAK_OK;
@@ -76,7 +76,7 @@ static int consumed(int op, int arg) {
     if (is_cond_jump(op)) return 1;
     switch (op) {
 #define X(name, brk, pops) \
-    case EM_OP_##name: return pops;
+    case EMBC_##name: return pops;
 #include "em_break_ops.def"
 #undef X
         default: return -1;
@@ -122,8 +122,8 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
     plan.kw_const = -1;
     plan.line = PyCode_Addr2Line(co, plan.at * 2);
     int effect = PyCompile_OpcodeStackEffect(plan.op, plan.arg);
-#ifdef EM_OP_PRECALL
-    if (plan.op == EM_OP_CALL) effect += PyCompile_OpcodeStackEffect(EM_OP_PRECALL, plan.arg);
+#ifdef EMBC_PRECALL
+    if (plan.op == EMBC_CALL) effect += PyCompile_OpcodeStackEffect(EMBC_PRECALL, plan.arg);
 #endif
     if (T->kwnames)
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(co->co_consts); i++)
@@ -157,7 +157,7 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
         for (int i = 0; i < plan.nstack; i++) {
             if (plan.stack_val[i] >= 0 || i >= keep) continue; /* a value, or consumed by X */
             if (used < 0) {
-                *st = em_trace_fail(T, EMA_VALUE, "a pending call below %s", em_op_names[plan.op]);
+                *st = em_trace_fail(T, EMA_VALUE, "a pending call below %s", em_bc_names[plan.op]);
                 goto done;
             }
             plan.after_null[i] = 1;
@@ -165,7 +165,7 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
         /* the NULL X itself pushes below a callable (a method load is emitted as attribute +
          * NULL, see em_emit_transformed) */
         int pushes_null = !R &&
-                          (em_is_method_load(plan.op, plan.arg) || (plan.op == EM_OP_LOAD_GLOBAL && (plan.arg & 1)));
+                          (em_is_method_load(plan.op, plan.arg) || (plan.op == EMBC_LOAD_GLOBAL && (plan.arg & 1)));
         if (pushes_null && plan.stack_after >= 2) plan.after_null[plan.stack_after - 2] = 1;
     }
     if (!(rcode = resume_code(co, &plan, plan.next))) goto done;

@@ -32,7 +32,7 @@ int em_asm_op(EmAsm *A, int op, int arg, int line) {
     return em_vec_push(&A->ins, in);
 }
 
-int em_asm_is_jump(int op) { return em_op_is_jump[op & 255]; }
+int em_asm_is_jump(int op) { return em_bc_is_jump[op & 255]; }
 
 int em_asm_jump(EmAsm *A, int op, int label, int line) {
     EM_ASSERT(label >= 0 && label < A->labels.len, "jump to label %d of %d", label, A->labels.len);
@@ -86,9 +86,9 @@ int em_asm_decode_ranges(EmAsm *A, PyCodeObject *co, const int *ranges, int nran
             index_at[start] = A->ins.len;
             decoded[start] = 1;
             EmAsmInstr ai = {.op = in.op, .arg = in.arg, .target = -1, .line = line, .orig = in.at};
-            if (em_op_is_jump[in.op]) {
+            if (em_bc_is_jump[in.op]) {
                 ai.target = em_jump_target(&in); /* a unit, turned into a label below */
-                if (em_op_is_backward[in.op] && em_op_flip[in.op] >= 0) ai.op = em_op_flip[in.op];
+                if (em_bc_is_backward[in.op] && em_bc_flip[in.op] >= 0) ai.op = em_bc_flip[in.op];
                 ai.arg = 0;
             }
             if (em_vec_push(&A->ins, ai)) {
@@ -172,7 +172,7 @@ static int layout(EmAsm *A, int *off) {
         for (int32_t i = 0; i < n; i++) {
             off[i] = at;
             EmAsmInstr *in = &A->ins.data[i];
-            at += ext_count((unsigned)in->arg) + 1 + em_op_caches[in->op];
+            at += ext_count((unsigned)in->arg) + 1 + em_bc_caches[in->op];
         }
         off[n] = at;
         for (int32_t i = 0; i < n; i++) {
@@ -183,16 +183,16 @@ static int layout(EmAsm *A, int *off) {
                 PyErr_SetString(PyExc_SystemError, "ember: jump to an unplaced label");
                 return -1;
             }
-            int next = off[i] + ext_count((unsigned)in->arg) + 1 + em_op_caches[in->op];
+            int next = off[i] + ext_count((unsigned)in->arg) + 1 + em_bc_caches[in->op];
             int back = off[t] < next;
             int op = in->op;
-            if (back != em_op_is_backward[op]) {
-                if (em_op_flip[op] < 0) {
-                    PyErr_Format(PyExc_SystemError, "ember: %s cannot jump %s", em_op_names[op],
+            if (back != em_bc_is_backward[op]) {
+                if (em_bc_flip[op] < 0) {
+                    PyErr_Format(PyExc_SystemError, "ember: %s cannot jump %s", em_bc_names[op],
                                  back ? "backward" : "forward");
                     return -1;
                 }
-                op = em_op_flip[op];
+                op = em_bc_flip[op];
             }
             int arg = back ? next - off[t] : off[t] - next;
             if (op != in->op || arg != in->arg) {
@@ -206,7 +206,7 @@ static int layout(EmAsm *A, int *off) {
             int at2 = 0;
             for (int32_t i = 0; i < n; i++) {
                 if (off[i] != at2) changed = 1;
-                at2 += ext_count((unsigned)A->ins.data[i].arg) + 1 + em_op_caches[A->ins.data[i].op];
+                at2 += ext_count((unsigned)A->ins.data[i].arg) + 1 + em_bc_caches[A->ins.data[i].op];
             }
             if (!changed) return 0;
         }
@@ -237,7 +237,7 @@ static int exc_varint_put(EmStrBuf *b, unsigned v, int mark) {
     return 0;
 }
 
-int em_asm_is_terminal(int op) { return !!(em_op_flags[op] & EM_OPF_NO_FALLTHROUGH); }
+int em_asm_is_terminal(int op) { return !!(em_bc_flags[op] & EMBCF_NO_FALLTHROUGH); }
 
 static int stack_depth(EmAsm *A, int *out) {
     int32_t n = A->ins.len;
@@ -268,7 +268,7 @@ static int stack_depth(EmAsm *A, int *out) {
         if (d > maxd) maxd = d;
         EmAsmInstr *in = &A->ins.data[i];
         int op = in->op;
-        if (op == EM_OP_EXTENDED_ARG || op == EM_OP_CACHE) continue;
+        if (op == EMBC_EXTENDED_ARG || op == EMBC_CACHE) continue;
         if (in->target >= 0) {
             int ej = PyCompile_OpcodeStackEffectWithJump(op, in->arg, 1);
             SEED(A->labels.data[in->target], d + ej);
@@ -276,8 +276,8 @@ static int stack_depth(EmAsm *A, int *out) {
         }
         if (!em_asm_is_terminal(op)) {
             int e = PyCompile_OpcodeStackEffectWithJump(op, in->arg, 0);
-#ifdef EM_OP_RETURN_GENERATOR
-            if (op == EM_OP_RETURN_GENERATOR) e = 1; /* the value sent in when it resumes */
+#ifdef EMBC_RETURN_GENERATOR
+            if (op == EMBC_RETURN_GENERATOR) e = 1; /* the value sent in when it resumes */
 #endif
             if (d + e > maxd) maxd = d + e;
             SEED(i + 1, d + e);
@@ -308,12 +308,12 @@ EM_NEW PyObject *em_asm_build(EmAsm *A, PyCodeObject *co, PyObject *replace_kw, 
         unsigned arg = (unsigned)in->arg;
         int ext = ext_count(arg);
         for (int k = ext; k >= 1; k--)
-            if (put(&code, EM_OP_EXTENDED_ARG) || put(&code, (unsigned char)((arg >> (8 * k)) & 255))) goto nomem;
+            if (put(&code, EMBC_EXTENDED_ARG) || put(&code, (unsigned char)((arg >> (8 * k)) & 255))) goto nomem;
         if (put(&code, (unsigned char)in->op) || put(&code, (unsigned char)(arg & 255))) goto nomem;
-        for (int c = 0; c < em_op_caches[in->op]; c++)
+        for (int c = 0; c < em_bc_caches[in->op]; c++)
             if (put(&code, 0) || put(&code, 0)) goto nomem;
         /* line table: entries of at most 8 units */
-        int units = ext + 1 + em_op_caches[in->op];
+        int units = ext + 1 + em_bc_caches[in->op];
         while (units > 0) {
             int len = units > 8 ? 8 : units;
             units -= len;

@@ -4,6 +4,9 @@
  * relative jumps with forward/backward variants chosen from the layout), writes the line
  * and exception tables, computes the stack depth and builds a code object from a template.
  * em_asm_decode does the reverse for an existing code object.
+ *
+ * Returns: 0, or -1 with a Python exception set (no memory, a layout it cannot build);
+ * em_asm_label a label or -1; code objects are new references, NULL with an exception set.
  */
 #ifndef EM_EMIT_H
 #define EM_EMIT_H

@@ -25,9 +25,9 @@ int em_with_depths(PyCodeObject *co, int at, int *depths, int max) {
         EmInstr a, b;
         if (n == max || h >= n_units) break;
         em_decode(code, n_units, h, &a);
-        if (a.op != EM_OP_PUSH_EXC_INFO || a.next >= n_units) break;
+        if (a.op != EMBC_PUSH_EXC_INFO || a.next >= n_units) break;
         em_decode(code, n_units, a.next, &b);
-        if (b.op != EM_OP_WITH_EXCEPT_START) break;
+        if (b.op != EMBC_WITH_EXCEPT_START) break;
         depths[n++] = d;
         int cleanup, cd;
         if (exc_entry(co, h, &cleanup, &cd) != 1) break;
@@ -76,7 +76,7 @@ int em_break_possible(PyCodeObject *co, int at, const EmRegion *R, const char **
         work[top++] = R->end;
     } else {
         if (!em_asm_is_terminal(x.op)) work[top++] = x.next;
-        if (em_op_is_jump[x.op]) work[top++] = em_jump_target(&x);
+        if (em_bc_is_jump[x.op]) work[top++] = em_jump_target(&x);
     }
     if (em_exc_entry(co, lo, &h, &d, &lasti) == 1) work[top++] = h;
     while (top && ok) {
@@ -91,7 +91,7 @@ int em_break_possible(PyCodeObject *co, int at, const EmRegion *R, const char **
         EmInstr in;
         em_decode(code, n, u, &in);
         if (em_exc_entry(co, in.at, &h, &d, &lasti) == 1) work[top++] = h;
-        if (em_op_is_jump[in.op]) work[top++] = em_jump_target(&in);
+        if (em_bc_is_jump[in.op]) work[top++] = em_jump_target(&in);
         if (!em_asm_is_terminal(in.op)) work[top++] = in.next;
     }
     free(seen);
@@ -102,7 +102,7 @@ int em_break_possible(PyCodeObject *co, int at, const EmRegion *R, const char **
 
 int em_comprehension_span(PyCodeObject *co, int at, EmRegion *R, const char **why) {
     memset(R, 0, sizeof(*R));
-#ifdef EM_OP_LOAD_FAST_AND_CLEAR
+#ifdef EMBC_LOAD_FAST_AND_CLEAR
     PyObject *bytes = em_code_bytes(co);
     if (!bytes) return -1;
     const unsigned char *code = (const unsigned char *)PyBytes_AS_STRING(bytes);
@@ -112,15 +112,15 @@ int em_comprehension_span(PyCodeObject *co, int at, EmRegion *R, const char **wh
     for (int u = 0; u < n && !found;) {
         EmInstr in;
         em_decode(code, n, u, &in);
-        if (in.op == EM_OP_LOAD_FAST_AND_CLEAR && prev != EM_OP_LOAD_FAST_AND_CLEAR && in.at <= at) {
+        if (in.op == EMBC_LOAD_FAST_AND_CLEAR && prev != EMBC_LOAD_FAST_AND_CLEAR && in.at <= at) {
             EmInstr x = in;
             int k = 0, steps = 0;
-            while (x.op == EM_OP_LOAD_FAST_AND_CLEAR && x.next < n && k < 256) {
+            while (x.op == EMBC_LOAD_FAST_AND_CLEAR && x.next < n && k < 256) {
                 saved[k++] = x.arg;
                 em_decode(code, n, x.next, &x);
             }
-            while (x.op != EM_OP_FOR_ITER && steps++ < 4 && x.next < n) em_decode(code, n, x.next, &x);
-            if (x.op == EM_OP_FOR_ITER && x.at <= at && at < em_for_iter_exit(&x)) {
+            while (x.op != EMBC_FOR_ITER && steps++ < 4 && x.next < n) em_decode(code, n, x.next, &x);
+            if (x.op == EMBC_FOR_ITER && x.at <= at && at < em_for_iter_exit(&x)) {
                 R->cover = in.at;
                 R->start = x.at;
                 R->end = em_for_iter_exit(&x);
@@ -140,7 +140,7 @@ int em_comprehension_span(PyCodeObject *co, int at, EmRegion *R, const char **wh
         for (int u = R->start; u < R->end && ok;) {
             EmInstr in;
             em_decode(code, n, u, &in);
-            if (in.op == EM_OP_LOAD_FAST_AND_CLEAR && nsaved < 256) saved[nsaved++] = in.arg;
+            if (in.op == EMBC_LOAD_FAST_AND_CLEAR && nsaved < 256) saved[nsaved++] = in.arg;
             if (em_exc_entry(co, in.at, &h, &d, &lasti) == 1 && h != outer && (h < R->start || h >= R->end)) {
                 int known = 0;
                 for (int j = 0; j < R->nspan; j++) known |= R->span[2 * j] == h;
@@ -149,9 +149,9 @@ int em_comprehension_span(PyCodeObject *co, int at, EmRegion *R, const char **wh
                 for (int steps = 0; ok && !known && v < n; steps++) {
                     EmInstr x;
                     em_decode(code, n, v, &x);
-                    if (em_op_is_jump[x.op] || steps > 64) ok = 0;
+                    if (em_bc_is_jump[x.op] || steps > 64) ok = 0;
                     v = x.next;
-                    if (x.op == EM_OP_RERAISE) break;
+                    if (x.op == EMBC_RERAISE) break;
                 }
                 if (ok && !known) {
                     R->span[2 * R->nspan] = h;
@@ -166,7 +166,7 @@ int em_comprehension_span(PyCodeObject *co, int at, EmRegion *R, const char **wh
             for (int u = lo; u < hi && ok;) {
                 EmInstr in;
                 em_decode(code, n, u, &in);
-                if (in.op == EM_OP_STORE_FAST || in.op == EM_OP_DELETE_FAST || in.op == EM_OP_STORE_DEREF) {
+                if (in.op == EMBC_STORE_FAST || in.op == EMBC_DELETE_FAST || in.op == EMBC_STORE_DEREF) {
                     int mine = 0;
                     for (int j = 0; j < nsaved; j++) mine |= saved[j] == in.arg;
                     if (!mine) {
@@ -240,35 +240,35 @@ EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, 
 #define SHIFT(i) ((i) < nargs ? (i) : (i) < nlocals ? (i) + 1 : (i) + 1 + ntemps)
 #define TEMP(t) (nlocals + 1 + (t))
     int vals = nargs; /* __ember_vals: the argument after the original ones */
-    if (nfree) OP(EM_OP_COPY_FREE_VARS, nfree);
-    OP(EM_OP_RESUME, 0);
-    OP(EM_OP_LOAD_FAST, vals);
+    if (nfree) OP(EMBC_COPY_FREE_VARS, nfree);
+    OP(EMBC_RESUME, 0);
+    OP(EMBC_LOAD_FAST, vals);
     for (int s = 0; s < plan->nstack; s++) {
         if (plan->stack_val[s] < 0) {
-            OP(EM_OP_PUSH_NULL, 0);
+            OP(EMBC_PUSH_NULL, 0);
         } else {
             int k = add_int_const(&consts, plan->stack_val[s]);
             if (k < 0) goto done;
-            OP(EM_OP_COPY, 1);
-            OP(EM_OP_LOAD_CONST, k);
-            OP(EM_OP_BINARY_SUBSCR, 0);
+            OP(EMBC_COPY, 1);
+            OP(EMBC_LOAD_CONST, k);
+            OP(EMBC_BINARY_SUBSCR, 0);
         }
-        OP(EM_OP_SWAP, 2);
+        OP(EMBC_SWAP, 2);
     }
     for (int j = 0; j < plan->nstore; j++) {
         int k = add_int_const(&consts, plan->store_val[j]);
         if (k < 0) goto done;
-        OP(EM_OP_COPY, 1);
-        OP(EM_OP_LOAD_CONST, k);
-        OP(EM_OP_BINARY_SUBSCR, 0);
-        OP(EM_OP_STORE_FAST, SHIFT(plan->store_local[j]));
+        OP(EMBC_COPY, 1);
+        OP(EMBC_LOAD_CONST, k);
+        OP(EMBC_BINARY_SUBSCR, 0);
+        OP(EMBC_STORE_FAST, SHIFT(plan->store_local[j]));
     }
-    OP(EM_OP_POP_TOP, 0);
-#ifdef EM_OP_KW_NAMES
-    if (plan->kw_const >= 0) OP(EM_OP_KW_NAMES, plan->kw_const);
+    OP(EMBC_POP_TOP, 0);
+#ifdef EMBC_KW_NAMES
+    if (plan->kw_const >= 0) OP(EMBC_KW_NAMES, plan->kw_const);
 #endif
-#ifdef EM_OP_PRECALL
-    if (plan->op == EM_OP_CALL) OP(EM_OP_PRECALL, plan->arg);
+#ifdef EMBC_PRECALL
+    if (plan->op == EMBC_CALL) OP(EMBC_PRECALL, plan->arg);
 #endif
     /* X runs inside the frame's open with blocks: if it raises, their __exit__ must run */
     int depths[EM_MAX_WITH], nwith = em_with_depths(co, plan->region ? plan->cover : plan->at, depths, EM_MAX_WITH);
@@ -287,7 +287,7 @@ EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, 
         /* a whole comprehension: its handler blocks first (jumped over), then its code */
         int body = em_asm_label(&A), first = A.ins.len + 1;
         int ranges[2 * (EM_MAX_SPAN + 1)];
-        if (body < 0 || em_asm_jump(&A, EM_OP_JUMP_FORWARD, body, line)) goto nomem;
+        if (body < 0 || em_asm_jump(&A, EMBC_JUMP_FORWARD, body, line)) goto nomem;
         for (int r = 0; r < plan->nspan; r++) {
             ranges[2 * r] = plan->span[2 * r];
             ranges[2 * r + 1] = plan->span[2 * r + 1];
@@ -298,16 +298,16 @@ EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, 
         for (int32_t i = first; i < A.ins.len; i++) {
             EmAsmInstr *ci = &A.ins.data[i];
             if (ci->orig == plan->at) A.labels.data[body] = i;
-            if (em_op_has_local[ci->op]) ci->arg = SHIFT(ci->arg);
+            if (em_bc_has_local[ci->op]) ci->arg = SHIFT(ci->arg);
         }
-    } else if (em_op_has_local[plan->op]) {
+    } else if (em_bc_has_local[plan->op]) {
         OP(plan->op, SHIFT(plan->arg));
     } else if (em_is_method_load(plan->op, plan->arg)) { /* always (NULL, bound method): the NULL is known */
         int op = plan->op, arg = plan->arg;
         em_plain_attr_load(&op, &arg);
         OP(op, arg);
-        OP(EM_OP_PUSH_NULL, 0);
-        OP(EM_OP_SWAP, 2);
+        OP(EMBC_PUSH_NULL, 0);
+        OP(EMBC_SWAP, 2);
     } else {
         OP(plan->op, plan->arg);
     }
@@ -321,40 +321,40 @@ EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, 
             if (plan->after_null[t]) { /* a NULL can only be consumed by a call */
                 int k = add_const(&consts, empty_call);
                 if (k < 0) goto done;
-                OP(EM_OP_LOAD_CONST, k);
-#ifdef EM_OP_PRECALL
-                OP(EM_OP_PRECALL, 0);
+                OP(EMBC_LOAD_CONST, k);
+#ifdef EMBC_PRECALL
+                OP(EMBC_PRECALL, 0);
 #endif
-                OP(EM_OP_CALL, 0);
-                OP(EM_OP_POP_TOP, 0);
+                OP(EMBC_CALL, 0);
+                OP(EMBC_POP_TOP, 0);
             } else {
-                OP(EM_OP_STORE_FAST, TEMP(t));
+                OP(EMBC_STORE_FAST, TEMP(t));
                 nvals++;
             }
         }
-        for (int j = 0; j < plan->nlive; j++) OP(EM_OP_LOAD_FAST, SHIFT(plan->live[j]));
-        OP(EM_OP_BUILD_TUPLE, plan->nlive);
+        for (int j = 0; j < plan->nlive; j++) OP(EMBC_LOAD_FAST, SHIFT(plan->live[j]));
+        OP(EMBC_BUILD_TUPLE, plan->nlive);
         if (nvals) {
             for (int t = 0; t < plan->stack_after; t++)
-                if (!plan->after_null[t]) OP(EM_OP_LOAD_FAST, TEMP(t));
-            OP(EM_OP_BUILD_TUPLE, nvals);
-            OP(EM_OP_BINARY_OP, 0); /* + : tuple concatenation */
+                if (!plan->after_null[t]) OP(EMBC_LOAD_FAST, TEMP(t));
+            OP(EMBC_BUILD_TUPLE, nvals);
+            OP(EMBC_BINARY_OP, 0); /* + : tuple concatenation */
         }
-        OP(EM_OP_PUSH_NULL, 0);
-        OP(EM_OP_SWAP, 2);
+        OP(EMBC_PUSH_NULL, 0);
+        OP(EMBC_SWAP, 2);
         int k = add_const(&consts, r);
         if (k < 0) goto done;
         if (nfree) {
-            for (int f = 0; f < nfree; f++) OP(EM_OP_LOAD_CLOSURE, SHIFT(nlocals + f));
-            OP(EM_OP_BUILD_TUPLE, nfree);
-            OP(EM_OP_LOAD_CONST, k);
-            OP(EM_OP_MAKE_FUNCTION, 8);
+            for (int f = 0; f < nfree; f++) OP(EMBC_LOAD_CLOSURE, SHIFT(nlocals + f));
+            OP(EMBC_BUILD_TUPLE, nfree);
+            OP(EMBC_LOAD_CONST, k);
+            OP(EMBC_MAKE_FUNCTION, 8);
         } else {
-            OP(EM_OP_LOAD_CONST, k);
+            OP(EMBC_LOAD_CONST, k);
         }
-        OP(EM_OP_SWAP, 2);
-        OP(EM_OP_CALL_FUNCTION_EX, 0);
-        OP(EM_OP_RETURN_VALUE, 0);
+        OP(EMBC_SWAP, 2);
+        OP(EMBC_CALL_FUNCTION_EX, 0);
+        OP(EMBC_RETURN_VALUE, 0);
     }
     /* the with blocks' handlers, innermost first, as CPython lays them out; the contexts
      * ember traces never suppress an exception, so __exit__'s answer is dropped */
@@ -365,14 +365,14 @@ EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, 
         EmAsmExc hand = {.start = h, .end = c, .target = c, .depth = depths[k] + 2, .lasti = 1};
         if (em_vec_push(&A.exc, body) || em_vec_push(&A.exc, hand)) goto nomem;
         em_asm_place(&A, h);
-        OP(EM_OP_PUSH_EXC_INFO, 0);
-        OP(EM_OP_WITH_EXCEPT_START, 0);
-        OP(EM_OP_POP_TOP, 0);
-        OP(EM_OP_RERAISE, 2);
+        OP(EMBC_PUSH_EXC_INFO, 0);
+        OP(EMBC_WITH_EXCEPT_START, 0);
+        OP(EMBC_POP_TOP, 0);
+        OP(EMBC_RERAISE, 2);
         em_asm_place(&A, c);
-        OP(EM_OP_COPY, 3);
-        OP(EM_OP_POP_EXCEPT, 0);
-        OP(EM_OP_RERAISE, 1);
+        OP(EMBC_COPY, 3);
+        OP(EMBC_POP_EXCEPT, 0);
+        OP(EMBC_RERAISE, 1);
         em_asm_place(&A, ce);
         cover_s = c; /* the cleanup is covered by the enclosing block's handler */
         cover_e = ce;
@@ -438,20 +438,20 @@ EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int r
     /* prologue */
     int body = em_asm_label(&A);
     if (body < 0) goto nomem;
-    if (nfree) OP(EM_OP_COPY_FREE_VARS, nfree);
-    OP(EM_OP_RESUME, 0);
+    if (nfree) OP(EMBC_COPY_FREE_VARS, nfree);
+    OP(EMBC_RESUME, 0);
     for (int t = 0, a = 0; t < plan->stack_after; t++) {
-        if (plan->after_null[t]) OP(EM_OP_PUSH_NULL, 0);
-        else OP(EM_OP_LOAD_FAST, plan->nlive + a++);
+        if (plan->after_null[t]) OP(EMBC_PUSH_NULL, 0);
+        else OP(EMBC_LOAD_FAST, plan->nlive + a++);
     }
-    if (em_asm_jump(&A, EM_OP_JUMP_FORWARD, body, line)) goto nomem;
+    if (em_asm_jump(&A, EMBC_JUMP_FORWARD, body, line)) goto nomem;
     /* the original instructions, locals renumbered */
     int first = A.ins.len;
     if (em_asm_decode(&A, co)) goto done;
     for (int32_t i = first; i < A.ins.len; i++) {
         EmAsmInstr *in = &A.ins.data[i];
         if (in->orig == resume_at) A.labels.data[body] = i;
-        if (em_op_has_local[in->op]) in->arg = in->arg < nlocals ? map[in->arg] : in->arg - nlocals + nnew;
+        if (em_bc_has_local[in->op]) in->arg = in->arg < nlocals ? map[in->arg] : in->arg - nlocals + nnew;
     }
     if (A.labels.data[body] < first) {
         PyErr_SetString(PyExc_SystemError, "ember: resume point not found");

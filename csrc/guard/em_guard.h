@@ -2,6 +2,9 @@
  * the values it touched (by their source path), checks record what it assumed. The hook
  * evaluates the flat program on every call without allocating; on a miss the program can
  * explain the first failing check in words.
+ *
+ * Returns: builders give 0, or -1 with a Python exception set (slots: the slot index, or -1);
+ * checks of a value give 1 (holds), 0 (fails) or -1 (exception); readers 0 or -1.
  */
 #ifndef EM_GUARD_H
 #define EM_GUARD_H

@@ -1,4 +1,8 @@
-/* em_hook.h: the PEP 523 frame hook and its per-thread enable flag. */
+/* em_hook.h: the PEP 523 frame hook and its per-thread enable flag.
+ *
+ * Returns: 0, or -1 with a Python exception; em_hook_call a new reference or NULL with an
+ * exception, as the call it makes.
+ */
 #ifndef EM_HOOK_H
 #define EM_HOOK_H
 

@@ -47,9 +47,9 @@ int32_t em_ir_const(EmGraph *G, EmConstKind kind, int64_t i, double f, void *obj
 }
 
 int32_t em_ir_arg(EmGraph *G, EmArgKind kind, int32_t v, int32_t n) {
-    EM_ASSERT(kind != EMA_REF || (v >= 0 && v < G->nodes.len), "argument ref %%%d of %d nodes", v, G->nodes.len);
-    EM_ASSERT(kind != EMA_CONST || (v >= 0 && v < G->consts.len), "constant %d of %d", v, G->consts.len);
-    EM_ASSERT(kind == EMA_REF || kind == EMA_CONST || (n >= 0 && v >= 0 && v + n <= G->args.len),
+    EM_ASSERT(kind != EMARG_REF || (v >= 0 && v < G->nodes.len), "argument ref %%%d of %d nodes", v, G->nodes.len);
+    EM_ASSERT(kind != EMARG_CONST || (v >= 0 && v < G->consts.len), "constant %d of %d", v, G->consts.len);
+    EM_ASSERT(kind == EMARG_REF || kind == EMARG_CONST || (n >= 0 && v >= 0 && v + n <= G->args.len),
               "sequence argument [%d, %d) of %d", v, v + n, G->args.len);
     EmArg a = {.kind = (uint8_t)kind, .v = v, .n = n};
     if (em_vec_push(&G->args, a)) return -1;
@@ -141,16 +141,16 @@ int em_dev_type_of(const char *name) {
 
 static int dump_arg(const EmGraph *G, const EmArg *a, EmStrBuf *o) {
     switch (a->kind) {
-        case EMA_REF: return em_sb_printf(o, "%%%d", a->v);
-        case EMA_CONST: return em_sb_puts(o, G->text.data + G->consts.data[a->v].text);
+        case EMARG_REF: return em_sb_printf(o, "%%%d", a->v);
+        case EMARG_CONST: return em_sb_puts(o, G->text.data + G->consts.data[a->v].text);
         default: {
-            int rc = em_sb_puts(o, a->kind == EMA_TUPLE ? "(" : "[");
+            int rc = em_sb_puts(o, a->kind == EMARG_TUPLE ? "(" : "[");
             for (int32_t i = 0; i < a->n && !rc; i++) {
                 if (i) rc = em_sb_puts(o, ", ");
                 if (!rc) rc = dump_arg(G, &G->args.data[a->v + i], o);
             }
-            if (!rc && a->kind == EMA_TUPLE && a->n == 1) rc = em_sb_puts(o, ",");
-            return rc ? rc : em_sb_puts(o, a->kind == EMA_TUPLE ? ")" : "]");
+            if (!rc && a->kind == EMARG_TUPLE && a->n == 1) rc = em_sb_puts(o, ",");
+            return rc ? rc : em_sb_puts(o, a->kind == EMARG_TUPLE ? ")" : "]");
         }
     }
 }
@@ -211,12 +211,12 @@ int em_ir_dump(const EmGraph *G, EmStrBuf *o) {
 static const char *verify_arg(const EmGraph *G, const EmArg *a, EmRef self, int depth) {
     if (depth > 32) return "argument nesting too deep";
     switch (a->kind) {
-        case EMA_REF:
+        case EMARG_REF:
             if (a->v < 0 || a->v >= self) return "argument refers forward or out of range";
             return NULL;
-        case EMA_CONST: return (a->v < 0 || a->v >= G->consts.len) ? "constant out of range" : NULL;
-        case EMA_TUPLE:
-        case EMA_LIST:
+        case EMARG_CONST: return (a->v < 0 || a->v >= G->consts.len) ? "constant out of range" : NULL;
+        case EMARG_TUPLE:
+        case EMARG_LIST:
             if (a->v < 0 || a->v + a->n > G->args.len) return "sequence argument out of range";
             for (int32_t i = 0; i < a->n; i++) {
                 const char *m = verify_arg(G, &G->args.data[a->v + i], self, depth + 1);

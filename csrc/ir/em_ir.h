@@ -2,6 +2,9 @@
  * a pooled argument section, a constant pool and per-node tensor metadata. Pure C: no
  * Python.h. Object constants are opaque handles owned by the graph through the
  * retain/release callbacks its creator installs.
+ *
+ * Returns (pure C, so no exception): an index (EmRef, constant, argument, text), or -1 when
+ * out of memory; 0 or -1 likewise for the rest; em_ir_verify: NULL or what is wrong.
  */
 #ifndef EM_IR_H
 #define EM_IR_H
@@ -101,7 +104,7 @@ int em_dev_type_of(const char *name);
 typedef enum { EMV_TENSOR = 0, EMV_SEQ = 1, EMV_OBJ = 2, EMV_NONE = 3 } EmValKind;
 
 /* Argument of a node: a graph value, a constant, or a tuple/list of arguments. */
-typedef enum { EMA_REF, EMA_CONST, EMA_TUPLE, EMA_LIST } EmArgKind;
+typedef enum { EMARG_REF, EMARG_CONST, EMARG_TUPLE, EMARG_LIST } EmArgKind;
 typedef struct {
     uint8_t kind;
     int32_t v; /* REF: node; CONST: const index; TUPLE/LIST: first child in G->args */

@@ -185,14 +185,14 @@ typedef struct {
 /* Decodes the instruction starting at code unit `at` (which may be an EXTENDED_ARG). */
 static inline void em_decode(const unsigned char *code, int n_units, int at, EmInstr *out) {
     int arg = 0;
-    while (at < n_units && code[2 * at] == EM_OP_EXTENDED_ARG) {
+    while (at < n_units && code[2 * at] == EMBC_EXTENDED_ARG) {
         arg = (arg << 8) | code[2 * at + 1];
         at++;
     }
     out->op = code[2 * at];
     out->arg = (arg << 8) | code[2 * at + 1];
     out->at = at;
-    out->next = at + 1 + em_op_caches[out->op];
+    out->next = at + 1 + em_bc_caches[out->op];
 }
 
 /* Operand decoding that differs between versions. */
@@ -227,9 +227,9 @@ static inline int em_exc_entry(PyCodeObject *co, int u, int *handler, int *depth
 
 static inline int em_compare_arg(int arg) { return EM_PY312 ? arg >> 4 : arg; }
 static inline void em_load_attr_arg(int op, int arg, int *name, int *method) {
-#ifdef EM_OP_LOAD_METHOD
+#ifdef EMBC_LOAD_METHOD
     *name = arg;
-    *method = op == EM_OP_LOAD_METHOD;
+    *method = op == EMBC_LOAD_METHOD;
 #else
     (void)op;
     *name = arg >> 1;
@@ -248,16 +248,16 @@ static inline void em_super_attr_arg(int arg, int *name, int *method, int *two) 
  * (method, self) or (NULL, value). em_plain_attr_load gives the plain load of the same name
  * (one value pushed). */
 static inline int em_is_method_load(int op, int arg) {
-#ifdef EM_OP_LOAD_METHOD
+#ifdef EMBC_LOAD_METHOD
     (void)arg;
-    return op == EM_OP_LOAD_METHOD;
+    return op == EMBC_LOAD_METHOD;
 #else
-    return (op == EM_OP_LOAD_ATTR || op == EM_OP_LOAD_SUPER_ATTR) && (arg & 1);
+    return (op == EMBC_LOAD_ATTR || op == EMBC_LOAD_SUPER_ATTR) && (arg & 1);
 #endif
 }
 static inline void em_plain_attr_load(int *op, int *arg) {
-#ifdef EM_OP_LOAD_METHOD
-    *op = EM_OP_LOAD_ATTR;
+#ifdef EMBC_LOAD_METHOD
+    *op = EMBC_LOAD_ATTR;
 #else
     *arg &= ~1;
 #endif
@@ -269,17 +269,17 @@ static inline void em_plain_attr_load(int *op, int *arg) {
 /* Target of a relative jump, in code units. */
 static inline int em_jump_target(const EmInstr *in) {
     switch (in->op) {
-#ifdef EM_OP_JUMP_BACKWARD
-        case EM_OP_JUMP_BACKWARD:
+#ifdef EMBC_JUMP_BACKWARD
+        case EMBC_JUMP_BACKWARD:
 #endif
-#ifdef EM_OP_JUMP_BACKWARD_NO_INTERRUPT
-        case EM_OP_JUMP_BACKWARD_NO_INTERRUPT:
+#ifdef EMBC_JUMP_BACKWARD_NO_INTERRUPT
+        case EMBC_JUMP_BACKWARD_NO_INTERRUPT:
 #endif
-#ifdef EM_OP_POP_JUMP_BACKWARD_IF_FALSE
-        case EM_OP_POP_JUMP_BACKWARD_IF_FALSE:
-        case EM_OP_POP_JUMP_BACKWARD_IF_TRUE:
-        case EM_OP_POP_JUMP_BACKWARD_IF_NONE:
-        case EM_OP_POP_JUMP_BACKWARD_IF_NOT_NONE:
+#ifdef EMBC_POP_JUMP_BACKWARD_IF_FALSE
+        case EMBC_POP_JUMP_BACKWARD_IF_FALSE:
+        case EMBC_POP_JUMP_BACKWARD_IF_TRUE:
+        case EMBC_POP_JUMP_BACKWARD_IF_NONE:
+        case EMBC_POP_JUMP_BACKWARD_IF_NOT_NONE:
 #endif
             return in->next - in->arg;
         default: return in->next + in->arg;
@@ -289,8 +289,8 @@ static inline int em_jump_target(const EmInstr *in) {
 /* Where FOR_ITER continues once its iterator is exhausted (it pops the iterator first):
  * 3.11 at its target; 3.12 past the END_FOR its target is. */
 static inline int em_for_iter_exit(const EmInstr *in) {
-#ifdef EM_OP_END_FOR
-    return em_jump_target(in) + 1 + em_op_caches[EM_OP_END_FOR];
+#ifdef EMBC_END_FOR
+    return em_jump_target(in) + 1 + em_bc_caches[EMBC_END_FOR];
 #else
     return em_jump_target(in);
 #endif

@@ -14,8 +14,8 @@ static void release_out(EmOut *out, int32_t n) {
 }
 
 static void note_use(int32_t *last, const EmGraph *G, const EmArg *a, int32_t at) {
-    if (a->kind == EMA_REF) last[a->v] = at;
-    else if (a->kind == EMA_TUPLE || a->kind == EMA_LIST)
+    if (a->kind == EMARG_REF) last[a->v] = at;
+    else if (a->kind == EMARG_TUPLE || a->kind == EMARG_LIST)
         for (int32_t i = 0; i < a->n; i++) note_use(last, G, &G->args.data[a->v + i], at);
 }
 
@@ -85,10 +85,10 @@ void em_rt_free(EmCompiled *C) {
 static PyObject *arg_value(const EmGraph *G, PyObject **vals, const EmArg *a, int *owned) {
     *owned = 0;
     switch (a->kind) {
-        case EMA_REF: return vals[a->v];
-        case EMA_CONST: return (PyObject *)G->consts.data[a->v].obj;
+        case EMARG_REF: return vals[a->v];
+        case EMARG_CONST: return (PyObject *)G->consts.data[a->v].obj;
         default: {
-            PyObject *s = a->kind == EMA_TUPLE ? PyTuple_New(a->n) : PyList_New(a->n);
+            PyObject *s = a->kind == EMARG_TUPLE ? PyTuple_New(a->n) : PyList_New(a->n);
             for (int32_t i = 0; s && i < a->n; i++) {
                 int o;
                 PyObject *v = arg_value(G, vals, &G->args.data[a->v + i], &o);
@@ -97,7 +97,7 @@ static PyObject *arg_value(const EmGraph *G, PyObject **vals, const EmArg *a, in
                     break;
                 }
                 if (!o) Py_INCREF(v);
-                if (a->kind == EMA_TUPLE) PyTuple_SET_ITEM(s, i, v);
+                if (a->kind == EMARG_TUPLE) PyTuple_SET_ITEM(s, i, v);
                 else PyList_SET_ITEM(s, i, v);
             }
             *owned = 1;
@@ -184,7 +184,8 @@ done:
 
 /* memo (NULL when the tree has no OUT_SAME): per position, the TUPLE/LIST/DICT/ITER object built
  * there (borrowed: owned by its parent or by the result while the tree is built). */
-static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const *slots, int32_t *at, PyObject **memo) {
+static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *const *slots, int32_t *at,
+                             PyObject **memo) {
     int32_t pos = *at;
     const EmOut *o = &C->out[(*at)++];
     switch (o->kind) {
@@ -204,7 +205,7 @@ static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const
             PyObject *s = o->kind == OUT_LIST ? PyList_New(o->v) : PyTuple_New(o->v);
             if (s && memo && o->kind == OUT_LIST) memo[pos] = s;
             for (int32_t i = 0; i < o->v; i++) {
-                PyObject *v = s ? build_out(C, vals, slots, at, memo) : NULL;
+                PyObject *v = s ? rebuild_out(C, vals, slots, at, memo) : NULL;
                 if (!v) {
                     Py_XDECREF(s);
                     return NULL;
@@ -234,13 +235,13 @@ static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const
             PyObject *v = NULL;
             for (int32_t i = 0; i < o->v; i++) {
                 Py_XDECREF(v);
-                if (!(v = build_out(C, vals, slots, at, memo))) return NULL;
+                if (!(v = rebuild_out(C, vals, slots, at, memo))) return NULL;
             }
             return v;
         }
         case OUT_SETATTR: {
-            PyObject *target = build_out(C, vals, slots, at, memo);
-            PyObject *v = target ? build_out(C, vals, slots, at, memo) : NULL;
+            PyObject *target = rebuild_out(C, vals, slots, at, memo);
+            PyObject *v = target ? rebuild_out(C, vals, slots, at, memo) : NULL;
             int rc = v ? PyObject_GenericSetAttr(target, o->obj, v) : -1;
             Py_XDECREF(target);
             Py_XDECREF(v);
@@ -253,7 +254,7 @@ static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const
             Py_XDECREF(empty);
             if (inst && memo) memo[pos] = inst;
             for (int32_t i = 0; inst && i < o->v; i++) {
-                PyObject *d = build_out(C, vals, slots, at, memo), *k, *v;
+                PyObject *d = rebuild_out(C, vals, slots, at, memo), *k, *v;
                 Py_ssize_t p = 0;
                 int rc = d ? 0 : -1;
                 if (d && i == 0) {
@@ -272,8 +273,8 @@ static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const
             return inst;
         }
         case OUT_BOUND: {
-            PyObject *self = build_out(C, vals, slots, at, memo);
-            PyObject *fn = self ? build_out(C, vals, slots, at, memo) : NULL;
+            PyObject *self = rebuild_out(C, vals, slots, at, memo);
+            PyObject *fn = self ? rebuild_out(C, vals, slots, at, memo) : NULL;
             descrgetfunc get = fn ? Py_TYPE(fn)->tp_descr_get : NULL;
             PyObject *r = get ? get(fn, self, (PyObject *)Py_TYPE(self)) : NULL;
             if (fn && !get) PyErr_SetString(PyExc_SystemError, "ember: bound method of a non-descriptor");
@@ -285,7 +286,7 @@ static PyObject *build_out(const EmCompiled *C, PyObject **vals, PyObject *const
             PyObject *d = PyDict_New();
             if (d && memo) memo[pos] = d;
             for (int32_t i = 0; i < o->v; i++) {
-                PyObject *v = d ? build_out(C, vals, slots, at, memo) : NULL;
+                PyObject *v = d ? rebuild_out(C, vals, slots, at, memo) : NULL;
                 if (!v || PyDict_SetItem(d, PyTuple_GET_ITEM(o->obj, i), v)) {
                     Py_XDECREF(v);
                     Py_XDECREF(d);
@@ -324,7 +325,7 @@ EM_NEW PyObject *em_rt_call(EmCompiled *C, PyObject *const *slots) {
         PyErr_NoMemory();
         goto done;
     }
-    res = C->nout ? build_out(C, vals, slots, &at, memo) : Py_NewRef(Py_None);
+    res = C->nout ? rebuild_out(C, vals, slots, &at, memo) : Py_NewRef(Py_None);
     PyMem_Free(memo);
 done:
     if (!res && C->on_error) { /* put global state back as the graph found it */

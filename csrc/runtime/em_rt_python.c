@@ -24,8 +24,8 @@ int em_rt_use_backend(EmCompiled *C, int32_t backend, PyObject *where) {
 }
 
 static EM_NEW PyObject *export_arg(const EmGraph *G, const EmArg *a) {
-    if (a->kind == EMA_REF) return Py_BuildValue("(ii)", 0, (int)a->v);
-    if (a->kind == EMA_CONST) return Py_BuildValue("(iO)", 1, (PyObject *)G->consts.data[a->v].obj);
+    if (a->kind == EMARG_REF) return Py_BuildValue("(ii)", 0, (int)a->v);
+    if (a->kind == EMARG_CONST) return Py_BuildValue("(iO)", 1, (PyObject *)G->consts.data[a->v].obj);
     PyObject *items = PyTuple_New(a->n), *r = NULL;
     if (!items) return NULL;
     for (int32_t i = 0; i < a->n; i++) {
@@ -33,7 +33,7 @@ static EM_NEW PyObject *export_arg(const EmGraph *G, const EmArg *a) {
         if (!c) goto error;
         PyTuple_SET_ITEM(items, i, c);
     }
-    r = Py_BuildValue("(iO)", a->kind == EMA_TUPLE ? 2 : 3, items);
+    r = Py_BuildValue("(iO)", a->kind == EMARG_TUPLE ? 2 : 3, items);
 error:
     Py_DECREF(items);
     return r;
@@ -130,7 +130,7 @@ static int plan_outputs(EmCompiled *C) {
         if (n->op != EMOP_CALL || n->nargs != 1 || G->consts.data[n->fn].obj != (void *)em_state.set_grad_enabled)
             continue;
         const EmArg *a = &G->args.data[n->args];
-        if (a->kind == EMA_CONST) C->end_grad = G->consts.data[a->v].obj == (void *)Py_True;
+        if (a->kind == EMARG_CONST) C->end_grad = G->consts.data[a->v].obj == (void *)Py_True;
     }
     return 0;
 }

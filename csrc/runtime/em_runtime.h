@@ -4,6 +4,10 @@
  * its last use (em_rt_eager.c); with a Python backend (any torch.compile backend) the graph
  * is exported to torch.fx and compiled at its first call, and later calls run the compiled
  * callable (em_rt_python.c). Either way the output tree is built from the graph's outputs.
+ *
+ * Returns: em_rt_call a new reference to the frame's value, or NULL with an exception;
+ * em_rt_compile NULL with an exception; other ints 0, or -1 with an exception (em_rt_py_run
+ * also 1: not run by the backend, the C executor runs this call).
  */
 #ifndef EM_RUNTIME_H
 #define EM_RUNTIME_H
@@ -11,7 +15,7 @@
 #include <Python.h>
 
 #include "../ir/em_ir.h"
-#include "../trace/em_trace.h"
+#include "../ir/em_out.h"
 
 typedef struct EmCompiled {
     EmGraph G;

@@ -305,7 +305,7 @@ static EmStatus result_sym(EmTracer *T, EmRef r, PyObject *mres, PyObject *rdev,
         if (PySequence_Fast_GET_ITEM(mres, i) == Py_None) { /* (out, None) results: a constant */
             it = em_sym_const(T, Py_None);
         } else {
-            int32_t a = em_ir_arg(T->G, EMA_REF, r, 0);
+            int32_t a = em_ir_arg(T->G, EMARG_REF, r, 0);
             EmRef ri = a < 0 ? -1 : em_ir_node(T->G, EMOP_ITEM, a, 1, -1, 0, -1);
             if (ri < 0) return PyErr_NoMemory(), EM_ERR;
             T->G->nodes.data[ri].aux = (int32_t)i;

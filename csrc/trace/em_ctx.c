@@ -138,7 +138,7 @@ static EmStatus torch_before_with(EmTracer *T, EmSym *ctx, EmSym **exit_fn, EmSy
 /* Records ctx's exit (graph only; the twin is exited by the caller or by unwinding). */
 static EmStatus record_exit(EmTracer *T, EmSym *ctx) {
     if (ctx->grad_family) return record_grad(T, ctx->prev_grad);
-    int32_t a = em_ir_arg(T->G, EMA_REF, ctx->ref, 0);
+    int32_t a = em_ir_arg(T->G, EMARG_REF, ctx->ref, 0);
     return record(T, em_state.ctx_exit_fn, "exit_ctx", a, 1, EMV_NONE) < 0 ? EM_ERR : EM_OK;
 }
 

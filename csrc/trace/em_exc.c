@@ -52,9 +52,9 @@ int em_trace_catch(EmTracer *T, int at) {
     if (d > T->sp || h >= T->n_units) return 0;
     EmInstr a, b;
     em_decode(T->bytes, T->n_units, h, &a);
-    if (a.op == EM_OP_PUSH_EXC_INFO && a.next < T->n_units) { /* a with block's cleanup calls __exit__: not modeled */
+    if (a.op == EMBC_PUSH_EXC_INFO && a.next < T->n_units) { /* a with block's cleanup calls __exit__: not modeled */
         em_decode(T->bytes, T->n_units, a.next, &b);
-        if (b.op == EM_OP_WITH_EXCEPT_START) return 0;
+        if (b.op == EMBC_WITH_EXCEPT_START) return 0;
     }
     T->sp = d;
     if (lasti) {

@@ -141,7 +141,7 @@ EmStatus h_load_super_attr(EmTracer *T, const EmInstr *in) {
     if (st == EM_OK) st = em_sym_getattr(T, sup, PyTuple_GET_ITEM(T->code->co_names, ni), method, &out, &self);
     return st == EM_OK ? push_attr(T, method, out, self) : st;
 }
-#ifdef EM_OP_LOAD_METHOD
+#ifdef EMBC_LOAD_METHOD
 EmStatus h_load_method(EmTracer *T, const EmInstr *in) { return h_load_attr(T, in); }
 #endif
 
@@ -185,9 +185,9 @@ EmStatus h_binary_op(EmTracer *T, const EmInstr *in) {
 
 EmStatus h_unary(EmTracer *T, const EmInstr *in) {
     NEED(1);
-    EmOp op = in->op == EM_OP_UNARY_NEGATIVE ? EMOP_NEG : EMOP_INVERT;
-#ifdef EM_OP_UNARY_POSITIVE
-    if (in->op == EM_OP_UNARY_POSITIVE) op = EMOP_POS;
+    EmOp op = in->op == EMBC_UNARY_NEGATIVE ? EMOP_NEG : EMOP_INVERT;
+#ifdef EMBC_UNARY_POSITIVE
+    if (in->op == EMBC_UNARY_POSITIVE) op = EMOP_POS;
 #endif
     EmSym *args[1] = {POP()}, *out = NULL;
     EmStatus st = apply_op(T, op, args, 1, &out);
@@ -282,7 +282,7 @@ EmStatus h_store_slice(EmTracer *T, const EmInstr *in) {
 
 EmStatus h_build_seq(EmTracer *T, const EmInstr *in) {
     NEED(in->arg);
-    EmSym *s = em_sym_new(T, in->op == EM_OP_BUILD_LIST ? SYM_LIST : SYM_TUPLE);
+    EmSym *s = em_sym_new(T, in->op == EMBC_BUILD_LIST ? SYM_LIST : SYM_TUPLE);
     if (!s || em_vec_reserve(&s->items, in->arg)) return EM_ERR;
     for (int i = in->arg; i >= 1; i--) s->items.data[s->items.len++] = TOP(i);
     T->sp -= in->arg;
@@ -524,10 +524,10 @@ EmStatus h_map_add(EmTracer *T, const EmInstr *in) {
  * dict made while tracing, from a dict sym whose keys are known. */
 EmStatus h_dict_merge(EmTracer *T, const EmInstr *in) {
     NEED(in->arg + 1);
-    int merge = in->op == EM_OP_DICT_MERGE;
+    int merge = in->op == EMBC_DICT_MERGE;
     EmSym *src = POP(), *d = TOP(in->arg);
     if (d->kind != SYM_DICT || d->src >= 0 || src->kind != SYM_DICT)
-        return em_trace_fail(T, EMA_VALUE, "%s of a %s", em_op_names[in->op], em_sym_describe(src));
+        return em_trace_fail(T, EMA_VALUE, "%s of a %s", em_bc_names[in->op], em_sym_describe(src));
     for (int32_t k = 0; k < src->keys.len; k++) {
         for (int32_t i = 0; merge && i < d->keys.len; i++) {
             int eq = PyObject_RichCompareBool(d->keys.data[i], src->keys.data[k], Py_EQ);
@@ -554,7 +554,7 @@ EmStatus h_list_to_tuple(EmTracer *T, const EmInstr *in) {
     return em_push(T, t);
 }
 
-#ifdef EM_OP_CALL_INTRINSIC_1
+#ifdef EMBC_CALL_INTRINSIC_1
 /* 3.12's intrinsic functions of one operand: the ones ordinary functions use. */
 EmStatus h_call_intrinsic_1(EmTracer *T, const EmInstr *in) {
     switch (in->arg) {
@@ -591,24 +591,24 @@ EmStatus h_pop_jump_if(EmTracer *T, const EmInstr *in) {
     NEED(1);
     EmSym *c = POP();
     int holds; /* the jump's test: `c is None`, or the truth of c */
-    if (em_op_flags[in->op] & EM_OPF_NONE_TEST) {
+    if (em_bc_flags[in->op] & EMBCF_NONE_TEST) {
         if (c->kind == SYM_NULL) return em_trace_fail(T, EMA_VALUE, "None test of NULL");
         holds = em_sym_is_obj(c, Py_None);
     } else {
         EmStatus st = em_sym_truth(T, c, &holds);
         if (st != EM_OK) return st;
     }
-    if ((em_op_flags[in->op] & EM_OPF_JUMP_IF_TRUE) ? holds : !holds) T->ip = em_jump_target(in);
+    if ((em_bc_flags[in->op] & EMBCF_JUMP_IF_TRUE) ? holds : !holds) T->ip = em_jump_target(in);
     return EM_OK;
 }
 
-#ifdef EM_OP_JUMP_IF_FALSE_OR_POP
+#ifdef EMBC_JUMP_IF_FALSE_OR_POP
 EmStatus h_jump_or_pop(EmTracer *T, const EmInstr *in) {
     NEED(1);
     int t;
     EmStatus st = em_sym_truth(T, TOP(1), &t);
     if (st != EM_OK) return st;
-    int jump_when = in->op != EM_OP_JUMP_IF_FALSE_OR_POP;
+    int jump_when = in->op != EMBC_JUMP_IF_FALSE_OR_POP;
     if (t == jump_when) T->ip = em_jump_target(in);
     else T->sp--;
     return EM_OK;
@@ -755,7 +755,7 @@ EmStatus h_set_add(EmTracer *T, const EmInstr *in) {
     NEED(in->arg + 1);
     EmSym *v = POP(), *set = TOP(in->arg), *items = NULL;
     if (set->kind != SYM_CONST || !PySet_CheckExact(set->obj)) return em_trace_fail(T, EMA_VALUE, "SET_ADD");
-    int update = in->op == EM_OP_SET_UPDATE;
+    int update = in->op == EMBC_SET_UPDATE;
     if (update) {
         EmStatus st = em_seq_items(T, v, &items);
         if (st != EM_OK) return st;

@@ -458,7 +458,7 @@ static int32_t const_arg(EmTracer *T, EmSym *s, EmStatus *st) {
         PyErr_NoMemory();
         return -1;
     }
-    return em_ir_arg(T->G, EMA_CONST, c, 0);
+    return em_ir_arg(T->G, EMARG_CONST, c, 0);
 }
 
 /* The graph argument of a TUPLE or LIST sym: its items' arguments, contiguous (a namedtuple
@@ -493,7 +493,7 @@ static int32_t seq_arg(EmTracer *T, EmSym *s, EmStatus *st, int depth, long *lef
     }
 done:
     free(tmp);
-    return first < 0 ? -1 : em_ir_arg(G, s->kind == SYM_TUPLE ? EMA_TUPLE : EMA_LIST, first, n);
+    return first < 0 ? -1 : em_ir_arg(G, s->kind == SYM_TUPLE ? EMARG_TUPLE : EMARG_LIST, first, n);
 }
 
 static int32_t sym_arg_at(EmTracer *T, EmSym *s, EmStatus *st, int depth, long *left) {
@@ -502,7 +502,7 @@ static int32_t sym_arg_at(EmTracer *T, EmSym *s, EmStatus *st, int depth, long *
         return -1;
     }
     switch (s->kind) {
-        case SYM_TENSOR: return em_ir_arg(T->G, EMA_REF, s->ref, 0);
+        case SYM_TENSOR: return em_ir_arg(T->G, EMARG_REF, s->ref, 0);
         case SYM_CONST:
         case SYM_OBJ: return const_arg(T, s, st);
         case SYM_TUPLE:

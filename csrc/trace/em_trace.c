@@ -152,10 +152,10 @@ typedef EmStatus (*EmHandler)(EmTracer *T, const EmInstr *in);
 static EmStatus dispatch(EmTracer *T, const EmInstr *in) {
     switch (in->op) {
 #define X(name, fn) \
-    case EM_OP_##name: return fn(T, in);
+    case EMBC_##name: return fn(T, in);
 #include "em_trace_ops.def"
 #undef X
-        default: return em_trace_fail(T, EMA_OPCODE, "%s", em_op_names[in->op]);
+        default: return em_trace_fail(T, EMA_OPCODE, "%s", em_bc_names[in->op]);
     }
 }
 
@@ -331,7 +331,7 @@ EmStatus em_trace_loop(EmTracer *T) {
         T->ip = ins.next;
         st = dispatch(T, &ins);
         EM_ASSERT(T->sp >= 0 && T->sp <= T->stack_cap, "stack depth %d of %d after %s", T->sp, T->stack_cap,
-                  em_op_names[ins.op]);
+                  em_bc_names[ins.op]);
         if (st == EM_ABORT && T->exc) { /* a raise: does this frame handle it? */
             int c = em_trace_catch(T, ins.at);
             if (c < 0) return EM_ERR;
@@ -389,15 +389,15 @@ static int locals_read(EmTracer *T, char *read, int n, int from) {
         seen[at] = 1;
         EmInstr in;
         em_decode(T->bytes, T->n_units, at, &in);
-        int reads = in.op == EM_OP_LOAD_FAST || in.op == EM_OP_DELETE_FAST;
-#ifdef EM_OP_LOAD_FAST_CHECK
-        reads |= in.op == EM_OP_LOAD_FAST_CHECK;
+        int reads = in.op == EMBC_LOAD_FAST || in.op == EMBC_DELETE_FAST;
+#ifdef EMBC_LOAD_FAST_CHECK
+        reads |= in.op == EMBC_LOAD_FAST_CHECK;
 #endif
-#ifdef EM_OP_LOAD_FAST_AND_CLEAR
-        reads |= in.op == EM_OP_LOAD_FAST_AND_CLEAR;
+#ifdef EMBC_LOAD_FAST_AND_CLEAR
+        reads |= in.op == EMBC_LOAD_FAST_AND_CLEAR;
 #endif
-#ifdef EM_OP_LOAD_FAST_LOAD_FAST
-        if (in.op == EM_OP_LOAD_FAST_LOAD_FAST) {
+#ifdef EMBC_LOAD_FAST_LOAD_FAST
+        if (in.op == EMBC_LOAD_FAST_LOAD_FAST) {
             if ((in.arg >> 4) < n) read[in.arg >> 4] = 1;
             if ((in.arg & 15) < n) read[in.arg & 15] = 1;
         }
@@ -409,8 +409,8 @@ static int locals_read(EmTracer *T, char *read, int n, int from) {
             break;
         }
         if (e) work[top++] = handler;
-        if (em_op_is_jump[in.op]) work[top++] = em_jump_target(&in);
-        if (!(em_op_flags[in.op] & EM_OPF_NO_FALLTHROUGH)) work[top++] = in.next;
+        if (em_bc_is_jump[in.op]) work[top++] = em_jump_target(&in);
+        if (!(em_bc_flags[in.op] & EMBCF_NO_FALLTHROUGH)) work[top++] = in.next;
     }
     free(seen);
     free(work);

@@ -2,12 +2,19 @@
  * (EmSym), records tensor operations into an EmGraph, records the assumptions it made into
  * an EmGuardProg and describes the return value as an output tree. It never runs real
  * kernels: result metadata comes from torch's meta device, with devices tracked here.
+ *
+ * Returns, throughout trace/: an EmStatus (EM_OK; EM_ABORT with T->abort set, the frame is
+ * not captured here; EM_ERR with a Python exception set). A function returning a pointer
+ * (EmSym *, a new PyObject *) gives NULL with the same meaning: an exception set is EM_ERR,
+ * none is an abort already recorded. Queries return 1/0, and -1 with an exception when they
+ * can fail (em_infer_*: 1 inferred, 0 not, -1 error).
  */
 #ifndef EM_TRACE_H
 #define EM_TRACE_H
 
 #include "../guard/em_guard.h"
 #include "../ir/em_ir.h"
+#include "../ir/em_out.h"
 #include "../pyver/em_pyver.h"
 
 typedef enum {
@@ -91,31 +98,6 @@ struct EmSym {
     int8_t prev_grad, ctx_state, grad_family;
     int32_t out_at; /* TUPLE/LIST/DICT/ITER made while tracing: its entry in the output tree, or -1 */
 };
-
-/* Return-value description: a prefix-order tree. */
-typedef enum {
-    OUT_VALUE,
-    OUT_CONST,
-    OUT_SLOT,
-    OUT_TUPLE,
-    OUT_LIST,
-    OUT_DICT,
-    OUT_ITER,
-    OUT_REENTER,
-    OUT_SAME, /* v: position of an earlier TUPLE/LIST/DICT/ITER entry: the very object built there */
-    OUT_BOUND, /* two children, self and the function: function.__get__(self) */
-    OUT_LAST,  /* v children built in order; the value is the last (effects before a value) */
-    OUT_SETATTR, /* object.__setattr__(child 0, obj, child 1); the value is None */
-    OUT_NEWOBJ /* obj = (class, dict item setter or None): an instance made with the class's
-                * builtin __new__; children: its attribute dict, then its dict items if any */
-} EmOutKind;
-typedef struct {
-    uint8_t kind;
-    int32_t v;     /* VALUE: graph output index; SLOT: guard slot; seqs: child count */
-    PyObject *obj; /* CONST value; TUPLE type (namedtuple) or NULL; DICT keys tuple; REENTER
-                    * the context's spec: a new one is made and entered, its __exit__ is the
-                    * value (all owned) */
-} EmOut;
 
 /* The state of one frame being traced: the intercepted frame's, or an inlined call's. An
  * inlined call saves its caller's as a whole (`EmFrame saved = T->frame`) and puts it back on

@@ -1,0 +1,35 @@
+/* em_out.h: how a compiled frame's return value (or the values a graph break hands on) is
+ * rebuilt from the graph's outputs: the output program the tracer writes (trace/) and the
+ * runtime reads (runtime/), a tree of EmOut entries in prefix order.
+ */
+#ifndef EM_OUT_H
+#define EM_OUT_H
+
+#include <Python.h>
+#include <stdint.h>
+
+typedef enum {
+    OUT_VALUE,
+    OUT_CONST,
+    OUT_SLOT,
+    OUT_TUPLE,
+    OUT_LIST,
+    OUT_DICT,
+    OUT_ITER,
+    OUT_REENTER,
+    OUT_SAME, /* v: position of an earlier TUPLE/LIST/DICT/ITER entry: the very object built there */
+    OUT_BOUND, /* two children, self and the function: function.__get__(self) */
+    OUT_LAST,  /* v children built in order; the value is the last (effects before a value) */
+    OUT_SETATTR, /* object.__setattr__(child 0, obj, child 1); the value is None */
+    OUT_NEWOBJ /* obj = (class, dict item setter or None): an instance made with the class's
+                * builtin __new__; children: its attribute dict, then its dict items if any */
+} EmOutKind;
+typedef struct {
+    uint8_t kind;
+    int32_t v;     /* VALUE: graph output index; SLOT: guard slot; seqs: child count */
+    PyObject *obj; /* CONST value; TUPLE type (namedtuple) or NULL; DICT keys tuple; REENTER
+                    * the context's spec: a new one is made and entered, its __exit__ is the
+                    * value (all owned) */
+} EmOut;
+
+#endif
