@@ -4,7 +4,7 @@
  * methods and modules are inlined (em_inline.c); container methods and structural builtins
  * are em_cont.c's; data-dependent and side-effecting calls abort.
  */
-#include "em_trace.h"
+#include "em_trace_int.h"
 
 #include "../pyver/em_state.h"
 

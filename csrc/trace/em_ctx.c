@@ -7,7 +7,7 @@
  * ember._rules.enter_ctx(spec) / exit_ctx(entered) pairs.
  * Helpers in ember/_rules.py: ctx_new, ctx_enter, ctx_exit, enter_ctx, exit_ctx, reenter.
  */
-#include "em_trace.h"
+#include "em_trace_int.h"
 
 #include "../pyver/em_state.h"
 

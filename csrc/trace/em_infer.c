@@ -4,7 +4,7 @@
  * cases return "not inferred" and the caller runs the op on meta tensors. The result's meta
  * tensor is made only if a later op needs it (em_sym_meta).
  */
-#include "em_trace.h"
+#include "em_trace_int.h"
 
 #include "../pyver/em_state.h"
 

@@ -5,7 +5,7 @@
  * fit, a non-constant operand, a tensor index) is "not inferred": the meta run decides, and
  * raises where eager raises.
  */
-#include "em_trace.h"
+#include "em_trace_int.h"
 
 /* A constant int in *v; 0 when s is not one (bool is not: aten refuses it as a dim). */
 static int const_int(EmSym *s, int64_t *v) {

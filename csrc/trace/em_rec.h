@@ -5,7 +5,7 @@
 #ifndef EM_REC_H
 #define EM_REC_H
 
-#include "em_trace.h"
+#include "em_trace_int.h"
 
 EmStatus em_push(EmTracer *T, EmSym *s);
 

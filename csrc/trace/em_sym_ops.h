@@ -7,7 +7,7 @@
 #ifndef EM_SYM_OPS_H
 #define EM_SYM_OPS_H
 
-#include "em_trace.h"
+#include "em_trace_int.h"
 
 /* A method of list, tuple or dict the trace models (em_cont_methods.def); EM_CM__COUNT: any other. */
 typedef enum {

@@ -19,7 +19,7 @@ def _generated(tmp_path):
 def test_control_flow_flags(tmp_path):
     text = _generated(tmp_path)
     bits = {m[0]: int(m[1]) for m in re.findall(r"#define EMBCF_(\w+) (\d+)", text)}
-    flags = [int(v) for v in re.search(r"em_op_flags\[256\] = \{([^}]*)\}", text)[1].split(", ")]
+    flags = [int(v) for v in re.search(r"em_bc_flags\[256\] = \{([^}]*)\}", text)[1].split(", ")]
     jumps = set(opcode.hasjrel) | set(opcode.hasjabs)
     for num in range(256):
         name, f = opcode.opname[num], flags[num]

@@ -1,0 +1,295 @@
+/* em_trace_int.h: internal to trace/: the symbolic values (EmSym), the operations on them,
+ * the opcode handlers' helpers and every module's entry points. Code outside trace/ includes
+ * em_trace.h only.
+ */
+#ifndef EM_TRACE_INT_H
+#define EM_TRACE_INT_H
+
+#include "em_trace.h"
+
+typedef enum {
+    SYM_NULL,   /* the NULL a call sequence pushes */
+    SYM_CONST,  /* immutable Python value known at trace time (obj) */
+    SYM_TENSOR, /* graph value (ref), its meta tensor (obj) and device */
+    SYM_TUPLE,  /* items; seq_type = namedtuple/structseq type or NULL */
+    SYM_LIST,   /* items, created while tracing or read from an input */
+    SYM_DICT,   /* keys (constants) and items */
+    SYM_OBJ,    /* any other Python object (module, function, nn.Module...) */
+    SYM_ITER,   /* iterator over items of a sequence: items, pos */
+    SYM_CTX,    /* context manager of torch's global state (em_ctx.c): obj = its twin, spec */
+    SYM_EXIT,   /* the __exit__ BEFORE_WITH pushes: items[0] = the context (a SYM_CTX, or any object
+                 * whose bound __exit__ is items[1]) */
+    SYM_BOUND,  /* a bound method as a value: items[0] = self, items[1] = the function's sym */
+    SYM_PARTIAL, /* functools.partial made while tracing or read from the frame: items[0] = the
+                  * function, then pos bound positional arguments, then the keyword values
+                  * (names in keys) */
+    SYM_NEW,    /* an instance made while tracing (em_obj.c): obj = a placeholder of its class,
+                 * items[0] = its attributes (a DICT sym), items[1] = its dict items when the
+                 * class derives from dict */
+    SYM_VIEW,   /* d.keys()/values()/items() of a DICT sym made while tracing (items[0]): a live
+                 * view, read at each use; pos = 'k', 'v' or 'i' */
+    SYM__COUNT
+} EmSymKind;
+
+/* pos of a SYM_NULL local realized on its first read (em_local_get); of a DICT sym. */
+enum {
+    EM_POS_LAZY_ARG = -2,  /* an argument of the intercepted frame: obj = its value, src = its slot */
+    EM_POS_LAZY_CELL = -3, /* a free variable of an inlined function: obj = its cell */
+    EM_POS_FRAME_KWARGS = -4 /* DICT: the frame's own **kwargs dict (em_sym_own may take it over) */
+};
+/* gen of an ITER sym. */
+typedef enum {
+    EM_GEN_NONE = 0,  /* not made by a generator */
+    EM_GEN_RAN = 1,   /* made by a generator run to its end when made (its yields returned None);
+                       * only iteration may consume it */
+    EM_GEN_ENDED = 2  /* ...and the trace has seen its end */
+} EmGenState;
+/* ctx_state of a CTX sym. */
+typedef enum {
+    EM_CTX_MADE = 0,     /* made, not entered */
+    EM_CTX_ENTERED = 1,  /* entered (its twin really entered) */
+    EM_CTX_EXITED = 2,
+    EM_CTX_IN_EFFECT = 3 /* made by set_grad_enabled(), which takes effect when called */
+} EmCtxState;
+
+struct EmSym {
+    uint8_t kind;
+    int32_t src;    /* guard slot it was read from, -1 if made while tracing */
+    PyObject *obj;  /* CONST value, OBJ object, TENSOR meta tensor (all owned) */
+    PyObject *device; /* TENSOR: the real torch.device (owned) */
+    EmRef ref;      /* TENSOR: graph node */
+    PyObject *seq_type; /* TUPLE: namedtuple/structseq type; ITER: the iterator's Python type (a
+                         * generator, list_iterator, zip...), NULL when unknown (owned) */
+    EmVec(EmSym *) items;
+    EmVec(PyObject *) keys; /* DICT: owned keys, parallel to items */
+    int32_t pos;    /* ITER: position; PARTIAL: bound positional count; VIEW: 'k', 'v', 'i';
+                     * SYM_NULL, DICT: an EM_POS_* value */
+    uint8_t gen;    /* ITER: an EmGenState */
+    uint8_t by_id;  /* OBJ: guarded by identity (or a constant of a trusted module) */
+    uint8_t lent;   /* ITER: handed to zip()/enumerate(), which took all its items at once while
+                     * Python's take them lazily: any further use of it aborts the trace */
+    uint32_t kver, mver; /* LIST/DICT made while tracing: key insertions and removals (dicts) and
+                          * all mutations (both) so far */
+    EmVec(EmSym *) of; /* ITER: the lists or dicts made while tracing whose items it holds */
+    EmVec(uint32_t) of_ver; /* their versions when it was made (em_iter_use checks them) */
+    char of_what;   /* ITER: 'k', 'v' or 'i' when it iterates dict of.data[0]'s keys, values or items
+                     * directly (it reads values stored meanwhile, as Python's does), else 0 */
+    /* CTX: (cls, args, kwargs pairs) to make it again (owned); grad mode to restore on exit;
+     * ctx_state an EmCtxState; grad_family: its changes are recorded as _set_grad_enabled
+     * calls (else as enter/exit helper calls, ref = the enter node) */
+    PyObject *spec;
+    int8_t prev_grad, ctx_state, grad_family;
+    int32_t out_at; /* TUPLE/LIST/DICT/ITER made while tracing: its entry in the output tree, or -1 */
+};
+
+/* em_trace_fail after Python code the trace ran for the program (a call, an attribute read)
+ * raised: an Exception is dropped (the frame runs as Python, which raises it again), anything
+ * else (KeyboardInterrupt, SystemExit, MemoryError) stays and the status is EM_ERR. */
+EmStatus em_trace_abandon(EmTracer *T, EmAbort why, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+EmSym *em_sym_new(EmTracer *T, EmSymKind kind);
+EmSym *em_sym_const(EmTracer *T, PyObject *EM_BORROWED v);
+EmSym *em_sym_null(EmTracer *T);
+/* A by-identity OBJ sym for an object the trace knows from other guards, with a constant slot. */
+EmSym *em_sym_known(EmTracer *T, PyObject *EM_BORROWED obj, const char *label);
+/* The method fn of self: (fn, self) for a method load, else a SYM_BOUND value. */
+EmStatus em_sym_method(EmTracer *T, PyObject *EM_BORROWED fn, EmSym *self, int method, EmSym **out, EmSym **selfp);
+/* Wraps a value read from a guard slot, installing guards; NULL with status in *st. */
+EmSym *em_sym_wrap(EmTracer *T, PyObject *EM_BORROWED v, int32_t slot, EmStatus *st);
+/* Meta tensor of a tensor sym (created lazily). Borrowed, NULL on error. */
+PyObject *em_sym_meta(EmTracer *T, EmSym *s);
+/* Makes a TENSOR sym for graph node r from meta result m (borrowed) on device dev. */
+EmSym *em_sym_tensor(EmTracer *T, EmRef r, PyObject *m, PyObject *dev);
+/* Points an existing tensor sym at node r (an op returned its argument). 0 or -1. */
+int em_sym_retarget(EmTracer *T, EmSym *s, EmRef r, PyObject *m, PyObject *dev);
+/* Python value of a sym when it is fully known at trace time (new ref), else NULL without
+ * exception. */
+EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s);
+/* Lookups in a dict read through a slot without wrapping it whole; absence proofs; type(). */
+int em_sym_own(EmTracer *T, EmSym *s);
+/* DICT syms: the index of key (-1 absent, -2 error set); store key -> v (0 or EM_ERR). */
+int em_dict_find(EmSym *d, PyObject *key);
+EmStatus em_dict_set(EmSym *d, PyObject *key, EmSym *v);
+int em_is_namedtuple_type(PyTypeObject *tp);
+EmStatus em_env_lookup(EmTracer *T, EmSym *env, EmSym *key, int *found, EmSym **out);
+EmStatus em_lazy_dict_get(EmTracer *T, EmSym *d, PyObject *key, int *found, EmSym **out);
+int em_sym_attr_absent(EmTracer *T, EmSym *base, PyObject *name);
+EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out);
+/* ---- operations on syms, dispatched on the kind (em_sym_ops.c; the kinds' rows: em_sym_ops.h) ----
+ * Each returns EM_OK, EM_ABORT (reason in T) or EM_ERR; the syms it gives back belong to the
+ * trace. */
+/* base.name; method: a method load, which gives the function and *self (NULL: a plain value). */
+EmStatus em_sym_getattr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self);
+/* c[key]; c[key] = v; key in c (*found 0 or 1); bool(s) (*out 0 or 1). */
+EmStatus em_sym_getitem(EmTracer *T, EmSym *c, EmSym *key, EmSym **out);
+EmStatus em_sym_setitem(EmTracer *T, EmSym *c, EmSym *key, EmSym *v);
+EmStatus em_sym_contains(EmTracer *T, EmSym *c, EmSym *key, int *found);
+EmStatus em_sym_truth(EmTracer *T, EmSym *s, int *out);
+/* a <op> b, fn being op's Python operator, for operands that hold no tensor. */
+EmStatus em_sym_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out);
+/* `a is b`: *same 0 or 1. */
+EmStatus em_sym_is(EmTracer *T, EmSym *a, EmSym *b, int *same);
+/* next(it): its next item, or *out NULL when it is exhausted. */
+EmStatus em_iter_next(EmTracer *T, EmSym *it, EmSym **out);
+/* 1 when s is the Python object v itself (a constant, or an object sym of it), else 0. */
+int em_sym_is_obj(const EmSym *s, PyObject *v);
+/* 1 when s holds a tensor (nested in tuples and lists); deeper than EM_MAX_NEST (or a list
+ * holding itself) counts as one, so that the caller takes its general path. */
+int em_sym_has_tensor(EmSym *s);
+/* fn(*args) on the known values of args (a Python operator): a constant (a list sym for a list);
+ * aborts when a value is not known, or raises what fn raised. */
+EmStatus em_sym_eval(EmTracer *T, PyObject *fn, EmSym **args, int n, EmSym **out);
+/* An object read from the frame and guarded by its type only, not its identity: its state (its
+ * attributes, its items) is not guarded by that. */
+/* The dict method a VIEW sym stands for: "keys", "values" or "items". */
+static inline const char *em_view_method(const EmSym *view) {
+    return view->pos == 'k' ? "keys" : view->pos == 'v' ? "values" : "items";
+}
+static inline int em_sym_type_guarded(const EmSym *s) { return s->kind == SYM_OBJ && s->src >= 0 && !s->by_id; }
+/* object.__getattribute__(base, name): the generic lookup, bypassing a type's override. */
+EmStatus em_sym_getattr_generic(EmTracer *T, EmSym *base, PyObject *name, EmSym **out);
+/* super(cls, obj) as a sym whose attributes resolve along type(obj).__mro__ after cls. */
+EmStatus em_super(EmTracer *T, EmSym *cls, EmSym *obj, EmSym **out);
+/* super() with no arguments in the frame being traced: __class__ and the first local. */
+EmStatus em_super_noargs(EmTracer *T, EmSym **out);
+/* Walks over nested values (syms' items, objects read from the frame) stop at this depth:
+ * deeper nesting, and cycles (a list that holds itself), abort the trace. */
+#define EM_MAX_NEST 64
+/* ...and visit at most this many values in all (tuples shared along a deep chain would
+ * otherwise be walked exponentially often). */
+#define EM_MAX_WALK 100000
+/* A function made while tracing (MAKE_FUNCTION): its object is a stand-in without the closure
+ * cells and defaults the sym holds, so it must never run or reach real code. */
+int em_sym_placeholder(const EmSym *s);
+/* 1 when o's own type is torch.nn.Module or a subclass (no __class__ property runs; never fails). */
+int em_is_module(PyObject *o);
+/* Graph argument for a sym (tensors become refs, constants consts). -1 on abort/error with
+ * *st set. */
+int32_t em_sym_arg(EmTracer *T, EmSym *s, EmStatus *st);
+const char *em_sym_describe(EmSym *s);
+
+EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
+EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, PyObject *meta_fn,
+                      EmSym **out);
+
+int em_trace_lineno(EmTracer *T);
+/* Result metadata inferred in C (em_infer.c): 1 when inferred, 0 when the meta run must
+ * decide, -1 with a Python exception set. em_infer_pointwise: Python arithmetic and
+ * comparisons and the unary torch functions of ember/_rules.py POINTWISE, on tensors of one
+ * dtype and device and Python numbers, any layout (TensorIterator's result layout).
+ * em_infer_shape: the rules of ember/_rules.py SHAPE_RULES (em_shape_rules.def). */
+typedef struct {
+    int dtype, dev_type, dev_index, requires_grad, ndim;
+    int64_t sizes[64], strides[64];
+} EmInferred;
+int em_infer_pointwise(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, EmInferred *r);
+int em_infer_shape(EmTracer *T, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, EmInferred *r);
+/* The rows of em_shape_rules.def (0: no rule); the VIEW_ rows come last. */
+typedef enum {
+    SR_NONE,
+#define X(name) SR_##name,
+#include "em_shape_rules.def"
+#undef X
+} EmShapeRule;
+/* em_infer_view.c: views (a VIEW_ rule) and basic indexing x[key]; same convention. */
+int em_infer_view(EmTracer *T, int rule, EmSym **args, int nargs, PyObject *kwnames, EmInferred *r);
+int em_infer_getitem(EmTracer *T, EmSym *x, EmSym *key, EmInferred *r);
+/* 1 when node n (a tensor) is contiguous and not empty. */
+int em_node_contiguous(const EmGraph *G, const EmNode *n);
+/* Inlines a call of the Python function `func` (em_inline.c). em_inline_closure: of a function
+ * made while tracing, whose sym `closure` holds the values of its free variables as items
+ * (NULL: they are read from func's cells). */
+EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
+EmStatus em_inline_closure(EmTracer *T, PyObject *func, EmSym *closure, EmSym **args, int nargs, PyObject *kwnames,
+                           EmSym **out);
+/* Calls of nn.Module instances and iteration/indexing of module containers (em_inline.c). */
+EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
+/* nn.Module.__call__'s work for module sym mod (hooks, then forward), whatever its class's
+ * __call__ is; em_module_base_call: nn.Module.__call__ itself (borrowed, NULL on error). */
+EmStatus em_module_call_impl(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
+PyObject *em_module_base_call(void);
+EmStatus em_module_items(EmTracer *T, EmSym *mod, int want_keys, EmSym **out);
+/* nn.Module's own children()/modules()/parameters()/buffers() (named: the named_ forms, as
+ * (name, value) pairs) with their default arguments, on a module read from the frame: an
+ * iterator over what they would yield, in their order, each object once (a repeat is guarded
+ * to stay the same object), None entries skipped; every _modules/_parameters/_buffers dict
+ * walked is guarded by its length and each key. */
+typedef enum { EM_WALK_CHILDREN, EM_WALK_MODULES, EM_WALK_PARAMETERS, EM_WALK_BUFFERS } EmModuleWalk;
+EmStatus em_module_members(EmTracer *T, EmSym *mod, EmModuleWalk what, int named, EmSym **out);
+/* Context managers of global state (em_ctx.c). */
+int em_ctx_class(PyObject *fn);
+EmStatus em_ctx_make(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
+/* BEFORE_WITH: *exit_fn (a SYM_EXIT) and *entered (what __enter__ returned). */
+EmStatus em_ctx_with(EmTracer *T, EmSym *ctx, EmSym **exit_fn, EmSym **entered);
+int em_ctx_is_generic_exit(const EmSym *exit_fn); /* 1: the exit of a with block of a non-torch object */
+EmStatus em_ctx_exit_call(EmTracer *T, EmSym *exit_fn, EmSym **args, int nargs, EmSym **out);
+/* The bound __exit__ of a grad-mode context made before the trace (an input), and its call. */
+int em_ctx_is_grad_exit(PyObject *f);
+EmStatus em_ctx_exit_input(EmTracer *T, EmSym *fn, EmSym **args, int nargs, EmSym **out);
+/* At a break: records the exits of the contexts still open, innermost first. */
+EmStatus em_ctx_close_all(EmTracer *T);
+/* Exits the twins still entered and puts grad mode back as the trace found it; keeps any
+ * pending exception. */
+void em_ctx_unwind(EmTracer *T);
+/* Exceptions (em_exc.c). em_trace_raise: `exc` (borrowed instance) is raised at the current
+ * instruction, certainly (it follows from guarded or constant values); returns EM_ABORT with
+ * the reason, which a handler in an enclosing try block may catch. em_trace_catch: called by
+ * the loop on an abort; 1 when the current frame has a handler for the pending exception (the
+ * stack and ip are set to it), 0 otherwise, -1 on error. */
+EmStatus em_trace_raise(EmTracer *T, PyObject *exc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+EmStatus em_trace_raise_new(EmTracer *T, PyObject *type, PyObject *arg);
+/* em_trace_raise of the Python exception pending now, which the same constants raise at run
+ * time; the exception is cleared. */
+EmStatus em_trace_raise_pending(EmTracer *T, const char *what);
+int em_trace_catch(EmTracer *T, int at);
+/* Objects made while tracing and attribute stores (em_obj.c). */
+/* A call of class cls that makes an instance while tracing; *handled = 0 when cls is not
+ * one ember can make (the caller goes on with its other rules). */
+EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out, int *handled);
+/* self.__name__(*args) for an instance made while tracing: inlined, or dict's on its items. */
+/* dict.__getitem__(d, key) on a dict (or subclass) read from the frame: the key's value
+ * (guarded per key), else the subclass's __missing__ traced, else KeyError; defaultdict's C
+ * __missing__ (it inserts) aborts. */
+EmStatus em_dict_getitem(EmTracer *T, EmSym *d, EmSym *key, EmSym **out);
+/* A method of a list/tuple/dict sym or of a dict read through a slot (the method descriptor fn;
+ * reads on any, mutations on containers made while tracing): the kind's method slot
+ * (em_sym_ops.c), the methods themselves in em_cont.c. */
+EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **args, int nargs, EmSym **out);
+/* The current contents of a dict view sym as a new LIST sym (NULL on error). */
+EmSym *em_view_items(EmTracer *T, EmSym *view);
+/* dict(src, **kw): src NULL, a dict sym or (constant key, value) pairs; kwvals parallel to kwnames. */
+EmStatus em_make_dict(EmTracer *T, EmSym *src, EmSym **kwvals, PyObject *kwnames, EmSym **out);
+/* tuple/list/enumerate/zip/reversed (f) over n syms; strict: zip(strict=True). */
+EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int strict, EmSym **out);
+/* iter(s): s itself for an iterator, else an iterator over s's items (em_seq_items). */
+EmStatus em_iter_of(EmTracer *T, EmSym *s, EmSym **out);
+/* EM_OK when iterator `it` may be consumed or kept (it was not lent to zip()/enumerate()),
+ * else the abort. */
+EmStatus em_iter_use(EmTracer *T, EmSym *it);
+/* Makes iterator `it` watch container src (a LIST, DICT or dict VIEW; others are ignored):
+ * what 'k', 'v', 'i' for a dict iterated directly, else 0. EM_OK or EM_ERR (no memory). */
+EmStatus em_iter_watch(EmTracer *T, EmSym *it, EmSym *src, char what);
+/* The type of iter(x) (rev: of reversed(x)) for the value sym src stands for (new ref), NULL
+ * without an exception when ember cannot tell it without running user code. */
+EM_NEW PyObject *em_iter_type(EmTracer *T, EmSym *src, int rev);
+EmStatus em_call_dunder(EmTracer *T, EmSym *self, const char *name, EmSym **args, int nargs, EmSym **out);
+EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v);
+/* object.__setattr__ semantics on base (the type's own __setattr__ already traced). */
+EmStatus em_obj_generic_set(EmTracer *T, EmSym *base, PyObject *name, EmSym *v);
+/* The value an earlier store of this trace gave base.name, or NULL. */
+EmSym *em_obj_stored(EmTracer *T, EmSym *base, PyObject *name);
+/* Attribute of an instance made while tracing (em_sym.c). */
+EmStatus em_sym_new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self);
+/* Pushes OUT_LAST and the stores to replay when the trace made any (before the value's tree). */
+EmStatus em_obj_effects_head(EmTracer *T);
+EmStatus em_trace_build_out(EmTracer *T, EmSym *s, int depth);
+/* Graph arguments for syms, contiguous: the first index, or -1 with *st set (em_call.c). */
+int32_t em_node_args(EmTracer *T, EmSym **args, int nargs, EmStatus *st);
+/* The interpreter loop over the current frame state (em_trace.c). */
+EmStatus em_trace_loop(EmTracer *T);
+/* Items of an iterable sym as a tuple/list sym (an iterator's remaining items, which
+ * uses it up; a constant sequence; a dict's keys; a module container). */
+EmStatus em_seq_items(EmTracer *T, EmSym *s, EmSym **out);
+/* Realizes a lazily wrapped local (argument or free variable). */
+EmSym *em_local_get(EmTracer *T, int i, EmStatus *st);
+
+#endif
