@@ -4,7 +4,7 @@
  * methods and modules are inlined (em_inline.c); container methods and structural builtins
  * are em_cont.c's; data-dependent and side-effecting calls abort.
  */
-#include "em_trace_int.h"
+#include "em_sym_ops.h"
 
 #include "../pyver/em_state.h"
 
@@ -393,7 +393,6 @@ typedef enum {
 
 /* Returned by a step of em_call or a known callable's handler: the call is not its case, the
  * next step decides. Outside EmStatus's values, and never returned by em_call. */
-#define CALL_NEXT ((EmStatus)1)
 
 /* A builtin given iterators: those that consume their iterable (_rules.ITER_CONSUMERS: sum,
  * sorted, "".join...) get a tuple of the items left, and the iterator is used up, for any/all
@@ -750,23 +749,29 @@ static EmStatus call_input_method(EmTracer *T, EmSym *fn, EmSym **args, int narg
  * tracing or read from the frame, a bound method or weakref.ref from the frame). It comes
  * first because the later steps take fn->obj for the callee; any other sym that is neither
  * an object nor a constant aborts here. The checks exclude each other (by kind, by self). */
-static EmStatus call_by_kind(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
-    EmSym **args = self ? all + 1 : all;
-    int nargs = self ? n - 1 : n;
-    if (fn->kind == SYM_EXIT) return em_ctx_exit_call(T, fn, all, n, out);
+/* ---- the call slots of the kinds' rows (em_sym_ops.h) ---- */
+
+/* A constant callee: os.environ's methods here (their function may be a constant), anything
+ * else by its value in em_call's later steps. */
+EmStatus em_call_by_value(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames,
+                          EmSym **out) {
     if (self && self->kind == SYM_OBJ && self->obj == em_state.os_environ && PyFunction_Check(fn->obj) && !kwnames)
         return call_environ(T, fn, self, args, nargs, out);
-    if (fn->kind == SYM_BOUND && !self)
-        return em_call(T, fn->items.data[1], fn->items.data[0], args, nargs, kwnames, out);
-    if (fn->kind == SYM_PARTIAL && !self) return call_partial(T, fn, args, nargs, kwnames, out);
-    if (fn->kind == SYM_OBJ && fn->src >= 0 && !self && Py_TYPE(fn->obj) == (PyTypeObject *)EM_KNOWN(partial)) {
+    return CALL_NEXT;
+}
+
+/* An object from the frame or a constant: os.environ's methods, partials, bound methods and
+ * weak references read from the frame are taken apart here; anything else by its value. */
+EmStatus em_obj_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
+    if (self) return em_call_by_value(T, fn, self, args, nargs, kwnames, out);
+    if (fn->src < 0) return CALL_NEXT;
+    if (Py_TYPE(fn->obj) == (PyTypeObject *)EM_KNOWN(partial)) {
         EmSym *p = NULL;
         EmStatus st = input_partial(T, fn, &p);
         return st == EM_OK ? call_partial(T, p, args, nargs, kwnames, out) : st;
     }
-    if (fn->kind == SYM_OBJ && fn->src >= 0 && PyMethod_Check(fn->obj) && !self)
-        return call_input_method(T, fn, args, nargs, kwnames, out);
-    if (fn->kind == SYM_OBJ && fn->src >= 0 && !self && nargs == 0 && PyWeakref_CheckRefExact(fn->obj)) {
+    if (PyMethod_Check(fn->obj)) return call_input_method(T, fn, args, nargs, kwnames, out);
+    if (nargs == 0 && PyWeakref_CheckRefExact(fn->obj)) {
         /* ref(): its referent (or None), loaded through the weakref by the guard */
         int32_t slot = em_guard_weakref(T->P, fn->src);
         if (slot < 0) return EM_ERR;
@@ -774,8 +779,43 @@ static EmStatus call_by_kind(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         *out = em_sym_wrap(T, PyWeakref_GetObject(fn->obj), slot, &st);
         return *out ? EM_OK : st;
     }
-    if (fn->kind != SYM_OBJ && fn->kind != SYM_CONST) return em_trace_fail(T, EMA_CALL, "a %s", em_sym_describe(fn));
     return CALL_NEXT;
+}
+
+/* A bound method as a value: its function called with its self. */
+static EmStatus bound_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames,
+                           EmSym **out) {
+    if (self) return em_trace_fail(T, EMA_CALL, "a method of a %s", em_sym_describe(fn));
+    return em_call(T, fn->items.data[1], fn->items.data[0], args, nargs, kwnames, out);
+}
+
+static EmStatus partial_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames,
+                             EmSym **out) {
+    if (self) return em_trace_fail(T, EMA_CALL, "a method of a %s", em_sym_describe(fn));
+    return call_partial(T, fn, args, nargs, kwnames, out);
+}
+
+/* The __exit__ a with block calls at its end: CALL 2 on (exit, None, None, None) on 3.12
+ * hands the first None over as self, so it counts as an argument here. */
+static EmStatus exit_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames,
+                          EmSym **out) {
+    EmSym *all[3];
+    int n = 0;
+    if (kwnames || nargs + (self != NULL) > 3) return em_trace_fail(T, EMA_CALL, "__exit__ with other arguments");
+    if (self) all[n++] = self;
+    for (int i = 0; i < nargs; i++) all[n++] = args[i];
+    return em_ctx_exit_call(T, fn, all, n, out);
+}
+
+const EmSymOps em_bound_ops = {.call = bound_call};
+const EmSymOps em_partial_ops = {.call = partial_call};
+const EmSymOps em_exit_ops = {.call = exit_call};
+
+/* em_call's first step: the callee's kind decides (its row's call slot). */
+static EmStatus call_by_kind(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    const EmSymOps *ops = em_sym_ops[fn->kind];
+    if (!ops || !ops->call) return em_trace_fail(T, EMA_CALL, "a %s", em_sym_describe(fn));
+    return ops->call(T, fn, self, self ? all + 1 : all, self ? n - 1 : n, kwnames, out);
 }
 
 /* ---- handlers of em_known.def's rows (EmCallFn) ---- */

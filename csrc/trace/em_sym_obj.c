@@ -143,6 +143,7 @@ const EmSymOps em_obj_ops = {
     .items = obj_items_of,
     .iter_type = obj_iter_type,
     .method = em_frame_dict_method,
+    .call = em_obj_call,
 };
 
 /* ---- instances made while tracing (NEW): their class's methods, traced ---- */

@@ -8,12 +8,13 @@
 #include "../pyver/em_state.h"
 
 const EmSymOps *const em_sym_ops[SYM__COUNT] = {
-    [SYM_CONST] = &em_const_ops, [SYM_TENSOR] = &em_tensor_ops, [SYM_TUPLE] = &em_tuple_ops,
-    [SYM_LIST] = &em_list_ops,   [SYM_DICT] = &em_dict_ops,     [SYM_OBJ] = &em_obj_ops,
-    [SYM_ITER] = &em_iter_ops,   [SYM_NEW] = &em_new_ops,       [SYM_VIEW] = &em_view_ops,
+    [SYM_CONST] = &em_const_ops, [SYM_TENSOR] = &em_tensor_ops,   [SYM_TUPLE] = &em_tuple_ops,
+    [SYM_LIST] = &em_list_ops,   [SYM_DICT] = &em_dict_ops,       [SYM_OBJ] = &em_obj_ops,
+    [SYM_ITER] = &em_iter_ops,   [SYM_NEW] = &em_new_ops,         [SYM_VIEW] = &em_view_ops,
+    [SYM_BOUND] = &em_bound_ops, [SYM_PARTIAL] = &em_partial_ops, [SYM_EXIT] = &em_exit_ops,
 };
 
-/* NULL, CTX, EXIT, BOUND, PARTIAL: values the trace only passes along or calls. */
+/* NULL, CTX: values the trace only passes along. */
 static const EmSymOps no_ops;
 
 static const EmSymOps *ops_of(const EmSym *s) {
@@ -296,6 +297,7 @@ const EmSymOps em_const_ops = {
     .truth = const_truth,
     .items = const_items,
     .iter_type = const_iter_type,
+    .call = em_call_by_value,
 };
 
 /* ---- tensors: their operations are graph ops ---- */

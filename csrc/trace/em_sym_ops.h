@@ -56,12 +56,20 @@ typedef struct EmSymOps {
      * name: m's name, also for a method outside the table (m == EM_CM__COUNT) */
     EmStatus (*method)(EmTracer *T, EmContMethod m, const char *name, EmSym *self, EmSym **args, int nargs,
                        EmSym **out);
+    /* fn(*args) where fn is a sym of this kind (self: the receiver of a method call, or NULL;
+     * args: the arguments, keyword values last, named by kwnames); CALL_NEXT: em_call's later
+     * steps (known callables, rules) decide by fn's value. NULL: a kind that cannot be called. */
+    EmStatus (*call)(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
 } EmSymOps;
 
 /* The rows, in the file of each kind family: em_sym_ops.c (CONST, TENSOR), em_sym_seq.c
- * (TUPLE, LIST, ITER), em_sym_dict.c (DICT, VIEW), em_sym_obj.c (OBJ, NEW). */
+ * (TUPLE, LIST, ITER), em_sym_dict.c (DICT, VIEW), em_sym_obj.c (OBJ, NEW), em_call.c (the
+ * kinds that are only called: BOUND, PARTIAL, EXIT). */
 extern const EmSymOps em_const_ops, em_tensor_ops, em_tuple_ops, em_list_ops, em_iter_ops, em_dict_ops, em_view_ops,
-    em_obj_ops, em_new_ops;
+    em_obj_ops, em_new_ops, em_bound_ops, em_partial_ops, em_exit_ops;
+/* The call slots em_call.c implements for rows kept elsewhere. */
+EmStatus em_obj_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
+EmStatus em_call_by_value(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
 /* Indexed by EmSymKind; NULL for a kind with no operations. */
 extern const EmSymOps *const em_sym_ops[SYM__COUNT];
 

@@ -218,6 +218,9 @@ EmStatus em_module_members(EmTracer *T, EmSym *mod, EmModuleWalk what, int named
 /* Context managers of global state (em_ctx.c). */
 int em_ctx_class(PyObject *fn);
 EmStatus em_ctx_make(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
+/* Besides EmStatus: a step of em_call (or a kind's call slot) that does not handle this call;
+ * the next step decides. *out is untouched. */
+#define CALL_NEXT ((EmStatus)1)
 /* BEFORE_WITH: *exit_fn (a SYM_EXIT) and *entered (what __enter__ returned). */
 EmStatus em_ctx_with(EmTracer *T, EmSym *ctx, EmSym **exit_fn, EmSym **entered);
 int em_ctx_is_generic_exit(const EmSym *exit_fn); /* 1: the exit of a with block of a non-torch object */
