@@ -33,6 +33,11 @@ typedef struct {
     const int64_t *sz, *st;
 } EmOpnd;
 
+/* a[0..n) == b[0..n); a 0-dim node's arrays may be NULL */
+static int same_ints(const int64_t *a, const int64_t *b, int n) {
+    return n == 0 || !memcmp(a, b, sizeof(int64_t) * (size_t)n);
+}
+
 static int64_t numel(int n, const int64_t *sz) {
     int64_t k = 1;
     for (int i = 0; i < n; i++) k *= sz[i];
@@ -171,8 +176,7 @@ static int elementwise_layout(const EmOpnd *ops, int nops, int scalars, EmInferr
     for (int i = 0; i < n; i++) r->sizes[i] = 1;
     for (int k = 0; k < nops; k++) {
         int off = n - ops[k].ndim;
-        if (k && (ops[k].ndim != ops[0].ndim || memcmp(ops[k].sz, ops[0].sz, sizeof(int64_t) * (size_t)ops[k].ndim)))
-            same = 0;
+        if (k && (ops[k].ndim != ops[0].ndim || !same_ints(ops[k].sz, ops[0].sz, ops[k].ndim))) same = 0;
         for (int j = 0; j < ops[k].ndim; j++) {
             int64_t x = r->sizes[off + j], y = ops[k].sz[j];
             if (x != y && x != 1 && y != 1) return 0;
@@ -185,7 +189,7 @@ static int elementwise_layout(const EmOpnd *ops, int nops, int scalars, EmInferr
             contig &= is_contig(n, ops[k].sz, ops[k].st);
             cl &= is_channels_last(n, ops[k].sz, ops[k].st);
             dense &= is_dense(n, ops[k].sz, ops[k].st);
-            eq &= !memcmp(ops[k].st, ops[0].st, sizeof(int64_t) * (size_t)n);
+            eq &= same_ints(ops[k].st, ops[0].st, n);
         }
         if (contig) {
             contiguous_of(n, r->sizes, r->strides);
@@ -199,7 +203,7 @@ static int elementwise_layout(const EmOpnd *ops, int nops, int scalars, EmInferr
             return 1;
         }
         if (dense && eq) {
-            memcpy(r->strides, ops[nops - 1].st, sizeof(int64_t) * (size_t)n);
+            if (n) memcpy(r->strides, ops[nops - 1].st, sizeof(int64_t) * (size_t)n);
             return 1;
         }
     }
