@@ -1168,7 +1168,8 @@ static EmStatus call_by_rule(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
                             PyTuple_CheckExact(bound_to) || PyFrozenSet_CheckExact(bound_to))
                    ? RULE_CONST
                    : rule_of(f);
-    if (rule < 0) return EM_ERR;
+    /* classify asks the callable itself (isinstance reads its __class__, which may raise) */
+    if (rule < 0) return em_trace_abandon(T, EMA_CALL, "a %s whose class cannot be read", Py_TYPE(f)->tp_name);
     if (rule == RULE_CONST && PyCFunction_Check(f)) {
         EmStatus st = consume_iter_args(T, f, all, n);
         if (st != EM_OK) return st;

@@ -1285,3 +1285,24 @@ def test_keyboard_interrupt_while_tracing_reaches_the_caller_and_the_next_call_c
     torch.testing.assert_close(cf(x, o), x - 1)
     c = ember.testing.counters()
     assert c["fallbacks"] == 0 and c["frames"] == 1 and c["hits"] == 1, c
+
+
+class _NoClass:
+    """Its __class__ property raises; calling it does not read __class__."""
+
+    @property
+    def __class__(self):
+        raise RuntimeError("no class")
+
+    def __call__(self, x):
+        return x * 3
+
+
+def test_callable_whose_class_raises_is_a_graph_break_not_an_internal_error(recwarn):
+    def f(x, w):
+        return w(x) + 1
+
+    x, w = torch.randn(3), _NoClass()
+    torch.testing.assert_close(ember.compile(f)(x, w), f(x, w))
+    assert not [m for m in recwarn if "internal error" in str(m.message)]
+    assert ember.testing.counters()["breaks"] == 1, ember.testing.counters()
