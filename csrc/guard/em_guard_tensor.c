@@ -93,18 +93,23 @@ error:
     return -1;
 }
 
-static int read_fast_fields(PyObject *t, EmTensorSpec *s) {
-    const char *impl = impl_of(t);
-    if (!impl) return -1;
-    int64_t n;
-    const int64_t *sz, *st;
-    if (impl_dims(impl, &n, &sz, &st)) return -1;
+/* dtype, device and dispatch keys from the probed layout. */
+static void read_scalars(const char *impl, EmTensorSpec *s) {
     uint16_t dt;
     memcpy(&dt, impl + em_state.dtype_off, 2);
     s->dtype = dt;
     s->dev_type = (int8_t)impl[em_state.dev_off];
     s->dev_index = (int8_t)impl[em_state.dev_off + 1];
     memcpy(&s->keyset, impl + em_state.keyset_off, 8);
+}
+
+static int read_fast_fields(PyObject *t, EmTensorSpec *s) {
+    const char *impl = impl_of(t);
+    if (!impl) return -1;
+    int64_t n;
+    const int64_t *sz, *st;
+    if (impl_dims(impl, &n, &sz, &st)) return -1;
+    read_scalars(impl, s);
     if (s->ndim != (int)n) return -1;
     for (int i = 0; i < s->ndim; i++)
         if (s->sizes[i] != sz[i] || s->strides[i] != st[i]) return -1;
@@ -140,12 +145,7 @@ static int read_direct(PyObject *t, const char *impl, EmTensorSpec *s) {
     }
     memcpy(s->sizes, sz, sizeof(int64_t) * (size_t)n);
     memcpy(s->strides, st, sizeof(int64_t) * (size_t)n);
-    uint16_t dt;
-    memcpy(&dt, impl + em_state.dtype_off, 2);
-    s->dtype = dt;
-    s->dev_type = (int8_t)impl[em_state.dev_off];
-    s->dev_index = (int8_t)impl[em_state.dev_off + 1];
-    memcpy(&s->keyset, impl + em_state.keyset_off, 8);
+    read_scalars(impl, s);
     s->type = (PyTypeObject *)Py_NewRef(Py_TYPE(t));
     if ((s->requires_grad = rg_of(t)) < 0) {
         em_guard_tensor_spec_free(s);
