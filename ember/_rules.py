@@ -740,7 +740,7 @@ def _memo_run(fn, args, kwargs):
         return _rebuild(rec)
     out = fn(*args, **kwargs)
     if key is not None and _all_meta(out):
-        ins = [t for t in _tensors((args, kwargs))]
+        ins = list(_tensors((args, kwargs)))
         ins += [t._base for t in ins if t._base is not None]
         rec = _record(out, ins)
         if rec is not None:
