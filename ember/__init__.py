@@ -23,7 +23,7 @@ from ._explain import BreakReason, ExplainOutput, explain
 from .backends import BackendCompilerFailed, list_backends, resolve as _resolve_backend
 
 __all__ = ["compile", "disable", "reset", "explain", "config", "list_backends", "Unsupported", "EmberWarning",
-           "BackendCompilerFailed"]
+           "BackendCompilerFailed", "mark_dynamic", "mark_static", "maybe_mark_dynamic"]
 
 Unsupported = _C.Unsupported
 Unsupported.__module__ = "ember"
@@ -237,16 +237,20 @@ def compile(fn_or_module=None, *, backend="eager", fullgraph=False, dynamic=None
     Inductor modes: "default", "reduce-overhead", "max-autotune", ...) and options (a dict of
     Inductor settings) are passed on as torch.compile does; a backend that cannot honour them
     raises ValueError. fullgraph: raise ember.Unsupported instead of running code ember cannot
-    capture as plain Python. dynamic: None/False (shapes are specialized; True raises).
+    capture as plain Python. dynamic (the `eager` backend; graphs for Python backends keep their
+    traced sizes for now): None (default) specializes every size at the first compile and makes a
+    dimension whose size changed symbolic at the next one (automatic dynamic, as TorchDynamo
+    does); True makes every dimension of every input tensor (parameters excepted) and every int
+    argument symbolic from the first compile; False never does (mark_dynamic still does). Sizes
+    0 and 1 are always specialized.
     inplace: for an nn.Module, compile the module itself, as nn.Module.compile() does (its
     calls run compiled, including self(...) from its own methods such as generate()), and
     return it; without it, a CompiledModule wrapper is returned and the module is unchanged.
     With EMBER_DISABLE=1 in the environment, the arguments are checked and fn_or_module is
     returned unchanged.
     """
-    if dynamic not in (None, False):
-        raise ValueError("ember.compile: dynamic=True is not supported yet (shapes are specialized; "
-                         "use dynamic=None or False)")
+    if not (dynamic is None or dynamic is True or dynamic is False):
+        raise ValueError(f"ember.compile: dynamic must be None, True or False, got {dynamic!r}")
     if not isinstance(fullgraph, bool):
         raise ValueError("ember.compile: fullgraph must be True or False")
     if not isinstance(inplace, bool):
@@ -263,6 +267,7 @@ def compile(fn_or_module=None, *, backend="eager", fullgraph=False, dynamic=None
     if _disabled():
         return fn_or_module
     flags = _C.FLAG_ENABLED | (_C.FLAG_FULLGRAPH if fullgraph else 0) | (be.index << _C.FLAG_BACKEND_SHIFT)
+    flags |= _C.FLAG_DYN_ALL if dynamic is True else _C.FLAG_DYN_STATIC if dynamic is False else 0
     flags |= _C.FLAG_ITERATION if be.cudagraphs else 0
     if inplace:
         mod = _unwrap(fn_or_module)
@@ -331,3 +336,41 @@ def reset():
     _C.reset()
     _rules._MEMO.clear()
     _logging._warned.clear()
+
+
+# ---- dynamic shapes: the marks are torch's own (torch._dynamo.mark_dynamic sets the same
+# attributes), so a tensor marked for either compiler is marked for both ----
+
+def _dims(t, index, what):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"ember.{what} expects a tensor, got {type(t).__name__}")
+    dims = [index] if isinstance(index, int) else list(index)
+    for d in dims:
+        if not isinstance(d, int) or isinstance(d, bool) or not -t.dim() <= d < max(t.dim(), 1):
+            raise IndexError(f"ember.{what}: dimension {d!r} is out of range for a tensor of {t.dim()} dimensions")
+    return [d % t.dim() for d in dims]
+
+
+def mark_dynamic(t, index, min=None, max=None):
+    """Makes dimension(s) `index` of tensor t symbolic whenever t is a compiled frame's input
+    (torch._dynamo.mark_dynamic, whose marks ember honours too). Sizes 0 and 1 stay specialized.
+    min/max: the sizes the dimension may take; a call outside them raises ValueError."""
+    for d in _dims(t, index, "mark_dynamic"):
+        if min is not None or max is not None:
+            lo, hi = (min if min is not None else 0), (max if max is not None else sys.maxsize)
+            if not lo <= t.size(d) <= hi:
+                raise ValueError(f"ember.mark_dynamic: size {t.size(d)} of dimension {d} is outside "
+                                 f"[{lo}, {hi}]")
+        getattr(t, "__dict__").setdefault("_dynamo_dynamic_indices", set()).add(d)
+
+
+def maybe_mark_dynamic(t, index):
+    """Like mark_dynamic, as a hint: the dimension is symbolic unless the trace pins it."""
+    for d in _dims(t, index, "maybe_mark_dynamic"):
+        getattr(t, "__dict__").setdefault("_dynamo_weak_dynamic_indices", set()).add(d)
+
+
+def mark_static(t, index=None):
+    """Keeps dimension(s) `index` (all when None) of tensor t specialized, whatever `dynamic` says."""
+    dims = range(t.dim()) if index is None else _dims(t, index, "mark_static")
+    getattr(t, "__dict__").setdefault("_dynamo_static_indices", set()).update(dims)

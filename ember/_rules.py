@@ -564,6 +564,38 @@ for _nsp, _owner, _name in ((1, _F, "adaptive_avg_pool1d"), (2, _F, "adaptive_av
         SHAPE_RULES[_f] = (SHAPE_ADAPTIVE_POOL, _nsp)
 
 
+# How the symbolic sizes of an op's result follow from its operands' (csrc/trace/em_shape_sym.c);
+# the numbers are the rows of csrc/trace/em_sym_rules.def. Callables in SHAPE_RULES or POINTWISE
+# need no row here.
+SYM_RULES = {}
+_SAME_NAMES = ("float double half bfloat16 int long short bool char byte to type_as contiguous clone detach "
+               "cpu cuda requires_grad_ masked_fill masked_fill_ tril triu tril_ triu_ cumsum cumprod flip roll "
+               "dropout dropout_ alpha_dropout zero_ fill_ copy_ nan_to_num rms_norm rsqrt tanh sigmoid relu gelu "
+               "silu softplus softmax log_softmax layer_norm group_norm batch_norm instance_norm normalize neg "
+               "abs exp log sqrt sin cos erf logical_not bitwise_not sign floor ceil round relu_ gelu_ silu_ "
+               "hardtanh leaky_relu elu mish hardswish hardsigmoid relu6 sigmoid_ tanh_ mul_ add_ sub_ div_")
+for _names, _owners, _rule in (
+        (_SAME_NAMES, (_T, torch, _F), _C.SYMR_SAME),
+        ("where", (_T, torch), _C.SYMR_BROADCAST),
+        ("matmul bmm mm", (_T, torch), _C.SYMR_MATMUL),
+        ("sum mean amax amin prod any all logsumexp nansum", (_T, torch), _C.SYMR_REDUCE),
+        ("zeros ones empty rand randn", (torch,), _C.SYMR_FACTORY),
+        ("full", (torch,), _C.SYMR_FULL),
+        ("new_zeros new_ones new_empty", (_T,), _C.SYMR_NEW_FACTORY),
+        ("new_full", (_T,), _C.SYMR_NEW_FULL),
+        ("arange", (torch,), _C.SYMR_ARANGE),
+        ("cat concat concatenate", (torch,), _C.SYMR_CAT),
+        ("embedding", (_F,), _C.SYMR_EMBEDDING),
+        ("embedding", (torch,), _C.SYMR_EMBEDDING_W),
+        ("addmm", (_T, torch), _C.SYMR_ADDMM),
+        ("split chunk unbind split_with_sizes tensor_split", (_T, torch), _C.SYMR_SPLIT),
+        ("scaled_dot_product_attention", (_F, torch._C._nn), _C.SYMR_SDPA),
+        ("linear", (_F, _NN), _C.SYMR_LINEAR)):
+    for _o in _owners:
+        for _f in _fns(_o, _names):
+            SYM_RULES.setdefault(_f, _rule)
+
+
 def _device(d):
     d = torch.device(d)
     if d.type == "cuda" and d.index is None:

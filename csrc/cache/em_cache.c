@@ -51,11 +51,12 @@ void em_extra_decref(EmExtra *x) {
     for (EmEntry *e = x->head; e; e = e->next) e->owner = NULL;
     EmEntry *head = x->head;
     x->head = NULL;
-    PyObject *reason = x->reason;
-    x->reason = NULL;
+    PyObject *reason = x->reason, *dyn_state = x->dyn_state;
+    x->reason = x->dyn_state = NULL;
     free(x);
     em_entry_decref(head); /* may run finalizers: x is gone by then */
     Py_XDECREF(reason);
+    Py_XDECREF(dyn_state);
 }
 
 /* CPython's free hook of the extra slot: the code died or reset replaced the extra. */

@@ -59,6 +59,8 @@ typedef struct EmExtra {
     int recursive;    /* EMX_FALLBACK at a recompile limit: its callees run as plain Python too */
     int watch_told;   /* EMBER_LOGS=breaks said once that a watching tool made it run as plain Python */
     PyObject *reason; /* str: why the code falls back, or NULL */
+    PyObject *dyn_state; /* dict or NULL: the sizes earlier compiles saw, by source (automatic
+                          * dynamic, trace/em_shape_sym.c) */
 } EmExtra;
 
 /* Sets up the extra index and the compile lock (once, at import). 0 or -1. */

@@ -196,8 +196,8 @@ done:
     return rc;
 }
 
-EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allow_break, int32_t backend, EmEntry **out,
-                                 PyObject **why) {
+EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allow_break, int32_t backend, int dyn_mode,
+                                 PyObject *dyn_state, EmEntry **out, PyObject **why) {
     EmTracer T;
     EmGraph G;
     EmStrBuf gtxt = {0}, ktxt = {0};
@@ -210,7 +210,7 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
     *why = NULL;
     if (!e) return EMD_ERR;
     em_graph_init(&G, obj_retain, obj_release);
-    EmStatus st = em_trace_run(&T, co, in, &G, &e->P, -1);
+    EmStatus st = em_trace_run(&T, co, in, &G, &e->P, -1, dyn_mode, dyn_state);
     if (st == EM_ABORT) {
         if (!(first_why = em_trace_abort_message(&T))) goto done;
         int at = T.abort_root_at;
@@ -236,7 +236,7 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
         em_guard_free(&e->P);
         em_guard_init(&e->P);
         em_graph_init(&G, obj_retain, obj_release);
-        st = em_trace_run(&T, co, in, &G, &e->P, at);
+        st = em_trace_run(&T, co, in, &G, &e->P, at, dyn_mode, dyn_state);
         if (st == EM_OK && T.broke) {
             if (build_break(&T, co, in, e, &st, region ? &R : NULL)) {
                 if (st == EM_ABORT) {
@@ -276,6 +276,7 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
         res = EMD_NOGRAPH;
         goto done;
     }
+    if (em_guard_check_shape(&e->P, &T.sizes)) goto done;
     /* the guard dump (reprs of every object the guards check) is made when asked: entries()
      * or EMBER_LOGS=guards */
     if (em_ir_dump(&G, &gtxt) || ((em_state.logs & EM_LOG_GUARDS) && em_guard_dump(&e->P, &ktxt))) {
@@ -392,7 +393,8 @@ EM_NEW PyObject *em_driver_trace(PyCodeObject *co, const EmFrameIn *in) {
     PyObject *res = NULL;
     em_graph_init(&G, obj_retain, obj_release);
     em_guard_init(&P);
-    EmStatus st = em_trace_run(&T, co, in, &G, &P, -1);
+    EmStatus st = em_trace_run(&T, co, in, &G, &P, -1, EM_DYN_STATIC, NULL);
+    if (st == EM_OK && em_guard_check_shape(&P, &T.sizes)) st = EM_ERR;
     if (st == EM_ABORT) {
         PyObject *why = em_trace_abort_message(&T);
         if (why)

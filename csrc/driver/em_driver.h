@@ -13,8 +13,8 @@ typedef enum { EMD_OK, EMD_ABORT, EMD_NOGRAPH, EMD_ERR } EmDriverResult;
  * (run it as plain Python). EMD_ERR: exception set. allow_break = 0 (fullgraph, strict) turns
  * what would be a graph break into EMD_ABORT. backend: the number of the backend that runs the
  * graph (0 = eager, the C executor; others compile it through torch.fx at the first call). */
-EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allow_break, int32_t backend, EmEntry **out,
-                                 PyObject **why);
+EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allow_break, int32_t backend, int dyn_mode,
+                                 PyObject *dyn_state, EmEntry **out, PyObject **why);
 
 /* Traces the frame and stops there: nothing is compiled, cached or installed (tests compare the
  * dumps). A new dict: "graph", "guards" and "out" (the output tree), deterministic text, with

@@ -33,6 +33,7 @@ void em_guard_free(EmGuardProg *P) {
     em_vec_free(&P->specs);
     em_vec_free(&P->names);
     em_vec_free(&P->owned);
+    em_size_free(&P->sizes);
     free(P->index);
     P->index = NULL;
     P->index_cap = 0;
@@ -112,8 +113,8 @@ static int g_index_grow(EmGuardProg *P) {
 /* Slots name values the program has loaded before: a load's base and a check's slots come
  * from earlier loads (a check of the global state reads no slot). */
 static int g_push(EmGuardProg *P, EmGuardOp op, int32_t slot, int32_t base, Py_ssize_t a, PyObject *EM_BORROWED obj) {
-    EM_ASSERT(op == EMG_GLOBAL_STATE ? slot == -1 : slot >= 0 && slot < P->nslots, "%s: slot %d of %d", g_names[op],
-              (int)slot, (int)P->nslots);
+    EM_ASSERT(op == EMG_GLOBAL_STATE || op == EMG_SHAPE ? slot == -1 : slot >= 0 && slot < P->nslots,
+              "%s: slot %d of %d", g_names[op], (int)slot, (int)P->nslots);
     EM_ASSERT(base >= -1 && base < (g_is_load[op] ? slot : P->nslots), "%s: base slot %d, slot %d", g_names[op],
               (int)base, (int)slot);
     EM_ASSERT((op != EMG_SAME && op != EMG_DISTINCT) || (a >= 0 && a < P->nslots), "%s: other slot %zd of %d",
@@ -210,9 +211,17 @@ int em_guard_check(EmGuardProg *P, EmGuardOp op, int32_t slot, PyObject *obj, Py
 }
 
 int em_guard_check_tensor(EmGuardProg *P, int32_t slot, PyObject *tensor) {
+    return em_guard_check_tensor_dyn(P, slot, tensor, 0);
+}
+
+int em_guard_check_tensor_dyn(EmGuardProg *P, int32_t slot, PyObject *tensor, uint64_t dyn) {
     if (g_find(P, EMG_TENSOR, slot, 0, NULL)) return 0;
     EmTensorSpec s;
     if (em_guard_tensor_read(tensor, &s)) return -1;
+    if (em_guard_tensor_make_dyn(&s, dyn)) {
+        em_guard_tensor_spec_free(&s);
+        return -1;
+    }
     if (em_vec_push(&P->specs, s)) {
         em_guard_tensor_spec_free(&s);
         PyErr_NoMemory();
@@ -235,6 +244,51 @@ int em_guard_check_global_state(EmGuardProg *P) {
     if (g_find(P, EMG_GLOBAL_STATE, -1, 0, NULL)) return 0;
     if (em_guard_global_state_capture(&P->gs)) return -1;
     return g_push(P, EMG_GLOBAL_STATE, -1, -1, 0, NULL);
+}
+
+int em_guard_check_shape(EmGuardProg *P, const EmSizes *S) {
+    if (!S->sym_hint.len) return 0;
+    em_size_free(&P->sizes);
+    if (em_size_copy(&P->sizes, S)) return PyErr_NoMemory(), -1;
+    return g_push(P, EMG_SHAPE, -1, -1, 0, NULL);
+}
+
+int em_guard_shape_eval(const EmGuardProg *P, PyObject **slots, int64_t *vals, int32_t *failed_rel) {
+    const EmSizes *S = &P->sizes;
+    int64_t symvals[EM_SIZE_MAX];
+    uint8_t have[EM_SIZE_MAX];
+    int32_t nsym = S->sym_hint.len;
+    *failed_rel = -1;
+    memset(have, 0, (size_t)nsym);
+    for (int32_t i = 0; i < S->srcs.len; i++) {
+        const EmSizeSrc *src = &S->srcs.data[i];
+        PyObject *o = slots[src->slot];
+        int64_t v;
+        if (src->dim >= 0) {
+            if (em_guard_tensor_size(o, src->dim, &v)) return -1;
+        } else {
+            int overflow = 0;
+            if (!o || !PyLong_CheckExact(o)) return 0;
+            v = PyLong_AsLongLongAndOverflow(o, &overflow);
+            if (overflow) return 0;
+            if (v == -1 && PyErr_Occurred()) return -1;
+        }
+        if (!have[src->sym]) {
+            have[src->sym] = 1;
+            symvals[src->sym] = v;
+        } else if (symvals[src->sym] != v) {
+            return 0;
+        }
+    }
+    if (em_size_eval(S, symvals, vals)) return 0;
+    *failed_rel = em_size_check(S, vals);
+    return *failed_rel < 0;
+}
+
+static int shape_match(const EmGuardProg *P, PyObject **slots) {
+    int64_t vals[EM_SIZE_MAX];
+    int32_t rel;
+    return em_guard_shape_eval(P, slots, vals, &rel);
 }
 
 /* Weak candidates: identity checks and constant loads of objects that support weak
@@ -460,6 +514,7 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
             return has < 0 ? -1 : !has;
         }
         case EMG_GLOBAL_STATE: return gs_match(&P->gs);
+        case EMG_SHAPE: return shape_match(P, slots);
         default: return -1;
     }
     if (!v) return PyErr_Occurred() ? -1 : 0;
@@ -486,6 +541,8 @@ void em_guard_release_slots(const EmGuardProg *P, PyObject **slots) {
 }
 
 /* ---- misses and dumps (may allocate) ---- */
+
+static EM_NEW PyObject *shape_why(const EmGuardProg *P, PyObject **slots);
 
 EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int32_t at) {
     if (P->dead) return PyUnicode_FromString("an object the guards checked by identity died");
@@ -538,6 +595,7 @@ EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int3
             else res = em_guard_tensor_why(name, v, s);
             break;
         }
+        case EMG_SHAPE: res = shape_why(P, slots); break;
         default: res = PyUnicode_FromFormat("guard %s on %s failed", g_names[in->op], name); break;
     }
     em_guard_release_slots(P, slots);
@@ -557,6 +615,64 @@ static int dump_repr(EmStrBuf *o, const char *fmt, const char *name, PyObject *o
     int rc = em_sb_printf(o, fmt, name, u ? u : "?");
     Py_XDECREF(r);
     return rc;
+}
+
+/* "x.size(1)" or "n": where a symbol's source reads it. */
+static int src_text(const EmGuardProg *P, const EmSizeSrc *src, EmStrBuf *o) {
+    const char *name = P->names.data[src->slot];
+    return src->dim >= 0 ? em_sb_printf(o, "%s.size(%d)", name, src->dim) : em_sb_puts(o, name);
+}
+
+static int dump_shape(const EmGuardProg *P, EmStrBuf *o) {
+    const EmSizes *S = &P->sizes;
+    int rc = 0;
+    for (int32_t i = 0; i < S->srcs.len && !rc; i++) {
+        const EmSizeSrc *src = &S->srcs.data[i];
+        rc = em_sb_printf(o, "  SYMBOL s%d = ", src->sym);
+        if (!rc) rc = src_text(P, src, o);
+        if (!rc) rc = em_sb_puts(o, "\n");
+    }
+    for (int32_t i = 0; i < S->rels.len && !rc; i++) {
+        rc = em_sb_puts(o, "  SHAPE ");
+        if (!rc) rc = em_size_rel_text(S, &S->rels.data[i], o);
+        if (!rc) rc = em_sb_puts(o, "\n");
+    }
+    return rc;
+}
+
+/* Why the SHAPE check failed on this call. */
+static EM_NEW PyObject *shape_why(const EmGuardProg *P, PyObject **slots) {
+    const EmSizes *S = &P->sizes;
+    int64_t vals[EM_SIZE_MAX];
+    int32_t rel;
+    int r = em_guard_shape_eval(P, slots, vals, &rel);
+    if (r < 0) return NULL;
+    EmStrBuf b = {0};
+    int rc = 0;
+    if (r == 1) rc = em_sb_puts(&b, "the sizes now pass (they changed meanwhile)");
+    else if (rel < 0) rc = em_sb_puts(&b, "sizes the trace found equal now differ, or an int is no longer an int");
+    else {
+        rc = em_sb_puts(&b, "size relation ");
+        if (!rc) rc = em_size_rel_text(S, &S->rels.data[rel], &b);
+        if (!rc) rc = em_sb_puts(&b, " does not hold (");
+        for (int32_t i = 0, first = 1; i < S->srcs.len && !rc; i++) {
+            const EmSizeSrc *src = &S->srcs.data[i];
+            int dup = 0;
+            for (int32_t j = 0; j < i; j++) dup |= S->srcs.data[j].sym == src->sym;
+            if (dup) continue;
+            rc = em_sb_printf(&b, "%ss%d = ", first ? "" : ", ", src->sym);
+            if (!rc) rc = src_text(P, src, &b);
+            int64_t v = 0;
+            for (int32_t e = 0; e < S->nodes.len; e++)
+                if (S->nodes.data[e].op == EMS_SYM && S->nodes.data[e].a == src->sym) v = vals[e];
+            if (!rc) rc = em_sb_printf(&b, " = %lld", (long long)v);
+            first = 0;
+        }
+        if (!rc) rc = em_sb_puts(&b, ")");
+    }
+    PyObject *res = rc ? PyErr_NoMemory() : PyUnicode_FromString(b.s ? b.s : "");
+    em_sb_free(&b);
+    return res;
 }
 
 int em_guard_dump(const EmGuardProg *P, EmStrBuf *o) {
@@ -596,13 +712,20 @@ int em_guard_dump(const EmGuardProg *P, EmStrBuf *o) {
                 rc = em_sb_printf(o, "  TENSOR_MATCH %s %s dtype=%d device=%d:%d requires_grad=%d size=(", name,
                                   s->type->tp_name, s->dtype, s->dev_type, s->dev_index, s->requires_grad);
                 for (int d = 0; d < s->ndim && !rc; d++)
-                    rc = em_sb_printf(o, d ? ", %lld" : "%lld", (long long)s->sizes[d]);
-                if (!rc) rc = em_sb_puts(o, ") stride=(");
-                for (int d = 0; d < s->ndim && !rc; d++)
-                    rc = em_sb_printf(o, d ? ", %lld" : "%lld", (long long)s->strides[d]);
+                    rc = (s->dyn >> d) & 1 ? em_sb_puts(o, d ? ", None" : "None")
+                                           : em_sb_printf(o, d ? ", %lld" : "%lld", (long long)s->sizes[d]);
+                if (!rc && s->order) {
+                    rc = em_sb_puts(o, ") stride=dense(");
+                    for (int d = 0; d < s->ndim && !rc; d++) rc = em_sb_printf(o, d ? ", %d" : "%d", s->order[d]);
+                } else if (!rc) {
+                    rc = em_sb_puts(o, ") stride=(");
+                    for (int d = 0; d < s->ndim && !rc; d++)
+                        rc = em_sb_printf(o, d ? ", %lld" : "%lld", (long long)s->strides[d]);
+                }
                 if (!rc) rc = em_sb_puts(o, ")\n");
                 break;
             }
+            case EMG_SHAPE: rc = dump_shape(P, o); break;
             default: break;
         }
     }

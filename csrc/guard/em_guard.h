@@ -12,6 +12,7 @@
 #include <Python.h>
 
 #include "../core/em_core.h"
+#include "../ir/em_size.h"
 
 typedef enum {
 #define X(e, name, is_load) EMG_##e,
@@ -35,6 +36,11 @@ typedef struct {
     int dtype, dev_type, dev_index, requires_grad, ndim;
     uint64_t keyset;
     int64_t *sizes, *strides; /* owned, ndim each */
+    /* dynamic dimensions (bit i: dimension i; < 64 dimensions): any size >= 2 matches, and
+     * the strides are those of a dense tensor whose dimensions nest in `order` (innermost
+     * first, owned, ndim entries) when order is set, else exactly `strides` */
+    uint64_t dyn;
+    int32_t *order;
     PyObject *py_dtype, *py_device, *py_sizes, *py_strides; /* owned; NULL when read directly */
 } EmTensorSpec;
 
@@ -54,6 +60,7 @@ typedef struct EmGuardProg {
     int32_t nslots;
     int dead; /* invalidated: every run fails (set while the program may be running) */
     EmGlobalState gs;
+    EmSizes sizes;      /* symbolic sizes the SHAPE check evaluates (empty without one) */
     int32_t *index; /* owned: open-addressing dedup index over ins while building (entries are
                        instruction numbers + 1, 0 empty; index_cap a power of two or 0) */
     int32_t index_cap;
@@ -87,9 +94,21 @@ int32_t em_guard_cell(EmGuardProg *P, int32_t base, PyObject *name);
 /* Checks: 0 or -1 with an exception set. Duplicates are dropped. */
 int em_guard_check(EmGuardProg *P, EmGuardOp op, int32_t slot, PyObject *obj, Py_ssize_t a);
 int em_guard_check_tensor(EmGuardProg *P, int32_t slot, PyObject *tensor);
+/* A TENSOR check whose dimensions in dyn (bit i: dimension i) may take any size >= 2. */
+int em_guard_check_tensor_dyn(EmGuardProg *P, int32_t slot, PyObject *tensor, uint64_t dyn);
+/* Size of dimension dim of the tensor in a slot that passed its TENSOR check. 0 or -1. */
+int em_guard_tensor_size(PyObject *t, int dim, int64_t *out);
 /* KEYS check: the dict in slot keeps d's keys in d's order (implies its length). */
 int em_guard_check_keys(EmGuardProg *P, int32_t slot, PyObject *EM_BORROWED d);
 int em_guard_check_global_state(EmGuardProg *P);
+/* Takes a copy of the trace's symbolic sizes and appends the SHAPE check (nothing when S has
+ * no symbol). Called once, after every other check. 0 or -1. */
+int em_guard_check_shape(EmGuardProg *P, const EmSizes *S);
+/* The symbols' values on this call from the slots of a run that passed every check before
+ * SHAPE, and every expression's value (vals: P->sizes.nodes.len entries). 1 when the sources
+ * agree and every relation holds, 0 when not (*failed_rel: the relation, or -1: the sources),
+ * -1 on error. */
+int em_guard_shape_eval(const EmGuardProg *P, PyObject **slots, int64_t *vals, int32_t *failed_rel);
 
 /* Trades the program's strong references to the objects it checks by identity (ID and TYPE
  * checks, constant loads) for weak references whose callback is `on_death` (called with
@@ -119,6 +138,8 @@ int em_guard_tensor_read(PyObject *t, EmTensorSpec *out); /* 0, or -1 with excep
 /* Why v fails the TENSOR check s (name: its source), or NULL with an exception. */
 EM_NEW PyObject *em_guard_tensor_why(const char *name, PyObject *v, const EmTensorSpec *s);
 int em_guard_tensor_match(PyObject *t, const EmTensorSpec *s); /* 1, 0, or -1 error */
+/* Makes the dimensions in dyn of a spec just read dynamic. 0 or -1. */
+int em_guard_tensor_make_dyn(EmTensorSpec *s, uint64_t dyn);
 void em_guard_tensor_spec_free(EmTensorSpec *s);
 /* Hot-path read (direct calls into c10 when verified, else torch's Python functions) and the
  * capture-time read that also records the default dtype object. 0 or -1. */

@@ -195,6 +195,24 @@ static EM_NEW PyObject *dims_changed(const char *name, const char *what, int n, 
     return res;
 }
 
+static int dims_match_dyn(const EmTensorSpec *s, const int64_t *sz, const int64_t *st);
+
+/* Why sizes/strides fail a spec with dynamic dimensions. */
+static EM_NEW PyObject *dyn_changed(const char *name, const EmTensorSpec *cur, const EmTensorSpec *s) {
+    for (int i = 0; i < s->ndim; i++) {
+        if ((s->dyn >> i) & 1 && cur->sizes[i] < 2)
+            return PyUnicode_FromFormat(
+                "%s size(%d) is %lld, a dynamic dimension takes sizes >= 2 (0 and 1 "
+                "are specialized)",
+                name, i, (long long)cur->sizes[i]);
+        if (!((s->dyn >> i) & 1) && cur->sizes[i] != s->sizes[i])
+            return PyUnicode_FromFormat("%s size(%d) is %lld, expected %lld", name, i, (long long)cur->sizes[i],
+                                        (long long)s->sizes[i]);
+    }
+    return dims_changed(name, s->order ? "stride (not dense in the traced order)" : "stride", cur->ndim, cur->strides,
+                        s->ndim, s->strides);
+}
+
 EM_NEW PyObject *em_guard_tensor_why(const char *name, PyObject *v, const EmTensorSpec *s) {
     EmTensorSpec cur;
     if (em_guard_tensor_read(v, &cur)) return NULL;
@@ -213,9 +231,10 @@ EM_NEW PyObject *em_guard_tensor_why(const char *name, PyObject *v, const EmTens
     else if (cur.requires_grad != s->requires_grad)
         res = PyUnicode_FromFormat("%s requires_grad is %s, expected %s", name, cur.requires_grad ? "True" : "False",
                                    s->requires_grad ? "True" : "False");
-    else if (cur.ndim != s->ndim || memcmp(cur.sizes, s->sizes, sizeof(int64_t) * (size_t)s->ndim))
+    else if (cur.ndim != s->ndim || (!s->dyn && memcmp(cur.sizes, s->sizes, sizeof(int64_t) * (size_t)s->ndim)))
         res = dims_changed(name, "size", cur.ndim, cur.sizes, s->ndim, s->sizes);
-    else if (memcmp(cur.strides, s->strides, sizeof(int64_t) * (size_t)s->ndim))
+    else if (s->dyn && !dims_match_dyn(s, cur.sizes, cur.strides)) res = dyn_changed(name, &cur, s);
+    else if (!s->dyn && memcmp(cur.strides, s->strides, sizeof(int64_t) * (size_t)s->ndim))
         res = dims_changed(name, "stride", cur.ndim, cur.strides, s->ndim, s->strides);
     else res = PyUnicode_FromFormat("%s dispatch keys changed (inference or layout)", name);
     em_guard_tensor_spec_free(&cur);
@@ -230,7 +249,9 @@ void em_guard_tensor_spec_free(EmTensorSpec *s) {
     Py_CLEAR(s->py_strides);
     PyMem_Free(s->sizes);
     PyMem_Free(s->strides);
+    PyMem_Free(s->order);
     s->sizes = s->strides = NULL;
+    s->order = NULL;
 }
 
 static int rg_of(PyObject *t) {
@@ -240,6 +261,67 @@ static int rg_of(PyObject *t) {
     int v = r == Py_True;
     Py_DECREF(r);
     return v;
+}
+
+/* Sizes and strides against a spec with dynamic dimensions. */
+static int dims_match_dyn(const EmTensorSpec *s, const int64_t *sz, const int64_t *st) {
+    for (int i = 0; i < s->ndim; i++)
+        if ((s->dyn >> i) & 1 ? sz[i] < 2 : sz[i] != s->sizes[i]) return 0;
+    if (!s->order) return !memcmp(st, s->strides, sizeof(int64_t) * (size_t)s->ndim);
+    int64_t expect = 1;
+    for (int k = 0; k < s->ndim; k++) {
+        int d = s->order[k];
+        if (st[d] != expect) return 0;
+        expect *= sz[d];
+    }
+    return 1;
+}
+
+/* The order (innermost first) in which a tensor of these sizes and strides is dense, into
+ * order; 0 when it is not dense. Ties (size-1 dimensions) put the later dimension inside. */
+static int dense_order(int n, const int64_t *sz, const int64_t *st, int32_t *order) {
+    for (int i = 0; i < n; i++) order[i] = n - 1 - i;
+    for (int i = 1; i < n; i++) /* insertion sort by stride, stable */
+        for (int j = i; j > 0 && st[order[j - 1]] > st[order[j]]; j--) {
+            int32_t t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    int64_t expect = 1;
+    for (int k = 0; k < n; k++) {
+        if (st[order[k]] != expect) return 0;
+        expect *= sz[order[k]];
+    }
+    return 1;
+}
+
+int em_guard_tensor_make_dyn(EmTensorSpec *s, uint64_t dyn) {
+    s->dyn = dyn;
+    if (!dyn) return 0;
+    s->order = PyMem_Calloc((size_t)s->ndim + 1, sizeof(int32_t));
+    if (!s->order) return PyErr_NoMemory(), -1;
+    if (!dense_order(s->ndim, s->sizes, s->strides, s->order)) {
+        PyMem_Free(s->order);
+        s->order = NULL;
+    }
+    return 0;
+}
+
+int em_guard_tensor_size(PyObject *t, int dim, int64_t *out) {
+    if (EM_LIKELY(em_state.probe_ok)) {
+        const char *impl = impl_of(t);
+        int64_t n;
+        const int64_t *sz, *st;
+        if (impl && !impl_dims(impl, &n, &sz, &st) && dim < n) {
+            *out = sz[dim];
+            return 0;
+        }
+    }
+    PyObject *v = PyObject_CallMethod(t, "size", "i", dim);
+    if (!v) return -1;
+    *out = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
 int em_guard_tensor_match(PyObject *t, const EmTensorSpec *s) {
@@ -257,15 +339,21 @@ int em_guard_tensor_match(PyObject *t, const EmTensorSpec *s) {
         int64_t n;
         const int64_t *sz, *st;
         if (impl_dims(impl, &n, &sz, &st) || n != s->ndim) return 0;
-        for (int i = 0; i < s->ndim; i++)
-            if (sz[i] != s->sizes[i] || st[i] != s->strides[i]) return 0;
+        if (EM_UNLIKELY(s->dyn)) {
+            if (!dims_match_dyn(s, sz, st)) return 0;
+        } else {
+            for (int i = 0; i < s->ndim; i++)
+                if (sz[i] != s->sizes[i] || st[i] != s->strides[i]) return 0;
+        }
         int rg = rg_of(t);
         return rg < 0 ? -1 : rg == s->requires_grad;
     }
     EmTensorSpec cur;
     if (read_py(t, &cur)) return -1;
     int ok = cur.requires_grad == s->requires_grad && cur.ndim == s->ndim;
-    for (int i = 0; ok && i < s->ndim; i++) ok = cur.sizes[i] == s->sizes[i] && cur.strides[i] == s->strides[i];
+    if (ok && s->dyn) ok = dims_match_dyn(s, cur.sizes, cur.strides);
+    for (int i = 0; ok && !s->dyn && i < s->ndim; i++)
+        ok = cur.sizes[i] == s->sizes[i] && cur.strides[i] == s->strides[i];
     if (ok) ok = cur.py_dtype == s->py_dtype;
     if (ok) {
         int e = PyObject_RichCompareBool(cur.py_device, s->py_device, Py_EQ);

@@ -10,6 +10,7 @@
 #include "../pyver/em_pyver.h"
 #include "../pyver/em_state.h"
 #include "../runtime/em_runtime.h"
+#include "../trace/em_trace.h"
 
 #define HOOK_STACK_SLOTS 64
 
@@ -458,7 +459,17 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
     /* tracing allocates many small objects and frees them together: the cyclic collector would
      * run over and over while it does (a tenth of capture time); it runs after instead */
     int gc_was = PyGC_Disable();
-    EmDriverResult dr = em_driver_compile(co, &in, allow_break, backend, &ne, &why);
+    /* sizes: symbolic by ember.compile's `dynamic`, except for Python backends, whose graphs are
+     * exported with the traced sizes (README, limitations) */
+    int dyn_mode = backend > 0              ? EM_DYN_OFF
+                   : flags & EMH_DYN_ALL    ? EM_DYN_ALL
+                   : flags & EMH_DYN_STATIC ? EM_DYN_STATIC
+                                            : EM_DYN_AUTO;
+    if (dyn_mode == EM_DYN_AUTO && !x->dyn_state && !(x->dyn_state = PyDict_New())) {
+        em_cache_unlock();
+        return NULL;
+    }
+    EmDriverResult dr = em_driver_compile(co, &in, allow_break, backend, dyn_mode, x->dyn_state, &ne, &why);
     if (gc_was) PyGC_Enable();
     warnings_switch(em_state.warnings_on);
     switch (dr) {

@@ -13,7 +13,15 @@
 /* Thread flag bits; the bits from EMH_BACKEND_SHIFT up are the backend number (index in
  * em_state.backends, 0 = eager) frames are compiled for. */
 /* EMH_ITERATION: a top-level call starts a new iteration (em_state.new_iteration). */
-enum { EMH_ENABLED = 1, EMH_FULLGRAPH = 2, EMH_ITERATION = 4, EMH_BACKEND_SHIFT = 8 };
+/* EMH_DYN_ALL / EMH_DYN_STATIC: ember.compile's dynamic=True / False (neither: None). */
+enum {
+    EMH_ENABLED = 1,
+    EMH_FULLGRAPH = 2,
+    EMH_ITERATION = 4,
+    EMH_DYN_ALL = 16,
+    EMH_DYN_STATIC = 32,
+    EMH_BACKEND_SHIFT = 8
+};
 static inline int32_t em_hook_backend(int flags) { return (int32_t)((unsigned)flags >> EMH_BACKEND_SHIFT); }
 
 int em_hook_init(void);

@@ -160,6 +160,13 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
         return PyErr_Format(PyExc_TypeError, "ember: helper.SHAPE_RULES must be a dict");
     }
     Py_XSETREF(em_state.shape_rules, sr);
+    PyObject *symr = PyObject_GetAttrString(helper, "SYM_RULES");
+    if (!symr) return NULL;
+    if (!PyDict_Check(symr)) {
+        Py_DECREF(symr);
+        return PyErr_Format(PyExc_TypeError, "ember: helper.SYM_RULES must be a dict");
+    }
+    Py_XSETREF(em_state.sym_rules, symr);
     PyObject *tq = PyObject_GetAttrString(helper, "TYPE_QUERIES");
     if (!tq || !PySet_Check(tq)) {
         Py_XDECREF(tq);
@@ -499,6 +506,14 @@ static int add_tables(PyObject *m) {
     };
     for (int i = 0; i < (int)(sizeof(shape_rules) / sizeof(*shape_rules)); i++)
         if (PyModule_AddIntConstant(m, shape_rules[i], i + 1) < 0) return -1;
+    static const char *const sym_rules[] = {
+                                             /* _C.SYMR_<NAME>: the row's position + 1 */
+#define X(name) "SYMR_" #name,
+#include "../trace/em_sym_rules.def"
+#undef X
+    };
+    for (int i = 0; i < (int)(sizeof(sym_rules) / sizeof(*sym_rules)); i++)
+        if (PyModule_AddIntConstant(m, sym_rules[i], i + 1) < 0) return -1;
     return 0;
 }
 
@@ -538,6 +553,8 @@ PyMODINIT_FUNC PyInit__C(void) {
     if (PyModule_AddIntConstant(m, "FLAG_ENABLED", EMH_ENABLED) < 0) goto error;
     if (PyModule_AddIntConstant(m, "FLAG_FULLGRAPH", EMH_FULLGRAPH) < 0) goto error;
     if (PyModule_AddIntConstant(m, "FLAG_ITERATION", EMH_ITERATION) < 0) goto error;
+    if (PyModule_AddIntConstant(m, "FLAG_DYN_ALL", EMH_DYN_ALL) < 0) goto error;
+    if (PyModule_AddIntConstant(m, "FLAG_DYN_STATIC", EMH_DYN_STATIC) < 0) goto error;
     if (PyModule_AddIntConstant(m, "FLAG_BACKEND_SHIFT", EMH_BACKEND_SHIFT) < 0) goto error;
     if (!(em_state.backends = PyList_New(1))) goto error;
     PyList_SET_ITEM(em_state.backends, 0, Py_NewRef(Py_None));

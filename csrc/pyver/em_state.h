@@ -51,6 +51,7 @@ typedef struct {
     PyObject *op_fns;        /* tuple indexed by EmOp: the Python operator of each op (meta runs) */
     PyObject *pointwise_fns; /* set of elementwise callables whose metadata C infers */
     PyObject *shape_rules;   /* dict callable -> shape rule (em_infer.c) */
+    PyObject *sym_rules;     /* dict callable -> symbolic size rule (em_shape_sym.c) */
     PyObject *type_query_fns; /* set: CONST callables whose answer for a tensor depends only on its type */
     /* graph calls that change global state (helper attributes of the same names) */
     PyObject *object_getattribute; /* object.__getattribute__ (a slot wrapper) */

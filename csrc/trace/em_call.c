@@ -54,6 +54,8 @@ static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, in
             return Py_NewRef(s->obj);
         case SYM_CONST:
         case SYM_NEW: /* its placeholder: only type questions are asked of it (has_opaque) */ return Py_NewRef(s->obj);
+        case SYM_INT: /* its traced value: an op's result sizes follow by rule or pin it (em_shape_sym) */
+            return PyLong_FromLongLong(em_size_hint(&T->sizes, s->expr));
         case SYM_TUPLE:
         case SYM_LIST: {
             PyObject *r = s->kind == SYM_TUPLE ? PyTuple_New(s->items.len) : PyList_New(s->items.len);
@@ -352,8 +354,22 @@ static EmStatus record_meta_result(EmTracer *T, EmOp op, PyObject *fn, const cha
 
 /* Records op on args as a graph node and makes the result sym: its metadata inferred in C
  * (em_infer.c) or from running meta_fn (fn when NULL) on meta values through _rules.run. */
+static EmStatus op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
+                          PyObject *meta_fn, EmSym **out);
+
 EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, PyObject *meta_fn,
                       EmSym **out) {
+    if (!em_int_active(T)) return op_record(T, op, fn, args, nargs, kwnames, meta_fn, out);
+    EmRef self = nargs && args[0]->kind == SYM_TENSOR ? args[0]->ref : -1;
+    EmStatus st = op_record(T, op, fn, args, nargs, kwnames, meta_fn, out);
+    if (st != EM_OK) return st;
+    if (*out == args[0] && self >= 0 && (*out)->ref != self) /* in place: self's sizes */
+        return em_node_copy_dims(T, (*out)->ref, self);
+    return em_shape_sym(T, op, fn, args, nargs, kwnames, *out);
+}
+
+static EmStatus op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
+                          PyObject *meta_fn, EmSym **out) {
     char name[160];
     if (op == EMOP_CALL) callable_name(fn, name, sizeof(name));
     else snprintf(name, sizeof(name), "%s", em_op_info[op].name);
@@ -379,17 +395,6 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
     if (st == EM_ERR && !PyErr_Occurred()) PyErr_NoMemory();
     return st;
 }
-
-/* Rows of em_known.def: the callables em_call answers itself (call_known). */
-typedef enum {
-#define X(name, path, handler) EMK_##name,
-#include "em_known.def"
-#undef X
-    EMK__COUNT
-} EmKnown;
-
-/* The object of em_known.def's row NAME (borrowed: em_state.known holds it). */
-#define EM_KNOWN(name) PyTuple_GET_ITEM(em_state.known, EMK_##name)
 
 /* Returned by a step of em_call or a known callable's handler: the call is not its case, the
  * next step decides. Outside EmStatus's values, and never returned by em_call. */
@@ -496,6 +501,8 @@ static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **args, int nargs, Py
     for (int i = 0; i < nargs; i++)
         if (args[i]->kind == SYM_ITER || args[i]->kind == SYM_NULL)
             return em_trace_fail(T, EMA_CALL, "%s on a %s", name, em_sym_describe(args[i]));
+    for (int i = 0; i < nargs && em_int_active(T) && !introspect && !type_query; i++)
+        if ((st = em_sym_specialize(T, args[i])) != EM_OK) return st; /* evaluated on values: pinned */
     for (; n < nargs; n++)
         /* type questions (callable(f)) may be asked of a function made while tracing: its stand-in
          * has its type */
@@ -710,7 +717,6 @@ static EmStatus input_partial(EmTracer *T, EmSym *fn, EmSym **out) {
  * sym, self the receiver of a method call or NULL, all self (when given) then the arguments,
  * keyword values last (n of them in all; kwnames names the last ones, or is NULL). Returns
  * EM_OK with *out, EM_ABORT, EM_ERR, or CALL_NEXT with *out untouched: not its case. */
-typedef EmStatus (*EmCallFn)(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 
 /* A method of os.environ: get/[]/in answered from its _data dict, guarded per key. */
 static EmStatus call_environ(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, EmSym **out) {
@@ -865,6 +871,9 @@ static EmStatus known_len(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int 
         Py_XDECREF(len);
         return *out ? EM_OK : EM_ERR;
     }
+    if (n == 1 && !kwnames && all[0]->kind == SYM_TENSOR && em_int_active(T) && em_node_has_sym_dims(T, all[0]->ref) &&
+        T->G->nodes.data[all[0]->ref].ndim > 0)
+        return em_tensor_dim_size(T, all[0], 0, out); /* len(x): its first size */
     if (n == 1 && all[0]->kind == SYM_OBJ && em_is_module(all[0]->obj)) {
         EmSym *items = NULL;
         EmStatus st = em_module_items(T, all[0], 1, &items);
@@ -1058,6 +1067,7 @@ static EmStatus known_contiguous(EmTracer *T, EmSym *fn, EmSym *self, EmSym **al
     (void)fn;
     (void)self;
     if (n != 1 || kwnames || all[0]->kind != SYM_TENSOR) return CALL_NEXT;
+    if (em_int_active(T) && em_node_has_sym_dims(T, all[0]->ref)) return CALL_NEXT; /* contiguous at these sizes */
     const EmNode *x = &T->G->nodes.data[all[0]->ref];
     if (x->vkind != EMV_TENSOR || x->dtype < 0 || !em_node_contiguous(T->G, x)) return CALL_NEXT;
     *out = all[0];

@@ -170,6 +170,7 @@ static EmStatus apply_op(EmTracer *T, EmOp op, EmSym **args, int n, EmSym **out)
     for (int i = 0; i < n; i++) tens |= em_sym_has_tensor(args[i]);
     if (tens) return em_op_record(T, op, NULL, args, n, NULL, op_fn(op), out);
     if (n == 2) return em_sym_binop(T, op, op_fn(op), args[0], args[1], out);
+    if (n == 1 && args[0]->kind == SYM_INT) return em_int_unary(T, op, op_fn(op), args[0], out);
     return em_sym_eval(T, op_fn(op), args, n, out);
 }
 
@@ -255,6 +256,14 @@ EmStatus h_build_slice(EmTracer *T, const EmInstr *in) {
     for (int i = in->arg - 1; i >= 0; i--) p[i] = POP();
     PyObject *v[3] = {Py_None, Py_None, Py_None};
     for (int i = 0; i < in->arg; i++) {
+        if (p[i]->kind == SYM_INT) { /* a symbolic bound is pinned to its value */
+            PyObject *x = em_int_value(T, p[i]);
+            if (!x || !(p[i] = em_sym_const(T, x))) {
+                Py_XDECREF(x);
+                return EM_ERR;
+            }
+            Py_DECREF(x);
+        }
         if (p[i]->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "slice bound %s", em_sym_describe(p[i]));
         v[i] = p[i]->obj;
     }

@@ -59,7 +59,8 @@ const char *em_sym_describe(EmSym *s) {
                                   "bound method",
                                   "functools.partial",
                                   "object made while tracing",
-                                  "dict view"};
+                                  "dict view",
+                                  "int (a symbolic size)"};
     if (s->kind == SYM_OBJ || s->kind == SYM_CONST || s->kind == SYM_NEW) return Py_TYPE(s->obj)->tp_name;
     return names[s->kind];
 }
@@ -103,6 +104,7 @@ static EM_NEW PyObject *sym_value_at(EmTracer *T, EmSym *s, int depth, long *lef
     switch (s->kind) {
         case SYM_CONST:
         case SYM_OBJ: return Py_NewRef(s->obj);
+        case SYM_INT: return em_int_value(T, s); /* its value is used: pinned */
         case SYM_TUPLE:
         case SYM_LIST: {
             PyObject *r = s->kind == SYM_TUPLE ? PyTuple_New(s->items.len) : PyList_New(s->items.len);
@@ -238,7 +240,6 @@ static EmSym *wrap_tensor(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) 
         *st = em_trace_fail(T, EMA_INPUT, "tensor subclass %s", tp->tp_name);
         return NULL;
     }
-    if (em_guard_check_tensor(T->P, slot, v)) return NULL;
     PyObject *m = PyObject_CallMethod(em_state.meta_run, "meta_like", "O", v);
     if (!m) {
         *st = em_trace_abandon(T, EMA_INPUT, "tensor that has no meta equivalent");
@@ -259,7 +260,19 @@ static EmSym *wrap_tensor(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) 
     }
     Py_XDECREF(dev);
     Py_DECREF(m);
-    if (s) s->src = slot;
+    if (!s) return NULL;
+    s->src = slot;
+    uint64_t dyn = 0;
+    if (T->dyn_mode != EM_DYN_OFF) { /* marks live in the tensor's dict */
+        EmStatus dst = EM_OK;
+        dyn = em_dyn_dims(T, v, slot, r, &dst);
+        if (dst != EM_OK) {
+            *st = dst;
+            return NULL;
+        }
+    }
+    if (em_guard_check_tensor_dyn(T->P, slot, v, dyn)) return NULL;
+    if (dyn && (*st = em_int_input_dims(T, r, slot, dyn)) != EM_OK) return NULL;
     return s;
 }
 
@@ -348,7 +361,20 @@ static EmStatus mark_wrapping(EmTracer *T, PyObject *key, PyTypeObject *tp) {
     return EM_OK;
 }
 
+/* An int argument whose value changed since the last compile (or any, with dynamic=True): a
+ * SYM_INT read from its slot. NULL with *st EM_OK when it stays a guarded constant. */
+static EmSym *wrap_dyn_int(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
+    *st = EM_OK;
+    int d = em_dyn_int(T, v, slot);
+    if (d < 0) return *st = EM_ERR, NULL;
+    return d ? em_int_input(T, v, slot, st) : NULL;
+}
+
 EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
+    if (PyLong_CheckExact(v) && (T->dyn_mode == EM_DYN_AUTO || T->dyn_mode == EM_DYN_ALL)) {
+        EmSym *n = wrap_dyn_int(T, v, slot, st);
+        if (n || *st != EM_OK) return n;
+    }
     *st = EM_ERR;
     PyObject *key = PyLong_FromVoidPtr(v);
     if (!key) return NULL;
@@ -465,7 +491,7 @@ static int32_t const_arg(EmTracer *T, EmSym *s, EmStatus *st) {
  * must be a constant). -1 with *st set. */
 static int32_t seq_arg(EmTracer *T, EmSym *s, EmStatus *st, int depth, long *left) {
     EmGraph *G = T->G;
-    if (s->kind == SYM_TUPLE && s->seq_type) {
+    if (s->kind == SYM_TUPLE && s->seq_type && !(s->seq_type == EM_KNOWN(torch_Size) && em_int_active(T))) {
         PyObject *v = em_sym_value(T, s);
         if (v) {
             EmSym *c = em_sym_const(T, v);
@@ -503,6 +529,10 @@ static int32_t sym_arg_at(EmTracer *T, EmSym *s, EmStatus *st, int depth, long *
     }
     switch (s->kind) {
         case SYM_TENSOR: return em_ir_arg(T->G, EMARG_REF, s->ref, 0);
+        case SYM_INT: {
+            EmRef r = em_int_ref(T, s->expr, st);
+            return r < 0 ? -1 : em_ir_arg(T->G, EMARG_REF, r, 0);
+        }
         case SYM_CONST:
         case SYM_OBJ: return const_arg(T, s, st);
         case SYM_TUPLE:
@@ -551,6 +581,12 @@ EmStatus em_sym_tensor_attr(EmTracer *T, EmSym *base, PyObject *name, int method
             /* is_leaf is not guarded: known only for tensors that do not require grad */
             if (!strcmp(n, "is_leaf") && (base->src < 0 || T->G->nodes.data[base->ref].requires_grad))
                 return em_trace_fail(T, EMA_ATTR, "is_leaf of a tensor that requires grad");
+            if (em_int_active(T) && em_node_has_sym_dims(T, base->ref) && !strcmp(n, "shape"))
+                return em_tensor_shape(T, base, out);
+            if (em_int_active(T) && em_node_has_sym_dims(T, base->ref) && !strcmp(n, "nbytes")) {
+                EmStatus pst = em_node_specialize(T, base->ref); /* of the traced sizes */
+                if (pst != EM_OK) return pst;
+            }
             PyObject *v = PyObject_GetAttr(m, name);
             if (!v) return EM_ERR;
             *out = em_sym_const(T, v);

@@ -12,6 +12,7 @@ const EmSymOps *const em_sym_ops[SYM__COUNT] = {
     [SYM_LIST] = &em_list_ops,   [SYM_DICT] = &em_dict_ops,       [SYM_OBJ] = &em_obj_ops,
     [SYM_ITER] = &em_iter_ops,   [SYM_NEW] = &em_new_ops,         [SYM_VIEW] = &em_view_ops,
     [SYM_BOUND] = &em_bound_ops, [SYM_PARTIAL] = &em_partial_ops, [SYM_EXIT] = &em_exit_ops,
+    [SYM_INT] = &em_int_ops,
 };
 
 /* NULL, CTX: values the trace only passes along. */
@@ -68,8 +69,25 @@ EmStatus em_sym_truth(EmTracer *T, EmSym *s, int *out) {
     return o->truth ? o->truth(T, s, out) : em_trace_fail(T, EMA_VALUE, "truth value of %s", em_sym_describe(s));
 }
 
+/* A constant tuple as a TUPLE sym of its items (to concatenate it with a tuple sym). */
+static EmSym *tuple_sym(EmTracer *T, EmSym *c) {
+    EmSym *s = em_sym_new(T, SYM_TUPLE);
+    for (Py_ssize_t i = 0; s && i < PyTuple_GET_SIZE(c->obj); i++) {
+        EmSym *it = em_sym_const(T, PyTuple_GET_ITEM(c->obj, i));
+        if (!it || em_vec_push(&s->items, it)) s = NULL;
+    }
+    if (!s && !PyErr_Occurred()) PyErr_NoMemory();
+    return s;
+}
+
 EmStatus em_sym_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out) {
-    const EmSymOps *o = ops_of(a);
+    if ((op == EMOP_ADD || op == EMOP_IADD) && a->kind != b->kind) { /* (-1,) + x.shape[1:] */
+        if (a->kind == SYM_CONST && PyTuple_CheckExact(a->obj) && b->kind == SYM_TUPLE && !(a = tuple_sym(T, a)))
+            return EM_ERR;
+        if (b->kind == SYM_CONST && PyTuple_CheckExact(b->obj) && a->kind == SYM_TUPLE && !(b = tuple_sym(T, b)))
+            return EM_ERR;
+    }
+    const EmSymOps *o = ops_of(b->kind == SYM_INT ? b : a); /* a symbolic int decides, on either side */
     if (o->binop) return o->binop(T, op, fn, a, b, out);
     EmSym *args[2] = {a, b};
     return em_sym_eval(T, fn, args, 2, out);

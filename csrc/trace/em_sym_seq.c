@@ -70,6 +70,7 @@ static EmStatus seq_getitem(EmTracer *T, EmSym *c, EmSym *k, EmSym **out) {
         if (PySlice_Unpack(k->obj, &start, &stop, &step) < 0) return EM_ERR;
         Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
         EmSym *s = em_sym_new(T, c->kind == SYM_LIST ? SYM_LIST : SYM_TUPLE);
+        if (s && c->seq_type == EM_KNOWN(torch_Size)) s->seq_type = Py_NewRef(c->seq_type); /* a Size's slice is one */
         for (Py_ssize_t i = 0; s && i < len; i++)
             if (em_vec_push(&s->items, c->items.data[start + i * step])) s = NULL;
         *out = s;
@@ -137,6 +138,7 @@ static EmStatus seq_truth(EmTracer *T, EmSym *s, int *out) {
 static EmStatus seq_concat(EmTracer *T, EmSym *a, EmSym *b, EmSym **out) {
     EmSym *s = em_sym_new(T, a->kind);
     if (!s) return EM_ERR;
+    if (a->seq_type) s->seq_type = Py_NewRef(a->seq_type); /* torch.Size + tuple is a Size */
     for (int32_t i = 0; i < a->items.len; i++)
         if (em_vec_push(&s->items, a->items.data[i])) return PyErr_NoMemory(), EM_ERR;
     for (int32_t i = 0; i < b->items.len; i++)
@@ -148,8 +150,10 @@ static EmStatus seq_concat(EmTracer *T, EmSym *a, EmSym *b, EmSym **out) {
 /* a + b of two plain tuples (a += b too) or two lists: the items of both, whatever they are;
  * other operators on known values. */
 static EmStatus seq_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out) {
+    int size_a = a->seq_type == EM_KNOWN(torch_Size);
     if ((op == EMOP_ADD || op == EMOP_IADD) && a->kind == b->kind &&
-        (a->kind == SYM_TUPLE || (a->kind == SYM_LIST && op == EMOP_ADD)) && !a->seq_type)
+        (a->kind == SYM_TUPLE || (a->kind == SYM_LIST && op == EMOP_ADD)) &&
+        (!a->seq_type || (size_a && (!b->seq_type || b->seq_type == a->seq_type))))
         return seq_concat(T, a, b, out);
     EmSym *args[2] = {a, b};
     return em_sym_eval(T, fn, args, 2, out);

@@ -182,16 +182,22 @@ static EmStatus out_children(EmTracer *T, EmSym **items, int32_t from, int32_t t
     return EM_OK;
 }
 
-/* A tensor: a graph output (each node output once). */
-static EmStatus out_tensor(EmTracer *T, EmSym *s) {
+/* A graph value (a tensor, a symbolic int): a graph output (each node output once). */
+static EmStatus out_node(EmTracer *T, EmRef ref) {
     int32_t idx = -1;
     for (int32_t i = 0; i < T->G->outputs.len; i++)
-        if (T->G->outputs.data[i] == s->ref) idx = i;
+        if (T->G->outputs.data[i] == ref) idx = i;
     if (idx < 0) {
         idx = T->G->outputs.len;
-        if (em_vec_push(&T->G->outputs, s->ref)) return PyErr_NoMemory(), EM_ERR;
+        if (em_vec_push(&T->G->outputs, ref)) return PyErr_NoMemory(), EM_ERR;
     }
     return push_out(T, (EmOut){.kind = OUT_VALUE, .v = idx});
+}
+
+static EmStatus out_int(EmTracer *T, EmSym *s) {
+    EmStatus st = EM_OK;
+    EmRef r = em_int_ref(T, s->expr, &st);
+    return r < 0 ? st : out_node(T, r);
 }
 
 /* A constant, or an object of the frame (that very object, from its slot). */
@@ -286,7 +292,8 @@ static EmStatus out_newobj(EmTracer *T, EmSym *s, int depth) {
 static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
     if (depth > 32) return em_trace_fail(T, EMA_RETURN, "nesting too deep");
     switch (s->kind) {
-        case SYM_TENSOR: return out_tensor(T, s);
+        case SYM_TENSOR: return out_node(T, s->ref);
+        case SYM_INT: return out_int(T, s);
         case SYM_CONST:
         case SYM_OBJ: return out_value(T, s);
         case SYM_TUPLE:
@@ -476,8 +483,11 @@ EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int *
     return EM_OK;
 }
 
-EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P, int break_at) {
+EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P, int break_at,
+                      int dyn_mode, PyObject *dyn_state) {
     memset(T, 0, sizeof(*T));
+    T->dyn_mode = dyn_mode;
+    T->dyn_state = dyn_state;
     T->break_at = break_at;
     T->abort_root_at = -1;
     T->G = G;
@@ -536,6 +546,12 @@ void em_trace_free(EmTracer *T) {
     for (int32_t i = 0; i < T->out.len; i++) Py_XDECREF(T->out.data[i].obj);
     em_vec_free(&T->out);
     em_vec_free(&T->input_slots);
+    em_size_free(&T->sizes);
+    em_vec_free(&T->sym_leaf);
+    em_vec_free(&T->node_dims);
+    em_vec_free(&T->dim_exprs);
+    em_vec_free(&T->expr_ref);
+    em_vec_free(&T->node_expr);
     free(T->locals);
     free(T->stack);
     free(T->arg_slots);

@@ -15,6 +15,7 @@
 #include "../guard/em_guard.h"
 #include "../ir/em_ir.h"
 #include "../ir/em_out.h"
+#include "../ir/em_size.h"
 #include "../pyver/em_pyver.h"
 
 typedef enum {
@@ -25,6 +26,21 @@ typedef enum {
 } EmAbort;
 
 typedef struct EmSym EmSym; /* a symbolic value: em_trace_int.h */
+
+/* Which input dimensions are symbolic (ember.compile's `dynamic`). */
+typedef enum {
+    EM_DYN_STATIC = 0, /* dynamic=False: none (mark_dynamic still makes its dimensions symbolic) */
+    EM_DYN_AUTO = 1,   /* dynamic=None: a dimension whose size changed since the last compile */
+    EM_DYN_ALL = 2,    /* dynamic=True: every dimension of every input tensor but parameters */
+    EM_DYN_OFF = 3     /* no symbol at all, marks ignored (graphs for Python backends) */
+} EmDynMode;
+
+/* Where symbol k is read from: dimension dim of graph input ref (guard slot slot), or (dim -1,
+ * ref -1) the Python int in slot; expr: the symbol as an expression. */
+typedef struct {
+    EmRef ref;
+    int32_t slot, dim, expr;
+} EmSymLeaf;
 
 /* The state of one frame being traced: the intercepted frame's, or an inlined call's. An
  * inlined call saves its caller's as a whole (`EmFrame saved = T->frame`) and puts it back on
@@ -100,6 +116,18 @@ typedef struct EmTracer {
      * value PUSH_EXC_INFO saves), NULL for none */
     PyObject *exc;
     EmSym *handled;
+    /* symbolic sizes (em_sym_int.c): the expressions and relations, where each symbol is read
+     * from, and per graph node its sizes: node_dims[r] is the first of its ndim expressions in
+     * dim_exprs, EM_DIMS_STATIC (its traced sizes) or EM_DIMS_UNKNOWN (no rule gave them: a
+     * read specializes what it was computed from); nodes from dyn_from on default to
+     * unknown, earlier ones to static. expr_ref: per expression, the graph node computing it
+     * (-1: none yet); node_expr: per node, the expression an int node computes (-1: none). */
+    EmSizes sizes;
+    int dyn_mode;        /* EmDynMode */
+    PyObject *dyn_state; /* borrowed dict or NULL: source name -> sizes seen (automatic dynamic) */
+    EmVec(EmSymLeaf) sym_leaf;
+    EmVec(int32_t) node_dims, dim_exprs, expr_ref, node_expr;
+    int32_t dyn_from;
     /* abort */
     EmAbort abort;
     int abort_line;
@@ -109,7 +137,8 @@ typedef struct EmTracer {
 
 /* Traces the frame. Returns EM_OK (graph, guards and out filled), EM_ABORT (reason in T) or
  * EM_ERR (Python exception set). The caller owns G and P and must call em_trace_free. */
-EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P, int break_at);
+EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P, int break_at,
+                      int dyn_mode, PyObject *dyn_state);
 /* After a trace that broke: the output tree is a tuple of the stack values (NULLs skipped)
  * then the changed locals; fills the plan's stack, store and live lists (malloc'd). */
 EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int **store_local, int **store_val,

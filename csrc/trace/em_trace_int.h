@@ -28,6 +28,7 @@ typedef enum {
                  * class derives from dict */
     SYM_VIEW,   /* d.keys()/values()/items() of a DICT sym made while tracing (items[0]): a live
                  * view, read at each use; pos = 'k', 'v' or 'i' */
+    SYM_INT,    /* an int depending on symbolic sizes: expr, an expression of T->sizes (em_sym_int.c) */
     SYM__COUNT
 } EmSymKind;
 
@@ -80,6 +81,7 @@ struct EmSym {
     PyObject *spec;
     int8_t prev_grad, ctx_state, grad_family;
     int32_t out_at; /* TUPLE/LIST/DICT/ITER made while tracing: its entry in the output tree, or -1 */
+    int32_t expr;   /* INT: its expression in T->sizes */
 };
 
 /* em_trace_fail after Python code the trace ran for the program (a call, an attribute read)
@@ -294,5 +296,73 @@ EmStatus em_trace_loop(EmTracer *T);
 EmStatus em_seq_items(EmTracer *T, EmSym *s, EmSym **out);
 /* Realizes a lazily wrapped local (argument or free variable). */
 EmSym *em_local_get(EmTracer *T, int i, EmStatus *st);
+
+/* Rows of em_known.def: the callables em_call answers itself (call_known in em_call.c). */
+typedef enum {
+#define X(name, path, handler) EMK_##name,
+#include "em_known.def"
+#undef X
+    EMK__COUNT
+} EmKnown;
+/* The object of em_known.def's row NAME (borrowed: em_state.known holds it). */
+#define EM_KNOWN(name) PyTuple_GET_ITEM(em_state.known, EMK_##name)
+/* The handlers of em_known.def rows kept outside em_call.c (the signature of a kind's call
+ * slot; CALL_NEXT: the rule decides). */
+typedef EmStatus (*EmCallFn)(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
+EmStatus em_known_tensor_size(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
+EmStatus em_known_tensor_numel(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
+EmStatus em_known_tensor_layout(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                EmSym **out);
+EmStatus em_known_minmax(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
+
+/* ---- symbolic sizes (em_sym_int.c; rules for op results: em_shape_sym.c) ---- */
+/* The rows of em_sym_rules.def (0: no rule). */
+typedef enum {
+    SYMR_NONE,
+#define X(name) SYMR_##name,
+#include "em_sym_rules.def"
+#undef X
+} EmSymRule;
+enum { EM_DIMS_STATIC = -1, EM_DIMS_UNKNOWN = -2 };
+/* 1 once the trace has a symbol (before that every size is its traced value). */
+int em_int_active(const EmTracer *T);
+/* A SYM_INT for expression e, or a constant when e is one. NULL on error. */
+EmSym *em_int_sym(EmTracer *T, int32_t e);
+/* The expression of an int sym (SYM_INT, or a constant int): -1 when s is not one, -2 on error. */
+int32_t em_int_expr(EmTracer *T, EmSym *s);
+/* Pins expression e to its traced value (a guard); em_sym_specialize: every symbolic size s
+ * holds (an int, a tensor's sizes and what they came from, nested in tuples and lists). */
+EmStatus em_int_specialize(EmTracer *T, int32_t e);
+EmStatus em_sym_specialize(EmTracer *T, EmSym *s);
+EmStatus em_node_specialize(EmTracer *T, EmRef r);
+/* The value of a SYM_INT, pinned (new reference; NULL with an exception on error). */
+EM_NEW PyObject *em_int_value(EmTracer *T, EmSym *s);
+/* The graph node that computes expression e (not a constant) from the inputs. -1 with *st. */
+EmRef em_int_ref(EmTracer *T, int32_t e, EmStatus *st);
+EmStatus em_int_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out);
+EmStatus em_int_unary(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym **out);
+/* Dimension d of node r as an expression (-1 with *st set); its dims: exprs[ndim] (0 or -1). */
+int32_t em_node_dim(EmTracer *T, EmRef r, int d, EmStatus *st);
+int em_node_set_dims(EmTracer *T, EmRef r, const int32_t *exprs, int ndim);
+/* Node `to` has the sizes of node `from` (an in-place op's result). */
+EmStatus em_node_copy_dims(EmTracer *T, EmRef to, EmRef from);
+/* 1 when node r's sizes may be symbolic (symbolic, or not known: em_node_dim decides). */
+int em_node_has_sym_dims(const EmTracer *T, EmRef r);
+/* Inputs: the symbols of input node ref's dimensions in dyn (read from slot); a SYM_INT for
+ * the int v in slot (NULL, *st untouched: it stays a constant). */
+EmStatus em_int_input_dims(EmTracer *T, EmRef ref, int32_t slot, uint64_t dyn);
+EmSym *em_int_input(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st);
+/* Sizes of a tensor sym: one dimension, its torch.Size (a tuple sym), its numel. */
+EmStatus em_tensor_dim_size(EmTracer *T, EmSym *t, int d, EmSym **out);
+EmStatus em_tensor_shape(EmTracer *T, EmSym *t, EmSym **out);
+EmStatus em_tensor_numel(EmTracer *T, EmSym *t, EmSym **out);
+/* Which dimensions of input tensor v (guard slot slot) are symbolic in this trace (em_shape_sym.c):
+ * a mask, (uint64_t)-1 with *st set on error. */
+uint64_t em_dyn_dims(EmTracer *T, PyObject *v, int32_t slot, EmRef ref, EmStatus *st);
+/* Whether the int v in slot is symbolic in this trace (automatic dynamic). -1 on error. */
+int em_dyn_int(EmTracer *T, PyObject *v, int32_t slot);
+/* The symbolic sizes of op result node r (a tensor sym out) from its arguments, by the rules
+ * of em_shape_sym.c; without a rule the node stays unknown. */
+EmStatus em_shape_sym(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, EmSym *out);
 
 #endif

@@ -1,0 +1,681 @@
+/* em_shape_sym.c: which input sizes are symbolic (ember.compile's `dynamic`, mark_dynamic,
+ * automatic dynamic), and the symbolic sizes of op results, by rule (em_sym_rules.def, and
+ * the rows of em_shape_rules.def whose result sizes follow from their operands).
+ *
+ * Every rule's answer is checked against the sizes the op really gave (its traced value):
+ * a rule that disagrees leaves the node unknown, and a read of an unknown node's sizes pins
+ * what it came from (em_sym_int.c). So a rule can make a trace less dynamic, never wrong.
+ */
+#include "em_sym_ops.h"
+
+#include "../pyver/em_state.h"
+
+/* ---- which inputs are symbolic ---- */
+
+/* The dimensions listed in attribute `name` of tensor v (a set of ints, as torch's
+ * mark_dynamic leaves them), as a mask; 0 when absent. */
+static uint64_t marked(PyObject *v, PyObject *dict, const char *name) {
+    PyObject *s = PyDict_GetItemString(dict, name); /* borrowed; no error: a str key */
+    uint64_t m = 0;
+    if (!s || !PyAnySet_Check(s)) return 0;
+    Py_ssize_t pos = 0;
+    PyObject *k;
+    Py_hash_t h;
+    while (_PySet_NextEntry(s, &pos, &k, &h))
+        if (PyLong_CheckExact(k)) {
+            long d = PyLong_AsLong(k);
+            if (d >= 0 && d < 64) m |= (uint64_t)1 << d;
+        }
+    (void)v;
+    return m;
+}
+
+/* AUTO: the dimensions whose size differs from what the last compile of this code saw at the
+ * same source (or was already dynamic there); records these sizes. */
+static uint64_t changed_dims(EmTracer *T, int32_t slot, const int64_t *sizes, int ndim, EmStatus *st) {
+    PyObject *key = PyUnicode_FromString(T->P->names.data[slot]);
+    if (!key) return *st = EM_ERR, (uint64_t)-1;
+    PyObject *prev = PyDict_GetItemWithError(T->dyn_state, key);
+    uint64_t m = 0, newly = 0;
+    int same_rank = prev && PyTuple_Check(prev) && PyTuple_GET_SIZE(prev) == ndim;
+    PyObject *now = PyErr_Occurred() ? NULL : PyTuple_New(ndim);
+    for (int i = 0; now && i < ndim; i++) {
+        PyObject *p = same_rank ? PyTuple_GET_ITEM(prev, i) : NULL;
+        int changed = p && (p == Py_None || PyLong_AsLongLong(p) != sizes[i]);
+        if (changed && i < 64) m |= (uint64_t)1 << i;
+        if (changed && p != Py_None && i < 64) newly |= (uint64_t)1 << i;
+        PyObject *x = changed ? Py_NewRef(Py_None) : PyLong_FromLongLong(sizes[i]);
+        if (!x) Py_CLEAR(now);
+        else PyTuple_SET_ITEM(now, i, x);
+    }
+    if (newly && now && (em_state.logs & EM_LOG_RECOMPILES) && em_state.log) {
+        PyObject *msg = PyUnicode_FromFormat(
+            "%U: sizes %R differ from the last compile's %R: the changed "
+            "dimensions are symbolic from now on (automatic dynamic)",
+            key, now, prev);
+        PyObject *r = msg ? PyObject_CallFunction(em_state.log, "sO", "recompiles", msg) : NULL;
+        Py_XDECREF(msg);
+        if (!r) PyErr_Clear(); /* a log that cannot be written does not stop the trace */
+        Py_XDECREF(r);
+    }
+    int rc = now ? PyDict_SetItem(T->dyn_state, key, now) : -1;
+    Py_XDECREF(now);
+    Py_DECREF(key);
+    if (rc) return *st = EM_ERR, (uint64_t)-1;
+    return m;
+}
+
+uint64_t em_dyn_dims(EmTracer *T, PyObject *v, int32_t slot, EmRef ref, EmStatus *st) {
+    if (T->dyn_mode == EM_DYN_OFF) return 0;
+    const EmNode *n = &T->G->nodes.data[ref];
+    const int64_t *sizes = em_ir_sizes(T->G, n);
+    uint64_t dyn = 0, stat = 0;
+    PyObject **dp = _PyObject_GetDictPtr(v);
+    if (dp && *dp && PyDict_GET_SIZE(*dp)) { /* torch._dynamo.mark_dynamic / mark_static marks */
+        dyn = marked(v, *dp, "_dynamo_dynamic_indices") | marked(v, *dp, "_dynamo_weak_dynamic_indices");
+        stat = marked(v, *dp, "_dynamo_static_indices");
+    }
+    if (Py_TYPE(v) != em_state.param_type) {
+        if (T->dyn_mode == EM_DYN_ALL) dyn |= ~(uint64_t)0;
+        else if (T->dyn_mode == EM_DYN_AUTO && T->dyn_state) {
+            uint64_t c = changed_dims(T, slot, sizes, n->ndim, st);
+            if (c == (uint64_t)-1 && *st == EM_ERR) return c;
+            dyn |= c;
+        }
+    }
+    uint64_t m = 0;
+    for (int i = 0; i < n->ndim && i < 64; i++) /* sizes 0 and 1 stay specialized */
+        if ((dyn >> i) & 1 && !((stat >> i) & 1) && sizes[i] >= 2) m |= (uint64_t)1 << i;
+    return m;
+}
+
+/* Whether the guard loads slot from the frame's locals (an argument of the frame). */
+static int local_slot(const EmGuardProg *P, int32_t slot) {
+    for (int32_t i = 0; i < P->ins.len; i++)
+        if (P->ins.data[i].slot == slot && P->ins.data[i].op == EMG_LOAD_LOCAL) return 1;
+    return 0;
+}
+
+int em_dyn_int(EmTracer *T, PyObject *v, int32_t slot) {
+    if (T->dyn_mode == EM_DYN_STATIC || T->dyn_mode == EM_DYN_OFF || !PyLong_CheckExact(v) || T->depth ||
+        !local_slot(T->P, slot))
+        return 0;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear(); /* beyond int64: a constant */
+        return 0;
+    }
+    if (T->dyn_mode == EM_DYN_ALL) return x >= 2;
+    if (!T->dyn_state) return 0;
+    PyObject *key = PyUnicode_FromString(T->P->names.data[slot]);
+    if (!key) return -1;
+    PyObject *prev = PyDict_GetItemWithError(T->dyn_state, key);
+    int changed = prev && (prev == Py_None || !PyLong_CheckExact(prev) || PyLong_AsLongLong(prev) != x);
+    int rc = PyErr_Occurred() ? -1 : PyDict_SetItem(T->dyn_state, key, changed ? Py_None : v);
+    Py_DECREF(key);
+    return rc < 0 ? -1 : changed && x >= 2;
+}
+
+/* ---- result sizes ---- */
+
+typedef struct {
+    int32_t e[64];
+    int n;
+} Dims;
+
+/* The dims of tensor sym t. 0, or -1 with *st set. */
+static int dims_of(EmTracer *T, EmSym *t, Dims *d, EmStatus *st) {
+    const EmNode *n = &T->G->nodes.data[t->ref];
+    d->n = n->ndim;
+    for (int i = 0; i < n->ndim; i++)
+        if ((d->e[i] = em_node_dim(T, t->ref, i, st)) < 0) return -1;
+    return 0;
+}
+
+static int is_tensor(const EmSym *s) { return s->kind == SYM_TENSOR; }
+
+/* An int argument: its expression, -1 when it is not an int. */
+static int32_t int_of(EmTracer *T, EmSym *s) {
+    int32_t e = em_int_expr(T, s);
+    if (e == -2) PyErr_Clear(); /* no memory for a constant: no rule (the node stays unknown) */
+    return e < 0 ? -1 : e;
+}
+
+static int const_int(const EmSym *s, long *v) {
+    if (s->kind != SYM_CONST || !PyLong_Check(s->obj) || PyBool_Check(s->obj)) return 0;
+    *v = PyLong_AsLong(s->obj);
+    return !(*v == -1 && PyErr_Occurred()) || (PyErr_Clear(), 0);
+}
+
+static int wrap(long d, int n, int *out) {
+    if (d < -n || d >= n || n == 0) return 0;
+    *out = (int)(d < 0 ? d + n : d);
+    return 1;
+}
+
+/* Sizes given as varargs from `from`, or as one tuple/list/Size: their expressions. */
+static int size_list(EmTracer *T, EmSym **args, int from, int npos, Dims *out) {
+    EmSym **items = args + from;
+    int n = npos - from;
+    if (n == 1 && (args[from]->kind == SYM_TUPLE || args[from]->kind == SYM_LIST)) {
+        items = args[from]->items.data;
+        n = args[from]->items.len;
+    }
+    if (n > 64) return 0;
+    for (int i = 0; i < n; i++)
+        if ((out->e[i] = int_of(T, items[i])) < 0) return 0;
+    out->n = n;
+    return 1;
+}
+
+/* Elementwise broadcasting of the tensor operands' sizes. */
+static int rule_broadcast(EmTracer *T, EmSym **args, int nargs, Dims *r, EmStatus *st) {
+    EmSizes *S = &T->sizes;
+    r->n = 0;
+    Dims d[8];
+    int nt = 0;
+    for (int i = 0; i < nargs && nt < 8; i++)
+        if (is_tensor(args[i])) {
+            if (dims_of(T, args[i], &d[nt], st)) return -1;
+            if (d[nt].n > r->n) r->n = d[nt].n;
+            nt++;
+        }
+    for (int k = 0; k < r->n; k++) {
+        int32_t res = -1;
+        for (int t = 0; t < nt; t++) {
+            int at = d[t].n - r->n + k;
+            if (at < 0) continue;
+            int32_t e = d[t].e[at];
+            if (em_size_hint(S, e) == 1) {
+                if ((*st = em_int_specialize(T, e)) != EM_OK) return -1;
+                continue;
+            }
+            if (res < 0) res = e;
+            else if (res != e && em_size_require(S, EMSR_EQ, res, e)) return *st = EM_ERR, PyErr_NoMemory(), -1;
+        }
+        if (res < 0 && (res = em_size_const(S, 1)) < 0) return *st = EM_ERR, PyErr_NoMemory(), -1;
+        r->e[k] = res;
+    }
+    return 1;
+}
+
+static int rule_linear(EmTracer *T, EmSym **args, int npos, Dims *r, EmStatus *st) {
+    Dims w;
+    if (npos < 2 || !is_tensor(args[0]) || !is_tensor(args[1])) return 0;
+    if (dims_of(T, args[0], r, st) || dims_of(T, args[1], &w, st)) return -1;
+    if (r->n < 1 || w.n != 2) return 0;
+    r->e[r->n - 1] = w.e[0];
+    return 1;
+}
+
+static int rule_matmul(EmTracer *T, EmSym **args, int npos, Dims *r, EmStatus *st) {
+    Dims a, b;
+    if (npos != 2 || !is_tensor(args[0]) || !is_tensor(args[1])) return 0;
+    if (dims_of(T, args[0], &a, st) || dims_of(T, args[1], &b, st)) return -1;
+    if (a.n < 2 || b.n < 2) return 0;
+    /* batch dims broadcast; the contracted dims agree (the op checked them) */
+    Dims ba = a, bb = b;
+    ba.n = a.n - 2;
+    bb.n = b.n - 2;
+    EmSizes *S = &T->sizes;
+    if (em_size_require(S, EMSR_EQ, a.e[a.n - 1], b.e[b.n - 2])) return *st = EM_ERR, PyErr_NoMemory(), -1;
+    int n = ba.n > bb.n ? ba.n : bb.n;
+    for (int k = 0; k < n; k++) {
+        int ia = ba.n - n + k, ib = bb.n - n + k;
+        int32_t x = ia >= 0 ? ba.e[ia] : -1, y = ib >= 0 ? bb.e[ib] : -1, res;
+        if (x >= 0 && em_size_hint(S, x) == 1 && (*st = em_int_specialize(T, x)) != EM_OK) return -1;
+        if (y >= 0 && em_size_hint(S, y) == 1 && (*st = em_int_specialize(T, y)) != EM_OK) return -1;
+        if (x < 0 || em_size_hint(S, x) == 1) res = y >= 0 ? y : x;
+        else if (y < 0 || em_size_hint(S, y) == 1) res = x;
+        else {
+            res = x;
+            if (x != y && em_size_require(S, EMSR_EQ, x, y)) return *st = EM_ERR, PyErr_NoMemory(), -1;
+        }
+        r->e[k] = res;
+    }
+    r->e[n] = a.e[a.n - 2];
+    r->e[n + 1] = b.e[b.n - 1];
+    r->n = n + 2;
+    return 1;
+}
+
+/* The argument named kw, else positional argument i, else NULL. */
+static EmSym *arg_at(EmSym **args, int npos, PyObject *kwnames, int i, const char *kw) {
+    for (Py_ssize_t k = 0; kwnames && k < PyTuple_GET_SIZE(kwnames); k++)
+        if (!PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, k), kw)) return args[npos + k];
+    return i < npos ? args[i] : NULL;
+}
+
+static int rule_reduce(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, Dims *r, EmStatus *st) {
+    Dims x;
+    if (!is_tensor(args[0]) || dims_of(T, args[0], &x, st)) return PyErr_Occurred() ? -1 : 0;
+    EmSym *dim = arg_at(args, npos, kwnames, 1, "dim"), *keep = arg_at(args, npos, kwnames, 2, "keepdim");
+    int keepdim = 0;
+    if (keep) {
+        if (keep->kind != SYM_CONST || !PyBool_Check(keep->obj)) return 0;
+        keepdim = keep->obj == Py_True;
+    }
+    uint64_t red = 0;
+    if (!dim || (dim->kind == SYM_CONST && dim->obj == Py_None)) red = ~(uint64_t)0;
+    else {
+        EmSym **items = &dim;
+        int n = 1;
+        if (dim->kind == SYM_TUPLE || dim->kind == SYM_LIST) {
+            items = dim->items.data;
+            n = dim->items.len;
+        }
+        for (int i = 0; i < n; i++) {
+            long d;
+            int w;
+            if (!const_int(items[i], &d) || !wrap(d, x.n, &w)) return 0;
+            red |= (uint64_t)1 << w;
+        }
+        if (n == 0) red = ~(uint64_t)0;
+    }
+    int32_t one = em_size_const(&T->sizes, 1);
+    if (one < 0) return *st = EM_ERR, PyErr_NoMemory(), -1;
+    r->n = 0;
+    for (int i = 0; i < x.n; i++)
+        if (!((red >> i) & 1)) r->e[r->n++] = x.e[i];
+        else if (keepdim) r->e[r->n++] = one;
+    return 1;
+}
+
+/* view/reshape(x, *shape): a -1 is the rest of numel. */
+static int rule_view(EmTracer *T, EmSym **args, int npos, Dims *r, EmStatus *st) {
+    Dims x;
+    if (npos < 2 || !is_tensor(args[0]) || dims_of(T, args[0], &x, st) || !size_list(T, args, 1, npos, r))
+        return PyErr_Occurred() ? -1 : 0;
+    EmSizes *S = &T->sizes;
+    int infer = -1;
+    int32_t numel = em_size_const(S, 1), rest = em_size_const(S, 1);
+    for (int i = 0; i < x.n && numel >= 0; i++) numel = em_size_op(S, EMS_MUL, numel, x.e[i]);
+    for (int i = 0; i < r->n && rest >= 0; i++)
+        if (em_size_is_const(S, r->e[i]) && em_size_hint(S, r->e[i]) == -1) {
+            if (infer >= 0) return 0;
+            infer = i;
+        } else {
+            rest = em_size_op(S, EMS_MUL, rest, r->e[i]);
+        }
+    if (numel < 0 || rest < 0) return PyErr_Occurred() ? (*st = EM_ERR, -1) : 0;
+    if (infer >= 0) {
+        if (em_size_hint(S, rest) == 0) return 0;
+        int32_t q = em_size_op(S, EMS_FLOORDIV, numel, rest);
+        if (q < 0) return PyErr_Occurred() ? (*st = EM_ERR, -1) : 0;
+        r->e[infer] = q;
+    } else if (em_size_require(S, EMSR_EQ, numel, rest)) {
+        return *st = EM_ERR, PyErr_NoMemory(), -1;
+    }
+    return 1;
+}
+
+static int rule_view_family(EmTracer *T, int rule, EmSym **args, int npos, Dims *r, EmStatus *st) {
+    Dims x;
+    if (!is_tensor(args[0]) || dims_of(T, args[0], &x, st)) return PyErr_Occurred() ? -1 : 0;
+    long a, b;
+    int d0, d1;
+    *r = x;
+    switch (rule) {
+        case SR_VIEW_TRANSPOSE:
+            if (npos != 3 || !const_int(args[1], &a) || !const_int(args[2], &b) || !wrap(a, x.n, &d0) ||
+                !wrap(b, x.n, &d1))
+                return 0;
+            r->e[d0] = x.e[d1];
+            r->e[d1] = x.e[d0];
+            return 1;
+        case SR_VIEW_T:
+            if (x.n == 2) {
+                r->e[0] = x.e[1];
+                r->e[1] = x.e[0];
+            }
+            return 1;
+        case SR_VIEW_PERMUTE: {
+            EmSym **items = args + 1;
+            int n = npos - 1;
+            if (n == 1 && (args[1]->kind == SYM_TUPLE || args[1]->kind == SYM_LIST)) {
+                items = args[1]->items.data;
+                n = args[1]->items.len;
+            }
+            if (n != x.n) return 0;
+            for (int i = 0; i < n; i++) {
+                if (!const_int(items[i], &a) || !wrap(a, x.n, &d0)) return 0;
+                r->e[i] = x.e[d0];
+            }
+            return 1;
+        }
+        case SR_VIEW_UNSQUEEZE: {
+            if (npos != 2 || !const_int(args[1], &a) || !wrap(a, x.n + 1, &d0) || x.n >= 64) return 0;
+            int32_t one = em_size_const(&T->sizes, 1);
+            if (one < 0) return *st = EM_ERR, PyErr_NoMemory(), -1;
+            for (int i = x.n; i > d0; i--) r->e[i] = x.e[i - 1];
+            r->e[d0] = one;
+            r->n = x.n + 1;
+            return 1;
+        }
+        case SR_VIEW_EXPAND: {
+            if (!size_list(T, args, 1, npos, r) || r->n < x.n) return 0;
+            for (int i = 0; i < r->n; i++) {
+                int at = i - (r->n - x.n);
+                if (em_size_is_const(&T->sizes, r->e[i]) && em_size_hint(&T->sizes, r->e[i]) == -1) {
+                    if (at < 0) return 0;
+                    r->e[i] = x.e[at];
+                }
+            }
+            return 1;
+        }
+        default: return rule_view(T, args, npos, r, st);
+    }
+}
+
+static int rule_factory(EmTracer *T, int rule, EmSym **args, int npos, Dims *r) {
+    switch (rule) {
+        case SYMR_FACTORY: return size_list(T, args, 0, npos, r);
+        case SYMR_FULL: return npos == 2 && size_list(T, args, 0, 1, r);
+        case SYMR_NEW_FACTORY: return size_list(T, args, 1, npos, r);
+        case SYMR_NEW_FULL: return npos == 3 && size_list(T, args, 1, 2, r);
+        default: return 0;
+    }
+}
+
+/* arange(end) and arange(start, end) of ints (step 1). */
+static int rule_arange(EmTracer *T, EmSym **args, int npos, Dims *r, EmStatus *st) {
+    if (npos < 1 || npos > 2) return 0;
+    int32_t lo = npos == 2 ? int_of(T, args[0]) : em_size_const(&T->sizes, 0), hi = int_of(T, args[npos - 1]);
+    if (lo < 0 || hi < 0) return 0;
+    int32_t n = em_size_sub(&T->sizes, hi, lo);
+    if (n < 0) return *st = EM_ERR, PyErr_NoMemory(), -1;
+    if (em_size_hint(&T->sizes, n) < 0) return 0;
+    int32_t z = em_size_const(&T->sizes, 0);
+    if (z < 0 || em_size_require(&T->sizes, EMSR_GE, n, z)) return *st = EM_ERR, PyErr_NoMemory(), -1;
+    r->n = 1;
+    r->e[0] = n;
+    return 1;
+}
+
+static int rule_cat(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, Dims *r, EmStatus *st) {
+    EmSym *seq = args[0], *dim = arg_at(args, npos, kwnames, 1, "dim");
+    long d = 0;
+    if ((seq->kind != SYM_TUPLE && seq->kind != SYM_LIST) || !seq->items.len || (dim && !const_int(dim, &d))) return 0;
+    int w = -1;
+    for (int32_t i = 0; i < seq->items.len; i++) {
+        Dims x;
+        EmSym *t = seq->items.data[i];
+        if (!is_tensor(t)) return 0;
+        if (dims_of(T, t, &x, st)) return -1;
+        if (x.n == 1 && em_size_hint(&T->sizes, x.e[0]) == 0) { /* torch.cat skips 1-d empty tensors */
+            if ((*st = em_int_specialize(T, x.e[0])) != EM_OK) return -1;
+            continue;
+        }
+        if (w < 0) {
+            if (!wrap(d, x.n, &w)) return 0;
+            *r = x;
+            continue;
+        }
+        if (x.n != r->n) return 0;
+        for (int k = 0; k < x.n; k++)
+            if (k == w) {
+                if ((r->e[k] = em_size_op(&T->sizes, EMS_ADD, r->e[k], x.e[k])) < 0)
+                    return *st = EM_ERR, PyErr_NoMemory(), -1;
+            } else if (r->e[k] != x.e[k] && em_size_require(&T->sizes, EMSR_EQ, r->e[k], x.e[k])) {
+                return *st = EM_ERR, PyErr_NoMemory(), -1;
+            }
+    }
+    return w >= 0;
+}
+
+static int rule_embedding(EmTracer *T, EmSym **args, int npos, Dims *r, EmStatus *st) {
+    Dims w;
+    if (npos < 2 || !is_tensor(args[0]) || !is_tensor(args[1])) return 0;
+    if (dims_of(T, args[0], r, st) || dims_of(T, args[1], &w, st)) return -1;
+    if (w.n != 2 || r->n >= 64) return 0;
+    r->e[r->n++] = w.e[1];
+    return 1;
+}
+
+static int rule_addmm(EmTracer *T, EmSym **args, int npos, Dims *r, EmStatus *st) {
+    Dims a, b;
+    if (npos < 3 || !is_tensor(args[1]) || !is_tensor(args[2])) return 0;
+    if (dims_of(T, args[1], &a, st) || dims_of(T, args[2], &b, st)) return -1;
+    if (a.n != 2 || b.n != 2) return 0;
+    if (em_size_require(&T->sizes, EMSR_EQ, a.e[1], b.e[0])) return *st = EM_ERR, PyErr_NoMemory(), -1;
+    r->n = 2;
+    r->e[0] = a.e[0];
+    r->e[1] = b.e[1];
+    return 1;
+}
+
+/* The size of x[a:b] (step 1, constant bounds) along a dimension of size e: an expression, the
+ * clamps Python applies decided by the traced size and guarded; -1 when not of that form, -2 on
+ * error. */
+static int32_t slice_len(EmTracer *T, int32_t e, PyObject *sl) {
+    EmSizes *S = &T->sizes;
+    PySliceObject *k = (PySliceObject *)sl;
+    if (k->step != Py_None && !(PyLong_CheckExact(k->step) && PyLong_AsLong(k->step) == 1)) return -1;
+    if ((k->start != Py_None && !PyLong_CheckExact(k->start)) || (k->stop != Py_None && !PyLong_CheckExact(k->stop)))
+        return -1;
+    int64_t h = em_size_hint(S, e);
+    int32_t bound[2];
+    for (int i = 0; i < 2; i++) {
+        PyObject *v = i ? k->stop : k->start;
+        if (v == Py_None) {
+            bound[i] = i ? e : em_size_const(S, 0);
+            continue;
+        }
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || x < -(1LL << 40) || x > (1LL << 40)) return -1;
+        int32_t c = em_size_const(S, x < 0 ? -x : x);
+        if (c < 0) return -2;
+        if (h < (x < 0 ? -x : x)) { /* clamped to the size (stop) or to 0: guarded */
+            if (!i && x >= 0) return -1; /* start past the end: empty */
+            if (em_size_require(S, EMSR_LT, e, c)) return -2;
+            bound[i] = x < 0 ? em_size_const(S, 0) : e;
+        } else {
+            if (em_size_require(S, EMSR_GE, e, c)) return -2;
+            bound[i] = x < 0 ? em_size_sub(S, e, c) : c;
+        }
+        if (bound[i] < 0) return -2;
+    }
+    int32_t len = em_size_sub(S, bound[1], bound[0]);
+    if (len < 0) return -2;
+    if (em_size_hint(S, len) < 0) return -1;
+    int32_t z = em_size_const(S, 0);
+    return z < 0 || em_size_require(S, EMSR_GE, len, z) ? -2 : len;
+}
+
+/* x[key], basic indexing by constants: ints, slices, None, Ellipsis. */
+static int rule_getitem(EmTracer *T, EmSym *x, EmSym *key, Dims *r, EmStatus *st) {
+    Dims d;
+    if (!is_tensor(x) || dims_of(T, x, &d, st)) return PyErr_Occurred() ? -1 : 0;
+    PyObject *items[64];
+    int n = 0;
+    if (key->kind == SYM_TUPLE && !key->seq_type) {
+        for (int32_t i = 0; i < key->items.len; i++) {
+            if (key->items.data[i]->kind != SYM_CONST || n == 64) return 0;
+            items[n++] = key->items.data[i]->obj;
+        }
+    } else if (key->kind == SYM_CONST && PyTuple_CheckExact(key->obj)) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(key->obj); i++) {
+            if (n == 64) return 0;
+            items[n++] = PyTuple_GET_ITEM(key->obj, i);
+        }
+    } else if (key->kind == SYM_CONST) {
+        items[n++] = key->obj;
+    } else {
+        return 0;
+    }
+    int used = 0, ell = -1;
+    for (int i = 0; i < n; i++) {
+        PyObject *k = items[i];
+        if (k == Py_Ellipsis) {
+            if (ell >= 0) return 0;
+            ell = i;
+        } else if (k != Py_None) {
+            if (!PySlice_Check(k) && !(PyLong_CheckExact(k))) return 0;
+            used++;
+        }
+    }
+    if (used > d.n) return 0;
+    int32_t one = em_size_const(&T->sizes, 1);
+    if (one < 0) return *st = EM_ERR, PyErr_NoMemory(), -1;
+    int at = 0;
+    r->n = 0;
+    for (int i = 0; i <= n; i++) {
+        if (i == n || (ell >= 0 && i == ell)) { /* the dims an Ellipsis (or the end) leaves */
+            int keep = i == n ? d.n - at : d.n - used;
+            if (i == n && ell >= 0) keep = 0;
+            for (int k = 0; k < keep && r->n < 64; k++) r->e[r->n++] = d.e[at++];
+            continue;
+        }
+        PyObject *k = items[i];
+        if (r->n >= 63) return 0;
+        if (k == Py_None) r->e[r->n++] = one;
+        else if (PyLong_CheckExact(k)) at++; /* in range: the op checked it at these sizes */
+        else {
+            int32_t len = slice_len(T, d.e[at++], k);
+            if (len == -2) return *st = EM_ERR, PyErr_NoMemory(), -1;
+            if (len < 0) return 0;
+            r->e[r->n++] = len;
+        }
+    }
+    return 1;
+}
+
+/* split/chunk/unbind/...: the items' sizes, when the split dimension is a constant. */
+static EmStatus rule_split(EmTracer *T, PyObject *fn, EmSym **args, int npos, PyObject *kwnames, EmSym *out) {
+    Dims x;
+    EmStatus st = EM_OK;
+    if (npos < 1 || !is_tensor(args[0]) || out->kind != SYM_TUPLE) return EM_OK;
+    if (dims_of(T, args[0], &x, &st)) return st;
+    EmSym *dim = arg_at(args, npos, kwnames, 2, "dim");
+    const char *name = "";
+    PyObject *qn = PyObject_GetAttrString(fn, "__name__");
+    if (qn && PyUnicode_Check(qn)) name = PyUnicode_AsUTF8(qn);
+    if (!qn || !name) PyErr_Clear(); /* a nameless callable: no rule */
+    int is_unbind = name && !strcmp(name, "unbind");
+    if (is_unbind) dim = arg_at(args, npos, kwnames, 1, "dim");
+    Py_XDECREF(qn);
+    long dv = 0;
+    int w;
+    if ((dim && !const_int(dim, &dv)) || !wrap(dv, x.n, &w)) return EM_OK;
+    if (!em_size_is_const(&T->sizes, x.e[w])) return EM_OK;
+    for (int32_t i = 0; i < out->items.len; i++) {
+        EmSym *it = out->items.data[i];
+        if (it->kind != SYM_TENSOR) return EM_OK;
+        const EmNode *n = &T->G->nodes.data[it->ref];
+        Dims r = x;
+        if (is_unbind) {
+            for (int k = w; k < x.n - 1; k++) r.e[k] = x.e[k + 1];
+            r.n = x.n - 1;
+        } else if ((r.e[w] = em_size_const(&T->sizes, n->ndim > w ? em_ir_sizes(T->G, n)[w] : 0)) < 0) {
+            return PyErr_NoMemory(), EM_ERR;
+        }
+        if (r.n != n->ndim) return EM_OK;
+        for (int k = 0; k < r.n; k++)
+            if (em_size_hint(&T->sizes, r.e[k]) != em_ir_sizes(T->G, n)[k]) return EM_OK;
+        if (em_node_set_dims(T, it->ref, r.e, r.n)) return EM_ERR;
+    }
+    return EM_OK;
+}
+
+/* The rule of fn: an em_sym_rules.def row, else one mapped from em_shape_rules.def, else 0. */
+static int rule_of(PyObject *fn, int *shape_rule) {
+    *shape_rule = 0;
+    PyObject *r = PyDict_GetItemWithError(em_state.sym_rules, fn);
+    if (!r && !PyErr_Occurred()) r = PyDict_GetItemWithError(em_state.shape_rules, fn);
+    else if (r) return (int)PyLong_AsLong(r);
+    if (!r) {
+        PyErr_Clear(); /* unhashable: no rule */
+        return 0;
+    }
+    *shape_rule = (int)PyLong_AsLong(PyTuple_Check(r) ? PyTuple_GET_ITEM(r, 0) : r);
+    switch (*shape_rule) {
+        case SR_LIKE_FIRST:
+        case SR_SCALAR_ARGS: return SYMR_SAME;
+        case SR_LINEAR: return SYMR_LINEAR;
+        case SR_REDUCE: return SYMR_REDUCE;
+        default: return *shape_rule >= SR_VIEW_TRANSPOSE ? SYMR_VIEWS : 0;
+    }
+}
+
+/* Whether any argument holds a symbolic size (a SYM_INT, a tensor whose sizes may be
+ * symbolic), nested in tuples and lists. */
+static int any_sym(EmTracer *T, EmSym **args, int nargs, int depth) {
+    for (int i = 0; i < nargs; i++) {
+        EmSym *s = args[i];
+        if (s->kind == SYM_INT || (s->kind == SYM_TENSOR && em_node_has_sym_dims(T, s->ref))) return 1;
+        if ((s->kind == SYM_TUPLE || s->kind == SYM_LIST) && depth < 4 &&
+            any_sym(T, s->items.data, s->items.len, depth + 1))
+            return 1;
+    }
+    return 0;
+}
+
+EmStatus em_shape_sym(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, EmSym *out) {
+    if (!em_int_active(T) || !out) return EM_OK;
+    if (out->kind == SYM_TUPLE && op == EMOP_CALL && fn && any_sym(T, args, nargs, 0)) {
+        int shape_rule;
+        int rule = rule_of(fn, &shape_rule);
+        if (PyErr_Occurred()) return EM_ERR;
+        int npos = nargs - (kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0);
+        return rule == SYMR_SPLIT ? rule_split(T, fn, args, npos, kwnames, out) : EM_OK;
+    }
+    if (out->kind != SYM_TENSOR) return EM_OK;
+    const EmNode *n = &T->G->nodes.data[out->ref];
+    if (n->vkind != EMV_TENSOR) return EM_OK;
+    if (!any_sym(T, args, nargs, 0)) return em_node_set_dims(T, out->ref, NULL, 0) ? EM_ERR : EM_OK;
+    int npos = nargs - (kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0), shape_rule = 0, ok = 0;
+    EmStatus st = EM_OK;
+    Dims r = {.n = 0};
+    EmOpKind kind = em_op_info[op].kind;
+    if ((em_op_info[op].flags & EMF_POINTWISE) && kind != EMOK_CALL) ok = rule_broadcast(T, args, npos, &r, &st);
+    else if (op == EMOP_MATMUL || op == EMOP_IMATMUL) ok = rule_matmul(T, args, npos, &r, &st);
+    else if (op == EMOP_SUBSCR && npos == 2) ok = rule_getitem(T, args[0], args[1], &r, &st);
+    else if (op == EMOP_CALL && fn && PySet_Contains(em_state.pointwise_fns, fn) == 1)
+        ok = rule_broadcast(T, args, npos, &r, &st);
+    else if (op == EMOP_CALL && fn) {
+        int rule = rule_of(fn, &shape_rule);
+        if (PyErr_Occurred()) return EM_ERR;
+        switch (rule) {
+            case SYMR_SAME:
+                if (npos >= 1 && is_tensor(args[0])) ok = dims_of(T, args[0], &r, &st) ? -1 : 1;
+                break;
+            case SYMR_BROADCAST: ok = rule_broadcast(T, args, npos, &r, &st); break;
+            case SYMR_LINEAR: ok = rule_linear(T, args, npos, &r, &st); break;
+            case SYMR_MATMUL: ok = rule_matmul(T, args, npos, &r, &st); break;
+            case SYMR_REDUCE: ok = npos >= 1 ? rule_reduce(T, args, npos, kwnames, &r, &st) : 0; break;
+            case SYMR_VIEWS: ok = npos >= 1 ? rule_view_family(T, shape_rule, args, npos, &r, &st) : 0; break;
+            case SYMR_FACTORY:
+            case SYMR_FULL:
+            case SYMR_NEW_FACTORY:
+            case SYMR_NEW_FULL: ok = rule_factory(T, rule, args, npos, &r); break;
+            case SYMR_ARANGE: ok = rule_arange(T, args, npos, &r, &st); break;
+            case SYMR_CAT: ok = npos >= 1 ? rule_cat(T, args, npos, kwnames, &r, &st) : 0; break;
+            case SYMR_EMBEDDING: ok = rule_embedding(T, args, npos, &r, &st); break;
+            case SYMR_EMBEDDING_W: {
+                EmSym *sw[2] = {npos >= 2 ? args[1] : NULL, args[0]};
+                ok = npos >= 2 ? rule_embedding(T, sw, 2, &r, &st) : 0;
+                break;
+            }
+            case SYMR_ADDMM: ok = rule_addmm(T, args, npos, &r, &st); break;
+            case SYMR_SDPA: {
+                Dims v;
+                if (npos < 3 || !is_tensor(args[0]) || !is_tensor(args[2])) break;
+                if (dims_of(T, args[0], &r, &st) || dims_of(T, args[2], &v, &st)) ok = -1;
+                else if (r.n >= 1 && v.n >= 1) {
+                    r.e[r.n - 1] = v.e[v.n - 1];
+                    ok = 1;
+                }
+                break;
+            }
+            default: break;
+        }
+    }
+    if (ok < 0) return st == EM_OK ? EM_ERR : st;
+    n = &T->G->nodes.data[out->ref];
+    if (ok != 1 || r.n != n->ndim) return EM_OK; /* unknown: a read pins what it came from */
+    for (int i = 0; i < r.n; i++)
+        if (em_size_hint(&T->sizes, r.e[i]) != em_ir_sizes(T->G, n)[i]) return EM_OK;
+    return em_node_set_dims(T, out->ref, r.e, r.n) ? EM_ERR : EM_OK;
+}

@@ -1,0 +1,279 @@
+"""Symbolic sizes (issue [dynamic-shapes]): the three `dynamic` settings, automatic dynamic,
+marks, relations guarded from branches, 0/1 specialization, ints that change, sizes that
+cross graph breaks, and the constructs of size arithmetic — each against eager, with the
+number of compiles it took."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ember
+from tests.helpers import assert_same, counters, randn
+
+
+def run_all(f, cf, calls):
+    for args in calls:
+        assert_same(cf(*args), f(*args))
+
+
+def frames():
+    return counters()["frames"]
+
+
+def test_dynamic_true_one_compile_for_every_size():
+    def f(x, y):
+        b, s = x.shape
+        z = (x + y).view(b * s)
+        return z * 2, x.size(0) + 1, x.shape
+
+    cf = ember.compile(f, dynamic=True)
+    run_all(f, cf, [(randn(n, m, seed=n), randn(n, m, seed=m)) for n, m in ((3, 4), (5, 4), (7, 9), (2, 2))])
+    assert frames() == 1
+    guards = ember.testing.entries(f)[0]["guards"]
+    assert "size=(None, None)" in guards and "SYMBOL s0 = L['x'].size(0)" in guards
+
+
+def test_dynamic_false_recompiles_per_size():
+    def f(x):
+        return x.view(x.size(0) * x.size(1)) + 1
+
+    cf = ember.compile(f, dynamic=False)
+    run_all(f, cf, [(randn(n, 3),) for n in (2, 3, 4)])
+    assert frames() == 3
+
+
+def test_automatic_dynamic_second_compile_is_generic():
+    def f(x):
+        return F.relu(x.reshape(-1, 2 * x.shape[-1])).sum(0)
+
+    cf = ember.compile(f)
+    run_all(f, cf, [(randn(n, 6, seed=n),) for n in (4, 6, 8, 10, 12, 16, 20)])
+    assert frames() == 2  # static, then dynamic in dim 0
+    assert "size=(None, 6)" in ember.testing.entries(f)[0]["guards"]
+
+
+def test_branch_on_size_guards_the_relation():
+    def f(x):
+        if x.shape[0] > 4:
+            return x * 2
+        return x - 1
+
+    cf = ember.compile(f, dynamic=True)
+    run_all(f, cf, [(randn(n, 3),) for n in (2, 3, 6, 9, 4, 5)])
+    assert frames() == 2  # one per side of the branch
+    texts = " ".join(e["guards"] for e in ember.testing.entries(f))
+    assert "s0 > 4" in texts and "s0 <= 4" in texts
+
+
+def test_sizes_zero_and_one_are_specialized():
+    def f(x):
+        return x.sum(0) * x.shape[0]
+
+    cf = ember.compile(f, dynamic=True)
+    run_all(f, cf, [(randn(n, 4),) for n in (3, 1, 0, 5, 1, 0)])
+    assert frames() == 3  # n >= 2, n == 1, n == 0
+
+
+def test_int_argument_that_changes_becomes_symbolic():
+    def f(x, n):
+        return x[:, :4] * n + n // 2, n * 3
+
+    cf = ember.compile(f)
+    run_all(f, cf, [(randn(3, 5), n) for n in (2, 3, 4, 5, 9, 10)])
+    assert frames() == 2
+
+
+def test_loop_over_range_of_size_pins_it():
+    def f(x):
+        out = x
+        for _ in range(x.shape[0]):
+            out = out + 1
+        return out
+
+    cf = ember.compile(f, dynamic=True)
+    run_all(f, cf, [(randn(n, 2),) for n in (2, 3, 2, 3)])
+    assert frames() == 2
+    assert "s0 == 2" in ember.testing.entries(f)[-1]["guards"]
+
+
+def test_growing_cache_by_cat():
+    def step(cache, x):
+        cache = torch.cat([cache, x], dim=1)
+        return cache, cache.mean(1), cache.shape[1]
+
+    cf = ember.compile(step)
+    cache = randn(2, 3, 4)
+    ref = cache.clone()
+    for i in range(12):
+        x = randn(2, 1, 4, seed=i)
+        (cache, m, n), (ref, rm, rn) = cf(cache, x), step(ref, x)
+        assert_same((cache, m, n), (ref, rm, rn))
+    assert frames() == 2
+
+
+def test_attention_mask_from_sequence_length():
+    def f(q, k):
+        s = q.shape[1]
+        mask = torch.ones(s, s, dtype=torch.bool).tril()
+        w = (q @ k.transpose(-1, -2)) / q.shape[-1] ** 0.5
+        w = w.masked_fill(~mask, float("-inf")).softmax(-1)
+        pos = torch.arange(s).unsqueeze(0).expand(q.shape[0], s)
+        return w @ k, pos
+
+    cf = ember.compile(f, dynamic=True)
+    run_all(f, cf, [(randn(2, n, 8, seed=n), randn(2, n, 8, seed=n + 1)) for n in (3, 5, 8, 13)])
+    assert frames() <= 2
+
+
+def test_factories_and_new_tensors_take_symbolic_sizes():
+    def f(x):
+        b, s = x.shape
+        z = torch.zeros(b, s + 1)
+        o = x.new_ones(b, 2 * s)
+        full = torch.full((s,), 3.0)
+        return z.sum(), o.shape, full, x.new_zeros(x.shape)
+
+    cf = ember.compile(f, dynamic=True)
+    run_all(f, cf, [(randn(n, m),) for n, m in ((2, 3), (4, 5), (3, 7))])
+    assert frames() == 1
+
+
+def test_mark_dynamic_and_mark_static():
+    def f(x):
+        return x.reshape(x.shape[0], -1).sum(1)
+
+    cf = ember.compile(f, dynamic=False)
+    xs = [randn(n, 3, 4) for n in (2, 3, 5)]
+    for x in xs:
+        ember.mark_dynamic(x, 0)
+    run_all(f, cf, [(x,) for x in xs])
+    assert frames() == 1
+    ember.reset()
+    ember.testing.reset_counters()
+
+    def g(x):
+        return x * x.shape[0]
+
+    cg = ember.compile(g, dynamic=True)
+    ys = [randn(n, 2) for n in (2, 3)]
+    for y in ys:
+        ember.mark_static(y, 0)
+    run_all(g, cg, [(y,) for y in ys])
+    assert frames() == 2
+
+
+def test_torch_mark_dynamic_is_honoured():
+    def f(x):
+        return x.view(-1) * x.size(0)
+
+    cf = ember.compile(f, dynamic=False)
+    xs = [randn(n, 3) for n in (2, 4, 6)]
+    for x in xs:
+        torch._dynamo.mark_dynamic(x, 0)
+    run_all(f, cf, [(x,) for x in xs])
+    assert frames() == 1
+
+
+def test_mark_dynamic_errors():
+    x = randn(4, 3)
+    with pytest.raises(IndexError):
+        ember.mark_dynamic(x, 2)
+    with pytest.raises(ValueError, match="outside"):
+        ember.mark_dynamic(x, 0, min=5, max=10)
+    with pytest.raises(TypeError):
+        ember.mark_dynamic([1, 2], 0)
+
+
+def test_stride_read_pins_sizes():
+    def f(x):
+        y = x.transpose(0, 1)
+        return y * y.stride(0), y.is_contiguous()
+
+    cf = ember.compile(f, dynamic=True)
+    run_all(f, cf, [(randn(n, 3),) for n in (2, 4, 2)])
+    assert frames() == 2
+
+
+def test_unruled_op_pins_what_it_came_from():
+    def f(x):
+        m, _ = x.max(dim=1)  # a tuple result: no size rule
+        return m.view(m.shape[0], 1) + x
+
+    cf = ember.compile(f, dynamic=True)
+    run_all(f, cf, [(randn(n, 3),) for n in (2, 4, 4)])
+    assert frames() == 2
+
+
+def test_sizes_cross_a_graph_break():
+    def f(x):
+        n = x.shape[0] * 2
+        print_ = str(n)  # a graph break (str of a symbolic int pins it, print would break)
+        torch._dynamo.graph_break()
+        return x.repeat(2, 1)[:n] + len(print_)
+
+    cf = ember.compile(f)
+    run_all(f, cf, [(randn(n, 3, seed=n),) for n in (2, 3, 4, 5)])
+
+
+def test_module_inputs_dynamic_parameters_static():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16), torch.nn.Linear(16, 4))
+    cm = ember.compile(m, dynamic=True)
+    with torch.no_grad():
+        for b, s in ((2, 3), (4, 5), (3, 9), (8, 2)):
+            x = randn(b, s, 8)
+            assert_same(cm(x), m(x))
+    assert frames() == 1
+
+
+def test_python_backend_keeps_static_graphs():
+    def f(x):
+        return x.view(x.shape[0] * 2, -1) + 1
+
+    cf = ember.compile(f, backend="aot_eager", dynamic=True)
+    run_all(f, cf, [(randn(n, 4),) for n in (2, 3)])
+    assert frames() == 2
+    assert "None" not in ember.testing.entries(f)[0]["guards"]
+
+
+def test_size_arithmetic_matches_python():
+    def f(x, n):
+        s = x.shape[0]
+        vals = (s + n, s - n, s * n, s // n, s % n, -s, min(s, n), max(s, n), s // 2, (s + 1) % 3)
+        return x.sum() + sum(vals), vals
+
+    cf = ember.compile(f, dynamic=True)
+    run_all(f, cf, [(randn(s), n) for s, n in ((5, 2), (9, 4), (13, 5), (2, 7))])
+
+
+def test_indexing_splitting_and_size_tuples():
+    def f(x, w):
+        b, s, d = x.shape
+        h = x[:, 1:, :] + x[:, :-1]
+        q, k = (x @ w).split(d, dim=2)
+        shape = (-1,) + x.shape[1:2] + (d,)
+        a = F.scaled_dot_product_attention(q[:, None], k[:, None], k[:, None])
+        return h[..., None].float(), q.reshape(shape), a, x[:, -2:], x.size()[:-1] + (4,)
+
+    cf = ember.compile(f, dynamic=False)
+    w = randn(8, 16, seed=9)
+    xs = [randn(b, s, 8, seed=b * s) for b, s in ((2, 3), (3, 5), (4, 7))]
+    for x in xs:
+        ember.mark_dynamic(x, [0, 1])  # the split dimension stays static
+    run_all(f, cf, [(x, w) for x in xs])
+    assert frames() == 1
+
+
+def test_transformer_sweep_compiles_a_few_times():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=97, n_positions=64)
+    m = transformers.GPT2LMHeadModel(cfg).eval()
+    cm = ember.compile(m)
+    shapes = [(2, 8), (4, 12), (3, 5), (1, 9), (2, 16), (4, 4), (1, 6), (3, 11)]
+    with torch.no_grad():
+        for b, s in shapes:
+            ids = torch.randint(0, 97, (b, s), generator=torch.Generator().manual_seed(b * s))
+            assert_same(cm(input_ids=ids).logits, m(input_ids=ids).logits, rtol=1e-5, atol=1e-5)
+    c = counters()
+    assert c["fallbacks"] == 0 and c["aborts"] == 0
+    assert c["frames"] <= 3  # static, then batch and sequence symbolic, then batch 1
