@@ -508,7 +508,10 @@ def meta_empty(sizes, strides, dtype_num, requires_grad):
     """Meta tensor for a value whose metadata ember inferred in C. A result that requires
     grad is made a non-leaf, as the real one is (in-place ops on it are allowed)."""
     m = torch.empty_strided(sizes, strides, dtype=_DTYPES[dtype_num], device=META)
-    return m.requires_grad_().clone() if requires_grad else m
+    if not requires_grad:
+        return m
+    with torch.enable_grad():  # made inside a traced no_grad block, the clone would not require grad
+        return m.requires_grad_().clone()
 
 
 # elementwise, one tensor in, same dtype out (for floating dtypes): metadata inferred in C

@@ -364,3 +364,21 @@ def test_autocast_dtype_is_guarded(backend, direct):
         assert ember.testing.counters()["frames"] == 3
     finally:
         _C._gs_use_direct(ember.global_state_guards_fast)
+
+
+def test_requires_grad_of_a_tensor_made_before_a_no_grad_block():
+    # fuzzer finding: the meta tensor of x[0] was made lazily inside the block, where its clone
+    # did not require grad, and the branch went the other way
+    def f(x, y):
+        t = x[0]
+        with torch.no_grad():
+            if t.requires_grad:
+                r = 1
+            else:
+                r = 2
+            s = y.max().item()
+        return r, s
+
+    x = torch.randn(3, 1, requires_grad=True)
+    y = torch.randn(3, 3)
+    assert ember.compile(f)(x, y) == f(x, y)
