@@ -68,6 +68,7 @@ static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, in
                 if (s->kind == SYM_TUPLE) PyTuple_SET_ITEM(r, i, v);
                 else PyList_SET_ITEM(r, i, v);
             }
+            if (r && s->kind == SYM_TUPLE && s->seq_type) r = em_seq_retype(s->seq_type, r); /* x.shape: a Size */
             return r;
         }
         case SYM_DICT: {
@@ -363,8 +364,8 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
     EmRef self = nargs && args[0]->kind == SYM_TENSOR ? args[0]->ref : -1;
     EmStatus st = op_record(T, op, fn, args, nargs, kwnames, meta_fn, out);
     if (st != EM_OK) return st;
-    if (*out == args[0] && self >= 0 && (*out)->ref != self) /* in place: self's sizes */
-        return em_node_copy_dims(T, (*out)->ref, self);
+    if (*out == args[0] && self >= 0 && (*out)->ref != self) /* in place: self's sizes when the op keeps them */
+        return em_inplace_keeps_sizes(op, fn) ? em_node_copy_dims(T, (*out)->ref, self) : EM_OK;
     return em_shape_sym(T, op, fn, args, nargs, kwnames, *out);
 }
 

@@ -558,8 +558,10 @@ static EmStatus rule_split(EmTracer *T, PyObject *fn, EmSym **args, int npos, Py
     Py_XDECREF(qn);
     long dv = 0;
     int w;
-    if ((dim && !const_int(dim, &dv)) || !wrap(dv, x.n, &w)) return EM_OK;
-    if (!em_size_is_const(&T->sizes, x.e[w])) return EM_OK;
+    if ((dim && !const_int(dim, &dv)) || !wrap(dv, x.n, &w)) return em_sym_specialize(T, args[0]);
+    /* the number of pieces follows from the split dimension's size: the trace made that many */
+    if ((st = em_int_specialize(T, x.e[w])) != EM_OK) return st;
+    if ((x.e[w] = em_size_const(&T->sizes, em_size_hint(&T->sizes, x.e[w]))) < 0) return PyErr_NoMemory(), EM_ERR;
     for (int32_t i = 0; i < out->items.len; i++) {
         EmSym *it = out->items.data[i];
         if (it->kind != SYM_TENSOR) return EM_OK;
@@ -599,6 +601,14 @@ static int rule_of(PyObject *fn, int *shape_rule) {
     }
 }
 
+int em_inplace_keeps_sizes(EmOp op, PyObject *fn) {
+    if (em_op_info[op].kind == EMOK_INPLACE) return op != EMOP_IMATMUL; /* x += y: y broadcasts to x */
+    int shape_rule;
+    int rule = op == EMOP_CALL && fn ? rule_of(fn, &shape_rule) : 0;
+    PyErr_Clear(); /* no rule: the result's sizes stay unknown */
+    return rule == SYMR_SAME;
+}
+
 /* Whether any argument holds a symbolic size (a SYM_INT, a tensor whose sizes may be
  * symbolic), nested in tuples and lists. */
 static int any_sym(EmTracer *T, EmSym **args, int nargs, int depth) {
@@ -614,6 +624,8 @@ static int any_sym(EmTracer *T, EmSym **args, int nargs, int depth) {
 
 EmStatus em_shape_sym(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, EmSym *out) {
     if (!em_int_active(T) || !out) return EM_OK;
+    /* a tuple of tensors: its length is fixed by the op (max(dim), topk) or by a size (the split
+     * family, whose rule pins it) */
     if (out->kind == SYM_TUPLE && op == EMOP_CALL && fn && any_sym(T, args, nargs, 0)) {
         int shape_rule;
         int rule = rule_of(fn, &shape_rule);

@@ -118,11 +118,8 @@ static EM_NEW PyObject *sym_value_at(EmTracer *T, EmSym *s, int depth, long *lef
                 if (s->kind == SYM_TUPLE) PyTuple_SET_ITEM(r, i, v);
                 else PyList_SET_ITEM(r, i, v);
             }
-            if (s->kind == SYM_TUPLE && s->seq_type) { /* namedtuples take fields, structseqs a sequence */
-                PyObject *t = em_is_namedtuple_type((PyTypeObject *)s->seq_type)
-                                  ? PyObject_CallMethod(s->seq_type, "_make", "(O)", r)
-                                  : PyObject_CallOneArg(s->seq_type, r);
-                Py_DECREF(r);
+            if (s->kind == SYM_TUPLE && s->seq_type) {
+                PyObject *t = em_seq_retype(s->seq_type, r);
                 if (!t) PyErr_Clear(); /* its type refused these values: not a known value (NULL, no error) */
                 return t;
             }
@@ -147,6 +144,14 @@ static EM_NEW PyObject *sym_value_at(EmTracer *T, EmSym *s, int depth, long *lef
         }
         default: return NULL;
     }
+}
+
+EM_NEW PyObject *em_seq_retype(PyObject *seq_type, EM_STEALS PyObject *items) {
+    /* namedtuples take fields, structseqs (and torch.Size) a sequence */
+    PyObject *t = em_is_namedtuple_type((PyTypeObject *)seq_type) ? PyObject_CallMethod(seq_type, "_make", "(O)", items)
+                                                                  : PyObject_CallOneArg(seq_type, items);
+    Py_DECREF(items);
+    return t;
 }
 
 EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s) {

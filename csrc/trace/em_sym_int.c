@@ -381,14 +381,19 @@ static int32_t dim_symbol(EmTracer *T, EmRef ref, int32_t slot, int dim, int64_t
 }
 
 EmStatus em_int_input_dims(EmTracer *T, EmRef ref, int32_t slot, uint64_t dyn) {
-    const EmNode *n = &T->G->nodes.data[ref];
+    int ndim = T->G->nodes.data[ref].ndim;
     int32_t exprs[64];
-    for (int i = 0; i < n->ndim; i++) {
-        int64_t size = em_ir_sizes(T->G, n)[i];
+    for (int i = 0; i < ndim; i++) {
+        int64_t size = em_ir_sizes(T->G, &T->G->nodes.data[ref])[i];
+        int32_t nsym = T->sizes.sym_hint.len;
         exprs[i] = (dyn >> i) & 1 ? dim_symbol(T, ref, slot, i, size) : em_size_const(&T->sizes, size);
         if (exprs[i] < 0) return PyErr_NoMemory(), EM_ERR;
+        /* a new symbol's value is read now, at the graph's start: an op of the graph may later
+         * change the input's own sizes (x.t_(), out=, resize_) */
+        EmStatus st = EM_OK;
+        if (T->sizes.sym_hint.len > nsym && em_int_ref(T, exprs[i], &st) < 0) return st;
     }
-    return em_node_set_dims(T, ref, exprs, n->ndim) ? EM_ERR : EM_OK;
+    return em_node_set_dims(T, ref, exprs, ndim) ? EM_ERR : EM_OK;
 }
 
 EmSym *em_int_input(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {

@@ -106,6 +106,9 @@ int em_sym_retarget(EmTracer *T, EmSym *s, EmRef r, PyObject *m, PyObject *dev);
 /* Python value of a sym when it is fully known at trace time (new ref), else NULL without
  * exception. */
 EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s);
+/* The tuple `items` (stolen) as an instance of seq_type (a namedtuple, structseq or torch.Size
+ * type): a new reference, or NULL with the exception the type raised. */
+EM_NEW PyObject *em_seq_retype(PyObject *seq_type, EM_STEALS PyObject *items);
 /* Lookups in a dict read through a slot without wrapping it whole; absence proofs; type(). */
 int em_sym_own(EmTracer *T, EmSym *s);
 /* DICT syms: the index of key (-1 absent, -2 error set); store key -> v (0 or EM_ERR). */
@@ -361,6 +364,9 @@ EmStatus em_tensor_numel(EmTracer *T, EmSym *t, EmSym **out);
 uint64_t em_dyn_dims(EmTracer *T, PyObject *v, int32_t slot, EmRef ref, EmStatus *st);
 /* Whether the int v in slot is symbolic in this trace (automatic dynamic). -1 on error. */
 int em_dyn_int(EmTracer *T, PyObject *v, int32_t slot);
+/* 1 when an in-place op (its result is its first argument, retargeted) keeps that argument's
+ * sizes (x += y, x.mul_(y)); 0 for one that may change them (x.t_(), x.resize_()). */
+int em_inplace_keeps_sizes(EmOp op, PyObject *fn);
 /* The symbolic sizes of op result node r (a tensor sym out) from its arguments, by the rules
  * of em_shape_sym.c; without a rule the node stays unknown. */
 EmStatus em_shape_sym(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, EmSym *out);

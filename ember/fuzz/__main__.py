@@ -1,6 +1,7 @@
 """python -m ember.fuzz --seed S --count N --backend eager|aot_eager [--jobs J] [--out DIR] [--minimize]
-[--triage-torch] [--start I] [--timeout T]"""
+[--triage-torch] [--start I] [--timeout T] [--dynamic none|true|false]"""
 import argparse
+import os
 import sys
 
 from . import fuzz_run
@@ -23,8 +24,11 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per program before it counts as a hang")
     ap.add_argument("--known-rate", type=float, default=None,
                     help="how often code hitting already-known defects is generated (0..1, default 1: as often as other code)")
+    ap.add_argument("--dynamic", choices=("none", "true", "false"), default="none",
+                    help="ember.compile's dynamic= for every program (default None: automatic dynamic)")
     ap.add_argument("-q", "--quiet", action="store_true")
     a = ap.parse_args(argv)
+    os.environ["EMBER_FUZZ_DYNAMIC"] = a.dynamic  # read by the workers (runner._compile)
     log = (lambda *_: None) if a.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     summary = fuzz_run(a.seed, a.count, a.backend, jobs=a.jobs, out=a.out, minimize=a.minimize,
                        triage_torch=a.triage_torch, timeout=a.timeout, start=a.start, log=log,

@@ -258,7 +258,9 @@ def _compile(target, backend, compiler):
     import ember
     if compiler == "torch":
         return torch.compile(target, backend=backend)
-    return ember.compile(target, backend=backend)
+    # EMBER_FUZZ_DYNAMIC (python -m ember.fuzz --dynamic): ember.compile's `dynamic` for every program
+    dyn = {"true": True, "false": False}.get(os.environ.get("EMBER_FUZZ_DYNAMIC", ""), None)
+    return ember.compile(target, backend=backend, dynamic=dyn)
 
 
 def _run_pair(mod_e, mod_c, backend, compiler, exact, res):

@@ -277,3 +277,37 @@ def test_transformer_sweep_compiles_a_few_times():
     c = counters()
     assert c["fallbacks"] == 0 and c["aborts"] == 0
     assert c["frames"] <= 3  # static, then batch and sequence symbolic, then batch 1
+
+
+# ---- fuzzer findings (ember.fuzz --dynamic true), one per class ----
+
+def test_size_as_a_value_keeps_its_type():
+    def f(x):
+        return "{}-{}".format(x.shape, 1), str(x.shape[1:]), x.shape
+
+    cf = ember.compile(f, dynamic=True)
+    run_all(f, cf, [(randn(n, 3),) for n in (4, 5)])
+
+
+def test_in_place_ops_that_change_sizes():
+    def f(x, y, z):
+        y.t_()
+        torch.add(x, 1, out=z)  # z is resized to x's sizes
+        return y.shape, y * 2, torch.ones(z.shape), torch.ones(x.shape)
+
+    cf = ember.compile(f, dynamic=True)
+    for n in (2, 3, 5):
+        args = (randn(n, 3), randn(n, 4), randn(1, 3))
+        assert_same(cf(*[a.clone() for a in args]), f(*[a.clone() for a in args]))
+
+
+def test_pieces_counted_by_a_size_pin_it():
+    def f(x):
+        rows = x.unbind()
+        parts = x.chunk(2, dim=0)
+        halves = x.split(2)
+        return len(rows), rows[-1] * 2, parts[-1].sum(), halves[0] + 1, [r.sum() for r in x]
+
+    cf = ember.compile(f, dynamic=True)
+    run_all(f, cf, [(randn(n, 3, seed=n),) for n in (3, 2, 4, 5, 3)])
+    assert frames() == 4  # one per number of rows seen
