@@ -36,7 +36,8 @@ class EmberWarning(UserWarning):
 def _push_config():
     bits = 0
     for name, bit in (("graph", _C.LOG_GRAPH), ("guards", _C.LOG_GUARDS), ("recompiles", _C.LOG_RECOMPILES),
-                      ("breaks", _C.LOG_BREAKS), ("bytecode", _C.LOG_BYTECODE)):
+                      ("breaks", _C.LOG_BREAKS), ("bytecode", _C.LOG_BYTECODE),
+                      ("dynamic", _C.LOG_DYNAMIC)):
         if name in _logging.enabled:
             bits |= bit
     _C._set_config(config.cache_size_limit, bool(config.strict), bits, config.accumulated_recompile_limit)

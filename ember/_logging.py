@@ -1,9 +1,10 @@
-"""EMBER_LOGS=graph,guards,recompiles,breaks,bytecode: which stage products are printed (to stderr)."""
+"""EMBER_LOGS=graph,guards,recompiles,breaks,bytecode,dynamic: which stage products are printed (to stderr);
+dynamic: each symbolic size the trace pinned to its value, where, and the expression."""
 import os
 import re
 import sys
 
-CHANNELS = ("graph", "guards", "recompiles", "breaks", "bytecode")
+CHANNELS = ("graph", "guards", "recompiles", "breaks", "bytecode", "dynamic")
 
 
 def parse(spec):

@@ -80,6 +80,10 @@ _T = torch.Tensor
 _set(META_QUERY, [getattr(_T, n, None) for n in (
     "size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous", "element_size",
     "is_floating_point", "is_complex", "is_signed", "storage_offset", "__len__", "has_names")])
+# queries whose answer for a tensor does not depend on its sizes: asked of a tensor with symbolic
+# sizes, they do not pin them (csrc/trace/em_call.c call_eval)
+SIZE_FREE = {getattr(_T, n) for n in ("dim", "ndimension", "element_size", "is_floating_point", "is_complex",
+                                      "is_signed", "has_names") if hasattr(_T, n)} | TYPE_QUERIES
 _set(ABORT, [getattr(_T, n, None) for n in (
     "item", "tolist", "numpy", "data_ptr", "__bool__", "__int__", "__float__", "__index__", "__complex__",
     "backward", "register_hook", "retain_grad", "untyped_storage", "storage", "get_device", "__iter__",
@@ -593,10 +597,19 @@ for _names, _owners, _rule in (
         ("addmm", (_T, torch), _C.SYMR_ADDMM),
         ("split chunk unbind split_with_sizes tensor_split", (_T, torch), _C.SYMR_SPLIT),
         ("scaled_dot_product_attention", (_F, torch._C._nn), _C.SYMR_SDPA),
+        ("conv1d conv2d conv3d", (_F, torch), _C.SYMR_CONV),
+        ("flatten", (_T, torch), _C.SYMR_FLATTEN),
         ("linear", (_F, _NN), _C.SYMR_LINEAR)):
     for _o in _owners:
         for _f in _fns(_o, _names):
             SYM_RULES.setdefault(_f, _rule)
+# pools: (row, spatial dimensions), the number in the name
+for _base, _rule in (("max_pool", _C.SYMR_MAX_POOL), ("avg_pool", _C.SYMR_AVG_POOL),
+                     ("adaptive_avg_pool", _C.SYMR_ADAPTIVE), ("adaptive_max_pool", _C.SYMR_ADAPTIVE)):
+    for _nsp in (1, 2, 3):
+        for _o in (torch, _NN, _F):
+            for _f in _fns(_o, f"{_base}{_nsp}d"):
+                SYM_RULES.setdefault(_f, (_rule, _nsp))
 
 
 def _device(d):

@@ -173,6 +173,12 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
         return PyErr_Format(PyExc_TypeError, "ember: helper.TYPE_QUERIES must be a set");
     }
     Py_XSETREF(em_state.type_query_fns, tq);
+    PyObject *sf = PyObject_GetAttrString(helper, "SIZE_FREE");
+    if (!sf || !PySet_Check(sf)) {
+        Py_XDECREF(sf);
+        return PyErr_Format(PyExc_TypeError, "ember: helper.SIZE_FREE must be a set");
+    }
+    Py_XSETREF(em_state.size_free_fns, sf);
     Py_XSETREF(em_state.object_getattribute,
                PyObject_GetAttrString((PyObject *)&PyBaseObject_Type, "__getattribute__"));
     if (!em_state.object_getattribute) return NULL;
@@ -563,6 +569,7 @@ PyMODINIT_FUNC PyInit__C(void) {
     if (PyModule_AddIntConstant(m, "LOG_RECOMPILES", EM_LOG_RECOMPILES) < 0) goto error;
     if (PyModule_AddIntConstant(m, "LOG_BREAKS", EM_LOG_BREAKS) < 0) goto error;
     if (PyModule_AddIntConstant(m, "LOG_BYTECODE", EM_LOG_BYTECODE) < 0) goto error;
+    if (PyModule_AddIntConstant(m, "LOG_DYNAMIC", EM_LOG_DYNAMIC) < 0) goto error;
     if (add_tables(m) < 0) goto error;
     if (!(em_state.resume_codes = PyDict_New())) goto error;
     {   /* weak: a code compiled directly lives no longer than its function would */

@@ -53,6 +53,7 @@ typedef struct {
     PyObject *shape_rules;   /* dict callable -> shape rule (em_infer.c) */
     PyObject *sym_rules;     /* dict callable -> symbolic size rule (em_shape_sym.c) */
     PyObject *type_query_fns; /* set: CONST callables whose answer for a tensor depends only on its type */
+    PyObject *size_free_fns;  /* set: queries whose answer does not depend on a tensor's sizes */
     /* graph calls that change global state (helper attributes of the same names) */
     PyObject *object_getattribute; /* object.__getattribute__ (a slot wrapper) */
     PyObject *set_grad_enabled, *ctx_enter_fn, *ctx_exit_fn, *ctx_reenter_fn, *grad_restorer;
@@ -93,7 +94,14 @@ typedef struct {
     long long n_frames, n_aborts, n_hits, n_recompiles, n_fallbacks, n_breaks;
 } EmState;
 
-enum { EM_LOG_GRAPH = 1, EM_LOG_GUARDS = 2, EM_LOG_RECOMPILES = 4, EM_LOG_BREAKS = 8, EM_LOG_BYTECODE = 16 };
+enum {
+    EM_LOG_GRAPH = 1,
+    EM_LOG_GUARDS = 2,
+    EM_LOG_RECOMPILES = 4,
+    EM_LOG_BREAKS = 8,
+    EM_LOG_BYTECODE = 16,
+    EM_LOG_DYNAMIC = 32
+};
 
 extern EmState em_state;
 

@@ -502,7 +502,8 @@ static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **args, int nargs, Py
     for (int i = 0; i < nargs; i++)
         if (args[i]->kind == SYM_ITER || args[i]->kind == SYM_NULL)
             return em_trace_fail(T, EMA_CALL, "%s on a %s", name, em_sym_describe(args[i]));
-    for (int i = 0; i < nargs && em_int_active(T) && !introspect && !type_query; i++)
+    int size_free = introspect || type_query || PySet_Contains(em_state.size_free_fns, fn) == 1;
+    for (int i = 0; i < nargs && em_int_active(T) && !size_free; i++)
         if ((st = em_sym_specialize(T, args[i])) != EM_OK) return st; /* evaluated on values: pinned */
     for (; n < nargs; n++)
         /* type questions (callable(f)) may be asked of a function made while tracing: its stand-in

@@ -581,12 +581,140 @@ static EmStatus rule_split(EmTracer *T, PyObject *fn, EmSym **args, int npos, Py
     return EM_OK;
 }
 
+/* Item i of an int-or-tuple parameter (stride=2 or stride=(2, 1)); dflt when it is absent or
+ * None. 0 when it is neither. */
+static int int_param(EmSym *s, int i, long dflt, long *out) {
+    *out = dflt;
+    if (!s || (s->kind == SYM_CONST && s->obj == Py_None)) return 1;
+    if (const_int(s, out)) return 1;
+    PyObject *item = NULL;
+    if (s->kind == SYM_CONST && (PyTuple_CheckExact(s->obj) || PyList_CheckExact(s->obj))) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(s->obj);
+        if (n == 0) return 0;
+        item = PySequence_Fast_GET_ITEM(s->obj, n == 1 ? 0 : i < n ? i : n - 1);
+        if (n != 1 && i >= n) return 0;
+    } else if ((s->kind == SYM_TUPLE || s->kind == SYM_LIST) && s->items.len) {
+        int32_t n = s->items.len;
+        if (n != 1 && i >= n) return 0;
+        EmSym *it = s->items.data[n == 1 ? 0 : i];
+        return const_int(it, out);
+    }
+    if (!item || !PyLong_CheckExact(item)) return 0;
+    *out = PyLong_AsLong(item);
+    return !(*out == -1 && PyErr_Occurred()) || (PyErr_Clear(), 0);
+}
+
+/* (size + 2*pad - dil*(k - 1) - 1) // stride + 1, guarded to be at least 1 (the op refuses less). */
+static int32_t window_out(EmTracer *T, int32_t size, long k, long stride, long pad, long dil) {
+    EmSizes *S = &T->sizes;
+    int32_t e = em_size_const(S, 2 * pad - dil * (k - 1) - 1);
+    if (e >= 0) e = em_size_op(S, EMS_ADD, size, e);
+    int32_t st = em_size_const(S, stride), one = em_size_const(S, 1);
+    if (e >= 0 && st >= 0) e = em_size_op(S, EMS_FLOORDIV, e, st);
+    if (e >= 0 && one >= 0) e = em_size_op(S, EMS_ADD, e, one);
+    if (e >= 0 && !em_size_is_const(S, e) && em_size_require(S, EMSR_GE, e, one)) return -1;
+    return e;
+}
+
+/* conv (weight: kernel sizes) and pooling (kernel parameter) over nsp spatial dimensions: the
+ * leading sizes (batch, channels; conv: weight.size(0) channels), then each spatial size
+ * through window_out. ceil_mode, string padding and non-constant parameters: no rule. */
+static int rule_window(EmTracer *T, int rule, int nsp, EmSym **args, int npos, PyObject *kwnames, Dims *r,
+                       EmStatus *st) {
+    Dims x, w = {.n = 0};
+    int conv = rule == SYMR_CONV;
+    if (!is_tensor(args[0]) || dims_of(T, args[0], &x, st)) return PyErr_Occurred() ? -1 : 0;
+    if (conv && (npos < 2 || !is_tensor(args[1]) || dims_of(T, args[1], &w, st))) return PyErr_Occurred() ? -1 : 0;
+    if (conv) nsp = w.n - 2;
+    if (nsp < 1 || x.n < nsp + 1 || x.n > nsp + 2) return 0;
+    /* parameter positions: conv (x, w, bias, stride, padding, dilation, groups); max_pool (x,
+     * kernel, stride, padding, dilation, ceil_mode); avg_pool (x, kernel, stride, padding, ceil_mode) */
+    EmSym *stride = arg_at(args, npos, kwnames, conv ? 3 : 2, "stride"),
+          *pad = arg_at(args, npos, kwnames, conv ? 4 : 3, "padding"),
+          *dil = rule == SYMR_AVG_POOL ? NULL : arg_at(args, npos, kwnames, conv ? 5 : 4, "dilation"),
+          *kern = conv ? NULL : arg_at(args, npos, kwnames, 1, "kernel_size"),
+          *ceil = conv ? NULL : arg_at(args, npos, kwnames, rule == SYMR_MAX_POOL ? 5 : 4, "ceil_mode");
+    if (ceil && !(ceil->kind == SYM_CONST && ceil->obj == Py_False)) return 0;
+    *r = x;
+    if (conv) r->e[x.n - nsp - 1] = w.e[0];
+    for (int i = 0; i < nsp; i++) {
+        long k, sv, p, d;
+        int at = x.n - nsp + i;
+        if (conv) {
+            if (!em_size_is_const(&T->sizes, w.e[2 + i])) return 0;
+            k = (long)em_size_hint(&T->sizes, w.e[2 + i]);
+        } else if (!kern || !int_param(kern, i, 0, &k)) {
+            return 0;
+        }
+        if (!int_param(stride, i, conv ? 1 : k, &sv) || !int_param(pad, i, 0, &p) || !int_param(dil, i, 1, &d) ||
+            sv < 1 || k < 1 || d < 1 || p < 0)
+            return 0;
+        if (stride && !conv && stride->kind == SYM_TUPLE && !stride->items.len) sv = k; /* stride=[]: the kernel */
+        if ((r->e[at] = window_out(T, x.e[at], k, sv, p, d)) < 0) return *st = EM_ERR, PyErr_NoMemory(), -1;
+    }
+    return 1;
+}
+
+/* adaptive pools: the leading sizes, then output_size (an int, or a tuple whose None items keep
+ * the input's size). */
+static int rule_adaptive(EmTracer *T, int nsp, EmSym **args, int npos, PyObject *kwnames, Dims *r, EmStatus *st) {
+    Dims x;
+    EmSym *os = arg_at(args, npos, kwnames, 1, "output_size");
+    if (!os || !is_tensor(args[0]) || dims_of(T, args[0], &x, st)) return PyErr_Occurred() ? -1 : 0;
+    if (nsp < 1 || x.n < nsp + 1) return 0;
+    *r = x;
+    for (int i = 0; i < nsp; i++) {
+        int at = x.n - nsp + i;
+        EmSym *item = os->kind == SYM_TUPLE || os->kind == SYM_LIST ? (i < os->items.len ? os->items.data[i] : NULL)
+                                                                    : NULL;
+        long v;
+        if (item && item->kind == SYM_CONST && item->obj == Py_None) continue;
+        if (os->kind == SYM_CONST && PyTuple_CheckExact(os->obj) && PyTuple_GET_SIZE(os->obj) == nsp &&
+            PyTuple_GET_ITEM(os->obj, i) == Py_None)
+            continue; /* (1, None): that size is the input's */
+        if (item) { /* an int, or a size (F.adaptive_avg_pool2d fills its Nones with the input's) */
+            if ((r->e[at] = int_of(T, item)) < 0) return 0;
+            continue;
+        }
+        if (!int_param(os, i, -1, &v) || v < 0) return 0;
+        if ((r->e[at] = em_size_const(&T->sizes, v)) < 0) return *st = EM_ERR, PyErr_NoMemory(), -1;
+    }
+    return 1;
+}
+
+static int rule_flatten(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, Dims *r, EmStatus *st) {
+    Dims x;
+    if (!is_tensor(args[0]) || dims_of(T, args[0], &x, st)) return PyErr_Occurred() ? -1 : 0;
+    long a = 0, b = -1;
+    EmSym *sa = arg_at(args, npos, kwnames, 1, "start_dim"), *sb = arg_at(args, npos, kwnames, 2, "end_dim");
+    if ((sa && !const_int(sa, &a)) || (sb && !const_int(sb, &b))) return 0;
+    if (x.n == 0) {
+        int32_t one = em_size_const(&T->sizes, 1);
+        r->n = 1;
+        r->e[0] = one;
+        return one < 0 ? (*st = EM_ERR, PyErr_NoMemory(), -1) : 1;
+    }
+    int wa, wb;
+    if (!wrap(a, x.n, &wa) || !wrap(b, x.n, &wb) || wa > wb) return 0;
+    int32_t p = x.e[wa];
+    for (int i = wa + 1; i <= wb && p >= 0; i++) p = em_size_op(&T->sizes, EMS_MUL, p, x.e[i]);
+    if (p < 0) return *st = EM_ERR, PyErr_NoMemory(), -1;
+    r->n = 0;
+    for (int i = 0; i < wa; i++) r->e[r->n++] = x.e[i];
+    r->e[r->n++] = p;
+    for (int i = wb + 1; i < x.n; i++) r->e[r->n++] = x.e[i];
+    return 1;
+}
+
 /* The rule of fn: an em_sym_rules.def row, else one mapped from em_shape_rules.def, else 0. */
 static int rule_of(PyObject *fn, int *shape_rule) {
     *shape_rule = 0;
     PyObject *r = PyDict_GetItemWithError(em_state.sym_rules, fn);
     if (!r && !PyErr_Occurred()) r = PyDict_GetItemWithError(em_state.shape_rules, fn);
-    else if (r) return (int)PyLong_AsLong(r);
+    else if (r) { /* a row, or (row, spatial dimensions) */
+        if (PyTuple_Check(r)) *shape_rule = (int)PyLong_AsLong(PyTuple_GET_ITEM(r, 1));
+        return (int)PyLong_AsLong(PyTuple_Check(r) ? PyTuple_GET_ITEM(r, 0) : r);
+    }
     if (!r) {
         PyErr_Clear(); /* unhashable: no rule */
         return 0;
@@ -671,6 +799,13 @@ EmStatus em_shape_sym(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
                 break;
             }
             case SYMR_ADDMM: ok = rule_addmm(T, args, npos, &r, &st); break;
+            case SYMR_CONV:
+            case SYMR_MAX_POOL:
+            case SYMR_AVG_POOL:
+                ok = npos >= 2 ? rule_window(T, rule, shape_rule, args, npos, kwnames, &r, &st) : 0;
+                break;
+            case SYMR_ADAPTIVE: ok = npos >= 1 ? rule_adaptive(T, shape_rule, args, npos, kwnames, &r, &st) : 0; break;
+            case SYMR_FLATTEN: ok = npos >= 1 ? rule_flatten(T, args, npos, kwnames, &r, &st) : 0; break;
             case SYMR_SDPA: {
                 Dims v;
                 if (npos < 3 || !is_tensor(args[0]) || !is_tensor(args[2])) break;

@@ -70,11 +70,28 @@ static int set_node_expr(EmTracer *T, EmRef r, int32_t e) {
 
 /* ---- specialization ---- */
 
+/* EMBER_LOGS=dynamic: "file:line: s0*2 pinned to 6". 0 or -1. */
+static int log_pin(EmTracer *T, int32_t e) {
+    EmStrBuf b = {0};
+    if (em_size_text(&T->sizes, e, &b)) return PyErr_NoMemory(), -1;
+    PyObject *msg = PyUnicode_FromFormat("%U:%d: %s pinned to %lld", T->code->co_filename, em_trace_lineno(T), b.s,
+                                         (long long)em_size_hint(&T->sizes, e));
+    em_sb_free(&b);
+    PyObject *r = msg ? PyObject_CallFunction(em_state.log, "sO", "dynamic", msg) : NULL;
+    Py_XDECREF(msg);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
 EmStatus em_int_specialize(EmTracer *T, int32_t e) {
     if (em_size_is_const(&T->sizes, e)) return EM_OK;
     int32_t c = em_size_const(&T->sizes, em_size_hint(&T->sizes, e));
-    if (c < 0 || em_size_require(&T->sizes, EMSR_EQ, e, c)) return PyErr_NoMemory(), EM_ERR;
-    return EM_OK;
+    if (c < 0) return PyErr_NoMemory(), EM_ERR;
+    for (int32_t i = 0; i < T->sizes.rels.len; i++) /* pinned before */
+        if (T->sizes.rels.data[i].cmp == EMSR_EQ && T->sizes.rels.data[i].lhs == e && T->sizes.rels.data[i].rhs == c)
+            return EM_OK;
+    if ((em_state.logs & EM_LOG_DYNAMIC) && em_state.log && log_pin(T, e)) return EM_ERR;
+    return em_size_require(&T->sizes, EMSR_EQ, e, c) ? (PyErr_NoMemory(), EM_ERR) : EM_OK;
 }
 
 static EmStatus specialize_arg(EmTracer *T, const EmArg *a, uint8_t *seen, int depth);

@@ -311,3 +311,45 @@ def test_pieces_counted_by_a_size_pin_it():
     cf = ember.compile(f, dynamic=True)
     run_all(f, cf, [(randn(n, 3, seed=n),) for n in (3, 2, 4, 5, 3)])
     assert frames() == 4  # one per number of rows seen
+
+
+def test_vision_model_batch_and_resolution():
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    m = torchvision.models.resnet18(num_classes=10).eval()
+    cm = ember.compile(m)
+    with torch.no_grad():
+        for b, hw in ((2, 64), (3, 64), (5, 64), (4, 48), (7, 80), (6, 56)):
+            x = randn(b, 3, hw, hw, seed=b)
+            assert_same(cm(x), m(x), rtol=1e-5, atol=1e-5)
+    assert frames() == 3  # static, batch symbolic, then resolution too
+
+
+def test_conv_pool_flatten_rules():
+    def f(x, w):
+        y = F.conv2d(x, w, stride=2, padding=1)
+        y = F.max_pool2d(y, 3, 2, 1)
+        z = F.avg_pool2d(y, 2)
+        a = F.adaptive_avg_pool2d(y, (1, None))
+        return torch.flatten(z, 1), a.shape, z.flatten(2).shape
+
+    cf = ember.compile(f, dynamic=False)
+    w = randn(4, 3, 3, 3, seed=1)
+    xs = [randn(b, 3, hw, hw + 4, seed=hw) for b, hw in ((2, 16), (3, 20), (5, 33))]
+    for x in xs:
+        ember.mark_dynamic(x, [0, 2, 3])
+    run_all(f, cf, [(x, w) for x in xs])
+    assert frames() == 1
+
+
+def test_dynamic_log_names_each_pin(capfd):
+    def f(x):
+        return x * len(list(range(x.shape[0])))
+
+    ember.set_logs("dynamic")
+    try:
+        ember.compile(f, dynamic=True)(randn(3, 2))
+    finally:
+        ember.set_logs("")
+    err = capfd.readouterr().err
+    assert "[ember:dynamic]" in err and "s0 pinned to 3" in err and "test_dynamic_shapes.py" in err
