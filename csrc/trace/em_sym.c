@@ -891,6 +891,7 @@ EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out) {
         case SYM_CTX: tp = (PyObject *)Py_TYPE(s->obj); break;
         case SYM_TUPLE: tp = s->seq_type ? s->seq_type : (PyObject *)&PyTuple_Type; break;
         case SYM_LIST: tp = (PyObject *)&PyList_Type; break;
+        case SYM_INT: tp = (PyObject *)&PyLong_Type; break; /* an exact int (its input's type is guarded) */
         case SYM_DICT: tp = (PyObject *)&PyDict_Type; break;
         case SYM_VIEW:
             tp = (PyObject *)(s->pos == 'k'   ? &PyDictKeys_Type

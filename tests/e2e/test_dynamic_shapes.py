@@ -353,3 +353,28 @@ def test_dynamic_log_names_each_pin(capfd):
         ember.set_logs("")
     err = capfd.readouterr().err
     assert "[ember:dynamic]" in err and "s0 pinned to 3" in err and "test_dynamic_shapes.py" in err
+
+
+def test_type_and_isinstance_of_symbolic_ints():
+    def f(x, n):
+        s = x.shape[0]
+        return x * 2, type(s) is int, isinstance(s, int), type(n).__name__, isinstance(n, (int, float))
+
+    cf = ember.compile(f, dynamic=True)
+    run_all(f, cf, [(randn(k), k) for k in (3, 4, 5)])
+    assert frames() == 1
+
+
+def test_generate_with_a_growing_cache():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=97, n_positions=64)
+    m = transformers.GPT2LMHeadModel(cfg).eval()
+    ids = torch.randint(0, 97, (1, 5), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        ref = m.generate(ids, max_new_tokens=12, min_new_tokens=12, do_sample=False)
+        m.forward = ember.compile(m.forward)
+        out = m.generate(ids, max_new_tokens=12, min_new_tokens=12, do_sample=False)
+    assert torch.equal(out, ref)
+    c = counters()
+    assert c["fallbacks"] == 0 and c["frames"] <= 3  # prompt; one token; then every length
