@@ -484,9 +484,41 @@ static int32_t slice_len(EmTracer *T, int32_t e, PyObject *sl) {
     return z < 0 || em_size_require(S, EMSR_GE, len, z) ? -2 : len;
 }
 
+/* An index tensor of an integer dtype (uint8 and bool ones are masks: their result's size is
+ * data-dependent). */
+static int int_index(EmTracer *T, const EmSym *s) {
+    if (s->kind != SYM_TENSOR) return 0;
+    int dt = T->G->nodes.data[s->ref].dtype;
+    return dt == EMDT_I8 || dt == EMDT_I16 || dt == EMDT_I32 || dt == EMDT_I64;
+}
+
+/* x[i0, i1, ...] with integer index tensors for x's leading dimensions (x[t] for one): the
+ * indices' broadcast sizes, then x's remaining sizes. */
+static int rule_advanced(EmTracer *T, EmSym *x, EmSym *key, Dims *r, EmStatus *st) {
+    EmSym **items = &key;
+    int n = 1;
+    Dims d, b;
+    if (key->kind == SYM_TUPLE && !key->seq_type) {
+        items = key->items.data;
+        n = key->items.len;
+    }
+    for (int i = 0; i < n; i++)
+        if (!int_index(T, items[i])) return 0;
+    if (!is_tensor(x) || dims_of(T, x, &d, st)) return PyErr_Occurred() ? -1 : 0;
+    if (n > d.n || n > 8) return 0;
+    int ok = rule_broadcast(T, items, n, &b, st);
+    if (ok != 1) return ok;
+    if (b.n + d.n - n > 64) return 0;
+    *r = b;
+    for (int i = n; i < d.n; i++) r->e[r->n++] = d.e[i];
+    return 1;
+}
+
 /* x[key], basic indexing by constants: ints, slices, None, Ellipsis. */
 static int rule_getitem(EmTracer *T, EmSym *x, EmSym *key, Dims *r, EmStatus *st) {
     Dims d;
+    if (key->kind == SYM_TENSOR || (key->kind == SYM_TUPLE && key->items.len && key->items.data[0]->kind == SYM_TENSOR))
+        return rule_advanced(T, x, key, r, st);
     if (!is_tensor(x) || dims_of(T, x, &d, st)) return PyErr_Occurred() ? -1 : 0;
     PyObject *items[64];
     int n = 0;

@@ -378,3 +378,20 @@ def test_generate_with_a_growing_cache():
     assert torch.equal(out, ref)
     c = counters()
     assert c["fallbacks"] == 0 and c["frames"] <= 3  # prompt; one token; then every length
+
+
+def test_advanced_indexing_by_integer_tensors():
+    # transformers' padding mask: padding_mask[batch_idx, kv_idx] over broadcast aranges
+    def f(mask, x):
+        b, n = mask.shape
+        bi = torch.arange(b)[:, None, None, None]
+        kv = torch.arange(n)[None, None, None, :]
+        m = mask[bi, kv].to(x.device) & (kv <= torch.arange(n)[None, None, :, None])
+        rows = x[torch.arange(b)]
+        return m, m.shape, rows * 2
+
+    cf = ember.compile(f, dynamic=True)
+    calls = [(torch.rand(b, n, generator=torch.Generator().manual_seed(n)) > 0.3, randn(b, n, 11)) for b, n in
+             ((2, 5), (3, 7), (4, 9))]
+    run_all(f, cf, calls)
+    assert frames() == 1
