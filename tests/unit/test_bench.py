@@ -455,3 +455,14 @@ def test_commit_named_by_the_environment(monkeypatch):
     assert _git_commit() == "abc1234"
     monkeypatch.delenv("EMBER_COMMIT")
     assert _git_commit() != "abc1234"
+
+
+def test_dynamic_bench_rows_and_markdown():
+    pytest.importorskip("torchvision")
+    from ember.bench import dynamic
+    ref_row, ref = dynamic.run_sweep("resnet18", "eager", "cpu", None)
+    row, _ = dynamic.run_sweep("resnet18", "ember:eager", "cpu", ref)
+    assert row["shapes"] == 16 and row["equal"] is True and row["max_abs_err"] == 0.0
+    assert 1 <= row["compiles"] <= 4 and row["plain_python"] == 0
+    md = dynamic.markdown({"device": "cpu", "torch": "t", "python": "p", "commit": "c"}, [ref_row, row])
+    assert "| resnet18 | ember:eager | 16 |" in md
