@@ -56,6 +56,16 @@ static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, in
         case SYM_NEW: /* its placeholder: only type questions are asked of it (has_opaque) */ return Py_NewRef(s->obj);
         case SYM_INT: /* its traced value: an op's result sizes follow by rule or pin it (em_shape_sym) */
             return PyLong_FromLongLong(em_size_hint(&T->sizes, s->expr));
+        case SYM_SLICE: { /* of the bounds' traced values, likewise */
+            PyObject *v[3];
+            for (int i = 0; i < 3; i++) {
+                EmSym *b = s->items.data[i];
+                v[i] = b->kind == SYM_INT ? PyLong_FromLongLong(em_size_hint(&T->sizes, b->expr)) : Py_XNewRef(b->obj);
+            }
+            PyObject *r = v[0] && v[1] && v[2] ? PySlice_New(v[0], v[1], v[2]) : NULL;
+            for (int i = 0; i < 3; i++) Py_XDECREF(v[i]);
+            return r;
+        }
         case SYM_TUPLE:
         case SYM_LIST: {
             PyObject *r = s->kind == SYM_TUPLE ? PyTuple_New(s->items.len) : PyList_New(s->items.len);

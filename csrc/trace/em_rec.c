@@ -255,15 +255,13 @@ EmStatus h_build_slice(EmTracer *T, const EmInstr *in) {
     EmSym *p[3] = {NULL, NULL, NULL};
     for (int i = in->arg - 1; i >= 0; i--) p[i] = POP();
     PyObject *v[3] = {Py_None, Py_None, Py_None};
-    for (int i = 0; i < in->arg; i++) {
-        if (p[i]->kind == SYM_INT) { /* a symbolic bound is pinned to its value */
-            PyObject *x = em_int_value(T, p[i]);
-            if (!x || !(p[i] = em_sym_const(T, x))) {
-                Py_XDECREF(x);
-                return EM_ERR;
-            }
-            Py_DECREF(x);
+    for (int i = 0; i < in->arg; i++)
+        if (p[i]->kind == SYM_INT) { /* a symbolic bound: a symbolic slice (em_sym_slice.c) */
+            EmSym *s = NULL;
+            EmStatus st = em_slice_make(T, p, in->arg, &s);
+            return st == EM_OK ? em_push(T, s) : st;
         }
+    for (int i = 0; i < in->arg; i++) {
         if (p[i]->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "slice bound %s", em_sym_describe(p[i]));
         v[i] = p[i]->obj;
     }

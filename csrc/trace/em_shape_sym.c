@@ -445,43 +445,59 @@ static int rule_addmm(EmTracer *T, EmSym **args, int npos, Dims *r, EmStatus *st
     return 1;
 }
 
-/* The size of x[a:b] (step 1, constant bounds) along a dimension of size e: an expression, the
- * clamps Python applies decided by the traced size and guarded; -1 when not of that form, -2 on
- * error. */
-static int32_t slice_len(EmTracer *T, int32_t e, PyObject *sl) {
+/* A bound of a step-1 slice along a dimension of size e, Python's clamping decided by the traced
+ * values and guarded: None -> dflt (0 or e); b >= 0 -> min(b, e); b < 0 -> max(e + b, 0). The
+ * expression, or -1 on error (no memory). */
+static int32_t slice_bound(EmTracer *T, int32_t e, int32_t b, int32_t dflt) {
     EmSizes *S = &T->sizes;
-    PySliceObject *k = (PySliceObject *)sl;
-    if (k->step != Py_None && !(PyLong_CheckExact(k->step) && PyLong_AsLong(k->step) == 1)) return -1;
-    if ((k->start != Py_None && !PyLong_CheckExact(k->start)) || (k->stop != Py_None && !PyLong_CheckExact(k->stop)))
-        return -1;
-    int64_t h = em_size_hint(S, e);
-    int32_t bound[2];
-    for (int i = 0; i < 2; i++) {
-        PyObject *v = i ? k->stop : k->start;
-        if (v == Py_None) {
-            bound[i] = i ? e : em_size_const(S, 0);
-            continue;
-        }
-        int overflow = 0;
-        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-        if (overflow || x < -(1LL << 40) || x > (1LL << 40)) return -1;
-        int32_t c = em_size_const(S, x < 0 ? -x : x);
-        if (c < 0) return -2;
-        if (h < (x < 0 ? -x : x)) { /* clamped to the size (stop) or to 0: guarded */
-            if (!i && x >= 0) return -1; /* start past the end: empty */
-            if (em_size_require(S, EMSR_LT, e, c)) return -2;
-            bound[i] = x < 0 ? em_size_const(S, 0) : e;
-        } else {
-            if (em_size_require(S, EMSR_GE, e, c)) return -2;
-            bound[i] = x < 0 ? em_size_sub(S, e, c) : c;
-        }
-        if (bound[i] < 0) return -2;
-    }
-    int32_t len = em_size_sub(S, bound[1], bound[0]);
-    if (len < 0) return -2;
-    if (em_size_hint(S, len) < 0) return -1;
     int32_t z = em_size_const(S, 0);
-    return z < 0 || em_size_require(S, EMSR_GE, len, z) ? -2 : len;
+    if (b < 0 || z < 0) return b < 0 ? dflt : -1;
+    int64_t hb = em_size_hint(S, b), he = em_size_hint(S, e);
+    if (hb >= 0) {
+        if (em_size_require(S, EMSR_GE, b, z)) return -1;
+        if (hb <= he) return em_size_require(S, EMSR_LE, b, e) ? -1 : b;
+        return em_size_require(S, EMSR_GT, b, e) ? -1 : e;
+    }
+    if (em_size_require(S, EMSR_LT, b, z)) return -1;
+    int32_t x = em_size_op(S, EMS_ADD, e, b);
+    if (x < 0) return -1;
+    if (em_size_hint(S, x) >= 0) return em_size_require(S, EMSR_GE, x, z) ? -1 : x;
+    return em_size_require(S, EMSR_LT, x, z) ? -1 : z;
+}
+
+/* The expression of a slice bound sym: -1 for None, -2 when it is not an int. */
+static int32_t bound_expr(EmTracer *T, EmSym *b) {
+    if (b->kind == SYM_CONST && b->obj == Py_None) return -1;
+    int32_t e = int_of(T, b);
+    return e < 0 ? -2 : e;
+}
+
+/* The size of x[start:stop] (step 1 or None) along a dimension of size e, the bounds given as
+ * syms: an expression, -1 when not of that form, -2 on error. */
+static int32_t slice_len(EmTracer *T, int32_t e, EmSym *start, EmSym *stop, EmSym *step) {
+    EmSizes *S = &T->sizes;
+    long sv = 1;
+    if (!(step->kind == SYM_CONST && step->obj == Py_None) && !(const_int(step, &sv) && sv == 1)) return -1;
+    int32_t bs = bound_expr(T, start), bt = bound_expr(T, stop);
+    if (bs == -2 || bt == -2) return -1;
+    int32_t z = em_size_const(S, 0);
+    if (z < 0) return -2;
+    int32_t lo = slice_bound(T, e, bs, z), hi = slice_bound(T, e, bt, e);
+    if (lo < 0 || hi < 0) return -2;
+    int32_t len = em_size_sub(S, hi, lo);
+    if (len < 0) return -2;
+    if (em_size_hint(S, len) >= 0) return em_size_require(S, EMSR_GE, len, z) ? -2 : len;
+    return em_size_require(S, EMSR_LT, len, z) ? -2 : z;
+}
+
+/* slice_len of a constant slice object. */
+static int32_t const_slice_len(EmTracer *T, int32_t e, PyObject *sl) {
+    PySliceObject *k = (PySliceObject *)sl;
+    EmSym *b[3];
+    PyObject *v[3] = {k->start, k->stop, k->step};
+    for (int i = 0; i < 3; i++)
+        if (!(b[i] = em_sym_const(T, v[i]))) return -2;
+    return slice_len(T, e, b[0], b[1], b[2]);
 }
 
 /* An index tensor of an integer dtype (uint8 and bool ones are masks: their result's size is
@@ -520,12 +536,19 @@ static int rule_getitem(EmTracer *T, EmSym *x, EmSym *key, Dims *r, EmStatus *st
     if (key->kind == SYM_TENSOR || (key->kind == SYM_TUPLE && key->items.len && key->items.data[0]->kind == SYM_TENSOR))
         return rule_advanced(T, x, key, r, st);
     if (!is_tensor(x) || dims_of(T, x, &d, st)) return PyErr_Occurred() ? -1 : 0;
+    /* items[i]: a constant key item; NULL for a symbolic one, ss[i]: a SYM_SLICE or SYM_INT */
     PyObject *items[64];
+    EmSym *ss[64];
     int n = 0;
-    if (key->kind == SYM_TUPLE && !key->seq_type) {
+    if (key->kind == SYM_SLICE || key->kind == SYM_INT) {
+        ss[n] = key;
+        items[n++] = NULL;
+    } else if (key->kind == SYM_TUPLE && !key->seq_type) {
         for (int32_t i = 0; i < key->items.len; i++) {
-            if (key->items.data[i]->kind != SYM_CONST || n == 64) return 0;
-            items[n++] = key->items.data[i]->obj;
+            EmSym *it = key->items.data[i];
+            if (n == 64 || (it->kind != SYM_CONST && it->kind != SYM_SLICE && it->kind != SYM_INT)) return 0;
+            ss[n] = it;
+            items[n++] = it->kind == SYM_CONST ? it->obj : NULL;
         }
     } else if (key->kind == SYM_CONST && PyTuple_CheckExact(key->obj)) {
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(key->obj); i++) {
@@ -540,7 +563,9 @@ static int rule_getitem(EmTracer *T, EmSym *x, EmSym *key, Dims *r, EmStatus *st
     int used = 0, ell = -1;
     for (int i = 0; i < n; i++) {
         PyObject *k = items[i];
-        if (k == Py_Ellipsis) {
+        if (!k) {
+            used++;
+        } else if (k == Py_Ellipsis) {
             if (ell >= 0) return 0;
             ell = i;
         } else if (k != Py_None) {
@@ -562,10 +587,17 @@ static int rule_getitem(EmTracer *T, EmSym *x, EmSym *key, Dims *r, EmStatus *st
         }
         PyObject *k = items[i];
         if (r->n >= 63) return 0;
-        if (k == Py_None) r->e[r->n++] = one;
-        else if (PyLong_CheckExact(k)) at++; /* in range: the op checked it at these sizes */
+        if (!k && ss[i]->kind == SYM_INT) at++; /* an index: in range (the op checked it at these sizes) */
+        else if (!k) {
+            EmSym **b = ss[i]->items.data;
+            int32_t len = slice_len(T, d.e[at++], b[0], b[1], b[2]);
+            if (len == -2) return *st = EM_ERR, PyErr_NoMemory(), -1;
+            if (len < 0) return 0;
+            r->e[r->n++] = len;
+        } else if (k == Py_None) r->e[r->n++] = one;
+        else if (PyLong_CheckExact(k)) at++;
         else {
-            int32_t len = slice_len(T, d.e[at++], k);
+            int32_t len = const_slice_len(T, d.e[at++], k);
             if (len == -2) return *st = EM_ERR, PyErr_NoMemory(), -1;
             if (len < 0) return 0;
             r->e[r->n++] = len;
@@ -775,7 +807,7 @@ static int any_sym(EmTracer *T, EmSym **args, int nargs, int depth) {
     for (int i = 0; i < nargs; i++) {
         EmSym *s = args[i];
         if (s->kind == SYM_INT || (s->kind == SYM_TENSOR && em_node_has_sym_dims(T, s->ref))) return 1;
-        if ((s->kind == SYM_TUPLE || s->kind == SYM_LIST) && depth < 4 &&
+        if ((s->kind == SYM_TUPLE || s->kind == SYM_LIST || s->kind == SYM_SLICE) && depth < 4 &&
             any_sym(T, s->items.data, s->items.len, depth + 1))
             return 1;
     }

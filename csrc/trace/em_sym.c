@@ -60,7 +60,8 @@ const char *em_sym_describe(EmSym *s) {
                                   "functools.partial",
                                   "object made while tracing",
                                   "dict view",
-                                  "int (a symbolic size)"};
+                                  "int (a symbolic size)",
+                                  "slice (with a symbolic bound)"};
     if (s->kind == SYM_OBJ || s->kind == SYM_CONST || s->kind == SYM_NEW) return Py_TYPE(s->obj)->tp_name;
     return names[s->kind];
 }
@@ -105,6 +106,7 @@ static EM_NEW PyObject *sym_value_at(EmTracer *T, EmSym *s, int depth, long *lef
         case SYM_CONST:
         case SYM_OBJ: return Py_NewRef(s->obj);
         case SYM_INT: return em_int_value(T, s); /* its value is used: pinned */
+        case SYM_SLICE: return em_slice_value(T, s);
         case SYM_TUPLE:
         case SYM_LIST: {
             PyObject *r = s->kind == SYM_TUPLE ? PyTuple_New(s->items.len) : PyList_New(s->items.len);
@@ -538,6 +540,7 @@ static int32_t sym_arg_at(EmTracer *T, EmSym *s, EmStatus *st, int depth, long *
             EmRef r = em_int_ref(T, s->expr, st);
             return r < 0 ? -1 : em_ir_arg(T->G, EMARG_REF, r, 0);
         }
+        case SYM_SLICE: return em_slice_arg(T, s, st);
         case SYM_CONST:
         case SYM_OBJ: return const_arg(T, s, st);
         case SYM_TUPLE:
@@ -892,6 +895,7 @@ EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out) {
         case SYM_TUPLE: tp = s->seq_type ? s->seq_type : (PyObject *)&PyTuple_Type; break;
         case SYM_LIST: tp = (PyObject *)&PyList_Type; break;
         case SYM_INT: tp = (PyObject *)&PyLong_Type; break; /* an exact int (its input's type is guarded) */
+        case SYM_SLICE: tp = (PyObject *)&PySlice_Type; break;
         case SYM_DICT: tp = (PyObject *)&PyDict_Type; break;
         case SYM_VIEW:
             tp = (PyObject *)(s->pos == 'k'   ? &PyDictKeys_Type

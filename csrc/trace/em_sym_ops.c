@@ -12,7 +12,7 @@ const EmSymOps *const em_sym_ops[SYM__COUNT] = {
     [SYM_LIST] = &em_list_ops,   [SYM_DICT] = &em_dict_ops,       [SYM_OBJ] = &em_obj_ops,
     [SYM_ITER] = &em_iter_ops,   [SYM_NEW] = &em_new_ops,         [SYM_VIEW] = &em_view_ops,
     [SYM_BOUND] = &em_bound_ops, [SYM_PARTIAL] = &em_partial_ops, [SYM_EXIT] = &em_exit_ops,
-    [SYM_INT] = &em_int_ops,
+    [SYM_INT] = &em_int_ops,     [SYM_SLICE] = &em_slice_ops,
 };
 
 /* NULL, CTX: values the trace only passes along. */
@@ -40,6 +40,8 @@ EmStatus em_sym_getattr(EmTracer *T, EmSym *base, PyObject *name, int method, Em
 }
 
 EmStatus em_sym_getitem(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
+    /* a slice with a symbolic bound stays symbolic only for a tensor */
+    if (key->kind == SYM_SLICE && c->kind != SYM_TENSOR && !(key = em_slice_pinned(T, key))) return EM_ERR;
     /* before c's kind is asked: a key that holds a tensor makes the subscript a graph op,
      * whatever c is */
     const EmSymOps *o = em_sym_has_tensor(key) ? &em_tensor_ops : ops_of(c);
@@ -47,6 +49,7 @@ EmStatus em_sym_getitem(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
 }
 
 EmStatus em_sym_setitem(EmTracer *T, EmSym *c, EmSym *key, EmSym *v) {
+    if (key->kind == SYM_SLICE && c->kind != SYM_TENSOR && !(key = em_slice_pinned(T, key))) return EM_ERR;
     const EmSymOps *o = ops_of(c);
     if (o->setitem) return o->setitem(T, c, key, v);
     EmStatus st = em_sym_store_check(T, c, key);

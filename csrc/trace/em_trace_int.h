@@ -29,6 +29,7 @@ typedef enum {
     SYM_VIEW,   /* d.keys()/values()/items() of a DICT sym made while tracing (items[0]): a live
                  * view, read at each use; pos = 'k', 'v' or 'i' */
     SYM_INT,    /* an int depending on symbolic sizes: expr, an expression of T->sizes (em_sym_int.c) */
+    SYM_SLICE,  /* a slice with a symbolic bound: items = start, stop, step (em_sym_slice.c) */
     SYM__COUNT
 } EmSymKind;
 
@@ -317,6 +318,15 @@ EmStatus em_known_tensor_numel(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all,
 EmStatus em_known_tensor_layout(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
                                 EmSym **out);
 EmStatus em_known_minmax(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
+
+/* ---- slices with symbolic bounds (em_sym_slice.c) ---- */
+/* slice(*bounds) (n of them, the rest None) as a SYM_SLICE. */
+EmStatus em_slice_make(EmTracer *T, EmSym **bounds, int n, EmSym **out);
+/* Its value with the bounds pinned (new reference, NULL with an exception), as a constant sym. */
+EM_NEW PyObject *em_slice_value(EmTracer *T, EmSym *s);
+EmSym *em_slice_pinned(EmTracer *T, EmSym *s);
+/* Its graph argument: a node making slice(start, stop, step) from the bounds at run time. */
+int32_t em_slice_arg(EmTracer *T, EmSym *s, EmStatus *st);
 
 /* ---- symbolic sizes (em_sym_int.c; rules for op results: em_shape_sym.c) ---- */
 /* The rows of em_sym_rules.def (0: no rule). */

@@ -395,3 +395,57 @@ def test_advanced_indexing_by_integer_tensors():
              ((2, 5), (3, 7), (4, 9))]
     run_all(f, cf, calls)
     assert frames() == 1
+
+
+def test_slices_with_symbolic_bounds():
+    class Attn(torch.nn.Module):  # nanoGPT's causal mask buffer, sliced to the sequence length
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("bias", torch.tril(torch.ones(16, 16)).view(1, 1, 16, 16))
+            self.pos = torch.nn.Parameter(randn(16, 8))
+
+        def forward(self, x, n):
+            B, T, C = x.size()
+            att = (x @ x.transpose(-1, -2)).unsqueeze(1)
+            att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf")).softmax(-1)
+            s = slice(1, T)
+            lst = list(range(10))[:T]  # a list's slice: the bound is pinned
+            return (att, x + self.pos[:T], x[:, T // 2:], x[:, -T + 1:], x[:, :-n], x[:, n:], x[:, s], s.stop,
+                    len(lst), x[:, T - 1])
+
+    m = Attn()
+    cm = ember.compile(m, dynamic=True)
+    with torch.no_grad():
+        for T, n in ((3, 2), (5, 3), (7, 2), (9, 4), (12, 5)):
+            x = randn(2, T, 8, seed=T)
+            assert_same(cm(x, n), m(x, n))
+    assert frames() == 5  # len(lst) pins T
+    ember.reset()
+    ember.testing.reset_counters()
+
+    def g(x, n):
+        return x[:, :n] * 2, x[n:], x[-n:]
+
+    cg = ember.compile(g, dynamic=True)
+    run_all(g, cg, [(randn(9, 9, seed=k), k) for k in (2, 3, 7, 12, 4)])
+    assert frames() == 2  # n <= 9, then n > 9 (the slice clamps)
+
+
+def test_symbolic_slice_bounds_follow_python_clamping():
+    # every sign and clamp of start and stop against the size, one compile per outcome class
+    def f(x, a, b):
+        return x[a:b], x[:, a:], x[:b]
+
+    cf = ember.compile(f, dynamic=True)
+    vals = (-12, -7, -3, -2, 2, 3, 5, 7, 12)
+    ember.config.cache_size_limit = 64
+    try:
+        for n in (4, 6, 9):
+            x = randn(n, n, seed=n)
+            for a in vals:
+                for b in vals:
+                    assert_same(cf(x, a, b), f(x, a, b))
+    finally:
+        ember.config.cache_size_limit = 8
+    c = counters()
+    assert c["fallbacks"] == 0 and c["hits"] > 0 and 1 < c["frames"] < 64
