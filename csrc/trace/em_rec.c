@@ -170,8 +170,7 @@ static EmStatus apply_op(EmTracer *T, EmOp op, EmSym **args, int n, EmSym **out)
     for (int i = 0; i < n; i++) tens |= em_sym_has_tensor(args[i]);
     if (tens) return em_op_record(T, op, NULL, args, n, NULL, op_fn(op), out);
     if (n == 2) return em_sym_binop(T, op, op_fn(op), args[0], args[1], out);
-    if (n == 1 && args[0]->kind == SYM_INT) return em_int_unary(T, op, op_fn(op), args[0], out);
-    return em_sym_eval(T, op_fn(op), args, n, out);
+    return n == 1 ? em_sym_unop(T, op, op_fn(op), args[0], out) : em_sym_eval(T, op_fn(op), args, n, out);
 }
 
 EmStatus h_binary_op(EmTracer *T, const EmInstr *in) {
@@ -252,24 +251,10 @@ EmStatus h_store_subscr(EmTracer *T, const EmInstr *in) {
 
 EmStatus h_build_slice(EmTracer *T, const EmInstr *in) {
     NEED(in->arg);
-    EmSym *p[3] = {NULL, NULL, NULL};
+    EmSym *p[3] = {NULL, NULL, NULL}, *r = NULL;
     for (int i = in->arg - 1; i >= 0; i--) p[i] = POP();
-    PyObject *v[3] = {Py_None, Py_None, Py_None};
-    for (int i = 0; i < in->arg; i++)
-        if (p[i]->kind == SYM_INT) { /* a symbolic bound: a symbolic slice (em_sym_slice.c) */
-            EmSym *s = NULL;
-            EmStatus st = em_slice_make(T, p, in->arg, &s);
-            return st == EM_OK ? em_push(T, s) : st;
-        }
-    for (int i = 0; i < in->arg; i++) {
-        if (p[i]->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "slice bound %s", em_sym_describe(p[i]));
-        v[i] = p[i]->obj;
-    }
-    PyObject *s = PySlice_New(v[0], v[1], in->arg == 3 ? v[2] : NULL);
-    if (!s) return EM_ERR;
-    EmSym *r = em_sym_const(T, s);
-    Py_DECREF(s);
-    return em_push(T, r);
+    EmStatus st = em_slice_build(T, p, in->arg, &r);
+    return st == EM_OK ? em_push(T, r) : st;
 }
 
 /* container[start:stop] (3.12): a slice, then a subscript. */

@@ -145,7 +145,7 @@ static int32_t int_of(EmTracer *T, EmSym *s) {
 static int const_int(const EmSym *s, long *v) {
     if (s->kind != SYM_CONST || !PyLong_Check(s->obj) || PyBool_Check(s->obj)) return 0;
     *v = PyLong_AsLong(s->obj);
-    return !(*v == -1 && PyErr_Occurred()) || (PyErr_Clear(), 0);
+    return !(*v == -1 && PyErr_Occurred()) || (PyErr_Clear(), 0); /* beyond a long (OverflowError): no rule */
 }
 
 static int wrap(long d, int n, int *out) {
@@ -665,7 +665,7 @@ static int int_param(EmSym *s, int i, long dflt, long *out) {
     }
     if (!item || !PyLong_CheckExact(item)) return 0;
     *out = PyLong_AsLong(item);
-    return !(*out == -1 && PyErr_Occurred()) || (PyErr_Clear(), 0);
+    return !(*out == -1 && PyErr_Occurred()) || (PyErr_Clear(), 0); /* beyond a long (OverflowError): no rule */
 }
 
 /* (size + 2*pad - dil*(k - 1) - 1) // stride + 1, guarded to be at least 1 (the op refuses less). */

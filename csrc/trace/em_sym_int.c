@@ -378,6 +378,7 @@ const EmSymOps em_int_ops = {
     .getattr = int_getattr,
     .truth = int_truth,
     .binop = em_int_binop,
+    .unary = em_int_unary,
 };
 
 /* ---- inputs ---- */

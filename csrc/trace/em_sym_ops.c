@@ -96,6 +96,11 @@ EmStatus em_sym_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, Em
     return em_sym_eval(T, fn, args, 2, out);
 }
 
+EmStatus em_sym_unop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym **out) {
+    const EmSymOps *o = ops_of(a);
+    return o->unary ? o->unary(T, op, fn, a, out) : em_sym_eval(T, fn, &a, 1, out);
+}
+
 EmStatus em_seq_items(EmTracer *T, EmSym *s, EmSym **out) {
     const EmSymOps *o = ops_of(s);
     return o->items ? o->items(T, s, out) : no_op(T, "iteration", s);

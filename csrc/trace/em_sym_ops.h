@@ -43,6 +43,8 @@ typedef struct EmSymOps {
     /* a <op> b (fn: op's Python operator) for operands that hold no tensor; NULL: evaluated on
      * their known values (em_sym_eval) */
     EmStatus (*binop)(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out);
+    /* <op> a (NEG, POS, INVERT), fn its Python operator; NULL: evaluated on the known value */
+    EmStatus (*unary)(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym **out);
     /* all items of iterable s at once, as a TUPLE or LIST sym (em_seq_items) */
     EmStatus (*items)(EmTracer *T, EmSym *s, EmSym **out);
     /* iter(s); NULL for a kind with items: an iterator over them (em_iter_over) */

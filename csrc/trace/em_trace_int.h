@@ -132,6 +132,8 @@ EmStatus em_sym_contains(EmTracer *T, EmSym *c, EmSym *key, int *found);
 EmStatus em_sym_truth(EmTracer *T, EmSym *s, int *out);
 /* a <op> b, fn being op's Python operator, for operands that hold no tensor. */
 EmStatus em_sym_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out);
+/* <op> a for an operand that holds no tensor (NEG, POS, INVERT). */
+EmStatus em_sym_unop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym **out);
 /* `a is b`: *same 0 or 1. */
 EmStatus em_sym_is(EmTracer *T, EmSym *a, EmSym *b, int *same);
 /* next(it): its next item, or *out NULL when it is exhausted. */
@@ -320,7 +322,9 @@ EmStatus em_known_tensor_layout(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all
 EmStatus em_known_minmax(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 
 /* ---- slices with symbolic bounds (em_sym_slice.c) ---- */
-/* slice(*bounds) (n of them, the rest None) as a SYM_SLICE. */
+/* BUILD_SLICE's slice of n bounds: a constant slice of constant bounds, a SYM_SLICE when one is a
+ * symbolic int, else the abort; em_slice_make: always a SYM_SLICE (the rest of the bounds None). */
+EmStatus em_slice_build(EmTracer *T, EmSym **bounds, int n, EmSym **out);
 EmStatus em_slice_make(EmTracer *T, EmSym **bounds, int n, EmSym **out);
 /* Its value with the bounds pinned (new reference, NULL with an exception), as a constant sym. */
 EM_NEW PyObject *em_slice_value(EmTracer *T, EmSym *s);
