@@ -28,6 +28,10 @@ class ExplainOutput:
     backends: List[str] = field(default_factory=list)  # per graph: the backend that ran it
     backend_notes: List[str] = field(default_factory=list)  # per graph: why not that backend, or ""
     plain_python: List[BreakReason] = field(default_factory=list)  # frames ember gave up on
+    # per graph: its symbolic sizes ("s0 = L['x'].size(0)") and the relations its guards check
+    # ("s0 > 4"); empty for a graph of static sizes
+    symbols: List[List[str]] = field(default_factory=list)
+    relations: List[List[str]] = field(default_factory=list)
     out: Any = None
 
     def __str__(self):
@@ -43,6 +47,9 @@ class ExplainOutput:
             be = self.backends[i] if i < len(self.backends) else "eager"
             note = self.backend_notes[i] if i < len(self.backend_notes) else ""
             lines.append(f"Graph {i + 1} (backend: {be}{'; ran on ember eager: ' + note if note else ''}):")
+            if i < len(self.symbols) and self.symbols[i]:
+                lines.append("  symbolic sizes: " + "; ".join(self.symbols[i]) +
+                             (" (relations: " + "; ".join(self.relations[i]) + ")" if self.relations[i] else ""))
             lines += ["  " + ln for ln in g.rstrip().splitlines()]
             lines.append("  guards:")
             lines += ["  " + ln for ln in k.rstrip().splitlines()]
@@ -77,6 +84,9 @@ def explain(fn, **compile_kwargs):
             for e in reversed(_C.entries(code)):  # oldest first
                 rep.graphs.append(e["graph"])
                 rep.guards.append(e["guards"])
+                lines = [ln.strip() for ln in e["guards"].splitlines()]
+                rep.symbols.append([ln[len("SYMBOL "):] for ln in lines if ln.startswith("SYMBOL ")])
+                rep.relations.append([ln[len("SHAPE "):] for ln in lines if ln.startswith("SHAPE ")])
                 rep.ops_per_graph.append(e["ops"])
                 rep.backends.append(e.get("backend", "eager"))
                 rep.backend_notes.append(e.get("backend_note", ""))

@@ -449,3 +449,13 @@ def test_symbolic_slice_bounds_follow_python_clamping():
         ember.config.cache_size_limit = 8
     c = counters()
     assert c["fallbacks"] == 0 and c["hits"] > 0 and 1 < c["frames"] < 64
+
+
+def test_explain_reports_symbols_and_relations():
+    def f(x):
+        return x * 2 if x.shape[0] > 2 else x
+
+    rep = ember.explain(f, dynamic=True)(randn(5, 3))
+    assert rep.symbols == [["s0 = L['x'].size(0)", "s1 = L['x'].size(1)"]]
+    assert rep.relations == [["s0 > 2"]]
+    assert "symbolic sizes: s0 = L['x'].size(0)" in str(rep)
