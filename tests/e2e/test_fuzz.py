@@ -20,3 +20,16 @@ def test_fuzz_cli_summary_line(tmp_path, capsys):
     assert line.startswith("3 programs: 3 ok, 0 wrong, 0 crash, 0 hang, 0 internal-error"), line
     assert rc == 0
     assert (tmp_path / "summary.json").exists()
+
+
+def test_fuzz_short_run_dynamic(tmp_path, monkeypatch):
+    """The same with dynamic=True for every program (python -m ember.fuzz --dynamic true)."""
+    from ember.fuzz import runner
+    runner.shutdown_idle()  # workers read EMBER_FUZZ_DYNAMIC when they start
+    monkeypatch.setenv("EMBER_FUZZ_DYNAMIC", "true")
+    try:
+        s = fuzz_run(seed=3, count=40, backend="eager", jobs=1, out=str(tmp_path), timeout=60)
+    finally:
+        runner.shutdown_idle()
+    bad = [(f["index"], f["status"], f["sig"], f["detail"][:500]) for f in s["failures"]]
+    assert s["counts"]["ok"] == 40, (s["line"], bad)
