@@ -240,3 +240,30 @@ def test_code_registry_does_not_keep_codes_alive():
     del fn, ns
     gc.collect()
     assert code_ref() is None
+
+
+def dyn(x, n):
+    b, s = x.shape
+    y = x.view(b * s)[: b * s - 1] + n
+    return y.sum(), y.shape, x[:, : s // 2]
+
+
+def test_no_leak_with_symbolic_sizes():
+    """Hits of a graph with symbolic sizes (new sizes every call: the SHAPE check, size nodes)
+    and compile/reset cycles of it."""
+    cf = ember.compile(dyn, dynamic=True)
+    xs = [torch.randn(b, s) for b in (2, 3, 5) for s in (4, 6, 7)]
+    for i, x in enumerate(xs):  # warm up: one compile, then hits
+        cf(x, i + 2)
+    before = snapshot(dyn, cf, xs[0])
+    for i in range(20_000):
+        cf(xs[i % len(xs)], i % 5 + 2)
+    check(before, snapshot(dyn, cf, xs[0]), "dynamic hits")
+    before = snapshot(dyn, xs[0])
+    for i in range(300):
+        ember.reset()
+        ember.compile(dyn, dynamic=True)(xs[i % len(xs)], 3)
+        ember.compile(dyn)(xs[(i + 1) % len(xs)], 4)
+    ember.reset()
+    check(before, snapshot(dyn, xs[0]), "dynamic compile/reset cycles")
+    assert ember.testing.counters()["fallbacks"] == 0
