@@ -129,6 +129,20 @@ static EM_NEW PyObject *known_resolve(void) {
     return known;
 }
 
+/* helper.<name>, which must be a dict (want_dict) or a set, into *slot (the reference replaces
+ * the old one). 0, or -1 with an exception set. */
+static int helper_table(PyObject *helper, const char *name, int want_dict, PyObject **slot) {
+    PyObject *v = PyObject_GetAttrString(helper, name);
+    if (!v) return -1;
+    if (want_dict ? !PyDict_Check(v) : !PySet_Check(v)) {
+        Py_DECREF(v);
+        PyErr_Format(PyExc_TypeError, "ember: helper.%s must be a %s", name, want_dict ? "dict" : "set");
+        return -1;
+    }
+    Py_XSETREF(*slot, v);
+    return 0;
+}
+
 static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
     (void)self;
     PyObject *rules, *helper, *warn, *log, *skip, *pure, *nnmod, *ops, *grad, *autocast, *ddtype;
@@ -147,38 +161,12 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
         PyTuple_SET_ITEM(fns, i, Py_NewRef(f ? f : Py_None));
     }
     Py_XSETREF(em_state.op_fns, fns);
-    PyObject *pw = PyObject_GetAttrString(helper, "POINTWISE");
-    if (!pw || !PySet_Check(pw)) {
-        Py_XDECREF(pw);
-        return PyErr_Format(PyExc_TypeError, "ember: helper.POINTWISE must be a set");
-    }
-    Py_XSETREF(em_state.pointwise_fns, pw);
-    PyObject *sr = PyObject_GetAttrString(helper, "SHAPE_RULES");
-    if (!sr) return NULL;
-    if (!PyDict_Check(sr)) {
-        Py_DECREF(sr);
-        return PyErr_Format(PyExc_TypeError, "ember: helper.SHAPE_RULES must be a dict");
-    }
-    Py_XSETREF(em_state.shape_rules, sr);
-    PyObject *symr = PyObject_GetAttrString(helper, "SYM_RULES");
-    if (!symr) return NULL;
-    if (!PyDict_Check(symr)) {
-        Py_DECREF(symr);
-        return PyErr_Format(PyExc_TypeError, "ember: helper.SYM_RULES must be a dict");
-    }
-    Py_XSETREF(em_state.sym_rules, symr);
-    PyObject *tq = PyObject_GetAttrString(helper, "TYPE_QUERIES");
-    if (!tq || !PySet_Check(tq)) {
-        Py_XDECREF(tq);
-        return PyErr_Format(PyExc_TypeError, "ember: helper.TYPE_QUERIES must be a set");
-    }
-    Py_XSETREF(em_state.type_query_fns, tq);
-    PyObject *sf = PyObject_GetAttrString(helper, "SIZE_FREE");
-    if (!sf || !PySet_Check(sf)) {
-        Py_XDECREF(sf);
-        return PyErr_Format(PyExc_TypeError, "ember: helper.SIZE_FREE must be a set");
-    }
-    Py_XSETREF(em_state.size_free_fns, sf);
+    if (helper_table(helper, "POINTWISE", 0, &em_state.pointwise_fns) ||
+        helper_table(helper, "SHAPE_RULES", 1, &em_state.shape_rules) ||
+        helper_table(helper, "SYM_RULES", 1, &em_state.sym_rules) ||
+        helper_table(helper, "TYPE_QUERIES", 0, &em_state.type_query_fns) ||
+        helper_table(helper, "SIZE_FREE", 0, &em_state.size_free_fns))
+        return NULL;
     Py_XSETREF(em_state.object_getattribute,
                PyObject_GetAttrString((PyObject *)&PyBaseObject_Type, "__getattribute__"));
     if (!em_state.object_getattribute) return NULL;
