@@ -276,6 +276,12 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
         res = EMD_NOGRAPH;
         goto done;
     }
+    if (T.sizes.nodes.len > EM_SIZE_MAX) { /* the SHAPE check evaluates into a fixed buffer */
+        *why = PyUnicode_FromFormat("%U:%d: more than %d symbolic size expressions", co->co_filename,
+                                    co->co_firstlineno, EM_SIZE_MAX);
+        res = *why ? EMD_ABORT : EMD_ERR;
+        goto done;
+    }
     if (em_guard_check_shape(&e->P, &T.sizes)) goto done;
     /* the guard dump (reprs of every object the guards check) is made when asked: entries()
      * or EMBER_LOGS=guards */

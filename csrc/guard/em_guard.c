@@ -248,6 +248,10 @@ int em_guard_check_global_state(EmGuardProg *P) {
 
 int em_guard_check_shape(EmGuardProg *P, const EmSizes *S) {
     if (!S->sym_hint.len) return 0;
+    if (S->nodes.len > EM_SIZE_MAX) { /* symbols are expressions too: this bounds both buffers */
+        PyErr_Format(PyExc_RuntimeError, "ember: more than %d symbolic size expressions", EM_SIZE_MAX);
+        return -1;
+    }
     em_size_free(&P->sizes);
     if (em_size_copy(&P->sizes, S)) return PyErr_NoMemory(), -1;
     return g_push(P, EMG_SHAPE, -1, -1, 0, NULL);

@@ -10,13 +10,14 @@
 
 EmStatus em_slice_build(EmTracer *T, EmSym **bounds, int n, EmSym **out) {
     PyObject *v[3] = {Py_None, Py_None, Py_None};
-    for (int i = 0; i < n; i++)
-        if (bounds[i]->kind == SYM_INT) return em_slice_make(T, bounds, n, out);
+    int sym = 0;
     for (int i = 0; i < n; i++) {
-        if (bounds[i]->kind != SYM_CONST)
+        if (bounds[i]->kind != SYM_CONST && bounds[i]->kind != SYM_INT)
             return em_trace_fail(T, EMA_VALUE, "slice bound %s", em_sym_describe(bounds[i]));
+        sym |= bounds[i]->kind == SYM_INT;
         v[i] = bounds[i]->obj;
     }
+    if (sym) return em_slice_make(T, bounds, n, out);
     PyObject *s = PySlice_New(v[0], v[1], n == 3 ? v[2] : NULL);
     if (!s) return EM_ERR;
     *out = em_sym_const(T, s);
@@ -24,6 +25,7 @@ EmStatus em_slice_build(EmTracer *T, EmSym **bounds, int n, EmSym **out) {
     return *out ? EM_OK : EM_ERR;
 }
 
+/* bounds: constants and SYM_INTs only (em_slice_build checks). */
 EmStatus em_slice_make(EmTracer *T, EmSym **bounds, int n, EmSym **out) {
     EmSym *s = em_sym_new(T, SYM_SLICE);
     if (!s) return EM_ERR;

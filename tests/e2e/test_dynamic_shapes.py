@@ -459,3 +459,11 @@ def test_explain_reports_symbols_and_relations():
     assert rep.symbols == [["s0 = L['x'].size(0)", "s1 = L['x'].size(1)"]]
     assert rep.relations == [["s0 > 2"]]
     assert "symbolic sizes: s0 = L['x'].size(0)" in str(rep)
+
+
+def test_slice_with_a_symbolic_and_a_tensor_bound():
+    def f(x, t):
+        return x[x.shape[0] // 2:t] * 2
+
+    cf = ember.compile(f, dynamic=True)
+    run_all(f, cf, [(randn(n, 2), torch.tensor(n - 1)) for n in (4, 6, 9)])
