@@ -291,10 +291,16 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
     }
     e->op_count = em_ir_op_count(&G);
     e->ninputs = G.ninputs;
+    PyObject *in_syms = backend > 0 ? em_trace_input_syms(&T) : NULL;
+    if (backend > 0 && !in_syms) goto done;
     EmCompiled *C = em_rt_compile(&G, T.out.data, T.out.len, T.input_slots.data, T.input_slots.len);
     T.out.data = NULL; /* moved */
     T.out.len = T.out.cap = 0;
-    if (!C) goto done;
+    if (!C) {
+        Py_XDECREF(in_syms);
+        goto done;
+    }
+    C->in_syms = in_syms;
     e->compiled = C;
     e->free_compiled = compiled_free;
     e->info_compiled = em_rt_info;

@@ -197,6 +197,19 @@ int32_t em_guard_item(EmGuardProg *P, int32_t base, Py_ssize_t i, int is_list) {
     return g_named(P, is_list ? EMG_LOAD_LIST_ITEM : EMG_LOAD_TUPLE_ITEM, base, i, NULL, "%s[%d]", NULL, 0);
 }
 
+/* The load instruction writing slot, or NULL. */
+static const EmGInstr *load_of(const EmGuardProg *P, int32_t slot) {
+    for (int32_t i = 0; i < P->ins.len; i++)
+        if (P->ins.data[i].slot == slot && g_is_load[P->ins.data[i].op]) return &P->ins.data[i];
+    return NULL;
+}
+
+int em_guard_is_buffer(const EmGuardProg *P, int32_t slot) {
+    const EmGInstr *in = load_of(P, slot), *tab = in && in->op == EMG_LOAD_DICT ? load_of(P, in->base) : NULL;
+    return tab && tab->op == EMG_LOAD_ODICT && PyUnicode_Check(tab->obj) &&
+           !PyUnicode_CompareWithASCIIString(tab->obj, "_buffers");
+}
+
 int em_guard_check(EmGuardProg *P, EmGuardOp op, int32_t slot, PyObject *obj, Py_ssize_t a) {
     if (op == EMG_EQ && PySet_CheckExact(obj)) {
         /* a set is mutable: compare with a snapshot of its contents (a == 1 marks it) */

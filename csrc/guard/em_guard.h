@@ -93,6 +93,8 @@ int32_t em_guard_cell(EmGuardProg *P, int32_t base, PyObject *name);
 
 /* Checks: 0 or -1 with an exception set. Duplicates are dropped. */
 int em_guard_check(EmGuardProg *P, EmGuardOp op, int32_t slot, PyObject *obj, Py_ssize_t a);
+/* 1 when slot is loaded as an nn.Module's buffer (module.__dict__['_buffers'][name]), else 0. */
+int em_guard_is_buffer(const EmGuardProg *P, int32_t slot);
 int em_guard_check_tensor(EmGuardProg *P, int32_t slot, PyObject *tensor);
 /* A TENSOR check whose dimensions in dyn (bit i: dimension i) may take any size >= 2. */
 int em_guard_check_tensor_dyn(EmGuardProg *P, int32_t slot, PyObject *tensor, uint64_t dyn);

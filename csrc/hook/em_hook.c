@@ -459,12 +459,8 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
     /* tracing allocates many small objects and frees them together: the cyclic collector would
      * run over and over while it does (a tenth of capture time); it runs after instead */
     int gc_was = PyGC_Disable();
-    /* sizes: symbolic by ember.compile's `dynamic`, except for Python backends, whose graphs are
-     * exported with the traced sizes (README, limitations) */
-    int dyn_mode = backend > 0              ? EM_DYN_OFF
-                   : flags & EMH_DYN_ALL    ? EM_DYN_ALL
-                   : flags & EMH_DYN_STATIC ? EM_DYN_STATIC
-                                            : EM_DYN_AUTO;
+    /* sizes: symbolic by ember.compile's `dynamic` (Python backends get SymInt placeholders) */
+    int dyn_mode = flags & EMH_DYN_ALL ? EM_DYN_ALL : flags & EMH_DYN_STATIC ? EM_DYN_STATIC : EM_DYN_AUTO;
     if (dyn_mode == EM_DYN_AUTO && !x->dyn_state && !(x->dyn_state = PyDict_New())) {
         em_cache_unlock();
         return NULL;

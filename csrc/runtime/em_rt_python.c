@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "../cache/em_cache.h"
+#include "../guard/em_guard.h"
 #include "../pyver/em_state.h"
 
 #define PY_STACK_ARGS 32
@@ -103,7 +104,7 @@ EM_NEW PyObject *em_rt_export(const EmCompiled *C) {
         if (!v) goto error;
         PyTuple_SET_ITEM(outs, k, v);
     }
-    r = PyTuple_Pack(2, nodes, outs);
+    r = PyTuple_Pack(3, nodes, outs, C->in_syms ? C->in_syms : Py_None);
 error:
     Py_XDECREF(nodes);
     Py_XDECREF(outs);
@@ -140,6 +141,32 @@ static void gather_inputs(const EmCompiled *C, PyObject *const *slots, PyObject 
     for (int32_t i = 0; i < C->G.ninputs; i++) argv[i] = slots[C->input_slots[i]];
 }
 
+/* The ((input, dim), ...) sizes the compiled callable takes before the inputs; 0 or -1. */
+static int read_sym_args(EmCompiled *C, PyObject *pairs) {
+    Py_ssize_t n = PyTuple_GET_SIZE(pairs);
+    int32_t *a = n ? malloc(sizeof(int32_t) * 2 * (size_t)n) : NULL;
+    if (n && !a) return PyErr_NoMemory(), -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = PyTuple_GET_ITEM(pairs, i);
+        long in = -1, dim = -1;
+        if (PyTuple_Check(p) && PyTuple_GET_SIZE(p) == 2) {
+            in = PyLong_AsLong(PyTuple_GET_ITEM(p, 0));
+            dim = PyLong_AsLong(PyTuple_GET_ITEM(p, 1));
+        }
+        if (in < 0 || in >= C->G.ninputs || dim < 0) {
+            free(a);
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "ember: backend_compile gave a bad size input");
+            return -1;
+        }
+        a[2 * i] = (int32_t)in;
+        a[2 * i + 1] = (int32_t)dim;
+    }
+    free(C->sym_args);
+    C->sym_args = a;
+    C->n_sym_args = (int32_t)n;
+    return 0;
+}
+
 /* First call: export, hand the graph to the backend; 0 or -1. */
 static int py_compile(EmCompiled *C, PyObject *const *slots) {
     PyObject *desc = NULL, *inputs = NULL, *res = NULL;
@@ -158,11 +185,15 @@ static int py_compile(EmCompiled *C, PyObject *const *slots) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     C->backend_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     if (!res) goto error;
-    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(res, 1))) {
-        PyErr_SetString(PyExc_SystemError, "ember: backend_compile must return (callable or None, str)");
+    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 4 || !PyUnicode_Check(PyTuple_GET_ITEM(res, 1)) ||
+        !PyTuple_Check(PyTuple_GET_ITEM(res, 3))) {
+        PyErr_SetString(PyExc_SystemError,
+                        "ember: backend_compile must return (callable or None, str, select or None, sizes)");
         goto error;
     }
-    PyObject *fn = PyTuple_GET_ITEM(res, 0);
+    PyObject *fn = PyTuple_GET_ITEM(res, 0), *check = PyTuple_GET_ITEM(res, 2);
+    if (read_sym_args(C, PyTuple_GET_ITEM(res, 3))) goto error;
+    if (check != Py_None) Py_XSETREF(C->py_check, Py_NewRef(check));
     Py_XSETREF(C->py_info, Py_NewRef(PyTuple_GET_ITEM(res, 1)));
     if (fn == Py_None) {
         C->py_state = EMR_PY_HERE;
@@ -191,7 +222,7 @@ static int inputs_repeat(PyObject **argv, int32_t n) {
     if (n <= 16) {
         for (int32_t i = 1; i < n; i++)
             for (int32_t j = 0; j < i; j++)
-                if (argv[i] == argv[j]) return 1;
+                if (argv[i] == argv[j] && !PyLong_CheckExact(argv[i])) return 1; /* ints are values */
         return 0;
     }
     PyObject **sorted = PyMem_Malloc(sizeof(PyObject *) * (size_t)n);
@@ -199,14 +230,14 @@ static int inputs_repeat(PyObject **argv, int32_t n) {
     memcpy(sorted, argv, sizeof(PyObject *) * (size_t)n);
     qsort(sorted, (size_t)n, sizeof(PyObject *), cmp_ptr);
     int rep = 0;
-    for (int32_t i = 1; i < n && !rep; i++) rep = sorted[i] == sorted[i - 1];
+    for (int32_t i = 1; i < n && !rep; i++) rep = sorted[i] == sorted[i - 1] && !PyLong_CheckExact(sorted[i]);
     PyMem_Free(sorted);
     return rep;
 }
 
 int em_rt_py_run(EmCompiled *C, PyObject *const *slots, PyObject **vals) {
     PyObject *stack[PY_STACK_ARGS], **argv = stack, *res = NULL, *seq = NULL;
-    int32_t nin = C->G.ninputs, k = 0;
+    int32_t nin = C->G.ninputs, k = 0, nsym = 0;
     int rc = -1;
     if (C->py_state == EMR_PY_PENDING) {
         /* under the compile lock, so that two threads calling a new graph compile it once;
@@ -217,18 +248,37 @@ int em_rt_py_run(EmCompiled *C, PyObject *const *slots, PyObject **vals) {
         if (bad) return -1;
     }
     if (C->py_state == EMR_PY_HERE) return 1;
-    if (nin > PY_STACK_ARGS && !(argv = PyMem_Malloc(sizeof(PyObject *) * (size_t)nin))) {
+    nsym = C->n_sym_args;
+    if (nsym + nin > PY_STACK_ARGS && !(argv = PyMem_Malloc(sizeof(PyObject *) * (size_t)(nsym + nin)))) {
         PyErr_NoMemory();
         return -1;
     }
-    gather_inputs(C, slots, argv);
-    int rep = inputs_repeat(argv, nin);
+    gather_inputs(C, slots, argv + nsym);
+    for (int32_t i = 0; i < nsym; i++) { /* the sizes (new references), read from the inputs */
+        int64_t v;
+        PyObject *t = argv[nsym + C->sym_args[2 * i]];
+        if (em_guard_tensor_size(t, C->sym_args[2 * i + 1], &v) || !(argv[i] = PyLong_FromLongLong(v))) {
+            nsym = i;
+            goto error;
+        }
+    }
+    int rep = inputs_repeat(argv + nsym, nin);
     if (rep) { /* this call runs on the C executor, which is exact for any aliasing */
         rc = rep < 0 ? -1 : 1;
         goto error;
     }
-    PyObject *fn = Py_NewRef(C->py_fn); /* the entry may be dropped while it runs */
-    res = PyObject_Vectorcall(fn, argv, (size_t)nin, NULL);
+    PyObject *fn; /* a new reference: the entry may be dropped while it runs */
+    if (C->py_check) { /* the compiled variant for these sizes; None: this call runs on the C executor */
+        if (!(fn = PyObject_Vectorcall(C->py_check, argv, (size_t)(nsym + nin), NULL))) goto error;
+        if (fn == Py_None) {
+            Py_DECREF(fn);
+            rc = 1;
+            goto error;
+        }
+    } else {
+        fn = Py_NewRef(C->py_fn);
+    }
+    res = PyObject_Vectorcall(fn, argv, (size_t)(nsym + nin), NULL);
     Py_DECREF(fn);
     if (!res || !(seq = PySequence_Fast(res, "ember: a compiled graph must return a sequence"))) goto error;
     if (PySequence_Fast_GET_SIZE(seq) != C->n_fx_out) {
@@ -248,6 +298,7 @@ error:
         for (int32_t i = 0; i < k; i++) Py_CLEAR(vals[C->fx_out[i]]);
     Py_XDECREF(seq);
     Py_XDECREF(res);
+    for (int32_t i = 0; i < nsym; i++) Py_DECREF(argv[i]);
     if (argv != stack) PyMem_Free(argv);
     return rc;
 }

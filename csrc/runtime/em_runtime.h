@@ -38,6 +38,11 @@ typedef struct EmCompiled {
     int32_t n_fx_out;
     int end_grad;         /* grad mode the graph leaves behind, -1 = as it found it */
     double backend_s;     /* wall time of the export and the backend's compile */
+    PyObject *in_syms;    /* owned or NULL: the inputs' symbols (em_trace_input_syms), exported */
+    int32_t *sym_args;    /* owned: (input, dim) pairs, the sizes passed before the inputs */
+    int32_t n_sym_args;
+    PyObject *py_check;   /* owned or NULL: select(sizes, inputs) -> the compiled callable for these
+                           * sizes (ember/backends/fx.py _Variants), None: run on the C executor */
 } EmCompiled;
 
 typedef enum {

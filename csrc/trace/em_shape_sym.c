@@ -66,7 +66,6 @@ static uint64_t changed_dims(EmTracer *T, int32_t slot, const int64_t *sizes, in
 }
 
 uint64_t em_dyn_dims(EmTracer *T, PyObject *v, int32_t slot, EmRef ref, EmStatus *st) {
-    if (T->dyn_mode == EM_DYN_OFF) return 0;
     const EmNode *n = &T->G->nodes.data[ref];
     const int64_t *sizes = em_ir_sizes(T->G, n);
     uint64_t dyn = 0, stat = 0;
@@ -75,8 +74,8 @@ uint64_t em_dyn_dims(EmTracer *T, PyObject *v, int32_t slot, EmRef ref, EmStatus
         dyn = marked(v, *dp, "_dynamo_dynamic_indices") | marked(v, *dp, "_dynamo_weak_dynamic_indices");
         stat = marked(v, *dp, "_dynamo_static_indices");
     }
-    if (Py_TYPE(v) != em_state.param_type) {
-        if (T->dyn_mode == EM_DYN_ALL) dyn |= ~(uint64_t)0;
+    if (Py_TYPE(v) != em_state.param_type) { /* parameters, and buffers for dynamic=True, stay static */
+        if (T->dyn_mode == EM_DYN_ALL && !em_guard_is_buffer(T->P, slot)) dyn |= ~(uint64_t)0;
         else if (T->dyn_mode == EM_DYN_AUTO && T->dyn_state) {
             uint64_t c = changed_dims(T, slot, sizes, n->ndim, st);
             if (c == (uint64_t)-1 && *st == EM_ERR) return c;
@@ -97,9 +96,7 @@ static int local_slot(const EmGuardProg *P, int32_t slot) {
 }
 
 int em_dyn_int(EmTracer *T, PyObject *v, int32_t slot) {
-    if (T->dyn_mode == EM_DYN_STATIC || T->dyn_mode == EM_DYN_OFF || !PyLong_CheckExact(v) || T->depth ||
-        !local_slot(T->P, slot))
-        return 0;
+    if (T->dyn_mode == EM_DYN_STATIC || !PyLong_CheckExact(v) || T->depth || !local_slot(T->P, slot)) return 0;
     int overflow = 0;
     long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
     if (overflow || (x == -1 && PyErr_Occurred())) {
@@ -205,6 +202,8 @@ static int rule_linear(EmTracer *T, EmSym **args, int npos, Dims *r, EmStatus *s
     if (npos < 2 || !is_tensor(args[0]) || !is_tensor(args[1])) return 0;
     if (dims_of(T, args[0], r, st) || dims_of(T, args[1], &w, st)) return -1;
     if (r->n < 1 || w.n != 2) return 0;
+    /* the contracted dims agree (the op checked them) */
+    if (em_size_require(&T->sizes, EMSR_EQ, r->e[r->n - 1], w.e[1])) return *st = EM_ERR, PyErr_NoMemory(), -1;
     r->e[r->n - 1] = w.e[0];
     return 1;
 }
@@ -700,7 +699,16 @@ static int rule_window(EmTracer *T, int rule, int nsp, EmSym **args, int npos, P
           *ceil = conv ? NULL : arg_at(args, npos, kwnames, rule == SYMR_MAX_POOL ? 5 : 4, "ceil_mode");
     if (ceil && !(ceil->kind == SYM_CONST && ceil->obj == Py_False)) return 0;
     *r = x;
-    if (conv) r->e[x.n - nsp - 1] = w.e[0];
+    if (conv) {
+        /* the input's channels are the weight's times groups (the op checked them) */
+        long g;
+        EmSym *groups = arg_at(args, npos, kwnames, 6, "groups");
+        if (x.n == nsp + 2 && em_size_is_const(&T->sizes, w.e[1]) && int_param(groups, 0, 1, &g) && g >= 1) {
+            int32_t c = em_size_const(&T->sizes, em_size_hint(&T->sizes, w.e[1]) * g);
+            if (c < 0 || em_size_require(&T->sizes, EMSR_EQ, x.e[1], c)) return *st = EM_ERR, PyErr_NoMemory(), -1;
+        }
+        r->e[x.n - nsp - 1] = w.e[0];
+    }
     for (int i = 0; i < nsp; i++) {
         long k, sv, p, d;
         int at = x.n - nsp + i;

@@ -269,14 +269,11 @@ static EmSym *wrap_tensor(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) 
     Py_DECREF(m);
     if (!s) return NULL;
     s->src = slot;
-    uint64_t dyn = 0;
-    if (T->dyn_mode != EM_DYN_OFF) { /* marks live in the tensor's dict */
-        EmStatus dst = EM_OK;
-        dyn = em_dyn_dims(T, v, slot, r, &dst);
-        if (dst != EM_OK) {
-            *st = dst;
-            return NULL;
-        }
+    EmStatus dst = EM_OK;
+    uint64_t dyn = em_dyn_dims(T, v, slot, r, &dst);
+    if (dst != EM_OK) {
+        *st = dst;
+        return NULL;
     }
     if (em_guard_check_tensor_dyn(T->P, slot, v, dyn)) return NULL;
     if (dyn && (*st = em_int_input_dims(T, r, slot, dyn)) != EM_OK) return NULL;

@@ -546,3 +546,95 @@ EmStatus em_known_minmax(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n
     *out = expr_result(T, e, &st);
     return st;
 }
+
+/* ---- the symbols of the graph's inputs (for the FX export) ---- */
+
+/* 1 when symbol k is pinned: a relation holds its expression equal to a constant. */
+static int sym_pinned(const EmTracer *T, int32_t k) {
+    const EmSizes *S = &T->sizes;
+    int32_t e = T->sym_leaf.data[k].expr;
+    for (int32_t i = 0; i < S->rels.len; i++) {
+        const EmSizeRel *r = &S->rels.data[i];
+        if (r->cmp == EMSR_EQ &&
+            ((r->lhs == e && em_size_is_const(S, r->rhs)) || (r->rhs == e && em_size_is_const(S, r->lhs))))
+            return 1;
+    }
+    return 0;
+}
+
+static EM_NEW PyObject *input_syms(const EmTracer *T, const EmNode *n, int32_t slot) {
+    const EmSizes *S = &T->sizes;
+    if (n->vkind != EMV_TENSOR) { /* an int input: it is one, since the graph reads it */
+        for (int32_t i = 0; i < S->srcs.len; i++)
+            if (S->srcs.data[i].slot == slot && S->srcs.data[i].dim < 0 && !sym_pinned(T, S->srcs.data[i].sym))
+                return PyLong_FromLong(S->srcs.data[i].sym);
+        return Py_NewRef(Py_None);
+    }
+    PyObject *dims = PyTuple_New(n->ndim);
+    if (!dims) return NULL;
+    for (int d = 0; d < n->ndim; d++) {
+        int32_t k = -1;
+        for (int32_t i = 0; i < S->srcs.len && k < 0; i++)
+            if (S->srcs.data[i].slot == slot && S->srcs.data[i].dim == d && !sym_pinned(T, S->srcs.data[i].sym))
+                k = S->srcs.data[i].sym;
+        PyObject *v = PyLong_FromLong(k);
+        if (!v) return Py_DECREF(dims), NULL;
+        PyTuple_SET_ITEM(dims, d, v);
+    }
+    return dims;
+}
+
+static EM_NEW PyObject *inputs_syms(const EmTracer *T) {
+    const EmGraph *G = T->G;
+    PyObject *r = PyTuple_New(G->ninputs);
+    if (!r) return NULL;
+    for (int32_t i = 0; i < G->ninputs; i++) PyTuple_SET_ITEM(r, i, Py_NewRef(Py_None));
+    for (int32_t ref = 0; ref < G->nodes.len; ref++) {
+        const EmNode *n = &G->nodes.data[ref];
+        if (n->op != EMOP_INPUT) continue;
+        EM_ASSERT(n->aux >= 0 && n->aux < G->ninputs && n->aux < T->input_slots.len, "input number %d", n->aux);
+        PyObject *v = input_syms(T, n, T->input_slots.data[n->aux]);
+        if (!v) return Py_DECREF(r), NULL;
+        PyTuple_SetItem(r, n->aux, v);
+    }
+    return r;
+}
+
+/* The expressions as (op, a, b, value) rows (value: a constant's, a symbol's hint) and the
+ * relations as (cmp, lhs, rhs) rows, ops and comparisons by name. */
+static EM_NEW PyObject *size_program(const EmSizes *S) {
+    static const char *const ops[] = {
+        [EMS_CONST] = "const",       [EMS_SYM] = "sym", [EMS_ADD] = "add", [EMS_MUL] = "mul",
+        [EMS_FLOORDIV] = "floordiv", [EMS_MOD] = "mod", [EMS_MIN] = "min", [EMS_MAX] = "max"};
+    static const char *const cmps[] = {
+        [EMSR_EQ] = "==", [EMSR_NE] = "!=", [EMSR_LT] = "<", [EMSR_LE] = "<=", [EMSR_GT] = ">", [EMSR_GE] = ">="};
+    PyObject *exprs = PyTuple_New(S->nodes.len), *rels = PyTuple_New(S->rels.len), *r = NULL;
+    if (!exprs || !rels) goto error;
+    for (int32_t i = 0; i < S->nodes.len; i++) {
+        const EmSizeNode *n = &S->nodes.data[i];
+        long long v = n->op == EMS_SYM ? (long long)S->sym_hint.data[n->a] : (long long)n->c;
+        PyObject *row = Py_BuildValue("(siiL)", ops[n->op], (int)n->a, (int)n->b, v);
+        if (!row) goto error;
+        PyTuple_SET_ITEM(exprs, i, row);
+    }
+    for (int32_t i = 0; i < S->rels.len; i++) {
+        const EmSizeRel *x = &S->rels.data[i];
+        PyObject *row = Py_BuildValue("(sii)", cmps[x->cmp], (int)x->lhs, (int)x->rhs);
+        if (!row) goto error;
+        PyTuple_SET_ITEM(rels, i, row);
+    }
+    r = PyTuple_Pack(2, exprs, rels);
+error:
+    Py_XDECREF(exprs);
+    Py_XDECREF(rels);
+    return r;
+}
+
+EM_NEW PyObject *em_trace_input_syms(const EmTracer *T) {
+    if (!em_int_active(T)) return Py_NewRef(Py_None);
+    PyObject *ins = inputs_syms(T), *prog = ins ? size_program(&T->sizes) : NULL, *r = NULL;
+    if (prog) r = PyTuple_Pack(2, ins, prog);
+    Py_XDECREF(ins);
+    Py_XDECREF(prog);
+    return r;
+}

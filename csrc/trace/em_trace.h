@@ -31,8 +31,7 @@ typedef struct EmSym EmSym; /* a symbolic value: em_trace_int.h */
 typedef enum {
     EM_DYN_STATIC = 0, /* dynamic=False: none (mark_dynamic still makes its dimensions symbolic) */
     EM_DYN_AUTO = 1,   /* dynamic=None: a dimension whose size changed since the last compile */
-    EM_DYN_ALL = 2,    /* dynamic=True: every dimension of every input tensor but parameters */
-    EM_DYN_OFF = 3     /* no symbol at all, marks ignored (graphs for Python backends) */
+    EM_DYN_ALL = 2     /* dynamic=True: every dimension of every input tensor but parameters */
 } EmDynMode;
 
 /* Where symbol k is read from: dimension dim of graph input ref (guard slot slot), or (dim -1,
@@ -144,6 +143,13 @@ EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGr
 EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int **store_local, int **store_val,
                                 int *nstore, int **live, int *nlive);
 void em_trace_free(EmTracer *T);
+/* After a trace, for the FX export (which makes the symbols SymInts): None for a trace without
+ * symbols, else (inputs, (exprs, relations)). inputs: per graph input, a tuple of per-dimension
+ * symbol numbers (-1: static; pinned symbols count as static) for a tensor, a symbol number for
+ * an int, None for an input without one. exprs: the size expressions as (EmSizeOp, a, b, value)
+ * rows (value: a constant's, a symbol's traced value); relations: (EmSizeCmp, lhs, rhs) rows,
+ * all of which the guards check. New reference, NULL with an exception on error. */
+EM_NEW PyObject *em_trace_input_syms(const EmTracer *T);
 /* Formats the abort as "file:line: reason". Returns a new str. */
 EM_NEW PyObject *em_trace_abort_message(const EmTracer *T);
 /* Records an abort (why, the message) at the current instruction: EM_ABORT, or EM_ERR when a

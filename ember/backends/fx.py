@@ -123,11 +123,98 @@ def _graph_op(name):
     return fn
 
 
+# int-valued nodes of a graph with symbolic sizes (x.size(d), int arithmetic): SymInts in FX;
+# min/max of sizes are torch's symbolic forms (builtins' would compare, which guards)
+_INT_OPS = frozenset(("input", "add", "mul", "floordiv", "mod"))
+_SYM_CALLS = {torch.Tensor.size: torch.Tensor.size, min: torch.sym_min, max: torch.sym_max}
+
+
+def _is_int_node(op, target):
+    return op in _INT_OPS or (op == "call" and target in _SYM_CALLS)
+
+
+# ember's size expressions and relations (csrc/trace/em_sym_int.c, size_program) on SymInts
+_SIZE_OPS = {"add": operator.add, "mul": operator.mul, "floordiv": operator.floordiv, "mod": operator.mod,
+             "min": torch.sym_min, "max": torch.sym_max}
+_SIZE_CMPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+              ">=": operator.ge}
+
+
+class _SymbolicInputs:
+    """The fakes of a graph's inputs when some sizes are symbolic (the C side's
+    em_trace_input_syms: per input a tuple of symbol numbers per dimension, -1 static, or one
+    number for an int input). A dimension with a symbol is DUCK in the ShapeEnv: dimensions of
+    equal size share a symbol, as ember's do (checked: a ShapeEnv symbol standing for two of
+    ember's would assume an equality ember's guards do not check); an int is a SymInt of its
+    own (ember does not duck-size ints)."""
+
+    def __init__(self, fake_mode, in_syms):
+        self.fake_mode = fake_mode
+        self.in_syms = in_syms
+        self.ember_of = {}  # ShapeEnv symbol -> ember symbol number
+        self.symint = {}  # ember symbol number -> its SymInt
+
+    def assume(self, exprs, rels):
+        """Tells the ShapeEnv the relations ember's guards check (x.size(1) == w.size(0) of a
+        matmul, a branch's x.size(0) > 4), so that the backend's tracing finds them known
+        instead of assuming them anew (each new assumption is checked at every call).
+        Relations over symbols that are not the inputs' are left out."""
+        vals = []
+        for op, a, b, v in exprs:  # operands come before their expression
+            if op == "const":
+                vals.append(v)
+            elif op == "sym":
+                vals.append(self.symint.get(a))
+            else:
+                x, y = vals[a], vals[b]
+                vals.append(None if x is None or y is None else _SIZE_OPS[op](x, y))
+        for cmp, lhs, rhs in rels:
+            x, y = vals[lhs], vals[rhs]
+            if x is None or y is None or not (isinstance(x, torch.SymInt) or isinstance(y, torch.SymInt)):
+                continue
+            torch._check(_SIZE_CMPS[cmp](x, y))
+
+    def fake(self, number, real):
+        from torch._dynamo.source import ConstantSource
+        from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
+        syms = self.in_syms[number]
+        source = ConstantSource(f"ember_input_{number}")
+        shape_env = self.fake_mode.shape_env
+        if not isinstance(real, torch.Tensor):
+            if type(real) is not int:
+                raise _Unexportable(f"input {number} is a {type(real).__name__}, not a tensor or an int")
+            sym = shape_env.create_symbol(real, source, dynamic_dim=DimDynamic.DYNAMIC)
+            val = shape_env.create_symintnode(sym, hint=real, source=source)
+            if isinstance(syms, int):
+                self.symint.setdefault(syms, val)
+            return val
+        if syms is None or all(k < 0 for k in syms):
+            return self.fake_mode.from_tensor(real, static_shapes=True)
+        if len(syms) != real.dim():
+            raise RuntimeError(f"input {number}: {len(syms)} symbols for a {real.dim()}-d tensor")
+        ctx = StatelessSymbolicContext(
+            dynamic_sizes=[DimDynamic.DUCK if k >= 0 else DimDynamic.STATIC for k in syms],
+            constraint_sizes=[None] * len(syms))
+        val = self.fake_mode.from_tensor(real, symbolic_context=ctx, source=source)
+        for k, size in zip(syms, val.shape):
+            if k < 0:
+                continue
+            if not isinstance(size, torch.SymInt):
+                raise _Unexportable(f"input {number}: a dynamic dimension the ShapeEnv made static")
+            if self.ember_of.setdefault(size.node.expr, k) != k:
+                raise _Unexportable("the ShapeEnv gave two of ember's size symbols one symbol")
+            self.symint.setdefault(k, size)
+        return val
+
+
 class _Builder:
     def __init__(self, desc, inputs, fake_mode):
-        self.nodes, self.outputs = desc
+        self.nodes, self.outputs, *syms = desc  # (nodes, outputs[, None or (in_syms, (exprs, relations))])
+        self.in_syms, self.size_prog = syms[0] if syms and syms[0] is not None else (None, None)
         self.inputs = inputs
         self.fake_mode = fake_mode
+        self.placeholder_vals = []  # per placeholder: its fake (a FakeTensor or a SymInt)
+        self.sym_args, self.sym_vals = [], []  # the size placeholders (size_placeholders)
         self.graph = torch.fx.Graph()
         self.root = torch.nn.Module()
         self.env = {}
@@ -170,36 +257,99 @@ class _Builder:
         # placeholders first, in input order (the order of example_inputs)
         inputs = sorted((target[0], ref, target[1]) for ref, (op, target, *_rest) in enumerate(self.nodes)
                         if op == "input")
+        syms = _SymbolicInputs(self.fake_mode, self.in_syms) if self.in_syms is not None else None
+        self.input_refs = [ref for _number, ref, _label in inputs]
         for number, ref, label in inputs:
             node = g.placeholder(_placeholder_name(label))
             real = self.inputs[number]
-            if not isinstance(real, torch.Tensor):
+            if syms is not None:
+                val = syms.fake(number, real)
+            elif isinstance(real, torch.Tensor):
+                val = self.fake_mode.from_tensor(real, static_shapes=True)
+            else:
                 raise _Unexportable(f"input {label} is not a tensor")
-            node.meta["val"] = node.meta["example_value"] = self.fake_mode.from_tensor(real, static_shapes=True)
+            node.meta["val"] = node.meta["example_value"] = val
+            self.placeholder_vals.append(val)
             node._dynamo_source = None
             if _is_module_state(real, label):  # a parameter or buffer: its address is stable
                 node.meta["tensor_dict"] = {"_dynamo_static_input_type": "unguarded"}
             self.env[ref] = node
+        if syms is not None:
+            self.size_placeholders(syms)
         seq_items = {}
         for ref, (op, target, args, kwnames, vkind, meta) in enumerate(self.nodes):
             if op == "input":
                 continue
             node = self.node(op, target, args, kwnames, vkind)
-            if meta is not None:
+            if meta is not None and syms is None:
                 node.meta["val"] = node.meta["example_value"] = self.fake(meta)
             if op == "item":
                 seq_items.setdefault(args[0][1], {})[target] = node.meta.get("val")
             self.env[ref] = node
-        for ref, items in seq_items.items():  # a sequence result: the fakes of its items
-            val = tuple(items.get(i) for i in range(max(items) + 1))
-            self.env[ref].meta["val"] = self.env[ref].meta["example_value"] = val
+        if syms is None:
+            for ref, items in seq_items.items():  # a sequence result: the fakes of its items
+                val = tuple(items.get(i) for i in range(max(items) + 1))
+                self.env[ref].meta["val"] = self.env[ref].meta["example_value"] = val
         for ref in self.outputs:
-            if self.nodes[ref][4] != 0:
+            op, target, *_rest, vkind, _meta = self.nodes[ref]
+            if vkind != 0 and not (syms is not None and _is_int_node(op, target)):
                 raise _Unexportable("a graph output that is not a tensor")
         g.output(tuple(self.env[r] for r in self.outputs))
         gm = torch.fx.GraphModule(self.root, g, class_name="EmberGraph")
         _mark_static_inputs(gm)
+        if syms is not None:
+            syms.assume(*self.size_prog)
+            # the ShapeEnv's guards from here on are the backend's own assumptions
+            gm.meta["ember_assumed_guards"] = len(self.fake_mode.shape_env.guards)
+            self.propagate(gm)
         return gm
+
+    def size_placeholders(self, syms):
+        """A SymInt placeholder per symbol of the tensor inputs' sizes, before the inputs, as
+        TorchDynamo lifts them (AOTAutograd's and Inductor's passes find each symbol bound to a
+        graph value): self.sym_args says where the caller reads each one, (input, dim)."""
+        firsts = self.graph.find_nodes(op="placeholder")
+        if not firsts:
+            return
+        ints = {k for k in self.in_syms if isinstance(k, int)}
+        done = set(ints)
+        for number, dims in enumerate(self.in_syms):
+            if not isinstance(dims, tuple):
+                continue
+            for d, k in enumerate(dims):
+                if k < 0 or k in done:
+                    continue
+                done.add(k)
+                with self.graph.inserting_before(firsts[0]):
+                    node = self.graph.placeholder(f"s{k}")
+                node.meta["val"] = node.meta["example_value"] = syms.symint[k]
+                node._dynamo_source = None
+                self.sym_args.append((number, d))
+                self.sym_vals.append(syms.symint[k])
+        self.placeholder_vals[:0] = self.sym_vals
+
+    def propagate(self, gm):
+        """meta["val"] of every node of a graph with symbolic sizes, by running it on the fakes;
+        each tensor's sizes, when the inputs have the traced sizes, must be the traced ones (the
+        graph's first call may come with other sizes: another thread's, a variant's)."""
+        traced = all(not isinstance(real, torch.Tensor) or tuple(real.shape) == tuple(self.nodes[ref][5][4])
+                     for ref, real in zip(self.input_refs, self.inputs))
+        from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+        FakeTensorProp(gm, self.fake_mode).propagate_dont_convert_inputs(*self.placeholder_vals)
+        gm.meta["ember_sym_args"] = tuple(self.sym_args)
+        by_node = {node: ref for ref, node in self.env.items()}
+        for node, val in zip(gm.graph.find_nodes(op="placeholder"), self.placeholder_vals):
+            node.meta["val"] = val  # the fakes themselves (FakeTensorProp put copies): the fake mode's
+            # memo holds them weakly, and AOTAutograd finds the symbolic fake of an input there
+        for node in gm.graph.nodes:
+            val = node.meta.get("val")
+            node.meta["example_value"] = val
+            meta = self.nodes[by_node[node]][5] if node in by_node else None
+            if meta is None or not isinstance(val, torch.Tensor) or not traced:
+                continue
+            hints = tuple(s.node.hint if isinstance(s, torch.SymInt) else s for s in val.shape)
+            if hints != tuple(meta[4]):
+                raise RuntimeError(f"{node.format_node()}: sizes {hints} where the trace had {tuple(meta[4])}")
 
     def context(self, target, args):
         """enter_ctx(spec) / exit_ctx(entered) of a with block other than grad mode: autocast
@@ -223,8 +373,13 @@ class _Builder:
         vals = [self.arg(a) for a in args]
         nkw = len(kwnames) if kwnames else 0
         pos, kwargs = vals[:len(vals) - nkw], dict(zip(kwnames or (), vals[len(vals) - nkw:]))
-        if vkind == 2:  # an object result: not a tensor program
+        if vkind == 2 and not (self.in_syms is not None and _is_int_node(op, target)):  # not a tensor program
             raise _Unexportable(f"a call of {getattr(target, '__name__', target)!r} returning an object")
+        if op == "call" and vkind == 2 and target in _SYM_CALLS:
+            self.n_ops += 1
+            if target is torch.Tensor.size:
+                return g.call_method("size", tuple(pos))
+            return g.call_function(_SYM_CALLS[target], tuple(pos))
         if op == "call":
             if target is _rules.set_grad_enabled:
                 return g.call_function(torch._C._set_grad_enabled, tuple(pos))
@@ -325,8 +480,51 @@ def _autocast_on():
 
 
 def compile_graph(backend, desc, inputs, where):
-    """Called by the C runtime at a graph's first call: returns (compiled callable, FX code),
-    or (None, reason) when the graph runs on ember's C executor instead."""
+    """Called by the C runtime at a graph's first call: returns (compiled callable, FX code,
+    select, sizes), or (None, reason, None, ()) when the graph runs on ember's C executor instead.
+    sizes: ((input, dim), ...), the sizes the compiled callable takes before the inputs (one per
+    symbol, as TorchDynamo passes them). select is None, or for a graph with symbolic sizes whose
+    backend assumed more about them than ember's guards hold, select(*sizes, *inputs) -> the
+    compiled callable for these, or None: run them on ember's executor."""
+    fn, info, check, sym_args = _compile(backend, desc, inputs, where)
+    return fn, info, _Variants(backend, desc, where, check, fn, sym_args) if check is not None else None, sym_args
+
+
+# compiled graphs one ember graph may have for the sizes its backend assumed
+_MAX_VARIANTS = 8
+
+
+class _Variants:
+    """The backend's compiled graphs of one ember graph, each with check(*inputs) -> bool for the
+    sizes it assumed beyond ember's guards (Inductor's choices made from the sizes it saw). A call
+    no variant takes compiles another (as TorchDynamo recompiles when such a guard fails), up to
+    _MAX_VARIANTS; after that, such calls run on ember's executor."""
+
+    def __init__(self, backend, desc, where, check, fn, sym_args):
+        self.backend, self.desc, self.where, self.sym_args = backend, desc, where, sym_args
+        self.items = [(check, fn)]
+
+    def __call__(self, *args):
+        for check, fn in self.items:
+            if check is None or check(*args):
+                return fn
+        if len(self.items) >= _MAX_VARIANTS:
+            if "recompiles" in _logging.enabled:
+                _logging.log("recompiles", f"the graph of {self.where} runs on ember's executor: its "
+                                           f"{_MAX_VARIANTS} compiled variants assume other sizes")
+            return None
+        if "recompiles" in _logging.enabled:
+            _logging.log("recompiles", f"recompiling the graph of {self.where} with backend {self.backend.name!r}: "
+                                       "its compiled variants assume other sizes")
+        fn, _info, check, sym_args = _compile(self.backend, self.desc, args[len(self.sym_args):], self.where)
+        if fn is None or sym_args != self.sym_args:  # the convention is the export's: never differs
+            return None
+        self.items.append((check, fn))
+        return fn
+
+
+def _compile(backend, desc, inputs, where):
+    """(compiled callable, FX code, check or None, sizes), or (None, reason, None, ())."""
     from torch._guards import TracingContext, tracing
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
@@ -339,6 +537,8 @@ def compile_graph(backend, desc, inputs, where):
         if alias:
             raise _Unexportable(alias)
         gm, n_ops = build_graph_module(desc, inputs, fake_mode)
+        placeholder_vals = [n.meta["val"] for n in gm.graph.find_nodes(op="placeholder")]
+        symbolic = len(desc) > 2 and desc[2] is not None
         overlap = _self_overlap_mutated(gm, inputs)
         if overlap:
             raise _Unexportable(overlap)
@@ -347,9 +547,9 @@ def compile_graph(backend, desc, inputs, where):
         reason = f"internal error exporting to torch.fx: {type(e).__name__}: {e}" if internal else \
             f"not exported to torch.fx: {e}"
         _warn_executor(where, backend, reason, internal)
-        return None, reason
+        return None, reason, None, ()
     if n_ops == 0:
-        return None, "no operations (nothing to compile)"
+        return None, "no operations (nothing to compile)", None, ()
     code = gm.code
     if "graph" in _logging.enabled:
         _logging.log("graph", f"torch.fx graph of {where} for backend {backend.name!r}:\n{code.strip()}")
@@ -363,8 +563,13 @@ def compile_graph(backend, desc, inputs, where):
         patch = dict(force_non_lazy_backward_lowering=True)
         if _autocast_on() and not _AUTOCAST_IN_CACHE_KEY:
             patch["enable_autograd_cache"] = False  # its key would not tell bfloat16 autocast from float16
+        example = list(inputs)
+        if symbolic:  # sizes and int inputs are SymInts, as TorchDynamo passes them (AOTAutograd would duck-size ints)
+            nsym = len(gm.meta["ember_sym_args"])
+            example = placeholder_vals[:nsym] + [v if isinstance(v, torch.SymInt) else x
+                                                 for v, x in zip(placeholder_vals[nsym:], inputs)]
         with tracing(TracingContext(fake_mode)), torch._functorch.config.patch(**patch):
-            fn = backend.compiler(gm, list(inputs))
+            fn = backend.compiler(gm, example)
     except RuntimeError as e:
         if "modified by an inplace operation" not in str(e):
             raise BackendCompilerFailed(f"ember: backend {backend.name!r} failed to compile the graph of {where}: "
@@ -373,11 +578,35 @@ def compile_graph(backend, desc, inputs, where):
         # built; eager raises only if a backward runs: so does ember's executor
         reason = f"its backward cannot be compiled ({e})"
         _warn_executor(where, backend, reason)
-        return None, reason
+        return None, reason, None, ()
     except Exception as e:
         raise BackendCompilerFailed(f"ember: backend {backend.name!r} failed to compile the graph of {where}: "
                                     f"{type(e).__name__}: {e}") from e
     if not callable(fn):
         raise BackendCompilerFailed(f"ember: backend {backend.name!r} returned {type(fn).__name__} for the graph "
                                     f"of {where}, not a callable")
-    return fn, code
+    check = None
+    if symbolic:
+        check = _size_check(fake_mode.shape_env, gm.meta["ember_assumed_guards"], placeholder_vals, where)
+    return fn, code, check, gm.meta.get("ember_sym_args", ())
+
+
+def _size_check(shape_env, known, placeholder_vals, where):
+    """check(*inputs) -> bool for what the backend assumed about the symbolic sizes beyond
+    ember's guards (the ShapeEnv's guards after the first `known`), or None when it assumed
+    nothing. A call failing it runs on ember's executor."""
+    new = shape_env.guards[known:]
+    if not new:
+        return None
+    from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP
+    text = shape_env.produce_guards_expression(placeholder_vals, guards=new)
+    if not text:
+        return None
+    code = compile(text, f"<ember: sizes assumed by the backend for {where}>", "eval")
+    names = [f"t{i}" for i in range(len(placeholder_vals))]
+    if "dynamic" in _logging.enabled:
+        _logging.log("dynamic", f"the backend's graph of {where} assumes {text}")
+
+    def check(*args):
+        return eval(code, SYMPY_INTERP, {"L": dict(zip(names, args))})
+    return check

@@ -346,7 +346,7 @@ def test_gm_calls_the_same_torch_functions():
 def test_eager_backend_never_builds_fx(monkeypatch):
     built = []
     real = ember.backends.fx.build_graph_module
-    monkeypatch.setattr(ember.backends.fx, "build_graph_module", lambda *a: built.append(1) or real(*a))
+    monkeypatch.setattr(ember.backends.fx, "build_graph_module", lambda *a, **k: built.append(1) or real(*a, **k))
     x, y = randn(4), randn(4, seed=1)
     cf = ember.compile(add_relu)
     for _ in range(3):

@@ -225,14 +225,147 @@ def test_module_inputs_dynamic_parameters_static():
     assert frames() == 1
 
 
-def test_python_backend_keeps_static_graphs():
+class Recording:
+    """A torch.compile-style backend that keeps the GraphModules and example inputs it is given."""
+
+    def __init__(self):
+        self.graphs, self.inputs = [], []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(gm)
+        self.inputs.append(list(example_inputs))
+        return gm.forward
+
+
+def placeholder_shapes(gm):
+    """The shapes of the tensor placeholders (the SymInt placeholders of sizes come first)."""
+    return [n.meta["val"].shape for n in gm.graph.find_nodes(op="placeholder")
+            if isinstance(n.meta["val"], torch.Tensor)]
+
+
+def test_python_backend_gets_symint_placeholders():
     def f(x):
         return x.view(x.shape[0] * 2, -1) + 1
 
-    cf = ember.compile(f, backend="aot_eager", dynamic=True)
-    run_all(f, cf, [(randn(n, 4),) for n in (2, 3)])
-    assert frames() == 2
-    assert "None" not in ember.testing.entries(f)[0]["guards"]
+    be = Recording()
+    cf = ember.compile(f, backend=be, dynamic=True)
+    run_all(f, cf, [(randn(n, 4),) for n in (2, 3, 7)])
+    assert frames() == 1 and len(be.graphs) == 1
+    (shape,) = placeholder_shapes(be.graphs[0])
+    assert isinstance(shape[0], torch.SymInt) and shape[1] == 4
+    first = be.graphs[0].graph.find_nodes(op="placeholder")[0]  # the size, lifted as TorchDynamo does
+    assert first.meta["val"] is shape[0] or str(first.meta["val"]) == str(shape[0])
+    assert be.inputs[0][0] is first.meta["val"]
+    sizes = [n for n in be.graphs[0].graph.nodes if n.op == "call_method" and n.target == "size"]
+    assert sizes and isinstance(sizes[0].meta["val"], torch.SymInt)
+
+
+def test_python_backend_int_argument_is_a_symint_input():
+    def f(x, n):
+        return x.reshape(n, -1) * n
+
+    be = Recording()
+    cf = ember.compile(f, backend=be, dynamic=True)
+    run_all(f, cf, [(randn(12), 3), (randn(12), 4), (randn(20), 5)])
+    assert frames() == 1 and len(be.graphs) == 1
+    assert any(isinstance(v, torch.SymInt) for v in be.inputs[0])
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_python_backend_automatic_dynamic_compiles_twice(backend):
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16))
+    cm = ember.compile(m, backend=backend)
+    with torch.no_grad():
+        for b in (3, 5, 9, 4, 12):
+            x = randn(b, 8, seed=b)
+            assert_same(cm(x), m(x), rtol=1e-5, atol=1e-5)
+    assert frames() == 2  # static, then symbolic in the batch dimension
+    assert "size=(None, 8)" in ember.testing.entries(type(m).forward)[0]["guards"]
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_training_with_symbolic_shapes(backend):
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(6, 12), torch.nn.ReLU(), torch.nn.Linear(12, 3))
+    ref = [p.detach().clone() for p in m.parameters()]
+    cm = ember.compile(lambda x, y: F.mse_loss(m(x), y), backend=backend, dynamic=True)
+    em = torch.nn.Sequential(torch.nn.Linear(6, 12), torch.nn.ReLU(), torch.nn.Linear(12, 3))
+    with torch.no_grad():
+        for p, r in zip(em.parameters(), ref):
+            p.copy_(r)
+    for b in (4, 7, 10):
+        x, y = randn(b, 6, seed=b), randn(b, 3, seed=b + 1)
+        loss = cm(x, y)
+        loss.backward()
+        want = F.mse_loss(em(x), y)
+        want.backward()
+        assert_same(loss, want, rtol=1e-5, atol=1e-6)
+        for p, q in zip(m.parameters(), em.parameters()):
+            assert_same(p.grad, q.grad, rtol=1e-5, atol=1e-6)
+    assert frames() == 1
+
+
+def test_backend_assumptions_get_their_own_variant():
+    """A backend whose code depends on the sizes it saw (as Inductor's choices may) adds guards
+    to the ShapeEnv; ember compiles a variant per set of assumptions, and a call no variant takes
+    compiles another rather than run a variant made for other sizes."""
+    from torch._guards import TracingContext
+    seen = []
+
+    def picky(gm, example_inputs):
+        fake = next(n.meta["val"] for n in gm.graph.find_nodes(op="placeholder")
+                    if isinstance(n.meta["val"], torch.Tensor))
+        big = bool(fake.shape[0] > 4)  # a guard in the ShapeEnv
+        assert TracingContext.get().fake_mode is fake.fake_mode
+        seen.append(big)
+        forward = gm.forward
+        return (lambda *a: tuple(t * 2 for t in forward(*a))) if big else forward
+
+    def f(x):
+        return x + 1
+
+    cf = ember.compile(f, backend=picky, dynamic=True)
+    for n, doubled in ((3, False), (6, True), (2, False), (9, True), (4, False)):
+        x = randn(n, 2, seed=n)
+        assert_same(cf(x), (x + 1) * 2 if doubled else x + 1)
+    assert frames() == 1 and seen == [False, True]
+
+
+def test_buffers_stay_static_with_dynamic_true():
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4)).eval()
+    be = Recording()
+    cm = ember.compile(m, backend=be, dynamic=True)
+    with torch.no_grad():
+        for b, hw in ((2, 8), (5, 11)):
+            x = randn(b, 3, hw, hw + 2, seed=b)
+            assert_same(cm(x), m(x), rtol=1e-5, atol=1e-5)
+    assert frames() == 1
+    shapes = placeholder_shapes(be.graphs[0])
+    assert any(isinstance(d, torch.SymInt) for d in shapes[0])
+    assert all(isinstance(d, int) for s in shapes[1:] for d in s)  # weights and running stats
+
+
+def test_contracted_dimensions_are_pinned():
+    """x @ w, F.linear and conv need the input's inner size to match the weight's: the trace
+    guards it, so the graph (and a backend's) sees it as a constant; another size fails the guard
+    and raises as eager does."""
+    lin, conv = torch.nn.Linear(5, 3), torch.nn.Conv2d(2, 4, 1)
+    be = Recording()
+
+    def f(x, img):
+        return lin(x), conv(img)
+
+    cf = ember.compile(f, backend=be, dynamic=True)
+    with torch.no_grad():
+        for n in (2, 3):
+            args = (randn(n, 5), randn(n, 2, 4, 4))
+            assert_same(cf(*args), f(*args))
+        shapes = placeholder_shapes(be.graphs[0])
+        assert shapes[0][1] == 5 and isinstance(shapes[0][1], int)
+        with pytest.raises(RuntimeError):
+            cf(randn(2, 6), randn(2, 2, 4, 4))
+    assert any("SHAPE s1 == 5" in e["guards"] for e in ember.testing.entries(f))
 
 
 def test_size_arithmetic_matches_python():
