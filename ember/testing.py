@@ -8,12 +8,17 @@ from . import _C, _rules
 
 
 def counters():
-    """{'frames', 'aborts', 'hits', 'recompiles', 'fallbacks'}: counts since the last reset_counters()."""
-    return _C.counters()
+    """{'frames', 'aborts', 'hits', 'recompiles', 'fallbacks', ..., 'backend_compiles'}: counts since the
+    last reset_counters(); backend_compiles: graphs a Python backend compiled (a graph with symbolic
+    sizes may have several variants, ember/backends/fx.py)."""
+    from .backends import fx
+    return {**_C.counters(), "backend_compiles": fx.COUNTS["compiles"]}
 
 
 def reset_counters():
+    from .backends import fx
     _C.reset_counters()
+    fx.COUNTS["compiles"] = 0
 
 
 def entries(fn):

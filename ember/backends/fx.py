@@ -492,6 +492,8 @@ def compile_graph(backend, desc, inputs, where):
 
 # compiled graphs one ember graph may have for the sizes its backend assumed
 _MAX_VARIANTS = 8
+# graphs handed to a backend and compiled (ember.testing.counters()["backend_compiles"])
+COUNTS = {"compiles": 0}
 
 
 class _Variants:
@@ -585,6 +587,7 @@ def _compile(backend, desc, inputs, where):
     if not callable(fn):
         raise BackendCompilerFailed(f"ember: backend {backend.name!r} returned {type(fn).__name__} for the graph "
                                     f"of {where}, not a callable")
+    COUNTS["compiles"] += 1
     check = None
     if symbolic:
         check = _size_check(fake_mode.shape_env, gm.meta["ember_assumed_guards"], placeholder_vals, where)

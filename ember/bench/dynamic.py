@@ -8,8 +8,11 @@ Per model and backend, in one process (frontends reset before each row; the same
   sweep     a shuffled sweep of shapes (transformers: batch 1, 2, 4, 8 x sequence 8..64 step 4, 60
             shapes, as shared/anchors/dynamic_shapes_anchor.py; resnet18: batch 1..16), one call each
             under torch.no_grad(): total wall time including every compile, compiles (ember: frames it
-            compiled; TorchDynamo: frames its counting backend saw), the most entries one code got
-            (ember) and frames ember gave up on as plain Python.
+            compiled; TorchDynamo: frames its counting backend saw), ember's backend compiles (graphs
+            handed to a Python backend, a variant per size class it assumed), the most entries one
+            code got (ember) and frames ember gave up on as plain Python. Every row runs with a fresh,
+            empty Inductor cache (no row loads kernels another compiled), after a warm-up that pays
+            each system's one-time costs (imports, Inductor's setup) outside the rows.
   steady    the sum of 8 calls on shapes already seen (the sweep's first 8), after the sweep.
   equal     every output of the sweep against eager's from the same inputs: exact (torch.equal) for
             ember:eager on cpu, allclose (rtol 1e-4, atol 1e-4) otherwise; max_abs_err the largest
@@ -122,7 +125,8 @@ class Frontend:
         import ember.testing
         c = ember.testing.counters()
         per_code = max((len(ember._C.entries(co)) for co in codes), default=0)
-        return {"compiles": c["frames"], "max_entries_per_code": per_code, "plain_python": c["fallbacks"]}
+        return {"compiles": c["frames"], "max_entries_per_code": per_code, "plain_python": c["fallbacks"],
+                "backend_compiles": c["backend_compiles"]}
 
 
 def user_codes(m):
@@ -229,15 +233,16 @@ def _run_generate(name, spec, dev, ref):
 def markdown(meta, rows):
     lines = [f"Variable shapes on {meta['device']} (torch {meta['torch']}, Python {meta['python']}, ember "
              f"{meta['commit']}; `python -m ember.bench.dynamic`):", "",
-             "| model | backend | shapes | compiles | max entries/code | plain Python | sweep total s | "
-             "steady 8 calls ms | equal to eager | max abs err |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "| model | backend | shapes | compiles | backend compiles | max entries/code | plain Python | "
+             "sweep total s | steady 8 calls ms | equal to eager | max abs err |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["task"] != "sweep":
             continue
         eq = "" if r["equal"] is None else "yes" if r["equal"] else "NO"
         err = "" if r.get("max_abs_err") is None else f"{r['max_abs_err']:.1e}"
         lines.append(f"| {r['model']} | {r['backend']} | {r['shapes']} | {r['compiles']} | "
-                     f"{r.get('max_entries_per_code', '')} | {r.get('plain_python', '')} | {r['sweep_total_s']} | "
+                     f"{r.get('backend_compiles', '')} | {r.get('max_entries_per_code', '')} | {r.get('plain_python', '')} | {r['sweep_total_s']} | "
                      f"{r['steady_ms_sum8']} | {eq} | {err} |")
     gen = [r for r in rows if r["task"] == "generate64"]
     if gen:

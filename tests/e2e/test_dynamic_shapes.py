@@ -329,7 +329,7 @@ def test_backend_assumptions_get_their_own_variant():
     for n, doubled in ((3, False), (6, True), (2, False), (9, True), (4, False)):
         x = randn(n, 2, seed=n)
         assert_same(cf(x), (x + 1) * 2 if doubled else x + 1)
-    assert frames() == 1 and seen == [False, True]
+    assert frames() == 1 and seen == [False, True] and counters()["backend_compiles"] == 2
 
 
 def test_buffers_stay_static_with_dynamic_true():
