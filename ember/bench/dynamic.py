@@ -2,7 +2,7 @@
 
     python -m ember.bench.dynamic [--device cpu|cuda] [--backends eager,ember:eager,torch:eager,...]
                                   [--models gpt2,llama,resnet18] [--no-generate] [--out results/dynamic]
-                                  [--readme README.md]
+                                  [--readme README.md] [--from A.json,B.json]
 
 Per model and backend, in one process (frontends reset before each row; the same module and inputs):
   sweep     a shuffled sweep of shapes (transformers: batch 1, 2, 4, 8 x sequence 8..64 step 4, 60
@@ -262,6 +262,8 @@ def main(argv=None):
     ap.add_argument("--no-generate", action="store_true")
     ap.add_argument("--out", default="results/dynamic")
     ap.add_argument("--readme", default=None)
+    ap.add_argument("--from", dest="merge", default=None,
+                    help="A.json,B.json: merge the rows of earlier runs (their device's) instead of running")
     a = ap.parse_args(argv)
     import subprocess
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -273,8 +275,15 @@ def main(argv=None):
     if "eager" not in specs:
         specs.insert(0, "eager")
     rows = []
-    warm_up(specs, a.device)
-    for name in a.models.split(","):
+    if a.merge:  # rows of earlier runs (parts of one sweep run in several processes), in the given order
+        for path in a.merge.split(","):
+            with open(path) as fh:
+                part = json.load(fh)
+            rows += part["rows"]
+            meta = part["meta"]
+    else:
+        warm_up(specs, a.device)
+    for name in a.models.split(",") if not a.merge else ():
         ref = None
         for spec in specs:
             row, outs = run_sweep(name, spec, a.device, ref)
