@@ -335,7 +335,11 @@ class _Builder:
         traced = all(not isinstance(real, torch.Tensor) or tuple(real.shape) == tuple(self.nodes[ref][5][4])
                      for ref, real in zip(self.input_refs, self.inputs))
         from torch.fx.passes.fake_tensor_prop import FakeTensorProp
-        FakeTensorProp(gm, self.fake_mode).propagate_dont_convert_inputs(*self.placeholder_vals)
+        from torch._dispatch.python import enable_python_dispatcher
+        # as TorchDynamo runs ops on fakes: composite kernels take SymInts through the Python
+        # dispatcher (sdpa on CUDA pads with constant_pad_nd, whose C++ kernel wants ints)
+        with enable_python_dispatcher():
+            FakeTensorProp(gm, self.fake_mode).propagate_dont_convert_inputs(*self.placeholder_vals)
         gm.meta["ember_sym_args"] = tuple(self.sym_args)
         by_node = {node: ref for ref, node in self.env.items()}
         for node, val in zip(gm.graph.find_nodes(op="placeholder"), self.placeholder_vals):
