@@ -271,8 +271,8 @@ def main(argv=None):
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     commit = os.environ.get("EMBER_COMMIT") or subprocess.run(
         ["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    meta = {"device": a.device if a.device != "cuda" else torch.cuda.get_device_name(), "torch": torch.__version__,
-            "python": sys.version.split()[0], "commit": commit}
+    meta = {"device": a.device if a.device != "cuda" or a.merge else torch.cuda.get_device_name(),
+            "torch": torch.__version__, "python": sys.version.split()[0], "commit": commit}
     specs = [s for s in a.backends.split(",") if s]
     if "eager" not in specs:
         specs.insert(0, "eager")
