@@ -183,6 +183,8 @@ class _SymbolicInputs:
         if not isinstance(real, torch.Tensor):
             if type(real) is not int:
                 raise _Unexportable(f"input {number} is a {type(real).__name__}, not a tensor or an int")
+            if syms is None:  # a static variant's
+                return real
             sym = shape_env.create_symbol(real, source, dynamic_dim=DimDynamic.DYNAMIC)
             val = shape_env.create_symintnode(sym, hint=real, source=source)
             if isinstance(syms, int):
@@ -332,8 +334,10 @@ class _Builder:
         """meta["val"] of every node of a graph with symbolic sizes, by running it on the fakes;
         each tensor's sizes, when the inputs have the traced sizes, must be the traced ones (the
         graph's first call may come with other sizes: another thread's, a variant's)."""
-        traced = all(not isinstance(real, torch.Tensor) or tuple(real.shape) == tuple(self.nodes[ref][5][4])
-                     for ref, real in zip(self.input_refs, self.inputs))
+        hints = {a: v for op, a, _b, v in self.size_prog[0] if op == "sym"}
+        traced = all(tuple(real.shape) == tuple(self.nodes[ref][5][4]) if isinstance(real, torch.Tensor) else
+                     isinstance(k, int) and hints.get(k) == real
+                     for ref, real, k in zip(self.input_refs, self.inputs, self.in_syms))
         from torch.fx.passes.fake_tensor_prop import FakeTensorProp
         from torch._dispatch.python import enable_python_dispatcher
         # as TorchDynamo runs ops on fakes: composite kernels take SymInts through the Python
@@ -529,8 +533,26 @@ class _Variants:
         return fn
 
 
-def _compile(backend, desc, inputs, where):
-    """(compiled callable, FX code, check or None, sizes), or (None, reason, None, ())."""
+def _static_desc(desc):
+    """The export with every size static: each input's as it comes (a variant for those sizes)."""
+    nodes, outputs, (in_syms, _prog) = desc
+    static = tuple(tuple(-1 for _ in d) if isinstance(d, tuple) else None for d in in_syms)
+    return nodes, outputs, (static, ((), ()))
+
+
+def _exact_check(inputs):
+    """check(*inputs) -> bool: the tensors have these sizes and the ints these values."""
+    want = [tuple(x.shape) if isinstance(x, torch.Tensor) else x if type(x) is int else None for x in inputs]
+
+    def check(*args):
+        return all(w is None or (tuple(a.shape) if isinstance(a, torch.Tensor) else a) == w
+                   for w, a in zip(want, args))
+    return check
+
+
+def _compile(backend, desc, inputs, where, exact=False):
+    """(compiled callable, FX code, check or None, sizes), or (None, reason, None, ()). exact: a
+    variant for the inputs' sizes (the symbolic export failed)."""
     from torch._guards import TracingContext, tracing
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
@@ -550,6 +572,13 @@ def _compile(backend, desc, inputs, where):
             raise _Unexportable(overlap)
     except Exception as e:  # ember's own limits (or an internal error): never the user's problem
         internal = not isinstance(e, _Unexportable)
+        if internal and len(desc) > 2 and desc[2] is not None and not exact:
+            # torch could not run the graph with symbolic sizes: compiled for these sizes, as
+            # TorchDynamo would with static shapes (other sizes compile other variants)
+            if "dynamic" in _logging.enabled:
+                _logging.log("dynamic", f"the graph of {where} is compiled for its inputs' sizes: torch could "
+                                        f"not run it with symbolic sizes ({type(e).__name__}: {e})")
+            return _compile(backend, _static_desc(desc), inputs, where, exact=True)
         reason = f"internal error exporting to torch.fx: {type(e).__name__}: {e}" if internal else \
             f"not exported to torch.fx: {e}"
         _warn_executor(where, backend, reason, internal)
@@ -593,7 +622,9 @@ def _compile(backend, desc, inputs, where):
                                     f"of {where}, not a callable")
     COUNTS["compiles"] += 1
     check = None
-    if symbolic:
+    if exact:
+        check = _exact_check(inputs)
+    elif symbolic:
         check = _size_check(fake_mode.shape_env, gm.meta["ember_assumed_guards"], placeholder_vals, where)
     return fn, code, check, gm.meta.get("ember_sym_args", ())
 

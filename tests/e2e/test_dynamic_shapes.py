@@ -332,6 +332,33 @@ def test_backend_assumptions_get_their_own_variant():
     assert frames() == 1 and seen == [False, True] and counters()["backend_compiles"] == 2
 
 
+def test_symbolic_export_failure_compiles_per_size(monkeypatch):
+    """When torch cannot run a graph with symbolic sizes (an op's fake kernel refusing SymInts),
+    the backend gets a static graph per input size, as TorchDynamo with static shapes: a variant
+    per size, checked per call, never the wrong variant and never a warning."""
+    import warnings
+    real = ember.backends.fx._Builder.propagate
+
+    def refuse_symbols(self, gm):
+        if any(isinstance(d, torch.SymInt) for v in self.placeholder_vals if isinstance(v, torch.Tensor)
+               for d in v.shape):
+            raise RuntimeError("SymIntArrayRef expected to contain only concrete integers")
+        return real(self, gm)
+
+    monkeypatch.setattr(ember.backends.fx._Builder, "propagate", refuse_symbols)
+    be = Recording()
+
+    def f(x, n):
+        return x.reshape(n, -1).sum(0) * n
+
+    cf = ember.compile(f, backend=be, dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run_all(f, cf, [(randn(12), 3), (randn(12), 4), (randn(20), 5), (randn(12), 3)])
+    assert frames() == 1 and counters()["backend_compiles"] == 3
+    assert all(isinstance(d, int) for g in be.graphs for s in placeholder_shapes(g) for d in s)
+
+
 def test_buffers_stay_static_with_dynamic_true():
     m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4)).eval()
     be = Recording()
