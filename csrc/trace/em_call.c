@@ -56,6 +56,8 @@ static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, in
         case SYM_NEW: /* its placeholder: only type questions are asked of it (has_opaque) */ return Py_NewRef(s->obj);
         case SYM_INT: /* its traced value: an op's result sizes follow by rule or pin it (em_shape_sym) */
             return PyLong_FromLongLong(em_size_hint(&T->sizes, s->expr));
+        case SYM_FLOAT: /* its traced value, for a pointwise operator's meta run; anything else uses its value */
+            return T->floats_ok || em_float_pin(T, s) == EM_OK ? Py_NewRef(s->obj) : NULL;
         case SYM_SLICE: { /* of the bounds' traced values, likewise */
             PyObject *v[3];
             for (int i = 0; i < 3; i++) {
@@ -365,11 +367,23 @@ static EmStatus record_meta_result(EmTracer *T, EmOp op, PyObject *fn, const cha
 
 /* Records op on args as a graph node and makes the result sym: its metadata inferred in C
  * (em_infer.c) or from running meta_fn (fn when NULL) on meta values through _rules.run. */
+static EmStatus op_record_sized(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
+                                PyObject *meta_fn, EmSym **out);
 static EmStatus op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
                           PyObject *meta_fn, EmSym **out);
 
 EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, PyObject *meta_fn,
                       EmSym **out) {
+    /* a float input stays one only as an operand of a pointwise operator (em_sym_float.c) */
+    int floats_ok = T->floats_ok;
+    T->floats_ok = op != EMOP_CALL && (em_op_info[op].flags & EMF_POINTWISE);
+    EmStatus st = op_record_sized(T, op, fn, args, nargs, kwnames, meta_fn, out);
+    T->floats_ok = floats_ok;
+    return st;
+}
+
+static EmStatus op_record_sized(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
+                                PyObject *meta_fn, EmSym **out) {
     if (!em_int_active(T)) return op_record(T, op, fn, args, nargs, kwnames, meta_fn, out);
     EmRef self = nargs && args[0]->kind == SYM_TENSOR ? args[0]->ref : -1;
     EmStatus st = op_record(T, op, fn, args, nargs, kwnames, meta_fn, out);

@@ -95,6 +95,22 @@ static int local_slot(const EmGuardProg *P, int32_t slot) {
     return 0;
 }
 
+/* Automatic dynamic of a scalar argument v in slot: 1 when it changed since the code's last
+ * compile (its value kept in dyn_state by source name; None once it changed), else 0; -1 on
+ * error. */
+static int scalar_changed(EmTracer *T, PyObject *v, int32_t slot) {
+    if (!T->dyn_state) return 0;
+    PyObject *key = PyUnicode_FromString(T->P->names.data[slot]);
+    if (!key) return -1;
+    PyObject *prev = PyDict_GetItemWithError(T->dyn_state, key);
+    int changed = 0;
+    if (prev) /* nan != nan: a nan changed, as its guard failed */
+        changed = prev == Py_None || Py_TYPE(prev) != Py_TYPE(v) ? 1 : PyObject_RichCompareBool(prev, v, Py_NE);
+    int rc = changed < 0 || PyErr_Occurred() ? -1 : PyDict_SetItem(T->dyn_state, key, changed ? Py_None : v);
+    Py_DECREF(key);
+    return rc < 0 ? -1 : changed;
+}
+
 int em_dyn_int(EmTracer *T, PyObject *v, int32_t slot) {
     if (T->dyn_mode == EM_DYN_STATIC || !PyLong_CheckExact(v) || T->depth || !local_slot(T->P, slot)) return 0;
     int overflow = 0;
@@ -104,14 +120,13 @@ int em_dyn_int(EmTracer *T, PyObject *v, int32_t slot) {
         return 0;
     }
     if (T->dyn_mode == EM_DYN_ALL) return x >= 2;
-    if (!T->dyn_state) return 0;
-    PyObject *key = PyUnicode_FromString(T->P->names.data[slot]);
-    if (!key) return -1;
-    PyObject *prev = PyDict_GetItemWithError(T->dyn_state, key);
-    int changed = prev && (prev == Py_None || !PyLong_CheckExact(prev) || PyLong_AsLongLong(prev) != x);
-    int rc = PyErr_Occurred() ? -1 : PyDict_SetItem(T->dyn_state, key, changed ? Py_None : v);
-    Py_DECREF(key);
-    return rc < 0 ? -1 : changed && x >= 2;
+    int changed = scalar_changed(T, v, slot);
+    return changed < 0 ? -1 : changed && x >= 2;
+}
+
+int em_dyn_float(EmTracer *T, PyObject *v, int32_t slot) {
+    if (T->dyn_mode == EM_DYN_STATIC || !PyFloat_CheckExact(v) || T->depth || !local_slot(T->P, slot)) return 0;
+    return T->dyn_mode == EM_DYN_ALL ? 1 : scalar_changed(T, v, slot);
 }
 
 /* ---- result sizes ---- */

@@ -61,7 +61,8 @@ const char *em_sym_describe(EmSym *s) {
                                   "object made while tracing",
                                   "dict view",
                                   "int (a symbolic size)",
-                                  "slice (with a symbolic bound)"};
+                                  "slice (with a symbolic bound)",
+                                  "float (a graph input)"};
     if (s->kind == SYM_OBJ || s->kind == SYM_CONST || s->kind == SYM_NEW) return Py_TYPE(s->obj)->tp_name;
     return names[s->kind];
 }
@@ -106,6 +107,7 @@ static EM_NEW PyObject *sym_value_at(EmTracer *T, EmSym *s, int depth, long *lef
         case SYM_CONST:
         case SYM_OBJ: return Py_NewRef(s->obj);
         case SYM_INT: return em_int_value(T, s); /* its value is used: pinned */
+        case SYM_FLOAT: return em_float_pin(T, s) == EM_OK ? Py_NewRef(s->obj) : NULL;
         case SYM_SLICE: return em_slice_value(T, s);
         case SYM_TUPLE:
         case SYM_LIST: {
@@ -365,20 +367,22 @@ static EmStatus mark_wrapping(EmTracer *T, PyObject *key, PyTypeObject *tp) {
     return EM_OK;
 }
 
-/* An int argument whose value changed since the last compile (or any, with dynamic=True): a
- * SYM_INT read from its slot. NULL with *st EM_OK when it stays a guarded constant. */
-static EmSym *wrap_dyn_int(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
+/* An int or float argument whose value changed since the last compile (or any, with
+ * dynamic=True): a SYM_INT, or (eager backend) a SYM_FLOAT, read from its slot. NULL with *st
+ * EM_OK when it stays a guarded constant. */
+static EmSym *wrap_dyn_scalar(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
     *st = EM_OK;
-    int d = em_dyn_int(T, v, slot);
+    if (T->dyn_mode != EM_DYN_AUTO && T->dyn_mode != EM_DYN_ALL) return NULL;
+    int is_float = PyFloat_CheckExact(v) && T->float_inputs;
+    if (!is_float && !PyLong_CheckExact(v)) return NULL;
+    int d = is_float ? em_dyn_float(T, v, slot) : em_dyn_int(T, v, slot);
     if (d < 0) return *st = EM_ERR, NULL;
-    return d ? em_int_input(T, v, slot, st) : NULL;
+    return !d ? NULL : is_float ? em_float_input(T, v, slot, st) : em_int_input(T, v, slot, st);
 }
 
 EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
-    if (PyLong_CheckExact(v) && (T->dyn_mode == EM_DYN_AUTO || T->dyn_mode == EM_DYN_ALL)) {
-        EmSym *n = wrap_dyn_int(T, v, slot, st);
-        if (n || *st != EM_OK) return n;
-    }
+    EmSym *n = wrap_dyn_scalar(T, v, slot, st);
+    if (n || *st != EM_OK) return n;
     *st = EM_ERR;
     PyObject *key = PyLong_FromVoidPtr(v);
     if (!key) return NULL;
@@ -538,6 +542,7 @@ static int32_t sym_arg_at(EmTracer *T, EmSym *s, EmStatus *st, int depth, long *
             return r < 0 ? -1 : em_ir_arg(T->G, EMARG_REF, r, 0);
         }
         case SYM_SLICE: return em_slice_arg(T, s, st);
+        case SYM_FLOAT: return em_float_arg(T, s, st);
         case SYM_CONST:
         case SYM_OBJ: return const_arg(T, s, st);
         case SYM_TUPLE:
@@ -893,6 +898,7 @@ EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out) {
         case SYM_LIST: tp = (PyObject *)&PyList_Type; break;
         case SYM_INT: tp = (PyObject *)&PyLong_Type; break; /* an exact int (its input's type is guarded) */
         case SYM_SLICE: tp = (PyObject *)&PySlice_Type; break;
+        case SYM_FLOAT: tp = (PyObject *)&PyFloat_Type; break; /* its input's type is guarded */
         case SYM_DICT: tp = (PyObject *)&PyDict_Type; break;
         case SYM_VIEW:
             tp = (PyObject *)(s->pos == 'k'   ? &PyDictKeys_Type

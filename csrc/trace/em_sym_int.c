@@ -146,6 +146,7 @@ EmStatus em_node_specialize(EmTracer *T, EmRef r) {
 
 EmStatus em_sym_specialize(EmTracer *T, EmSym *s) {
     if (s->kind == SYM_INT) return em_int_specialize(T, s->expr);
+    if (s->kind == SYM_FLOAT) return em_float_pin(T, s);
     if (s->kind == SYM_TENSOR) return em_node_specialize(T, s->ref);
     if (s->kind == SYM_TUPLE || s->kind == SYM_LIST || s->kind == SYM_SLICE)
         for (int32_t i = 0; i < s->items.len; i++) {

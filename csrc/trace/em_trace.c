@@ -294,6 +294,7 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
     switch (s->kind) {
         case SYM_TENSOR: return out_node(T, s->ref);
         case SYM_INT: return out_int(T, s);
+        case SYM_FLOAT: return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src}); /* the frame's own float */
         case SYM_CONST:
         case SYM_OBJ: return out_value(T, s);
         case SYM_TUPLE:
@@ -484,9 +485,10 @@ EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int *
 }
 
 EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P, int break_at,
-                      int dyn_mode, PyObject *dyn_state) {
+                      int dyn_mode, PyObject *dyn_state, int float_inputs) {
     memset(T, 0, sizeof(*T));
     T->dyn_mode = dyn_mode;
+    T->float_inputs = float_inputs;
     T->dyn_state = dyn_state;
     T->break_at = break_at;
     T->abort_root_at = -1;

@@ -123,6 +123,8 @@ typedef struct EmTracer {
      * (-1: none yet); node_expr: per node, the expression an int node computes (-1: none). */
     EmSizes sizes;
     int dyn_mode;        /* EmDynMode */
+    int float_inputs;    /* a float argument that changed may be a graph input (the eager backend) */
+    int floats_ok;       /* em_op_record of a pointwise operator: a float input stays one */
     PyObject *dyn_state; /* borrowed dict or NULL: source name -> sizes seen (automatic dynamic) */
     EmVec(EmSymLeaf) sym_leaf;
     EmVec(int32_t) node_dims, dim_exprs, expr_ref, node_expr;
@@ -137,7 +139,7 @@ typedef struct EmTracer {
 /* Traces the frame. Returns EM_OK (graph, guards and out filled), EM_ABORT (reason in T) or
  * EM_ERR (Python exception set). The caller owns G and P and must call em_trace_free. */
 EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P, int break_at,
-                      int dyn_mode, PyObject *dyn_state);
+                      int dyn_mode, PyObject *dyn_state, int float_inputs);
 /* After a trace that broke: the output tree is a tuple of the stack values (NULLs skipped)
  * then the changed locals; fills the plan's stack, store and live lists (malloc'd). */
 EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int **store_local, int **store_val,

@@ -30,6 +30,7 @@ typedef enum {
                  * view, read at each use; pos = 'k', 'v' or 'i' */
     SYM_INT,    /* an int depending on symbolic sizes: expr, an expression of T->sizes (em_sym_int.c) */
     SYM_SLICE,  /* a slice with a symbolic bound: items = start, stop, step (em_sym_slice.c) */
+    SYM_FLOAT,  /* a float argument that is a graph input: obj = its traced value (em_sym_float.c) */
     SYM__COUNT
 } EmSymKind;
 
@@ -378,6 +379,15 @@ EmStatus em_tensor_numel(EmTracer *T, EmSym *t, EmSym **out);
 uint64_t em_dyn_dims(EmTracer *T, PyObject *v, int32_t slot, EmRef ref, EmStatus *st);
 /* Whether the int v in slot is symbolic in this trace (automatic dynamic). -1 on error. */
 int em_dyn_int(EmTracer *T, PyObject *v, int32_t slot);
+/* Whether the float v in slot is a graph input in this trace (automatic dynamic). -1 on error. */
+int em_dyn_float(EmTracer *T, PyObject *v, int32_t slot);
+/* ---- float inputs (em_sym_float.c) ---- */
+/* A SYM_FLOAT for the float v in slot (its type guarded). NULL with *st on error. */
+EmSym *em_float_input(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st);
+/* Pins a SYM_FLOAT (its value guarded; the sym becomes a constant); no-op for other kinds. */
+EmStatus em_float_pin(EmTracer *T, EmSym *s);
+/* The graph argument of a SYM_FLOAT: its input, or (outside a pointwise operator) pinned. */
+int32_t em_float_arg(EmTracer *T, EmSym *s, EmStatus *st);
 /* 1 when an in-place op (its result is its first argument, retargeted) keeps that argument's
  * sizes (x += y, x.mul_(y)); 0 for one that may change them (x.t_(), x.resize_()). */
 int em_inplace_keeps_sizes(EmOp op, PyObject *fn);

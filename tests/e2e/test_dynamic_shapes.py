@@ -627,3 +627,72 @@ def test_slice_with_a_symbolic_and_a_tensor_bound():
 
     cf = ember.compile(f, dynamic=True)
     run_all(f, cf, [(randn(n, 2), torch.tensor(n - 1)) for n in (4, 6, 9)])
+
+
+def test_float_argument_that_changes_becomes_an_input():
+    """A float argument whose value changed is a graph input at the next compile: pointwise
+    operators with tensors take it as it comes; one compile serves every later value."""
+    def f(x, s):
+        y = x * s + (1.0 - x) / s
+        y = y - s * x ** s
+        y *= s
+        return y, s
+
+    cf = ember.compile(f)
+    run_all(f, cf, [(randn(3, seed=k).abs() + 0.5, 0.5 + k) for k in range(6)])
+    assert frames() == 2  # the value, then any value
+    assert "L['s'] ==" not in ember.testing.entries(f)[0]["guards"]
+
+
+def test_float_that_decides_sizes_or_branches_is_pinned():
+    def f(x, s):
+        if s > 2.0:
+            x = x + torch.arange(0.0, s)[: x.shape[0]].sum()
+        return torch.full((2,), s) * x.sum() + F.dropout(x, p=min(s / 10, 0.5), training=False).sum()
+
+    cf = ember.compile(f)
+    run_all(f, cf, [(randn(2), s) for s in (1.5, 2.5, 3.5, 1.25, 4.0, 3.5)])
+    assert frames() == 5  # every distinct value compiles: each use pins it
+    assert counters()["fallbacks"] == 0
+
+
+def test_float_crossing_a_graph_break_compiles_the_resume_function_once():
+    def f(x):
+        v = x.sum().item()  # a graph break: v is an argument of the resume function
+        return x * v + 1
+
+    cf = ember.compile(f)
+    run_all(f, cf, [(randn(4, seed=k),) for k in range(6)])
+    assert frames() <= 3  # the frame, the resume function twice (a value, then any)
+
+
+@pytest.mark.parametrize("dynamic", [True, False])
+def test_float_inputs_with_dynamic_true_and_false(dynamic):
+    def f(x, s):
+        return x * s
+
+    cf = ember.compile(f, dynamic=dynamic)
+    run_all(f, cf, [(randn(3), s) for s in (0.5, 1.5, 2.5)])
+    assert frames() == (1 if dynamic else 3)
+
+
+def test_python_backend_keeps_floats_constant():
+    def f(x, s):
+        return x * s
+
+    be = Recording()
+    cf = ember.compile(f, backend=be)
+    run_all(f, cf, [(randn(3), s) for s in (0.5, 1.5, 2.5)])
+    assert frames() == 3 and all(not isinstance(v, float) for g in be.inputs for v in g)
+
+
+def test_float_input_read_by_python_code_is_pinned_exactly():
+    """A float input whose value Python code reads (math.copysign, str, a dict key) is pinned
+    to its exact value: -0.0 and 0.0 are different constants (found by the fuzzer)."""
+    import math
+
+    def f(x, s):
+        return x.mul(math.copysign(1.0, s)) * s, str(s)
+
+    cf = ember.compile(f)
+    run_all(f, cf, [(randn(2), s) for s in (2.0, -0.0, 0.0, 0.0, -0.0, 3.0)])
