@@ -183,14 +183,16 @@ class _SymbolicInputs:
         if not isinstance(real, torch.Tensor):
             if type(real) is not int:
                 raise _Unexportable(f"input {number} is a {type(real).__name__}, not a tensor or an int")
-            if syms is None:  # a static variant's
+            if syms == -1:  # a static variant's (_static_desc): the value, checked per call
                 return real
+            # a SymInt of its own even when pinned (None): a plain int would be duck-sized by
+            # AOTAutograd with an equal tensor size, an equality ember's guards do not check
             sym = shape_env.create_symbol(real, source, dynamic_dim=DimDynamic.DYNAMIC)
             val = shape_env.create_symintnode(sym, hint=real, source=source)
             if isinstance(syms, int):
                 self.symint.setdefault(syms, val)
             return val
-        if syms is None or all(k < 0 for k in syms):
+        if not isinstance(syms, tuple) or all(k < 0 for k in syms):
             return self.fake_mode.from_tensor(real, static_shapes=True)
         if len(syms) != real.dim():
             raise RuntimeError(f"input {number}: {len(syms)} symbols for a {real.dim()}-d tensor")
@@ -313,7 +315,7 @@ class _Builder:
         firsts = self.graph.find_nodes(op="placeholder")
         if not firsts:
             return
-        ints = {k for k in self.in_syms if isinstance(k, int)}
+        ints = {k for k in self.in_syms if isinstance(k, int) and k >= 0}
         done = set(ints)
         for number, dims in enumerate(self.in_syms):
             if not isinstance(dims, tuple):
@@ -534,9 +536,10 @@ class _Variants:
 
 
 def _static_desc(desc):
-    """The export with every size static: each input's as it comes (a variant for those sizes)."""
+    """The export with every size static: each input's as it comes (a variant for those sizes);
+    -1 marks every input that is not a tensor's dims (an int passed as its value)."""
     nodes, outputs, (in_syms, _prog) = desc
-    static = tuple(tuple(-1 for _ in d) if isinstance(d, tuple) else None for d in in_syms)
+    static = tuple(tuple(-1 for _ in d) if isinstance(d, tuple) else -1 for d in in_syms)
     return nodes, outputs, (static, ((), ()))
 
 

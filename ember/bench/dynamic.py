@@ -286,20 +286,14 @@ def main(argv=None):
     else:
         warm_up(specs, a.device)
     for name in a.models.split(",") if not a.merge else ():
-        ref = None
-        for spec in specs:
-            row, outs = run_sweep(name, spec, a.device, ref)
-            ref = outs if spec == "eager" else ref
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-        if a.no_generate or name == "resnet18":
-            continue
-        ref = None
-        for spec in specs:
-            row, out = run_generate(name, spec, a.device, ref)
-            ref = out if spec == "eager" else ref
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+        tasks = (run_sweep,) if a.no_generate or name == "resnet18" else (run_sweep, run_generate)
+        for task in tasks:
+            ref = None  # eager's outputs, the first spec's
+            for spec in specs:
+                row, outs = task(name, spec, a.device, ref)
+                ref = outs if spec == "eager" else ref
+                rows.append(row)
+                print(json.dumps(row), flush=True)
     os.makedirs(a.out, exist_ok=True)
     base = os.path.join(a.out, f"dynamic_{a.device}")
     with open(base + ".json", "w") as fh:
