@@ -2,9 +2,12 @@
 
     python -m ember.bench.dynamic [--device cpu|cuda] [--backends eager,ember:eager,torch:eager,...]
                                   [--models gpt2,llama,resnet18] [--no-generate] [--out results/dynamic]
-                                  [--readme README.md] [--from A.json,B.json]
+                                  [--readme README.md] [--from A.json,B.json] [--isolate R]
 
-Per model and backend, in one process (frontends reset before each row; the same module and inputs):
+Per model and backend, in one process (frontends reset before each row; the same module and inputs), or
+with --isolate R each row in a process of its own (its own warm-up), R times, the compiled rows of a
+model in alternating order (first to last, then last to first: a row gains nothing from running first
+or last), each figure the median of the R runs with their range beside it:
   sweep     a shuffled sweep of shapes (transformers: batch 1, 2, 4, 8 x sequence 8..64 step 4, 60
             shapes, as shared/anchors/dynamic_shapes_anchor.py; resnet18: batch 1..16), one call each
             under torch.no_grad(): total wall time including every compile, compiles (ember: frames it
@@ -232,9 +235,79 @@ def _run_generate(name, spec, dev, ref):
     return row, out
 
 
+TASKS = {"sweep": run_sweep, "generate64": run_generate}
+
+
+def run_row(a):
+    """One isolated row (--row model:task:spec): warms its own system up, runs the row and prints it as
+    the last line; eager's row saves its outputs to --ref, the others compare with them."""
+    name, task, spec = a.row.split(":", 2)
+    warm_up([spec], a.device)
+    ref = torch.load(a.ref) if spec != "eager" else None
+    row, outs = TASKS[task](name, spec, a.device, ref)
+    if spec == "eager" and not os.path.exists(a.ref):  # the first repeat's eager outputs are the reference
+        torch.save(outs, a.ref)
+    print("ROW " + json.dumps(row), flush=True)
+
+
+def _median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else round((xs[n // 2 - 1] + xs[n // 2]) / 2, 3)
+
+
+def run_isolated(a, specs):
+    """Every row in a fresh process, a.isolate times; the rows of one (model, task) alternate their
+    order between repeats. Timed fields are medians; `runs` keeps each repeat's figures."""
+    import subprocess
+    import tempfile
+    rows = []
+    timed = ("sweep_total_s", "steady_ms_sum8", "first_s", "second_s")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in a.models.split(","):
+            tasks = ("sweep",) if a.no_generate or name == "resnet18" else ("sweep", "generate64")
+            for task in tasks:
+                ref = os.path.join(tmp, f"{name}_{task}.pt")
+                order = [s for s in specs if s != "eager"]
+                runs = {s: [] for s in specs}
+                for rep in range(a.isolate):
+                    for spec in ["eager"] + (order if rep % 2 == 0 else order[::-1]):
+                        cmd = [sys.executable, "-m", "ember.bench.dynamic", "--device", a.device,
+                               "--row", f"{name}:{task}:{spec}", "--ref", ref]
+                        p = subprocess.run(cmd, capture_output=True, text=True)
+                        line = [ln for ln in p.stdout.splitlines() if ln.startswith("ROW ")]
+                        if p.returncode or not line:
+                            raise RuntimeError(f"row {name}:{task}:{spec} failed:\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
+                        runs[spec].append(json.loads(line[-1][4:]))
+                        print(line[-1][4:], flush=True)
+                for spec in specs:
+                    row = dict(runs[spec][0])
+                    for k in timed:
+                        if k in row:
+                            row[k] = _median([r[k] for r in runs[spec]])
+                    if len(runs[spec]) > 1:
+                        row["runs"] = [{k: r[k] for k in timed if k in r} for r in runs[spec]]
+                        for k in ("compiles", "backend_compiles", "plain_python", "max_entries_per_code"):
+                            if k in row:
+                                row[k] = max(r[k] for r in runs[spec])
+                        for k in ("equal", "tokens_equal"):
+                            if row.get(k) is not None:
+                                row[k] = all(r[k] for r in runs[spec])
+                    rows.append(row)
+    return rows
+
+
+def _fig(r, k):
+    """A timed figure, with its range over isolated runs when there were several."""
+    runs = [x[k] for x in r.get("runs", ()) if k in x]
+    return f"{r[k]} ({min(runs)}–{max(runs)})" if len(runs) > 1 else f"{r[k]}"
+
+
 def markdown(meta, rows):
     lines = [f"Variable shapes on {meta['device']} (torch {meta['torch']}, Python {meta['python']}, ember "
-             f"{meta['commit']}; `python -m ember.bench.dynamic`):", "",
+             f"{meta['commit']}; `python -m ember.bench.dynamic" +
+             (f" --isolate {meta['isolate']}`: each row in a process of its own, medians of {meta['isolate']} runs "
+              "in alternating order, their range in brackets" if meta.get("isolate") else "`") + "):", "",
              "| model | backend | shapes | compiles | backend compiles | max entries/code | plain Python | "
              "sweep total s | steady 8 calls ms | equal to eager | max abs err |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -244,14 +317,14 @@ def markdown(meta, rows):
         eq = "" if r["equal"] is None else "yes" if r["equal"] else "NO"
         err = "" if r.get("max_abs_err") is None else f"{r['max_abs_err']:.1e}"
         lines.append(f"| {r['model']} | {r['backend']} | {r['shapes']} | {r['compiles']} | "
-                     f"{r.get('backend_compiles', '')} | {r.get('max_entries_per_code', '')} | {r.get('plain_python', '')} | {r['sweep_total_s']} | "
-                     f"{r['steady_ms_sum8']} | {eq} | {err} |")
+                     f"{r.get('backend_compiles', '')} | {r.get('max_entries_per_code', '')} | {r.get('plain_python', '')} | {_fig(r, 'sweep_total_s')} | "
+                     f"{_fig(r, 'steady_ms_sum8')} | {eq} | {err} |")
     gen = [r for r in rows if r["task"] == "generate64"]
     if gen:
         lines += ["", "| model | backend | generate 64 tokens: compiles | first s | second s | tokens equal |",
                   "|---|---|---|---|---|---|"]
         for r in gen:
-            lines.append(f"| {r['model']} | {r['backend']} | {r['compiles']} | {r['first_s']} | {r['second_s']} | "
+            lines.append(f"| {r['model']} | {r['backend']} | {r['compiles']} | {_fig(r, 'first_s')} | {_fig(r, 'second_s')} | "
                          f"{'' if r['tokens_equal'] is None else 'yes' if r['tokens_equal'] else 'NO'} |")
     return "\n".join(lines) + "\n"
 
@@ -266,7 +339,13 @@ def main(argv=None):
     ap.add_argument("--readme", default=None)
     ap.add_argument("--from", dest="merge", default=None,
                     help="A.json,B.json: merge the rows of earlier runs (their device's) instead of running")
+    ap.add_argument("--isolate", type=int, default=0, metavar="R",
+                    help="run each row in a process of its own, R times, in alternating order")
+    ap.add_argument("--row", default=None, help=argparse.SUPPRESS)  # model:task:spec, one isolated row
+    ap.add_argument("--ref", default=None, help=argparse.SUPPRESS)  # eager's outputs of an isolated row
     a = ap.parse_args(argv)
+    if a.row:
+        return run_row(a)
     import subprocess
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     commit = os.environ.get("EMBER_COMMIT") or subprocess.run(
@@ -283,9 +362,12 @@ def main(argv=None):
                 part = json.load(fh)
             rows += part["rows"]
             meta = part["meta"]
+    elif a.isolate:
+        rows = run_isolated(a, specs)
+        meta["isolate"] = a.isolate
     else:
         warm_up(specs, a.device)
-    for name in a.models.split(",") if not a.merge else ():
+    for name in a.models.split(",") if not (a.merge or a.isolate) else ():
         tasks = (run_sweep,) if a.no_generate or name == "resnet18" else (run_sweep, run_generate)
         for task in tasks:
             ref = None  # eager's outputs, the first spec's

@@ -466,3 +466,20 @@ def test_dynamic_bench_rows_and_markdown():
     assert 1 <= row["compiles"] <= 4 and row["plain_python"] == 0
     md = dynamic.markdown({"device": "cpu", "torch": "t", "python": "p", "commit": "c"}, [ref_row, row])
     assert "| resnet18 | ember:eager | 16 |" in md
+
+
+def test_dynamic_bench_isolated_rows(tmp_path):
+    """--isolate: every row in its own process, repeated in alternating order; medians and ranges."""
+    pytest.importorskip("torchvision")
+    from ember.bench import dynamic
+    dynamic.main(["--models", "resnet18", "--backends", "ember:eager", "--isolate", "2", "--out", str(tmp_path)])
+    import json
+    res = json.loads((tmp_path / "dynamic_cpu.json").read_text())
+    assert res["meta"]["isolate"] == 2
+    rows = {r["backend"]: r for r in res["rows"]}
+    assert set(rows) == {"eager", "ember:eager"}
+    em = rows["ember:eager"]
+    assert em["equal"] is True and em["plain_python"] == 0 and 1 <= em["compiles"] <= 4
+    times = [r["sweep_total_s"] for r in em["runs"]]
+    assert len(times) == 2 and min(times) <= em["sweep_total_s"] <= max(times)
+    assert "| resnet18 | ember:eager | 16 |" in (tmp_path / "dynamic_cpu.md").read_text()
