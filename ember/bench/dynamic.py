@@ -262,7 +262,6 @@ def run_isolated(a, specs):
     import subprocess
     import tempfile
     rows = []
-    timed = ("sweep_total_s", "steady_ms_sum8", "first_s", "second_s")
     with tempfile.TemporaryDirectory() as tmp:
         for name in a.models.split(","):
             tasks = ("sweep",) if a.no_generate or name == "resnet18" else ("sweep", "generate64")
@@ -280,20 +279,31 @@ def run_isolated(a, specs):
                             raise RuntimeError(f"row {name}:{task}:{spec} failed:\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
                         runs[spec].append(json.loads(line[-1][4:]))
                         print(line[-1][4:], flush=True)
-                for spec in specs:
-                    row = dict(runs[spec][0])
-                    for k in timed:
-                        if k in row:
-                            row[k] = _median([r[k] for r in runs[spec]])
-                    if len(runs[spec]) > 1:
-                        row["runs"] = [{k: r[k] for k in timed if k in r} for r in runs[spec]]
-                        for k in ("compiles", "backend_compiles", "plain_python", "max_entries_per_code"):
-                            if k in row:
-                                row[k] = max(r[k] for r in runs[spec])
-                        for k in ("equal", "tokens_equal"):
-                            if row.get(k) is not None:
-                                row[k] = all(r[k] for r in runs[spec])
-                    rows.append(row)
+                rows += aggregate(runs)
+    return rows
+
+
+TIMED = ("sweep_total_s", "steady_ms_sum8", "first_s", "second_s")
+
+
+def aggregate(runs):
+    """{spec: [row of each repeat]} -> one row per spec: timed fields the median, `runs` each repeat's
+    figures, counts the largest, equality only if every repeat was equal."""
+    rows = []
+    for spec, reps in runs.items():
+        row = dict(reps[0])
+        for k in TIMED:
+            if k in row:
+                row[k] = _median([r[k] for r in reps])
+        if len(reps) > 1:
+            row["runs"] = [{k: r[k] for k in TIMED if k in r} for r in reps]
+            for k in ("compiles", "backend_compiles", "plain_python", "max_entries_per_code"):
+                if k in row:
+                    row[k] = max(r[k] for r in reps)
+            for k in ("equal", "tokens_equal"):
+                if row.get(k) is not None:
+                    row[k] = all(r[k] for r in reps)
+        rows.append(row)
     return rows
 
 
