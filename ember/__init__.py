@@ -22,11 +22,13 @@ from ._config import config
 from ._explain import BreakReason, ExplainOutput, explain
 from .backends import BackendCompilerFailed, list_backends, resolve as _resolve_backend
 
-__all__ = ["compile", "disable", "reset", "explain", "config", "list_backends", "Unsupported", "EmberWarning",
+__all__ = ["compile", "disable", "reset", "explain", "config", "list_backends", "Unsupported", "ConstraintViolation", "EmberWarning",
            "BackendCompilerFailed", "mark_dynamic", "mark_static", "maybe_mark_dynamic"]
 
 Unsupported = _C.Unsupported
 Unsupported.__module__ = "ember"
+ConstraintViolation = _C.ConstraintViolation
+ConstraintViolation.__module__ = "ember"
 
 
 class EmberWarning(UserWarning):
@@ -342,6 +344,13 @@ def reset():
 # ---- dynamic shapes: the marks are torch's own (torch._dynamo.mark_dynamic sets the same
 # attributes), so a tensor marked for either compiler is marked for both ----
 
+try:  # torch's record of mark_dynamic's bounds, so that torch.compile reads ember's marks too
+    from torch._dynamo.decorators import _DimRange
+except ImportError:  # pragma: no cover - a torch without it
+    import collections
+    _DimRange = collections.namedtuple("_DimRange", "dim min max")
+
+
 def _dims(t, index, what):
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"ember.{what} expects a tensor, got {type(t).__name__}")
@@ -355,14 +364,21 @@ def _dims(t, index, what):
 def mark_dynamic(t, index, min=None, max=None):
     """Makes dimension(s) `index` of tensor t symbolic whenever t is a compiled frame's input
     (torch._dynamo.mark_dynamic, whose marks ember honours too). Sizes 0 and 1 stay specialized.
-    min/max: the sizes the dimension may take; a call outside them raises ValueError."""
+    min/max: the sizes the dimension may take, guarded as torch guards them: t's size outside them
+    raises ember.ConstraintViolation (a ValueError), as does a compile of a torch-marked tensor whose
+    size is outside them; a later call with a size outside them fails the guard and recompiles."""
+    for bound in (min, max):
+        if bound is not None and (not isinstance(bound, int) or isinstance(bound, bool)):
+            raise TypeError(f"ember.mark_dynamic: min and max must be ints, got {type(bound).__name__}")
     for d in _dims(t, index, "mark_dynamic"):
         if min is not None or max is not None:
             lo, hi = (min if min is not None else 0), (max if max is not None else sys.maxsize)
             if not lo <= t.size(d) <= hi:
-                raise ValueError(f"ember.mark_dynamic: size {t.size(d)} of dimension {d} is outside "
+                raise ConstraintViolation(f"ember.mark_dynamic: size {t.size(d)} of dimension {d} is outside "
                                  f"[{lo}, {hi}]")
-        getattr(t, "__dict__").setdefault("_dynamo_dynamic_indices", set()).add(d)
+        attrs = getattr(t, "__dict__")
+        attrs.setdefault("_dynamo_dynamic_indices", set()).add(d)
+        attrs.setdefault("_dynamo_dynamic_range", set()).add(_DimRange(d, min, max))
 
 
 def maybe_mark_dynamic(t, index):

@@ -490,9 +490,11 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
             /* internal error: never crash the program; report it and run the frame as is */
             PyObject *et, *ev, *tb;
             PyErr_Fetch(&et, &ev, &tb);
-            if (et && !PyErr_GivenExceptionMatches(et, PyExc_Exception)) {
-                /* KeyboardInterrupt or SystemExit while tracing: the program's own, raised from
-                 * the call as Python would; nothing is remembered, the next call compiles */
+            if (et && (!PyErr_GivenExceptionMatches(et, PyExc_Exception) ||
+                       PyErr_GivenExceptionMatches(et, em_state.constraint_violation))) {
+                /* KeyboardInterrupt or SystemExit while tracing, or a size outside its
+                 * mark_dynamic range: the program's own, raised from the call as Python (or
+                 * torch.compile) would; nothing is remembered, the next call compiles */
                 PyErr_Restore(et, ev, tb);
                 em_cache_unlock();
                 return NULL;

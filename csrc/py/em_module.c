@@ -544,6 +544,15 @@ PyMODINIT_FUNC PyInit__C(void) {
         goto error;
     }
     em_state.unsupported = unsup;
+    PyObject *viol = PyErr_NewExceptionWithDoc("ember._C.ConstraintViolation",
+                                               "A mark_dynamic input's size is outside the min/max it was marked with "
+                                               "(torch.compile raises its ConstraintViolationError there).",
+                                               PyExc_ValueError, NULL);
+    if (!viol || PyModule_AddObjectRef(m, "ConstraintViolation", viol) < 0) {
+        Py_XDECREF(viol);
+        goto error;
+    }
+    em_state.constraint_violation = viol;
     if (PyModule_AddIntConstant(m, "FLAG_ENABLED", EMH_ENABLED) < 0) goto error;
     if (PyModule_AddIntConstant(m, "FLAG_FULLGRAPH", EMH_FULLGRAPH) < 0) goto error;
     if (PyModule_AddIntConstant(m, "FLAG_ITERATION", EMH_ITERATION) < 0) goto error;

@@ -47,6 +47,7 @@ typedef struct {
     PyObject *forced_codes; /* weakref.WeakSet: codes ember.compile was given directly (never skipped) */
     PyObject *nn_module_type; /* torch.nn.Module */
     PyObject *unsupported;    /* ember.Unsupported */
+    PyObject *constraint_violation; /* ember.ConstraintViolation: the caller's error, raised from the call */
     PyObject *known; /* tuple: the object of each row of trace/em_known.def, in row order (em_call.c) */
     PyObject *op_fns;        /* tuple indexed by EmOp: the Python operator of each op (meta runs) */
     PyObject *pointwise_fns; /* set of elementwise callables whose metadata C infers */

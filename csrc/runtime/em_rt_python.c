@@ -214,6 +214,9 @@ static int cmp_ptr(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* ints and floats are values: one passed twice aliases nothing */
+static int is_value(PyObject *v) { return PyLong_CheckExact(v) || PyFloat_CheckExact(v); }
+
 /* 1 when one object is passed as two graph inputs. The trace makes one input of an object
  * it meets twice (guarded), so the backend compiled a graph whose inputs were distinct;
  * called with one tensor in two places, a functional backend would miss that a mutation of
@@ -222,7 +225,7 @@ static int inputs_repeat(PyObject **argv, int32_t n) {
     if (n <= 16) {
         for (int32_t i = 1; i < n; i++)
             for (int32_t j = 0; j < i; j++)
-                if (argv[i] == argv[j] && !PyLong_CheckExact(argv[i])) return 1; /* ints are values */
+                if (argv[i] == argv[j] && !is_value(argv[i])) return 1;
         return 0;
     }
     PyObject **sorted = PyMem_Malloc(sizeof(PyObject *) * (size_t)n);
@@ -230,7 +233,7 @@ static int inputs_repeat(PyObject **argv, int32_t n) {
     memcpy(sorted, argv, sizeof(PyObject *) * (size_t)n);
     qsort(sorted, (size_t)n, sizeof(PyObject *), cmp_ptr);
     int rep = 0;
-    for (int32_t i = 1; i < n && !rep; i++) rep = sorted[i] == sorted[i - 1] && !PyLong_CheckExact(sorted[i]);
+    for (int32_t i = 1; i < n && !rep; i++) rep = sorted[i] == sorted[i - 1] && !is_value(sorted[i]);
     PyMem_Free(sorted);
     return rep;
 }

@@ -88,6 +88,65 @@ uint64_t em_dyn_dims(EmTracer *T, PyObject *v, int32_t slot, EmRef ref, EmStatus
     return m;
 }
 
+/* Bound `attr` of a _DimRange item as an int64 in *out: 1 when set, 0 for None, -1 on error. */
+static int range_bound(PyObject *item, const char *attr, int64_t *out) {
+    PyObject *b = PyObject_GetAttrString(item, attr);
+    if (!b) return -1;
+    int rc = 0;
+    if (b != Py_None) {
+        int overflow = 0;
+        long long x = PyLong_Check(b) ? PyLong_AsLongLongAndOverflow(b, &overflow) : -1;
+        if (!PyLong_Check(b) || (x == -1 && PyErr_Occurred())) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "ember: mark_dynamic's %s must be an int, got %s", attr,
+                             Py_TYPE(b)->tp_name);
+            rc = -1;
+        } else {
+            *out = overflow ? (overflow > 0 ? INT64_MAX : INT64_MIN) : x;
+            rc = 1;
+        }
+    }
+    Py_DECREF(b);
+    return rc;
+}
+
+static EmStatus require_bound(EmTracer *T, int32_t e, EmSizeCmp cmp, int64_t bound, int d) {
+    int32_t c = em_size_const(&T->sizes, bound);
+    if (c < 0) return PyErr_NoMemory(), EM_ERR;
+    if (!em_size_cmp_hint(&T->sizes, cmp, e, c)) {
+        PyErr_Format(em_state.constraint_violation,
+                     "ember: dimension %d of a mark_dynamic input has size %lld, outside its range (%s %lld)", d,
+                     (long long)em_size_hint(&T->sizes, e), em_size_cmp_text[cmp], (long long)bound);
+        return EM_ERR;
+    }
+    return em_size_require(&T->sizes, cmp, e, c) ? EM_ERR : EM_OK;
+}
+
+EmStatus em_dyn_ranges(EmTracer *T, PyObject *v, EmRef ref, uint64_t dyn) {
+    PyObject **dp = _PyObject_GetDictPtr(v);
+    PyObject *s = dp && *dp ? PyDict_GetItemString(*dp, "_dynamo_dynamic_range") : NULL; /* borrowed */
+    if (!s || !PyAnySet_Check(s)) return EM_OK;
+    Py_ssize_t pos = 0;
+    PyObject *item;
+    Py_hash_t h;
+    while (_PySet_NextEntry(s, &pos, &item, &h)) {
+        PyObject *dim = PyObject_GetAttrString(item, "dim");
+        long d = dim && PyLong_Check(dim) ? PyLong_AsLong(dim) : -1;
+        Py_XDECREF(dim);
+        if (!dim) return EM_ERR;
+        if (d < 0 || d >= 64 || !((dyn >> d) & 1)) continue; /* a static dimension keeps its guarded size */
+        int64_t lo = 0, hi = 0;
+        int has_lo = range_bound(item, "min", &lo), has_hi = has_lo < 0 ? -1 : range_bound(item, "max", &hi);
+        if (has_lo < 0 || has_hi < 0) return EM_ERR;
+        EmStatus st = EM_OK;
+        int32_t e = em_node_dim(T, ref, (int)d, &st);
+        if (e < 0) return st;
+        if (has_lo && lo > 2 && (st = require_bound(T, e, EMSR_GE, lo, (int)d)) != EM_OK) return st;
+        if (has_hi && (st = require_bound(T, e, EMSR_LE, hi, (int)d)) != EM_OK) return st;
+    }
+    return EM_OK;
+}
+
 /* Whether the guard loads slot from the frame's locals (an argument of the frame). */
 static int local_slot(const EmGuardProg *P, int32_t slot) {
     for (int32_t i = 0; i < P->ins.len; i++)

@@ -279,6 +279,7 @@ static EmSym *wrap_tensor(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) 
     }
     if (em_guard_check_tensor_dyn(T->P, slot, v, dyn)) return NULL;
     if (dyn && (*st = em_int_input_dims(T, r, slot, dyn)) != EM_OK) return NULL;
+    if (dyn && (*st = em_dyn_ranges(T, v, r, dyn)) != EM_OK) return NULL;
     return s;
 }
 
@@ -368,12 +369,12 @@ static EmStatus mark_wrapping(EmTracer *T, PyObject *key, PyTypeObject *tp) {
 }
 
 /* An int or float argument whose value changed since the last compile (or any, with
- * dynamic=True): a SYM_INT, or (eager backend) a SYM_FLOAT, read from its slot. NULL with *st
+ * dynamic=True): a SYM_INT or a SYM_FLOAT, read from its slot. NULL with *st
  * EM_OK when it stays a guarded constant. */
 static EmSym *wrap_dyn_scalar(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
     *st = EM_OK;
     if (T->dyn_mode != EM_DYN_AUTO && T->dyn_mode != EM_DYN_ALL) return NULL;
-    int is_float = PyFloat_CheckExact(v) && T->float_inputs;
+    int is_float = PyFloat_CheckExact(v);
     if (!is_float && !PyLong_CheckExact(v)) return NULL;
     int d = is_float ? em_dyn_float(T, v, slot) : em_dyn_int(T, v, slot);
     if (d < 0) return *st = EM_ERR, NULL;

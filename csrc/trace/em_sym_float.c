@@ -1,5 +1,5 @@
 /* em_sym_float.c: SYM_FLOAT, a Python float argument of the frame whose value changed since the
- * code's last compile (or any, with dynamic=True) on the eager backend: a graph input rather
+ * code's last compile (or any, with dynamic=True): a graph input rather
  * than a guarded constant, so a frame or resume function taking a changing float (a learning
  * rate, the value of an .item() that crossed a graph break) compiles once, not per value.
  *
@@ -10,6 +10,8 @@
  * - Anything else that needs it (an argument of any other call: torch.arange(s), interpolate's
  *   scale factor; arithmetic on floats, comparisons, truth, attributes) pins it: the guard then
  *   checks its value, and it is a constant from then on (em_float_pin turns the sym into one).
+ * The FX export for Python backends passes such an input as TorchDynamo does: a float64 0-dim
+ * tensor whose .item() is a SymFloat (em_trace_input_syms: None for it).
  */
 #include "em_sym_ops.h"
 
@@ -50,6 +52,7 @@ int32_t em_float_arg(EmTracer *T, EmSym *s, EmStatus *st) {
         n->vkind = EMV_OBJ;
         n->label = em_ir_text(T->G, T->P->names.data[s->src]);
         s->ref = r;
+        T->float_input = 1;
     }
     int32_t a = em_ir_arg(T->G, EMARG_REF, s->ref, 0);
     if (a < 0) *st = EM_ERR, PyErr_NoMemory();

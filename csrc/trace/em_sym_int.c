@@ -632,7 +632,7 @@ error:
 }
 
 EM_NEW PyObject *em_trace_input_syms(const EmTracer *T) {
-    if (!em_int_active(T)) return Py_NewRef(Py_None);
+    if (!em_int_active(T) && !T->float_input) return Py_NewRef(Py_None);
     PyObject *ins = inputs_syms(T), *prog = ins ? size_program(&T->sizes) : NULL, *r = NULL;
     if (prog) r = PyTuple_Pack(2, ins, prog);
     Py_XDECREF(ins);

@@ -485,10 +485,9 @@ EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int *
 }
 
 EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P, int break_at,
-                      int dyn_mode, PyObject *dyn_state, int float_inputs) {
+                      int dyn_mode, PyObject *dyn_state) {
     memset(T, 0, sizeof(*T));
     T->dyn_mode = dyn_mode;
-    T->float_inputs = float_inputs;
     T->dyn_state = dyn_state;
     T->break_at = break_at;
     T->abort_root_at = -1;

@@ -123,7 +123,7 @@ typedef struct EmTracer {
      * (-1: none yet); node_expr: per node, the expression an int node computes (-1: none). */
     EmSizes sizes;
     int dyn_mode;        /* EmDynMode */
-    int float_inputs;    /* a float argument that changed may be a graph input (the eager backend) */
+    int float_input;     /* a graph input is a float (SYM_FLOAT): the FX export makes it a SymFloat */
     int floats_ok;       /* em_op_record of a pointwise operator: a float input stays one */
     PyObject *dyn_state; /* borrowed dict or NULL: source name -> sizes seen (automatic dynamic) */
     EmVec(EmSymLeaf) sym_leaf;
@@ -139,16 +139,16 @@ typedef struct EmTracer {
 /* Traces the frame. Returns EM_OK (graph, guards and out filled), EM_ABORT (reason in T) or
  * EM_ERR (Python exception set). The caller owns G and P and must call em_trace_free. */
 EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P, int break_at,
-                      int dyn_mode, PyObject *dyn_state, int float_inputs);
+                      int dyn_mode, PyObject *dyn_state);
 /* After a trace that broke: the output tree is a tuple of the stack values (NULLs skipped)
  * then the changed locals; fills the plan's stack, store and live lists (malloc'd). */
 EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int **store_local, int **store_val,
                                 int *nstore, int **live, int *nlive);
 void em_trace_free(EmTracer *T);
 /* After a trace, for the FX export (which makes the symbols SymInts): None for a trace without
- * symbols, else (inputs, (exprs, relations)). inputs: per graph input, a tuple of per-dimension
+ * symbols or float inputs, else (inputs, (exprs, relations)). inputs: per graph input, a tuple of per-dimension
  * symbol numbers (-1: static; pinned symbols count as static) for a tensor, a symbol number for
- * an int, None for an input without one. exprs: the size expressions as (EmSizeOp, a, b, value)
+ * an int, None for an input without one (a float input: always). exprs: the size expressions as (EmSizeOp, a, b, value)
  * rows (value: a constant's, a symbol's traced value); relations: (EmSizeCmp, lhs, rhs) rows,
  * all of which the guards check. New reference, NULL with an exception on error. */
 EM_NEW PyObject *em_trace_input_syms(const EmTracer *T);

@@ -377,6 +377,11 @@ EmStatus em_tensor_numel(EmTracer *T, EmSym *t, EmSym **out);
 /* Which dimensions of input tensor v (guard slot slot) are symbolic in this trace (em_shape_sym.c):
  * a mask, (uint64_t)-1 with *st set on error. */
 uint64_t em_dyn_dims(EmTracer *T, PyObject *v, int32_t slot, EmRef ref, EmStatus *st);
+/* The ranges of mark_dynamic(v, d, min=, max=) (v._dynamo_dynamic_range, torch's and ember's)
+ * as guarded relations of the symbols of v's dimensions in dyn (input node ref): a call
+ * outside them fails the guard and recompiles. A traced size outside its range raises
+ * ember.ConstraintViolation (a ValueError the hook passes to the caller). */
+EmStatus em_dyn_ranges(EmTracer *T, PyObject *v, EmRef ref, uint64_t dyn);
 /* Whether the int v in slot is symbolic in this trace (automatic dynamic). -1 on error. */
 int em_dyn_int(EmTracer *T, PyObject *v, int32_t slot);
 /* Whether the float v in slot is a graph input in this trace (automatic dynamic). -1 on error. */

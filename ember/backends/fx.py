@@ -27,6 +27,11 @@ class _Unexportable(Exception):
     """The graph holds something a GraphModule cannot express: it runs on ember's C executor."""
 
 
+class _NeedsStatic(Exception):
+    """The graph cannot be exported with symbolic inputs (a nan or infinite float input, which the
+    ShapeEnv cannot model): a variant for the inputs as they are is exported instead."""
+
+
 # c10::DeviceType number -> name of the device types ember tracks (csrc/ir/em_devices.def)
 _DEVICE_TYPES = _C.DEVICE_TYPES
 _LITERAL_TYPES = (bool, int, float, complex, str, type(None), type(Ellipsis), torch.dtype, torch.device,
@@ -153,6 +158,8 @@ class _SymbolicInputs:
         self.in_syms = in_syms
         self.ember_of = {}  # ShapeEnv symbol -> ember symbol number
         self.symint = {}  # ember symbol number -> its SymInt
+        self.symfloat = {}  # input number -> the SymFloat of a float input
+        self.float_real = {}  # input number -> the float64 tensor of a float input
 
     def assume(self, exprs, rels):
         """Tells the ShapeEnv the relations ember's guards check (x.size(1) == w.size(0) of a
@@ -174,6 +181,21 @@ class _SymbolicInputs:
                 continue
             torch._check(_SIZE_CMPS[cmp](x, y))
 
+    def float_input(self, number, real, source):
+        """A float input, as TorchDynamo passes one: a float64 0-dim tensor (the fake returned),
+        whose .item() in the graph is a SymFloat of its own (self.symfloat[number])."""
+        import math
+        from torch._dynamo.source import FloatTensorSource
+        if math.isnan(real) or math.isinf(real):
+            raise _NeedsStatic(f"input {number} is {real}")
+        t = torch.tensor(real, dtype=torch.float64)
+        val = self.fake_mode.from_tensor(t, source=FloatTensorSource(source))
+        if not isinstance(getattr(val, "item_memo", None), torch.SymFloat):
+            raise _NeedsStatic(f"input {number}: the fake mode made no SymFloat of {real}")
+        self.symfloat[number] = val.item_memo
+        self.float_real[number] = t  # the backend's example input: its fake is val (the fake mode's memo)
+        return val
+
     def fake(self, number, real):
         from torch._dynamo.source import ConstantSource
         from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
@@ -181,10 +203,12 @@ class _SymbolicInputs:
         source = ConstantSource(f"ember_input_{number}")
         shape_env = self.fake_mode.shape_env
         if not isinstance(real, torch.Tensor):
-            if type(real) is not int:
-                raise _Unexportable(f"input {number} is a {type(real).__name__}, not a tensor or an int")
+            if type(real) not in (int, float):
+                raise _Unexportable(f"input {number} is a {type(real).__name__}, not a tensor, an int or a float")
             if syms == -1:  # a static variant's (_static_desc): the value, checked per call
                 return real
+            if type(real) is float:
+                return self.float_input(number, real, source)
             # a SymInt of its own even when pinned (None): a plain int would be duck-sized by
             # AOTAutograd with an equal tensor size, an equality ember's guards do not check
             sym = shape_env.create_symbol(real, source, dynamic_dim=DimDynamic.DYNAMIC)
@@ -219,6 +243,9 @@ class _Builder:
         self.fake_mode = fake_mode
         self.placeholder_vals = []  # per placeholder: its fake (a FakeTensor or a SymInt)
         self.sym_args, self.sym_vals = [], []  # the size placeholders (size_placeholders)
+        self.float_args = []  # placeholders that take a float as a float64 tensor (float_items)
+        self.check_vals = []  # placeholder_vals, but a float input's SymFloat for its tensor
+        self.float_examples = []  # per float_args: the float64 tensor faked for it
         self.graph = torch.fx.Graph()
         self.root = torch.nn.Module()
         self.env = {}
@@ -280,6 +307,7 @@ class _Builder:
             self.env[ref] = node
         if syms is not None:
             self.size_placeholders(syms)
+            self.float_items(syms, inputs)
         seq_items = {}
         for ref, (op, target, args, kwnames, vkind, meta) in enumerate(self.nodes):
             if op == "input":
@@ -307,6 +335,27 @@ class _Builder:
             gm.meta["ember_assumed_guards"] = len(self.fake_mode.shape_env.guards)
             self.propagate(gm)
         return gm
+
+    def float_items(self, syms, inputs):
+        """After the placeholders: x.item() of each float input's tensor, which the graph's ops
+        take (Inductor's tensorify pass turns them into tensor ops, AOTAutograd's keep the
+        SymFloat). self.float_args: the placeholder positions whose value is a float64 tensor."""
+        self.check_vals = list(self.placeholder_vals)
+        if not syms.symfloat:
+            return
+        last = self.graph.find_nodes(op="placeholder")[-1]
+        nsym = len(self.sym_args)
+        for i, (number, ref, _label) in enumerate(inputs):
+            if number not in syms.symfloat:
+                continue
+            with self.graph.inserting_after(last):
+                node = self.graph.call_method("item", (self.env[ref],))
+            last = node
+            node.meta["val"] = node.meta["example_value"] = syms.symfloat[number]
+            self.env[ref] = node
+            self.float_args.append(nsym + i)
+            self.check_vals[nsym + i] = syms.symfloat[number]
+            self.float_examples.append(syms.float_real[number])
 
     def size_placeholders(self, syms):
         """A SymInt placeholder per symbol of the tensor inputs' sizes, before the inputs, as
@@ -338,7 +387,7 @@ class _Builder:
         graph's first call may come with other sizes: another thread's, a variant's)."""
         hints = {a: v for op, a, _b, v in self.size_prog[0] if op == "sym"}
         traced = all(tuple(real.shape) == tuple(self.nodes[ref][5][4]) if isinstance(real, torch.Tensor) else
-                     isinstance(k, int) and hints.get(k) == real
+                     type(real) is float or isinstance(k, int) and hints.get(k) == real
                      for ref, real, k in zip(self.input_refs, self.inputs, self.in_syms))
         from torch.fx.passes.fake_tensor_prop import FakeTensorProp
         from torch._dispatch.python import enable_python_dispatcher
@@ -347,6 +396,9 @@ class _Builder:
         with enable_python_dispatcher():
             FakeTensorProp(gm, self.fake_mode).propagate_dont_convert_inputs(*self.placeholder_vals)
         gm.meta["ember_sym_args"] = tuple(self.sym_args)
+        gm.meta["ember_float_args"] = tuple(self.float_args)
+        gm.meta["ember_float_examples"] = self.float_examples
+        gm.meta["ember_check_vals"] = self.check_vals
         by_node = {node: ref for ref, node in self.env.items()}
         for node, val in zip(gm.graph.find_nodes(op="placeholder"), self.placeholder_vals):
             node.meta["val"] = val  # the fakes themselves (FakeTensorProp put copies): the fake mode's
@@ -543,12 +595,23 @@ def _static_desc(desc):
     return nodes, outputs, (static, ((), ()))
 
 
+def _same_scalar(a, b):
+    """a is the value b: ints equal; floats equal bit for bit (-0.0 is not 0.0; nan is nan)."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is float:
+        import struct
+        return struct.pack("<d", a) == struct.pack("<d", b) or (a != a and b != b)
+    return a == b
+
+
 def _exact_check(inputs):
-    """check(*inputs) -> bool: the tensors have these sizes and the ints these values."""
-    want = [tuple(x.shape) if isinstance(x, torch.Tensor) else x if type(x) is int else None for x in inputs]
+    """check(*inputs) -> bool: the tensors have these sizes and the ints and floats these values."""
+    want = [("t", tuple(x.shape)) if isinstance(x, torch.Tensor) else ("v", x) if type(x) in (int, float) else None
+            for x in inputs]
 
     def check(*args):
-        return all(w is None or (tuple(a.shape) if isinstance(a, torch.Tensor) else a) == w
+        return all(w is None or (tuple(a.shape) == w[1] if w[0] == "t" else _same_scalar(a, w[1]))
                    for w, a in zip(want, args))
     return check
 
@@ -573,6 +636,10 @@ def _compile(backend, desc, inputs, where, exact=False):
         overlap = _self_overlap_mutated(gm, inputs)
         if overlap:
             raise _Unexportable(overlap)
+    except _NeedsStatic as e:
+        if "dynamic" in _logging.enabled:
+            _logging.log("dynamic", f"the graph of {where} is compiled for its inputs as they are: {e}")
+        return _compile(backend, _static_desc(desc), inputs, where, exact=True)
     except Exception as e:  # ember's own limits (or an internal error): never the user's problem
         internal = not isinstance(e, _Unexportable)
         if internal and len(desc) > 2 and desc[2] is not None and not exact:
@@ -602,13 +669,24 @@ def _compile(backend, desc, inputs, where, exact=False):
         if _autocast_on() and not _AUTOCAST_IN_CACHE_KEY:
             patch["enable_autograd_cache"] = False  # its key would not tell bfloat16 autocast from float16
         example = list(inputs)
+        floats = gm.meta.get("ember_float_args", ())
         if symbolic:  # sizes and int inputs are SymInts, as TorchDynamo passes them (AOTAutograd would duck-size ints)
             nsym = len(gm.meta["ember_sym_args"])
             example = placeholder_vals[:nsym] + [v if isinstance(v, torch.SymInt) else x
                                                  for v, x in zip(placeholder_vals[nsym:], inputs)]
+            for i, t in zip(floats, gm.meta["ember_float_examples"]):
+                example[i] = t
+        _clear_tensorify_state()
         with tracing(TracingContext(fake_mode)), torch._functorch.config.patch(**patch):
             fn = backend.compiler(gm, example)
     except RuntimeError as e:
+        if _is_tensorify_restart(e) and not exact:
+            # the backend could not turn a float input's uses into tensor ops (TorchDynamo then
+            # retraces with the float a constant): a variant for the inputs as they are
+            if "dynamic" in _logging.enabled:
+                _logging.log("dynamic", f"the graph of {where} is compiled for its inputs' values: the backend "
+                                        "specializes a float input")
+            return _compile(backend, _static_desc(desc), inputs, where, exact=True)
         if "modified by an inplace operation" not in str(e):
             raise BackendCompilerFailed(f"ember: backend {backend.name!r} failed to compile the graph of {where}: "
                                         f"{type(e).__name__}: {e}") from e
@@ -628,8 +706,46 @@ def _compile(backend, desc, inputs, where, exact=False):
     if exact:
         check = _exact_check(inputs)
     elif symbolic:
-        check = _size_check(fake_mode.shape_env, gm.meta["ember_assumed_guards"], placeholder_vals, where)
+        check = _size_check(fake_mode.shape_env, gm.meta["ember_assumed_guards"], gm.meta["ember_check_vals"], where)
+    if floats:
+        fn = _FloatsAsTensors(fn, floats)
     return fn, code, check, gm.meta.get("ember_sym_args", ())
+
+
+def _float_tensor(v):
+    return torch.tensor(v, dtype=torch.float64)
+
+
+class _FloatsAsTensors:
+    """The compiled graph called with its float inputs as float64 0-dim tensors (the export's
+    convention, TorchDynamo's), from the Python floats ember's runtime passes."""
+
+    def __init__(self, fn, positions):
+        self.fn, self.positions = fn, positions
+
+    def __call__(self, *args):
+        args = list(args)
+        for i in self.positions:
+            args[i] = _float_tensor(args[i])
+        return self.fn(*args)
+
+
+def _is_tensorify_restart(e):
+    try:
+        from torch._dynamo.exc import TensorifyScalarRestartAnalysis
+    except ImportError:  # a torch without the pass
+        return False
+    return isinstance(e, TensorifyScalarRestartAnalysis)
+
+
+def _clear_tensorify_state():
+    """Forgets the floats an earlier compile's tensorify pass specialized (its state is global and
+    keyed by symbol names, which every export's ShapeEnv reuses; TorchDynamo clears it per frame)."""
+    try:
+        from torch.fx.passes._tensorify_python_scalars import TensorifyState
+    except ImportError:
+        return
+    TensorifyState.clear()
 
 
 def _size_check(shape_env, known, placeholder_vals, where):

@@ -183,6 +183,39 @@ def test_mark_dynamic_errors():
         ember.mark_dynamic([1, 2], 0)
 
 
+@pytest.mark.parametrize("mark", ["ember", "torch"])
+def test_mark_dynamic_range_is_guarded(mark):
+    """mark_dynamic's min/max are guards, as torch's: sizes inside run the symbolic graph, a
+    size outside fails the guard and compiles again; a marked tensor whose traced size is outside
+    its range is an error at the mark (ember) or at the compile (torch's mark)."""
+    def f(x):
+        return x.view(-1) * x.size(0)
+
+    cf = ember.compile(f, dynamic=False)
+    marker = ember.mark_dynamic if mark == "ember" else torch._dynamo.mark_dynamic
+    x = randn(5, 3)
+    marker(x, 0, min=4, max=8)
+    assert_same(cf(x), f(x))
+    for n in (4, 6, 8):
+        y = randn(n, 3, seed=n)
+        marker(y, 0, min=4, max=8)
+        assert_same(cf(y), f(y))
+    assert frames() == 1
+    assert "4 <=" in ember.testing.entries(f)[0]["guards"] or "<= 8" in ember.testing.entries(f)[0]["guards"]
+    for n in (9, 3):  # outside [4, 8]: the guard fails; unmarked, each is a graph of its own
+        y = randn(n, 3, seed=n)
+        assert_same(cf(y), f(y))
+    assert frames() == 3 and counters()["fallbacks"] == 0
+    if mark == "torch":
+        z = randn(12, 3)
+        marker(z, 0, min=4, max=8)
+        with pytest.raises(ember.ConstraintViolation, match="outside its range"):
+            cf(z)
+        assert_same(cf(randn(6, 3)), f(randn(6, 3)))  # nothing remembered: the next call runs
+    with pytest.raises(TypeError):
+        ember.mark_dynamic(x, 0, min=2.5)
+
+
 def test_stride_read_pins_sizes():
     def f(x):
         y = x.transpose(0, 1)
@@ -676,14 +709,70 @@ def test_float_inputs_with_dynamic_true_and_false(dynamic):
     assert frames() == (1 if dynamic else 3)
 
 
-def test_python_backend_keeps_floats_constant():
+def test_python_backend_takes_a_float_input_as_torchdynamo_does():
+    """A float that became a graph input reaches a Python backend as TorchDynamo passes one: a
+    float64 0-dim tensor placeholder whose .item() is a SymFloat the graph's ops take."""
     def f(x, s):
-        return x * s
+        return x * s - s
 
     be = Recording()
     cf = ember.compile(f, backend=be)
-    run_all(f, cf, [(randn(3), s) for s in (0.5, 1.5, 2.5)])
-    assert frames() == 3 and all(not isinstance(v, float) for g in be.inputs for v in g)
+    run_all(f, cf, [(randn(3), s) for s in (0.5, 1.5, 2.5, -0.0, 7.25)])
+    assert frames() == 2 and len(be.graphs) == 2
+    ph = be.graphs[1].graph.find_nodes(op="placeholder")
+    t = ph[1].meta["val"]
+    assert t.dtype == torch.float64 and t.dim() == 0
+    item = next(n for n in be.graphs[1].graph.nodes if n.op == "call_method" and n.target == "item")
+    assert item.args[0] is ph[1] and isinstance(item.meta["val"], torch.SymFloat)
+    ex = be.inputs[1][1]
+    assert isinstance(ex, torch.Tensor) and ex.dtype == torch.float64 and ex.item() == 1.5
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_python_backend_float_inputs_compile_once(backend):
+    """Changing floats (a learning rate, a scale) compile once more, then any value runs: in
+    pointwise ops, powers, with gradients; nan, inf and -0.0 arrive as they are."""
+    def f(x, s, t):
+        y = (x * s + t).sin() - s * x ** 2
+        return y / t, y.sum() * s
+
+    cf = ember.compile(f, backend=backend)
+    vals = [(0.5, 0.25), (1.5, 0.25), (1.5, 3.0), (-2.0, 0.75), (-0.0, 1.0), (0.0, -1.0), (7.0, 1e-3),
+            (float("nan"), 2.0), (float("inf"), 2.0)]
+    for k, (s, t) in enumerate(vals):
+        x = randn(4, 3, seed=k).requires_grad_()
+        xe = x.detach().clone().requires_grad_()
+        got, want = cf(x, s, t), f(xe, s, t)
+        for g, w in zip(got, want):
+            assert_same(g, w, rtol=1e-5, atol=1e-6, equal_nan=True)
+        if s == s and abs(s) != float("inf"):
+            got[1].backward()
+            want[1].backward()
+            assert_same(x.grad, xe.grad, rtol=1e-5, atol=1e-6)
+    assert frames() == 3 and counters()["fallbacks"] == 0  # static, then t, then s as inputs
+    assert counters()["backend_compiles"] <= 4
+
+
+def test_python_backend_float_variant_for_specialized_floats():
+    """A backend that specializes a float input (its ShapeEnv guards the value) gets a variant
+    per value it assumed; a value it did not see never runs a variant made for another."""
+    seen = []
+
+    def picky(gm, example_inputs):
+        item = next(n for n in gm.graph.nodes if n.op == "call_method" and n.target == "item")
+        v = float(item.meta["val"])  # specializes: a guard on the float's value
+        seen.append(v)
+        forward = gm.forward
+        return lambda *a: tuple(o + v for o in forward(*a))
+
+    def f(x, s):
+        return x * s
+
+    cf = ember.compile(f, backend=picky, dynamic=True)
+    for s in (0.5, 1.5, 0.5, 2.5, 1.5):
+        x = randn(3, seed=int(s * 2))
+        assert_same(cf(x, s), f(x, s) + s)
+    assert seen == [0.5, 1.5, 2.5]
 
 
 def test_float_input_read_by_python_code_is_pinned_exactly():
