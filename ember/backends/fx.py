@@ -153,9 +153,10 @@ class _SymbolicInputs:
     ember's would assume an equality ember's guards do not check); an int is a SymInt of its
     own (ember does not duck-size ints)."""
 
-    def __init__(self, fake_mode, in_syms):
+    def __init__(self, fake_mode, in_syms, float_inputs=True):
         self.fake_mode = fake_mode
         self.in_syms = in_syms
+        self.float_inputs = float_inputs  # False: a float input makes the export a static variant
         self.ember_of = {}  # ShapeEnv symbol -> ember symbol number
         self.symint = {}  # ember symbol number -> its SymInt
         self.symfloat = {}  # input number -> the SymFloat of a float input
@@ -188,6 +189,8 @@ class _SymbolicInputs:
         from torch._dynamo.source import FloatTensorSource
         if math.isnan(real) or math.isinf(real):
             raise _NeedsStatic(f"input {number} is {real}")
+        if not self.float_inputs:  # CUDA graphs take no CPU scalar tensor (TorchDynamo specializes there too)
+            raise _NeedsStatic(f"input {number} is a float, which the backend's CUDA graphs take as a constant")
         t = torch.tensor(real, dtype=torch.float64)
         val = self.fake_mode.from_tensor(t, source=FloatTensorSource(source))
         if not isinstance(getattr(val, "item_memo", None), torch.SymFloat):
@@ -236,7 +239,8 @@ class _SymbolicInputs:
 
 
 class _Builder:
-    def __init__(self, desc, inputs, fake_mode):
+    def __init__(self, desc, inputs, fake_mode, float_inputs=True):
+        self.float_inputs = float_inputs
         self.nodes, self.outputs, *syms = desc  # (nodes, outputs[, None or (in_syms, (exprs, relations))])
         self.in_syms, self.size_prog = syms[0] if syms and syms[0] is not None else (None, None)
         self.inputs = inputs
@@ -288,7 +292,7 @@ class _Builder:
         # placeholders first, in input order (the order of example_inputs)
         inputs = sorted((target[0], ref, target[1]) for ref, (op, target, *_rest) in enumerate(self.nodes)
                         if op == "input")
-        syms = _SymbolicInputs(self.fake_mode, self.in_syms) if self.in_syms is not None else None
+        syms = _SymbolicInputs(self.fake_mode, self.in_syms, self.float_inputs) if self.in_syms is not None else None
         self.input_refs = [ref for _number, ref, _label in inputs]
         for number, ref, label in inputs:
             node = g.placeholder(_placeholder_name(label))
@@ -502,9 +506,10 @@ def _self_overlap_mutated(gm, inputs):
     return None
 
 
-def build_graph_module(desc, inputs, fake_mode):
-    """(GraphModule, number of ops) for an exported graph and its real inputs."""
-    b = _Builder(desc, inputs, fake_mode)
+def build_graph_module(desc, inputs, fake_mode, float_inputs=True):
+    """(GraphModule, number of ops) for an exported graph and its real inputs. float_inputs: False
+    when float inputs must be constants (an exact variant is exported instead)."""
+    b = _Builder(desc, inputs, fake_mode, float_inputs)
     gm = b.build()
     return gm, b.n_ops
 
@@ -630,7 +635,7 @@ def _compile(backend, desc, inputs, where, exact=False):
         alias = _untracked_alias(inputs)
         if alias:
             raise _Unexportable(alias)
-        gm, n_ops = build_graph_module(desc, inputs, fake_mode)
+        gm, n_ops = build_graph_module(desc, inputs, fake_mode, float_inputs=not backend.cudagraphs)
         placeholder_vals = [n.meta["val"] for n in gm.graph.find_nodes(op="placeholder")]
         symbolic = len(desc) > 2 and desc[2] is not None
         overlap = _self_overlap_mutated(gm, inputs)

@@ -549,6 +549,32 @@ def test_symbolic_sizes_reach_cuda_backends(backend):
     assert ember.testing.counters()["backend_compiles"] == 1
 
 
+def scaled_residual(x, s):
+    return (x * s).sigmoid() + x * (1.0 - s)
+
+
+def test_float_input_reaches_inductor_on_cuda():
+    """A changing float is a SymFloat input on CUDA too (its float64 CPU scalar tensor next to
+    CUDA tensors, as under TorchDynamo): one more compile, then any value."""
+    import ember.testing
+    ember.testing.reset_counters()
+    cf = ember.compile(scaled_residual, backend="inductor")
+    x = rand(64, 32)
+    for s in (0.25, 0.5, 0.75, -1.5, 3.0):
+        assert_same(cf(x, s), scaled_residual(x, s), **INDUCTOR)
+    c = ember.testing.counters()
+    assert c["frames"] == 2 and c["backend_compiles"] == 2 and c["fallbacks"] == 0
+
+
+def test_float_input_under_cuda_graphs_is_a_constant(fresh_cudagraphs):
+    """Under CUDA graphs a float input is compiled as a constant per value (TorchDynamo
+    specializes floats there too): every value still equals eager's."""
+    cf = ember.compile(scaled_residual, backend="inductor", mode="reduce-overhead")
+    x = rand(64, 32)
+    for s in (0.25, 0.5, 0.25, 0.75):
+        assert_same(cf(x, s).clone(), scaled_residual(x, s), **INDUCTOR)
+
+
 # ---------------------------------------------------------------------------
 # 5. mode="reduce-overhead" (CUDA graphs)
 #
