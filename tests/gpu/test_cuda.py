@@ -550,7 +550,7 @@ def test_symbolic_sizes_reach_cuda_backends(backend):
 
 
 def scaled_residual(x, s):
-    return (x * s).sigmoid() + x * (1.0 - s)
+    return (x * s).sigmoid() + (x - s) * s
 
 
 def test_float_input_reaches_inductor_on_cuda():
