@@ -74,11 +74,12 @@ static EmStatus dict_key_read(EmTracer *T, EmContMethod m, const char *n, EmSym 
 }
 
 /* seq.index(x), seq.count(x), x in seq (m), by value equality, as Python: only constants can be
- * compared while tracing (and an item that is x itself). */
+ * compared while tracing (and an item that is x itself). index and `in` stop at the first
+ * match, as Python's do (the items after it are never compared); remove (m) finds as index. */
 static EmStatus seq_find(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym *x, EmSym **out) {
     PyObject *want = x->kind == SYM_CONST ? x->obj : NULL;
     long cnt = 0, at = -1;
-    for (int32_t i = 0; i < self->items.len; i++) {
+    for (int32_t i = 0; i < self->items.len && (m == EM_CM_count || at < 0); i++) {
         EmSym *it = self->items.data[i];
         if (!want || it->kind != SYM_CONST) {
             if (it == x) { /* the same object: equal by identity */
@@ -96,8 +97,10 @@ static EmStatus seq_find(EmTracer *T, EmContMethod m, const char *n, EmSym *self
             if (at < 0) at = i;
         }
     }
-    if (m == EM_CM_index && at < 0) {
-        PyObject *msg = PyUnicode_FromFormat("%R is not in %s", want, self->kind == SYM_LIST ? "list" : "tuple");
+    if ((m == EM_CM_index || m == EM_CM_remove) && at < 0) {
+        PyObject *msg = m == EM_CM_remove
+                            ? PyUnicode_FromString("list.remove(x): x not in list")
+                            : PyUnicode_FromFormat("%R is not in %s", want, self->kind == SYM_LIST ? "list" : "tuple");
         EmStatus st = msg ? em_trace_raise_new(T, PyExc_ValueError, msg) : EM_ERR;
         Py_XDECREF(msg);
         return st;
@@ -106,7 +109,7 @@ static EmStatus seq_find(EmTracer *T, EmContMethod m, const char *n, EmSym *self
         *out = em_sym_const(T, cnt ? Py_True : Py_False);
         return *out ? EM_OK : EM_ERR;
     }
-    PyObject *r = PyLong_FromLong(m == EM_CM_index ? at : cnt);
+    PyObject *r = PyLong_FromLong(m == EM_CM_count ? cnt : at);
     *out = r ? em_sym_const(T, r) : NULL;
     Py_XDECREF(r);
     return *out ? EM_OK : EM_ERR;
@@ -167,11 +170,81 @@ static EmStatus none_out(EmTracer *T, EmSym **out) {
     return *out ? EM_OK : EM_ERR;
 }
 
+/* list.extend(src): src a list, tuple or dict view, or any iterable whose items the trace knows
+ * (an iterator is consumed, as Python consumes it). */
 static EmStatus list_extend(EmTracer *T, EmSym *self, EmSym *src, EmSym **out) {
-    int32_t cnt = src->items.len;
+    EmSym *seq = src;
+    if (src->kind != SYM_LIST && src->kind != SYM_TUPLE) {
+        EmStatus st = src->kind == SYM_ITER ? em_iter_use(T, src) : EM_OK;
+        if (st != EM_OK || (st = em_seq_items(T, src, &seq)) != EM_OK) return st;
+    }
+    int32_t cnt = seq->items.len; /* the count before: l.extend(l) doubles l once */
     for (int32_t i = 0; i < cnt; i++)
-        if (em_vec_push(&self->items, src->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+        if (em_vec_push(&self->items, seq->items.data[i])) return PyErr_NoMemory(), EM_ERR;
     return none_out(T, out);
+}
+
+static void list_drop(EmSym *self, Py_ssize_t i) {
+    for (Py_ssize_t k = i + 1; k < self->items.len; k++) self->items.data[k - 1] = self->items.data[k];
+    self->items.len--;
+}
+
+/* l.remove(x): the first item equal to x (seq_find's comparisons), ValueError when none. */
+static EmStatus list_remove(EmTracer *T, EmSym *self, EmSym *x, EmSym **out) {
+    EmSym *at = NULL;
+    EmStatus st = seq_find(T, EM_CM_remove, "remove", self, x, &at);
+    if (st != EM_OK) return st;
+    list_drop(self, PyLong_AsSsize_t(at->obj));
+    return none_out(T, out);
+}
+
+static EmStatus list_reverse(EmTracer *T, EmSym *self, EmSym **out) {
+    for (int32_t i = 0, j = self->items.len - 1; i < j; i++, j--) {
+        EmSym *t = self->items.data[i];
+        self->items.data[i] = self->items.data[j];
+        self->items.data[j] = t;
+    }
+    return none_out(T, out);
+}
+
+/* l.sort() of constants: Python's own stable sort of the values (list(range(n)).sort(key=vals
+ * .__getitem__)), the syms permuted alike. Anything else (a tensor, a symbolic int) aborts. */
+static EmStatus list_sort(EmTracer *T, EmSym *self, EmSym **out) {
+    int32_t n = self->items.len;
+    for (int32_t i = 0; i < n; i++)
+        if (self->items.data[i]->kind != SYM_CONST)
+            return em_trace_fail(T, EMA_VALUE, "list.sort of a %s", em_sym_describe(self->items.data[i]));
+    PyObject *vals = PyList_New(n), *key = NULL, *order = PyList_New(n), *sort = NULL;
+    EmSym **was = PyMem_Malloc(sizeof(EmSym *) * (size_t)(n ? n : 1));
+    EmStatus st = EM_ERR;
+    if (!vals || !order || !was) goto done;
+    for (int32_t i = 0; i < n; i++) {
+        PyObject *ix = PyLong_FromLong(i);
+        if (!ix) goto done;
+        PyList_SET_ITEM(vals, i, Py_NewRef(self->items.data[i]->obj));
+        PyList_SET_ITEM(order, i, ix);
+    }
+    if (!(key = PyObject_GetAttr(vals, EM_STR(dunder_getitem))) || !(sort = PyObject_GetAttr(order, EM_STR(sort))))
+        goto done;
+    PyObject *kw = Py_BuildValue("{s:O}", "key", key), *r = kw ? PyObject_VectorcallDict(sort, NULL, 0, kw) : NULL;
+    Py_XDECREF(kw);
+    Py_XDECREF(r);
+    if (!r) { /* incomparable values: Python raises TypeError where the trace cannot follow */
+        PyErr_Clear();
+        st = em_trace_fail(T, EMA_VALUE, "list.sort of values that do not compare");
+        goto done;
+    }
+    memcpy(was, self->items.data, sizeof(EmSym *) * (size_t)n);
+    for (int32_t i = 0; i < n; i++) self->items.data[i] = was[PyLong_AsLong(PyList_GET_ITEM(order, i))];
+    st = none_out(T, out);
+done:
+    if (st == EM_ERR && !PyErr_Occurred()) PyErr_NoMemory();
+    PyMem_Free(was);
+    Py_XDECREF(vals);
+    Py_XDECREF(key);
+    Py_XDECREF(sort);
+    Py_XDECREF(order);
+    return st;
 }
 
 /* The index argument of list.pop/insert (def when not given), as Python adjusts a negative one. */
@@ -194,8 +267,7 @@ static EmStatus list_pop(EmTracer *T, EmSym *self, EmSym **args, int nargs, EmSy
     if (st != EM_OK) return st;
     if (i < 0 || i >= len) return em_trace_fail(T, EMA_VALUE, "pop from an empty list or bad index");
     *out = self->items.data[i];
-    for (Py_ssize_t k = i + 1; k < len; k++) self->items.data[k - 1] = self->items.data[k];
-    self->items.len--;
+    list_drop(self, i);
     return EM_OK;
 }
 
@@ -234,8 +306,20 @@ EmStatus em_list_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self,
             if (em_vec_push(&self->items, args[0])) return PyErr_NoMemory(), EM_ERR;
             return none_out(T, out);
         case EM_CM_extend:
-            if (nargs == 1 && (args[0]->kind == SYM_LIST || args[0]->kind == SYM_TUPLE))
-                return list_extend(T, self, args[0], out);
+            if (nargs == 1) return list_extend(T, self, args[0], out);
+            break;
+        case EM_CM_remove:
+            if (nargs == 1) return list_remove(T, self, args[0], out);
+            break;
+        case EM_CM_clear:
+            if (nargs != 0) break;
+            self->items.len = 0;
+            return none_out(T, out);
+        case EM_CM_reverse:
+            if (nargs == 0) return list_reverse(T, self, out);
+            break;
+        case EM_CM_sort:
+            if (nargs == 0) return list_sort(T, self, out);
             break;
         case EM_CM_pop:
             if (nargs <= 1) return list_pop(T, self, args, nargs, out);
@@ -326,6 +410,20 @@ EmStatus em_dict_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self,
         return none_out(T, out);
     }
     if (m == EM_CM_update && nargs == 1 && args[0]->kind == SYM_DICT) return dict_update(T, self, args[0], out);
+    if (m == EM_CM_clear && nargs == 0) {
+        while (self->keys.len) dict_remove(self, self->keys.len - 1);
+        return none_out(T, out);
+    }
+    if (m == EM_CM_popitem && nargs == 0) { /* the last item, as a (key, value) tuple */
+        if (!self->keys.len) return em_trace_raise_new(T, PyExc_KeyError, EM_STR(popitem_empty));
+        int32_t i = self->keys.len - 1;
+        EmSym *k = em_sym_const(T, self->keys.data[i]), *t = k ? em_sym_new(T, SYM_TUPLE) : NULL;
+        if (!t || em_vec_push(&t->items, k) || em_vec_push(&t->items, self->items.data[i]))
+            return t ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
+        dict_remove(self, i);
+        *out = t;
+        return EM_OK;
+    }
     return em_trace_fail(T, EMA_CALL, "%s.%s", em_sym_describe(self), n);
 }
 

@@ -164,6 +164,18 @@ static EmStatus seq_items(EmTracer *T, EmSym *s, EmSym **out) {
     return EM_OK;
 }
 
+/* `key in seq`: a tensor key is found by identity up to its first occurrence (Python compares
+ * `item is key` first; any other item before it would compare tensor values: the trace gives up
+ * there); other keys by value (em_sym_contains_known). */
+static EmStatus seq_contains(EmTracer *T, EmSym *c, EmSym *key, int *found) {
+    if (key->kind != SYM_TENSOR) return em_sym_contains_known(T, c, key, found);
+    EmSym *r = NULL;
+    EmStatus st = c->kind == SYM_LIST ? em_list_method(T, EM_CM___contains__, "__contains__", c, &key, 1, &r)
+                                      : em_tuple_method(T, EM_CM___contains__, "__contains__", c, &key, 1, &r);
+    if (st == EM_OK) *found = r->obj == Py_True;
+    return st;
+}
+
 static EM_NEW PyObject *tuple_iter_type(EmTracer *T, EmSym *s, int rev) {
     return em_iter_type_of(PyTuple_New(0), rev); /* namedtuples iterate as tuples */
 }
@@ -173,7 +185,7 @@ static EM_NEW PyObject *list_iter_type(EmTracer *T, EmSym *s, int rev) { return 
 const EmSymOps em_tuple_ops = {
     .getattr = tuple_attr,
     .getitem = seq_getitem,
-    .contains = em_sym_contains_known,
+    .contains = seq_contains,
     .truth = seq_truth,
     .binop = seq_binop,
     .items = seq_items,
@@ -185,7 +197,7 @@ const EmSymOps em_list_ops = {
     .getattr = list_attr,
     .getitem = seq_getitem,
     .setitem = list_setitem,
-    .contains = em_sym_contains_known,
+    .contains = seq_contains,
     .truth = seq_truth,
     .binop = seq_binop,
     .items = seq_items,
