@@ -55,6 +55,10 @@ _set(CONST, [v for v in vars(math).values() if callable(v)])
 _set(CONST, [v for k, v in vars(operator).items() if callable(v) and not k.startswith("_")])
 _set(CONST, [torch.Size, torch.device, torch.get_default_dtype, torch.is_grad_enabled,
              torch.is_autocast_enabled, torch.is_inference_mode_enabled, torch.finfo, torch.iinfo,
+             # autocast's state: the GLOBAL_STATE guard checks it (on and dtype, cpu and cuda)
+             getattr(torch._C, "_is_any_autocast_enabled", None), getattr(torch, "is_autocast_cpu_enabled", None),
+             getattr(torch, "get_autocast_dtype", None), getattr(torch, "get_autocast_cpu_dtype", None),
+             getattr(torch, "get_autocast_gpu_dtype", None),
              torch.broadcast_shapes, torch.is_tensor, torch.is_floating_point, torch.is_complex,
              torch.numel, torch.promote_types, torch.result_type, torch.can_cast,
              torch.jit.is_scripting, torch.jit.is_tracing, torch.cuda.is_available,

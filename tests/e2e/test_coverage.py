@@ -1,5 +1,6 @@
-"""List and dict methods on containers made while tracing ([coverage]): each case is one graph
-(fullgraph=True) whose results equal eager's, or raises what eager raises."""
+"""Ordinary Python that must be a graph ([coverage]): list and dict methods on containers made
+while tracing, queries of torch's global state. Each case is one graph (fullgraph=True) whose
+results equal eager's, or raises what eager raises."""
 
 import pytest
 import torch
@@ -142,3 +143,22 @@ def test_input_list_methods_stay_python():
     cf = ember.compile(f)
     assert_same(cf(randn(2), a), f(randn(2), b))
     assert a == b
+
+
+def test_autocast_state_queries_are_guarded_constants():
+    """torch functions answering about autocast's state are constants of the trace, which the
+    global-state guard checks (a change recompiles)."""
+    def f(x):
+        on = torch._C._is_any_autocast_enabled()
+        dt = torch.get_autocast_dtype("cpu") if on else None
+        return (x * 2 if on else x + 1), dt, torch.is_autocast_cpu_enabled()
+
+    cf = ember.compile(f, fullgraph=True)
+    x = randn(3)
+    assert_same(cf(x), f(x))
+    for dt in (torch.bfloat16, torch.float16):
+        with torch.autocast("cpu", dtype=dt):
+            assert_same(cf(x), f(x))
+    assert_same(cf(x), f(x))
+    c = counters()
+    assert c["frames"] == 3 and c["breaks"] == 0
