@@ -53,7 +53,7 @@ _set(CONST, [getattr(builtins, n) for n in (
     "slice", "callable", "reversed", "enumerate", "zip", "hash", "type")])
 _set(CONST, [v for v in vars(math).values() if callable(v)])
 _set(CONST, [v for k, v in vars(operator).items() if callable(v) and not k.startswith("_")])
-_set(CONST, [torch.Size, torch.device, torch.get_default_dtype, torch.is_grad_enabled,
+_set(CONST, [torch.Size, torch.Size.numel, torch.device, torch.get_default_dtype, torch.is_grad_enabled,
              torch.is_autocast_enabled, torch.is_inference_mode_enabled, torch.finfo, torch.iinfo,
              # autocast's state: the GLOBAL_STATE guard checks it (on and dtype, cpu and cuda)
              getattr(torch._C, "_is_any_autocast_enabled", None), getattr(torch, "is_autocast_cpu_enabled", None),
@@ -218,6 +218,15 @@ def _lasting(fn, rule):
 def _classify(fn):
     if isinstance(fn, type):
         return UNKNOWN
+    self_obj = getattr(fn, "__self__", None)
+    if isinstance(fn, types.BuiltinMethodType) and isinstance(self_obj, PURE_TYPES):
+        # a method of an immutable value (torch.Size(...).numel): its descriptor's rule
+        desc = getattr(type(self_obj), getattr(fn, "__name__", ""), None)
+        try:
+            if RULES.get(desc) == CONST:
+                return CONST
+        except TypeError:
+            pass
     if isinstance(fn, torch._ops.HigherOrderOperator):
         return ABORT  # torch.ops.higher_order.*: they run at a graph break
     objclass = getattr(fn, "__objclass__", None)

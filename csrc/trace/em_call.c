@@ -1060,6 +1060,25 @@ static EmStatus known_next(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int
     return CALL_NEXT;
 }
 
+static EmStatus known_size_numel(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                 EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (n != 1 || kwnames || all[0]->kind != SYM_TUPLE) return CALL_NEXT;
+    return em_size_numel(T, all[0], out);
+}
+
+static EmStatus known_itertools(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                EmSym **out) {
+    (void)self;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    int func = fn->obj == EM_KNOWN(it_accumulate) && n - nkw >= 2;
+    for (Py_ssize_t i = 0; fn->obj == EM_KNOWN(it_accumulate) && i < nkw; i++)
+        func |= PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), "func") == 0;
+    if (func) return em_trace_fail(T, EMA_CALL, "itertools.accumulate with a function");
+    return em_call_itertools(T, fn->obj, all, n, kwnames, out);
+}
+
 /* tuple(), list(), enumerate(), zip(), reversed() over syms that hold tensors, modules or
  * iterators (over constants only: the rule evaluates them) */
 static EmStatus known_sequence(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,

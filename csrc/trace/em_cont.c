@@ -334,8 +334,21 @@ EmStatus em_list_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self,
     return em_trace_fail(T, EMA_CALL, "%s.%s", em_sym_describe(self), n);
 }
 
+EmStatus em_size_numel(EmTracer *T, EmSym *size, EmSym **out) {
+    PyObject *one = PyLong_FromLong(1), *mul = PyTuple_GET_ITEM(em_state.op_fns, EMOP_MUL);
+    EmSym *acc = one ? em_sym_const(T, one) : NULL;
+    Py_XDECREF(one);
+    EmStatus st = acc ? EM_OK : EM_ERR;
+    for (int32_t i = 0; st == EM_OK && i < size->items.len; i++)
+        st = em_sym_binop(T, EMOP_MUL, mul, acc, size->items.data[i], &acc);
+    if (st == EM_OK) *out = acc;
+    return st;
+}
+
 EmStatus em_tuple_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym **args, int nargs,
                          EmSym **out) {
+    if (m == EM_CM__COUNT && nargs == 0 && self->seq_type == EM_KNOWN(torch_Size) && strcmp(n, "numel") == 0)
+        return em_size_numel(T, self, out);
     if ((m == EM_CM_index || m == EM_CM_count || m == EM_CM___contains__) && nargs == 1)
         return seq_find(T, m, n, self, args[0], out);
     EmStatus st = mutation_of(T, self, n); /* a tuple has none: the input's reason, else the call's */
@@ -450,6 +463,112 @@ EmStatus em_make_dict(EmTracer *T, EmSym *src, EmSym **kwvals, PyObject *kwnames
     for (Py_ssize_t i = 0; st == EM_OK && kwnames && i < PyTuple_GET_SIZE(kwnames); i++)
         st = em_dict_set(d, PyTuple_GET_ITEM(kwnames, i), kwvals[i]);
     if (st == EM_OK) *out = d;
+    return st;
+}
+
+/* ---- itertools over syms: the real function on stand-ins ---- */
+
+#define ITERTOOLS_MAX_ITEMS 4096
+
+typedef struct {
+    PyObject *ids;        /* dict: id(token) -> index in syms */
+    EmVec(EmSym *) syms;  /* what each token stands for */
+    PyObject *keep;       /* list: the tokens, alive while their ids are keys */
+} Stand;
+
+/* The stand-in of sym s: a constant's value, a token for anything else (new reference). */
+static EM_NEW PyObject *stand_for(Stand *S, EmSym *s) {
+    if (s->kind == SYM_CONST) return Py_NewRef(s->obj);
+    PyObject *tok = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type), *key = tok ? PyLong_FromVoidPtr(tok) : NULL;
+    PyObject *ix = key ? PyLong_FromSsize_t(S->syms.len) : NULL;
+    int bad = !ix || PyDict_SetItem(S->ids, key, ix) || PyList_Append(S->keep, tok) || em_vec_push(&S->syms, s);
+    Py_XDECREF(key);
+    Py_XDECREF(ix);
+    if (bad) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        Py_XDECREF(tok);
+        return NULL;
+    }
+    return tok;
+}
+
+/* The argument a: a container sym's items as a list of stand-ins (an iterator's are taken and it
+ * is lent: Python's lazy iteration owns it now), any other sym its own stand-in. */
+static EmStatus stand_arg(EmTracer *T, Stand *S, EmSym *a, EmSym *result, PyObject **v) {
+    int cont = a->kind == SYM_LIST || a->kind == SYM_TUPLE || a->kind == SYM_ITER || a->kind == SYM_VIEW ||
+               a->kind == SYM_DICT;
+    if (!cont) return (*v = stand_for(S, a)) ? EM_OK : EM_ERR;
+    EmSym *seq = NULL;
+    EmStatus st = a->kind == SYM_ITER ? em_iter_use(T, a) : EM_OK;
+    if (st != EM_OK || (st = em_seq_items(T, a, &seq)) != EM_OK) return st;
+    if (a->kind == SYM_ITER) a->lent = 1;
+    else if ((st = em_iter_watch(T, result, a, 0)) != EM_OK) return st;
+    PyObject *l = PyList_New(seq->items.len);
+    for (int32_t i = 0; l && i < seq->items.len; i++) {
+        PyObject *x = stand_for(S, seq->items.data[i]);
+        if (!x) Py_CLEAR(l);
+        else PyList_SET_ITEM(l, i, x);
+    }
+    *v = l;
+    return l ? EM_OK : EM_ERR;
+}
+
+/* A result value back as a sym: a token its sym, a tuple a tuple sym of its items, anything
+ * else (a value the function computed from constants) a constant. */
+static EmSym *unstand(EmTracer *T, Stand *S, PyObject *x, int depth) {
+    PyObject *key = PyLong_FromVoidPtr(x);
+    PyObject *ix = key ? PyDict_GetItemWithError(S->ids, key) : NULL;
+    Py_XDECREF(key);
+    if (ix) return S->syms.data[PyLong_AsSsize_t(ix)];
+    if (PyErr_Occurred()) return NULL;
+    if (!PyTuple_CheckExact(x) || depth > 0) return em_sym_const(T, x);
+    EmSym *t = em_sym_new(T, SYM_TUPLE);
+    for (Py_ssize_t i = 0; t && i < PyTuple_GET_SIZE(x); i++) {
+        EmSym *it = unstand(T, S, PyTuple_GET_ITEM(x, i), depth + 1);
+        if (!it || em_vec_push(&t->items, it)) t = it ? (PyErr_NoMemory(), NULL) : NULL;
+    }
+    return t;
+}
+
+static EmStatus itertools_run(EmTracer *T, Stand *S, PyObject *f, PyObject **vals, int n, PyObject *kwnames, EmSym *r) {
+    PyObject *res = PyObject_Vectorcall(f, vals, (size_t)(n - (kwnames ? PyTuple_GET_SIZE(kwnames) : 0)), kwnames);
+    PyObject *it = res ? PyObject_GetIter(res) : NULL, *x;
+    Py_XDECREF(res);
+    if (!it) { /* it raised on these arguments (or a token met arithmetic): Python raises it at run time */
+        PyErr_Clear();
+        return em_trace_fail(T, EMA_CALL, "%s on these arguments", ((PyTypeObject *)f)->tp_name);
+    }
+    r->seq_type = Py_NewRef((PyObject *)Py_TYPE(it));
+    EmStatus st = EM_OK;
+    while (st == EM_OK && (x = PyIter_Next(it))) {
+        EmSym *s = r->items.len < ITERTOOLS_MAX_ITEMS ? unstand(T, S, x, 0) : NULL;
+        Py_DECREF(x);
+        if (r->items.len >= ITERTOOLS_MAX_ITEMS)
+            st = em_trace_fail(T, EMA_CALL, "%s of more than %d items", ((PyTypeObject *)f)->tp_name,
+                               ITERTOOLS_MAX_ITEMS);
+        else if (!s || em_vec_push(&r->items, s)) st = s ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
+    }
+    if (st == EM_OK && PyErr_Occurred()) {
+        PyErr_Clear();
+        st = em_trace_fail(T, EMA_CALL, "%s raised while iterating", ((PyTypeObject *)f)->tp_name);
+    }
+    Py_DECREF(it);
+    return st;
+}
+
+EmStatus em_call_itertools(EmTracer *T, PyObject *f, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    if (n > 16) return em_trace_fail(T, EMA_CALL, "%s with %d arguments", ((PyTypeObject *)f)->tp_name, n);
+    Stand S = {.ids = PyDict_New(), .keep = PyList_New(0)};
+    PyObject *vals[16] = {0};
+    EmSym *r = S.ids && S.keep ? em_sym_new(T, SYM_ITER) : NULL;
+    EmStatus st = r ? EM_OK : EM_ERR;
+    for (int i = 0; st == EM_OK && i < n; i++) st = stand_arg(T, &S, all[i], r, &vals[i]);
+    if (st == EM_OK) st = itertools_run(T, &S, f, vals, n, kwnames, r);
+    if (st == EM_OK) *out = r;
+    for (int i = 0; i < n; i++) Py_XDECREF(vals[i]);
+    Py_XDECREF(S.ids);
+    Py_XDECREF(S.keep);
+    em_vec_free(&S.syms);
     return st;
 }
 

@@ -9,6 +9,8 @@
 /* ---- tuples and lists ---- */
 
 static EmStatus tuple_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
+    if (base->seq_type == EM_KNOWN(torch_Size)) /* Size's own methods (numel) and tuple's */
+        return em_sym_type_method(T, (PyTypeObject *)base->seq_type, base, name, method, out, self);
     if (base->seq_type) { /* a namedtuple's (or structseq's) field */
         PyObject *fields = PyObject_GetAttrString(base->seq_type, "_fields");
         if (!fields && PyErr_ExceptionMatches(PyExc_AttributeError)) { /* a structseq */

@@ -272,6 +272,13 @@ EmSym *em_view_items(EmTracer *T, EmSym *view);
 EmStatus em_make_dict(EmTracer *T, EmSym *src, EmSym **kwvals, PyObject *kwnames, EmSym **out);
 /* tuple/list/enumerate/zip/reversed (f) over n syms; strict: zip(strict=True). */
 EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int strict, EmSym **out);
+/* size.numel() of a torch.Size tuple sym: the product of its items (ints or symbolic ints). */
+EmStatus em_size_numel(EmTracer *T, EmSym *size, EmSym **out);
+/* An itertools function f (chain, product, combinations, permutations, zip_longest, islice,
+ * repeat, accumulate, pairwise, compress) over n syms (kwvals parallel to kwnames): f runs on
+ * stand-ins (a container's items that are not constants become tokens) and its finite result
+ * is mapped back, as an iterator sym. CALL_NEXT-free: any other case aborts. */
+EmStatus em_call_itertools(EmTracer *T, PyObject *f, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 /* iter(s): s itself for an iterator, else an iterator over s's items (em_seq_items). */
 EmStatus em_iter_of(EmTracer *T, EmSym *s, EmSym **out);
 /* EM_OK when iterator `it` may be consumed or kept (it was not lent to zip()/enumerate()),

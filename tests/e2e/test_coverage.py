@@ -162,3 +162,67 @@ def test_autocast_state_queries_are_guarded_constants():
     assert_same(cf(x), f(x))
     c = counters()
     assert c["frames"] == 3 and c["breaks"] == 0
+
+
+def test_itertools_over_tensors_and_constants():
+    """itertools' structural functions over syms: the real function runs on stand-ins, so the
+    result's order and shape are Python's own; tensors come back as themselves."""
+    import itertools
+
+    def f(x):
+        y = x + 1
+        a = list(itertools.chain([1, 2], [x], (y,)))
+        b = list(itertools.product([x, y], [3, 4]))
+        c = list(itertools.combinations([1, x, 3], 2))
+        cr = list(itertools.combinations_with_replacement([x, 2], 2))
+        d = list(itertools.permutations([x, 2]))
+        e = list(itertools.zip_longest([1, x], [3], fillvalue=y))
+        g = list(itertools.accumulate([1, 2, 3], initial=10))
+        h = list(itertools.repeat(x, 3))
+        i = list(itertools.islice([x, y, 1, 2], 1, 3))
+        j = list(itertools.pairwise([x, y, 3]))
+        k = list(itertools.compress([x, y, 3], [1, 0, 1]))
+        tot = sum(p[0] for p in b) + c[1][1] + d[0][0] + e[1][1] + sum(h) + cr[0][0]
+        return (tot * sum(g), len(a), len(b), len(c), len(cr), len(d), i, j[1][0], k, e[1][1] is y,
+                [t is x for t in a])
+
+    one_graph(f, randn(3))
+
+
+def test_itertools_cases_python_keeps():
+    """accumulate of tensors (its additions would run lazily), an iterator islice leaves partly
+    consumed, a list changed after chain() took it: Python runs them, with Python's results."""
+    import itertools
+
+    def acc(x):
+        return list(itertools.accumulate([x, x * 2]))
+
+    def sliced(x):
+        it = iter([x, x + 1, x + 2])
+        return list(itertools.islice(it, 1)), next(it)
+
+    def changed(x):
+        lst = [x]
+        c = itertools.chain(lst, [1])
+        lst.append(x * 2)
+        return list(c)
+
+    x = randn(3)
+    for fn in (acc, sliced, changed):
+        assert_same(ember.compile(fn)(x), fn(x))
+    ember.reset()
+    with pytest.raises(ember.Unsupported):
+        ember.compile(acc, fullgraph=True)(x)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_size_numel(dynamic):
+    def f(x):
+        n = x.size().numel()
+        return x.reshape(n) * n, x.shape[1:].numel()
+
+    cf = ember.compile(f, fullgraph=True, dynamic=dynamic)
+    for shape in ((2, 3), (4, 5)) if dynamic else ((2, 3),):
+        x = randn(*shape)
+        assert_same(cf(x), f(x))
+    assert counters()["frames"] == 1
