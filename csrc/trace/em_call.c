@@ -1145,6 +1145,103 @@ static EmStatus known_reduce(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
     return st;
 }
 
+/* The keyword named `name` among the call's keywords: its value, or NULL. */
+static EmSym *kwarg(EmSym **all, int n, PyObject *kwnames, const char *name) {
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t i = 0; i < nkw; i++)
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), name) == 0) return all[n - nkw + i];
+    return NULL;
+}
+
+/* The items of a keyed call: the iterable's remaining ones (consumed) or the positional args. */
+static EmStatus keyed_items(EmTracer *T, EmSym **all, int npos, EmSym ***items, int32_t *len) {
+    if (npos >= 2) {
+        *items = all;
+        *len = npos;
+        return EM_OK;
+    }
+    EmSym *it = NULL;
+    EmStatus st = em_iter_of(T, all[0], &it);
+    if (st != EM_OK || (st = em_iter_use(T, it)) != EM_OK) return st;
+    *items = it->items.data + it->pos;
+    *len = it->items.len - it->pos;
+    it->pos = it->items.len;
+    if (it->gen) it->gen = EM_GEN_ENDED;
+    return EM_OK;
+}
+
+/* Python's answer on the keys: sorted's order (reverse: rev) or max/min's index, as a list of
+ * indices or an int (new reference); NULL with no exception when the keys do not compare. */
+static EM_NEW PyObject *keyed_order(PyObject *f, PyObject *keys, int rev) {
+    PyObject *get = PyObject_GetAttr(keys, EM_STR(dunder_getitem));
+    PyObject *idx = get ? PyObject_CallFunction((PyObject *)&PyRange_Type, "n", PyList_GET_SIZE(keys)) : NULL;
+    PyObject *kw = idx ? Py_BuildValue("{s:O}", "key", get) : NULL, *r = NULL;
+    if (kw && f == EM_KNOWN(sorted) && rev && PyDict_SetItemString(kw, "reverse", Py_True)) Py_CLEAR(kw);
+    PyObject *args = kw ? PyTuple_Pack(1, idx) : NULL;
+    if (args) r = PyObject_Call(f, args, kw);
+    if (!r && PyErr_ExceptionMatches(PyExc_TypeError)) PyErr_Clear();
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    Py_XDECREF(idx);
+    Py_XDECREF(get);
+    return r;
+}
+
+/* sorted/max/min with key=f: f is traced on each item in order (as Python calls it, once
+ * each); its results must be constants, which Python itself orders. Without a key (or key=None):
+ * the rule. */
+static EmStatus known_keyed(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    (void)self;
+    EmSym *key = kwarg(all, n, kwnames, "key"), *rev = kwarg(all, n, kwnames, "reverse");
+    EmSym *dflt = kwarg(all, n, kwnames, "default");
+    int npos = n - (int)(kwnames ? PyTuple_GET_SIZE(kwnames) : 0), is_sorted = fn->obj == EM_KNOWN(sorted);
+    int known = 1 + (rev != NULL) + (dflt != NULL);
+    if (!key || (key->kind == SYM_CONST && key->obj == Py_None) || npos < 1 || n - npos != known ||
+        (is_sorted && (npos != 1 || dflt)) || (!is_sorted && (rev || (dflt && npos != 1))) ||
+        (rev && rev->kind != SYM_CONST))
+        return CALL_NEXT;
+    int r = rev ? PyObject_IsTrue(rev->obj) : 0;
+    EmSym **items;
+    int32_t len;
+    EmStatus st = r < 0 ? EM_ERR : keyed_items(T, all, npos, &items, &len);
+    PyObject *keys = st == EM_OK ? PyList_New(len) : NULL;
+    for (int32_t i = 0; keys && st == EM_OK && i < len; i++) {
+        EmSym *k = NULL;
+        if ((st = em_call(T, key, NULL, &items[i], 1, NULL, &k)) != EM_OK) break;
+        if (k->kind != SYM_CONST) st = em_trace_fail(T, EMA_VALUE, "a key that is %s", em_sym_describe(k));
+        else PyList_SET_ITEM(keys, i, Py_NewRef(k->obj));
+    }
+    if (st != EM_OK || !keys) {
+        Py_XDECREF(keys); /* unset items are NULL, which list dealloc skips */
+        return st == EM_OK ? EM_ERR : st;
+    }
+    if (!is_sorted && len == 0) { /* max() of an empty iterable: the default, or Python's ValueError */
+        Py_DECREF(keys);
+        if (dflt) return *out = dflt, EM_OK;
+        return em_trace_fail(T, EMA_CALL, "%s of an empty sequence", is_sorted ? "sorted" : "max/min");
+    }
+    PyObject *order = keyed_order(fn->obj, keys, r);
+    Py_DECREF(keys);
+    if (!order) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "keys that do not compare");
+    if (!is_sorted) {
+        *out = items[PyLong_AsSsize_t(order)];
+        Py_DECREF(order);
+        return EM_OK;
+    }
+    EmSym *l = em_sym_new(T, SYM_LIST);
+    for (Py_ssize_t i = 0; l && i < PyList_GET_SIZE(order); i++)
+        if (em_vec_push(&l->items, items[PyLong_AsSsize_t(PyList_GET_ITEM(order, i))])) l = (PyErr_NoMemory(), NULL);
+    Py_DECREF(order);
+    if (!l) return EM_ERR;
+    *out = l;
+    return EM_OK;
+}
+
+static EmStatus known_minmax(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    EmStatus st = known_keyed(T, fn, self, all, n, kwnames, out);
+    return st == CALL_NEXT ? em_known_minmax(T, fn, self, all, n, kwnames, out) : st;
+}
+
 /* em_call's second step: the callee's row in em_known.def, found by identity (a scan of
  * pointers: a dict would run a callable object's own __hash__ and __eq__, and refuse
  * unhashable ones), and its handler's answer. */

@@ -226,3 +226,31 @@ def test_size_numel(dynamic):
         x = randn(*shape)
         assert_same(cf(x), f(x))
     assert counters()["frames"] == 1
+
+
+def test_sorted_max_min_with_a_key():
+    """The key is traced on each item once, in order; its constant results are ordered by
+    Python itself (stability, reverse, first of equal maxima, default)."""
+    def f(x):
+        ms = [x, x * 2, x + 5]
+        by_neg = sorted([3, 1, 2, 1.0], key=lambda v: -v)
+        by_len = sorted([[1, 2], [1], [1, 2, 3], [4]], key=len, reverse=True)
+        m = max([(1, "a"), (3, "b"), (3, "c")], key=lambda p: p[0])
+        n = min(4, 2, 6, key=lambda v: abs(v - 5))
+        t = max(ms, key=lambda t: t.shape[0])
+        e = max([], key=len, default=x)
+        s = sorted(ms, key=lambda t: -t.dim(), reverse=True)  # equal keys: stable even reversed
+        return by_neg, by_len, m, n, t is ms[0], e, [u is v for u, v in zip(s, ms)]
+
+    one_graph(f, randn(3))
+
+
+def test_key_on_tensor_values_is_not_captured():
+    def f(x):
+        return max([x, x * 2], key=lambda t: t.sum())
+
+    x = randn(3)
+    with pytest.raises(ember.Unsupported, match="a key that is tensor"):
+        ember.compile(f, fullgraph=True)(x)
+    ember.reset()
+    assert_same(ember.compile(f)(x), f(x))
