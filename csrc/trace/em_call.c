@@ -1291,14 +1291,15 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
     int nargs = self ? n - 1 : n;
     PyObject *f = fn->obj;
     if (fn->kind == SYM_OBJ && fn->src >= 0 && em_ctx_is_grad_exit(f)) return em_ctx_exit_input(T, fn, all, n, out);
-    if (self && (self->kind == SYM_NEW || (self->kind == SYM_OBJ && self->src >= 0 && !PyDict_CheckExact(self->obj))) &&
+    if (self && !kwnames &&
+        (self->kind == SYM_NEW || (self->kind == SYM_OBJ && self->src >= 0 && !PyDict_CheckExact(self->obj))) &&
         (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type)))
         return call_builtin_method(T, f, self, args, nargs, out);
     if (!self && n >= 1 && !kwnames && (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type)) &&
         (all[0]->kind == SYM_NEW || (all[0]->kind == SYM_OBJ && all[0]->src >= 0 && !all[0]->by_id)) &&
         PyObject_TypeCheck(all[0]->obj, PyDescr_TYPE(f)))
         return call_builtin_method(T, f, all[0], all + 1, n - 1, out); /* dict.__getitem__(self, k) */
-    if (self &&
+    if (self && !kwnames && /* the methods modelled take positional arguments only */
         (self->kind == SYM_LIST || self->kind == SYM_DICT || self->kind == SYM_TUPLE ||
          (self->kind == SYM_OBJ && PyDict_CheckExact(self->obj) && self->src >= 0)) &&
         Py_IS_TYPE(f, &PyMethodDescr_Type))

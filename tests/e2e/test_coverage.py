@@ -254,3 +254,18 @@ def test_key_on_tensor_values_is_not_captured():
         ember.compile(f, fullgraph=True)(x)
     ember.reset()
     assert_same(ember.compile(f)(x), f(x))
+
+
+def test_container_method_with_keywords_raises_as_python():
+    """list/dict methods take positional arguments only: a keyword is Python's TypeError, never
+    taken for a positional argument (l.append(x=3) appended 3)."""
+    def f(x):
+        lst = [3, 1]
+        try:
+            lst.append(x=3)
+        except TypeError as e:
+            return x + 1, str(e), lst
+        return x, "", lst
+
+    x = randn(2)
+    assert_same(ember.compile(f)(x), f(x))
