@@ -527,6 +527,19 @@ static int intern_names(void) {
     return 0;
 }
 
+/* A new exception type ember._C.<name> added to module m: the module's reference is the one
+ * kept in em_state (borrowed from then on). NULL on error. */
+static PyObject *add_exception(PyObject *m, const char *name, const char *doc, PyObject *base) {
+    char full[64];
+    snprintf(full, sizeof full, "ember._C.%s", name);
+    PyObject *e = PyErr_NewExceptionWithDoc(full, doc, base, NULL);
+    if (!e || PyModule_AddObjectRef(m, name, e) < 0) {
+        Py_XDECREF(e);
+        return NULL;
+    }
+    return e;
+}
+
 PyMODINIT_FUNC PyInit__C(void) {
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
@@ -535,24 +548,16 @@ PyMODINIT_FUNC PyInit__C(void) {
     em_state.accumulated_recompile_limit = 256;
     if (PyType_Ready(&CompiledFunctionType) < 0 || em_hook_init() < 0 || em_cache_init() < 0) goto error;
     if (PyModule_AddObjectRef(m, "CompiledFunction", (PyObject *)&CompiledFunctionType) < 0) goto error;
-    PyObject *unsup = PyErr_NewExceptionWithDoc("ember._C.Unsupported",
-                                                "ember could not capture code and was told not to fall back "
-                                                "(fullgraph=True or ember.config.strict).",
-                                                PyExc_RuntimeError, NULL);
-    if (!unsup || PyModule_AddObjectRef(m, "Unsupported", unsup) < 0) {
-        Py_XDECREF(unsup);
+    if (!(em_state.unsupported = add_exception(m, "Unsupported",
+                                               "ember could not capture code and was told not to fall back "
+                                               "(fullgraph=True or ember.config.strict).",
+                                               PyExc_RuntimeError)) ||
+        !(em_state.constraint_violation = add_exception(
+              m, "ConstraintViolation",
+              "A mark_dynamic input's size is outside the min/max it was marked with "
+              "(torch.compile raises its ConstraintViolationError there).",
+              PyExc_ValueError)))
         goto error;
-    }
-    em_state.unsupported = unsup;
-    PyObject *viol = PyErr_NewExceptionWithDoc("ember._C.ConstraintViolation",
-                                               "A mark_dynamic input's size is outside the min/max it was marked with "
-                                               "(torch.compile raises its ConstraintViolationError there).",
-                                               PyExc_ValueError, NULL);
-    if (!viol || PyModule_AddObjectRef(m, "ConstraintViolation", viol) < 0) {
-        Py_XDECREF(viol);
-        goto error;
-    }
-    em_state.constraint_violation = viol;
     if (PyModule_AddIntConstant(m, "FLAG_ENABLED", EMH_ENABLED) < 0) goto error;
     if (PyModule_AddIntConstant(m, "FLAG_FULLGRAPH", EMH_FULLGRAPH) < 0) goto error;
     if (PyModule_AddIntConstant(m, "FLAG_ITERATION", EMH_ITERATION) < 0) goto error;

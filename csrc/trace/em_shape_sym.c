@@ -134,6 +134,7 @@ EmStatus em_dyn_ranges(EmTracer *T, PyObject *v, EmRef ref, uint64_t dyn) {
         long d = dim && PyLong_Check(dim) ? PyLong_AsLong(dim) : -1;
         Py_XDECREF(dim);
         if (!dim) return EM_ERR;
+        if (d == -1 && PyErr_Occurred()) PyErr_Clear(); /* a dimension beyond a long: none of ours */
         if (d < 0 || d >= 64 || !((dyn >> d) & 1)) continue; /* a static dimension keeps its guarded size */
         int64_t lo = 0, hi = 0;
         int has_lo = range_bound(item, "min", &lo), has_hi = has_lo < 0 ? -1 : range_bound(item, "max", &hi);
