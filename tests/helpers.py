@@ -86,3 +86,17 @@ def one_graph(fn, *args, calls=2, fullgraph=False):
     assert (c["frames"], c["breaks"], c["aborts"]) == (1, 0, 0), c
     assert c["hits"] == calls - 1, c
     return got
+
+
+def exact_graph(fn, *args):
+    """fn(*args) under fullgraph=True, twice: equal to eager's (assert_same: Python values
+    exactly), one frame with no break, the second call a cache hit. Returns the last result."""
+    import ember
+    want = fn(*args)
+    cf = ember.compile(fn, fullgraph=True)
+    for _ in range(2):
+        got = cf(*args)
+        assert_same(got, want)
+    c = counters()
+    assert (c["frames"], c["breaks"], c["aborts"], c["hits"]) == (1, 0, 0, 1), c
+    return got

@@ -433,32 +433,34 @@ static EmStatus consume_iter_args(EmTracer *T, PyObject *f, EmSym **all, int n) 
     for (int i = 0; i < n; i++) {
         EmSym *it = all[i];
         if (it->kind != SYM_ITER) continue;
-        EmStatus ust = em_iter_use(T, it);
-        if (ust != EM_OK) return ust;
         if (how < 0) {
             PyObject *r = PyObject_CallMethod(em_state.meta_run, "iter_consumer", "O", f);
             how = r ? (int)PyLong_AsLong(r) : -1;
             Py_XDECREF(r);
             if (how < 0) return EM_ERR;
         }
-        if (how == 0) return EM_OK;
-        int32_t end = it->items.len;
-        if (how >= 2) { /* any (2) stops after a true item, all (3) after a false one */
-            for (int32_t k = it->pos; k < it->items.len && end == it->items.len; k++) {
-                EmSym *v = it->items.data[k];
+        if (how == 0) return EM_OK; /* it keeps the iterator: only type questions reach here */
+        EmSym *t = em_sym_new(T, SYM_TUPLE), *v = NULL;
+        if (!t) return EM_ERR;
+        if (how >= 2) { /* any (2) stops after a true item, all (3) after a false one: taken one at a time */
+            for (;;) {
+                EmStatus st = em_iter_take(T, it, &v);
+                if (st != EM_OK) return st;
+                if (!v) break;
                 if (v->kind != SYM_CONST)
                     return em_trace_fail(T, EMA_CALL, "any()/all() over a %s", em_sym_describe(v));
-                int t = PyObject_IsTrue(v->obj);
-                if (t < 0) return EM_ERR;
-                if (t == (how == 2)) end = k + 1;
+                int b = PyObject_IsTrue(v->obj);
+                if (b < 0) return EM_ERR;
+                if (em_vec_push(&t->items, v)) return PyErr_NoMemory(), EM_ERR;
+                if (b == (how == 2)) break;
             }
+        } else {
+            EmStatus ust = em_iter_use(T, it);
+            if (ust != EM_OK) return ust;
+            for (int32_t k = it->pos; k < it->items.len; k++)
+                if (em_vec_push(&t->items, it->items.data[k])) return PyErr_NoMemory(), EM_ERR;
+            it->pos = it->items.len;
         }
-        EmSym *t = em_sym_new(T, SYM_TUPLE);
-        if (!t) return EM_ERR;
-        for (int32_t k = it->pos; k < end; k++)
-            if (em_vec_push(&t->items, it->items.data[k])) return PyErr_NoMemory(), EM_ERR;
-        it->pos = end;
-        if (it->gen && end == it->items.len) it->gen = EM_GEN_ENDED;
         all[i] = t;
     }
     return EM_OK;
@@ -1043,14 +1045,13 @@ static EmStatus known_next(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int
     (void)fn;
     (void)self;
     if (!kwnames && (n == 1 || n == 2) && all[0]->kind == SYM_ITER) {
-        EmSym *it = all[0]; /* next(it[, default]) */
-        EmStatus ust = em_iter_use(T, it);
+        EmSym *v = NULL; /* next(it[, default]) */
+        EmStatus ust = em_iter_take(T, all[0], &v);
         if (ust != EM_OK) return ust;
-        if (it->pos < it->items.len) {
-            *out = it->items.data[it->pos++];
+        if (v) {
+            *out = v;
             return EM_OK;
         }
-        if (it->gen) it->gen = EM_GEN_ENDED;
         if (n == 2) {
             *out = all[1];
             return EM_OK;
@@ -1077,6 +1078,31 @@ static EmStatus known_itertools(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all
         func |= PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), "func") == 0;
     if (func) return em_trace_fail(T, EMA_CALL, "itertools.accumulate with a function");
     return em_call_itertools(T, fn->obj, all, n, kwnames, out);
+}
+
+static EmStatus known_lazy(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    (void)self;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (fn->obj == EM_KNOWN(it_count)) {
+        PyObject *v[2] = {NULL, NULL}; /* start, step: positional or by keyword */
+        for (int i = 0; i < n; i++) {
+            int at = i < n - nkw
+                         ? i
+                         : PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i - (n - nkw)), "step") == 0;
+            if (at > 1 || v[at] || all[i]->kind != SYM_CONST || !PyNumber_Check(all[i]->obj))
+                return em_trace_fail(T, EMA_CALL, "itertools.count of these arguments");
+            v[at] = all[i]->obj;
+        }
+        return em_lazy_make(T, EM_LAZY_COUNT, NULL, NULL, 0, v[0], v[1], out);
+    }
+    if (nkw) return CALL_NEXT;
+    if (fn->obj == EM_KNOWN(map) && n >= 2)
+        return em_lazy_make(T, EM_LAZY_MAP, all[0], all + 1, n - 1, NULL, NULL, out);
+    if (fn->obj == EM_KNOWN(filter) && n == 2) {
+        int none = all[0]->kind == SYM_CONST && all[0]->obj == Py_None;
+        return em_lazy_make(T, EM_LAZY_FILTER, none ? NULL : all[0], all + 1, 1, NULL, NULL, out);
+    }
+    return CALL_NEXT;
 }
 
 /* tuple(), list(), enumerate(), zip(), reversed() over syms that hold tensors, modules or
@@ -1128,13 +1154,13 @@ static EmStatus known_reduce(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
     if (kwnames || n < 2 || n > 3) return CALL_NEXT;
     EmSym *it = NULL, *acc = n == 3 ? all[2] : NULL;
     EmStatus st = em_iter_of(T, all[1], &it);
-    while (st == EM_OK && (st = em_iter_use(T, it)) == EM_OK && it->pos < it->items.len) {
-        EmSym *pair[2] = {acc, it->items.data[it->pos++]};
+    EmSym *v = NULL;
+    while (st == EM_OK && (st = em_iter_take(T, it, &v)) == EM_OK && v) {
+        EmSym *pair[2] = {acc, v};
         if (acc) st = em_call(T, all[0], NULL, pair, 2, NULL, &acc);
-        else acc = pair[1];
+        else acc = v;
     }
     if (st != EM_OK) return st;
-    if (it->gen) it->gen = EM_GEN_ENDED;
     if (acc) {
         *out = acc;
         return EM_OK;
@@ -1166,7 +1192,6 @@ static EmStatus keyed_items(EmTracer *T, EmSym **all, int npos, EmSym ***items, 
     *items = it->items.data + it->pos;
     *len = it->items.len - it->pos;
     it->pos = it->items.len;
-    if (it->gen) it->gen = EM_GEN_ENDED;
     return EM_OK;
 }
 
@@ -1305,6 +1330,7 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         Py_IS_TYPE(f, &PyMethodDescr_Type))
         return em_container_method(T, f, self, args, nargs, out);
     if (PyType_Check(f) && em_is_namedtuple_type((PyTypeObject *)f)) return call_namedtuple(T, f, all, n, kwnames, out);
+    if (self && !kwnames && self->kind == SYM_ITER) return em_gen_method(T, f, self, args, nargs, out);
     return CALL_NEXT;
 }
 

@@ -499,6 +499,9 @@ static EmStatus stand_arg(EmTracer *T, Stand *S, EmSym *a, EmSym *result, PyObje
                a->kind == SYM_DICT;
     if (!cont) return (*v = stand_for(S, a)) ? EM_OK : EM_ERR;
     EmSym *seq = NULL;
+    if (a->kind == SYM_ITER && !em_lazy_done(a)) /* Python's takes its items later, one by one */
+        return em_trace_fail(T, EMA_CALL, "an itertools function over a lazy iterator (%s)",
+                             ((PyTypeObject *)a->seq_type)->tp_name);
     EmStatus st = a->kind == SYM_ITER ? em_iter_use(T, a) : EM_OK;
     if (st != EM_OK || (st = em_seq_items(T, a, &seq)) != EM_OK) return st;
     if (a->kind == SYM_ITER) a->lent = 1;
@@ -586,6 +589,16 @@ EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int stri
     if (!is_zip && n != 1) return em_trace_fail(T, EMA_CALL, "%s with %d arguments", ((PyTypeObject *)f)->tp_name, n);
     if (f == (PyObject *)&PyReversed_Type && all[0]->kind == SYM_ITER)
         return em_trace_fail(T, EMA_CALL, "reversed() of an iterator");
+    int lazy = 0; /* zip/enumerate over a lazy iterator: lazy too, taking an item per item taken */
+    for (int i = 0; (is_enum || is_zip) && i < n; i++) lazy |= all[i]->kind == SYM_ITER && !em_lazy_done(all[i]);
+    if (lazy && strict) return em_trace_fail(T, EMA_CALL, "zip(strict=True) over a lazy iterator");
+    if (lazy) {
+        PyObject *from = is_enum ? PyLong_FromLong(start) : NULL;
+        if (is_enum && !from) return EM_ERR;
+        EmStatus st = em_lazy_make(T, is_enum ? EM_LAZY_ENUM : EM_LAZY_ZIP, NULL, all, n, from, NULL, out);
+        Py_XDECREF(from);
+        return st;
+    }
     EmSym *seqs[8];
     int32_t len = -1;
     for (int i = 0; i < n; i++) { /* the same iterator twice (zip(it, it)) takes items in turn */

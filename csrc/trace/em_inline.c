@@ -85,29 +85,6 @@ static EmStatus bind_args(EmTracer *T, PyFunctionObject *fn, EmSym **args, int n
     return EM_OK;
 }
 
-/* Graph nodes from `from` on that change a value in place (in-place operators, item stores,
- * torch's trailing-underscore methods, out= arguments). */
-static int mutating_ops(EmGraph *G, int32_t from) {
-    for (int32_t r = from; r < G->nodes.len; r++) {
-        const EmNode *n = &G->nodes.data[r];
-        if (em_op_info[n->op].flags & EMF_MUTATES) return 1;
-        if (n->op != EMOP_CALL) continue;
-        PyObject *f = (PyObject *)G->consts.data[n->fn].obj, *nm = PyObject_GetAttrString(f, "__name__");
-        const char *u = nm && PyUnicode_Check(nm) ? PyUnicode_AsUTF8(nm) : NULL;
-        size_t len = u ? strlen(u) : 0;
-        int inplace = !u || (len > 1 && u[len - 1] == '_' && u[0] != '_');
-        Py_XDECREF(nm);
-        PyErr_Clear(); /* a callable whose __name__ cannot be read counts as one that mutates */
-        if (inplace) return 1;
-        if (n->nkw) {
-            PyObject *kw = (PyObject *)G->consts.data[n->kwnames].obj;
-            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kw); i++)
-                if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kw, i), "out") == 0) return 1;
-        }
-    }
-    return 0;
-}
-
 EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
     return em_inline_closure(T, func, NULL, args, nargs, kwnames, out);
 }
@@ -160,18 +137,11 @@ EmStatus em_inline_closure(EmTracer *T, PyObject *func, EmSym *closure, EmSym **
     PyCodeObject *co = (PyCodeObject *)fn->func_code;
     if (T->depth >= EM_MAX_DEPTH)
         return em_trace_fail(T, EMA_INLINE, "%s (inlining too deep)", PyUnicode_AsUTF8(co->co_qualname));
-    /* a generator (expression or function) runs to its end at once: its yields become the
-     * items of an iterator (README, limitations: not interleaved with the consumer; extra
-     * items a short-circuiting consumer would not take are only traced) */
-    int genexpr = !!(co->co_flags & CO_GENERATOR);
-    if (!genexpr && (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)))
-        return em_trace_fail(T, EMA_INLINE, "%s (generator or coroutine)", PyUnicode_AsUTF8(co->co_qualname));
-    EmSym *gen = genexpr ? em_sym_new(T, SYM_ITER) : NULL;
-    if (genexpr && !gen) return EM_ERR;
-    if (gen) {
-        gen->gen = EM_GEN_RAN;
-        gen->seq_type = Py_NewRef((PyObject *)&PyGen_Type);
-    }
+    /* a generator (expression or function): a lazy iterator that runs this frame when an item is
+     * taken (em_lazy.c) */
+    int is_gen = !!(co->co_flags & CO_GENERATOR);
+    if (co->co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE))
+        return em_trace_fail(T, EMA_INLINE, "%s (coroutine)", PyUnicode_AsUTF8(co->co_qualname));
     int n = em_code_nlocalsplus(co), nfree = em_code_nfree(co);
     EmSym **locals = calloc((size_t)n + 1, sizeof(EmSym *));
     EmSym **stack = calloc((size_t)co->co_stacksize + 8, sizeof(EmSym *));
@@ -195,24 +165,28 @@ EmStatus em_inline_closure(EmTracer *T, PyObject *func, EmSym *closure, EmSym **
                          .stack_cap = co->co_stacksize + 8,
                          .globals = fn->func_globals,
                          .builtins = fn->func_builtins,
-                         .gen_items = gen,
                          .parent = &saved};
     if ((st = frame_globals(T, fn, &saved)) != EM_OK) {
         T->frame = saved;
         goto done;
     }
-    int32_t stores0 = T->stores.len, nodes0 = T->G->nodes.len;
     int eh = PyBytes_GET_SIZE(co->co_exceptiontable) > 0;
+    if (is_gen) {
+        const EmFrame gen = T->frame;
+        T->frame = saved;
+        st = em_gen_make(T, &gen, eh, out); /* takes locals, stack and bytes */
+        locals = NULL;
+        stack = NULL;
+        bytes = NULL;
+        goto done;
+    }
     T->handlers += eh;
     T->depth++;
     st = em_trace_loop(T);
     T->depth--;
     T->handlers -= eh;
-    EmSym *ret = genexpr ? gen : T->retval;
+    EmSym *ret = T->retval;
     T->frame = saved;
-    if (st == EM_OK && genexpr && (T->stores.len != stores0 || mutating_ops(T->G, nodes0)))
-        st = em_trace_fail(T, EMA_INLINE, "%s (a generator with side effects: its body would run before the consumer)",
-                           PyUnicode_AsUTF8(co->co_qualname));
     if (st == EM_OK) *out = ret;
 done:
     free(locals);

@@ -422,10 +422,11 @@ EmStatus h_before_with(EmTracer *T, const EmInstr *in) {
 
 /* ---- functions made while tracing: comprehensions, generator expressions, lambdas ---- */
 
+/* A comprehension runs at once, before its parent can reassign what it closes over (a generator
+ * expression runs later, when its items are taken: a closure like any other). */
 static int is_comprehension(PyCodeObject *co) {
     const char *n = PyUnicode_AsUTF8(co->co_name);
-    return n &&
-           (!strcmp(n, "<listcomp>") || !strcmp(n, "<genexpr>") || !strcmp(n, "<dictcomp>") || !strcmp(n, "<setcomp>"));
+    return n && (!strcmp(n, "<listcomp>") || !strcmp(n, "<dictcomp>") || !strcmp(n, "<setcomp>"));
 }
 
 EmStatus h_load_closure(EmTracer *T, const EmInstr *in) {
@@ -499,11 +500,39 @@ EmStatus h_return_generator(EmTracer *T, const EmInstr *in) {
 EmStatus h_yield_value(EmTracer *T, const EmInstr *in) {
     (void)in;
     NEED(1);
-    if (!T->gen_items) return em_trace_fail(T, EMA_OPCODE, "YIELD_VALUE");
-    EmSym *v = POP();
-    if (em_vec_push(&T->gen_items->items, v)) return PyErr_NoMemory(), EM_ERR;
-    return em_push(T, em_sym_const(T, Py_None));
+    return em_gen_yield(T, POP()); /* the value sent on resume is pushed then (em_lazy.c) */
 }
+
+/* GET_YIELD_FROM_ITER: iter(x), a generator being its own. */
+EmStatus h_get_yield_from_iter(EmTracer *T, const EmInstr *in) { return h_get_iter(T, in); }
+
+/* SEND: [receiver, v] -> [receiver, value yielded], or at the receiver's return its value and a
+ * jump: 3.11 replaces the receiver with it, 3.12 pushes it above (END_SEND then pops the
+ * receiver). */
+EmStatus h_send(EmTracer *T, const EmInstr *in) {
+    NEED(2);
+    EmSym *v = POP(), *recv = TOP(1), *out = NULL, *ret = NULL;
+    EmStatus st = em_gen_send(T, recv, v, &out, &ret);
+    if (st != EM_OK) return st;
+    if (out) return em_push(T, out);
+    if (!ret && !(ret = em_sym_const(T, Py_None))) return EM_ERR;
+#ifdef EMBC_END_SEND
+    st = em_push(T, ret);
+#else
+    TOP(1) = ret;
+#endif
+    T->ip = em_jump_target(in);
+    return st;
+}
+#ifdef EMBC_END_SEND
+EmStatus h_end_send(EmTracer *T, const EmInstr *in) {
+    (void)in;
+    NEED(2);
+    EmSym *v = POP();
+    TOP(1) = v;
+    return EM_OK;
+}
+#endif
 
 EmStatus h_map_add(EmTracer *T, const EmInstr *in) {
     NEED(in->arg + 2);
@@ -557,6 +586,18 @@ EmStatus h_call_intrinsic_1(EmTracer *T, const EmInstr *in) {
             return st == EM_OK ? em_push(T, out) : st;
         }
         case EM_INTRINSIC1_LIST_TO_TUPLE: return h_list_to_tuple(T, in);
+        case EM_INTRINSIC1_STOPITERATION_ERROR: { /* a generator's PEP 479 handler */
+            NEED(1);
+            EmSym *e = TOP(1);
+            if (e->kind != SYM_CONST)
+                return em_trace_fail(T, EMA_VALUE, "STOPITERATION_ERROR of a %s", em_sym_describe(e));
+            PyObject *x = em_gen_exc(e->obj);
+            EmSym *r = x ? em_sym_const(T, x) : NULL;
+            Py_XDECREF(x);
+            if (!r) return EM_ERR;
+            TOP(1) = r;
+            return EM_OK;
+        }
         default:
             return em_trace_fail(T, EMA_OPCODE, "CALL_INTRINSIC_1 %s",
                                  in->arg < (int)(sizeof(em_intrinsic1_names) / sizeof(*em_intrinsic1_names))

@@ -28,5 +28,6 @@ EmStatus h_binary_slice(EmTracer *T, const EmInstr *in);
 EmStatus h_store_slice(EmTracer *T, const EmInstr *in);
 EmStatus h_end_for(EmTracer *T, const EmInstr *in);
 EmStatus h_return_const(EmTracer *T, const EmInstr *in);
+EmStatus h_end_send(EmTracer *T, const EmInstr *in);
 
 #endif

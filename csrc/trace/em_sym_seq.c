@@ -247,7 +247,7 @@ EmStatus em_iter_watch(EmTracer *T, EmSym *it, EmSym *src, char what) {
  * may raise RuntimeError, stop early or see new items), except that a dict iterated directly
  * takes the values stored meanwhile (as Python's does) and aborts only on a key added or
  * removed. */
-EmStatus em_iter_use(EmTracer *T, EmSym *it) {
+static EmStatus iter_check(EmTracer *T, EmSym *it) {
     if (it->lent) return em_trace_fail(T, EMA_VALUE, "an iterator used again after zip()/enumerate() took it");
     for (int32_t k = 0; k < it->of.len; k++) {
         EmSym *c = it->of.data[k];
@@ -272,6 +272,24 @@ EmStatus em_iter_use(EmTracer *T, EmSym *it) {
     return EM_OK;
 }
 
+EmStatus em_iter_use(EmTracer *T, EmSym *it) {
+    EmStatus st = iter_check(T, it);
+    for (int made = 1; st == EM_OK && made && !em_lazy_done(it);) st = em_lazy_step(T, it, &made);
+    return st;
+}
+
+EmStatus em_iter_take(EmTracer *T, EmSym *it, EmSym **out) {
+    EmStatus st = iter_check(T, it);
+    *out = NULL;
+    if (st != EM_OK) return st;
+    if (it->pos >= it->items.len && !em_lazy_done(it)) {
+        int made = 0;
+        if ((st = em_lazy_step(T, it, &made)) != EM_OK) return st;
+    }
+    if (it->pos < it->items.len) *out = it->items.data[it->pos++];
+    return EM_OK;
+}
+
 /* iter(it) is it. */
 static EmStatus iter_self(EmTracer *T, EmSym *s, EmSym **out) {
     *out = s;
@@ -287,25 +305,20 @@ static EmStatus iter_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
         if (em_vec_push(&r->items, s->items.data[i])) r = NULL;
     if (!r) return PyErr_Occurred() ? EM_ERR : (PyErr_NoMemory(), EM_ERR);
     s->pos = s->items.len;
-    if (s->gen) s->gen = EM_GEN_ENDED;
     *tmp_out = r;
     return EM_OK;
 }
 
-static EmStatus iter_next(EmTracer *T, EmSym *it, EmSym **out) {
-    EmStatus ust = em_iter_use(T, it);
-    if (ust != EM_OK) return ust;
-    if (it->pos < it->items.len) {
-        *out = it->items.data[it->pos++];
-        return EM_OK;
-    }
-    if (it->gen) it->gen = EM_GEN_ENDED;
-    *out = NULL;
-    return EM_OK;
+/* A generator's methods (send, close, throw) are its type's. */
+static EmStatus iter_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
+    if (!base->lazy || !base->seq_type || !PyType_Check(base->seq_type))
+        return em_trace_fail(T, EMA_VALUE, "attribute %s of an iterator", PyUnicode_AsUTF8(name));
+    return em_sym_type_method(T, (PyTypeObject *)base->seq_type, base, name, method, out, self);
 }
 
 const EmSymOps em_iter_ops = {
+    .getattr = iter_attr,
     .items = iter_items,
     .iter = iter_self,
-    .next = iter_next,
+    .next = em_iter_take,
 };

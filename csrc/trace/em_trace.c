@@ -238,11 +238,12 @@ static EmStatus out_container(EmTracer *T, EmSym *s, int depth) {
 /* An iterator over known items: made again at run time as an iterator of its type
  * (_rules.ITER_REBUILD) over the items not yet taken. */
 static EmStatus out_iter(EmTracer *T, EmSym *s, int depth) {
+    if (!em_lazy_done(s)) /* Python makes its items later, after the graph: not made here */
+        return em_trace_fail(T, EMA_RETURN, "a lazy iterator (%s) left the trace before its end",
+                             ((PyTypeObject *)s->seq_type)->tp_name);
     EmStatus st = em_iter_use(T, s);
     if (st != EM_OK) return st;
     if (s->out_at >= 0) return same_out(T, s);
-    if (s->gen == EM_GEN_RAN) /* its body ran as if only iteration consumed it: unverifiable outside */
-        return em_trace_fail(T, EMA_RETURN, "a generator left the trace before its end");
     PyObject *table = PyObject_GetAttrString(em_state.meta_run, "ITER_REBUILD");
     PyObject *make = table && s->seq_type ? PyDict_GetItemWithError(table, s->seq_type) : NULL;
     Py_XDECREF(table);
@@ -536,6 +537,7 @@ void em_trace_free(EmTracer *T) {
         em_vec_free(&s->keys);
         em_vec_free(&s->of);
         em_vec_free(&s->of_ver);
+        em_lazy_free(s->lazy);
         free(s);
     }
     em_vec_free(&T->syms);

@@ -40,13 +40,11 @@ enum {
     EM_POS_LAZY_CELL = -3, /* a free variable of an inlined function: obj = its cell */
     EM_POS_FRAME_KWARGS = -4 /* DICT: the frame's own **kwargs dict (em_sym_own may take it over) */
 };
-/* gen of an ITER sym. */
-typedef enum {
-    EM_GEN_NONE = 0,  /* not made by a generator */
-    EM_GEN_RAN = 1,   /* made by a generator run to its end when made (its yields returned None);
-                       * only iteration may consume it */
-    EM_GEN_ENDED = 2  /* ...and the trace has seen its end */
-} EmGenState;
+/* A lazy iterator's producer (em_lazy.c), owned by its ITER sym: a generator made while
+ * tracing (its suspended frame), map(), filter(), itertools.count(), or zip()/enumerate() over
+ * a lazy iterator. Its items are made when taken, interleaved with the consumer as in Python. */
+typedef enum { EM_LAZY_GEN, EM_LAZY_MAP, EM_LAZY_FILTER, EM_LAZY_ZIP, EM_LAZY_ENUM, EM_LAZY_COUNT } EmLazyKind;
+typedef struct EmLazy EmLazy;
 /* ctx_state of a CTX sym. */
 typedef enum {
     EM_CTX_MADE = 0,     /* made, not entered */
@@ -67,7 +65,6 @@ struct EmSym {
     EmVec(PyObject *) keys; /* DICT: owned keys, parallel to items */
     int32_t pos;    /* ITER: position; PARTIAL: bound positional count; VIEW: 'k', 'v', 'i';
                      * SYM_NULL, DICT: an EM_POS_* value */
-    uint8_t gen;    /* ITER: an EmGenState */
     uint8_t by_id;  /* OBJ: guarded by identity (or a constant of a trusted module) */
     uint8_t lent;   /* ITER: handed to zip()/enumerate(), which took all its items at once while
                      * Python's take them lazily: any further use of it aborts the trace */
@@ -84,6 +81,7 @@ struct EmSym {
     int8_t prev_grad, ctx_state, grad_family;
     int32_t out_at; /* TUPLE/LIST/DICT/ITER made while tracing: its entry in the output tree, or -1 */
     int32_t expr;   /* INT: its expression in T->sizes */
+    EmLazy *lazy;   /* ITER: its producer when lazy (owned), else NULL */
 };
 
 /* em_trace_fail after Python code the trace ran for the program (a call, an attribute read)
@@ -281,9 +279,38 @@ EmStatus em_size_numel(EmTracer *T, EmSym *size, EmSym **out);
 EmStatus em_call_itertools(EmTracer *T, PyObject *f, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 /* iter(s): s itself for an iterator, else an iterator over s's items (em_seq_items). */
 EmStatus em_iter_of(EmTracer *T, EmSym *s, EmSym **out);
-/* EM_OK when iterator `it` may be consumed or kept (it was not lent to zip()/enumerate()),
- * else the abort. */
+/* Before a use of iterator `it` that takes all its items (it->items from it->pos on): EM_OK
+ * when it may be consumed or kept (not lent to zip()/enumerate(), its containers unchanged),
+ * a lazy one run to its end; else the abort. */
 EmStatus em_iter_use(EmTracer *T, EmSym *it);
+/* next(it): its next item in *out, NULL when it is exhausted (a lazy one makes it now). */
+EmStatus em_iter_take(EmTracer *T, EmSym *it, EmSym **out);
+
+/* ---- lazy iterators (em_lazy.c) ---- */
+/* A generator object for the frame fr of a generator function's call, set up but not run (its
+ * locals, stack and code_bytes taken over, freed on error too; eh: its code has an exception
+ * table): an ITER sym whose body runs up to its next yield each time an item is taken. */
+EmStatus em_gen_make(EmTracer *T, const EmFrame *fr, int eh, EmSym **out);
+/* YIELD_VALUE in the generator being run: suspends it with v as the item taken. */
+EmStatus em_gen_yield(EmTracer *T, EmSym *v);
+/* gen.send(v) (v NULL: next(gen)): the value yielded, or *out NULL and *ret (may be NULL) the
+ * value the generator returned: StopIteration. Also for a plain iterator (v NULL or None). */
+EmStatus em_gen_send(EmTracer *T, EmSym *it, EmSym *v, EmSym **out, EmSym **ret);
+/* gen.send/close/throw/__next__ called as a method f of ITER sym self. CALL_NEXT: not one. */
+EmStatus em_gen_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int nargs, EmSym **out);
+/* map(fn, *srcs) (kind MAP), filter(fn or None, src) (FILTER), zip(*srcs) (ZIP),
+ * enumerate(src, start) (ENUM, start in `start`), itertools.count(start, step) (COUNT, no
+ * srcs): a lazy ITER sym; srcs are iterables (iter() is taken of each). */
+EmStatus em_lazy_make(EmTracer *T, EmLazyKind kind, EmSym *fn, EmSym **srcs, int n, PyObject *start, PyObject *step,
+                      EmSym **out);
+/* The next item of lazy iterator it appended to it->items, or *made 0 at its end. */
+EmStatus em_lazy_step(EmTracer *T, EmSym *it, int *made);
+/* 1 when lazy iterator it has made its last item. */
+int em_lazy_done(const EmSym *it);
+/* The exception a generator frame raises for exc (new reference): PEP 479's RuntimeError for
+ * a StopIteration, else exc itself. */
+EM_NEW PyObject *em_gen_exc(PyObject *exc);
+void em_lazy_free(EmLazy *L);
 /* Makes iterator `it` watch container src (a LIST, DICT or dict VIEW; others are ignored):
  * what 'k', 'v', 'i' for a dict iterated directly, else 0. EM_OK or EM_ERR (no memory). */
 EmStatus em_iter_watch(EmTracer *T, EmSym *it, EmSym *src, char what);

@@ -7,19 +7,7 @@ import torch
 
 import ember
 from tests.helpers import assert_same, counters, randn
-
-
-def one_graph(fn, *args):
-    """fn(*args) under fullgraph=True, twice: equal to eager's (assert_same: Python values
-    exactly), one frame with no break, the second call a cache hit."""
-    want = fn(*args)
-    cf = ember.compile(fn, fullgraph=True)
-    for _ in range(2):
-        got = cf(*args)
-        assert_same(got, want)
-    c = counters()
-    assert (c["frames"], c["breaks"], c["aborts"], c["hits"]) == (1, 0, 0, 1), c
-    return got
+from tests.helpers import exact_graph as one_graph
 
 
 def test_list_remove_clear_reverse_sort_extend():

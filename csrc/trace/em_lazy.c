@@ -1,0 +1,334 @@
+/* em_lazy.c: lazy iterators. A generator made while tracing keeps its frame, suspended at its
+ * last yield, and runs on to the next one when an item is taken, so its body interleaves with
+ * its consumer as in Python (a generator that reads a variable the consumer changes sees the
+ * change). map(), filter(), itertools.count() and zip()/enumerate() over a lazy iterator make
+ * an item when one is taken, calling their function then. Items made are appended to the ITER
+ * sym's items, so a consumer that takes everything (em_iter_use) runs the producer to its end
+ * and then reads a plain iterator.
+ */
+#include "em_rec.h"
+
+#include "../pyver/em_state.h"
+
+#define EM_MAX_DEPTH_GEN 48
+#define EM_LAZY_MAX_ITEMS 65536 /* an infinite iterator taken whole stops here (an abort) */
+
+struct EmLazy {
+    EmLazyKind kind;
+    uint8_t done;    /* no more items */
+    uint8_t running; /* GEN: its frame is on the trace's stack (a resume of it aborts) */
+    uint8_t started; /* GEN: ran to its first yield at least */
+    int eh;          /* GEN: its code has an exception table */
+    EmFrame fr;      /* GEN: the suspended frame (locals, stack, code_bytes owned) */
+    EmSym *yielded;  /* GEN: the value of the yield that suspended it, while handing it over */
+    EmSym *retval;   /* GEN: the value its return gave (StopIteration.value), NULL: None */
+    EmSym *fn;       /* MAP, FILTER: the function (FILTER: NULL for filter(None, ...)) */
+    EmSym **srcs;    /* MAP, FILTER, ZIP, ENUM: their iterators (malloc'd) */
+    int nsrc;
+    PyObject *next, *step; /* ENUM (next), COUNT (next, step): owned */
+};
+
+void em_lazy_free(EmLazy *L) {
+    if (!L) return;
+    free(L->fr.locals);
+    free(L->fr.stack);
+    Py_XDECREF(L->fr.code_bytes);
+    free(L->srcs);
+    Py_XDECREF(L->next);
+    Py_XDECREF(L->step);
+    free(L);
+}
+
+int em_lazy_done(const EmSym *it) { return !it->lazy || it->lazy->done; }
+
+EM_NEW PyObject *em_gen_exc(PyObject *exc) {
+    if (!PyErr_GivenExceptionMatches(exc, PyExc_StopIteration)) return Py_NewRef(exc);
+    PyObject *r = PyObject_CallFunction(PyExc_RuntimeError, "s", "generator raised StopIteration");
+    if (!r) return NULL;
+    PyException_SetCause(r, Py_NewRef(exc));
+    PyException_SetContext(r, Py_NewRef(exc));
+    return r;
+}
+
+static EmSym *new_lazy_iter(EmTracer *T, EmLazyKind kind, PyObject *type) {
+    EmSym *it = em_sym_new(T, SYM_ITER);
+    if (!it) return NULL;
+    if (!(it->lazy = calloc(1, sizeof(EmLazy)))) return PyErr_NoMemory(), NULL;
+    it->lazy->kind = kind;
+    it->seq_type = Py_NewRef(type);
+    return it;
+}
+
+EmStatus em_gen_make(EmTracer *T, const EmFrame *fr, int eh, EmSym **out) {
+    EmSym *it = new_lazy_iter(T, EM_LAZY_GEN, (PyObject *)&PyGen_Type);
+    if (!it) {
+        free(fr->locals);
+        free(fr->stack);
+        Py_XDECREF(fr->code_bytes);
+        return EM_ERR;
+    }
+    it->lazy->fr = *fr;
+    it->lazy->fr.parent = NULL;
+    it->lazy->eh = eh;
+    *out = it;
+    return EM_OK;
+}
+
+EmStatus em_gen_yield(EmTracer *T, EmSym *v) {
+    EmLazy *L = T->gen_items ? T->gen_items->lazy : NULL;
+    if (!L || !L->running) return em_trace_fail(T, EMA_OPCODE, "YIELD_VALUE outside a generator");
+    L->yielded = v;
+    T->done = 1;
+    return EM_OK;
+}
+
+/* Runs generator it's frame from where it stopped: with v pushed (the value of the yield it
+ * is suspended at; NULL at its start) or, exc non-NULL, with exc raised at that yield. *out: the
+ * next value yielded, or NULL when it returned (L->retval) or raised (the abort). */
+static EmStatus gen_run(EmTracer *T, EmSym *it, EmSym *v, PyObject *exc, EmSym **out) {
+    EmLazy *L = it->lazy;
+    *out = NULL;
+    if (L->running) return em_trace_fail(T, EMA_VALUE, "a generator resumed while it runs");
+    if (T->depth >= EM_MAX_DEPTH_GEN) return em_trace_fail(T, EMA_INLINE, "generator (inlining too deep)");
+    const EmFrame saved = T->frame;
+    T->frame = L->fr;
+    T->frame.parent = &saved;
+    T->frame.gen_items = it;
+    T->frame.done = 0;
+    L->yielded = NULL;
+    L->running = 1;
+    T->depth++;
+    T->handlers += L->eh;
+    EmStatus st = EM_OK;
+    if (exc) { /* raised at the yield it stopped at: a handler there continues, else it ends */
+        Py_XSETREF(T->exc, Py_NewRef(exc));
+        int c = L->started ? em_trace_catch(T, T->cur) : 0;
+        if (c < 0) st = EM_ERR;
+        else if (!c) st = em_trace_fail(T, EMA_VALUE, "an exception thrown into a generator");
+    } else if (L->started) {
+        st = em_push(T, v);
+    }
+    L->started = 1;
+    if (st == EM_OK) st = em_trace_loop(T);
+    T->handlers -= L->eh;
+    T->depth--;
+    L->running = 0;
+    L->fr = T->frame;
+    L->fr.parent = NULL;
+    T->frame = saved;
+    if (st != EM_OK) { /* an exception leaving a generator ends it; a StopIteration is PEP 479's RuntimeError */
+        L->done = 1;
+        if (st == EM_ABORT && T->exc) {
+            PyObject *e = em_gen_exc(T->exc);
+            if (!e) return EM_ERR;
+            Py_SETREF(T->exc, e);
+        }
+        return st;
+    }
+    if (L->yielded) {
+        *out = L->yielded;
+        L->yielded = NULL;
+        return EM_OK;
+    }
+    L->done = 1;
+    L->retval = L->fr.retval;
+    return EM_OK;
+}
+
+static int is_none(const EmSym *v) { return !v || (v->kind == SYM_CONST && v->obj == Py_None); }
+
+EmStatus em_gen_send(EmTracer *T, EmSym *it, EmSym *v, EmSym **out, EmSym **ret) {
+    *out = *ret = NULL;
+    if (it->kind != SYM_ITER) return em_trace_fail(T, EMA_VALUE, "send() to a %s", em_sym_describe(it));
+    EmLazy *L = it->lazy;
+    if (!L || L->kind != EM_LAZY_GEN) {
+        if (!is_none(v)) return em_trace_fail(T, EMA_VALUE, "send() of a value to a plain iterator");
+        return em_iter_take(T, it, out);
+    }
+    if (it->pos < it->items.len) /* items an earlier em_iter_use made: taken in order */
+        return em_trace_fail(T, EMA_VALUE, "send() to a generator already run ahead");
+    if (L->done) return EM_OK;
+    if (!L->started && !is_none(v)) {
+        PyObject *msg = PyUnicode_FromString("can't send non-None value to a just-started generator");
+        EmStatus st = msg ? em_trace_raise_new(T, PyExc_TypeError, msg) : EM_ERR;
+        Py_XDECREF(msg);
+        return st;
+    }
+    EmSym *none = v ? v : em_sym_const(T, Py_None);
+    if (!none) return EM_ERR;
+    EmStatus st = gen_run(T, it, none, NULL, out);
+    if (st == EM_OK && *out) { /* keep the iterator's items in step: the value is taken */
+        if (em_vec_push(&it->items, *out)) return PyErr_NoMemory(), EM_ERR;
+        it->pos = it->items.len;
+    }
+    if (st == EM_OK && !*out) *ret = L->retval;
+    return st;
+}
+
+/* gen.throw(exc) and gen.close() (exc GeneratorExit). */
+static EmStatus gen_throw(EmTracer *T, EmSym *it, PyObject *exc, int closing, EmSym **out) {
+    EmLazy *L = it->lazy;
+    if (it->pos < it->items.len) return em_trace_fail(T, EMA_VALUE, "throw() into a generator already run ahead");
+    if (L->done || (!L->started && closing)) {
+        L->done = 1;
+        if (closing) return (*out = em_sym_const(T, Py_None)) ? EM_OK : EM_ERR;
+        return em_trace_raise(T, exc, "thrown into a finished generator");
+    }
+    if (!L->started) {
+        L->done = 1;
+        return em_trace_raise(T, exc, "thrown into a generator before its start");
+    }
+    EmInstr next;
+    em_decode(L->fr.bytes, L->fr.n_units, L->fr.ip, &next);
+    if (next.op == EMBC_RESUME && next.arg >= 2) /* suspended in `yield from`: the inner one gets it */
+        return em_trace_fail(T, EMA_VALUE, "throw() into a generator delegating with yield from");
+    EmSym *v = NULL;
+    EmStatus st = gen_run(T, it, NULL, exc, &v);
+    if (closing) {
+        if (st == EM_OK && v) return em_trace_fail(T, EMA_VALUE, "a generator that yields when closed");
+        if (st == EM_ABORT && T->exc &&
+            (PyErr_GivenExceptionMatches(T->exc, PyExc_GeneratorExit) ||
+             PyErr_GivenExceptionMatches(T->exc, PyExc_StopIteration))) {
+            Py_CLEAR(T->exc);
+            st = EM_OK;
+        }
+        if (st != EM_OK) return st;
+        return (*out = em_sym_const(T, Py_None)) ? EM_OK : EM_ERR;
+    }
+    if (st != EM_OK) return st;
+    if (v) {
+        if (em_vec_push(&it->items, v)) return PyErr_NoMemory(), EM_ERR;
+        it->pos = it->items.len;
+        *out = v;
+        return EM_OK;
+    }
+    return em_trace_raise_new(T, PyExc_StopIteration, NULL);
+}
+
+EmStatus em_gen_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int nargs, EmSym **out) {
+    if (self->kind != SYM_ITER || !self->lazy || self->lazy->kind != EM_LAZY_GEN ||
+        (!Py_IS_TYPE(f, &PyMethodDescr_Type) && !Py_IS_TYPE(f, &PyWrapperDescr_Type)) || PyDescr_TYPE(f) != &PyGen_Type)
+        return CALL_NEXT;
+    const char *name = PyUnicode_AsUTF8(PyDescr_NAME(f));
+    if (!name) return EM_ERR;
+    EmSym *ret = NULL;
+    if ((!strcmp(name, "send") && nargs == 1) || (!strcmp(name, "__next__") && nargs == 0)) {
+        EmStatus st = em_gen_send(T, self, nargs ? args[0] : NULL, out, &ret);
+        if (st != EM_OK || *out) return st;
+        PyObject *rv = ret ? em_sym_value(T, ret) : Py_NewRef(Py_None);
+        if (!rv) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "a generator's return value");
+        st = rv == Py_None ? em_trace_raise_new(T, PyExc_StopIteration, NULL)
+                           : em_trace_raise_new(T, PyExc_StopIteration, rv);
+        Py_DECREF(rv);
+        return st;
+    }
+    if (!strcmp(name, "close") && nargs == 0) {
+        PyObject *e = PyObject_CallNoArgs(PyExc_GeneratorExit);
+        if (!e) return EM_ERR;
+        EmStatus st = gen_throw(T, self, e, 1, out);
+        Py_DECREF(e);
+        return st;
+    }
+    if (!strcmp(name, "throw") && nargs == 1 && (args[0]->kind == SYM_CONST || args[0]->kind == SYM_OBJ)) {
+        PyObject *a = args[0]->obj, *e = NULL;
+        if (PyExceptionInstance_Check(a)) e = Py_NewRef(a);
+        else if (PyExceptionClass_Check(a)) e = PyObject_CallNoArgs(a);
+        else return em_trace_fail(T, EMA_VALUE, "throw() of a %s", Py_TYPE(a)->tp_name);
+        if (!e) return EM_ERR;
+        EmStatus st = gen_throw(T, self, e, 0, out);
+        Py_DECREF(e);
+        return st;
+    }
+    return em_trace_fail(T, EMA_CALL, "generator.%s with %d arguments", name, nargs);
+}
+
+EmStatus em_lazy_make(EmTracer *T, EmLazyKind kind, EmSym *fn, EmSym **srcs, int n, PyObject *start, PyObject *step,
+                      EmSym **out) {
+    static PyTypeObject *const types[] = {[EM_LAZY_MAP] = &PyMap_Type,
+                                          [EM_LAZY_FILTER] = &PyFilter_Type,
+                                          [EM_LAZY_ZIP] = &PyZip_Type,
+                                          [EM_LAZY_ENUM] = &PyEnum_Type};
+    if (kind == EM_LAZY_GEN || n > 8) return em_trace_fail(T, EMA_CALL, "a lazy iterator over %d iterables", n);
+    EmSym *it = new_lazy_iter(T, kind, kind == EM_LAZY_COUNT ? EM_KNOWN(it_count) : (PyObject *)types[kind]);
+    if (!it) return EM_ERR;
+    EmLazy *L = it->lazy;
+    L->fn = fn;
+    L->next = start ? Py_NewRef(start) : PyLong_FromLong(0);
+    L->step = step ? Py_NewRef(step) : PyLong_FromLong(1);
+    if (!L->next || !L->step) return EM_ERR;
+    if (n && !(L->srcs = calloc((size_t)n, sizeof(EmSym *)))) return PyErr_NoMemory(), EM_ERR;
+    for (int i = 0; i < n; i++) {
+        EmStatus st = em_iter_of(T, srcs[i], &L->srcs[i]);
+        if (st != EM_OK) return st;
+        L->nsrc++;
+    }
+    *out = it;
+    return EM_OK;
+}
+
+/* The next item of a MAP, FILTER, ZIP, ENUM or COUNT iterator in *v (NULL: at its end). */
+static EmStatus lazy_next(EmTracer *T, EmLazy *L, EmSym **v) {
+    EmSym *items[9];
+    *v = NULL;
+    if (L->kind == EM_LAZY_COUNT || L->kind == EM_LAZY_ENUM) {
+        EmSym *c = em_sym_const(T, L->next);
+        PyObject *nx = c ? PyNumber_Add(L->next, L->step) : NULL;
+        if (!nx) return EM_ERR;
+        Py_SETREF(L->next, nx);
+        if (L->kind == EM_LAZY_COUNT) return (*v = c), EM_OK;
+        items[0] = c;
+    }
+    for (;;) {
+        int base = L->kind == EM_LAZY_ENUM;
+        for (int i = 0; i < L->nsrc; i++) {
+            EmStatus st = em_iter_take(T, L->srcs[i], &items[base + i]);
+            if (st != EM_OK) return st;
+            if (!items[base + i]) return EM_OK; /* the shortest source ends it (zip, map) */
+        }
+        int k = base + L->nsrc;
+        if (L->kind == EM_LAZY_MAP) return em_call(T, L->fn, NULL, items, k, NULL, v);
+        if (L->kind == EM_LAZY_FILTER) {
+            EmSym *keep = items[0];
+            if (L->fn) {
+                EmStatus st = em_call(T, L->fn, NULL, items, 1, NULL, &keep);
+                if (st != EM_OK) return st;
+            }
+            int t = 0;
+            EmStatus st = em_sym_truth(T, keep, &t);
+            if (st != EM_OK) return st;
+            if (!t) continue;
+            return (*v = items[0]), EM_OK;
+        }
+        EmSym *tup = em_sym_new(T, SYM_TUPLE); /* ZIP, ENUM */
+        for (int i = 0; tup && i < k; i++)
+            if (em_vec_push(&tup->items, items[i])) return PyErr_NoMemory(), EM_ERR;
+        return (*v = tup) ? EM_OK : EM_ERR;
+    }
+}
+
+EmStatus em_lazy_step(EmTracer *T, EmSym *it, int *made) {
+    EmLazy *L = it->lazy;
+    *made = 0;
+    if (L->done) return EM_OK;
+    if (it->items.len >= EM_LAZY_MAX_ITEMS)
+        return em_trace_fail(T, EMA_TOO_LONG, "an iterator of more than %d items taken whole", EM_LAZY_MAX_ITEMS);
+    EmSym *v = NULL;
+    EmStatus st;
+    if (L->kind == EM_LAZY_GEN) {
+        EmSym *none = em_sym_const(T, Py_None);
+        st = none ? gen_run(T, it, none, NULL, &v) : EM_ERR;
+    } else {
+        st = lazy_next(T, L, &v);
+    }
+    if (st != EM_OK) {
+        L->done = 1;
+        return st;
+    }
+    if (!v) {
+        L->done = 1;
+        return EM_OK;
+    }
+    if (em_vec_push(&it->items, v)) return PyErr_NoMemory(), EM_ERR;
+    *made = 1;
+    return EM_OK;
+}
