@@ -816,16 +816,31 @@ EmStatus em_obj_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int narg
     return CALL_NEXT;
 }
 
+/* A self beside a callable that does not bind (a bound method, a partial): only CALL's
+ * stack convention put it there (3.11 applies a decorator as [decorator, function]): the first
+ * argument. all: room for nargs + 1. */
+static EmSym **self_first(EmSym *self, EmSym **args, int *nargs, EmSym **all) {
+    if (!self) return args;
+    all[0] = self;
+    for (int i = 0; i < *nargs; i++) all[i + 1] = args[i];
+    ++*nargs;
+    return all;
+}
+
 /* A bound method as a value: its function called with its self. */
 static EmStatus bound_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames,
                            EmSym **out) {
-    if (self) return em_trace_fail(T, EMA_CALL, "a method of a %s", em_sym_describe(fn));
+    EmSym *all[66];
+    if (nargs > 64) return em_trace_fail(T, EMA_CALL, "call with too many arguments");
+    args = self_first(self, args, &nargs, all);
     return em_call(T, fn->items.data[1], fn->items.data[0], args, nargs, kwnames, out);
 }
 
 static EmStatus partial_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames,
                              EmSym **out) {
-    if (self) return em_trace_fail(T, EMA_CALL, "a method of a %s", em_sym_describe(fn));
+    EmSym *all[66];
+    if (nargs > 64) return em_trace_fail(T, EMA_CALL, "call with too many arguments");
+    args = self_first(self, args, &nargs, all);
     return call_partial(T, fn, args, nargs, kwnames, out);
 }
 

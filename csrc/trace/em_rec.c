@@ -68,16 +68,31 @@ EmStatus h_delete_fast(EmTracer *T, const EmInstr *in) {
     T->locals[in->arg] = NULL;
     return EM_OK;
 }
-EmStatus h_load_deref(EmTracer *T, const EmInstr *in) { return h_load_fast(T, in); }
-EmStatus h_store_deref(EmTracer *T, const EmInstr *in) {
-    if (em_code_kind(T->code, in->arg) & EM_CO_FAST_FREE)
-        return em_trace_fail(T, EMA_SIDE_EFFECT, "write to the closure variable %s",
+/* Cell variables: a local holds its value until a closure made while tracing captures it
+ * (h_load_closure), then the SYM_CELL shared with the closures, read and written through. */
+static EmSym *cell_of(EmTracer *T, int i) {
+    EmSym *s = T->locals[i];
+    return s && s->kind == SYM_CELL ? s : NULL;
+}
+EmStatus h_load_deref(EmTracer *T, const EmInstr *in) {
+    EmSym *c = cell_of(T, in->arg);
+    if (!c) return h_load_fast(T, in);
+    if (!c->items.len)
+        return em_trace_fail(T, EMA_VALUE, "read of the unbound closure variable %s",
                              PyUnicode_AsUTF8(em_code_name(T->code, in->arg)));
-    for (int32_t i = 0; i < T->captured.len; i += 2)
-        if (T->captured.data[i] == (void *)T->locals && (intptr_t)T->captured.data[i + 1] == in->arg)
-            return em_trace_fail(T, EMA_SIDE_EFFECT, "%s reassigned after a closure captured it",
-                                 PyUnicode_AsUTF8(em_code_name(T->code, in->arg)));
-    return h_store_fast(T, in);
+    return em_push(T, c->items.data[0]);
+}
+EmStatus h_store_deref(EmTracer *T, const EmInstr *in) {
+    EmSym *c = cell_of(T, in->arg);
+    if ((c && c->pos == 1) || (!c && (em_code_kind(T->code, in->arg) & EM_CO_FAST_FREE)))
+        return em_trace_fail(T, EMA_SIDE_EFFECT, "write to the closure variable %s of a function from the frame",
+                             PyUnicode_AsUTF8(em_code_name(T->code, in->arg)));
+    if (!c) return h_store_fast(T, in);
+    NEED(1);
+    EmSym *v = POP();
+    c->items.len = 0;
+    if (em_vec_push(&c->items, v)) return PyErr_NoMemory(), EM_ERR;
+    return EM_OK;
 }
 EmStatus h_store_attr(EmTracer *T, const EmInstr *in) {
     NEED(2);
@@ -422,24 +437,18 @@ EmStatus h_before_with(EmTracer *T, const EmInstr *in) {
 
 /* ---- functions made while tracing: comprehensions, generator expressions, lambdas ---- */
 
-/* A comprehension runs at once, before its parent can reassign what it closes over (a generator
- * expression runs later, when its items are taken: a closure like any other). */
-static int is_comprehension(PyCodeObject *co) {
-    const char *n = PyUnicode_AsUTF8(co->co_name);
-    return n && (!strcmp(n, "<listcomp>") || !strcmp(n, "<dictcomp>") || !strcmp(n, "<setcomp>"));
-}
-
+/* The variable's cell, made on its first capture with the local's value (an unbound local: an
+ * empty cell); a free variable of a function from the frame gets a cell the trace only reads. */
 EmStatus h_load_closure(EmTracer *T, const EmInstr *in) {
-    /* the cell's current value: a comprehension runs before its parent can change it; any
-     * other closure keeps it, and the parent may not reassign the variable afterwards
-     * (h_store_deref aborts) */
+    EmSym *c = cell_of(T, in->arg), *v = NULL;
+    if (c) return em_push(T, c);
     EmStatus st = EM_OK;
-    EmSym *v = em_local_get(T, in->arg, &st);
-    if (!v) return st != EM_OK ? st : em_trace_fail(T, EMA_VALUE, "closure over an unbound variable");
-    if (em_vec_push(&T->capture_pending, (void *)T->locals) ||
-        em_vec_push(&T->capture_pending, (void *)(intptr_t)in->arg))
-        return PyErr_NoMemory(), EM_ERR;
-    return em_push(T, v);
+    if (T->locals[in->arg] && !(v = em_local_get(T, in->arg, &st))) return st;
+    if (!(c = em_sym_new(T, SYM_CELL))) return EM_ERR;
+    c->pos = !!(em_code_kind(T->code, in->arg) & EM_CO_FAST_FREE);
+    if (v && em_vec_push(&c->items, v)) return PyErr_NoMemory(), EM_ERR;
+    T->locals[in->arg] = c;
+    return em_push(T, c);
 }
 
 /* A default value a function made while tracing may hold as a Python object: a constant, an
@@ -465,10 +474,6 @@ EmStatus h_make_function(EmTracer *T, const EmInstr *in) {
     PyCodeObject *co = (PyCodeObject *)code->obj;
     if (closure && closure->kind != SYM_TUPLE)
         return em_trace_fail(T, EMA_VALUE, "a closure made while tracing (%s)", PyUnicode_AsUTF8(co->co_qualname));
-    if (closure && !is_comprehension(co))
-        for (int32_t i = 0; i < T->capture_pending.len; i++)
-            if (em_vec_push(&T->captured, T->capture_pending.data[i])) return PyErr_NoMemory(), EM_ERR;
-    T->capture_pending.len = 0;
     PyObject *fn = PyFunction_NewWithQualName(code->obj, T->globals, co->co_qualname);
     if (!fn) return EM_ERR;
     EmSym *s = em_sym_new(T, SYM_OBJ);

@@ -62,7 +62,8 @@ const char *em_sym_describe(EmSym *s) {
                                   "dict view",
                                   "int (a symbolic size)",
                                   "slice (with a symbolic bound)",
-                                  "float (a graph input)"};
+                                  "float (a graph input)",
+                                  "cell"};
     if (s->kind == SYM_OBJ || s->kind == SYM_CONST || s->kind == SYM_NEW) return Py_TYPE(s->obj)->tp_name;
     return names[s->kind];
 }

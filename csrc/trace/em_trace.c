@@ -543,9 +543,7 @@ void em_trace_free(EmTracer *T) {
     em_vec_free(&T->syms);
     em_vec_free(&T->ctx_open);
     em_vec_free(&T->stores);
-    em_vec_free(&T->captured);
     Py_CLEAR(T->exc);
-    em_vec_free(&T->capture_pending);
     for (int32_t i = 0; i < T->out.len; i++) Py_XDECREF(T->out.data[i].obj);
     em_vec_free(&T->out);
     em_vec_free(&T->input_slots);

@@ -107,9 +107,6 @@ typedef struct EmTracer {
      * attribute (absence guarded) with `missing_handlers` inlined frames having exception
      * handlers; `handlers` counts those frames now (em_inline.c) */
     int handlers, missing_attr, missing_handlers;
-    /* cell variables captured by closures made while tracing (which hold their values):
-     * (locals array, index) pairs; the pending ones were loaded for a MAKE_FUNCTION */
-    EmVec(void *) captured, capture_pending;
     /* exceptions (em_exc.c): the one being raised (owned; the abort status carries it up to a
      * frame whose exception table has a handler for it) and the one being handled (the
      * value PUSH_EXC_INFO saves), NULL for none */

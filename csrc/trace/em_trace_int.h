@@ -31,6 +31,9 @@ typedef enum {
     SYM_INT,    /* an int depending on symbolic sizes: expr, an expression of T->sizes (em_sym_int.c) */
     SYM_SLICE,  /* a slice with a symbolic bound: items = start, stop, step (em_sym_slice.c) */
     SYM_FLOAT,  /* a float argument that is a graph input: obj = its traced value (em_sym_float.c) */
+    SYM_CELL,   /* the cell of a variable once a closure made while tracing captured it: items[0] its
+                 * value (none: unbound); pos 1: it stands for a cell of the program (a free
+                 * variable read from the frame), which the trace may not write */
     SYM__COUNT
 } EmSymKind;
 

@@ -153,10 +153,7 @@ def closure_changed_after_creation(x):
 
 def test_closure_seeing_a_later_assignment_is_not_captured_by_value():
     x = randn(3)
-    with pytest.warns(ember.EmberWarning, match="could not compile `closure_changed_after_creation`"):
-        got = ember.compile(closure_changed_after_creation)(x)
-    assert "reassigned after a closure captured it" in \
-        str(ember.testing.code_state(closure_changed_after_creation)["reason"])
+    got = one_graph(closure_changed_after_creation, x)  # the lambda holds k's cell, not its value
     torch.testing.assert_close(got, x * 5)
 
 
