@@ -1041,6 +1041,13 @@ static EmStatus known_dict(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int
     return CALL_NEXT;
 }
 
+/* set(it), frozenset(it) of an iterable sym (constants: the rule evaluates it) */
+static EmStatus known_set(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    (void)self;
+    if (kwnames || n > 1) return CALL_NEXT;
+    return em_make_set(T, fn->obj, n ? all[0] : NULL, out);
+}
+
 static EmStatus known_isinstance(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
                                  EmSym **out) {
     (void)fn;
@@ -1346,6 +1353,7 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         return em_container_method(T, f, self, args, nargs, out);
     if (PyType_Check(f) && em_is_namedtuple_type((PyTypeObject *)f)) return call_namedtuple(T, f, all, n, kwnames, out);
     if (self && !kwnames && self->kind == SYM_ITER) return em_gen_method(T, f, self, args, nargs, out);
+    if (self && !kwnames && em_set_made(self)) return em_set_method(T, f, self, args, nargs, out);
     return CALL_NEXT;
 }
 

@@ -649,3 +649,52 @@ EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int stri
     *out = r;
     return EM_OK;
 }
+
+/* ---- sets of constants ---- */
+
+EmStatus em_make_set(EmTracer *T, PyObject *type, EmSym *src, EmSym **out) {
+    EmSym *items = NULL;
+    EmStatus st = src && src->kind == SYM_ITER ? em_iter_use(T, src) : EM_OK;
+    if (st != EM_OK || (src && (st = em_seq_items(T, src, &items)) != EM_OK)) return st;
+    PyObject *l = PyList_New(0);
+    for (int32_t i = 0; l && items && i < items->items.len; i++) {
+        EmSym *v = items->items.data[i];
+        if (v->kind != SYM_CONST) {
+            Py_DECREF(l);
+            return em_trace_fail(T, EMA_VALUE, "a set of a %s", em_sym_describe(v));
+        }
+        if (PyList_Append(l, v->obj)) Py_CLEAR(l);
+    }
+    PyObject *r = l ? PyObject_CallOneArg(type, l) : NULL;
+    Py_XDECREF(l);
+    if (!r)
+        return PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_TypeError) ? em_trace_raise_pending(T, "unhashable")
+                                                                           : EM_ERR;
+    *out = em_sym_const(T, r);
+    Py_DECREF(r);
+    return *out ? EM_OK : EM_ERR;
+}
+
+EmStatus em_set_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int nargs, EmSym **out) {
+    if (!Py_IS_TYPE(f, &PyMethodDescr_Type) || PyDescr_TYPE(f) != &PySet_Type) return CALL_NEXT;
+    if (nargs > 8) return em_trace_fail(T, EMA_CALL, "a set method with %d arguments", nargs);
+    PyObject *vals[9] = {self->obj};
+    EmStatus st = EM_OK;
+    for (int i = 0; i < nargs && st == EM_OK; i++) { /* read only: known values of constants and containers */
+        EmSym *a = args[i];
+        if (a->kind == SYM_ITER && !em_lazy_done(a)) st = em_iter_use(T, a);
+        if (st == EM_OK && a->kind == SYM_ITER) {
+            EmSym *items = NULL;
+            if ((st = em_seq_items(T, a, &items)) == EM_OK) a = items;
+        }
+        if (st == EM_OK && !(vals[i + 1] = em_sym_value(T, a)))
+            st = PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "a set method given a %s", em_sym_describe(a));
+    }
+    PyObject *r = st == EM_OK ? PyObject_Vectorcall(f, vals, (size_t)nargs + 1, NULL) : NULL;
+    for (int i = 1; i <= nargs; i++) Py_XDECREF(vals[i]);
+    if (st != EM_OK) return st;
+    if (!r) return em_trace_raise_pending(T, "a set method raised"); /* KeyError of remove(), pop() of an empty set */
+    *out = em_sym_const(T, r);
+    Py_DECREF(r);
+    return *out ? EM_OK : EM_ERR;
+}

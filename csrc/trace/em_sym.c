@@ -1347,6 +1347,10 @@ static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, E
 /* Attribute of a constant: its value when that is a constant too (a read-only mapping of
  * constants becomes a DICT sym), a builtin method bound to it as an object. */
 EmStatus em_sym_const_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
+    if (em_set_made(base)) { /* s.add: set's descriptor with self, so the call knows which set */
+        PyObject *d = _PyType_Lookup(&PySet_Type, name);
+        if (d && Py_IS_TYPE(d, &PyMethodDescr_Type)) return em_sym_method(T, d, base, method, out, self);
+    }
     PyObject *v = PyObject_GetAttr(base->obj, name);
     if (!v) {
         PyErr_Clear(); /* whatever a constant's lookup raises, Python raises again when the trace gives up */

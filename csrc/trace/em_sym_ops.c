@@ -92,6 +92,8 @@ EmStatus em_sym_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, Em
     }
     const EmSymOps *o = ops_of(b->kind == SYM_INT ? b : a); /* a symbolic int decides, on either side */
     if (o->binop) return o->binop(T, op, fn, a, b, out);
+    if (op >= EMOP_IADD && op <= EMOP_IRSHIFT && em_set_of_frame(a)) /* s |= t changes the caller's set */
+        return em_trace_fail(T, EMA_SIDE_EFFECT, "in-place operator on a set read from the frame");
     EmSym *args[2] = {a, b};
     return em_sym_eval(T, fn, args, 2, out);
 }

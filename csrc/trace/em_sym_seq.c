@@ -235,6 +235,10 @@ EM_NEW PyObject *em_iter_type_of(PyObject *sample, int rev) {
 
 EmStatus em_iter_watch(EmTracer *T, EmSym *it, EmSym *src, char what) {
     if (src->kind == SYM_VIEW) src = src->items.data[0];
+    if (em_set_made(src)) /* Python's set iterator checks the size (RuntimeError when it changed) */
+        return em_vec_push(&it->of, src) || em_vec_push(&it->of_ver, (uint32_t)PySet_GET_SIZE(src->obj))
+                   ? (PyErr_NoMemory(), EM_ERR)
+                   : EM_OK;
     if ((src->kind != SYM_LIST && src->kind != SYM_DICT) || src->src >= 0) return EM_OK; /* inputs never change */
     if (!it->of.len) it->of_what = what;
     if (em_vec_push(&it->of, src) || em_vec_push(&it->of_ver, it->of.len == 1 && what ? src->kver : src->mver))
@@ -251,7 +255,14 @@ static EmStatus iter_check(EmTracer *T, EmSym *it) {
     if (it->lent) return em_trace_fail(T, EMA_VALUE, "an iterator used again after zip()/enumerate() took it");
     for (int32_t k = 0; k < it->of.len; k++) {
         EmSym *c = it->of.data[k];
-        if (k == 0 && it->of_what) {
+        if (c->kind == SYM_CONST) {
+            if ((uint32_t)PySet_GET_SIZE(c->obj) != it->of_ver.data[k]) {
+                PyObject *msg = PyUnicode_FromString("Set changed size during iteration");
+                EmStatus st = msg ? em_trace_raise_new(T, PyExc_RuntimeError, msg) : EM_ERR;
+                Py_XDECREF(msg);
+                return st;
+            }
+        } else if (k == 0 && it->of_what) {
             if (c->kver != it->of_ver.data[0] || c->items.len != it->items.len)
                 return em_trace_fail(T, EMA_VALUE, "a dict changed size during iteration");
         } else if (c->mver != it->of_ver.data[k]) {

@@ -289,6 +289,18 @@ EmStatus em_iter_use(EmTracer *T, EmSym *it);
 /* next(it): its next item in *out, NULL when it is exhausted (a lazy one makes it now). */
 EmStatus em_iter_take(EmTracer *T, EmSym *it, EmSym **out);
 
+/* Sets of constants are CONST syms holding a real set; one made while tracing (src < 0, a fresh
+ * object) may be changed in place by its methods and operators, one read from the frame not. */
+static inline int em_set_of_frame(const EmSym *s) {
+    return s->kind == SYM_CONST && PySet_CheckExact(s->obj) && s->src >= 0;
+}
+static inline int em_set_made(const EmSym *s) { return s->kind == SYM_CONST && PySet_CheckExact(s->obj) && s->src < 0; }
+/* self.<f>(*args) for a method descriptor f of set on a set made while tracing: run on the set
+ * itself with the arguments' known values. CALL_NEXT: not such a call. */
+EmStatus em_set_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int nargs, EmSym **out);
+/* set(it)/frozenset(it) over an iterable sym of constants (src NULL: set()): a CONST of a fresh set. */
+EmStatus em_make_set(EmTracer *T, PyObject *type, EmSym *src, EmSym **out);
+
 /* ---- lazy iterators (em_lazy.c) ---- */
 /* A generator object for the frame fr of a generator function's call, set up but not run (its
  * locals, stack and code_bytes taken over, freed on error too; eh: its code has an exception

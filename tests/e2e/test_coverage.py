@@ -349,3 +349,70 @@ def test_write_to_a_cell_of_a_function_from_the_frame_runs_as_python():
     x = randn(3)
     assert_same(ember.compile(f)(x), x * 1)
     assert total == 1
+
+
+# ---- sets of constants made in the trace: methods, operators, iteration, returned ----
+
+
+def test_set_methods_and_operators_on_sets_made_in_the_trace():
+    def f(x):
+        s = {1, 2}
+        s.add(3)
+        s |= {4}
+        fs = frozenset([1, 2])
+        s.discard(9)
+        s.update([5, 6], (7,))
+        s -= {6}
+        t = set(range(3))
+        t.remove(0)
+        u = s.union(t)
+        u.add(100)
+        g = set(i % 3 for i in range(10))
+        return (x * len(s | fs), 3 in s, s.issuperset(fs), sorted(s), sorted(u), s.isdisjoint({50}), len(t),
+                sorted(s & {1, 2, 99}), g, set())
+
+    one_graph(f, randn(3))
+
+
+def test_set_errors_raise_as_python():
+    def f(x):
+        s = {5}
+        v = s.pop()
+        try:
+            s.pop()
+        except KeyError:
+            v += 1
+        try:
+            for w in s | {1, 2}:
+                s.add(w)  # s, not the set iterated: fine
+            for w in s:
+                s.add(w + 10)
+        except RuntimeError:  # Set changed size during iteration
+            v += 10
+        return x * v, s
+
+    one_graph(f, randn(3))
+
+
+def test_in_place_operator_on_a_set_from_the_frame_changes_the_callers_set():
+    def f(x, s):
+        s |= {3}
+        return x + len(s)
+
+    x = randn(3)
+    s1, s2 = {1}, {1}
+    assert_same(ember.compile(f)(x, s1), f(x, s2))
+    assert s1 == s2 == {1, 3}
+    s3 = {1}
+    ember.compile(f)(x, s3)
+    assert s3 == {1, 3}
+
+
+def test_returned_set_is_a_new_object_per_call():
+    def f(x):
+        return x + 1, {1, 2}
+
+    cf = ember.compile(f, fullgraph=True)
+    a = cf(randn(2))[1]
+    a.add(99)
+    assert cf(randn(2))[1] == {1, 2}
