@@ -1353,6 +1353,13 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         return em_container_method(T, f, self, args, nargs, out);
     if (PyType_Check(f) && em_is_namedtuple_type((PyTypeObject *)f)) return call_namedtuple(T, f, all, n, kwnames, out);
     if (self && !kwnames && self->kind == SYM_ITER) return em_gen_method(T, f, self, args, nargs, out);
+    if (self && kwnames && self->kind == SYM_DICT && Py_IS_TYPE(f, &PyMethodDescr_Type) &&
+        PyDescr_TYPE(f) == &PyDict_Type && !PyUnicode_CompareWithASCIIString(PyDescr_NAME(f), "update"))
+        return em_dict_update(T, self, args, nargs, kwnames, out); /* d.update(k=v) */
+    if (!self && !kwnames && (n == 1 || n == 2) && PyCFunction_Check(f) &&
+        PyCFunction_GET_SELF(f) == (PyObject *)&PyDict_Type &&
+        !strcmp(((PyCFunctionObject *)f)->m_ml->ml_name, "fromkeys"))
+        return em_dict_fromkeys(T, all[0], n == 2 ? all[1] : NULL, out);
     if (self && !kwnames && em_set_made(self)) return em_set_method(T, f, self, args, nargs, out);
     return CALL_NEXT;
 }

@@ -422,7 +422,7 @@ EmStatus em_dict_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self,
         dict_remove(self, i);
         return none_out(T, out);
     }
-    if (m == EM_CM_update && nargs == 1 && args[0]->kind == SYM_DICT) return dict_update(T, self, args[0], out);
+    if (m == EM_CM_update && nargs <= 1) return em_dict_update(T, self, args, nargs, NULL, out);
     if (m == EM_CM_clear && nargs == 0) {
         while (self->keys.len) dict_remove(self, self->keys.len - 1);
         return none_out(T, out);
@@ -438,6 +438,31 @@ EmStatus em_dict_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self,
         return EM_OK;
     }
     return em_trace_fail(T, EMA_CALL, "%s.%s", em_sym_describe(self), n);
+}
+
+EmStatus em_dict_update(EmTracer *T, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    EmStatus st = mutation_of(T, self, "update");
+    if (st != EM_OK) return st;
+    if (npos > 1) return em_trace_fail(T, EMA_CALL, "dict.update with %d positional arguments", (int)npos);
+    if (npos == 1 && args[0]->kind == SYM_DICT && !nkw) return dict_update(T, self, args[0], out);
+    EmSym *tmp = NULL; /* the other mapping or pairs, then the keywords, as dict() would take them */
+    st = em_make_dict(T, npos ? args[0] : NULL, args + npos, kwnames, &tmp);
+    return st == EM_OK ? dict_update(T, self, tmp, out) : st;
+}
+
+EmStatus em_dict_fromkeys(EmTracer *T, EmSym *keys, EmSym *value, EmSym **out) {
+    EmSym *items = NULL, *d = em_sym_new(T, SYM_DICT);
+    EmStatus st = !d ? EM_ERR : keys->kind == SYM_ITER ? em_iter_use(T, keys) : EM_OK;
+    if (st != EM_OK || (st = em_seq_items(T, keys, &items)) != EM_OK) return st;
+    if (!value && !(value = em_sym_const(T, Py_None))) return EM_ERR;
+    for (int32_t i = 0; st == EM_OK && i < items->items.len; i++) {
+        EmSym *k = items->items.data[i];
+        if (k->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "dict.fromkeys of a %s", em_sym_describe(k));
+        st = em_dict_set(d, k->obj, value);
+    }
+    if (st == EM_OK) *out = d;
+    return st;
 }
 
 /* dict(src, **kw) made while tracing: src a dict sym or an iterable of (key, value) pairs

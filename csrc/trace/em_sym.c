@@ -1009,6 +1009,15 @@ static EmStatus class_descr_attr(EmTracer *T, EmSym *base, PyObject *v, int32_t 
         if (em_guard_check(T->P, EMG_ID, slot, v, 0)) return EM_ERR;
         return em_sym_method(T, helper, base, method, out, self);
     }
+    if (Py_IS_TYPE(v, &PyClassMethodDescr_Type)) { /* dict.fromkeys: the C method bound to the class */
+        if (em_guard_check(T->P, EMG_ID, slot, v, 0)) return EM_ERR;
+        PyObject *b = Py_TYPE(v)->tp_descr_get(v, NULL, base->obj);
+        if (!b) return EM_ERR;
+        *self = NULL;
+        *out = by_id_sym(T, b);
+        Py_DECREF(b);
+        return *out ? EM_OK : EM_ERR;
+    }
     return em_trace_fail(T, EMA_ATTR, "%s.%s (descriptor read on the class)", ((PyTypeObject *)base->obj)->tp_name, n);
 }
 

@@ -269,6 +269,10 @@ EmStatus em_dict_getitem(EmTracer *T, EmSym *d, EmSym *key, EmSym **out);
 EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **args, int nargs, EmSym **out);
 /* The current contents of a dict view sym as a new LIST sym (NULL on error). */
 EmSym *em_view_items(EmTracer *T, EmSym *view);
+/* d.update(other, **kw) of a dict sym made while tracing (nargs counts the keywords' values). */
+EmStatus em_dict_update(EmTracer *T, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
+/* dict.fromkeys(keys[, value]) of an iterable of constants; value NULL: None. */
+EmStatus em_dict_fromkeys(EmTracer *T, EmSym *keys, EmSym *value, EmSym **out);
 /* dict(src, **kw): src NULL, a dict sym or (constant key, value) pairs; kwvals parallel to kwnames. */
 EmStatus em_make_dict(EmTracer *T, EmSym *src, EmSym **kwvals, PyObject *kwnames, EmSym **out);
 /* tuple/list/enumerate/zip/reversed (f) over n syms; strict: zip(strict=True). */

@@ -416,3 +416,20 @@ def test_returned_set_is_a_new_object_per_call():
     a = cf(randn(2))[1]
     a.add(99)
     assert cf(randn(2))[1] == {1, 2}
+
+
+def test_dict_update_with_keywords_and_pairs_and_fromkeys():
+    def f(x):
+        d = dict(a=1, b=2)
+        d.update(c=3)
+        d.update([("e", x)], f=4)
+        d.update({"g": 5}.items())
+        d.update()
+        v = d.pop("a")
+        k, w = d.popitem()
+        fk = dict.fromkeys(["p", "q"], 0)
+        shared = dict.fromkeys("rs", [])
+        shared["r"].append(1)  # one list for every key, as Python's
+        return x * v + w, d, k, fk, dict.fromkeys(range(3), x), shared
+
+    one_graph(f, randn(3))
