@@ -1041,6 +1041,17 @@ static EmStatus known_dict(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int
     return CALL_NEXT;
 }
 
+/* OrderedDict(src, **kw), defaultdict(factory, src, **kw): dict syms of that type */
+static EmStatus known_dict_of(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    (void)self;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = n - nkw;
+    int dd = fn->obj == EM_KNOWN(defaultdict);
+    if (npos > 1 + dd) return CALL_NEXT;
+    EmSym *factory = dd && npos ? all[0] : NULL, *src = npos > dd ? all[dd] : NULL;
+    if (src && (src->kind == SYM_CONST || src->kind == SYM_OBJ) && !PyTuple_Check(src->obj)) return CALL_NEXT;
+    return em_make_dict_of(T, fn->obj, factory, src, all + npos, kwnames, out);
+}
+
 /* set(it), frozenset(it) of an iterable sym (constants: the rule evaluates it) */
 static EmStatus known_set(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)self;

@@ -147,6 +147,10 @@ static EmStatus dict_view_method(EmTracer *T, EmContMethod m, EmSym *self, EmSym
 static EmStatus cont_copy(EmTracer *T, EmSym *self, EmSym **out) {
     int is_dict = self->kind == SYM_DICT;
     EmSym *c = em_sym_new(T, self->kind);
+    if (c && is_dict && self->seq_type) { /* an OrderedDict's or defaultdict's copy keeps its type */
+        c->seq_type = Py_NewRef(self->seq_type);
+        if (self->of.len && em_vec_push(&c->of, self->of.data[0])) return PyErr_NoMemory(), EM_ERR;
+    }
     for (int32_t i = 0; c && i < self->items.len; i++)
         if (em_vec_push(&c->items, self->items.data[i]) ||
             (is_dict && em_vec_push(&c->keys, Py_NewRef(self->keys.data[i]))))
@@ -386,6 +390,28 @@ static EmStatus dict_store(EmTracer *T, EmContMethod m, EmSym *self, EmSym **arg
     return none_out(T, out);
 }
 
+/* od.move_to_end(key[, last]) of an OrderedDict sym. */
+static EmStatus odict_move_to_end(EmTracer *T, EmSym *self, EmSym **args, int nargs, EmSym **out) {
+    int last = 1;
+    if (args[0]->kind != SYM_CONST || (nargs == 2 && args[1]->kind != SYM_CONST))
+        return em_trace_fail(T, EMA_VALUE, "move_to_end of a %s", em_sym_describe(args[0]));
+    if (nargs == 2 && (last = PyObject_IsTrue(args[1]->obj)) < 0) return EM_ERR;
+    int i = em_dict_find(self, args[0]->obj);
+    if (i == -2) return EM_ERR;
+    if (i < 0) return em_trace_raise_new(T, PyExc_KeyError, args[0]->obj);
+    PyObject *k = self->keys.data[i];
+    EmSym *v = self->items.data[i];
+    int32_t to = last ? self->keys.len - 1 : 0, step = last ? 1 : -1;
+    for (int32_t j = i; j != to; j += step) {
+        self->keys.data[j] = self->keys.data[j + step];
+        self->items.data[j] = self->items.data[j + step];
+    }
+    self->keys.data[to] = k;
+    self->items.data[to] = v;
+    self->kver++; /* the order changed: Python's iterators over it raise */
+    return none_out(T, out);
+}
+
 static EmStatus dict_update(EmTracer *T, EmSym *self, EmSym *o, EmSym **out) {
     for (int32_t k = 0; k < o->keys.len; k++)
         if (em_dict_set(self, o->keys.data[k], o->items.data[k]) != EM_OK) return EM_ERR;
@@ -427,9 +453,19 @@ EmStatus em_dict_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self,
         while (self->keys.len) dict_remove(self, self->keys.len - 1);
         return none_out(T, out);
     }
-    if (m == EM_CM_popitem && nargs == 0) { /* the last item, as a (key, value) tuple */
-        if (!self->keys.len) return em_trace_raise_new(T, PyExc_KeyError, EM_STR(popitem_empty));
-        int32_t i = self->keys.len - 1;
+    int odict = self->seq_type && !strcmp(((PyTypeObject *)self->seq_type)->tp_name, "collections.OrderedDict");
+    if (odict && m == EM_CM__COUNT && !strcmp(n, "move_to_end") && (nargs == 1 || nargs == 2))
+        return odict_move_to_end(T, self, args, nargs, out);
+    int last = 1; /* OrderedDict.popitem(last) */
+    if (odict && m == EM_CM_popitem && nargs == 1 &&
+        (args[0]->kind != SYM_CONST || (last = PyObject_IsTrue(args[0]->obj)) < 0))
+        return args[0]->kind != SYM_CONST ? em_trace_fail(T, EMA_VALUE, "popitem(last=%s)", em_sym_describe(args[0]))
+                                          : EM_ERR;
+    if (m == EM_CM_popitem && nargs == (odict && nargs == 1)) { /* the last (first) item, a (key, value) tuple */
+        if (!self->keys.len)
+            return odict ? em_trace_raise_new(T, PyExc_KeyError, EM_STR(dictionary_is_empty))
+                         : em_trace_raise_new(T, PyExc_KeyError, EM_STR(popitem_empty));
+        int32_t i = last ? self->keys.len - 1 : 0;
         EmSym *k = em_sym_const(T, self->keys.data[i]), *t = k ? em_sym_new(T, SYM_TUPLE) : NULL;
         if (!t || em_vec_push(&t->items, k) || em_vec_push(&t->items, self->items.data[i]))
             return t ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
@@ -449,6 +485,23 @@ EmStatus em_dict_update(EmTracer *T, EmSym *self, EmSym **args, int nargs, PyObj
     EmSym *tmp = NULL; /* the other mapping or pairs, then the keywords, as dict() would take them */
     st = em_make_dict(T, npos ? args[0] : NULL, args + npos, kwnames, &tmp);
     return st == EM_OK ? dict_update(T, self, tmp, out) : st;
+}
+
+EmStatus em_make_dict_of(EmTracer *T, PyObject *type, EmSym *factory, EmSym *src, EmSym **kwvals, PyObject *kwnames,
+                         EmSym **out) {
+    EmStatus st = em_make_dict(T, src, kwvals, kwnames, out);
+    if (st != EM_OK) return st;
+    (*out)->seq_type = Py_NewRef(type);
+    if (factory && !(factory->kind == SYM_CONST && factory->obj == Py_None) && em_vec_push(&(*out)->of, factory))
+        return PyErr_NoMemory(), EM_ERR;
+    return EM_OK;
+}
+
+EmStatus em_dict_missing(EmTracer *T, EmSym *d, PyObject *key, EmSym **out) {
+    if (!d->of.len) return CALL_NEXT;
+    EmStatus st = mutation_of(T, d, "__missing__");
+    if (st == EM_OK) st = em_call(T, d->of.data[0], NULL, NULL, 0, NULL, out);
+    return st == EM_OK ? em_dict_set(d, key, *out) : st;
 }
 
 EmStatus em_dict_fromkeys(EmTracer *T, EmSym *keys, EmSym *value, EmSym **out) {
@@ -479,6 +532,7 @@ EmStatus em_make_dict(EmTracer *T, EmSym *src, EmSym **kwvals, PyObject *kwnames
         if ((st = em_seq_items(T, src, &pairs)) != EM_OK) return st;
         for (int32_t i = 0; st == EM_OK && i < pairs->items.len; i++) {
             EmSym *p = pairs->items.data[i];
+            if (p->kind == SYM_CONST && PyTuple_CheckExact(p->obj) && (st = em_seq_items(T, p, &p)) != EM_OK) return st;
             if ((p->kind != SYM_TUPLE && p->kind != SYM_LIST) || p->items.len != 2 ||
                 p->items.data[0]->kind != SYM_CONST)
                 return em_trace_fail(T, EMA_VALUE, "dict() of an item that is not a (constant key, value) pair");

@@ -181,8 +181,9 @@ static EmOp nb_op(int arg) {
 /* An operand that holds a tensor makes the operator a graph op, whatever the others are;
  * else the left operand's kind decides (em_sym_binop). */
 static EmStatus apply_op(EmTracer *T, EmOp op, EmSym **args, int n, EmSym **out) {
-    int tens = 0;
-    for (int i = 0; i < n; i++) tens |= em_sym_has_tensor(args[i]);
+    int tens = 0; /* a tuple or list holding tensors is still a sequence: (x, 1) + (2,) concatenates */
+    for (int i = 0; i < n; i++)
+        tens |= args[i]->kind != SYM_TUPLE && args[i]->kind != SYM_LIST && em_sym_has_tensor(args[i]);
     if (tens) return em_op_record(T, op, NULL, args, n, NULL, op_fn(op), out);
     if (n == 2) return em_sym_binop(T, op, op_fn(op), args[0], args[1], out);
     return n == 1 ? em_sym_unop(T, op, op_fn(op), args[0], out) : em_sym_eval(T, op_fn(op), args, n, out);

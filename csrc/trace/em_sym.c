@@ -901,7 +901,7 @@ EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out) {
         case SYM_INT: tp = (PyObject *)&PyLong_Type; break; /* an exact int (its input's type is guarded) */
         case SYM_SLICE: tp = (PyObject *)&PySlice_Type; break;
         case SYM_FLOAT: tp = (PyObject *)&PyFloat_Type; break; /* its input's type is guarded */
-        case SYM_DICT: tp = (PyObject *)&PyDict_Type; break;
+        case SYM_DICT: tp = s->seq_type ? s->seq_type : (PyObject *)&PyDict_Type; break;
         case SYM_VIEW:
             tp = (PyObject *)(s->pos == 'k'   ? &PyDictKeys_Type
                               : s->pos == 'v' ? &PyDictValues_Type

@@ -8,15 +8,25 @@
 
 /* ---- dict syms ---- */
 
+/* Methods of its type (OrderedDict's, defaultdict's, dict's); a defaultdict's default_factory. */
 static EmStatus dict_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
-    return em_sym_type_method(T, &PyDict_Type, base, name, method, out, self);
+    PyTypeObject *tp = base->seq_type ? (PyTypeObject *)base->seq_type : &PyDict_Type;
+    if (base->seq_type && !PyUnicode_CompareWithASCIIString(name, "default_factory") && _PyType_Lookup(tp, name)) {
+        *self = NULL;
+        *out = base->of.len ? base->of.data[0] : em_sym_const(T, Py_None);
+        return *out ? EM_OK : EM_ERR;
+    }
+    return em_sym_type_method(T, tp, base, name, method, out, self);
 }
 
 static EmStatus dict_getitem(EmTracer *T, EmSym *d, EmSym *k, EmSym **out) {
     if (k->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "index by %s", em_sym_describe(k));
     int i = em_dict_find(d, k->obj);
     if (i == -2) return EM_ERR;
-    if (i < 0) return em_trace_raise_new(T, PyExc_KeyError, k->obj);
+    if (i < 0) {
+        EmStatus st = em_dict_missing(T, d, k->obj, out);
+        return st != CALL_NEXT ? st : em_trace_raise_new(T, PyExc_KeyError, k->obj);
+    }
     *out = d->items.data[i];
     return EM_OK;
 }

@@ -90,7 +90,9 @@ EmStatus em_sym_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, Em
         if (b->kind == SYM_CONST && PyTuple_CheckExact(b->obj) && a->kind == SYM_TUPLE && !(b = tuple_sym(T, b)))
             return EM_ERR;
     }
-    const EmSymOps *o = ops_of(b->kind == SYM_INT ? b : a); /* a symbolic int decides, on either side */
+    /* a symbolic int decides, on either side; so does a sequence times a constant (2 * [x]) */
+    int right = b->kind == SYM_INT || (a->kind == SYM_CONST && (b->kind == SYM_TUPLE || b->kind == SYM_LIST));
+    const EmSymOps *o = ops_of(right ? b : a);
     if (o->binop) return o->binop(T, op, fn, a, b, out);
     if (op >= EMOP_IADD && op <= EMOP_IRSHIFT && em_set_of_frame(a)) /* s |= t changes the caller's set */
         return em_trace_fail(T, EMA_SIDE_EFFECT, "in-place operator on a set read from the frame");

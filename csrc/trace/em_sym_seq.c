@@ -157,6 +157,18 @@ static EmStatus seq_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b
         (a->kind == SYM_TUPLE || (a->kind == SYM_LIST && op == EMOP_ADD)) &&
         (!a->seq_type || (size_a && (!b->seq_type || b->seq_type == a->seq_type))))
         return seq_concat(T, a, b, out);
+    EmSym *seq = a->kind == SYM_CONST ? b : a, *k = seq == a ? b : a; /* [x] * 3, 2 * (x,): the items repeated */
+    if (op == EMOP_MUL && !seq->seq_type && k->kind == SYM_CONST && PyLong_CheckExact(k->obj)) {
+        long times = PyLong_AsLong(k->obj);
+        if (times == -1 && PyErr_Occurred()) return EM_ERR;
+        if (times > 0 && (int64_t)times * seq->items.len > 65536)
+            return em_trace_fail(T, EMA_VALUE, "a sequence repeated to more than 65536 items");
+        EmSym *r = em_sym_new(T, seq->kind);
+        for (long t = 0; r && t < times; t++)
+            for (int32_t i = 0; r && i < seq->items.len; i++)
+                if (em_vec_push(&r->items, seq->items.data[i])) r = (PyErr_NoMemory(), NULL);
+        return (*out = r) ? EM_OK : EM_ERR;
+    }
     EmSym *args[2] = {a, b};
     return em_sym_eval(T, fn, args, 2, out);
 }

@@ -243,11 +243,44 @@ static PyObject *dict_keys_tuple(EmSym *d) {
     return keys;
 }
 
+/* An OrderedDict or defaultdict made while tracing: its type (a defaultdict's bound to its
+ * factory) called at run time on its (key, value) pairs, as OUT_ITER builds. */
+static EmStatus out_dict_of(EmTracer *T, EmSym *s, int depth) {
+    PyObject *make = NULL;
+    if (s->of.len) { /* defaultdict: partial(defaultdict, factory) */
+        EmSym *f = s->of.data[0]; /* a function made while tracing without a closure: that function, as out_value */
+        PyObject *fac = f->kind == SYM_OBJ && !f->items.len ? Py_NewRef(f->obj) : em_sym_value(T, f);
+        PyObject *partial = fac ? PyImport_ImportModule("functools") : NULL;
+        if (!fac && !PyErr_Occurred())
+            return em_trace_fail(T, EMA_RETURN, "a defaultdict whose factory is not a value");
+        make = partial ? PyObject_CallMethod(partial, "partial", "OO", s->seq_type, fac) : NULL;
+        Py_XDECREF(fac);
+        Py_XDECREF(partial);
+        if (!make) return EM_ERR;
+    } else {
+        make = Py_NewRef(s->seq_type);
+    }
+    EmVec(EmSym *) pairs = {0};
+    EmStatus st = EM_OK;
+    for (int32_t i = 0; st == EM_OK && i < s->keys.len; i++) {
+        EmSym *k = em_sym_const(T, s->keys.data[i]), *p = k ? em_sym_new(T, SYM_TUPLE) : NULL;
+        if (!p || em_vec_push(&p->items, k) || em_vec_push(&p->items, s->items.data[i]) || em_vec_push(&pairs, p))
+            st = p ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
+    }
+    s->out_at = T->out.len;
+    if (st == EM_OK) st = push_out(T, (EmOut){.kind = OUT_ITER, .obj = make, .v = pairs.len});
+    else Py_DECREF(make);
+    if (st == EM_OK) st = out_children(T, pairs.data, 0, pairs.len, depth);
+    em_vec_free(&pairs);
+    return st;
+}
+
 /* A tuple, list or dict: read from the frame, the object itself; made while tracing, built
  * once (OUT_SAME where it appears again: `r = (t, 1); return r, r`). */
 static EmStatus out_container(EmTracer *T, EmSym *s, int depth) {
     if (s->src >= 0) return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src}); /* never mutated while tracing */
     if (s->out_at >= 0) return same_out(T, s);
+    if (s->kind == SYM_DICT && s->seq_type) return out_dict_of(T, s, depth);
     EmOut o = {.kind = s->kind == SYM_TUPLE ? OUT_TUPLE : s->kind == SYM_LIST ? OUT_LIST : OUT_DICT, .v = s->items.len};
     if (s->kind == SYM_TUPLE && s->seq_type) o.obj = Py_NewRef(s->seq_type);
     if (s->kind == SYM_DICT && !(o.obj = dict_keys_tuple(s))) return EM_ERR;

@@ -63,7 +63,8 @@ struct EmSym {
     PyObject *device; /* TENSOR: the real torch.device (owned) */
     EmRef ref;      /* TENSOR: graph node */
     PyObject *seq_type; /* TUPLE: namedtuple/structseq type; ITER: the iterator's Python type (a
-                         * generator, list_iterator, zip...), NULL when unknown (owned) */
+                         * generator, list_iterator, zip...), NULL when unknown; DICT: OrderedDict
+                         * or defaultdict, NULL for a dict (owned) */
     EmVec(EmSym *) items;
     EmVec(PyObject *) keys; /* DICT: owned keys, parallel to items */
     int32_t pos;    /* ITER: position; PARTIAL: bound positional count; VIEW: 'k', 'v', 'i';
@@ -73,7 +74,8 @@ struct EmSym {
                      * Python's take them lazily: any further use of it aborts the trace */
     uint32_t kver, mver; /* LIST/DICT made while tracing: key insertions and removals (dicts) and
                           * all mutations (both) so far */
-    EmVec(EmSym *) of; /* ITER: the lists or dicts made while tracing whose items it holds */
+    EmVec(EmSym *) of; /* ITER: the lists or dicts made while tracing whose items it holds;
+                        * DICT (a defaultdict): of.data[0] its default_factory, if not None */
     EmVec(uint32_t) of_ver; /* their versions when it was made (em_iter_use checks them) */
     char of_what;   /* ITER: 'k', 'v' or 'i' when it iterates dict of.data[0]'s keys, values or items
                      * directly (it reads values stored meanwhile, as Python's does), else 0 */
@@ -269,6 +271,13 @@ EmStatus em_dict_getitem(EmTracer *T, EmSym *d, EmSym *key, EmSym **out);
 EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **args, int nargs, EmSym **out);
 /* The current contents of a dict view sym as a new LIST sym (NULL on error). */
 EmSym *em_view_items(EmTracer *T, EmSym *view);
+/* OrderedDict(src, **kw) (factory NULL) or defaultdict(factory, src, **kw) (factory a sym, None
+ * for none) as a dict sym of that type; src and kwvals as em_make_dict's. */
+EmStatus em_make_dict_of(EmTracer *T, PyObject *type, EmSym *factory, EmSym *src, EmSym **kwvals, PyObject *kwnames,
+                         EmSym **out);
+/* d[key] of a missing key of a defaultdict sym with a factory: factory() stored and returned;
+ * CALL_NEXT when d has none (KeyError). */
+EmStatus em_dict_missing(EmTracer *T, EmSym *d, PyObject *key, EmSym **out);
 /* d.update(other, **kw) of a dict sym made while tracing (nargs counts the keywords' values). */
 EmStatus em_dict_update(EmTracer *T, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
 /* dict.fromkeys(keys[, value]) of an iterable of constants; value NULL: None. */

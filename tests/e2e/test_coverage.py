@@ -433,3 +433,44 @@ def test_dict_update_with_keywords_and_pairs_and_fromkeys():
         return x * v + w, d, k, fk, dict.fromkeys(range(3), x), shared
 
     one_graph(f, randn(3))
+
+
+def test_ordered_dict_and_defaultdict_made_in_the_trace():
+    import collections
+
+    def f(x):
+        dd = collections.defaultdict(int)
+        for w in ["a", "b", "a"]:
+            dd[w] += 1
+        groups = collections.defaultdict(list)
+        groups["k"].append(x)
+        groups["k"].append(x + 1)
+        od = collections.OrderedDict(a=1, b=x)
+        od["c"] = 3
+        od.move_to_end("a")
+        od.move_to_end("b", False)
+        first = od.popitem(False)
+        od2 = collections.OrderedDict([("p", x), ("q", 2)])
+        nd = collections.defaultdict(lambda: 7)
+        nd["q"]
+        missing = collections.defaultdict(None, {"z": 1})
+        try:
+            missing["y"]
+        except KeyError:
+            first = first + (1,)
+        return (dd, od, first, type(dd).__name__, isinstance(od, dict), dd.default_factory, x + dd["a"],
+                groups["k"][1], list(od2.keys()), od.copy(), "q" in nd, missing.default_factory)
+
+    got = one_graph(f, randn(3))
+    assert type(got[0]) is collections.defaultdict and type(got[1]) is collections.OrderedDict
+    assert type(got[9]) is collections.OrderedDict
+
+
+def test_sequences_holding_tensors_concatenate_and_repeat():
+    def f(x):
+        t = ("b", x)
+        d = [[]] * 2
+        d[0].append(x)  # one list, twice
+        return t + (1,), [x] * 3, 2 * (x, 1), [x, 2] * 0, len(d[1]), [1] + [x]
+
+    one_graph(f, randn(3))
