@@ -21,8 +21,10 @@ typedef enum {
     OUT_BOUND, /* two children, self and the function: function.__get__(self) */
     OUT_LAST,  /* v children built in order; the value is the last (effects before a value) */
     OUT_SETATTR, /* object.__setattr__(child 0, obj, child 1); the value is None */
-    OUT_NEWOBJ /* obj = (class, dict item setter or None): an instance made with the class's
-                * builtin __new__; children: its attribute dict, then its dict items if any */
+    OUT_NEWOBJ, /* obj = (class, dict item setter or None): an instance made with the class's
+                 * builtin __new__; children: its attribute dict, then its dict items if any */
+    OUT_SETCOPY /* obj = a set of constants made while tracing: an exact copy of it (its
+                 * iteration order too) per call */
 } EmOutKind;
 typedef struct {
     uint8_t kind;

@@ -4,6 +4,7 @@
  */
 #include "em_runtime.h"
 
+#include "../pyver/em_set.h"
 #include "../pyver/em_state.h"
 
 #define RT_STACK_ARGS 16
@@ -200,6 +201,11 @@ static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *con
             return Py_NewRef(memo[o->v]);
         case OUT_VALUE: return Py_NewRef(vals[C->G.outputs.data[o->v]]);
         case OUT_CONST: return Py_NewRef(o->obj);
+        case OUT_SETCOPY: {
+            PyObject *s = em_set_clone(o->obj);
+            if (s && memo) memo[pos] = s;
+            return s;
+        }
         case OUT_SLOT: return Py_NewRef(slots[o->v]);
         case OUT_REENTER: return PyObject_CallOneArg(em_state.ctx_reenter_fn, o->obj);
         case OUT_TUPLE:

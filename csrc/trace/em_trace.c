@@ -200,30 +200,18 @@ static EmStatus out_int(EmTracer *T, EmSym *s) {
     return r < 0 ? st : out_node(T, r);
 }
 
-/* A set made while tracing: made at run time from its items (set(items), as OUT_ITER builds). */
-static EmStatus out_set(EmTracer *T, EmSym *s, int depth) {
+/* A set made while tracing: an exact copy of it per call (OUT_SETCOPY), as the one set each
+ * call of the Python code makes. The trace's set is not changed after the trace. */
+static EmStatus out_set(EmTracer *T, EmSym *s) {
     if (s->out_at >= 0) return same_out(T, s);
-    PyObject *items = PySequence_Tuple(s->obj);
-    if (!items) return EM_ERR;
-    EmVec(EmSym *) kids = {0};
-    EmStatus st = EM_OK;
-    for (Py_ssize_t i = 0; st == EM_OK && i < PyTuple_GET_SIZE(items); i++) {
-        EmSym *c = em_sym_const(T, PyTuple_GET_ITEM(items, i));
-        if (!c || em_vec_push(&kids, c)) st = c ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
-    }
-    Py_DECREF(items);
     s->out_at = T->out.len;
-    if (st == EM_OK)
-        st = push_out(T, (EmOut){.kind = OUT_ITER, .obj = Py_NewRef((PyObject *)&PySet_Type), .v = kids.len});
-    if (st == EM_OK) st = out_children(T, kids.data, 0, kids.len, depth);
-    em_vec_free(&kids);
-    return st;
+    return push_out(T, (EmOut){.kind = OUT_SETCOPY, .obj = Py_NewRef(s->obj)});
 }
 
 /* A constant, or an object of the frame (that very object, from its slot). */
-static EmStatus out_value(EmTracer *T, EmSym *s, int depth) {
+static EmStatus out_value(EmTracer *T, EmSym *s) {
     if (s->kind == SYM_CONST) {
-        if (em_set_made(s)) return out_set(T, s, depth); /* a fresh set per call, as Python makes */
+        if (em_set_made(s)) return out_set(T, s); /* a fresh set per call, as Python makes */
         /* an exception made while tracing is one object per trace: shared by every call */
         if (PyExceptionInstance_Check(s->obj))
             return em_trace_fail(T, EMA_RETURN, "a %s made while tracing", Py_TYPE(s->obj)->tp_name);
@@ -351,7 +339,7 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
         case SYM_INT: return out_int(T, s);
         case SYM_FLOAT: return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src}); /* the frame's own float */
         case SYM_CONST:
-        case SYM_OBJ: return out_value(T, s, depth);
+        case SYM_OBJ: return out_value(T, s);
         case SYM_TUPLE:
         case SYM_LIST:
         case SYM_DICT: return out_container(T, s, depth);

@@ -474,3 +474,21 @@ def test_sequences_holding_tensors_concatenate_and_repeat():
         return t + (1,), [x] * 3, 2 * (x, 1), [x, 2] * 0, len(d[1]), [1] + [x]
 
     one_graph(f, randn(3))
+
+
+def test_returned_set_iterates_in_eagers_order():
+    def f(x):
+        s = set()
+        for i in range(40):
+            s.add(str(i) * 3)
+        for i in range(0, 40, 3):
+            s.discard(str(i) * 3)
+        s.add("new")
+        return x + 1, s, s
+
+    x = randn(2)
+    want = f(x)
+    got = ember.compile(f, fullgraph=True)(x)
+    assert list(got[1]) == list(want[1]) and got[1] is got[2]
+    got[1].add("after")  # the copy is a working set
+    assert "after" in got[1] and len(got[1]) == len(want[1]) + 1
