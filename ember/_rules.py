@@ -305,6 +305,17 @@ ITER_REBUILD = {
 }
 
 
+def tensor_type_name(meta, device):
+    """x.type() of a tensor of meta's dtype on device ('torch.FloatTensor', 'torch.cuda.HalfTensor'):
+    a function of the dtype and device the guards fix; None for other devices."""
+    name = torch.empty(0, dtype=meta.dtype).type()
+    if device.type == "cpu":
+        return name
+    if device.type == "cuda":
+        return name.replace("torch.", "torch.cuda.", 1)
+    return None
+
+
 def iter_type(v):
     """The type of iter(v) (or, for v = ("reversed", x), of reversed(x)) for a constant, or a
     torch container module whose __iter__ only reads its members; None otherwise."""

@@ -1164,6 +1164,21 @@ static EmStatus known_zip(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int 
     return CALL_NEXT;
 }
 
+static EmStatus known_tensor_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                  EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (n != 1 || kwnames || all[0]->kind != SYM_TENSOR) return CALL_NEXT; /* x.type(dtype): a conversion */
+    PyObject *m = em_sym_meta(T, all[0]);
+    PyObject *r = m ? PyObject_CallMethod(em_state.meta_run, "tensor_type_name", "OO", m, all[0]->device) : NULL;
+    if (!r) return EM_ERR;
+    *out = PyUnicode_Check(r) ? em_sym_const(T, r) : NULL;
+    int known = PyUnicode_Check(r);
+    Py_DECREF(r);
+    if (!known) return CALL_NEXT;
+    return *out ? EM_OK : EM_ERR;
+}
+
 /* x.contiguous() of a contiguous tensor is x itself (aten returns self): no graph op, and
  * `y is x` holds as in eager. Any other call: the rule (a graph op). */
 static EmStatus known_contiguous(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,

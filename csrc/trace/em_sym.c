@@ -1256,6 +1256,30 @@ static EmStatus attr_not_found(EmTracer *T, EmSym *base, PyObject *name, const c
     return em_trace_fail(T, EMA_ATTR, "%s.%s (not found)", Py_TYPE(base->obj)->tp_name, n);
 }
 
+/* An attribute of a class the trace knows without a slot (torch.Tensor from the trusted torch
+ * module): trusted as its module is; a function or descriptor read on the class (unbound:
+ * torch.Tensor.abs_), a class, or a constant. */
+static EmStatus trusted_class_attr(EmTracer *T, EmSym *base, PyObject *name, const char *n, EmSym **out, EmSym **self) {
+    PyObject *v = PyObject_GetAttr(base->obj, name);
+    if (!v) {
+        PyErr_Clear(); /* Python raises the AttributeError again when the trace gives up */
+        return em_trace_fail(T, EMA_ATTR, "%s.%s (not found)", ((PyTypeObject *)base->obj)->tp_name, n);
+    }
+    *self = NULL;
+    if (is_pure(v, 0)) *out = em_sym_const(T, v);
+    else if (PyFunction_Check(v) || PyCFunction_Check(v) || PyType_Check(v) || Py_IS_TYPE(v, &PyMethodDescr_Type) ||
+             Py_IS_TYPE(v, &PyWrapperDescr_Type) || Py_IS_TYPE(v, &PyClassMethodDescr_Type))
+        *out = by_id_sym(T, v);
+    else {
+        EmStatus st = em_trace_fail(T, EMA_ATTR, "%s.%s of a %s", ((PyTypeObject *)base->obj)->tp_name, n,
+                                    Py_TYPE(v)->tp_name);
+        Py_DECREF(v);
+        return st;
+    }
+    Py_DECREF(v);
+    return *out ? EM_OK : EM_ERR;
+}
+
 /* generic: object.__getattribute__ semantics even when the type overrides it. */
 static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self,
                               int generic) {
@@ -1267,6 +1291,7 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
     if (PyModule_Check(o)) return module_attr(T, base, name, n, out);
     int done;
     if ((st = describing_attr(T, base, name, n, out, &done)) != EM_OK || done) return st;
+    if (base->src < 0 && PyType_Check(o)) return trusted_class_attr(T, base, name, n, out, self);
     if (base->src < 0)
         return em_trace_fail(T, EMA_ATTR, "%s.%s of an object made while tracing", Py_TYPE(o)->tp_name, n);
     if (PyType_Check(o)) return type_attr(T, base, name, method, out, self);

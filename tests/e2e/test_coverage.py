@@ -492,3 +492,15 @@ def test_returned_set_iterates_in_eagers_order():
     assert list(got[1]) == list(want[1]) and got[1] is got[2]
     got[1].add("after")  # the copy is a working set
     assert "after" in got[1] and len(got[1]) == len(want[1]) + 1
+
+
+def test_unbound_tensor_methods_and_tensor_type():
+    def f(x):
+        y = x.clone()
+        torch.Tensor.abs_(y)
+        z = torch.Tensor.add(y, 1)
+        w = torch.Tensor.sum(x, dim=0)
+        return (y, z, w, torch.Tensor.dim(x), torch.Tensor.__name__, x.type(), x.half().type(),
+                torch.Tensor.type(x.long()), x.type(torch.float64))
+
+    one_graph(f, randn(3, 2))
