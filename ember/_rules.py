@@ -229,6 +229,16 @@ def _classify(fn):
             pass
     if isinstance(fn, torch._ops.HigherOrderOperator):
         return ABORT  # torch.ops.higher_order.*: they run at a graph break
+    if isinstance(fn, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        # torch.ops.<ns>.<op>[.<overload>] (aten's, or registered with torch.library): a graph op
+        # when the overloads a call may reach do not mutate their arguments (x.add_ is seen by
+        # its name; these are not); a packet's out= overloads are reached only through out=,
+        # which ember treats as a mutation of its own
+        overloads = [fn] if isinstance(fn, torch._ops.OpOverload) else [
+            getattr(fn, o, None) for o in fn.overloads() if not o.startswith("out") and not o.endswith("_out")]
+        if overloads and all(o is not None and not o._schema.is_mutable for o in overloads):
+            return GRAPH
+        return ABORT
     objclass = getattr(fn, "__objclass__", None)
     if isinstance(objclass, type) and issubclass(objclass, _TensorBase):
         return GRAPH

@@ -1467,6 +1467,16 @@ static EmStatus call_unruled(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         EmStatus st = em_obj_new(T, f, all, n, kwnames, out, &handled);
         if (st != EM_OK || handled) return st;
     }
+    PyObject *call = (fn->kind == SYM_OBJ && fn->src >= 0 && !PyType_Check(f)) || fn->kind == SYM_NEW
+                         ? _PyType_Lookup(Py_TYPE(f), EM_STR(dunder_call))
+                         : NULL;
+    if (call && PyFunction_Check(call) && n < 64) { /* an instance whose class defines __call__ in Python */
+        if (fn->kind == SYM_OBJ && !fn->by_id && em_guard_check(T->P, EMG_TYPE, fn->src, (PyObject *)Py_TYPE(f), 0))
+            return EM_ERR;
+        EmSym *with_self[65] = {fn};
+        for (int i = 0; i < n; i++) with_self[i + 1] = all[i];
+        return em_inline(T, call, with_self, n + 1, kwnames, out);
+    }
     callable_name(f, name, sizeof(name));
     return em_trace_fail(T, PyMethod_Check(f) ? EMA_INLINE : EMA_CALL, "%s", name);
 }

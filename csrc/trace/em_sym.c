@@ -1257,8 +1257,9 @@ static EmStatus attr_not_found(EmTracer *T, EmSym *base, PyObject *name, const c
 }
 
 /* An attribute of a class the trace knows without a slot (torch.Tensor from the trusted torch
- * module): trusted as its module is; a function or descriptor read on the class (unbound:
- * torch.Tensor.abs_), a class, or a constant. */
+ * module) or of an operator packet (torch.ops.aten.add): trusted as its module is; a function
+ * or descriptor read on the class (unbound: torch.Tensor.abs_), a class, an overload, or a
+ * constant. */
 static EmStatus trusted_class_attr(EmTracer *T, EmSym *base, PyObject *name, const char *n, EmSym **out, EmSym **self) {
     PyObject *v = PyObject_GetAttr(base->obj, name);
     if (!v) {
@@ -1268,7 +1269,8 @@ static EmStatus trusted_class_attr(EmTracer *T, EmSym *base, PyObject *name, con
     *self = NULL;
     if (is_pure(v, 0)) *out = em_sym_const(T, v);
     else if (PyFunction_Check(v) || PyCFunction_Check(v) || PyType_Check(v) || Py_IS_TYPE(v, &PyMethodDescr_Type) ||
-             Py_IS_TYPE(v, &PyWrapperDescr_Type) || Py_IS_TYPE(v, &PyClassMethodDescr_Type))
+             Py_IS_TYPE(v, &PyWrapperDescr_Type) || Py_IS_TYPE(v, &PyClassMethodDescr_Type) ||
+             (!PyType_Check(base->obj) && PyCallable_Check(v)))
         *out = by_id_sym(T, v);
     else {
         EmStatus st = em_trace_fail(T, EMA_ATTR, "%s.%s of a %s", ((PyTypeObject *)base->obj)->tp_name, n,
@@ -1291,7 +1293,8 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
     if (PyModule_Check(o)) return module_attr(T, base, name, n, out);
     int done;
     if ((st = describing_attr(T, base, name, n, out, &done)) != EM_OK || done) return st;
-    if (base->src < 0 && PyType_Check(o)) return trusted_class_attr(T, base, name, n, out, self);
+    if (base->src < 0 && (PyType_Check(o) || PyObject_TypeCheck(o, (PyTypeObject *)EM_KNOWN(op_packet))))
+        return trusted_class_attr(T, base, name, n, out, self);
     if (base->src < 0)
         return em_trace_fail(T, EMA_ATTR, "%s.%s of an object made while tracing", Py_TYPE(o)->tp_name, n);
     if (PyType_Check(o)) return type_attr(T, base, name, method, out, self);

@@ -504,3 +504,60 @@ def test_unbound_tensor_methods_and_tensor_type():
                 torch.Tensor.type(x.long()), x.type(torch.float64))
 
     one_graph(f, randn(3, 2))
+
+
+# ---- torch.ops, custom ops, callable objects ----
+
+
+@torch.library.custom_op("embertest::twice", mutates_args=())
+def _twice(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+@_twice.register_fake
+def _twice_fake(x):
+    return torch.empty_like(x)
+
+
+def test_torch_ops_and_custom_ops_are_graph_ops():
+    def f(x):
+        a = torch.ops.aten.sin(x) + torch.ops.aten.add.Tensor(x, x)
+        b = torch.ops.aten.mm.default(x, x.t())
+        return a, b, _twice(x) + torch.ops.embertest.twice(x) + torch.ops.embertest.twice.default(x)
+
+    one_graph(f, randn(3, 3))
+
+
+def test_mutating_aten_op_runs_at_a_break_with_eagers_result():
+    def f(x):
+        y = x.clone()
+        torch.ops.aten.add_.Tensor(y, 1)
+        return y * 2
+
+    x = randn(3)
+    assert_same(ember.compile(f)(x), f(x))
+
+
+class _Scale:
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self, t, shift=0):
+        return t * self.k + shift
+
+
+_SCALE = _Scale(3)
+
+
+def test_instance_with_a_python_call_is_inlined_and_its_state_guarded():
+    def f(x):
+        return _SCALE(x), _SCALE(x, shift=1)
+
+    x = randn(3)
+    one_graph(f, x)
+    cf = ember.compile(f)
+    _SCALE.k = 5
+    try:
+        assert_same(cf(x), f(x))
+    finally:
+        _SCALE.k = 3
