@@ -847,16 +847,17 @@ class Generator:
             [f"try:\n    {v} = {t} / 0\nfinally:\n    G_LIST.append(0)"],
         ]
         k, g, c = self.fresh("k"), self.fresh("g"), self.fresh("c")
-        opts += [  # generators run lazily, closures hold cells: state changed between making and using
-            [f"{k} = [{s}]", f"{g} = (z * {k}[0] for z in [{t}, {u}])", f"{k}[0] = 2", f"{v} = sum({g})"],
+        opts += [  # lazy generators, closures holding cells: state changed between making and using
+            [f"{k} = [{s}]", f"{g} = (z * {k}[0] for z in [{t}, {u}])", f"{k}[0] = 2", f"{v} = sum({g})", f"del {g}"],
             [f"{k} = {s}", f"{fname} = lambda z: z * {k}", f"{k} = {k} + 1", f"{v} = {fname}({t})"],
             [f"{k} = []\ndef {fname}(a):\n    for i in range(3):\n        {k}.append(i)\n        yield a * (i + len({k}))",
              f"{v} = {t}", f"for {c} in {fname}({t}):\n    {v} = {v} + {c} * len({k})"],
             [f"def {fname}(a):\n    r = yield a\n    yield a * r", f"{g} = {fname}({t})", f"{v} = next({g})",
-             f"{v} = {v} + {g}.send(3)"],
+             f"{v} = {v} + {g}.send(3)", f"del {g}"],
             [f"{c} = {u}.clone()\ndef {fname}():\n    for i in range(2):\n        {c}.add_(1)\n        yield i",
              f"{v} = {t}", f"for i in {fname}():\n    {v} = {v} + {c}"],
-            [f"{k} = [1]", f"{g} = map(lambda z: z + {k}[0], [{t}, {u}])", f"{k}[0] = {s}", f"{v} = list({g})[0]"],
+            [f"{k} = [1]", f"{g} = map(lambda z: z + {k}[0], [{t}, {u}])", f"{k}[0] = {s}", f"{v} = list({g})[0]",
+             f"del {g}"],
             [f"{k} = {{1, 2}}", f"{k}.add(3)", f"{k} |= {{{s} if isinstance({s}, int) else 4}}",
              f"{v} = {t} * len({k}) if 3 in {k} else {t}"],
             [f"{k} = collections.defaultdict(int)", f"for i in range(3):\n    {k}[i % 2] += 1",
