@@ -857,7 +857,27 @@ static EmStatus exit_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int
 }
 
 const EmSymOps em_bound_ops = {.call = bound_call};
-const EmSymOps em_partial_ops = {.call = partial_call};
+/* p.func, p.args, p.keywords of a partial sym (args and keywords as new containers). */
+static EmStatus partial_attr(EmTracer *T, EmSym *p, PyObject *name, int method, EmSym **out, EmSym **self) {
+    (void)method;
+    *self = NULL;
+    const char *n = PyUnicode_AsUTF8(name);
+    if (!n) return EM_ERR;
+    if (!strcmp(n, "func")) {
+        *out = p->items.data[0];
+        return EM_OK;
+    }
+    int args = !strcmp(n, "args");
+    if (!args && strcmp(n, "keywords")) return em_trace_fail(T, EMA_ATTR, "functools.partial.%s", n);
+    EmSym *r = em_sym_new(T, args ? SYM_TUPLE : SYM_DICT);
+    for (int32_t i = 0; r && args && i < p->pos; i++)
+        if (em_vec_push(&r->items, p->items.data[1 + i])) r = (PyErr_NoMemory(), NULL);
+    for (int32_t i = 0; r && !args && i < p->keys.len; i++)
+        if (em_dict_set(r, p->keys.data[i], p->items.data[1 + p->pos + i]) != EM_OK) r = NULL;
+    return (*out = r) ? EM_OK : EM_ERR;
+}
+
+const EmSymOps em_partial_ops = {.getattr = partial_attr, .call = partial_call};
 const EmSymOps em_exit_ops = {.call = exit_call};
 
 /* em_call's first step: the callee's kind decides (its row's call slot). */

@@ -272,6 +272,7 @@ static EmSym *wrap_tensor(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) 
     Py_DECREF(m);
     if (!s) return NULL;
     s->src = slot;
+    s->spec = Py_NewRef(v);
     EmStatus dst = EM_OK;
     uint64_t dyn = em_dyn_dims(T, v, slot, r, &dst);
     if (dst != EM_OK) {
@@ -560,6 +561,8 @@ int32_t em_sym_arg(EmTracer *T, EmSym *s, EmStatus *st) {
 
 /* ---- attributes ---- */
 
+static EmSym *by_id_sym(EmTracer *T, PyObject *obj);
+
 EmStatus em_sym_tensor_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
     const char *n = PyUnicode_AsUTF8(name);
     if (!n) return EM_ERR;
@@ -611,6 +614,24 @@ EmStatus em_sym_tensor_attr(EmTracer *T, EmSym *base, PyObject *name, int method
             return em_op_record(T, EMOP_GETATTR, name, args, 1, NULL, PyTuple_GET_ITEM(em_state.op_fns, EMOP_GETATTR),
                                 out);
         }
+    if (!strcmp(n, "data")) { /* x.data: x detached (the same storage), as x.detach() */
+        PyObject *d = PyObject_GetAttrString((PyObject *)em_state.tensor_type, "detach");
+        EmSym *f = d ? by_id_sym(T, d) : NULL;
+        Py_XDECREF(d);
+        return f ? em_call(T, f, base, NULL, 0, NULL, out) : EM_ERR;
+    }
+    if (!strcmp(n, "grad")) { /* an input's: read through a guarded slot (None, or a tensor input) */
+        if (base->src < 0 || !base->spec) { /* made while tracing: no backward ran on it */
+            *out = em_sym_const(T, Py_None);
+            return *out ? EM_OK : EM_ERR;
+        }
+        int32_t slot = em_guard_attr(T->P, base->src, name);
+        PyObject *g = slot < 0 ? NULL : PyObject_GetAttr(base->spec, name);
+        EmStatus st = EM_ERR;
+        *out = g ? em_sym_wrap(T, g, slot, &st) : NULL;
+        Py_XDECREF(g);
+        return *out ? EM_OK : st;
+    }
     return em_trace_fail(T, EMA_ATTR, "Tensor.%s", n);
 }
 

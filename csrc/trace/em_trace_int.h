@@ -81,7 +81,8 @@ struct EmSym {
                      * directly (it reads values stored meanwhile, as Python's does), else 0 */
     /* CTX: (cls, args, kwargs pairs) to make it again (owned); grad mode to restore on exit;
      * ctx_state an EmCtxState; grad_family: its changes are recorded as _set_grad_enabled
-     * calls (else as enter/exit helper calls, ref = the enter node) */
+     * calls (else as enter/exit helper calls, ref = the enter node). TENSOR read from the
+     * frame: the tensor itself (owned), for reads of its state (x.grad). */
     PyObject *spec;
     int8_t prev_grad, ctx_state, grad_family;
     int32_t out_at; /* TUPLE/LIST/DICT/ITER made while tracing: its entry in the output tree, or -1 */

@@ -561,3 +561,38 @@ def test_instance_with_a_python_call_is_inlined_and_its_state_guarded():
         assert_same(cf(x), f(x))
     finally:
         _SCALE.k = 3
+
+
+def test_partial_attributes():
+    import functools
+
+    def f(x):
+        p = functools.partial(torch.add, other=2)
+        q = functools.partial(torch.mul, x)
+        return p(x), hasattr(p, "func"), p.keywords["other"], p.func is torch.add, q.args[0] is x, len(q.args), q(3)
+
+    one_graph(f, randn(3))
+
+
+_W = torch.nn.Parameter(torch.randn(3))
+
+
+def test_grad_and_data_reads():
+    def f(x):
+        g = _W.grad
+        y = x.data * 2
+        if g is None:
+            return x * 2, y, torch.ones(3, requires_grad=True).grad
+        return x * g, y
+
+    x = randn(3)
+    cf = ember.compile(f, fullgraph=True)
+    _W.grad = None
+    assert_same(cf(x), f(x))
+    (_W * 3).sum().backward()
+    assert_same(cf(x), f(x))  # the guard on .grad saw a tensor: recompiled
+    _W.grad.mul_(2)
+    assert_same(cf(x), f(x))  # the grad is a graph input: its values are read per call
+    c = counters()
+    assert (c["frames"], c["recompiles"], c["hits"]) == (2, 1, 1), c
+    _W.grad = None
