@@ -1072,6 +1072,12 @@ static EmStatus known_dict_of(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, 
     return em_make_dict_of(T, fn->obj, factory, src, all + npos, kwnames, out);
 }
 
+static EmStatus known_deque(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    (void)self;
+    if (kwnames || n > 1) return CALL_NEXT; /* maxlen: not modelled */
+    return em_make_deque(T, fn->obj, n ? all[0] : NULL, out);
+}
+
 /* set(it), frozenset(it) of an iterable sym (constants: the rule evaluates it) */
 static EmStatus known_set(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)self;

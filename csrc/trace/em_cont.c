@@ -147,7 +147,8 @@ static EmStatus dict_view_method(EmTracer *T, EmContMethod m, EmSym *self, EmSym
 static EmStatus cont_copy(EmTracer *T, EmSym *self, EmSym **out) {
     int is_dict = self->kind == SYM_DICT;
     EmSym *c = em_sym_new(T, self->kind);
-    if (c && is_dict && self->seq_type) { /* an OrderedDict's or defaultdict's copy keeps its type */
+    if (c && self->kind != SYM_TUPLE &&
+        self->seq_type) { /* an OrderedDict's, defaultdict's, deque's copy keeps its type */
         c->seq_type = Py_NewRef(self->seq_type);
         if (self->of.len && em_vec_push(&c->of, self->of.data[0])) return PyErr_NoMemory(), EM_ERR;
     }
@@ -287,7 +288,73 @@ static EmStatus list_insert(EmTracer *T, EmSym *self, EmSym **args, EmSym **out)
     return none_out(T, out);
 }
 
+/* A deque's own methods (appendleft, popleft, extendleft, rotate) and its pop(), which takes no
+ * index and says "deque" when empty. CALL_NEXT: a method it shares with list. */
+static EmStatus deque_method(EmTracer *T, const char *n, EmSym *self, EmSym **args, int nargs, EmSym **out) {
+    int left = !strcmp(n, "popleft");
+    if ((left || !strcmp(n, "pop")) && nargs == 0) {
+        if (!self->items.len) {
+            PyObject *msg = PyUnicode_FromString("pop from an empty deque");
+            EmStatus st = msg ? em_trace_raise_new(T, PyExc_IndexError, msg) : EM_ERR;
+            Py_XDECREF(msg);
+            return st;
+        }
+        *out = self->items.data[left ? 0 : self->items.len - 1];
+        list_drop(self, left ? 0 : self->items.len - 1);
+        return EM_OK;
+    }
+    if (!strcmp(n, "pop")) return em_trace_fail(T, EMA_CALL, "deque.pop with arguments");
+    if (!strcmp(n, "appendleft") && nargs == 1) {
+        PyObject *zero = PyLong_FromLong(0);
+        EmSym *at = zero ? em_sym_const(T, zero) : NULL, *ins[2] = {at, args[0]};
+        Py_XDECREF(zero);
+        return at ? list_insert(T, self, ins, out) : EM_ERR;
+    }
+    if (!strcmp(n, "extendleft") && nargs == 1) {
+        EmSym *items = NULL;
+        EmStatus st = args[0]->kind == SYM_ITER ? em_iter_use(T, args[0]) : EM_OK;
+        if (st != EM_OK || (st = em_seq_items(T, args[0], &items)) != EM_OK) return st;
+        for (int32_t i = 0; i < items->items.len; i++) {
+            if (em_vec_push(&self->items, NULL)) return PyErr_NoMemory(), EM_ERR;
+            for (int32_t k = self->items.len - 1; k > 0; k--) self->items.data[k] = self->items.data[k - 1];
+            self->items.data[0] = items->items.data[i];
+        }
+        return none_out(T, out);
+    }
+    if (!strcmp(n, "rotate") && nargs <= 1) {
+        long r = 1, len = self->items.len;
+        if (nargs && (args[0]->kind != SYM_CONST || !PyLong_CheckExact(args[0]->obj)))
+            return em_trace_fail(T, EMA_VALUE, "deque.rotate by a %s", em_sym_describe(args[0]));
+        if (nargs && (r = PyLong_AsLong(args[0]->obj)) == -1 && PyErr_Occurred()) return EM_ERR;
+        if (len > 1 && (r %= len) != 0) {
+            EmSym **tmp = malloc(sizeof(EmSym *) * (size_t)len);
+            if (!tmp) return PyErr_NoMemory(), EM_ERR;
+            for (long i = 0; i < len; i++) tmp[((i + r) % len + len) % len] = self->items.data[i];
+            memcpy(self->items.data, tmp, sizeof(EmSym *) * (size_t)len);
+            free(tmp);
+        }
+        return none_out(T, out);
+    }
+    return CALL_NEXT;
+}
+
+EmStatus em_make_deque(EmTracer *T, PyObject *type, EmSym *src, EmSym **out) {
+    EmSym *items = NULL, *d = em_sym_new(T, SYM_LIST);
+    EmStatus st = !d ? EM_ERR : src && src->kind == SYM_ITER ? em_iter_use(T, src) : EM_OK;
+    if (st != EM_OK || (src && (st = em_seq_items(T, src, &items)) != EM_OK)) return st;
+    for (int32_t i = 0; items && i < items->items.len; i++)
+        if (em_vec_push(&d->items, items->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+    d->seq_type = Py_NewRef(type);
+    *out = d;
+    return EM_OK;
+}
+
 EmStatus em_list_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym **args, int nargs, EmSym **out) {
+    if (self->seq_type && (m == EM_CM__COUNT || m == EM_CM_pop)) { /* a deque */
+        EmStatus dst = mutation_of(T, self, n);
+        if (dst == EM_OK) dst = deque_method(T, n, self, args, nargs, out);
+        if (dst != CALL_NEXT) return dst;
+    }
     switch (m) {
         case EM_CM_index:
         case EM_CM_count:

@@ -918,7 +918,7 @@ EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out) {
         case SYM_NEW:
         case SYM_CTX: tp = (PyObject *)Py_TYPE(s->obj); break;
         case SYM_TUPLE: tp = s->seq_type ? s->seq_type : (PyObject *)&PyTuple_Type; break;
-        case SYM_LIST: tp = (PyObject *)&PyList_Type; break;
+        case SYM_LIST: tp = s->seq_type ? s->seq_type : (PyObject *)&PyList_Type; break;
         case SYM_INT: tp = (PyObject *)&PyLong_Type; break; /* an exact int (its input's type is guarded) */
         case SYM_SLICE: tp = (PyObject *)&PySlice_Type; break;
         case SYM_FLOAT: tp = (PyObject *)&PyFloat_Type; break; /* its input's type is guarded */

@@ -46,8 +46,14 @@ static EmStatus tuple_attr(EmTracer *T, EmSym *base, PyObject *name, int method,
     return em_sym_type_method(T, &PyTuple_Type, base, name, method, out, self);
 }
 
+/* Methods of its type: list's, or a deque's own (maxlen: None, the only deque modelled). */
 static EmStatus list_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
-    return em_sym_type_method(T, &PyList_Type, base, name, method, out, self);
+    if (base->seq_type && !PyUnicode_CompareWithASCIIString(name, "maxlen")) {
+        *self = NULL;
+        return (*out = em_sym_const(T, Py_None)) ? EM_OK : EM_ERR;
+    }
+    return em_sym_type_method(T, base->seq_type ? (PyTypeObject *)base->seq_type : &PyList_Type, base, name, method,
+                              out, self);
 }
 
 /* seq[k] for an int or slice constant k. */
@@ -67,6 +73,8 @@ static EmStatus seq_getitem(EmTracer *T, EmSym *c, EmSym *k, EmSym **out) {
         *out = c->items.data[i];
         return EM_OK;
     }
+    if (PySlice_Check(k->obj) && c->kind == SYM_LIST && c->seq_type)
+        return em_trace_fail(T, EMA_VALUE, "a deque sliced (Python raises TypeError)");
     if (PySlice_Check(k->obj)) {
         Py_ssize_t start, stop, step;
         if (PySlice_Unpack(k->obj, &start, &stop, &step) < 0) return EM_ERR;
@@ -119,6 +127,7 @@ static EmStatus list_store_slice(EmTracer *T, EmSym *c, PyObject *slice, EmSym *
 static EmStatus list_setitem(EmTracer *T, EmSym *c, EmSym *key, EmSym *v) {
     EmStatus st = em_sym_store_check(T, c, key);
     if (st != EM_OK) return st;
+    if (PySlice_Check(key->obj) && c->seq_type) return em_trace_fail(T, EMA_VALUE, "a slice store into a deque");
     if (PySlice_Check(key->obj)) return list_store_slice(T, c, key->obj, v);
     if (PyLong_Check(key->obj)) {
         Py_ssize_t i = PyNumber_AsSsize_t(key->obj, PyExc_IndexError); /* too large: Python's IndexError */
@@ -152,6 +161,8 @@ static EmStatus seq_concat(EmTracer *T, EmSym *a, EmSym *b, EmSym **out) {
 /* a + b of two plain tuples (a += b too) or two lists: the items of both, whatever they are;
  * other operators on known values. */
 static EmStatus seq_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out) {
+    if ((a->kind == SYM_LIST && a->seq_type) || (b->kind == SYM_LIST && b->seq_type))
+        return em_trace_fail(T, EMA_VALUE, "an operator on a deque");
     int size_a = a->seq_type == EM_KNOWN(torch_Size);
     if ((op == EMOP_ADD || op == EMOP_IADD) && a->kind == b->kind &&
         (a->kind == SYM_TUPLE || (a->kind == SYM_LIST && op == EMOP_ADD)) &&

@@ -269,6 +269,11 @@ static EmStatus out_container(EmTracer *T, EmSym *s, int depth) {
     if (s->src >= 0) return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src}); /* never mutated while tracing */
     if (s->out_at >= 0) return same_out(T, s);
     if (s->kind == SYM_DICT && s->seq_type) return out_dict_of(T, s, depth);
+    if (s->kind == SYM_LIST && s->seq_type) { /* a deque: deque(items) at run time */
+        s->out_at = T->out.len;
+        EmStatus st = push_out(T, (EmOut){.kind = OUT_ITER, .obj = Py_NewRef(s->seq_type), .v = s->items.len});
+        return st == EM_OK ? out_children(T, s->items.data, 0, s->items.len, depth) : st;
+    }
     EmOut o = {.kind = s->kind == SYM_TUPLE ? OUT_TUPLE : s->kind == SYM_LIST ? OUT_LIST : OUT_DICT, .v = s->items.len};
     if (s->kind == SYM_TUPLE && s->seq_type) o.obj = Py_NewRef(s->seq_type);
     if (s->kind == SYM_DICT && !(o.obj = dict_keys_tuple(s))) return EM_ERR;

@@ -64,7 +64,8 @@ struct EmSym {
     EmRef ref;      /* TENSOR: graph node */
     PyObject *seq_type; /* TUPLE: namedtuple/structseq type; ITER: the iterator's Python type (a
                          * generator, list_iterator, zip...), NULL when unknown; DICT: OrderedDict
-                         * or defaultdict, NULL for a dict (owned) */
+                         * or defaultdict, NULL for a dict; LIST: collections.deque (without a
+                         * maxlen), NULL for a list (owned) */
     EmVec(EmSym *) items;
     EmVec(PyObject *) keys; /* DICT: owned keys, parallel to items */
     int32_t pos;    /* ITER: position; PARTIAL: bound positional count; VIEW: 'k', 'v', 'i';
@@ -279,6 +280,8 @@ EmStatus em_make_dict_of(EmTracer *T, PyObject *type, EmSym *factory, EmSym *src
 /* d[key] of a missing key of a defaultdict sym with a factory: factory() stored and returned;
  * CALL_NEXT when d has none (KeyError). */
 EmStatus em_dict_missing(EmTracer *T, EmSym *d, PyObject *key, EmSym **out);
+/* deque(src) (src NULL: deque()) as a list sym of type deque. */
+EmStatus em_make_deque(EmTracer *T, PyObject *type, EmSym *src, EmSym **out);
 /* d.update(other, **kw) of a dict sym made while tracing (nargs counts the keywords' values). */
 EmStatus em_dict_update(EmTracer *T, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
 /* dict.fromkeys(keys[, value]) of an iterable of constants; value NULL: None. */

@@ -596,3 +596,28 @@ def test_grad_and_data_reads():
     c = counters()
     assert (c["frames"], c["recompiles"], c["hits"]) == (2, 1, 1), c
     _W.grad = None
+
+
+def test_deque_made_in_the_trace():
+    import collections
+
+    def f(x):
+        d = collections.deque([1, 2])
+        d.appendleft(0)
+        d.append(3)
+        a = d.popleft()
+        d.extend([x, 5])
+        d.extendleft([7, 8])
+        d.rotate(2)
+        b = d.pop()
+        d.rotate(-1)
+        e = collections.deque()
+        try:
+            e.pop()
+        except IndexError:
+            a += 100
+        return (x * sum(v for v in d if isinstance(v, int)), d, a, b, len(d), d[0], type(d).__name__, d.maxlen,
+                list(reversed(d)), d.copy(), collections.deque(range(3)))
+
+    got = one_graph(f, randn(3))
+    assert type(got[1]) is collections.deque and type(got[9]) is collections.deque
