@@ -1136,7 +1136,8 @@ static EmStatus known_itertools(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all
     for (Py_ssize_t i = 0; fn->obj == EM_KNOWN(it_accumulate) && i < nkw; i++)
         func |= PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), "func") == 0;
     if (func) return em_trace_fail(T, EMA_CALL, "itertools.accumulate with a function");
-    return em_call_itertools(T, fn->obj, all, n, kwnames, out);
+    EmStatus st = em_lazy_itertools(T, fn->obj, all, n, kwnames, out); /* chain/islice over a generator */
+    return st != CALL_NEXT ? st : em_call_itertools(T, fn->obj, all, n, kwnames, out);
 }
 
 static EmStatus known_lazy(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
@@ -1157,6 +1158,8 @@ static EmStatus known_lazy(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int
     if (nkw) return CALL_NEXT;
     if (fn->obj == EM_KNOWN(map) && n >= 2)
         return em_lazy_make(T, EM_LAZY_MAP, all[0], all + 1, n - 1, NULL, NULL, out);
+    if (fn->obj == EM_KNOWN(it_starmap) && n == 2)
+        return em_lazy_make(T, EM_LAZY_STARMAP, all[0], all + 1, 1, NULL, NULL, out);
     if (fn->obj == EM_KNOWN(filter) && n == 2) {
         int none = all[0]->kind == SYM_CONST && all[0]->obj == Py_None;
         return em_lazy_make(T, EM_LAZY_FILTER, none ? NULL : all[0], all + 1, 1, NULL, NULL, out);

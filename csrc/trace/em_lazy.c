@@ -26,6 +26,9 @@ struct EmLazy {
     EmSym **srcs;    /* MAP, FILTER, ZIP, ENUM: their iterators (malloc'd) */
     int nsrc;
     PyObject *next, *step; /* ENUM (next), COUNT (next, step): owned */
+    int cur;               /* CHAIN: the source being taken from */
+    long long cnt, nxt, stop, stride; /* ISLICE: items taken, index of the next one given, stop (-1:
+                                       * none), step: as CPython's islice keeps them */
 };
 
 void em_lazy_free(EmLazy *L) {
@@ -249,7 +252,12 @@ EmStatus em_lazy_make(EmTracer *T, EmLazyKind kind, EmSym *fn, EmSym **srcs, int
                                           [EM_LAZY_ZIP] = &PyZip_Type,
                                           [EM_LAZY_ENUM] = &PyEnum_Type};
     if (kind == EM_LAZY_GEN || n > 8) return em_trace_fail(T, EMA_CALL, "a lazy iterator over %d iterables", n);
-    EmSym *it = new_lazy_iter(T, kind, kind == EM_LAZY_COUNT ? EM_KNOWN(it_count) : (PyObject *)types[kind]);
+    PyObject *type = kind == EM_LAZY_COUNT     ? EM_KNOWN(it_count)
+                     : kind == EM_LAZY_STARMAP ? EM_KNOWN(it_starmap)
+                     : kind == EM_LAZY_CHAIN   ? EM_KNOWN(it_chain)
+                     : kind == EM_LAZY_ISLICE  ? EM_KNOWN(it_islice)
+                                               : (PyObject *)types[kind];
+    EmSym *it = new_lazy_iter(T, kind, type);
     if (!it) return EM_ERR;
     EmLazy *L = it->lazy;
     L->fn = fn;
@@ -266,10 +274,73 @@ EmStatus em_lazy_make(EmTracer *T, EmLazyKind kind, EmSym *fn, EmSym **srcs, int
     return EM_OK;
 }
 
-/* The next item of a MAP, FILTER, ZIP, ENUM or COUNT iterator in *v (NULL: at its end). */
+static int slice_arg(EmSym *s, long long *v) { /* None (-1) or a non-negative int constant */
+    if (s->kind != SYM_CONST) return 0;
+    if (s->obj == Py_None) return (*v = -1), 1;
+    if (!PyLong_CheckExact(s->obj)) return 0;
+    *v = PyLong_AsLongLong(s->obj);
+    if (*v == -1 && PyErr_Occurred()) PyErr_Clear();
+    return *v >= 0;
+}
+
+EmStatus em_lazy_itertools(EmTracer *T, PyObject *f, EmSym **args, int n, PyObject *kwnames, EmSym **out) {
+    int lazy = 0, chain = f == EM_KNOWN(it_chain), islice = f == EM_KNOWN(it_islice);
+    for (int i = 0; i < n; i++) lazy |= args[i]->kind == SYM_ITER && !em_lazy_done(args[i]);
+    if (!lazy || kwnames || (!chain && !islice)) return CALL_NEXT;
+    if (chain) return em_lazy_make(T, EM_LAZY_CHAIN, NULL, args, n, NULL, NULL, out);
+    long long start = 0, stop = -1, step = 1; /* islice(it, stop) / islice(it, start, stop[, step]) */
+    int ok = n == 2 ? slice_arg(args[1], &stop)
+                    : (n == 3 || n == 4) && slice_arg(args[1], &start) && slice_arg(args[2], &stop) &&
+                          (n == 3 || slice_arg(args[3], &step));
+    if (start < 0) start = 0;
+    if (step < 0) step = 1;
+    if (!ok || step == 0) return em_trace_fail(T, EMA_CALL, "itertools.islice with these bounds");
+    EmStatus st = em_lazy_make(T, EM_LAZY_ISLICE, NULL, args, 1, NULL, NULL, out);
+    if (st == EM_OK) {
+        EmLazy *L = (*out)->lazy;
+        L->nxt = start;
+        L->stop = stop;
+        L->stride = step;
+    }
+    return st;
+}
+
+/* islice's next, as CPython's: skip to the next index given, stop at stop. */
+static EmStatus islice_next(EmTracer *T, EmLazy *L, EmSym **v) {
+    EmSym *x = NULL;
+    while (L->cnt < L->nxt) {
+        EmStatus st = em_iter_take(T, L->srcs[0], &x);
+        if (st != EM_OK || !x) return st;
+        L->cnt++;
+    }
+    if (L->stop != -1 && L->cnt >= L->stop) return EM_OK;
+    EmStatus st = em_iter_take(T, L->srcs[0], &x);
+    if (st != EM_OK || !x) return st;
+    L->cnt++;
+    L->nxt += L->stride;
+    if (L->stop != -1 && L->nxt > L->stop) L->nxt = L->stop;
+    *v = x;
+    return EM_OK;
+}
+
+/* The next item of a MAP, FILTER, ZIP, ENUM, COUNT, CHAIN or ISLICE iterator in *v (NULL: at its end). */
 static EmStatus lazy_next(EmTracer *T, EmLazy *L, EmSym **v) {
     EmSym *items[9];
     *v = NULL;
+    if (L->kind == EM_LAZY_ISLICE) return islice_next(T, L, v);
+    for (; L->kind == EM_LAZY_CHAIN && L->cur < L->nsrc; L->cur++) {
+        EmStatus st = em_iter_take(T, L->srcs[L->cur], v);
+        if (st != EM_OK || *v) return st;
+    }
+    if (L->kind == EM_LAZY_CHAIN) return EM_OK;
+    if (L->kind == EM_LAZY_STARMAP) { /* fn(*item) */
+        EmSym *item = NULL, *args = NULL;
+        EmStatus st = em_iter_take(T, L->srcs[0], &item);
+        if (st != EM_OK || !item) return st;
+        if ((st = em_seq_items(T, item, &args)) != EM_OK) return st;
+        if (args->items.len > 64) return em_trace_fail(T, EMA_CALL, "starmap with more than 64 arguments");
+        return em_call(T, L->fn, NULL, args->items.data, (int)args->items.len, NULL, v);
+    }
     if (L->kind == EM_LAZY_COUNT || L->kind == EM_LAZY_ENUM) {
         EmSym *c = em_sym_const(T, L->next);
         PyObject *nx = c ? PyNumber_Add(L->next, L->step) : NULL;

@@ -46,7 +46,17 @@ enum {
 /* A lazy iterator's producer (em_lazy.c), owned by its ITER sym: a generator made while
  * tracing (its suspended frame), map(), filter(), itertools.count(), or zip()/enumerate() over
  * a lazy iterator. Its items are made when taken, interleaved with the consumer as in Python. */
-typedef enum { EM_LAZY_GEN, EM_LAZY_MAP, EM_LAZY_FILTER, EM_LAZY_ZIP, EM_LAZY_ENUM, EM_LAZY_COUNT } EmLazyKind;
+typedef enum {
+    EM_LAZY_GEN,
+    EM_LAZY_MAP,
+    EM_LAZY_FILTER,
+    EM_LAZY_ZIP,
+    EM_LAZY_ENUM,
+    EM_LAZY_COUNT,
+    EM_LAZY_CHAIN,
+    EM_LAZY_ISLICE,
+    EM_LAZY_STARMAP
+} EmLazyKind;
 typedef struct EmLazy EmLazy;
 /* ctx_state of a CTX sym. */
 typedef enum {
@@ -330,11 +340,14 @@ EmStatus em_gen_yield(EmTracer *T, EmSym *v);
 EmStatus em_gen_send(EmTracer *T, EmSym *it, EmSym *v, EmSym **out, EmSym **ret);
 /* gen.send/close/throw/__next__ called as a method f of ITER sym self. CALL_NEXT: not one. */
 EmStatus em_gen_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int nargs, EmSym **out);
-/* map(fn, *srcs) (kind MAP), filter(fn or None, src) (FILTER), zip(*srcs) (ZIP),
+/* map(fn, *srcs) (kind MAP), itertools.starmap(fn, src) (STARMAP), filter(fn or None, src) (FILTER), zip(*srcs) (ZIP),
  * enumerate(src, start) (ENUM, start in `start`), itertools.count(start, step) (COUNT, no
  * srcs): a lazy ITER sym; srcs are iterables (iter() is taken of each). */
 EmStatus em_lazy_make(EmTracer *T, EmLazyKind kind, EmSym *fn, EmSym **srcs, int n, PyObject *start, PyObject *step,
                       EmSym **out);
+/* itertools.chain(*its) / islice(it, ...) (args: the call's arguments) when one of the
+ * iterables is a lazy iterator not yet at its end: a lazy ITER sym; CALL_NEXT otherwise. */
+EmStatus em_lazy_itertools(EmTracer *T, PyObject *f, EmSym **args, int n, PyObject *kwnames, EmSym **out);
 /* The next item of lazy iterator it appended to it->items, or *made 0 at its end. */
 EmStatus em_lazy_step(EmTracer *T, EmSym *it, int *made);
 /* 1 when lazy iterator it has made its last item. */

@@ -222,3 +222,25 @@ def test_generator_left_unfinished_runs_as_python():
     got = ember.compile(f)(x)
     assert_same(list(got), list(f(x)))
     assert counters()["frames"] == 0
+
+
+def test_islice_chain_and_starmap_over_lazy_iterators():
+    import operator
+
+    def f(x):
+        def gen():
+            i = 0
+            while True:
+                yield x * i
+                i += 1
+
+        a = list(itertools.islice(itertools.count(), 3))
+        b = list(itertools.islice(gen(), 1, 7, 2))
+        c = list(itertools.chain((i for i in range(2)), [x], itertools.islice(itertools.count(5), 2)))
+        g = gen()
+        d = list(itertools.islice(g, 2)), next(g)  # islice took exactly two
+        e = list(itertools.islice(gen(), 0))
+        s = list(itertools.starmap(operator.mul, [(1, 2), (x, 4)]))
+        return a, b, c, d, e, list(itertools.islice(gen(), 3, 4)), s
+
+    one_graph(f, randn(3))
