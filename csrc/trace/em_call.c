@@ -995,6 +995,33 @@ static EmStatus known_partial(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, 
     return make_partial(T, all, n, kwnames, out);
 }
 
+/* functools.update_wrapper(wrapper, wrapped, ...) (what @functools.wraps(wrapped) calls) for a
+ * wrapper made while tracing and a wrapped function made while tracing or known by identity: the
+ * real update_wrapper on the two function objects (the wrapper's own, made for this trace; its
+ * attributes are constants of the wrapped's code). */
+static EmStatus known_update_wrapper(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                     EmSym **out) {
+    (void)self;
+    if (n < 2 || n > 4 || !em_sym_placeholder(all[0])) return CALL_NEXT;
+    PyObject *vals[4] = {Py_NewRef(all[0]->obj)};
+    for (int i = 1; i < n; i++) {
+        EmSym *a = all[i];
+        int fnv = a->kind == SYM_OBJ && PyFunction_Check(a->obj) && (a->by_id || em_sym_placeholder(a));
+        vals[i] = fnv ? Py_NewRef(a->obj) : em_sym_value(T, a);
+        if (!vals[i]) {
+            for (int k = 0; k < i; k++) Py_DECREF(vals[k]);
+            return PyErr_Occurred() ? EM_ERR : CALL_NEXT;
+        }
+    }
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *r = PyObject_Vectorcall(fn->obj, vals, (size_t)(n - nkw), kwnames);
+    for (int k = 0; k < n; k++) Py_DECREF(vals[k]);
+    if (!r) return em_trace_raise_pending(T, "update_wrapper raised");
+    Py_DECREF(r); /* the wrapper itself */
+    *out = all[0];
+    return EM_OK;
+}
+
 /* tuple.__new__(namedtuple class, items) */
 static EmStatus known_tuple_new(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
                                 EmSym **out) {

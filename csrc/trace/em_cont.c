@@ -7,7 +7,7 @@
 
 #include "../pyver/em_state.h"
 
-static void dict_remove(EmSym *d, int i) {
+void em_dict_remove(EmSym *d, int i) {
     Py_DECREF(d->keys.data[i]);
     for (int32_t k = i + 1; k < d->keys.len; k++) {
         d->keys.data[k - 1] = d->keys.data[k];
@@ -432,7 +432,7 @@ static EmStatus dict_pop(EmTracer *T, EmSym *self, EmSym **args, int nargs, EmSy
     if (i == -2) return EM_ERR;
     if (i < 0 && nargs == 1) return em_trace_raise_new(T, PyExc_KeyError, args[0]->obj);
     *out = i >= 0 ? self->items.data[i] : args[1];
-    if (i >= 0) dict_remove(self, i);
+    if (i >= 0) em_dict_remove(self, i);
     return EM_OK;
 }
 
@@ -512,12 +512,12 @@ EmStatus em_dict_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self,
         int i = em_dict_find(self, args[0]->obj);
         if (i == -2) return EM_ERR;
         if (i < 0) return em_trace_raise_new(T, PyExc_KeyError, args[0]->obj);
-        dict_remove(self, i);
+        em_dict_remove(self, i);
         return none_out(T, out);
     }
     if (m == EM_CM_update && nargs <= 1) return em_dict_update(T, self, args, nargs, NULL, out);
     if (m == EM_CM_clear && nargs == 0) {
-        while (self->keys.len) dict_remove(self, self->keys.len - 1);
+        while (self->keys.len) em_dict_remove(self, self->keys.len - 1);
         return none_out(T, out);
     }
     int odict = self->seq_type && !strcmp(((PyTypeObject *)self->seq_type)->tp_name, "collections.OrderedDict");
@@ -536,7 +536,7 @@ EmStatus em_dict_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self,
         EmSym *k = em_sym_const(T, self->keys.data[i]), *t = k ? em_sym_new(T, SYM_TUPLE) : NULL;
         if (!t || em_vec_push(&t->items, k) || em_vec_push(&t->items, self->items.data[i]))
             return t ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
-        dict_remove(self, i);
+        em_dict_remove(self, i);
         *out = t;
         return EM_OK;
     }

@@ -104,6 +104,28 @@ EmStatus em_obj_generic_set(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) 
     return record_store(T, base, name, v);
 }
 
+EmStatus em_obj_del_attr(EmTracer *T, EmSym *base, PyObject *name) {
+    const char *n = PyUnicode_AsUTF8(name);
+    if (!n) return EM_ERR;
+    PyTypeObject *tp = Py_TYPE(base->obj);
+    PyObject *descr = base->kind == SYM_NEW ? _PyType_Lookup(tp, name) : NULL;
+    if (base->kind != SYM_NEW || tp->tp_setattro != PyObject_GenericSetAttr ||
+        _PyType_Lookup(tp, EM_STR(dunder_delattr)) != _PyType_Lookup(&PyBaseObject_Type, EM_STR(dunder_delattr)) ||
+        (descr && Py_TYPE(descr)->tp_descr_set))
+        return em_trace_fail(T, EMA_SIDE_EFFECT, "del .%s of a %s", n, em_sym_describe(base));
+    EmSym *attrs = base->items.data[0];
+    int i = em_dict_find(attrs, name);
+    if (i == -2) return EM_ERR;
+    if (i < 0) {
+        PyObject *msg = PyUnicode_FromFormat("'%s' object has no attribute '%s'", tp->tp_name, n);
+        EmStatus st = msg ? em_trace_raise_new(T, PyExc_AttributeError, msg) : EM_ERR;
+        Py_XDECREF(msg);
+        return st;
+    }
+    em_dict_remove(attrs, i);
+    return EM_OK;
+}
+
 EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
     if (base->kind != SYM_NEW && base->kind != SYM_OBJ)
         return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a %s", PyUnicode_AsUTF8(name),

@@ -100,6 +100,11 @@ EmStatus h_store_attr(EmTracer *T, const EmInstr *in) {
     return em_obj_store_attr(T, base, PyTuple_GET_ITEM(T->code->co_names, in->arg), v);
 }
 
+EmStatus h_delete_attr(EmTracer *T, const EmInstr *in) {
+    NEED(1);
+    return em_obj_del_attr(T, POP(), PyTuple_GET_ITEM(T->code->co_names, in->arg));
+}
+
 EmStatus h_store_global(EmTracer *T, const EmInstr *in) {
     return em_trace_fail(T, EMA_SIDE_EFFECT, "global store %s",
                          PyUnicode_AsUTF8(PyTuple_GET_ITEM(T->code->co_names, in->arg)));

@@ -945,9 +945,12 @@ EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out) {
 static EmStatus describing_attr(EmTracer *T, EmSym *base, PyObject *name, const char *n, EmSym **out, int *done) {
     PyObject *o = base->obj;
     *done = 0;
-    int is_code = PyCode_Check(o);
-    if (!is_code && !(PyFunction_Check(o) && base->by_id)) return EM_OK;
-    if (!is_code && strcmp(n, "__name__") && strcmp(n, "__qualname__") && strcmp(n, "__module__") &&
+    int is_code = PyCode_Check(o), made = em_sym_placeholder(base); /* made: a function made while tracing */
+    if (!is_code && !(PyFunction_Check(o) && (base->by_id || made))) return EM_OK;
+    PyObject *fd = made ? ((PyFunctionObject *)o)->func_dict : NULL; /* what functools.update_wrapper set */
+    int in_dict = fd && PyDict_Check(fd) && PyDict_GetItemWithError(fd, name);
+    if (PyErr_Occurred()) return EM_ERR;
+    if (!is_code && !in_dict && strcmp(n, "__name__") && strcmp(n, "__qualname__") && strcmp(n, "__module__") &&
         strcmp(n, "__doc__") && strcmp(n, "__code__"))
         return EM_OK;
     *done = 1;

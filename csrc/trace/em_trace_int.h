@@ -128,7 +128,9 @@ EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s);
 EM_NEW PyObject *em_seq_retype(PyObject *seq_type, EM_STEALS PyObject *items);
 /* Lookups in a dict read through a slot without wrapping it whole; absence proofs; type(). */
 int em_sym_own(EmTracer *T, EmSym *s);
-/* DICT syms: the index of key (-1 absent, -2 error set); store key -> v (0 or EM_ERR). */
+/* DICT syms: the index of key (-1 absent, -2 error set); store key -> v (0 or EM_ERR); remove
+ * the item at index i (em_cont.c). */
+void em_dict_remove(EmSym *d, int i);
 int em_dict_find(EmSym *d, PyObject *key);
 EmStatus em_dict_set(EmSym *d, PyObject *key, EmSym *v);
 int em_is_namedtuple_type(PyTypeObject *tp);
@@ -364,6 +366,8 @@ EmStatus em_iter_watch(EmTracer *T, EmSym *it, EmSym *src, char what);
 EM_NEW PyObject *em_iter_type(EmTracer *T, EmSym *src, int rev);
 EmStatus em_call_dunder(EmTracer *T, EmSym *self, const char *name, EmSym **args, int nargs, EmSym **out);
 EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v);
+/* del base.name of an instance made while tracing (object's __delattr__). */
+EmStatus em_obj_del_attr(EmTracer *T, EmSym *base, PyObject *name);
 /* object.__setattr__ semantics on base (the type's own __setattr__ already traced). */
 EmStatus em_obj_generic_set(EmTracer *T, EmSym *base, PyObject *name, EmSym *v);
 /* The value an earlier store of this trace gave base.name, or NULL. */

@@ -621,3 +621,69 @@ def test_deque_made_in_the_trace():
 
     got = one_graph(f, randn(3))
     assert type(got[1]) is collections.deque and type(got[9]) is collections.deque
+
+
+# ---- decorators and context managers written in Python ----
+
+
+def test_functools_wraps_on_a_function_made_in_the_trace():
+    import functools
+
+    def f(x):
+        def deco(fn):
+            @functools.wraps(fn)
+            def w(*a):
+                return fn(*a) + 1
+
+            return w
+
+        @deco
+        def g(t):
+            """doc of g"""
+            return t * 2
+
+        return g(x), g.__name__, g.__doc__, g.__qualname__
+
+    one_graph(f, randn(3))
+
+
+def test_contextmanager_generator_runs_around_the_block():
+    import contextlib
+
+    @contextlib.contextmanager
+    def scaled(log, k):
+        log.append("enter")
+        try:
+            yield k
+        finally:
+            log.append("exit")
+
+    def f(x):
+        log = []
+        with scaled(log, 3) as k:
+            y = x * k
+            log.append("body")
+        with contextlib.nullcontext(2) as two:
+            y = y + two
+        return y, log
+
+    one_graph(f, randn(3))
+
+
+class _Bag:
+    pass
+
+
+def test_del_attribute_of_an_instance_made_in_the_trace():
+    def f(x):
+        o = _Bag()
+        o.a = 1
+        o.b = x
+        del o.a
+        try:
+            del o.a
+        except AttributeError:
+            o.c = 5
+        return x * hasattr(o, "a"), o.b + o.c
+
+    one_graph(f, randn(3))
