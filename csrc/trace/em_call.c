@@ -1503,6 +1503,25 @@ static EmStatus call_exception_class(EmTracer *T, PyObject *f, EmSym **all, int 
     return *out ? EM_OK : EM_ERR;
 }
 
+/* A functools.lru_cache function of arguments that hold no tensor: its __wrapped__ inlined, as
+ * TorchDynamo does (a cache hit would skip the body: a body with side effects the graph would
+ * show aborts; a tensor argument aborts: eager would return what it cached for that object even
+ * after its values changed). */
+static EmStatus call_lru_cached(EmTracer *T, PyObject *f, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    for (int i = 0; i < n; i++)
+        if (em_sym_has_tensor(all[i]) || all[i]->kind == SYM_INT || all[i]->kind == SYM_FLOAT)
+            return em_trace_fail(T, EMA_CALL, "an lru_cache function given a %s", em_sym_describe(all[i]));
+    PyObject *w = PyObject_GetAttrString(f, "__wrapped__");
+    if (!w) return em_trace_abandon(T, EMA_CALL, "an lru_cache function without __wrapped__");
+    int32_t stores0 = T->stores.len, nodes0 = T->G->nodes.len;
+    EmStatus st = PyFunction_Check(w) ? em_inline(T, w, all, n, kwnames, out)
+                                      : em_trace_fail(T, EMA_CALL, "an lru_cache of a %s", Py_TYPE(w)->tp_name);
+    Py_DECREF(w);
+    if (st == EM_OK && (T->stores.len != stores0 || em_graph_mutated(T->G, nodes0)))
+        st = em_trace_fail(T, EMA_CALL, "an lru_cache function with side effects");
+    return st;
+}
+
 /* em_call's last step, for a callee without a rule: nn.Module.__call__ on a module, a Python
  * function or a module from the frame inlined, an exception or an instance made; else the
  * trace aborts. */
@@ -1523,6 +1542,7 @@ static EmStatus call_unruled(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         EmStatus st = em_obj_new(T, f, all, n, kwnames, out, &handled);
         if (st != EM_OK || handled) return st;
     }
+    if (Py_IS_TYPE(f, (PyTypeObject *)EM_KNOWN(lru_wrapper))) return call_lru_cached(T, f, all, n, kwnames, out);
     PyObject *call = (fn->kind == SYM_OBJ && fn->src >= 0 && !PyType_Check(f)) || fn->kind == SYM_NEW
                          ? _PyType_Lookup(Py_TYPE(f), EM_STR(dunder_call))
                          : NULL;

@@ -85,6 +85,27 @@ static EmStatus bind_args(EmTracer *T, PyFunctionObject *fn, EmSym **args, int n
     return EM_OK;
 }
 
+int em_graph_mutated(EmGraph *G, int32_t from) {
+    for (int32_t r = from; r < G->nodes.len; r++) {
+        const EmNode *n = &G->nodes.data[r];
+        if (em_op_info[n->op].flags & EMF_MUTATES) return 1;
+        if (n->op != EMOP_CALL) continue;
+        PyObject *f = (PyObject *)G->consts.data[n->fn].obj, *nm = PyObject_GetAttrString(f, "__name__");
+        const char *u = nm && PyUnicode_Check(nm) ? PyUnicode_AsUTF8(nm) : NULL;
+        size_t len = u ? strlen(u) : 0;
+        int inplace = !u || (len > 1 && u[len - 1] == '_' && u[0] != '_');
+        Py_XDECREF(nm);
+        PyErr_Clear(); /* a callable whose __name__ cannot be read counts as one that mutates */
+        if (inplace) return 1;
+        if (n->nkw) {
+            PyObject *kw = (PyObject *)G->consts.data[n->kwnames].obj;
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kw); i++)
+                if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kw, i), "out") == 0) return 1;
+        }
+    }
+    return 0;
+}
+
 EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
     return em_inline_closure(T, func, NULL, args, nargs, kwnames, out);
 }

@@ -366,6 +366,9 @@ EmStatus em_iter_watch(EmTracer *T, EmSym *it, EmSym *src, char what);
 EM_NEW PyObject *em_iter_type(EmTracer *T, EmSym *src, int rev);
 EmStatus em_call_dunder(EmTracer *T, EmSym *self, const char *name, EmSym **args, int nargs, EmSym **out);
 EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v);
+/* 1 when graph nodes from `from` on change a value in place (in-place operators, item stores,
+ * torch's trailing-underscore methods, out= arguments) (em_inline.c). */
+int em_graph_mutated(EmGraph *G, int32_t from);
 /* del base.name of an instance made while tracing (object's __delattr__). */
 EmStatus em_obj_del_attr(EmTracer *T, EmSym *base, PyObject *name);
 /* object.__setattr__ semantics on base (the type's own __setattr__ already traced). */

@@ -1,6 +1,10 @@
-"""Ordinary Python that must be a graph ([coverage]): list and dict methods on containers made
-while tracing, queries of torch's global state. Each case is one graph (fullgraph=True) whose
-results equal eager's, or raises what eager raises."""
+"""Ordinary Python that must be a graph ([coverage]): list, dict, set and deque methods on
+containers made while tracing, OrderedDict/defaultdict, closures as cells, torch.ops and custom
+ops, callable objects, decorators and context managers written in Python, queries of torch's
+global state. Each case is one graph (fullgraph=True) whose results equal eager's, or raises
+what eager raises; what cannot be a graph runs as Python with eager's result."""
+
+import functools
 
 import pytest
 import torch
@@ -687,3 +691,26 @@ def test_del_attribute_of_an_instance_made_in_the_trace():
         return x * hasattr(o, "a"), o.b + o.c
 
     one_graph(f, randn(3))
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_double(n):
+    return n * 2
+
+
+@functools.lru_cache
+def _cached_scale(t):
+    return t * 3
+
+
+def test_lru_cache_function_of_constants_is_inlined():
+    def f(x):
+        return x * _cached_double(3) + _cached_double(1)
+
+    one_graph(f, randn(3))
+
+    def g(x):  # a tensor argument: eager may answer from its cache for a changed tensor
+        return _cached_scale(x)
+
+    x = randn(3)
+    assert_same(ember.compile(g)(x), g(x))
