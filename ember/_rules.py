@@ -124,6 +124,15 @@ def ctx_new(cls, args, kwargs):
     return cls(*args, **dict(kwargs)), cls in GRAD_CTX
 
 
+def ctx_decorated(spec, fn, *args, **kwargs):
+    """A function decorated, while tracing, with a context object of torch's (@torch.no_grad()):
+    traced in place of the wrapper torch's decorator returns, which calls fn inside a fresh
+    context made like the decorating one (spec = (cls, args, kwargs pairs))."""
+    cls, pos, kw = spec
+    with cls(*pos, **dict(kw)):
+        return fn(*args, **kwargs)
+
+
 def ctx_enter(obj):
     obj.__enter__()
     return torch.is_grad_enabled()

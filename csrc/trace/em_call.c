@@ -995,6 +995,49 @@ static EmStatus known_partial(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, 
     return make_partial(T, all, n, kwnames, out);
 }
 
+/* copy.deepcopy of s: containers made anew (memo: pairs old, new, so that a container held twice
+ * is copied once), constants kept (a set copied), anything else aborts. */
+typedef EmVec(EmSym *) SymPairs;
+static EmStatus deep_copy(EmTracer *T, EmSym *s, SymPairs *memo, int depth, EmSym **out) {
+    for (int32_t i = 0; i < memo->len; i += 2)
+        if (memo->data[i] == s) return (*out = memo->data[i + 1]), EM_OK;
+    if (depth > EM_MAX_NEST) return em_trace_fail(T, EMA_CALL, "deepcopy nested too deep");
+    if (s->kind == SYM_CONST) {
+        if (!PySet_CheckExact(s->obj)) return (*out = s), EM_OK;
+        PyObject *c = PySet_New(s->obj);
+        *out = c ? em_sym_const(T, c) : NULL;
+        Py_XDECREF(c);
+        return *out ? EM_OK : EM_ERR;
+    }
+    if (s->kind != SYM_LIST && s->kind != SYM_DICT && s->kind != SYM_TUPLE)
+        return em_trace_fail(T, EMA_CALL, "copy.deepcopy of a %s", em_sym_describe(s));
+    EmSym *c = em_sym_new(T, s->kind);
+    if (!c || em_vec_push(memo, s) || em_vec_push(memo, c)) return c ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
+    if (s->seq_type) c->seq_type = Py_NewRef(s->seq_type);
+    for (int32_t i = 0; i < s->of.len && s->kind == SYM_DICT; i++) /* a defaultdict's factory */
+        if (em_vec_push(&c->of, s->of.data[i])) return PyErr_NoMemory(), EM_ERR;
+    for (int32_t i = 0; i < s->items.len; i++) {
+        EmSym *v = NULL;
+        EmStatus st = deep_copy(T, s->items.data[i], memo, depth + 1, &v);
+        if (st != EM_OK) return st;
+        if (em_vec_push(&c->items, v)) return PyErr_NoMemory(), EM_ERR;
+        if (s->kind == SYM_DICT && em_vec_push(&c->keys, Py_NewRef(s->keys.data[i]))) return PyErr_NoMemory(), EM_ERR;
+    }
+    *out = c;
+    return EM_OK;
+}
+
+static EmStatus known_deepcopy(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                               EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (n != 1 || kwnames || all[0]->kind == SYM_CONST || all[0]->kind == SYM_OBJ) return CALL_NEXT;
+    SymPairs memo = {0};
+    EmStatus st = deep_copy(T, all[0], &memo, 0, out);
+    em_vec_free(&memo);
+    return st;
+}
+
 /* functools.update_wrapper(wrapper, wrapped, ...) (what @functools.wraps(wrapped) calls) for a
  * wrapper made while tracing and a wrapped function made while tracing or known by identity: the
  * real update_wrapper on the two function objects (the wrapper's own, made for this trace; its
@@ -1083,7 +1126,8 @@ static EmStatus known_dict(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int
     (void)fn;
     (void)self;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = n - nkw;
-    if (npos == 0 || (npos == 1 && all[0]->kind != SYM_CONST && all[0]->kind != SYM_OBJ))
+    if (npos == 0 || (npos == 1 && all[0]->kind != SYM_CONST && all[0]->kind != SYM_OBJ) ||
+        (npos == 1 && all[0]->kind == SYM_CONST && PyTuple_CheckExact(all[0]->obj))) /* dict(((k, v), ...)) */
         return em_make_dict(T, npos ? all[0] : NULL, all + npos, kwnames, out);
     return CALL_NEXT;
 }

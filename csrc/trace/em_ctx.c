@@ -7,7 +7,7 @@
  * ember._rules.enter_ctx(spec) / exit_ctx(entered) pairs.
  * Helpers in ember/_rules.py: ctx_new, ctx_enter, ctx_exit, enter_ctx, exit_ctx, reenter.
  */
-#include "em_trace_int.h"
+#include "em_sym_ops.h"
 
 #include "../pyver/em_state.h"
 
@@ -265,3 +265,25 @@ EmStatus em_ctx_exit_input(EmTracer *T, EmSym *fn, EmSym **args, int nargs, EmSy
     *out = em_sym_const(T, Py_None);
     return *out ? EM_OK : EM_ERR;
 }
+
+/* ctx(fn): a context object made while tracing and not yet entered, used as a decorator
+ * (@torch.no_grad()): a partial of _rules.ctx_decorated(spec, fn), which calls fn inside a fresh
+ * context made like it, as torch's decorator wrapper does. */
+static EmStatus ctx_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
+    EmSym *f = self ? self : nargs == 1 ? args[0] : NULL;
+    if (kwnames || nargs != !self || !f || fn->ctx_state != EM_CTX_MADE || f->kind != SYM_OBJ ||
+        !PyCallable_Check(f->obj))
+        return em_trace_fail(T, EMA_CALL, "a context manager called (only as a decorator of a function)");
+    PyObject *helper = PyObject_GetAttrString(em_state.meta_run, "ctx_decorated");
+    EmSym *h = helper ? em_sym_new(T, SYM_OBJ) : NULL, *spec = h ? em_sym_const(T, fn->spec) : NULL;
+    EmSym *p = spec ? em_sym_new(T, SYM_PARTIAL) : NULL;
+    if (h) h->obj = Py_NewRef(helper), h->by_id = 1;
+    Py_XDECREF(helper);
+    if (!p || em_vec_push(&p->items, h) || em_vec_push(&p->items, spec) || em_vec_push(&p->items, f))
+        return p ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
+    p->pos = 2;
+    *out = p;
+    return EM_OK;
+}
+
+const EmSymOps em_ctx_ops = {.call = ctx_call};

@@ -42,6 +42,21 @@ static EmStatus tuple_attr(EmTracer *T, EmSym *base, PyObject *name, int method,
             }
         }
         Py_DECREF(fields);
+        PyObject *d = _PyType_Lookup((PyTypeObject *)base->seq_type, name); /* its class's own */
+        if (d && PyFunction_Check(d)) return em_sym_method(T, d, base, method, out, self); /* _replace, _asdict */
+        if (d && Py_IS_TYPE(d, &PyClassMethod_Type)) { /* _make */
+            PyObject *f = PyObject_GetAttrString(d, "__func__");
+            EmSym *cls = f ? em_sym_const(T, base->seq_type) : NULL;
+            Py_XDECREF(f); /* kept alive by d */
+            if (!cls) return EM_ERR;
+            return PyFunction_Check(f)
+                       ? em_sym_method(T, f, cls, method, out, self)
+                       : em_trace_fail(T, EMA_ATTR, "%s (a builtin classmethod)", PyUnicode_AsUTF8(name));
+        }
+        if (d && (PyTuple_CheckExact(d) || PyUnicode_CheckExact(d) || PyLong_CheckExact(d))) { /* _fields */
+            *self = NULL;
+            return (*out = em_sym_const(T, d)) ? EM_OK : EM_ERR;
+        }
     }
     return em_sym_type_method(T, &PyTuple_Type, base, name, method, out, self);
 }

@@ -714,3 +714,38 @@ def test_lru_cache_function_of_constants_is_inlined():
 
     x = randn(3)
     assert_same(ember.compile(g)(x), g(x))
+
+
+def test_grad_mode_object_as_a_decorator_inside_the_trace():
+    def f(x):
+        @torch.no_grad()
+        def g(t):
+            return t * 2
+
+        @torch.enable_grad()
+        def h(t):
+            return t * 3
+
+        with torch.no_grad():
+            b = h(x)
+        return g(x), b, torch.is_grad_enabled()
+
+    got = one_graph(f, randn(3, requires_grad=True))
+    assert not got[0].requires_grad and got[1].requires_grad
+
+
+_Pair = __import__("collections").namedtuple("_Pair", "a b")
+
+
+def test_namedtuple_methods_and_deepcopy():
+    import copy
+
+    def f(x):
+        p = _Pair(1, x)
+        q = p._replace(a=5)
+        inner = [1, 2]
+        d = copy.deepcopy({"a": inner, "b": inner, "s": {3}, "t": (inner, 4)})
+        d["a"].append(9)  # one copy of inner, shared as in the original
+        return q.a * x, q.b, p._asdict()["b"], p._fields, _Pair._make([2, x]).a, d, inner
+
+    one_graph(f, randn(3))
