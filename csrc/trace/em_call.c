@@ -1156,6 +1156,18 @@ static EmStatus known_set(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int 
     return em_make_set(T, fn->obj, n ? all[0] : NULL, out);
 }
 
+static EmStatus known_id(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (n != 1 || kwnames || all[0]->kind != SYM_OBJ || (all[0]->src < 0 && !all[0]->by_id))
+        return em_trace_fail(T, EMA_CALL, "id() of a %s", n == 1 ? em_sym_describe(all[0]) : "call");
+    if (all[0]->src >= 0 && em_guard_check(T->P, EMG_ID, all[0]->src, all[0]->obj, 0)) return EM_ERR;
+    PyObject *v = PyLong_FromVoidPtr(all[0]->obj);
+    *out = v ? em_sym_const(T, v) : NULL;
+    Py_XDECREF(v);
+    return *out ? EM_OK : EM_ERR;
+}
+
 static EmStatus known_isinstance(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
                                  EmSym **out) {
     (void)fn;
@@ -1363,16 +1375,35 @@ static EM_NEW PyObject *keyed_order(PyObject *f, PyObject *keys, int rev) {
 /* sorted/max/min with key=f: f is traced on each item in order (as Python calls it, once
  * each); its results must be constants, which Python itself orders. Without a key (or key=None):
  * the rule. */
+/* The value sorted() compares for item s: a constant itself, a tuple of those, anything else a
+ * token that does not compare (Python's sort on these stops with TypeError where it would
+ * compare tensors). New reference; NULL with an exception. */
+static EM_NEW PyObject *sort_stand_in(EmSym *s, int depth) {
+    if (s->kind == SYM_CONST) return Py_NewRef(s->obj);
+    if (s->kind != SYM_TUPLE || s->seq_type || depth > EM_MAX_NEST)
+        return PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
+    PyObject *t = PyTuple_New(s->items.len);
+    for (int32_t i = 0; t && i < s->items.len; i++) {
+        PyObject *x = sort_stand_in(s->items.data[i], depth + 1);
+        if (!x) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i, x);
+    }
+    return t;
+}
+
 static EmStatus known_keyed(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)self;
     EmSym *key = kwarg(all, n, kwnames, "key"), *rev = kwarg(all, n, kwnames, "reverse");
     EmSym *dflt = kwarg(all, n, kwnames, "default");
     int npos = n - (int)(kwnames ? PyTuple_GET_SIZE(kwnames) : 0), is_sorted = fn->obj == EM_KNOWN(sorted);
     int known = 1 + (rev != NULL) + (dflt != NULL);
-    if (!key || (key->kind == SYM_CONST && key->obj == Py_None) || npos < 1 || n - npos != known ||
-        (is_sorted && (npos != 1 || dflt)) || (!is_sorted && (rev || (dflt && npos != 1))) ||
-        (rev && rev->kind != SYM_CONST))
+    if (!key && is_sorted && npos == 1 && !dflt && all[0]->kind != SYM_CONST && n - npos == known - 1) {
+        key = NULL; /* sorted(items) of items holding tensors: by their stand-ins, Python's order */
+    } else if (!key || (key->kind == SYM_CONST && key->obj == Py_None) || npos < 1 || n - npos != known ||
+               (is_sorted && (npos != 1 || dflt)) || (!is_sorted && (rev || (dflt && npos != 1))) ||
+               (rev && rev->kind != SYM_CONST))
         return CALL_NEXT;
+    if (rev && rev->kind != SYM_CONST) return CALL_NEXT;
     int r = rev ? PyObject_IsTrue(rev->obj) : 0;
     EmSym **items;
     int32_t len;
@@ -1380,6 +1411,12 @@ static EmStatus known_keyed(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, in
     PyObject *keys = st == EM_OK ? PyList_New(len) : NULL;
     for (int32_t i = 0; keys && st == EM_OK && i < len; i++) {
         EmSym *k = NULL;
+        if (!key) {
+            PyObject *x = sort_stand_in(items[i], 0);
+            if (!x) st = EM_ERR;
+            else PyList_SET_ITEM(keys, i, x);
+            continue;
+        }
         if ((st = em_call(T, key, NULL, &items[i], 1, NULL, &k)) != EM_OK) break;
         if (k->kind != SYM_CONST) st = em_trace_fail(T, EMA_VALUE, "a key that is %s", em_sym_describe(k));
         else PyList_SET_ITEM(keys, i, Py_NewRef(k->obj));

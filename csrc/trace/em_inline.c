@@ -18,6 +18,26 @@ static int kw_index(PyCodeObject *co, PyObject *name, int lo, int hi) {
     return -1;
 }
 
+/* The sym of a default value v of a function's parameter (held by the function object, which is
+ * guarded or made while tracing): an immutable value a constant; a mutable container or a tensor
+ * refused (the trace would not see later changes to it); any other object (a sentinel such as
+ * dataclasses' _HAS_DEFAULT_FACTORY, a function, a class) by identity, its state read through
+ * guards. NULL with *st set. */
+static EmSym *default_sym(EmTracer *T, PyCodeObject *co, PyObject *v, EmStatus *st) {
+    EmSym *s = NULL;
+    if (PyLong_Check(v) || PyFloat_Check(v) || v == Py_None || PyBool_Check(v) || PyUnicode_Check(v) ||
+        PyTuple_Check(v))
+        s = em_sym_const(T, v);
+    else if (PyObject_TypeCheck(v, em_state.tensor_type) || PyList_Check(v) || PyDict_Check(v) || PyAnySet_Check(v) ||
+             PyByteArray_Check(v)) {
+        *st = em_trace_fail(T, EMA_INLINE, "%s (default value of type %s)", PyUnicode_AsUTF8(co->co_qualname),
+                            Py_TYPE(v)->tp_name);
+        return NULL;
+    } else s = em_sym_known(T, v, "default");
+    if (!s) *st = EM_ERR;
+    return s;
+}
+
 /* Binds call arguments to the parameters of `fn` (Python's rules for positional, keyword,
  * default, *args and **kwargs parameters). Returns EM_OK with locals filled. */
 static EmStatus bind_args(EmTracer *T, PyFunctionObject *fn, EmSym **args, int nargs, PyObject *kwnames,
@@ -60,14 +80,8 @@ static EmStatus bind_args(EmTracer *T, PyFunctionObject *fn, EmSym **args, int n
         if (locals[i]) continue;
         int d = i - (npos_params - ndefs);
         if (d < 0) return em_trace_fail(T, EMA_INLINE, "%s (missing argument)", PyUnicode_AsUTF8(co->co_qualname));
-        /* defaults are values of the function object: constants, or wrapped without a source */
-        PyObject *v = PyTuple_GET_ITEM(defs, d);
-        if (!(locals[i] = em_sym_const(T, v))) return EM_ERR;
-        if (PyObject_TypeCheck(v, em_state.tensor_type) ||
-            (!PyLong_Check(v) && !PyFloat_Check(v) && v != Py_None && !PyBool_Check(v) && !PyUnicode_Check(v) &&
-             !PyTuple_Check(v)))
-            return em_trace_fail(T, EMA_INLINE, "%s (default value of type %s)", PyUnicode_AsUTF8(co->co_qualname),
-                                 Py_TYPE(v)->tp_name);
+        EmStatus st = EM_OK;
+        if (!(locals[i] = default_sym(T, co, PyTuple_GET_ITEM(defs, d), &st))) return st;
     }
     for (int i = npos_params; i < npos_params + nkwonly; i++) {
         if (locals[i]) continue;
@@ -78,7 +92,8 @@ static EmStatus bind_args(EmTracer *T, PyFunctionObject *fn, EmSym **args, int n
             return PyErr_Occurred() ? EM_ERR
                                     : em_trace_fail(T, EMA_INLINE, "%s (missing keyword argument)",
                                                     PyUnicode_AsUTF8(co->co_qualname));
-        if (!(locals[i] = em_sym_const(T, v))) return EM_ERR;
+        EmStatus st = EM_OK;
+        if (!(locals[i] = default_sym(T, co, v, &st))) return st;
     }
     if (varargs) locals[var_at] = varargs;
     if (varkw) locals[kw_at] = varkw;

@@ -473,7 +473,7 @@ EmStatus h_make_function(EmTracer *T, const EmInstr *in) {
     NEED(1 + !!(flags & 1) + !!(flags & 2) + !!(flags & 4) + !!(flags & 8));
     EmSym *code = POP(), *closure = flags & 8 ? POP() : NULL;
     if (flags & 4) (void)POP();
-    if (flags & 2) return em_trace_fail(T, EMA_VALUE, "a function with keyword-only defaults made while tracing");
+    EmSym *kwdefaults = flags & 2 ? POP() : NULL; /* a dict: name -> default */
     EmSym *defaults = flags & 1 ? POP() : NULL;
     if (code->kind != SYM_CONST || !PyCode_Check(code->obj))
         return em_trace_fail(T, EMA_VALUE, "MAKE_FUNCTION of a %s", em_sym_describe(code));
@@ -495,6 +495,25 @@ EmStatus h_make_function(EmTracer *T, const EmInstr *in) {
         if (!d) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "non-constant default values");
         int r = PyFunction_SetDefaults(fn, d);
         Py_DECREF(d);
+        if (r) return EM_ERR;
+    }
+    if (kwdefaults) { /* as the positional defaults: values the function object may hold */
+        if (kwdefaults->kind != SYM_DICT)
+            return em_trace_fail(T, EMA_VALUE, "keyword-only defaults in a %s", em_sym_describe(kwdefaults));
+        PyObject *kd = PyDict_New();
+        for (int32_t i = 0; kd && i < kwdefaults->items.len; i++) {
+            EmSym *v = kwdefaults->items.data[i];
+            PyObject *pv = default_ok(v, 0) ? em_sym_value(T, v) : NULL;
+            if (!pv || PyDict_SetItem(kd, kwdefaults->keys.data[i], pv)) {
+                Py_XDECREF(pv);
+                Py_DECREF(kd);
+                return PyErr_Occurred() ? EM_ERR
+                                        : em_trace_fail(T, EMA_VALUE, "a keyword-only default made while tracing");
+            }
+            Py_DECREF(pv);
+        }
+        int r = kd ? PyFunction_SetKwDefaults(fn, kd) : -1;
+        Py_XDECREF(kd);
         if (r) return EM_ERR;
     }
     for (int32_t i = 0; closure && i < closure->items.len; i++)

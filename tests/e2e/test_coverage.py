@@ -749,3 +749,33 @@ def test_namedtuple_methods_and_deepcopy():
         return q.a * x, q.b, p._asdict()["b"], p._fields, _Pair._make([2, x]).a, d, inner
 
     one_graph(f, randn(3))
+
+
+class _Holder:
+    def __init__(self):
+        self.v = 3
+
+
+_HOLDER = _Holder()
+
+
+def test_id_of_frame_objects_kw_only_and_sentinel_defaults_sorted_items():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class DC:
+        a: int = 1
+        b: list = dataclasses.field(default_factory=list)
+
+    def f(x):
+        d = DC()  # its __init__'s default is the _HAS_DEFAULT_FACTORY sentinel
+        d.b.append(2)
+
+        def g(a, *, b=2, **kw):
+            return a * b + len(kw)
+
+        items = {"b": x + 1, "a": x, "c": 2 * x}
+        return (x * (id(_HOLDER) == id(_HOLDER)), _HOLDER.v, x * (d.a + d.b[0]), g(x, b=3, c=1), g(x),
+                sorted(items.items()), sorted([(2, x), (1, x + 1)], reverse=True))
+
+    one_graph(f, randn(3))
