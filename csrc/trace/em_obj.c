@@ -127,6 +127,12 @@ EmStatus em_obj_del_attr(EmTracer *T, EmSym *base, PyObject *name) {
 }
 
 EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
+    if (base->kind == SYM_TENSOR) { /* t.tag = v: an attribute of its __dict__, set after the graph ran */
+        PyObject *descr = _PyType_Lookup(em_state.tensor_type, name);
+        if (descr) /* a property of Tensor (.data, .grad, .requires_grad...) or a method: not modelled */
+            return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a tensor", PyUnicode_AsUTF8(name));
+        return record_store(T, base, name, v);
+    }
     if (base->kind != SYM_NEW && base->kind != SYM_OBJ)
         return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a %s", PyUnicode_AsUTF8(name),
                              em_sym_describe(base));

@@ -632,6 +632,17 @@ EmStatus em_sym_tensor_attr(EmTracer *T, EmSym *base, PyObject *name, int method
         Py_XDECREF(g);
         return *out ? EM_OK : st;
     }
+    EmSym *stored = T->stores.len ? em_obj_stored(T, base, name) : NULL;
+    if (stored) return (*out = stored), EM_OK; /* t.tag = v earlier in this trace */
+    PyObject *own = base->spec && !_PyType_Lookup(Py_TYPE(base->spec), name) ? em_obj_dict(base->spec) : NULL;
+    PyObject *v = own && PyDict_Check(own) ? PyDict_GetItemWithError(own, name) : NULL;
+    if (v) { /* an input's own attribute (t.tag set before the call): read through a guarded slot */
+        int32_t slot = em_guard_attr(T->P, base->src, name);
+        EmStatus st = EM_ERR;
+        *out = slot < 0 ? NULL : em_sym_wrap(T, v, slot, &st);
+        return *out ? EM_OK : st;
+    }
+    if (PyErr_Occurred()) return EM_ERR;
     return em_trace_fail(T, EMA_ATTR, "Tensor.%s", n);
 }
 

@@ -779,3 +779,25 @@ def test_id_of_frame_objects_kw_only_and_sentinel_defaults_sorted_items():
                 sorted(items.items()), sorted([(2, x), (1, x + 1)], reverse=True))
 
     one_graph(f, randn(3))
+
+
+def test_tensor_attribute_stores_and_reads():
+    def f(x):
+        y = x * 2
+        y.tag = 3
+        x.seen = True
+        return y * y.tag, x.seen, y
+
+    x = randn(3)
+    got = ember.compile(f, fullgraph=True)(x)
+    assert got[2].tag == 3 and x.seen is True
+    assert_same(got[:2], f(randn(3))[:2])
+
+    def g(t):
+        return t * t.scale
+
+    x.scale = 2
+    cg = ember.compile(g, fullgraph=True)
+    assert_same(cg(x), x * 2)
+    x.scale = 5  # the attribute is guarded: a recompile
+    assert_same(cg(x), x * 5)
