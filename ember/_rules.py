@@ -207,6 +207,14 @@ _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
 _C_DESCRIPTORS = (types.MethodDescriptorType, types.WrapperDescriptorType, types.ClassMethodDescriptorType)
 
 
+def _self_inplace(schema):
+    """An operator schema that writes its first argument only, and returns it (Tensor(a!))."""
+    writes = [i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+    rets = schema.returns
+    return (writes == [0] and len(rets) == 1 and rets[0].alias_info is not None and rets[0].alias_info.is_write
+            and rets[0].alias_info.before_set == schema.arguments[0].alias_info.before_set)
+
+
 def _lasting(fn, rule):
     """True for callables that may be kept in a process-wide table: C functions of modules and
     of built-in types, descriptors of C types, torch's Python operators (rule GRAPH) and
@@ -240,12 +248,14 @@ def _classify(fn):
         return ABORT  # torch.ops.higher_order.*: they run at a graph break
     if isinstance(fn, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         # torch.ops.<ns>.<op>[.<overload>] (aten's, or registered with torch.library): a graph op
-        # when the overloads a call may reach do not mutate their arguments (x.add_ is seen by
-        # its name; these are not); a packet's out= overloads are reached only through out=,
-        # which ember treats as a mutation of its own
+        # when the overloads a call may reach are functional, or change only their first
+        # argument and return it (aten.add_: the trace sees the result is that argument, as for
+        # x.add_()); a packet's out= overloads are reached only through out=, which ember treats
+        # as a mutation of its own
         overloads = [fn] if isinstance(fn, torch._ops.OpOverload) else [
             getattr(fn, o, None) for o in fn.overloads() if not o.startswith("out") and not o.endswith("_out")]
-        if overloads and all(o is not None and not o._schema.is_mutable for o in overloads):
+        if overloads and all(o is not None and (not o._schema.is_mutable or _self_inplace(o._schema))
+                             for o in overloads):
             return GRAPH
         return ABORT
     objclass = getattr(fn, "__objclass__", None)

@@ -532,14 +532,22 @@ def test_torch_ops_and_custom_ops_are_graph_ops():
     one_graph(f, randn(3, 3))
 
 
-def test_mutating_aten_op_runs_at_a_break_with_eagers_result():
+def test_in_place_aten_op_is_a_graph_op_on_its_first_argument():
     def f(x):
         y = x.clone()
-        torch.ops.aten.add_.Tensor(y, 1)
-        return y * 2
+        z = torch.ops.aten.add_.Tensor(y, 1)
+        torch.ops.aten.mul_.Tensor(y, 2)
+        return y * 2, z is y
+
+    one_graph(f, randn(3))
+
+    def g(x):  # _foreach_add_ changes a list's tensors and returns None: at a break
+        ys = [x.clone(), x.clone()]
+        torch.ops.aten._foreach_add_.Scalar(ys, 1)
+        return ys[0] + ys[1]
 
     x = randn(3)
-    assert_same(ember.compile(f)(x), f(x))
+    assert_same(ember.compile(g)(x), g(x))
 
 
 class _Scale:
@@ -801,3 +809,17 @@ def test_tensor_attribute_stores_and_reads():
     assert_same(cg(x), x * 2)
     x.scale = 5  # the attribute is guarded: a recompile
     assert_same(cg(x), x * 5)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_in_place_aten_ops_under_python_backends(backend):
+    def f(x, w):
+        y = x.clone()
+        z = torch.ops.aten.add_.Tensor(y, 1)
+        torch.ops.aten.mul_.Tensor(w, 2)  # an input changed in place
+        return y * 2 + torch.ops.aten.sin(x), z is y
+
+    x, w1 = randn(3), randn(3, seed=1)
+    w2 = w1.clone()
+    assert_same(ember.compile(f, backend=backend)(x, w1), f(x, w2), rtol=1e-5, atol=1e-6)
+    assert torch.equal(w1, w2)
