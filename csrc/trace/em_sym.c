@@ -563,6 +563,42 @@ int32_t em_sym_arg(EmTracer *T, EmSym *s, EmStatus *st) {
 
 static EmSym *by_id_sym(EmTracer *T, PyObject *obj);
 
+/* Attributes of a tensor that are state rather than metadata: x.data (x detached), x.grad (an
+ * input's through a guarded slot), attributes stored on it in this trace or before it (an
+ * input's own __dict__, through a guarded slot); else the abort. */
+static EmStatus tensor_state_attr(EmTracer *T, EmSym *base, PyObject *name, const char *n, EmSym **out) {
+    if (!strcmp(n, "data")) { /* x.data: x detached (the same storage), as x.detach() */
+        PyObject *d = PyObject_GetAttrString((PyObject *)em_state.tensor_type, "detach");
+        EmSym *f = d ? by_id_sym(T, d) : NULL;
+        Py_XDECREF(d);
+        return f ? em_call(T, f, base, NULL, 0, NULL, out) : EM_ERR;
+    }
+    if (!strcmp(n, "grad")) { /* an input's: read through a guarded slot (None, or a tensor input) */
+        if (base->src < 0 || !base->spec) { /* made while tracing: no backward ran on it */
+            *out = em_sym_const(T, Py_None);
+            return *out ? EM_OK : EM_ERR;
+        }
+        int32_t slot = em_guard_attr(T->P, base->src, name);
+        PyObject *g = slot < 0 ? NULL : PyObject_GetAttr(base->spec, name);
+        EmStatus st = EM_ERR;
+        *out = g ? em_sym_wrap(T, g, slot, &st) : NULL;
+        Py_XDECREF(g);
+        return *out ? EM_OK : st;
+    }
+    EmSym *stored = T->stores.len ? em_obj_stored(T, base, name) : NULL;
+    if (stored) return (*out = stored), EM_OK; /* t.tag = v earlier in this trace */
+    PyObject *own = base->spec && !_PyType_Lookup(Py_TYPE(base->spec), name) ? em_obj_dict(base->spec) : NULL;
+    PyObject *v = own && PyDict_Check(own) ? PyDict_GetItemWithError(own, name) : NULL;
+    if (v) { /* an input's own attribute (t.tag set before the call): read through a guarded slot */
+        int32_t slot = em_guard_attr(T->P, base->src, name);
+        EmStatus st = EM_ERR;
+        *out = slot < 0 ? NULL : em_sym_wrap(T, v, slot, &st);
+        return *out ? EM_OK : st;
+    }
+    if (PyErr_Occurred()) return EM_ERR;
+    return em_trace_fail(T, EMA_ATTR, "Tensor.%s", n);
+}
+
 EmStatus em_sym_tensor_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
     const char *n = PyUnicode_AsUTF8(name);
     if (!n) return EM_ERR;
@@ -614,36 +650,7 @@ EmStatus em_sym_tensor_attr(EmTracer *T, EmSym *base, PyObject *name, int method
             return em_op_record(T, EMOP_GETATTR, name, args, 1, NULL, PyTuple_GET_ITEM(em_state.op_fns, EMOP_GETATTR),
                                 out);
         }
-    if (!strcmp(n, "data")) { /* x.data: x detached (the same storage), as x.detach() */
-        PyObject *d = PyObject_GetAttrString((PyObject *)em_state.tensor_type, "detach");
-        EmSym *f = d ? by_id_sym(T, d) : NULL;
-        Py_XDECREF(d);
-        return f ? em_call(T, f, base, NULL, 0, NULL, out) : EM_ERR;
-    }
-    if (!strcmp(n, "grad")) { /* an input's: read through a guarded slot (None, or a tensor input) */
-        if (base->src < 0 || !base->spec) { /* made while tracing: no backward ran on it */
-            *out = em_sym_const(T, Py_None);
-            return *out ? EM_OK : EM_ERR;
-        }
-        int32_t slot = em_guard_attr(T->P, base->src, name);
-        PyObject *g = slot < 0 ? NULL : PyObject_GetAttr(base->spec, name);
-        EmStatus st = EM_ERR;
-        *out = g ? em_sym_wrap(T, g, slot, &st) : NULL;
-        Py_XDECREF(g);
-        return *out ? EM_OK : st;
-    }
-    EmSym *stored = T->stores.len ? em_obj_stored(T, base, name) : NULL;
-    if (stored) return (*out = stored), EM_OK; /* t.tag = v earlier in this trace */
-    PyObject *own = base->spec && !_PyType_Lookup(Py_TYPE(base->spec), name) ? em_obj_dict(base->spec) : NULL;
-    PyObject *v = own && PyDict_Check(own) ? PyDict_GetItemWithError(own, name) : NULL;
-    if (v) { /* an input's own attribute (t.tag set before the call): read through a guarded slot */
-        int32_t slot = em_guard_attr(T->P, base->src, name);
-        EmStatus st = EM_ERR;
-        *out = slot < 0 ? NULL : em_sym_wrap(T, v, slot, &st);
-        return *out ? EM_OK : st;
-    }
-    if (PyErr_Occurred()) return EM_ERR;
-    return em_trace_fail(T, EMA_ATTR, "Tensor.%s", n);
+    return tensor_state_attr(T, base, name, n, out);
 }
 
 /* Resolution on an object: instance dict, nn.Module parameters/buffers/modules, then the
