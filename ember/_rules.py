@@ -50,7 +50,7 @@ def _set(rule, objs):
 _set(CONST, [getattr(builtins, n) for n in (
     "abs", "all", "any", "bool", "chr", "divmod", "float", "format", "int", "isinstance", "issubclass",
     "len", "max", "min", "ord", "pow", "repr", "round", "sorted", "str", "sum", "tuple", "list", "range",
-    "slice", "callable", "reversed", "enumerate", "zip", "hash", "type")])
+    "slice", "callable", "reversed", "enumerate", "zip", "hash", "type", "complex", "bin", "hex", "oct", "ascii")])
 _set(CONST, [v for v in vars(math).values() if callable(v)])
 _set(CONST, [v for k, v in vars(operator).items() if callable(v) and not k.startswith("_")])
 _set(CONST, [torch.Size, torch.Size.numel, torch.device, torch.get_default_dtype, torch.is_grad_enabled,
@@ -233,6 +233,8 @@ def _lasting(fn, rule):
 
 
 def _classify(fn):
+    if isinstance(fn, enum.EnumMeta) and type(fn).__call__ is enum.EnumMeta.__call__:
+        return CONST  # E(1): the member of that value (looked up, nothing made)
     if isinstance(fn, type):
         return UNKNOWN
     self_obj = getattr(fn, "__self__", None)
@@ -534,6 +536,8 @@ def is_const(v, depth=0):
     """True when v is an immutable value the tracer may treat as a constant."""
     if isinstance(v, _SCALARS):
         return True
+    if isinstance(v, enum.Enum) and type(type(v)) is enum.EnumMeta:
+        return True  # a member: a singleton of its class (E(1) is E.A)
     if isinstance(v, (tuple, frozenset)) and depth < 8 and not isinstance(v, torch.Tensor):
         if type(v) is tuple or isinstance(v, (torch.Size, frozenset)):
             return all(is_const(x, depth + 1) for x in v)

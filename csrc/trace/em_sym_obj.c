@@ -125,6 +125,16 @@ static EmStatus obj_items_of(EmTracer *T, EmSym *s, EmSym **out) {
     int mod = obj_is_module(s);
     if (mod < 0) return EM_ERR;
     if (mod) return em_module_items(T, s, 0, out);
+    if ((PyObject *)Py_TYPE(s->obj) == EM_KNOWN(enum_meta)) { /* an Enum class: its members, fixed when it was made */
+        PyObject *m = PySequence_Tuple(s->obj);
+        EmSym *r = m ? em_sym_new(T, SYM_TUPLE) : NULL;
+        for (Py_ssize_t i = 0; r && i < PyTuple_GET_SIZE(m); i++) {
+            EmSym *c = em_sym_const(T, PyTuple_GET_ITEM(m, i));
+            if (!c || em_vec_push(&r->items, c)) r = c ? (PyErr_NoMemory(), NULL) : NULL;
+        }
+        Py_XDECREF(m);
+        return (*out = r) ? EM_OK : EM_ERR;
+    }
     return em_trace_fail(T, EMA_VALUE, "iteration over %s", em_sym_describe(s));
 }
 

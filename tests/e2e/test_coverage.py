@@ -823,3 +823,16 @@ def test_in_place_aten_ops_under_python_backends(backend):
     w2 = w1.clone()
     assert_same(ember.compile(f, backend=backend)(x, w1), f(x, w2), rtol=1e-5, atol=1e-6)
     assert torch.equal(w1, w2)
+
+
+class _Color(__import__("enum").Enum):
+    RED = 1
+    BLUE = 2
+
+
+def test_enum_members_lookups_and_iteration_are_constants():
+    def f(x):
+        c = _Color(1)
+        return x * c.value, c is _Color.RED, [e.name for e in _Color], _Color["BLUE"].value, complex(1, 2).imag
+
+    one_graph(f, randn(3))
