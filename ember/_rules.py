@@ -527,7 +527,7 @@ def warnings_on():
 # immutable and compared by value; types.GenericAlias: list[int]
 PURE_TYPES = (torch.dtype, torch.device, torch.Size, torch.memory_format, torch.layout, torch.finfo,
               torch.iinfo, type(Ellipsis), type(None), enum.Enum, inspect.Signature, inspect.Parameter,
-              typing._Final, types.GenericAlias)
+              typing._Final, types.GenericAlias, type(sys.version_info))
 _SCALARS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), slice, range, torch.dtype,
             torch.device, torch.memory_format, torch.layout, torch.finfo, torch.iinfo)
 

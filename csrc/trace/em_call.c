@@ -1031,7 +1031,7 @@ static EmStatus known_deepcopy(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all,
                                EmSym **out) {
     (void)fn;
     (void)self;
-    if (n != 1 || kwnames || all[0]->kind == SYM_CONST || all[0]->kind == SYM_OBJ) return CALL_NEXT;
+    if (n != 1 || kwnames || all[0]->kind == SYM_OBJ) return CALL_NEXT;
     SymPairs memo = {0};
     EmStatus st = deep_copy(T, all[0], &memo, 0, out);
     em_vec_free(&memo);

@@ -234,7 +234,8 @@ done:
 /* ---- nn.Module ---- */
 
 static int is_container_iter(PyObject *tp_iter, const char **kind) {
-    /* torch.nn containers iterate their _modules (values; ModuleDict: keys) */
+    /* torch.nn containers iterate their _modules (values; ModuleDict: keys); ParameterList its
+     * _parameters ("params": stored under "0", "1"... in order) */
     if (!tp_iter || !PyFunction_Check(tp_iter)) return 0;
     PyObject *q = ((PyFunctionObject *)tp_iter)->func_qualname;
     PyObject *m = ((PyFunctionObject *)tp_iter)->func_module;
@@ -243,6 +244,7 @@ static int is_container_iter(PyObject *tp_iter, const char **kind) {
     if (!qs) return 0;
     if (!strcmp(qs, "ModuleDict.__iter__")) *kind = "keys";
     else if (!strcmp(qs, "Sequential.__iter__") || !strcmp(qs, "ModuleList.__iter__")) *kind = "values";
+    else if (!strcmp(qs, "ParameterList.__iter__")) *kind = "params";
     else return 0;
     return 1;
 }
@@ -272,13 +274,37 @@ EmStatus em_module_items(EmTracer *T, EmSym *mod, int want_keys, EmSym **out) {
         return em_trace_fail(T, EMA_VALUE, "iteration over %s", Py_TYPE(mod->obj)->tp_name);
     if (em_guard_check(T->P, EMG_TYPE, mod->src, (PyObject *)Py_TYPE(mod->obj), 0)) return EM_ERR;
     int32_t mslot;
-    PyObject *d = module_storage(T, mod, "_modules", &mslot);
-    if (!d) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "module without _modules");
+    int params = !strcmp(kind, "params");
+    PyObject *d = module_storage(T, mod, params ? "_parameters" : "_modules", &mslot);
+    if (!d) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "module without its storage");
     EmSym *s = em_sym_new(T, SYM_TUPLE);
     if (!s) return EM_ERR;
     Py_ssize_t pos = 0;
     PyObject *k, *v;
     int keys = want_keys || !strcmp(kind, "keys");
+    PyObject *len = params ? PyObject_GetAttrString(mod->obj, "_size") : NULL;
+    if (params && (!len || !PyLong_CheckExact(len) || PyLong_AsSsize_t(len) != PyDict_GET_SIZE(d) || keys)) {
+        Py_XDECREF(len); /* holding other than parameters (plain tensors are attributes): not modelled */
+        PyErr_Clear();
+        return em_trace_fail(T, EMA_VALUE, "iteration over a ParameterList holding other than parameters");
+    }
+    if (params) { /* its length guarded too: an item that is no parameter would not change _parameters */
+        PyObject *nm = PyUnicode_InternFromString("_size");
+        int32_t ls = nm ? em_guard_attr(T->P, mod->src, nm) : -1;
+        Py_XDECREF(nm);
+        if (ls < 0 || em_guard_check(T->P, EMG_EQ, ls, len, 0)) {
+            Py_DECREF(len);
+            return EM_ERR;
+        }
+    }
+    Py_XDECREF(len);
+    for (Py_ssize_t i = 0; params && PyDict_Next(d, &pos, &k, &v); i++) { /* keys "0", "1"... in order */
+        PyObject *want = PyUnicode_FromFormat("%zd", i);
+        int eq = want ? PyUnicode_Compare(k, want) : -1;
+        Py_XDECREF(want);
+        if (eq) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "a ParameterList out of order");
+    }
+    pos = 0;
     while (PyDict_Next(d, &pos, &k, &v)) {
         EmSym *it;
         if (keys) {

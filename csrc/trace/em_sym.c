@@ -1082,6 +1082,13 @@ static EmStatus type_attr(EmTracer *T, EmSym *base, PyObject *name, int method, 
     if (!v) {
         if (mattr && PyFunction_Check(mattr)) /* a metaclass method: cls is self */
             return em_sym_method(T, mattr, base, method, out, self);
+        int fixed = !mattr && !(Py_TYPE(cls)->tp_flags & Py_TPFLAGS_HEAPTYPE); /* absent for good from builtins */
+        for (Py_ssize_t i = 0; fixed && mro && i < PyTuple_GET_SIZE(mro); i++)
+            fixed = !(((PyTypeObject *)PyTuple_GET_ITEM(mro, i))->tp_flags & Py_TPFLAGS_HEAPTYPE);
+        if (fixed) { /* hasattr(int, "x") may use the absence */
+            T->missing_attr = 1;
+            T->missing_handlers = T->handlers;
+        }
         return em_trace_fail(T, EMA_ATTR, "%s.%s (not found on the class)", cls->tp_name, n);
     }
     /* the owner's dict entry is guarded: a class attribute reassigned later is noticed */

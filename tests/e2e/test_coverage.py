@@ -836,3 +836,40 @@ def test_enum_members_lookups_and_iteration_are_constants():
         return x * c.value, c is _Color.RED, [e.name for e in _Color], _Color["BLUE"].value, complex(1, 2).imag
 
     one_graph(f, randn(3))
+
+
+@__import__("dataclasses").dataclass
+class _DC:
+    a: int = 1
+    b: float = 2.0
+
+
+_DCI = _DC()
+
+
+class _PL(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pl = torch.nn.ParameterList([torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(3) * 2)])
+
+    def forward(self, x):
+        for p in self.pl:
+            x = x * p
+        return x
+
+
+def test_dataclass_helpers_version_info_hasattr_on_builtins_parameter_list():
+    import dataclasses
+    import sys
+
+    def f(x):
+        return (x * len(dataclasses.fields(_DCI)), dataclasses.asdict(_DCI), dataclasses.replace(_DCI, a=3).a,
+                sys.version_info >= (3, 8), hasattr(int, "zz"), hasattr(3, "real"))
+
+    one_graph(f, randn(3))
+    m = _PL()
+    x = randn(3)
+    cm = ember.compile(m)
+    assert_same(cm(x), m(x))
+    m.pl.append(torch.nn.Parameter(torch.ones(3) * 3))  # a longer list: guarded, recompiled
+    assert_same(cm(x), m(x))
