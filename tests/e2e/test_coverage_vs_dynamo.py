@@ -1,0 +1,83 @@
+"""[coverage] acceptance: for constructs of issue 16, ember's graphs and breaks on a function are
+no more than TorchDynamo's (torch.compile with a counting backend) on the same function, and
+ember's results equal eager's."""
+
+import collections
+import functools
+import itertools
+
+import pytest
+import torch
+import torch._dynamo.testing
+
+import ember
+from tests.helpers import assert_same, counters, randn
+
+
+def _gen_send(x):
+    def g():
+        v = yield 1
+        yield v * 2
+
+    it = g()
+    return x * (next(it) + it.send(3))
+
+
+def _closure_cells(x):
+    n = 0
+
+    def inc():
+        nonlocal n
+        n += 1
+
+    inc()
+    inc()
+    return x * n
+
+
+def _containers(x):
+    s = {1, 2}
+    s.add(3)
+    d = collections.defaultdict(list)
+    d["k"].append(x)
+    od = collections.OrderedDict(a=1)
+    od.move_to_end("a")
+    q = collections.deque([x])
+    q.appendleft(x + 1)
+    return d["k"][0] * len(s) + q.popleft(), dict.fromkeys("ab", 0)
+
+
+def _lazy_builtins(x):
+    ys = list(map(lambda t: t * 2, [x, x + 1]))
+    zs = list(filter(lambda v: v > 1, [0, 1, 2, 3]))
+    it = list(itertools.islice(itertools.count(), 3))
+    return ys[0] + ys[1] + sum(zs) + sum(it)
+
+
+def _ops_and_partial(x):
+    p = functools.partial(torch.add, other=2)
+    y = x.clone()
+    torch.ops.aten.add_.Tensor(y, 1)
+    return torch.ops.aten.sin(p(x)) + y, p.keywords["other"]
+
+
+def _print_break(x):
+    y = x * 2
+    print("between")
+    return y + 1
+
+
+CASES = [_gen_send, _closure_cells, _containers, _lazy_builtins, _ops_and_partial, _print_break]
+
+
+@pytest.mark.parametrize("fn", CASES, ids=[f.__name__.strip("_") for f in CASES])
+def test_graphs_and_breaks_no_more_than_torch_compile(fn, capsys):
+    x = randn(3)
+    torch._dynamo.reset()
+    cnt = torch._dynamo.testing.CompileCounter()
+    torch.compile(fn, backend=cnt)(x)
+    assert_same(ember.compile(fn)(x), fn(x))
+    c = counters()
+    graphs = c["frames"]  # each compiled frame is one graph
+    assert c["aborts"] == 0 and graphs <= max(cnt.frame_count, 1), (c, cnt.frame_count)
+    torch._dynamo.reset()
