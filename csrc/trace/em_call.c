@@ -81,6 +81,7 @@ static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, in
                 else PyList_SET_ITEM(r, i, v);
             }
             if (r && s->kind == SYM_TUPLE && s->seq_type) r = em_seq_retype(s->seq_type, r); /* x.shape: a Size */
+            if (r && s->kind == SYM_LIST && s->seq_type) Py_SETREF(r, PyObject_CallOneArg(s->seq_type, r)); /* deque */
             return r;
         }
         case SYM_DICT: {
@@ -89,6 +90,14 @@ static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, in
                 PyObject *v = meta_value_at(T, s->items.data[i], has_tensor, depth + 1, left);
                 if (!v || PyDict_SetItem(d, s->keys.data[i], v)) Py_CLEAR(d);
                 Py_XDECREF(v);
+            }
+            if (d && s->seq_type) { /* OrderedDict(d), defaultdict(factory, d): its own type */
+                PyObject *fac = s->of.len ? meta_value_at(T, s->of.data[0], has_tensor, depth + 1, left) : NULL;
+                if (s->of.len && !fac) Py_CLEAR(d);
+                else
+                    Py_SETREF(d, fac ? PyObject_CallFunctionObjArgs(s->seq_type, fac, d, NULL)
+                                     : PyObject_CallOneArg(s->seq_type, d));
+                Py_XDECREF(fac);
             }
             return d;
         }

@@ -873,3 +873,15 @@ def test_dataclass_helpers_version_info_hasattr_on_builtins_parameter_list():
     assert_same(cm(x), m(x))
     m.pl.append(torch.nn.Parameter(torch.ones(3) * 3))  # a longer list: guarded, recompiled
     assert_same(cm(x), m(x))
+
+
+def test_deque_and_dict_types_seen_by_python_code_keep_their_type():
+    import collections
+
+    def f(x):  # str()/repr() run on the values: a deque is no list, an OrderedDict no dict
+        d = collections.deque([1, 2])
+        od = collections.OrderedDict(a=1)
+        dd = collections.defaultdict(int, b=2)
+        return x, str(d), repr(d), str(od), repr(dd), isinstance(d, list), type(od).__name__
+
+    one_graph(f, randn(1))
