@@ -63,7 +63,9 @@ static EmStatus dict_items(EmTracer *T, EmSym *s, EmSym **out) {
 /* iter(d): over its keys, reading the values stored meanwhile (em_iter_use). */
 static EmStatus dict_iter(EmTracer *T, EmSym *s, EmSym **out) { return em_iter_over(T, s, 'k', out); }
 
-static EM_NEW PyObject *dict_iter_type(EmTracer *T, EmSym *s, int rev) { return em_iter_type_of(PyDict_New(), rev); }
+static EM_NEW PyObject *dict_iter_type(EmTracer *T, EmSym *s, int rev) { /* an OrderedDict's are its own */
+    return em_iter_type_of(s->seq_type ? PyObject_CallNoArgs(s->seq_type) : PyDict_New(), rev);
+}
 
 const EmSymOps em_dict_ops = {
     .getattr = dict_attr,

@@ -220,7 +220,9 @@ static EM_NEW PyObject *tuple_iter_type(EmTracer *T, EmSym *s, int rev) {
     return em_iter_type_of(PyTuple_New(0), rev); /* namedtuples iterate as tuples */
 }
 
-static EM_NEW PyObject *list_iter_type(EmTracer *T, EmSym *s, int rev) { return em_iter_type_of(PyList_New(0), rev); }
+static EM_NEW PyObject *list_iter_type(EmTracer *T, EmSym *s, int rev) { /* a deque's are its own */
+    return em_iter_type_of(s->seq_type ? PyObject_CallNoArgs(s->seq_type) : PyList_New(0), rev);
+}
 
 const EmSymOps em_tuple_ops = {
     .getattr = tuple_attr,

@@ -882,6 +882,7 @@ def test_deque_and_dict_types_seen_by_python_code_keep_their_type():
         d = collections.deque([1, 2])
         od = collections.OrderedDict(a=1)
         dd = collections.defaultdict(int, b=2)
-        return x, str(d), repr(d), str(od), repr(dd), isinstance(d, list), type(od).__name__
+        return (x, str(d), repr(d), str(od), repr(dd), isinstance(d, list), type(od).__name__,
+                type(iter(d)).__name__, type(reversed(d)).__name__, type(iter(od)).__name__)
 
     one_graph(f, randn(1))
