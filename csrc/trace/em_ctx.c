@@ -277,7 +277,10 @@ static EmStatus ctx_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int 
     PyObject *helper = PyObject_GetAttrString(em_state.meta_run, "ctx_decorated");
     EmSym *h = helper ? em_sym_new(T, SYM_OBJ) : NULL, *spec = h ? em_sym_const(T, fn->spec) : NULL;
     EmSym *p = spec ? em_sym_new(T, SYM_PARTIAL) : NULL;
-    if (h) h->obj = Py_NewRef(helper), h->by_id = 1;
+    if (h) {
+        h->obj = Py_NewRef(helper);
+        h->by_id = 1;
+    }
     Py_XDECREF(helper);
     if (!p || em_vec_push(&p->items, h) || em_vec_push(&p->items, spec) || em_vec_push(&p->items, f))
         return p ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;

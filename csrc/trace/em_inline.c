@@ -8,8 +8,6 @@
 
 #include "../pyver/em_state.h"
 
-#define EM_MAX_DEPTH 48
-
 static int kw_index(PyCodeObject *co, PyObject *name, int lo, int hi) {
     for (int i = lo; i < hi; i++) {
         int eq = PyObject_RichCompareBool(PyTuple_GET_ITEM(co->co_localsplusnames, i), name, Py_EQ);

@@ -10,7 +10,6 @@
 
 #include "../pyver/em_state.h"
 
-#define EM_MAX_DEPTH_GEN 48
 #define EM_LAZY_MAX_ITEMS 65536 /* an infinite iterator taken whole stops here (an abort) */
 
 struct EmLazy {
@@ -92,7 +91,7 @@ static EmStatus gen_run(EmTracer *T, EmSym *it, EmSym *v, PyObject *exc, EmSym *
     EmLazy *L = it->lazy;
     *out = NULL;
     if (L->running) return em_trace_fail(T, EMA_VALUE, "a generator resumed while it runs");
-    if (T->depth >= EM_MAX_DEPTH_GEN) return em_trace_fail(T, EMA_INLINE, "generator (inlining too deep)");
+    if (T->depth >= EM_MAX_DEPTH) return em_trace_fail(T, EMA_INLINE, "generator (inlining too deep)");
     const EmFrame saved = T->frame;
     T->frame = L->fr;
     T->frame.parent = &saved;
@@ -274,7 +273,8 @@ EmStatus em_lazy_make(EmTracer *T, EmLazyKind kind, EmSym *fn, EmSym **srcs, int
     return EM_OK;
 }
 
-static int slice_arg(EmSym *s, long long *v) { /* None (-1) or a non-negative int constant */
+/* An islice bound: a non-negative int constant, or None (*v = -1: no stop; start 0, step 1). */
+static int slice_arg(EmSym *s, long long *v) {
     if (s->kind != SYM_CONST) return 0;
     if (s->obj == Py_None) return (*v = -1), 1;
     if (!PyLong_CheckExact(s->obj)) return 0;
@@ -292,8 +292,8 @@ EmStatus em_lazy_itertools(EmTracer *T, PyObject *f, EmSym **args, int n, PyObje
     int ok = n == 2 ? slice_arg(args[1], &stop)
                     : (n == 3 || n == 4) && slice_arg(args[1], &start) && slice_arg(args[2], &stop) &&
                           (n == 3 || slice_arg(args[3], &step));
-    if (start < 0) start = 0;
-    if (step < 0) step = 1;
+    if (start < 0) start = 0; /* None */
+    if (step < 0) step = 1;   /* None */
     if (!ok || step == 0) return em_trace_fail(T, EMA_CALL, "itertools.islice with these bounds");
     EmStatus st = em_lazy_make(T, EM_LAZY_ISLICE, NULL, args, 1, NULL, NULL, out);
     if (st == EM_OK) {

@@ -101,6 +101,9 @@ struct EmSym {
     EmLazy *lazy;   /* ITER: its producer when lazy (owned), else NULL */
 };
 
+/* Frames inlined (and generator frames resumed) at most, one inside another. */
+#define EM_MAX_DEPTH 48
+
 /* em_trace_fail after Python code the trace ran for the program (a call, an attribute read)
  * raised: an Exception is dropped (the frame runs as Python, which raises it again), anything
  * else (KeyboardInterrupt, SystemExit, MemoryError) stays and the status is EM_ERR. */
