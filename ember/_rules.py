@@ -633,14 +633,14 @@ for _nsp, _owner, _name in ((1, _F, "adaptive_avg_pool1d"), (2, _F, "adaptive_av
 # need no row here.
 SYM_RULES = {}
 _SAME_NAMES = ("float double half bfloat16 int long short bool char byte to type_as contiguous clone detach "
-               "cpu cuda requires_grad_ masked_fill masked_fill_ tril triu tril_ triu_ cumsum cumprod flip roll "
+               "cpu cuda requires_grad_ masked_fill_ tril triu tril_ triu_ cumsum cumprod flip roll "
                "dropout dropout_ alpha_dropout zero_ fill_ copy_ nan_to_num rms_norm rsqrt tanh sigmoid relu gelu "
                "silu softplus softmax log_softmax layer_norm group_norm batch_norm instance_norm normalize neg "
                "abs exp log sqrt sin cos erf logical_not bitwise_not sign floor ceil round relu_ gelu_ silu_ "
                "hardtanh leaky_relu elu mish hardswish hardsigmoid relu6 sigmoid_ tanh_ mul_ add_ sub_ div_")
 for _names, _owners, _rule in (
         (_SAME_NAMES, (_T, torch, _F), _C.SYMR_SAME),
-        ("where", (_T, torch), _C.SYMR_BROADCAST),
+        ("where masked_fill", (_T, torch), _C.SYMR_BROADCAST),  # the mask may broadcast x
         ("matmul bmm mm", (_T, torch), _C.SYMR_MATMUL),
         ("sum mean amax amin prod any all logsumexp nansum", (_T, torch), _C.SYMR_REDUCE),
         ("zeros ones empty rand randn", (torch,), _C.SYMR_FACTORY),
@@ -656,6 +656,7 @@ for _names, _owners, _rule in (
         ("scaled_dot_product_attention", (_F, torch._C._nn), _C.SYMR_SDPA),
         ("conv1d conv2d conv3d", (_F, torch), _C.SYMR_CONV),
         ("flatten", (_T, torch), _C.SYMR_FLATTEN),
+        ("squeeze", (_T, torch), _C.SYMR_SQUEEZE),
         ("linear", (_F, _NN), _C.SYMR_LINEAR)):
     for _o in _owners:
         for _f in _fns(_o, _names):

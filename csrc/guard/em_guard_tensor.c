@@ -200,11 +200,9 @@ static int dims_match_dyn(const EmTensorSpec *s, const int64_t *sz, const int64_
 /* Why sizes/strides fail a spec with dynamic dimensions. */
 static EM_NEW PyObject *dyn_changed(const char *name, const EmTensorSpec *cur, const EmTensorSpec *s) {
     for (int i = 0; i < s->ndim; i++) {
-        if ((s->dyn >> i) & 1 && cur->sizes[i] < 2)
-            return PyUnicode_FromFormat(
-                "%s size(%d) is %lld, a dynamic dimension takes sizes >= 2 (0 and 1 "
-                "are specialized)",
-                name, i, (long long)cur->sizes[i]);
+        if ((s->dyn >> i) & 1 && cur->sizes[i] < 1)
+            return PyUnicode_FromFormat("%s size(%d) is 0, a dynamic dimension takes sizes >= 1 (0 is specialized)",
+                                        name, i);
         if (!((s->dyn >> i) & 1) && cur->sizes[i] != s->sizes[i])
             return PyUnicode_FromFormat("%s size(%d) is %lld, expected %lld", name, i, (long long)cur->sizes[i],
                                         (long long)s->sizes[i]);
@@ -266,7 +264,7 @@ static int rg_of(PyObject *t) {
 /* Sizes and strides against a spec with dynamic dimensions. */
 static int dims_match_dyn(const EmTensorSpec *s, const int64_t *sz, const int64_t *st) {
     for (int i = 0; i < s->ndim; i++)
-        if ((s->dyn >> i) & 1 ? sz[i] < 2 : sz[i] != s->sizes[i]) return 0;
+        if ((s->dyn >> i) & 1 ? sz[i] < 1 : sz[i] != s->sizes[i]) return 0;
     if (!s->order) return !memcmp(st, s->strides, sizeof(int64_t) * (size_t)s->ndim);
     int64_t expect = 1;
     for (int k = 0; k < s->ndim; k++) {

@@ -151,7 +151,7 @@ static int factors(const EmSizes *S, int32_t e, Factors *out, int depth) {
 int32_t em_size_op(EmSizes *S, EmSizeOp op, int32_t a, int32_t b);
 
 /* a // b when b's factors are among a's and its constant divides a's: the rest of a, with
- * every cancelled factor that is not a symbol (symbols are >= 2) required non-zero; -2 when
+ * every cancelled factor that is not a symbol (symbols are >= 1) required non-zero; -2 when
  * b does not divide a so (-1: out of memory). */
 static int32_t cancel(EmSizes *S, int32_t a, int32_t b) {
     Factors fa = {.c = 1}, fb = {.c = 1};

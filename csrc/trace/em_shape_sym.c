@@ -83,7 +83,9 @@ uint64_t em_dyn_dims(EmTracer *T, PyObject *v, int32_t slot, EmRef ref, EmStatus
         }
     }
     uint64_t m = 0;
-    for (int i = 0; i < n->ndim && i < 64; i++) /* sizes 0 and 1 stay specialized */
+    /* a dimension traced at size 0 or 1 stays specialized; a symbol (traced at >= 2) takes every size
+     * >= 1 that its relations allow (a rule that treats size 1 apart records a relation saying so) */
+    for (int i = 0; i < n->ndim && i < 64; i++)
         if ((dyn >> i) & 1 && !((stat >> i) & 1) && sizes[i] >= 2) m |= (uint64_t)1 << i;
     return m;
 }
@@ -142,7 +144,7 @@ EmStatus em_dyn_ranges(EmTracer *T, PyObject *v, EmRef ref, uint64_t dyn) {
         EmStatus st = EM_OK;
         int32_t e = em_node_dim(T, ref, (int)d, &st);
         if (e < 0) return st;
-        if (has_lo && lo > 2 && (st = require_bound(T, e, EMSR_GE, lo, (int)d)) != EM_OK) return st;
+        if (has_lo && lo > 1 && (st = require_bound(T, e, EMSR_GE, lo, (int)d)) != EM_OK) return st;
         if (has_hi && (st = require_bound(T, e, EMSR_LE, hi, (int)d)) != EM_OK) return st;
     }
     return EM_OK;
@@ -226,6 +228,36 @@ static int wrap(long d, int n, int *out) {
     return 1;
 }
 
+/* The dimensions named by dim (an int, a tuple or list of ints, None or absent: all) of an
+ * ndim-d tensor, as a mask in *out; 0 when dim is none of these. */
+static int dim_mask(EmSym *dim, int ndim, uint64_t *out) {
+    *out = 0;
+    if (!dim || (dim->kind == SYM_CONST && dim->obj == Py_None)) return *out = ~(uint64_t)0, 1;
+    EmSym **items = &dim;
+    int n = 1;
+    if (dim->kind == SYM_TUPLE || dim->kind == SYM_LIST) {
+        items = dim->items.data;
+        n = dim->items.len;
+    } else if (dim->kind == SYM_CONST && PyTuple_CheckExact(dim->obj)) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(dim->obj); i++) {
+            PyObject *k = PyTuple_GET_ITEM(dim->obj, i);
+            long d = PyLong_CheckExact(k) ? PyLong_AsLong(k) : LONG_MIN;
+            int w;
+            if (d == -1 && PyErr_Occurred()) PyErr_Clear(); /* beyond a long: no rule */
+            if (!PyLong_CheckExact(k) || !wrap(d, ndim ? ndim : 1, &w)) return 0;
+            *out |= (uint64_t)1 << w;
+        }
+        return 1;
+    }
+    for (int i = 0; i < n; i++) {
+        long d;
+        int w;
+        if (!const_int(items[i], &d) || !wrap(d, ndim ? ndim : 1, &w)) return 0;
+        *out |= (uint64_t)1 << w;
+    }
+    return 1;
+}
+
 /* Sizes given as varargs from `from`, or as one tuple/list/Size: their expressions. */
 static int size_list(EmTracer *T, EmSym **args, int from, int npos, Dims *out) {
     EmSym **items = args + from;
@@ -241,18 +273,13 @@ static int size_list(EmTracer *T, EmSym **args, int from, int npos, Dims *out) {
     return 1;
 }
 
-/* Elementwise broadcasting of the tensor operands' sizes. */
-static int rule_broadcast(EmTracer *T, EmSym **args, int nargs, Dims *r, EmStatus *st) {
+/* The broadcast of nt size lists d into r: a size 1 (pinned when symbolic) gives way, other
+ * sizes at one position are required equal. 1, or -1 with *st set. */
+static int broadcast_dims(EmTracer *T, const Dims *d, int nt, Dims *r, EmStatus *st) {
     EmSizes *S = &T->sizes;
     r->n = 0;
-    Dims d[8];
-    int nt = 0;
-    for (int i = 0; i < nargs && nt < 8; i++)
-        if (is_tensor(args[i])) {
-            if (dims_of(T, args[i], &d[nt], st)) return -1;
-            if (d[nt].n > r->n) r->n = d[nt].n;
-            nt++;
-        }
+    for (int t = 0; t < nt; t++)
+        if (d[t].n > r->n) r->n = d[t].n;
     for (int k = 0; k < r->n; k++) {
         int32_t res = -1;
         for (int t = 0; t < nt; t++) {
@@ -270,6 +297,18 @@ static int rule_broadcast(EmTracer *T, EmSym **args, int nargs, Dims *r, EmStatu
         r->e[k] = res;
     }
     return 1;
+}
+
+/* Elementwise broadcasting of the tensor operands' sizes. */
+static int rule_broadcast(EmTracer *T, EmSym **args, int nargs, Dims *r, EmStatus *st) {
+    Dims d[8];
+    int nt = 0;
+    for (int i = 0; i < nargs; i++) {
+        if (!is_tensor(args[i])) continue;
+        if (nt == 8) return 0; /* more operands than a rule reads: no rule */
+        if (dims_of(T, args[i], &d[nt++], st)) return -1;
+    }
+    return broadcast_dims(T, d, nt, r, st);
 }
 
 static int rule_linear(EmTracer *T, EmSym **args, int npos, Dims *r, EmStatus *st) {
@@ -330,23 +369,9 @@ static int rule_reduce(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, D
         if (keep->kind != SYM_CONST || !PyBool_Check(keep->obj)) return 0;
         keepdim = keep->obj == Py_True;
     }
-    uint64_t red = 0;
-    if (!dim || (dim->kind == SYM_CONST && dim->obj == Py_None)) red = ~(uint64_t)0;
-    else {
-        EmSym **items = &dim;
-        int n = 1;
-        if (dim->kind == SYM_TUPLE || dim->kind == SYM_LIST) {
-            items = dim->items.data;
-            n = dim->items.len;
-        }
-        for (int i = 0; i < n; i++) {
-            long d;
-            int w;
-            if (!const_int(items[i], &d) || !wrap(d, x.n, &w)) return 0;
-            red |= (uint64_t)1 << w;
-        }
-        if (n == 0) red = ~(uint64_t)0;
-    }
+    uint64_t red;
+    if (!dim_mask(dim, x.n, &red)) return 0;
+    if (!red) red = ~(uint64_t)0; /* dim=() reduces every dimension */
     int32_t one = em_size_const(&T->sizes, 1);
     if (one < 0) return *st = EM_ERR, PyErr_NoMemory(), -1;
     r->n = 0;
@@ -853,6 +878,44 @@ static int rule_flatten(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, 
     return 1;
 }
 
+/* scaled_dot_product_attention(q, k, v): the batch dimensions of q, k and v broadcast, then
+ * q's length and v's last size. */
+static int rule_sdpa(EmTracer *T, EmSym **args, int npos, Dims *r, EmStatus *st) {
+    Dims d[3];
+    if (npos < 3) return 0;
+    for (int t = 0; t < 3; t++) {
+        if (!is_tensor(args[t])) return 0;
+        if (dims_of(T, args[t], &d[t], st)) return -1;
+        if (d[t].n < 2) return 0;
+    }
+    int32_t len = d[0].e[d[0].n - 2], ev = d[2].e[d[2].n - 1];
+    for (int t = 0; t < 3; t++) d[t].n -= 2;
+    if (broadcast_dims(T, d, 3, r, st) < 0) return -1;
+    r->e[r->n++] = len;
+    r->e[r->n++] = ev;
+    return 1;
+}
+
+/* squeeze(x[, dim]): a dimension it looks at goes when its size is 1; the answer is guarded
+ * (== 1 or != 1), so a symbolic size stays symbolic where it is not 1. */
+static int rule_squeeze(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, Dims *r, EmStatus *st) {
+    Dims x;
+    if (!is_tensor(args[0]) || dims_of(T, args[0], &x, st)) return PyErr_Occurred() ? -1 : 0;
+    uint64_t look;
+    if (!dim_mask(arg_at(args, npos, kwnames, 1, "dim"), x.n, &look)) return 0;
+    EmSizes *S = &T->sizes;
+    int32_t one = em_size_const(S, 1);
+    if (one < 0) return *st = EM_ERR, PyErr_NoMemory(), -1;
+    r->n = 0;
+    for (int i = 0; i < x.n; i++) {
+        int is_one = em_size_hint(S, x.e[i]) == 1;
+        if ((look >> i) & 1 && em_size_require(S, is_one ? EMSR_EQ : EMSR_NE, x.e[i], one))
+            return *st = EM_ERR, PyErr_NoMemory(), -1;
+        if (!((look >> i) & 1) || !is_one) r->e[r->n++] = x.e[i];
+    }
+    return 1;
+}
+
 /* The rule of fn: an em_sym_rules.def row, else one mapped from em_shape_rules.def, else 0. */
 static int rule_of(PyObject *fn, int *shape_rule) {
     *shape_rule = 0;
@@ -868,8 +931,8 @@ static int rule_of(PyObject *fn, int *shape_rule) {
     }
     *shape_rule = (int)PyLong_AsLong(PyTuple_Check(r) ? PyTuple_GET_ITEM(r, 0) : r);
     switch (*shape_rule) {
-        case SR_LIKE_FIRST:
-        case SR_SCALAR_ARGS: return SYMR_SAME;
+        case SR_LIKE_FIRST: return SYMR_SAME;
+        case SR_SCALAR_ARGS: return SYMR_BROADCAST; /* clamp(x, min=t), pow(x, t): t may broadcast x */
         case SR_LINEAR: return SYMR_LINEAR;
         case SR_REDUCE: return SYMR_REDUCE;
         default: return *shape_rule >= SR_VIEW_TRANSPOSE ? SYMR_VIEWS : 0;
@@ -916,11 +979,11 @@ EmStatus em_shape_sym(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
     EmStatus st = EM_OK;
     Dims r = {.n = 0};
     EmOpKind kind = em_op_info[op].kind;
-    if ((em_op_info[op].flags & EMF_POINTWISE) && kind != EMOK_CALL) ok = rule_broadcast(T, args, npos, &r, &st);
+    if ((em_op_info[op].flags & EMF_POINTWISE) && kind != EMOK_CALL) ok = rule_broadcast(T, args, nargs, &r, &st);
     else if (op == EMOP_MATMUL || op == EMOP_IMATMUL) ok = rule_matmul(T, args, npos, &r, &st);
     else if (op == EMOP_SUBSCR && npos == 2) ok = rule_getitem(T, args[0], args[1], &r, &st);
     else if (op == EMOP_CALL && fn && PySet_Contains(em_state.pointwise_fns, fn) == 1)
-        ok = rule_broadcast(T, args, npos, &r, &st);
+        ok = rule_broadcast(T, args, nargs, &r, &st); /* keyword operands too (other=, min=) */
     else if (op == EMOP_CALL && fn) {
         int rule = rule_of(fn, &shape_rule);
         if (PyErr_Occurred()) return EM_ERR;
@@ -928,7 +991,7 @@ EmStatus em_shape_sym(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
             case SYMR_SAME:
                 if (npos >= 1 && is_tensor(args[0])) ok = dims_of(T, args[0], &r, &st) ? -1 : 1;
                 break;
-            case SYMR_BROADCAST: ok = rule_broadcast(T, args, npos, &r, &st); break;
+            case SYMR_BROADCAST: ok = rule_broadcast(T, args, nargs, &r, &st); break;
             case SYMR_LINEAR: ok = rule_linear(T, args, npos, &r, &st); break;
             case SYMR_MATMUL: ok = rule_matmul(T, args, npos, &r, &st); break;
             case SYMR_REDUCE: ok = npos >= 1 ? rule_reduce(T, args, npos, kwnames, &r, &st) : 0; break;
@@ -953,16 +1016,8 @@ EmStatus em_shape_sym(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
                 break;
             case SYMR_ADAPTIVE: ok = npos >= 1 ? rule_adaptive(T, shape_rule, args, npos, kwnames, &r, &st) : 0; break;
             case SYMR_FLATTEN: ok = npos >= 1 ? rule_flatten(T, args, npos, kwnames, &r, &st) : 0; break;
-            case SYMR_SDPA: {
-                Dims v;
-                if (npos < 3 || !is_tensor(args[0]) || !is_tensor(args[2])) break;
-                if (dims_of(T, args[0], &r, &st) || dims_of(T, args[2], &v, &st)) ok = -1;
-                else if (r.n >= 1 && v.n >= 1) {
-                    r.e[r.n - 1] = v.e[v.n - 1];
-                    ok = 1;
-                }
-                break;
-            }
+            case SYMR_SQUEEZE: ok = npos >= 1 ? rule_squeeze(T, args, npos, kwnames, &r, &st) : 0; break;
+            case SYMR_SDPA: ok = rule_sdpa(T, args, npos, &r, &st); break;
             default: break;
         }
     }

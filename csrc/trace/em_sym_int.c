@@ -423,10 +423,10 @@ EmSym *em_int_input(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
         return NULL;
     }
     if (!em_int_active(T)) T->dyn_from = T->G->nodes.len;
-    int32_t k = T->sizes.sym_hint.len, e = em_size_new_sym(&T->sizes, hint), two = em_size_const(&T->sizes, 2);
+    int32_t k = T->sizes.sym_hint.len, e = em_size_new_sym(&T->sizes, hint), one = em_size_const(&T->sizes, 1);
     EmSymLeaf leaf = {.ref = -1, .slot = slot, .dim = -1, .expr = e};
-    if (e < 0 || two < 0 || em_vec_push(&T->sym_leaf, leaf) || em_size_add_src(&T->sizes, slot, -1, k) ||
-        em_size_require(&T->sizes, EMSR_GE, e, two) ||
+    if (e < 0 || one < 0 || em_vec_push(&T->sym_leaf, leaf) || em_size_add_src(&T->sizes, slot, -1, k) ||
+        em_size_require(&T->sizes, EMSR_GE, e, one) ||
         em_guard_check(T->P, EMG_TYPE, slot, (PyObject *)&PyLong_Type, 0)) {
         *st = EM_ERR;
         if (!PyErr_Occurred()) PyErr_NoMemory();

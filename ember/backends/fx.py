@@ -553,8 +553,98 @@ def compile_graph(backend, desc, inputs, where):
     symbol, as TorchDynamo passes them). select is None, or for a graph with symbolic sizes whose
     backend assumed more about them than ember's guards hold, select(*sizes, *inputs) -> the
     compiled callable for these, or None: run them on ember's executor."""
-    fn, info, check, sym_args = _compile(backend, desc, inputs, where)
+    ones = _ones(desc, inputs)
+    fn, info, check, sym_args = _compile(backend, _pin_ones(desc, ones), inputs, where)
+    if fn is not None and ones:
+        fn, check, sym_args = _with_ones(desc, ones, fn, check, sym_args)
     return fn, info, _Variants(backend, desc, where, check, fn, sym_args) if check is not None else None, sym_args
+
+
+# Sizes 1. ember's guards let a size symbol (or an int input's symbol) be 1 unless the trace
+# treated 1 apart (then a relation excludes it); a ShapeEnv assumes its size symbols >= 2 and
+# its backend may compile that in (a squeeze(d) made a no-op). So each compiled graph is for
+# one set of the symbols being 1: those are static 1 in its export, and its check holds the
+# others >= 2.
+
+def _ones(desc, inputs):
+    """The symbols (ember's numbers) whose value is 1 in these inputs."""
+    if len(desc) < 3 or desc[2] is None:
+        return frozenset()
+    ones = set()
+    for x, k in zip(inputs, desc[2][0]):
+        if isinstance(k, tuple) and isinstance(x, torch.Tensor):
+            ones.update(s for s, size in zip(k, x.shape) if s >= 0 and size == 1)
+        elif isinstance(k, int) and k >= 0 and type(x) is int and x == 1:
+            ones.add(k)
+    return frozenset(ones)
+
+
+def _pin_ones(desc, ones):
+    """desc with the symbols in ones static (their sizes and ints as they come)."""
+    if not ones:
+        return desc
+    nodes, outputs, (in_syms, prog) = desc
+    pinned = tuple(tuple(-1 if s in ones else s for s in k) if isinstance(k, tuple) else -1 if k in ones else k
+                   for k in in_syms)
+    return nodes, outputs, (pinned, prog)
+
+
+def _at_least_two(desc, sym_args):
+    """check(*sizes, *inputs) -> bool: every symbol of desc is >= 2 (sizes of sym_args, int
+    inputs with a symbol); None when there is none."""
+    in_syms = desc[2][0]
+    nsym = len(sym_args)
+    at = list(range(nsym)) + [nsym + n for n, k in enumerate(in_syms) if isinstance(k, int) and k >= 0]
+    if not at:
+        return None
+
+    def check(*args):
+        return all(args[i] >= 2 for i in at)
+    return check
+
+
+def _and_checks(a, b):
+    if a is None or b is None:
+        return a or b
+    return lambda *args: a(*args) and b(*args)
+
+
+def _with_ones(desc, ones, fn, check, sym_args):
+    """A graph compiled from _pin_ones(desc, ones) (whose size arguments are some of desc's:
+    the unpinned symbols', or none) as one taking every symbol's size: (fn, check, sym_args)."""
+    full = _full_sym_args(desc)
+    if not set(sym_args) <= set(full):  # a subset (none: compiled for exact sizes): never else
+        raise RuntimeError("ember: a graph with sizes 1 pinned takes other size arguments")
+    keep = [full.index(a) for a in sym_args]
+    nsym = len(full)
+    in_syms = desc[2][0]
+    at = [i for i, (n, d) in enumerate(full) if in_syms[n][d] in ones] + \
+        [nsym + n for n, k in enumerate(in_syms) if isinstance(k, int) and k in ones]
+
+    def narrow(args):
+        return [args[i] for i in keep] + list(args[nsym:])
+
+    def whole_check(*args):
+        return all(args[i] == 1 for i in at) and (check is None or check(*narrow(args)))
+
+    def whole(*args):
+        return fn(*narrow(args))
+    return whole, whole_check, tuple(full)
+
+
+def _full_sym_args(desc):
+    """(input, dim) of each size symbol's first dimension, in input order: the size arguments
+    of a graph exported from desc (Builder.size_placeholders)."""
+    in_syms = desc[2][0]
+    ints = {k for k in in_syms if isinstance(k, int) and k >= 0}
+    done, out = set(ints), []
+    for n, dims in enumerate(in_syms):
+        if isinstance(dims, tuple):
+            for d, k in enumerate(dims):
+                if k >= 0 and k not in done:
+                    done.add(k)
+                    out.append((n, d))
+    return tuple(out)
 
 
 # compiled graphs one ember graph may have for the sizes its backend assumed
@@ -585,7 +675,11 @@ class _Variants:
         if "recompiles" in _logging.enabled:
             _logging.log("recompiles", f"recompiling the graph of {self.where} with backend {self.backend.name!r}: "
                                        "its compiled variants assume other sizes")
-        fn, _info, check, sym_args = _compile(self.backend, self.desc, args[len(self.sym_args):], self.where)
+        inputs = args[len(self.sym_args):]
+        ones = _ones(self.desc, inputs)
+        fn, _info, check, sym_args = _compile(self.backend, _pin_ones(self.desc, ones), inputs, self.where)
+        if fn is not None and ones:
+            fn, check, sym_args = _with_ones(self.desc, ones, fn, check, sym_args)
         if fn is None or sym_args != self.sym_args:  # the convention is the export's: never differs
             return None
         self.items.append((check, fn))
@@ -712,6 +806,7 @@ def _compile(backend, desc, inputs, where, exact=False):
         check = _exact_check(inputs)
     elif symbolic:
         check = _size_check(fake_mode.shape_env, gm.meta["ember_assumed_guards"], gm.meta["ember_check_vals"], where)
+        check = _and_checks(_at_least_two(desc, gm.meta["ember_sym_args"]), check)  # the ShapeEnv's (_ones)
     if floats:
         fn = _FloatsAsTensors(fn, floats)
     return fn, code, check, gm.meta.get("ember_sym_args", ())

@@ -64,13 +64,60 @@ def test_branch_on_size_guards_the_relation():
     assert "s0 > 4" in texts and "s0 <= 4" in texts
 
 
-def test_sizes_zero_and_one_are_specialized():
+def test_size_one_takes_the_symbolic_graph_zero_is_specialized():
     def f(x):
-        return x.sum(0) * x.shape[0]
+        return x.sum(0) * x.shape[0], x.unsqueeze(0).expand(2, -1, -1).mean(0)
 
     cf = ember.compile(f, dynamic=True)
     run_all(f, cf, [(randn(n, 4),) for n in (3, 1, 0, 5, 1, 0)])
-    assert frames() == 3  # n >= 2, n == 1, n == 0
+    assert frames() == 2  # n >= 1 (the trace never asked whether n is 1), n == 0
+
+
+def f_branch_on_one(x):
+    if x.shape[0] == 1:
+        return x + 1
+    return x * 2
+
+
+def f_squeeze(x):
+    y = x.squeeze()  # drops the dimensions of size 1: whether x.size(0) is 1 decides its rank
+    return y * y.dim(), x.squeeze((0, 1)).sum(-1)
+
+
+@pytest.mark.parametrize("f", [f_branch_on_one, f_squeeze])
+def test_size_one_asked_by_the_trace_is_guarded(f):
+    cf = ember.compile(f, dynamic=True)
+    run_all(f, cf, [(randn(n, 7, 8),) for n in (3, 1, 5, 1)])
+    assert frames() == 2
+    texts = " ".join(e["guards"] for e in ember.testing.entries(f))
+    assert "s0 != 1" in texts
+
+
+def test_automatic_dynamic_takes_size_one_afterwards():
+    # batch 1 after the generic compile: no third compile (sizes 0 and 1 of a dimension traced
+    # at >= 2 are not specialized unless the trace treated them apart)
+    def f(x, m):
+        h = F.softmax(x @ x.transpose(-1, -2), -1).masked_fill(m, 0.0)
+        return h.view(h.shape[0], -1).relu().mean(-1), h.size(0) * 2
+
+    cf = ember.compile(f)
+    shapes = [(4, 6), (3, 5), (1, 7), (1, 6), (2, 2), (1, 1), (5, 1)]
+    run_all(f, cf, [(randn(b, s, 3, seed=b * 10 + s), torch.rand(b, s, s, generator=torch.Generator().manual_seed(s))
+                     > 0.5) for b, s in shapes])
+    assert frames() == 2  # static; dynamic in b and s, which takes b == 1 and s == 1 too
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_size_one_after_generic_compile_python_backends(backend):
+    # a ShapeEnv assumes its size symbols >= 2 (Inductor makes squeeze(0) a no-op): a call with
+    # a size 1 gets a compiled variant with that size static, not a wrong result
+    def f(x, y):
+        return (x @ y) * x.shape[0], x.sum(0), x.unsqueeze(1).mean(0)
+
+    cf = ember.compile(f, backend=backend)
+    run_all(f, cf, [(randn(b, 4, seed=b), randn(4, 3, seed=9)) for b in (3, 5, 1, 2, 1, 7)])
+    assert frames() == 2
+    assert counters()["backend_compiles"] == 3  # static, symbolic, symbolic with b static 1
 
 
 def test_int_argument_that_changes_becomes_symbolic():
