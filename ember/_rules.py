@@ -568,11 +568,18 @@ def meta_like(t):
 def meta_empty(sizes, strides, dtype_num, requires_grad):
     """Meta tensor for a value whose metadata ember inferred in C. A result that requires
     grad is made a non-leaf, as the real one is (in-place ops on it are allowed)."""
-    m = torch.empty_strided(sizes, strides, dtype=_DTYPES[dtype_num], device=META)
+    dt = _DTYPES[dtype_num]
+    m = torch.empty_strided(sizes, strides, dtype=dt, device=META)
     if not requires_grad:
         return m
     with torch.enable_grad():  # made inside a traced no_grad block, the clone would not require grad
-        return m.requires_grad_().clone()
+        c = m.requires_grad_().clone()
+        if c.stride() == tuple(strides):
+            return c
+        # clone keeps the strides of dense layouts only (an expand's 0 strides become dense ones,
+        # and is_contiguous() would answer for those): a view of a non-leaf keeps them exactly
+        n = 1 + sum((k - 1) * st for k, st in zip(sizes, strides)) if all(sizes) else 0
+        return torch.empty(n, dtype=dt, device=META).requires_grad_().clone().as_strided(sizes, strides)
 
 
 # elementwise, one tensor in, same dtype out (for floating dtypes): metadata inferred in C

@@ -211,3 +211,19 @@ def test_views_and_indexing_match_eager(seed):
                 continue
             got = recorded(lambda x: x[key], a)
             assert got == [(want.dtype, tuple(want.shape), want.stride())], (key, a.shape, a.stride())
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_layout_queries_of_views_made_in_the_trace(requires_grad):
+    # a view inferred in C gets its meta tensor on demand; one that requires grad must keep its
+    # strides (an expand's 0 strides: a dense clone made is_contiguous() True, a wrong branch)
+    def f(y):
+        t = y * 1.5
+        e = t.unsqueeze(0).expand(2, *t.shape)
+        out = e * 2 if e.is_contiguous() else e - 1
+        return out, e.stride(), t.expand(3, 2).stride(), t.t().is_contiguous(), t.t().stride()
+
+    y = torch.randn(3, 1, requires_grad=requires_grad)
+    got, want = ember.compile(f)(y), f(y)
+    assert got[1:] == want[1:]
+    torch.testing.assert_close(got[0], want[0])
