@@ -244,8 +244,9 @@ def compile(fn_or_module=None, *, backend="eager", fullgraph=False, dynamic=None
     traced sizes for now): None (default) specializes every size at the first compile and makes a
     dimension whose size changed symbolic at the next one (automatic dynamic, as TorchDynamo
     does); True makes every dimension of every input tensor (parameters excepted) and every int
-    argument symbolic from the first compile; False never does (mark_dynamic still does). Sizes
-    0 and 1 are always specialized.
+    argument symbolic from the first compile; False never does (mark_dynamic still does). A size
+    traced as 0 or 1 is specialized; a symbolic one also takes size 1 unless the trace treated 1
+    apart (a branch on it, squeeze), and never 0.
     inplace: for an nn.Module, compile the module itself, as nn.Module.compile() does (its
     calls run compiled, including self(...) from its own methods such as generate()), and
     return it; without it, a CompiledModule wrapper is returned and the module is unchanged.
@@ -363,7 +364,8 @@ def _dims(t, index, what):
 
 def mark_dynamic(t, index, min=None, max=None):
     """Makes dimension(s) `index` of tensor t symbolic whenever t is a compiled frame's input
-    (torch._dynamo.mark_dynamic, whose marks ember honours too). Sizes 0 and 1 stay specialized.
+    (torch._dynamo.mark_dynamic, whose marks ember honours too). A size traced as 0 or 1 stays
+    specialized.
     min/max: the sizes the dimension may take, guarded as torch guards them: t's size outside them
     raises ember.ConstraintViolation (a ValueError), as does a compile of a torch-marked tensor whose
     size is outside them; a later call with a size outside them fails the guard and recompiles."""

@@ -30,34 +30,63 @@ static uint64_t marked(PyObject *v, PyObject *dict, const char *name) {
     return m;
 }
 
+/* The set of sizes that dimensions automatic dynamic made symbolic had before they changed,
+ * kept in dyn_state under the key 0 (source names are str): borrowed, NULL on error. */
+static PyObject *retired_sizes(EmTracer *T) {
+    PyObject *key = PyLong_FromLong(0);
+    PyObject *s = key ? PyDict_GetItemWithError(T->dyn_state, key) : NULL;
+    if (!s && key && !PyErr_Occurred() && (s = PySet_New(NULL)) != NULL) {
+        int rc = PyDict_SetItem(T->dyn_state, key, s);
+        Py_DECREF(s); /* the dict holds it */
+        if (rc) s = NULL;
+    }
+    Py_XDECREF(key);
+    return s;
+}
+
+static void log_dynamic(PyObject *key, PyObject *now, PyObject *prev) {
+    if (!(em_state.logs & EM_LOG_RECOMPILES) || !em_state.log) return;
+    PyObject *msg = prev ? PyUnicode_FromFormat("%U: sizes %R differ from the last compile's %R: the changed "
+                                                "dimensions are symbolic from now on (automatic dynamic)",
+                                                key, now, prev)
+                         : PyUnicode_FromFormat("%U: sizes %R, first seen in a recompile: a dimension as long as "
+                                                "one that changed before is symbolic (automatic dynamic)",
+                                                key, now);
+    PyObject *r = msg ? PyObject_CallFunction(em_state.log, "sO", "recompiles", msg) : NULL;
+    Py_XDECREF(msg);
+    if (!r) PyErr_Clear(); /* a log that cannot be written does not stop the trace */
+    Py_XDECREF(r);
+}
+
 /* AUTO: the dimensions whose size differs from what the last compile of this code saw at the
- * same source (or was already dynamic there); records these sizes. */
+ * same source (or was already dynamic there); records these sizes. A source the last compiles
+ * did not see (a KV cache made by the first call) has no history: its dimensions whose size
+ * some symbolic dimension had before it changed (the prompt's length) are symbolic, since the
+ * quantity they measure has been seen to change. */
 static uint64_t changed_dims(EmTracer *T, int32_t slot, const int64_t *sizes, int ndim, EmStatus *st) {
     PyObject *key = PyUnicode_FromString(T->P->names.data[slot]);
-    if (!key) return *st = EM_ERR, (uint64_t)-1;
+    PyObject *retired = key ? retired_sizes(T) : NULL;
+    if (!retired) return Py_XDECREF(key), *st = EM_ERR, (uint64_t)-1;
     PyObject *prev = PyDict_GetItemWithError(T->dyn_state, key);
     uint64_t m = 0, newly = 0;
     int same_rank = prev && PyTuple_Check(prev) && PyTuple_GET_SIZE(prev) == ndim;
     PyObject *now = PyErr_Occurred() ? NULL : PyTuple_New(ndim);
     for (int i = 0; now && i < ndim; i++) {
-        PyObject *p = same_rank ? PyTuple_GET_ITEM(prev, i) : NULL;
+        PyObject *p = same_rank ? PyTuple_GET_ITEM(prev, i) : NULL, *x = NULL;
         int changed = p && (p == Py_None || PyLong_AsLongLong(p) != sizes[i]);
+        if (changed && p != Py_None && PySet_Add(retired, p)) Py_CLEAR(now);
+        if (!prev && now && PySet_GET_SIZE(retired) && sizes[i] >= 2) { /* no history */
+            PyObject *v = PyLong_FromLongLong(sizes[i]);
+            changed = v ? PySet_Contains(retired, v) : -1;
+            Py_XDECREF(v);
+            if (changed < 0) Py_CLEAR(now);
+        }
         if (changed && i < 64) m |= (uint64_t)1 << i;
         if (changed && p != Py_None && i < 64) newly |= (uint64_t)1 << i;
-        PyObject *x = changed ? Py_NewRef(Py_None) : PyLong_FromLongLong(sizes[i]);
-        if (!x) Py_CLEAR(now);
-        else PyTuple_SET_ITEM(now, i, x);
+        if (now && !(x = changed ? Py_NewRef(Py_None) : PyLong_FromLongLong(sizes[i]))) Py_CLEAR(now);
+        if (now) PyTuple_SET_ITEM(now, i, x);
     }
-    if (newly && now && (em_state.logs & EM_LOG_RECOMPILES) && em_state.log) {
-        PyObject *msg = PyUnicode_FromFormat(
-            "%U: sizes %R differ from the last compile's %R: the changed "
-            "dimensions are symbolic from now on (automatic dynamic)",
-            key, now, prev);
-        PyObject *r = msg ? PyObject_CallFunction(em_state.log, "sO", "recompiles", msg) : NULL;
-        Py_XDECREF(msg);
-        if (!r) PyErr_Clear(); /* a log that cannot be written does not stop the trace */
-        Py_XDECREF(r);
-    }
+    if (newly && now) log_dynamic(key, now, prev);
     int rc = now ? PyDict_SetItem(T->dyn_state, key, now) : -1;
     Py_XDECREF(now);
     Py_DECREF(key);
