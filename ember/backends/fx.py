@@ -809,7 +809,77 @@ def _compile(backend, desc, inputs, where, exact=False):
         check = _and_checks(_at_least_two(desc, gm.meta["ember_sym_args"]), check)  # the ShapeEnv's (_ones)
     if floats:
         fn = _FloatsAsTensors(fn, floats)
+    orders = [_dense_order(desc[0][r][-1]) if desc[0][r][-2] == 0 else None for r in desc[1]]
+    if any(o is not None for o in orders):
+        fn = _EagerLayouts(fn, orders)
     return fn, code, check, gm.meta.get("ember_sym_args", ())
+
+
+def _dense_order(meta):
+    """The dimensions of a traced tensor result innermost first, when its strides are dense in
+    that order (dimensions of size 1 are placed by their strides: any stride is theirs), and
+    its dimensions of size >= 2 number at least two (a layout to keep); else None."""
+    if meta is None:
+        return None
+    sizes, strides = meta[4], meta[5]
+    if sum(k >= 2 for k in sizes) < 2:
+        return None
+    order = sorted(range(len(sizes)), key=lambda d: (strides[d], -d))
+    expect = 1
+    for d in order:
+        if sizes[d] >= 2 and strides[d] != expect:
+            return None
+        expect *= sizes[d]
+    return tuple(order)
+
+
+def _strides_in(order, shape):
+    st, acc = [0] * len(shape), 1
+    for d in order:
+        st[d] = acc
+        acc *= max(shape[d], 1)
+    return tuple(st)
+
+
+def _same_layout(t, want):
+    return all(k < 2 or a == b for k, a, b in zip(t.shape, t.stride(), want))
+
+
+class _EagerLayouts:
+    """The compiled graph with its tensor results in the layouts eager's had when traced: a
+    backend may return one in another (Inductor returns a KV cache `cat` made contiguous in
+    eager as a transposed buffer), which .stride() and is_contiguous() tell apart and the next
+    compile's stride guards see. A result found in another layout is copied into eager's on
+    every call; one found in eager's (in two dimensions of size >= 2 at least) is left alone
+    from then on."""
+
+    def __init__(self, fn, orders):
+        self.fn = fn
+        self.orders = list(orders)  # per output: the order to check, or None (settled: as it comes)
+        self.fix = [None] * len(orders)  # per output: the order to copy into
+
+    def __call__(self, *args):
+        out = self.fn(*args)
+        if not isinstance(out, (tuple, list)) or len(out) != len(self.orders):
+            return out
+        res = None
+        for i, order in enumerate(self.orders):
+            t = out[i]
+            if (order is None and self.fix[i] is None) or not isinstance(t, torch.Tensor) or t.dim() != len(
+                    order or self.fix[i]):
+                continue
+            want = _strides_in(order or self.fix[i], t.shape)
+            if _same_layout(t, want):
+                if order is not None and sum(k >= 2 for k in t.shape) >= 2:
+                    self.orders[i] = None  # the backend keeps eager's layout
+                continue
+            if order is not None:
+                self.fix[i], self.orders[i] = order, None
+            if res is None:
+                res = list(out)
+            res[i] = torch.empty_strided(t.shape, want, dtype=t.dtype, device=t.device).copy_(t)
+        return out if res is None else type(out)(res)
+
 
 
 def _float_tensor(v):

@@ -1085,3 +1085,36 @@ def test_parameters_and_buffers_are_static_inputs_for_aot_autograd():
         torch.testing.assert_close(ember.compile(m, backend=backend)(x), m(x))
     # the input x is not static; the weight, bias and batch-norm state are
     assert seen["n"] == 7 and seen["static"] == [i for i, k in enumerate(seen["kinds"]) if k], seen
+
+
+def test_inductor_results_keep_eager_layouts():
+    # Inductor returns this cat (eager: contiguous) as a transposed buffer; ember copies it back
+    # into eager's layout (torch.compile does not), which is what .stride() and a later
+    # compile's stride guards see
+    w = randn(128, 128, seed=3)
+
+    def f(x):
+        k = (x @ w).view(1, 16, 4, 32).transpose(1, 2)
+        c = torch.cat([torch.tensor([]), k], dim=-2)
+        return c, c * 2, k
+
+    x = randn(1, 16, 128, seed=4)
+    want = f(x)
+    got = ember.compile(f, backend="inductor")(x)
+    for g, e in zip(got, want):
+        torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
+        assert g.stride() == e.stride()
+
+
+def test_eager_layouts_wrapper_copies_only_what_differs():
+    orders = [ember.backends.fx._dense_order((0, 0, 0, 0, (3, 4), (4, 1))), None]
+    calls = []
+
+    def fn(a):
+        calls.append(a)
+        return a.t().contiguous().t(), a  # the first in the other layout
+    wrapped = ember.backends.fx._EagerLayouts(fn, orders)
+    for n in (3, 5):
+        a = randn(n, 4)
+        r = wrapped(a)
+        assert r[0].stride() == (4, 1) and torch.equal(r[0], a) and r[1] is a
