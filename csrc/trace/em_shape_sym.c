@@ -46,12 +46,14 @@ static PyObject *retired_sizes(EmTracer *T) {
 
 static void log_dynamic(PyObject *key, PyObject *now, PyObject *prev) {
     if (!(em_state.logs & EM_LOG_RECOMPILES) || !em_state.log) return;
-    PyObject *msg = prev ? PyUnicode_FromFormat("%U: sizes %R differ from the last compile's %R: the changed "
-                                                "dimensions are symbolic from now on (automatic dynamic)",
-                                                key, now, prev)
-                         : PyUnicode_FromFormat("%U: sizes %R, first seen in a recompile: a dimension as long as "
-                                                "one that changed before is symbolic (automatic dynamic)",
-                                                key, now);
+    PyObject *msg = prev ? PyUnicode_FromFormat(
+                               "%U: sizes %R differ from the last compile's %R: the changed "
+                               "dimensions are symbolic from now on (automatic dynamic)",
+                               key, now, prev)
+                         : PyUnicode_FromFormat(
+                               "%U: sizes %R, first seen in a recompile: a dimension as long as "
+                               "one that changed before is symbolic (automatic dynamic)",
+                               key, now);
     PyObject *r = msg ? PyObject_CallFunction(em_state.log, "sO", "recompiles", msg) : NULL;
     Py_XDECREF(msg);
     if (!r) PyErr_Clear(); /* a log that cannot be written does not stop the trace */
