@@ -1004,6 +1004,49 @@ static EmStatus known_partial(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, 
     return make_partial(T, all, n, kwnames, out);
 }
 
+/* torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False, **kwargs): fn(*args,
+ * **kwargs), inlined. Its recomputation in backward saves memory only: values and gradients
+ * are eager's (the RNG state it preserves is the one the forward used). With grad enabled,
+ * use_reentrant=True (or unset: eager warns, then reentrant) detaches results from inputs that
+ * need no grad, and a context_fn changes what runs: both not inlined (the rule decides). */
+static const char *const checkpoint_own_kw[] = {"preserve_rng_state", "determinism_check", "debug", "early_stop",
+                                                "respect_saved_tensors_hooks"};
+
+static EmStatus known_checkpoint(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                 EmSym **out) {
+    (void)fn;
+    (void)self;
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = n - nkw, reentrant = -1, m = 0;
+    if (npos < 1 || n > 64 || (all[0]->kind == SYM_CONST && all[0]->obj == Py_None)) return CALL_NEXT;
+    EmSym *args[64];
+    PyObject *names = PyTuple_New(nkw); /* the keywords fn gets; its length fixed below */
+    if (!names) return EM_ERR;
+    for (int i = 1; i < npos; i++) args[m++] = all[i];
+    int nnames = 0;
+    for (int k = 0; k < nkw; k++) {
+        PyObject *kn = PyTuple_GET_ITEM(kwnames, k);
+        EmSym *v = all[npos + k];
+        int own = 0;
+        for (size_t j = 0; j < sizeof(checkpoint_own_kw) / sizeof(*checkpoint_own_kw); j++)
+            own |= !PyUnicode_CompareWithASCIIString(kn, checkpoint_own_kw[j]);
+        if (!PyUnicode_CompareWithASCIIString(kn, "use_reentrant")) {
+            if (v->kind != SYM_CONST || (v->obj != Py_True && v->obj != Py_False && v->obj != Py_None))
+                return Py_DECREF(names), CALL_NEXT;
+            reentrant = v->obj == Py_None ? -1 : v->obj == Py_True;
+        } else if (!PyUnicode_CompareWithASCIIString(kn, "context_fn")) {
+            return Py_DECREF(names), CALL_NEXT;
+        } else if (!own) {
+            args[m++] = v;
+            PyTuple_SET_ITEM(names, nnames++, Py_NewRef(kn));
+        }
+    }
+    if (reentrant != 0 && (T->grad || nnames)) return Py_DECREF(names), CALL_NEXT; /* eager raises for kwargs */
+    if (_PyTuple_Resize(&names, nnames)) return EM_ERR;
+    EmStatus st = em_call(T, all[0], NULL, args, m, nnames ? names : NULL, out);
+    Py_DECREF(names);
+    return st;
+}
+
 /* copy.deepcopy of s: containers made anew (memo: pairs old, new, so that a container held twice
  * is copied once), constants kept (a set copied), anything else aborts. */
 typedef EmVec(EmSym *) SymPairs;

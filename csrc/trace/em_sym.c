@@ -995,11 +995,18 @@ static EmStatus describing_attr(EmTracer *T, EmSym *base, PyObject *name, const 
 /* cls.__name__ (__qualname__, __module__, __doc__), a data descriptor of type: its constant
  * value (unguarded: README, limitations); other metaclass data descriptors abort. */
 static EmStatus type_name_attr(EmTracer *T, PyTypeObject *cls, PyObject *name, const char *n, EmSym **out) {
-    if (strcmp(n, "__name__") && strcmp(n, "__qualname__") && strcmp(n, "__module__") && strcmp(n, "__doc__"))
+    int classes = !strcmp(n, "__mro__") || !strcmp(n, "__bases__") || !strcmp(n, "__base__");
+    if (!classes && strcmp(n, "__name__") && strcmp(n, "__qualname__") && strcmp(n, "__module__") &&
+        strcmp(n, "__doc__"))
         return em_trace_fail(T, EMA_ATTR, "%s.%s (metaclass descriptor)", cls->tp_name, n);
     PyObject *v = PyObject_GetAttr((PyObject *)cls, name);
     if (!v) return EM_ERR;
     int pure = is_pure(v, 0);
+    if (classes) { /* classes, constants as the class itself is (unguarded, as __name__) */
+        pure = PyType_Check(v) || v == Py_None || PyTuple_CheckExact(v);
+        for (Py_ssize_t i = 0; PyTuple_CheckExact(v) && i < PyTuple_GET_SIZE(v); i++)
+            pure &= PyType_Check(PyTuple_GET_ITEM(v, i));
+    }
     *out = pure ? em_sym_const(T, v) : NULL;
     Py_DECREF(v);
     if (!pure) return em_trace_fail(T, EMA_ATTR, "%s.%s (not a constant)", cls->tp_name, n);
