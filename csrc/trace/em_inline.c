@@ -518,9 +518,10 @@ EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyOb
 }
 
 /* The module's hook dicts (md: its __dict__), each guarded by its keys: forward pre-hooks and
- * forward hooks (plain ones) into hdict/hslot when there are any, as _call_impl calls them;
- * the other kinds must be absent. */
-static EmStatus module_hooks(EmTracer *T, EmSym *mod, PyObject *md, PyObject *hdict[2], int32_t hslot[2]) {
+ * forward hooks into hdict/hslot when there are any, as _call_impl calls them, and the dicts
+ * marking those that take the keyword arguments into hdict[2], hdict[3] (pre, post); the
+ * other kinds must be absent. */
+static EmStatus module_hooks(EmTracer *T, EmSym *mod, PyObject *md, PyObject *hdict[4], int32_t hslot[2]) {
     static const char *const hooks[] = {"_forward_pre_hooks",
                                         "_forward_hooks",
                                         "_backward_hooks",
@@ -533,7 +534,8 @@ static EmStatus module_hooks(EmTracer *T, EmSym *mod, PyObject *md, PyObject *hd
     for (int i = 0; hooks[i]; i++) {
         PyObject *h = PyDict_GetItemString(md, hooks[i]);
         if (!h) continue;
-        if (!PyDict_Check(h) || (i >= 2 && PyDict_GET_SIZE(h)))
+        int kw_marks = i == 4 || i == 5;
+        if (!PyDict_Check(h) || (i >= 2 && !kw_marks && PyDict_GET_SIZE(h)))
             return em_trace_fail(T, EMA_INLINE, "%s has %s", tp->tp_name, hooks[i]);
         PyObject *name = PyUnicode_InternFromString(hooks[i]);
         int32_t slot = name ? em_guard_odict(T->P, mod->src, name) : -1;
@@ -543,6 +545,7 @@ static EmStatus module_hooks(EmTracer *T, EmSym *mod, PyObject *md, PyObject *hd
             hdict[i] = h;
             hslot[i] = slot;
         }
+        if (kw_marks && PyDict_GET_SIZE(h)) hdict[i - 2] = h;
     }
     return EM_OK;
 }
@@ -570,10 +573,28 @@ static EmStatus module_forward(EmTracer *T, EmSym *mod, PyObject *md, PyObject *
     return st;
 }
 
+/* A pre-hook's (args, kwargs) result into *pos and *kw (a tuple and a dict of str keys). */
+static EmStatus hook_args_kwargs(EmTracer *T, EmSym *r, EmSym **pos, EmSym **kw) {
+    if (r->kind != SYM_TUPLE || r->seq_type || r->items.len != 2)
+        return em_trace_fail(T, EMA_CALL, "a forward pre-hook with kwargs returned no (args, kwargs) pair");
+    EmSym *a = r->items.data[0], *k = r->items.data[1];
+    if (a->kind != SYM_TUPLE || k->kind != SYM_DICT || k->seq_type)
+        return em_trace_fail(T, EMA_CALL, "a forward pre-hook's (args, kwargs) of other types");
+    for (int32_t i = 0; i < k->keys.len; i++)
+        if (!PyUnicode_CheckExact(k->keys.data[i]))
+            return em_trace_fail(T, EMA_CALL, "a forward pre-hook's kwargs with a key that is not a str");
+    *pos = a;
+    *kw = k;
+    return EM_OK;
+}
+
 /* Each hook of dict h (guarded through slot hslot, in key order) called as
- * hook(mod, *pos) (post: hook(mod, *pos, *out)); a pre-hook's non-None result replaces the
- * positional arguments *pos (a single value becomes the only one), a post-hook's the output. */
-static EmStatus run_hooks(EmTracer *T, EmSym *mod, PyObject *h, int32_t hslot, int post, EmSym **pos, EmSym **out) {
+ * hook(mod, *pos) (post: hook(mod, *pos, *out)), or, when its id is in with_kw,
+ * hook(mod, *pos, *kw) (post: hook(mod, *pos, *kw, *out)); a pre-hook's non-None result
+ * replaces the positional arguments *pos (a single value becomes the only one) or, with kw,
+ * both; a post-hook's the output. */
+static EmStatus run_hooks(EmTracer *T, EmSym *mod, PyObject *h, int32_t hslot, PyObject *with_kw, int post, EmSym **pos,
+                          EmSym **kw, EmSym **out) {
     Py_ssize_t hp = 0;
     PyObject *hk, *hv;
     while (PyDict_Next(h, &hp, &hk, &hv)) {
@@ -581,11 +602,17 @@ static EmStatus run_hooks(EmTracer *T, EmSym *mod, PyObject *h, int32_t hslot, i
         int32_t slot = em_guard_dict(T->P, hslot, hk);
         EmSym *hook = slot < 0 ? NULL : em_sym_wrap(T, hv, slot, &st);
         if (!hook) return st;
-        EmSym *ca[3] = {mod, *pos, post ? *out : NULL}, *r = NULL;
-        if ((st = em_call(T, hook, NULL, ca, 2 + post, NULL, &r)) != EM_OK) return st;
+        int takes_kw = with_kw ? PyDict_Contains(with_kw, hk) : 0;
+        if (takes_kw < 0) return EM_ERR;
+        EmSym *ca[4] = {mod, *pos, takes_kw ? *kw : (post ? *out : NULL), post && takes_kw ? *out : NULL}, *r = NULL;
+        if ((st = em_call(T, hook, NULL, ca, 2 + takes_kw + post, NULL, &r)) != EM_OK) return st;
         if (r->kind == SYM_CONST && r->obj == Py_None) continue;
         if (post) {
             *out = r;
+            continue;
+        }
+        if (takes_kw) {
+            if ((st = hook_args_kwargs(T, r, pos, kw)) != EM_OK) return st;
             continue;
         }
         if (r->kind != SYM_TUPLE) {
@@ -598,6 +625,21 @@ static EmStatus run_hooks(EmTracer *T, EmSym *mod, PyObject *h, int32_t hslot, i
     return EM_OK;
 }
 
+/* The hooks' view of a call's arguments: *pos a tuple of the positional ones, *kw a dict of
+ * the keyword ones. */
+static EmStatus hook_view(EmTracer *T, EmSym **args, int nargs, PyObject *kwnames, EmSym **pos, EmSym **kw) {
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    if (!(*pos = em_sym_new(T, SYM_TUPLE)) || !(*kw = em_sym_new(T, SYM_DICT))) return EM_ERR;
+    for (int i = 0; i < npos; i++)
+        if (em_vec_push(&(*pos)->items, args[i])) return PyErr_NoMemory(), EM_ERR;
+    for (int i = 0; i < nkw; i++) {
+        PyObject *k = Py_NewRef(PyTuple_GET_ITEM(kwnames, i));
+        if (em_vec_push(&(*kw)->keys, k)) return Py_DECREF(k), PyErr_NoMemory(), EM_ERR;
+        if (em_vec_push(&(*kw)->items, args[npos + i])) return PyErr_NoMemory(), EM_ERR;
+    }
+    return EM_OK;
+}
+
 EmStatus em_module_call_impl(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
     PyTypeObject *tp = Py_TYPE(mod->obj);
     if (mod->src < 0) return em_trace_fail(T, EMA_INLINE, "%s made while tracing", tp->tp_name);
@@ -606,32 +648,41 @@ EmStatus em_module_call_impl(EmTracer *T, EmSym *mod, EmSym **args, int nargs, P
     PyObject *md = em_obj_dict(mod->obj);
     if (!md) return em_trace_fail(T, EMA_INLINE, "%s without __dict__", tp->tp_name);
     if (em_guard_check(T->P, EMG_TYPE, mod->src, (PyObject *)tp, 0)) return EM_ERR;
-    PyObject *hdict[2] = {NULL, NULL}, *fwd;
+    PyObject *hdict[4] = {NULL, NULL, NULL, NULL}, *fwd;
     int32_t hslot[2] = {-1, -1};
     EmSym *own_fwd;
     if ((st = module_hooks(T, mod, md, hdict, hslot)) != EM_OK || (st = module_forward(T, mod, md, &fwd, &own_fwd)))
         return st;
     EmSym *all[65];
     if (nargs + 1 > 65) return em_trace_fail(T, EMA_CALL, "call with too many arguments");
-    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
     all[0] = mod;
     for (int i = 0; i < nargs; i++) all[i + 1] = args[i];
-    EmSym *pos = NULL; /* the positional arguments as the hooks see them */
-    if (hdict[0] || hdict[1]) {
-        if (!(pos = em_sym_new(T, SYM_TUPLE))) return EM_ERR;
-        for (int i = 0; i < npos; i++)
-            if (em_vec_push(&pos->items, args[i])) return PyErr_NoMemory(), EM_ERR;
-    }
-    if (hdict[0] && (st = run_hooks(T, mod, hdict[0], hslot[0], 0, &pos, NULL)) != EM_OK) return st;
-    if (pos) {
-        if (pos->items.len + nkw + 1 > 65) return em_trace_fail(T, EMA_CALL, "call with too many arguments");
+    EmSym *pos = NULL, *kw = NULL; /* the arguments as the hooks see them */
+    PyObject *names = Py_XNewRef(kwnames);
+    if ((hdict[0] || hdict[1]) && (st = hook_view(T, args, nargs, kwnames, &pos, &kw)) != EM_OK) goto done;
+    if (hdict[0] && (st = run_hooks(T, mod, hdict[0], hslot[0], hdict[2], 0, &pos, &kw, NULL)) != EM_OK) goto done;
+    if (pos) { /* forward(*args, **kwargs) as the pre-hooks left them */
+        if (pos->items.len + kw->items.len + 1 > 65) {
+            st = em_trace_fail(T, EMA_CALL, "call with too many arguments");
+            goto done;
+        }
+        Py_CLEAR(names);
+        if (kw->items.len && !(names = PyTuple_New(kw->items.len))) {
+            st = EM_ERR;
+            goto done;
+        }
         for (int32_t i = 0; i < pos->items.len; i++) all[i + 1] = pos->items.data[i];
-        for (int i = 0; i < nkw; i++) all[pos->items.len + 1 + i] = args[npos + i];
-        nargs = pos->items.len + nkw;
+        for (int32_t i = 0; i < kw->items.len; i++) {
+            all[pos->items.len + 1 + i] = kw->items.data[i];
+            PyTuple_SET_ITEM(names, i, Py_NewRef(kw->keys.data[i]));
+        }
+        nargs = pos->items.len + kw->items.len;
     }
-    st = own_fwd ? em_call(T, own_fwd, NULL, all + 1, nargs, kwnames, out)
-                 : em_inline(T, fwd, all, nargs + 1, kwnames, out);
-    if (st == EM_OK && hdict[1]) st = run_hooks(T, mod, hdict[1], hslot[1], 1, &pos, out);
+    st = own_fwd ? em_call(T, own_fwd, NULL, all + 1, nargs, names, out)
+                 : em_inline(T, fwd, all, nargs + 1, names, out);
+    if (st == EM_OK && hdict[1]) st = run_hooks(T, mod, hdict[1], hslot[1], hdict[3], 1, &pos, &kw, out);
+done:
+    Py_XDECREF(names);
     return st;
 }
 

@@ -952,3 +952,29 @@ def test_class_mro_and_bases_are_constants():
         return x * k, Child.__bases__[0] is Base, Child.__base__.__name__
 
     one_graph(f, randn(3))
+
+
+def test_forward_hooks_with_kwargs():
+    blk = _Block().eval()
+
+    def pre(mod, args, kwargs):
+        return (args[0] * 2,), {**kwargs, "scale": kwargs.get("scale", 1.0) + 1.0}
+
+    def pre_in_place(mod, args, kwargs):
+        kwargs["scale"] = kwargs["scale"] * 3  # changes the call's kwargs; returns None
+
+    def plain_pre(mod, args):
+        return args[0] + 1
+
+    def post(mod, args, kwargs, out):
+        return out * kwargs["scale"] + args[0].sum()
+
+    blk.register_forward_pre_hook(pre, with_kwargs=True)
+    blk.register_forward_pre_hook(pre_in_place, with_kwargs=True)
+    blk.register_forward_pre_hook(plain_pre)
+    blk.register_forward_hook(post, with_kwargs=True)
+
+    def f(x):
+        return blk(x, scale=0.5) + blk(x)
+
+    one_graph(f, randn(2, 4))
