@@ -67,7 +67,22 @@ static EM_NEW PyObject *dict_iter_type(EmTracer *T, EmSym *s, int rev) { /* an O
     return em_iter_type_of(s->seq_type ? PyObject_CallNoArgs(s->seq_type) : PyDict_New(), rev);
 }
 
+/* d | e (a new dict of d's type: copy, then update) and d |= e (d itself updated, as
+ * dict.__ior__ does); e a dict. Other operators are not a dict's. */
+static EmStatus dict_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out) {
+    (void)fn;
+    if ((op != EMOP_OR && op != EMOP_IOR) || a->kind != SYM_DICT || b->kind != SYM_DICT || a->seq_type || b->seq_type)
+        return em_trace_fail(T, EMA_VALUE, "operator %s on %s and %s", em_op_info[op].name, em_sym_describe(a),
+                             em_sym_describe(b));
+    EmSym *d = a, *r = NULL;
+    EmStatus st = op == EMOP_OR ? em_dict_method(T, EM_CM_copy, "copy", a, NULL, 0, &d) : EM_OK;
+    if (st == EM_OK) st = em_dict_method(T, EM_CM_update, "update", d, &b, 1, &r);
+    if (st == EM_OK) *out = d;
+    return st;
+}
+
 const EmSymOps em_dict_ops = {
+    .binop = dict_binop,
     .getattr = dict_attr,
     .getitem = dict_getitem,
     .setitem = dict_setitem,

@@ -173,11 +173,36 @@ static EmStatus seq_concat(EmTracer *T, EmSym *a, EmSym *b, EmSym **out) {
     return EM_OK;
 }
 
+/* l += it, l *= n: l itself changed, as list.__iadd__ (extend) and __imul__ do (every other
+ * name for the list sees it). */
+static EmStatus list_inplace(EmTracer *T, EmOp op, EmSym *a, EmSym *b, EmSym **out) {
+    EmSym *r = NULL;
+    EmStatus st;
+    if (op == EMOP_IADD) {
+        st = em_list_method(T, EM_CM_extend, "extend", a, &b, 1, &r);
+    } else {
+        if (b->kind != SYM_CONST || !PyLong_CheckExact(b->obj)) return em_trace_fail(T, EMA_VALUE, "list *= a non-int");
+        long times = PyLong_AsLong(b->obj);
+        if (times == -1 && PyErr_Occurred()) return EM_ERR;
+        if (times > 0 && (int64_t)times * a->items.len > 65536)
+            return em_trace_fail(T, EMA_VALUE, "a sequence repeated to more than 65536 items");
+        EmSym *once = em_sym_new(T, SYM_TUPLE);
+        for (int32_t i = 0; once && i < a->items.len; i++)
+            if (em_vec_push(&once->items, a->items.data[i])) once = (PyErr_NoMemory(), NULL);
+        if (!once) return EM_ERR;
+        st = em_list_method(T, EM_CM_clear, "clear", a, NULL, 0, &r);
+        for (long t = 0; st == EM_OK && t < times; t++) st = em_list_method(T, EM_CM_extend, "extend", a, &once, 1, &r);
+    }
+    if (st == EM_OK) *out = a;
+    return st;
+}
+
 /* a + b of two plain tuples (a += b too) or two lists: the items of both, whatever they are;
  * other operators on known values. */
 static EmStatus seq_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out) {
     if ((a->kind == SYM_LIST && a->seq_type) || (b->kind == SYM_LIST && b->seq_type))
         return em_trace_fail(T, EMA_VALUE, "an operator on a deque");
+    if (a->kind == SYM_LIST && (op == EMOP_IADD || op == EMOP_IMUL)) return list_inplace(T, op, a, b, out);
     int size_a = a->seq_type == EM_KNOWN(torch_Size);
     if ((op == EMOP_ADD || op == EMOP_IADD) && a->kind == b->kind &&
         (a->kind == SYM_TUPLE || (a->kind == SYM_LIST && op == EMOP_ADD)) &&

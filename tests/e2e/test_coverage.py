@@ -978,3 +978,27 @@ def test_forward_hooks_with_kwargs():
         return blk(x, scale=0.5) + blk(x)
 
     one_graph(f, randn(2, 4))
+
+
+def test_in_place_operators_change_the_container_itself():
+    # l += ..., l *= n, d |= ... change the object every other name sees (a wrong result
+    # before: the list was rebuilt as a new constant, so b kept [1])
+    def f(x):
+        a = [1]
+        b = a
+        a += [2]
+        c = [x]
+        d = c
+        c += (x * 2,)
+        m = [1, 2]
+        n = m
+        m *= 2
+        k = [x]
+        k *= 0
+        e = {"k": 1}
+        g = e
+        e |= {"j": x}
+        h = e | {"z": 3}
+        return x * len(b) + d[1], b, n, len(k), g, h, h is e
+
+    one_graph(f, randn(3))
