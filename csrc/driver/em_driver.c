@@ -363,8 +363,8 @@ static int out_dump(const EmTracer *T, int32_t *at, int depth, EmStrBuf *b) {
     int32_t pos = (*at)++;
     const EmOut *o = &T->out.data[pos];
     static const char *const kinds[] = {/* in EmOutKind's order */
-                                        "value",   "const", "slot",  "tuple", "list",    "dict",   "iter",
-                                        "reenter", "same",  "bound", "last",  "setattr", "newobj", "setcopy"};
+                                        "value", "const", "slot", "tuple",   "list",   "dict",    "iter",    "reenter",
+                                        "same",  "bound", "last", "setattr", "newobj", "setcopy", "setitems"};
     EM_ASSERT((size_t)o->kind < sizeof(kinds) / sizeof(kinds[0]), "output kind %d", o->kind);
     int nchild = 0, rc = em_sb_printf(b, "%3d: %*s%s", pos, 2 * depth, "", kinds[o->kind]);
     switch (o->kind) {
@@ -372,7 +372,8 @@ static int out_dump(const EmTracer *T, int32_t *at, int depth, EmStrBuf *b) {
         case OUT_SLOT: rc = rc ? rc : em_sb_printf(b, " %s", T->P->names.data[o->v]); break;
         case OUT_SAME: rc = rc ? rc : em_sb_printf(b, " @%d", o->v); break;
         case OUT_BOUND:
-        case OUT_SETATTR: nchild = 2; break;
+        case OUT_SETATTR:
+        case OUT_SETITEMS: nchild = 2; break;
         case OUT_CONST:
         case OUT_SETCOPY:
         case OUT_REENTER: break;

@@ -23,8 +23,10 @@ typedef enum {
     OUT_SETATTR, /* object.__setattr__(child 0, obj, child 1); the value is None */
     OUT_NEWOBJ, /* obj = (class, dict item setter or None): an instance made with the class's
                  * builtin __new__; children: its attribute dict, then its dict items if any */
-    OUT_SETCOPY /* obj = a set of constants made while tracing: an exact copy of it (its
-                 * iteration order too) per call */
+    OUT_SETCOPY, /* obj = a set of constants made while tracing: an exact copy of it (its
+                  * iteration order too) per call */
+    OUT_SETITEMS /* child 0 (a list or dict from the frame) given the items of child 1 (a new
+                  * list or dict), in place; the value is None */
 } EmOutKind;
 typedef struct {
     uint8_t kind;

@@ -186,6 +186,52 @@ done:
     return res;
 }
 
+/* Whether dict d's keys that items holds come first in items, in d's order: then deleting d's
+ * other keys and setting items' in order leaves items' order. 1, 0 or -1. */
+static int keeps_order(PyObject *d, PyObject *items) {
+    Py_ssize_t pd = 0, pi = 0;
+    PyObject *k, *v, *ik, *iv;
+    while (PyDict_Next(d, &pd, &k, &v)) {
+        int in = PyDict_Contains(items, k);
+        if (in <= 0) {
+            if (in < 0) return -1;
+            continue;
+        }
+        if (!PyDict_Next(items, &pi, &ik, &iv)) return 0;
+        int same = PyObject_RichCompareBool(k, ik, Py_EQ);
+        if (same <= 0) return same;
+    }
+    return 1;
+}
+
+/* target (a list or dict from the frame) given the contents of items (a new one) in place: a
+ * list all at once; a dict by deleting the keys it lost and setting the others in order, or,
+ * when a key moved, cleared and refilled. 0 or -1. */
+static int set_items(PyObject *target, PyObject *items) {
+    if (PyList_CheckExact(target) && PyList_CheckExact(items)) return PyList_SetSlice(target, 0, PY_SSIZE_T_MAX, items);
+    if (!PyDict_CheckExact(target) || !PyDict_CheckExact(items)) {
+        PyErr_SetString(PyExc_SystemError, "ember: items written back into something not a list or dict");
+        return -1;
+    }
+    int keep = keeps_order(target, items);
+    if (keep < 0) return -1;
+    if (!keep) {
+        PyDict_Clear(target);
+        return PyDict_Update(target, items);
+    }
+    PyObject *gone = PyList_New(0), *k, *v;
+    Py_ssize_t p = 0;
+    while (gone && PyDict_Next(target, &p, &k, &v)) {
+        int in = PyDict_Contains(items, k);
+        if (in < 0 || (!in && PyList_Append(gone, k))) Py_CLEAR(gone);
+    }
+    int rc = gone ? 0 : -1;
+    for (Py_ssize_t i = 0; !rc && i < PyList_GET_SIZE(gone); i++) rc = PyDict_DelItem(target, PyList_GET_ITEM(gone, i));
+    Py_XDECREF(gone);
+    for (p = 0; !rc && PyDict_Next(items, &p, &k, &v);) rc = PyDict_SetItem(target, k, v);
+    return rc;
+}
+
 /* memo (NULL when the tree has no OUT_SAME): per position, the TUPLE/LIST/DICT/ITER object built
  * there (borrowed: owned by its parent or by the result while the tree is built). */
 static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *const *slots, int32_t *at,
@@ -254,6 +300,14 @@ static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *con
             int rc = v ? PyObject_GenericSetAttr(target, o->obj, v) : -1;
             Py_XDECREF(target);
             Py_XDECREF(v);
+            return rc ? NULL : Py_NewRef(Py_None);
+        }
+        case OUT_SETITEMS: {
+            PyObject *target = rebuild_out(C, vals, slots, at, memo);
+            PyObject *items = target ? rebuild_out(C, vals, slots, at, memo) : NULL;
+            int rc = items ? set_items(target, items) : -1;
+            Py_XDECREF(target);
+            Py_XDECREF(items);
             return rc ? NULL : Py_NewRef(Py_None);
         }
         case OUT_NEWOBJ: {

@@ -216,8 +216,11 @@ static const char *callable_name(PyObject *fn, char *buf, size_t n) {
         return buf;
     }
     const char *ms = name_attr(fn, "__module__", &mod);
-    if (Py_IS_TYPE(fn, &PyMethodDescr_Type)) {
-        ms = "Tensor";
+    if (Py_IS_TYPE(fn, &PyMethodDescr_Type)) { /* list.sort, Tensor.abs (TensorBase's, as Tensor) */
+        PyTypeObject *owner = PyDescr_TYPE(fn);
+        ms = owner == em_state.tensor_type || (em_state.tensor_type && owner == em_state.tensor_type->tp_base)
+                 ? "Tensor"
+                 : owner->tp_name;
         qs = PyUnicode_AsUTF8(PyDescr_NAME(fn));
     }
     if (ms && !strncmp(ms, "torch._tensor", 13)) ms = NULL;
@@ -1496,6 +1499,25 @@ static EmStatus known_keyed(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, in
     Py_DECREF(order);
     if (!l) return EM_ERR;
     *out = l;
+    return EM_OK;
+}
+
+/* l.sort(key=..., reverse=...) of a list the trace may change: sorted()'s order (its keys
+ * called on the items), written into l. */
+static EmStatus known_list_sort(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (n < 1 || all[0]->kind != SYM_LIST || all[0]->seq_type || !kwnames || n != 1 + (int)PyTuple_GET_SIZE(kwnames))
+        return CALL_NEXT; /* no keywords: the list method's own sort */
+    EmSym *sorted_fn = em_sym_const(T, EM_KNOWN(sorted)), *r = NULL, *none = NULL;
+    if (!sorted_fn) return EM_ERR;
+    EmStatus st = known_keyed(T, sorted_fn, NULL, all, n, kwnames, &r);
+    if (st != EM_OK) return st;
+    if (r->kind != SYM_LIST) return em_trace_fail(T, EMA_VALUE, "list.sort by keys");
+    if ((st = em_list_method(T, EM_CM_clear, "clear", all[0], NULL, 0, &none)) != EM_OK) return st;
+    if ((st = em_list_method(T, EM_CM_extend, "extend", all[0], &r, 1, &none)) != EM_OK) return st;
+    *out = none;
     return EM_OK;
 }
 

@@ -160,10 +160,11 @@ static EmStatus cont_copy(EmTracer *T, EmSym *self, EmSym **out) {
     return c ? EM_OK : EM_ERR;
 }
 
-/* Before any other method, which would mutate self: self must be a container the trace made;
- * the mutation is counted (mver) for the iterators that read it. */
+/* Before any other method, which would mutate self: self must be a container the trace made
+ * or a list or dict from the frame (em_sym_mutable); the mutation is counted (mver) for the
+ * iterators that read it. */
 static EmStatus mutation_of(EmTracer *T, EmSym *self, const char *n) {
-    int own = em_sym_own(T, self);
+    int own = em_sym_mutable(T, self);
     if (own < 0) return EM_ERR;
     if (!own) return em_trace_fail(T, EMA_SIDE_EFFECT, "%s.%s on an input", em_sym_describe(self), n);
     self->mver++;

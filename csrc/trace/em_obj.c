@@ -152,10 +152,17 @@ EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
 }
 
 EmStatus em_obj_effects_head(EmTracer *T) {
-    int32_t n = T->stores.len / 3;
+    int32_t n = T->stores.len / 3 + T->mutated.len;
     if (!n) return EM_OK;
     EmOut last = {.kind = OUT_LAST, .v = n + 1};
     if (em_vec_push(&T->out, last)) return PyErr_NoMemory(), EM_ERR;
+    for (int32_t i = 0; i < T->mutated.len; i++) {
+        EmSym *c = T->mutated.data[i];
+        EmOut si = {.kind = OUT_SETITEMS, .v = 2};
+        EmStatus st = em_vec_push(&T->out, si) ? (PyErr_NoMemory(), EM_ERR) : em_trace_build_out(T, c, 1);
+        if (st == EM_OK) st = em_trace_build_content(T, c);
+        if (st != EM_OK) return st;
+    }
     for (int32_t i = 0; i < T->stores.len; i += 3) {
         EmOut so = {.kind = OUT_SETATTR, .v = 2, .obj = Py_NewRef(T->stores.data[i + 1]->obj)};
         if (em_vec_push(&T->out, so)) {

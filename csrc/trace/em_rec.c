@@ -270,6 +270,14 @@ EmStatus h_store_subscr(EmTracer *T, const EmInstr *in) {
     return em_sym_setitem(T, c, key, v);
 }
 
+EmStatus h_delete_subscr(EmTracer *T, const EmInstr *in) {
+    (void)in;
+    NEED(2);
+    EmSym *key = TOP(1), *c = TOP(2);
+    T->sp -= 2;
+    return em_sym_delitem(T, c, key);
+}
+
 EmStatus h_build_slice(EmTracer *T, const EmInstr *in) {
     NEED(in->arg);
     EmSym *p[3] = {NULL, NULL, NULL}, *r = NULL;

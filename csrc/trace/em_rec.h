@@ -26,6 +26,7 @@ EmStatus h_load_fast_and_clear(EmTracer *T, const EmInstr *in);
 EmStatus h_load_super_attr(EmTracer *T, const EmInstr *in);
 EmStatus h_binary_slice(EmTracer *T, const EmInstr *in);
 EmStatus h_store_slice(EmTracer *T, const EmInstr *in);
+EmStatus h_delete_subscr(EmTracer *T, const EmInstr *in);
 EmStatus h_end_for(EmTracer *T, const EmInstr *in);
 EmStatus h_return_const(EmTracer *T, const EmInstr *in);
 EmStatus h_end_send(EmTracer *T, const EmInstr *in);

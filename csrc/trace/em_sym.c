@@ -803,6 +803,14 @@ int em_sym_own(EmTracer *T, EmSym *s) {
     return 0;
 }
 
+int em_sym_mutable(EmTracer *T, EmSym *s) {
+    if (em_sym_own(T, s)) return 1;
+    if ((s->kind != SYM_LIST && s->kind != SYM_DICT) || s->seq_type || s->src < 0) return 0;
+    for (int32_t i = 0; i < T->mutated.len; i++)
+        if (T->mutated.data[i] == s) return 1;
+    return em_vec_push(&T->mutated, s) ? (PyErr_NoMemory(), -1) : 1;
+}
+
 /* key in d, d[key], d.get(key) on an exact dict read through a guard slot but not wrapped
  * whole (an instance __dict__): only the key's presence (LOAD_DICT) or absence (ABSENT) is
  * guarded. Sets *found; *out is the value's sym when found. */

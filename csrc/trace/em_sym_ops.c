@@ -57,8 +57,40 @@ EmStatus em_sym_setitem(EmTracer *T, EmSym *c, EmSym *key, EmSym *v) {
     return st == EM_OK ? em_trace_fail(T, EMA_VALUE, "item store into %s", em_sym_describe(c)) : st;
 }
 
+EmStatus em_sym_delitem(EmTracer *T, EmSym *c, EmSym *key) {
+    if (key->kind == SYM_SLICE && c->kind != SYM_TENSOR && !(key = em_slice_pinned(T, key))) return EM_ERR;
+    EmSym *r = NULL;
+    if (c->kind == SYM_DICT && key->kind == SYM_CONST) return em_dict_method(T, EM_CM_pop, "pop", c, &key, 1, &r);
+    if (c->kind != SYM_LIST || c->seq_type || key->kind != SYM_CONST)
+        return em_trace_fail(T, EMA_VALUE, "del of an item of %s", em_sym_describe(c));
+    if (PySlice_Check(key->obj)) {
+        PyObject *step = ((PySliceObject *)key->obj)->step;
+        if (step != Py_None && !(PyLong_CheckExact(step) && PyLong_AsLong(step) == 1))
+            return em_trace_fail(T, EMA_VALUE, "del of an extended slice");
+        EmSym *empty = em_sym_new(T, SYM_LIST);
+        return empty ? em_sym_setitem(T, c, key, empty) : EM_ERR;
+    }
+    if (!PyLong_CheckExact(key->obj)) return em_trace_fail(T, EMA_VALUE, "del of a list item by a non-int");
+    int overflow = 0;
+    long long i = PyLong_AsLongLongAndOverflow(key->obj, &overflow), n = c->items.len;
+    if (i == -1 && PyErr_Occurred()) return EM_ERR;
+    if (i < 0) i += n;
+    if (overflow || i < 0 || i >= n) {
+        PyObject *msg = PyUnicode_FromString("list assignment index out of range");
+        EmStatus st = msg ? em_trace_raise_new(T, PyExc_IndexError, msg) : EM_ERR;
+        Py_XDECREF(msg);
+        return st;
+    }
+    PyObject *at = PyLong_FromLongLong(i);
+    EmSym *idx = at ? em_sym_const(T, at) : NULL;
+    Py_XDECREF(at);
+    return idx ? em_list_method(T, EM_CM_pop, "pop", c, &idx, 1, &r) : EM_ERR;
+}
+
 EmStatus em_sym_store_check(EmTracer *T, EmSym *c, EmSym *key) {
-    if (!em_sym_own(T, c)) return em_trace_fail(T, EMA_SIDE_EFFECT, "item store into an input %s", em_sym_describe(c));
+    int own = em_sym_mutable(T, c);
+    if (own < 0) return EM_ERR;
+    if (!own) return em_trace_fail(T, EMA_SIDE_EFFECT, "item store into an input %s", em_sym_describe(c));
     if (key->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "item store with key %s", em_sym_describe(key));
     return EM_OK;
 }

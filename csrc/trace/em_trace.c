@@ -282,6 +282,15 @@ static EmStatus out_container(EmTracer *T, EmSym *s, int depth) {
     return st == EM_OK ? out_children(T, s->items.data, 0, s->items.len, depth) : st;
 }
 
+/* The items of a list or dict s from the frame, as a new list or dict (OUT_SETITEMS's second
+ * child). */
+EmStatus em_trace_build_content(EmTracer *T, EmSym *s) {
+    EmOut o = {.kind = s->kind == SYM_LIST ? OUT_LIST : OUT_DICT, .v = s->items.len};
+    if (s->kind == SYM_DICT && !(o.obj = dict_keys_tuple(s))) return EM_ERR;
+    EmStatus st = push_out(T, o);
+    return st == EM_OK ? out_children(T, s->items.data, 0, s->items.len, 1) : st;
+}
+
 /* An iterator over known items: made again at run time as an iterator of its type
  * (_rules.ITER_REBUILD) over the items not yet taken. */
 static EmStatus out_iter(EmTracer *T, EmSym *s, int depth) {
@@ -590,6 +599,7 @@ void em_trace_free(EmTracer *T) {
     em_vec_free(&T->syms);
     em_vec_free(&T->ctx_open);
     em_vec_free(&T->stores);
+    em_vec_free(&T->mutated);
     Py_CLEAR(T->exc);
     for (int32_t i = 0; i < T->out.len; i++) Py_XDECREF(T->out.data[i].obj);
     em_vec_free(&T->out);

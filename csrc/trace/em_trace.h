@@ -103,6 +103,9 @@ typedef struct EmTracer {
     /* attribute stores on objects from the frame, replayed by the output tree (em_obj.c):
      * triples (object, name constant, value) */
     EmVec(EmSym *) stores;
+    /* lists and dicts from the frame the trace changed (em_sym_mutable): their items are
+     * written back after the graph ran (OUT_SETITEMS) */
+    EmVec(EmSym *) mutated;
     /* getattr(o, n, default) / hasattr through Python code: the generic lookup found no such
      * attribute (absence guarded) with `missing_handlers` inlined frames having exception
      * handlers; `handlers` counts those frames now (em_inline.c) */

@@ -149,6 +149,8 @@ EmStatus em_sym_getattr(EmTracer *T, EmSym *base, PyObject *name, int method, Em
 /* c[key]; c[key] = v; key in c (*found 0 or 1); bool(s) (*out 0 or 1). */
 EmStatus em_sym_getitem(EmTracer *T, EmSym *c, EmSym *key, EmSym **out);
 EmStatus em_sym_setitem(EmTracer *T, EmSym *c, EmSym *key, EmSym *v);
+/* del c[key]: a list's item or step-1 slice, a dict's key (KeyError, IndexError as Python's). */
+EmStatus em_sym_delitem(EmTracer *T, EmSym *c, EmSym *key);
 EmStatus em_sym_contains(EmTracer *T, EmSym *c, EmSym *key, int *found);
 EmStatus em_sym_truth(EmTracer *T, EmSym *s, int *out);
 /* a <op> b, fn being op's Python operator, for operands that hold no tensor. */
@@ -382,6 +384,10 @@ EmSym *em_obj_stored(EmTracer *T, EmSym *base, PyObject *name);
 EmStatus em_sym_new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self);
 /* Pushes OUT_LAST and the stores to replay when the trace made any (before the value's tree). */
 EmStatus em_obj_effects_head(EmTracer *T);
+EmStatus em_trace_build_content(EmTracer *T, EmSym *s);
+/* 1 when the trace may change container s: em_sym_own, or a plain list or dict from the frame
+ * (recorded in T->mutated: its items are written back after the graph); 0 for other inputs. */
+int em_sym_mutable(EmTracer *T, EmSym *s);
 EmStatus em_trace_build_out(EmTracer *T, EmSym *s, int depth);
 /* Graph arguments for syms, contiguous: the first index, or -1 with *st set (em_call.c). */
 int32_t em_node_args(EmTracer *T, EmSym **args, int nargs, EmStatus *st);

@@ -1002,3 +1002,82 @@ def test_in_place_operators_change_the_container_itself():
         return x * len(b) + d[1], b, n, len(k), g, h, len(h) - len(e)
 
     one_graph(f, randn(3))
+
+
+LOG = []
+TABLE = {"a": 1, "b": 2}
+
+
+def _mutate_list(x, l):
+    l.append(x * 2)
+    l.insert(0, 5)
+    del l[1]
+    l[0] = l[0] + 1
+    l += [x]
+    l.extend((7, 8))
+    del l[-2:]
+    l.sort(key=lambda v: 0)  # stable: the order stays
+    LOG.append(len(l))
+    return x + len(l), l
+
+
+def _mutate_dict(x, d):
+    d.pop("a")
+    d["c"] = x
+    d.setdefault("z", 3)
+    d.update(b=4)
+    del d["b"]
+    d["k"] = d.pop("k")  # a key moved to the end
+    d |= {"w": x * 2}
+    TABLE["seen"] = len(d)
+    return x - 1, d
+
+
+@pytest.mark.parametrize("f,make", [(_mutate_list, lambda: [3, 4, 6]), (_mutate_dict, lambda: {"a": 1, "b": 2, "k": 0})])
+def test_lists_and_dicts_from_the_frame_changed_in_place(f, make):
+    # their items are written back after the graph; the caller's objects (and globals) change
+    cf = ember.compile(f, fullgraph=True)
+    for k in range(2):
+        LOG.clear()
+        TABLE.clear()
+        TABLE.update(a=1, b=2)
+        x = randn(3, seed=k)
+        a, b = make(), make()
+        want, want_state = f(x, a), (list(LOG), dict(TABLE))
+        LOG.clear()
+        TABLE.clear()
+        TABLE.update(a=1, b=2)
+        got = cf(x, b)
+        assert_same(got, want)
+        assert_same(b, a)
+        assert got[1] is b  # the caller's own object, returned
+        assert_same((list(LOG), dict(TABLE)), want_state)
+        if isinstance(a, dict):
+            assert list(b) == list(a)  # the key order too
+    c = counters()
+    assert (c["frames"], c["hits"]) == (1, 1), c
+
+
+def test_frame_list_changed_then_a_break_and_aliases():
+    G = []
+
+    def f(x, l):
+        l.append(x)  # l is G
+        G.append(x * 2)
+        print("a break")
+        l.append(len(G))
+        return l
+
+    import builtins
+    orig = builtins.print
+    builtins.print = lambda *a, **k: None
+    try:
+        want = f(randn(2), G)
+        w = list(G)
+        G.clear()
+        got = ember.compile(f)(randn(2), G)
+    finally:
+        builtins.print = orig
+    assert got is G
+    assert_same(list(G), w)
+    assert_same(want, w)
