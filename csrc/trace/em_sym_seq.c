@@ -113,7 +113,7 @@ static EmStatus list_store_slice(EmTracer *T, EmSym *c, PyObject *slice, EmSym *
     Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
     EmSym **src = malloc(sizeof(EmSym *) * ((size_t)m + 1)); /* v may be c itself */
     if (!src) return PyErr_NoMemory(), EM_ERR;
-    memcpy(src, v->items.data, sizeof(EmSym *) * (size_t)m);
+    if (m) memcpy(src, v->items.data, sizeof(EmSym *) * (size_t)m);
     EmStatus st = EM_OK;
     if (step != 1) {
         if (len != m) st = em_trace_fail(T, EMA_VALUE, "extended slice store of %zd items into %zd", m, len);
@@ -125,11 +125,11 @@ static EmStatus list_store_slice(EmTracer *T, EmSym *c, PyObject *slice, EmSym *
             for (Py_ssize_t i = n; i < nn && st == EM_OK; i++)
                 if (em_vec_push(&c->items, NULL)) st = (PyErr_NoMemory(), EM_ERR);
         }
-        if (st == EM_OK) {
+        if (st == EM_OK && c->items.data) { /* NULL only for an empty list given no items */
             memmove(c->items.data + start + m, c->items.data + stop, sizeof(EmSym *) * (size_t)tail);
-            memcpy(c->items.data + start, src, sizeof(EmSym *) * (size_t)m);
-            c->items.len = (int32_t)nn;
+            if (m) memcpy(c->items.data + start, src, sizeof(EmSym *) * (size_t)m);
         }
+        if (st == EM_OK) c->items.len = (int32_t)nn;
     }
     free(src);
     if (st == EM_OK) {
