@@ -304,7 +304,7 @@ EmStatus em_iter_watch(EmTracer *T, EmSym *it, EmSym *src, char what) {
         return em_vec_push(&it->of, src) || em_vec_push(&it->of_ver, (uint32_t)PySet_GET_SIZE(src->obj))
                    ? (PyErr_NoMemory(), EM_ERR)
                    : EM_OK;
-    if ((src->kind != SYM_LIST && src->kind != SYM_DICT) || src->src >= 0) return EM_OK; /* inputs never change */
+    if (src->kind != SYM_LIST && src->kind != SYM_DICT) return EM_OK; /* lists and dicts from the frame change too */
     if (!it->of.len) it->of_what = what;
     if (em_vec_push(&it->of, src) || em_vec_push(&it->of_ver, it->of.len == 1 && what ? src->kver : src->mver))
         return PyErr_NoMemory(), EM_ERR;

@@ -1081,3 +1081,23 @@ def test_frame_list_changed_then_a_break_and_aliases():
     assert got is G
     assert_same(list(G), w)
     assert_same(want, w)
+
+
+def test_frame_list_changed_while_iterated():
+    # Python's list iterator reads the list as it goes: deleting while iterating takes fewer
+    # items (a wrong result before: the iterator over a list from the frame was a snapshot)
+    def f(x, xs):
+        n = 0
+        for e in xs:
+            del xs[0]
+            x = x + e
+            n += 1
+        xs.insert(0, x)
+        return x, n, len(xs)
+
+    cf = ember.compile(f)
+    for k in range(2):
+        a = [randn(3, seed=i) for i in range(3)]
+        b = list(a)
+        assert_same(cf(randn(3, seed=9), b), f(randn(3, seed=9), a))
+        assert_same(b, a)
