@@ -909,8 +909,9 @@ static int rule_flatten(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, 
     return 1;
 }
 
-/* scaled_dot_product_attention(q, k, v): the batch dimensions of q, k and v broadcast, then
- * q's length and v's last size. */
+/* scaled_dot_product_attention(q, k, v): the batch dimensions of q, k and v broadcast, but
+ * where k's or v's size is neither q's nor 1 (enable_gqa's grouped heads: the op requires q's a
+ * multiple of it, else raises) the result's is q's; then q's length and v's last size. */
 static int rule_sdpa(EmTracer *T, EmSym **args, int npos, Dims *r, EmStatus *st) {
     Dims d[3];
     if (npos < 3) return 0;
@@ -919,8 +920,17 @@ static int rule_sdpa(EmTracer *T, EmSym **args, int npos, Dims *r, EmStatus *st)
         if (dims_of(T, args[t], &d[t], st)) return -1;
         if (d[t].n < 2) return 0;
     }
+    EmSizes *S = &T->sizes;
     int32_t len = d[0].e[d[0].n - 2], ev = d[2].e[d[2].n - 1];
     for (int t = 0; t < 3; t++) d[t].n -= 2;
+    /* q's batch dims and k/v's whose size differs from q's (not 1): grouped heads, not broadcast */
+    for (int t = 1; t < 3; t++)
+        for (int i = 1; i <= d[t].n && i <= d[0].n; i++) {
+            int32_t qe = d[0].e[d[0].n - i], e = d[t].e[d[t].n - i];
+            int64_t hq = em_size_hint(S, qe), h = em_size_hint(S, e);
+            if (h == hq || h == 1 || hq == 1) continue;
+            d[t].e[d[t].n - i] = qe; /* stands for q's in the broadcast below: no relation */
+        }
     if (broadcast_dims(T, d, 3, r, st) < 0) return -1;
     r->e[r->n++] = len;
     r->e[r->n++] = ev;

@@ -856,3 +856,15 @@ def test_cache_first_seen_in_a_recompile_grows_without_another(backend):
         ref_out, ref_cache = step(tok, ref_cache)
         assert_same((out, cache), (ref_out, ref_cache), rtol=1e-4, atol=1e-4)
     assert frames() == 2
+
+
+def test_sdpa_with_grouped_heads_keeps_sizes_symbolic():
+    # k and v with fewer heads than q (enable_gqa): the result has q's heads, no relation
+    # between the head counts (one was recorded, false at the traced sizes: recompiles)
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, enable_gqa=True) * q.shape[2]
+
+    cf = ember.compile(f, dynamic=True)
+    run_all(f, cf, [(randn(2, 8, s, 16, seed=s), randn(2, 2, s, 16, seed=s + 1), randn(2, 2, s, 16, seed=s + 2))
+                    for s in (5, 7, 9)])
+    assert frames() == 1
