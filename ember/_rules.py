@@ -863,6 +863,21 @@ def _memo_run(fn, args, kwargs):
     return out
 
 
+# matrix products whose CPU and CUDA kernels refuse operands of different dtypes (outside
+# autocast) while their meta kernels promote: checked before the meta run, so the trace stops
+# where eager raises (a graph raising there would skip the side effects eager made before it)
+_SAME_DTYPE = set(_fns(torch, "matmul mm bmm mv dot vdot addmm addmv addbmm baddbmm einsum tensordot") +
+                  _fns(_T, "matmul mm bmm mv dot vdot addmm addmv addbmm baddbmm __matmul__ __rmatmul__") +
+                  _fns(torch.nn.functional, "linear bilinear") + [operator.matmul])
+
+
+def _check_same_dtype(fn, args, kwargs):
+    dts = {t.dtype for t in _tensors((args, kwargs))}
+    if len(dts) > 1:
+        raise RuntimeError(f"expected the operands of {getattr(fn, '__name__', fn)} to have one dtype, got "
+                           f"{sorted(map(str, dts))}")
+
+
 def run(fn, args, kwargs, device):
     """Runs fn on meta values; returns (result, device of the result)."""
     kind = _MOVES.get(fn)
@@ -870,6 +885,8 @@ def run(fn, args, kwargs, device):
         return _move(kind, args, kwargs, device)
     if device is not None and "device" not in kwargs and _autocast_on(device):
         return _run_fake(fn, args, kwargs, device), device
+    if fn in _SAME_DTYPE:
+        _check_same_dtype(fn, args, kwargs)
     if "device" in kwargs:
         d = kwargs["device"]
         device = _device(d) if d is not None else (device or torch.get_default_device())

@@ -1303,3 +1303,20 @@ def test_callable_whose_class_raises_is_a_graph_break_not_an_internal_error(recw
     torch.testing.assert_close(ember.compile(f)(x, w), f(x, w))
     assert not [m for m in recwarn if "internal error" in str(m.message)]
     assert ember.testing.counters()["breaks"] == 1, ember.testing.counters()
+
+
+def test_matmul_of_mixed_dtypes_raises_where_eager_does():
+    # the meta kernels promote where the CPU/CUDA ones raise: the trace stops there, so a list
+    # changed before it is changed as in eager when the error comes
+    log = []
+
+    def f(a, b):
+        log.append(1)
+        return torch.matmul(a, b) + 1
+
+    a, b = torch.randn(3, 4), torch.randn(4, dtype=torch.float64)
+    with pytest.raises(RuntimeError):
+        f(a, b)
+    with pytest.raises(RuntimeError):
+        ember.compile(f)(a, b)
+    assert log == [1, 1]
