@@ -169,11 +169,12 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
         if (pushes_null && plan.stack_after >= 2) plan.after_null[plan.stack_after - 2] = 1;
     }
     if (!(rcode = resume_code(co, &plan, plan.next))) goto done;
-    resume = co->co_nfreevars ? Py_NewRef(rcode) : PyFunction_New(rcode, in->globals);
+    int closure = co->co_nfreevars || co->co_ncellvars; /* the resume code then has free variables */
+    resume = closure ? Py_NewRef(rcode) : PyFunction_New(rcode, in->globals);
     if (!resume) goto done;
     if (plan.jump_to >= 0) {
         if (!(rcode2 = resume_code(co, &plan, plan.jump_to))) goto done;
-        resume2 = co->co_nfreevars ? Py_NewRef(rcode2) : PyFunction_New(rcode2, in->globals);
+        resume2 = closure ? Py_NewRef(rcode2) : PyFunction_New(rcode2, in->globals);
         if (!resume2) goto done;
     }
     e->tcode = em_emit_transformed(co, &plan, resume, resume2);
@@ -363,8 +364,9 @@ static int out_dump(const EmTracer *T, int32_t *at, int depth, EmStrBuf *b) {
     int32_t pos = (*at)++;
     const EmOut *o = &T->out.data[pos];
     static const char *const kinds[] = {/* in EmOutKind's order */
-                                        "value", "const", "slot", "tuple",   "list",   "dict",    "iter",    "reenter",
-                                        "same",  "bound", "last", "setattr", "newobj", "setcopy", "setitems"};
+                                        "value",  "const",   "slot",     "tuple", "list", "dict",
+                                        "iter",   "reenter", "same",     "bound", "last", "setattr",
+                                        "newobj", "setcopy", "setitems", "cell",  "func"};
     EM_ASSERT((size_t)o->kind < sizeof(kinds) / sizeof(kinds[0]), "output kind %d", o->kind);
     int nchild = 0, rc = em_sb_printf(b, "%3d: %*s%s", pos, 2 * depth, "", kinds[o->kind]);
     switch (o->kind) {
@@ -384,7 +386,7 @@ static int out_dump(const EmTracer *T, int32_t *at, int depth, EmStrBuf *b) {
      * dict keys, attribute names and context specs by repr */
     PyObject *named = NULL;
     if (o->kind == OUT_NEWOBJ) named = PyTuple_GET_ITEM(o->obj, 0);
-    else if (o->kind == OUT_TUPLE || o->kind == OUT_ITER) named = o->obj;
+    else if (o->kind == OUT_TUPLE || o->kind == OUT_ITER || o->kind == OUT_FUNC) named = o->obj;
     if (named) {
         PyObject *q = PyObject_GetAttrString(named, "__qualname__");
         int bad = !q || put_text(b, q, 0);

@@ -73,7 +73,7 @@ typedef struct {
     int nstack;       /* stack depth before X */
     int *stack_val;   /* per slot: index into the values tuple, -1 for a NULL */
     int nstore;
-    int *store_local; /* locals to store from the values tuple ... */
+    int *store_local; /* slots to store from the values tuple (a cell variable's slot: its cell) ... */
     int *store_val;   /* ... and the index of each value */
     int nlive;
     int *live;        /* plain locals passed to the resume function, in order */
@@ -108,15 +108,15 @@ int em_comprehension_span(PyCodeObject *co, int at, EmRegion *R, const char **wh
  * with blocks open at code unit `at`, innermost first; returns their number, or -1 when
  * `at` is inside a try block (or more than max blocks). */
 int em_with_depths(PyCodeObject *co, int at, int *depths, int max);
-/* Whether a frame of co can break at X (not in a loop body or a try block; no cell
- * variables), or run comprehension loop R there when R is not NULL. Returns 1, or 0 with a
- * reason in why. */
+/* Whether a frame of co can break at X (not in a loop body or a try block), or run
+ * comprehension loop R there when R is not NULL. Returns 1, or 0 with a reason in why. */
 int em_break_possible(PyCodeObject *co, int at, const EmRegion *R, const char **why);
 /* Code of the resume function that continues co at code unit resume_at (the instruction
- * after X, or a jump's target) with the stack after X. New ref or NULL. */
+ * after X, or a jump's target) with the stack after X; the frame's cells and free variables
+ * are its free variables (the transformed code makes it with them). New ref or NULL. */
 EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int resume_at);
-/* Transformed code of co for the break; resume is the resume function (no free variables)
- * or its code (free variables: built with the frame's closure at run time); resume2, for a
+/* Transformed code of co for the break; resume is the resume function (co without cells
+ * or free variables) or its code (built over the frame's cells and closure at run time); resume2, for a
  * conditional jump at X, continues at the jump's target. */
 EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, PyObject *resume, PyObject *resume2);
 

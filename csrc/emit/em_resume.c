@@ -37,9 +37,28 @@ int em_with_depths(PyCodeObject *co, int at, int *depths, int max) {
     return r == 0 ? n : -1;
 }
 
+static int has_class_cell(PyCodeObject *co) {
+    for (int i = co->co_nlocalsplus - co->co_nfreevars; i < co->co_nlocalsplus; i++)
+        if (!PyUnicode_CompareWithASCIIString(em_code_name(co, i), "__class__")) return 1;
+    return 0;
+}
+
+/* Cell variables of co in slot order (arguments a closure captures included): fills
+ * cells[0..] with their slots (when cells is not NULL) and returns their number. */
+static int cell_slots(PyCodeObject *co, int *cells) {
+    int n = 0;
+    for (int i = 0; i < co->co_nlocalsplus - co->co_nfreevars; i++)
+        if (em_code_kind(co, i) & EM_CO_FAST_CELL) {
+            if (cells) cells[n] = i;
+            n++;
+        }
+    return n;
+}
+
 int em_break_possible(PyCodeObject *co, int at, const EmRegion *R, const char **why) {
-    if (co->co_ncellvars > 0) {
-        *why = "the function has variables captured by inner functions";
+    /* zero-argument super() reads local 0, which the resume function's closure would hold */
+    if (co->co_nlocalsplus > 0 && (em_code_kind(co, 0) & EM_CO_FAST_CELL) && has_class_cell(co)) {
+        *why = "super() in a method whose first argument an inner function captures";
         return 0;
     }
     if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {
@@ -234,12 +253,17 @@ EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, 
     EmAsm A;
     em_asm_init(&A);
     int line = plan->line, nargs = n_arg_slots(co), nfree = co->co_nfreevars, nlocals = co->co_nlocals;
+    int nslots = co->co_nlocalsplus - nfree, ncell = cell_slots(co, NULL);
+    int *cells = malloc(sizeof(int) * ((size_t)ncell + 1));
     int ntemps = plan->stack_after; /* temporaries that take the stack apart after X */
     PyObject *consts = Py_NewRef(co->co_consts), *varnames = NULL, *kw = NULL, *res = NULL, *orig = NULL;
     PyObject *empty_call = (PyObject *)&PyTuple_Type; /* called with no arguments to pop a NULL */
 #define SHIFT(i) ((i) < nargs ? (i) : (i) < nlocals ? (i) + 1 : (i) + 1 + ntemps)
 #define TEMP(t) (nlocals + 1 + (t))
     int vals = nargs; /* __ember_vals: the argument after the original ones */
+    if (!cells) goto nomem;
+    cell_slots(co, cells);
+    for (int c = 0; c < ncell; c++) OP(EMBC_MAKE_CELL, SHIFT(cells[c]));
     if (nfree) OP(EMBC_COPY_FREE_VARS, nfree);
     OP(EMBC_RESUME, 0);
     OP(EMBC_LOAD_FAST, vals);
@@ -344,9 +368,10 @@ EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, 
         OP(EMBC_SWAP, 2);
         int k = add_const(&consts, r);
         if (k < 0) goto done;
-        if (nfree) {
-            for (int f = 0; f < nfree; f++) OP(EMBC_LOAD_CLOSURE, SHIFT(nlocals + f));
-            OP(EMBC_BUILD_TUPLE, nfree);
+        if (ncell + nfree) { /* the resume function's closure: the cells, then the free variables */
+            for (int c = 0; c < ncell; c++) OP(EMBC_LOAD_CLOSURE, SHIFT(cells[c]));
+            for (int f = 0; f < nfree; f++) OP(EMBC_LOAD_CLOSURE, SHIFT(nslots + f));
+            OP(EMBC_BUILD_TUPLE, ncell + nfree);
             OP(EMBC_LOAD_CONST, k);
             OP(EMBC_MAKE_FUNCTION, 8);
         } else {
@@ -401,6 +426,7 @@ nomem:
     PyErr_NoMemory();
 done:
     em_asm_free(&A);
+    free(cells);
     Py_XDECREF(consts);
     Py_XDECREF(orig);
     Py_XDECREF(varnames);
@@ -411,20 +437,23 @@ done:
 EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int resume_at) {
     EmAsm A;
     em_asm_init(&A);
-    int line = plan->line, nfree = co->co_nfreevars, nlocals = co->co_nlocals;
+    int line = plan->line, nfree = co->co_nfreevars, nlocals = co->co_nlocals, nplus = co->co_nlocalsplus;
+    int ncell = cell_slots(co, NULL), ncellarg = 0;
     int m = 0; /* stack values passed as arguments: the NULLs are pushed by the prologue */
     for (int t = 0; t < plan->stack_after; t++) m += !plan->after_null[t];
-    int nnew = m + nlocals;
-    int *map = malloc(sizeof(int) * ((size_t)nlocals + 1));
-    PyObject *varnames = PyTuple_New(nnew), *kw = NULL, *res = NULL, *name = NULL, *qual = NULL;
-    PyObject *orig = PyCode_GetVarnames(co);
-    if (!map || !varnames || !orig) {
+    for (int i = 0; i < nlocals; i++) ncellarg += !!(em_code_kind(co, i) & EM_CO_FAST_CELL);
+    int nnew = m + nlocals - ncellarg;
+    int *map = malloc(sizeof(int) * ((size_t)nplus + 1));
+    PyObject *varnames = PyTuple_New(nnew), *freevars = PyTuple_New(ncell + nfree), *empty = PyTuple_New(0);
+    PyObject *kw = NULL, *res = NULL, *name = NULL, *qual = NULL;
+    if (!map || !varnames || !freevars || !empty) {
         if (!map) PyErr_NoMemory();
         goto done;
     }
     /* varnames: the live locals (in their order, so a live local 0 stays local 0, which
-     * zero-argument super() reads), then the stack values, then the other locals */
-    for (int i = 0; i < nlocals; i++) map[i] = -1;
+     * zero-argument super() reads), then the stack values, then the other locals; the
+     * frame's cells, then its free variables, are the free variables */
+    for (int i = 0; i < nplus; i++) map[i] = -1;
     int at = 0;
     for (int j = 0; j < plan->nlive; j++) map[plan->live[j]] = at++;
     for (int t = 0; t < m; t++, at++) {
@@ -432,13 +461,21 @@ EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int r
         if (!nm) goto done;
         PyTuple_SET_ITEM(varnames, at, nm);
     }
-    for (int i = 0; i < nlocals; i++)
-        if (map[i] < 0) map[i] = at++;
-    for (int i = 0; i < nlocals; i++) PyTuple_SET_ITEM(varnames, map[i], Py_NewRef(PyTuple_GET_ITEM(orig, i)));
+    for (int i = 0, f = 0; i < nplus; i++) {
+        int kind = em_code_kind(co, i);
+        if (kind & (EM_CO_FAST_CELL | EM_CO_FAST_FREE)) {
+            map[i] = nnew + f;
+            PyTuple_SET_ITEM(freevars, f++, Py_NewRef(em_code_name(co, i)));
+        } else if (map[i] < 0) {
+            map[i] = at++;
+        }
+        if (i < nlocals && !(kind & EM_CO_FAST_CELL))
+            PyTuple_SET_ITEM(varnames, map[i], Py_NewRef(em_code_name(co, i)));
+    }
     /* prologue */
     int body = em_asm_label(&A);
     if (body < 0) goto nomem;
-    if (nfree) OP(EMBC_COPY_FREE_VARS, nfree);
+    if (ncell + nfree) OP(EMBC_COPY_FREE_VARS, ncell + nfree);
     OP(EMBC_RESUME, 0);
     for (int t = 0, a = 0; t < plan->stack_after; t++) {
         if (plan->after_null[t]) OP(EMBC_PUSH_NULL, 0);
@@ -451,7 +488,7 @@ EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int r
     for (int32_t i = first; i < A.ins.len; i++) {
         EmAsmInstr *in = &A.ins.data[i];
         if (in->orig == resume_at) A.labels.data[body] = i;
-        if (em_bc_has_local[in->op]) in->arg = in->arg < nlocals ? map[in->arg] : in->arg - nlocals + nnew;
+        if (em_bc_has_local[in->op]) in->arg = map[in->arg];
     }
     if (A.labels.data[body] < first) {
         PyErr_SetString(PyExc_SystemError, "ember: resume point not found");
@@ -461,9 +498,10 @@ EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int r
     name = PyUnicode_FromFormat("__resume_%U_at_%d", co->co_name, rline > 0 ? rline : plan->line);
     qual = PyUnicode_FromFormat("%U.__resume_at_%d", co->co_qualname, rline > 0 ? rline : plan->line);
     if (!name || !qual) goto done;
-    kw = Py_BuildValue("{s:O,s:i,s:i,s:i,s:i,s:O,s:O,s:i}", "co_varnames", varnames, "co_argcount", m + plan->nlive,
-                       "co_posonlyargcount", 0, "co_kwonlyargcount", 0, "co_flags", FLAGS_NO_STAR(co->co_flags),
-                       "co_name", name, "co_qualname", qual, "co_nlocals", nnew);
+    kw = Py_BuildValue("{s:O,s:O,s:O,s:i,s:i,s:i,s:i,s:O,s:O,s:i}", "co_varnames", varnames, "co_freevars", freevars,
+                       "co_cellvars", empty, "co_argcount", m + plan->nlive, "co_posonlyargcount", 0,
+                       "co_kwonlyargcount", 0, "co_flags", FLAGS_NO_STAR(co->co_flags), "co_name", name, "co_qualname",
+                       qual, "co_nlocals", nnew);
     if (kw) res = em_asm_build(&A, co, kw, co->co_firstlineno);
     goto done;
 nomem:
@@ -471,8 +509,9 @@ nomem:
 done:
     em_asm_free(&A);
     free(map);
-    Py_XDECREF(orig);
     Py_XDECREF(varnames);
+    Py_XDECREF(freevars);
+    Py_XDECREF(empty);
     Py_XDECREF(kw);
     Py_XDECREF(name);
     Py_XDECREF(qual);

@@ -168,6 +168,9 @@ int32_t em_guard_local(EmGuardProg *P, int idx, PyObject *name) {
 int32_t em_guard_closure(EmGuardProg *P, int idx, PyObject *name) {
     return g_named(P, EMG_LOAD_CLOSURE, -1, idx, NULL, "%sL['%U']", name, 0);
 }
+int32_t em_guard_free_cell(EmGuardProg *P, int idx, PyObject *name) {
+    return g_named(P, EMG_LOAD_FREE_CELL, -1, idx, NULL, "%sL['%U'].cell", name, 0);
+}
 int32_t em_guard_global(EmGuardProg *P, PyObject *name) {
     return g_named(P, EMG_LOAD_GLOBAL, -1, 0, name, "%sG['%U']", name, 0);
 }
@@ -459,6 +462,24 @@ static int gs_match(const EmGlobalState *want) {
     return em_guard_global_state_equal(&now, want);
 }
 
+/* EMG_FUNC: v a function of code spec[0] whose defaults and keyword defaults are spec[1] and
+ * spec[2]: the same objects, or equal where bit k of spec[3] says they are constants. */
+static int func_match(PyObject *v, PyObject *spec) {
+    if (!PyFunction_Check(v)) return 0;
+    PyFunctionObject *f = (PyFunctionObject *)v;
+    if (f->func_code != PyTuple_GET_ITEM(spec, 0)) return 0;
+    PyObject *have[2] = {f->func_defaults, f->func_kwdefaults};
+    long consts = PyLong_AsLong(PyTuple_GET_ITEM(spec, 3));
+    for (int k = 0; k < 2; k++) {
+        PyObject *want = PyTuple_GET_ITEM(spec, k + 1), *h = have[k] ? have[k] : Py_None;
+        if (h == want) continue;
+        if (h == Py_None || want == Py_None || !(consts & (1 << k))) return 0;
+        int r = const_same(h, want, 0);
+        if (r != 1) return r;
+    }
+    return 1;
+}
+
 /* Returns 1 pass, 0 fail, -1 error. */
 static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, PyObject **slots) {
     PyObject *v = NULL, *b = in->base >= 0 ? slots[in->base] : NULL;
@@ -474,6 +495,10 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
             if (!v && !PyErr_Occurred() && PyDict_CheckExact(bi)) v = PyDict_GetItemWithError(bi, in->obj);
             break;
         }
+        case EMG_LOAD_FREE_CELL:
+            if (!f->closure || in->a >= PyTuple_GET_SIZE(f->closure)) return 0;
+            v = PyTuple_GET_ITEM(f->closure, in->a);
+            break;
         case EMG_LOAD_CONST: v = in->obj; break;
         case EMG_LOAD_CELL: v = PyCell_GET(b); break;
         case EMG_LOAD_ODICT: v = odict_get(b, in->obj); break;
@@ -499,6 +524,7 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
             break;
         case EMG_TYPE: return (PyObject *)Py_TYPE(slots[in->slot]) == in->obj;
         case EMG_ID: return slots[in->slot] == in->obj;
+        case EMG_FUNC: return func_match(slots[in->slot], in->obj);
         case EMG_EQ: return eq_const(slots[in->slot], in->obj, in->a);
         case EMG_LEN: {
             Py_ssize_t n = PyObject_Length(slots[in->slot]);
@@ -583,6 +609,11 @@ EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int3
             break;
         case EMG_ID: res = PyUnicode_FromFormat("%s is %R, expected the object %R", name, v, in->obj); break;
         case EMG_EQ: res = PyUnicode_FromFormat("%s == %R, expected %R", name, v, in->obj); break;
+        case EMG_FUNC:
+            res = PyUnicode_FromFormat("%s is %R, expected a function of code %R with defaults %R, %R", name, v,
+                                       PyTuple_GET_ITEM(in->obj, 0), PyTuple_GET_ITEM(in->obj, 1),
+                                       PyTuple_GET_ITEM(in->obj, 2));
+            break;
         case EMG_LEN: res = PyUnicode_FromFormat("len(%s) changed, expected %zd", name, in->a); break;
         case EMG_KEYS:
             res = PyUnicode_FromFormat("the keys of %s changed, expected %R in this order", name, in->obj);
@@ -704,6 +735,9 @@ int em_guard_dump(const EmGuardProg *P, EmStrBuf *o) {
                 break;
             case EMG_ID: rc = dump_repr(o, "  ID_MATCH %s %s\n", name, in->obj); break;
             case EMG_EQ: rc = dump_repr(o, "  EQUALS %s == %s\n", name, in->obj); break;
+            case EMG_FUNC:
+                rc = dump_repr(o, "  FUNCTION_MATCH %s (code, defaults, kwdefaults) %s\n", name, in->obj);
+                break;
             case EMG_LEN: rc = em_sb_printf(o, "  LENGTH %s == %zd\n", name, in->a); break;
             case EMG_KEYS: rc = dump_repr(o, "  DICT_KEYS %s == %s\n", name, in->obj); break;
             case EMG_SAME: rc = em_sb_printf(o, "  SAME_OBJECT %s is %s\n", name, P->names.data[in->a]); break;

@@ -79,6 +79,7 @@ void em_guard_free(EmGuardProg *P);
 /* Sources: each returns its slot (deduplicated) or -1 with an exception set. */
 int32_t em_guard_local(EmGuardProg *P, int idx, PyObject *name);
 int32_t em_guard_closure(EmGuardProg *P, int idx, PyObject *name);
+int32_t em_guard_free_cell(EmGuardProg *P, int idx, PyObject *name); /* the cell itself */
 int32_t em_guard_global(EmGuardProg *P, PyObject *name);
 int32_t em_guard_odict(EmGuardProg *P, int32_t base, PyObject *name);
 int32_t em_guard_dict(EmGuardProg *P, int32_t base, PyObject *key);

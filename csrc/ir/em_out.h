@@ -17,7 +17,7 @@ typedef enum {
     OUT_DICT,
     OUT_ITER,
     OUT_REENTER,
-    OUT_SAME, /* v: position of an earlier TUPLE/LIST/DICT/ITER entry: the very object built there */
+    OUT_SAME, /* v: position of an earlier TUPLE/LIST/DICT/ITER/CELL/FUNC entry: the very object built there */
     OUT_BOUND, /* two children, self and the function: function.__get__(self) */
     OUT_LAST,  /* v children built in order; the value is the last (effects before a value) */
     OUT_SETATTR, /* object.__setattr__(child 0, obj, child 1); the value is None */
@@ -25,8 +25,11 @@ typedef enum {
                  * builtin __new__; children: its attribute dict, then its dict items if any */
     OUT_SETCOPY, /* obj = a set of constants made while tracing: an exact copy of it (its
                   * iteration order too) per call */
-    OUT_SETITEMS /* child 0 (a list or dict from the frame) given the items of child 1 (a new
-                  * list or dict), in place; the value is None */
+    OUT_SETITEMS, /* child 0 (a list or dict from the frame) given the items of child 1 (a new
+                   * list or dict), in place; the value is None */
+    OUT_CELL,     /* a new cell: v = 1, holding its child's value; v = 0, empty */
+    OUT_FUNC      /* obj = a function made while tracing: a new function like it (code, globals,
+                   * names, defaults, __dict__ copied) whose closure is its v children (cells) */
 } EmOutKind;
 typedef struct {
     uint8_t kind;

@@ -232,6 +232,24 @@ static int set_items(PyObject *target, PyObject *items) {
     return rc;
 }
 
+/* A new function like tmpl (a function made while tracing): its code, globals, names,
+ * defaults, annotations and a copy of its __dict__ (what functools.wraps set); no closure yet. */
+static EM_NEW PyObject *function_like(PyObject *tmpl) {
+    PyFunctionObject *t = (PyFunctionObject *)tmpl;
+    PyObject *f = PyFunction_NewWithQualName(t->func_code, t->func_globals, t->func_qualname);
+    if (!f) return NULL;
+    PyFunctionObject *n = (PyFunctionObject *)f;
+    Py_XSETREF(n->func_name, Py_XNewRef(t->func_name));
+    Py_XSETREF(n->func_doc, Py_XNewRef(t->func_doc));
+    Py_XSETREF(n->func_module, Py_XNewRef(t->func_module));
+    int rc = PyFunction_SetDefaults(f, t->func_defaults ? t->func_defaults : Py_None);
+    if (!rc) rc = PyFunction_SetKwDefaults(f, t->func_kwdefaults ? t->func_kwdefaults : Py_None);
+    if (!rc && t->func_annotations) rc = PyFunction_SetAnnotations(f, t->func_annotations);
+    if (!rc && t->func_dict && !(n->func_dict = PyDict_Copy(t->func_dict))) rc = -1;
+    if (rc) Py_CLEAR(f);
+    return f;
+}
+
 /* memo (NULL when the tree has no OUT_SAME): per position, the TUPLE/LIST/DICT/ITER object built
  * there (borrowed: owned by its parent or by the result while the tree is built). */
 static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *const *slots, int32_t *at,
@@ -344,6 +362,25 @@ static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *con
             Py_XDECREF(self);
             Py_XDECREF(fn);
             return r;
+        }
+        case OUT_CELL: {
+            PyObject *c = PyCell_New(NULL), *v = NULL;
+            if (c && memo) memo[pos] = c;
+            if (c && o->v && (!(v = rebuild_out(C, vals, slots, at, memo)) || PyCell_Set(c, v))) Py_CLEAR(c);
+            Py_XDECREF(v);
+            return c;
+        }
+        case OUT_FUNC: {
+            PyObject *f = function_like(o->obj), *cl = f ? PyTuple_New(o->v) : NULL;
+            if (f && memo) memo[pos] = f;
+            for (int32_t i = 0; cl && i < o->v; i++) {
+                PyObject *c = rebuild_out(C, vals, slots, at, memo);
+                if (c) PyTuple_SET_ITEM(cl, i, c);
+                else Py_CLEAR(cl);
+            }
+            if (!cl || PyFunction_SetClosure(f, cl)) Py_CLEAR(f);
+            Py_XDECREF(cl);
+            return f;
         }
         case OUT_DICT: {
             PyObject *d = PyDict_New();

@@ -123,7 +123,9 @@ static EmStatus meta_value_status(void) { return PyErr_Occurred() ? EM_ERR : EM_
  * model: evaluating a builtin on it would run user code or read unguarded state. */
 static int has_opaque_at(EmSym *s, int depth, long *left) {
     if (depth > EM_MAX_NEST || --*left < 0) return 1;
-    if (s->kind == SYM_OBJ) return (!s->by_id && s->src >= 0) || em_sym_placeholder(s);
+    if (s->kind == SYM_OBJ) /* a nested function's cells are each call's own: not the ones seen now */
+        return (!s->by_id && s->src >= 0) || em_sym_placeholder(s) ||
+               (s->by_id == 2 && ((PyFunctionObject *)s->obj)->func_closure);
     if (s->kind == SYM_ITER || s->kind == SYM_NULL || s->kind == SYM_CTX || s->kind == SYM_EXIT || s->kind == SYM_NEW ||
         s->kind == SYM_BOUND)
         return 1;

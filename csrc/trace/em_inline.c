@@ -129,18 +129,27 @@ static EmStatus bind_free_vars(EmTracer *T, PyFunctionObject *fn, EmSym *closure
     PyCodeObject *co = (PyCodeObject *)fn->func_code;
     if (closure && closure->items.len != nfree)
         return em_trace_fail(T, EMA_INLINE, "%s (closure size)", PyUnicode_AsUTF8(co->co_qualname));
+    /* a nested function from a slot (guarded by code: each call's own) has its cells read
+     * from that function's __closure__; another function's cells are constants */
+    EmSym *fs = closure || !fn->func_closure ? NULL : em_sym_seen(T, (PyObject *)fn);
+    int32_t clo = -1;
+    if (fs && fs->kind == SYM_OBJ && fs->by_id == 2 && fs->src >= 0 &&
+        (clo = em_guard_attr(T->P, fs->src, EM_STR(dunder_closure))) < 0)
+        return EM_ERR;
     for (int i = n - nfree; i < n; i++) {
+        int k = i - (n - nfree);
         if (closure) {
-            locals[i] = closure->items.data[i - (n - nfree)];
+            locals[i] = closure->items.data[k];
             continue;
         }
-        PyObject *cell = fn->func_closure ? PyTuple_GET_ITEM(fn->func_closure, i - (n - nfree)) : NULL;
+        PyObject *cell = fn->func_closure ? PyTuple_GET_ITEM(fn->func_closure, k) : NULL;
         if (!cell) continue;
-        EmSym *m = em_sym_new(T, SYM_NULL);
-        if (!m) return EM_ERR;
-        m->pos = EM_POS_LAZY_CELL;
-        m->obj = Py_NewRef(cell);
-        locals[i] = m;
+        if (!(locals[i] = em_prog_cell(T, cell))) return EM_ERR;
+        PyObject *lab = clo >= 0 ? NULL : PyUnicode_FromFormat("cell[%U.%U]", co->co_qualname, em_code_name(co, i));
+        const char *labu = lab ? PyUnicode_AsUTF8(lab) : NULL;
+        int32_t via = clo >= 0 ? em_guard_item(T->P, clo, k, 0) : labu ? em_guard_const(T->P, cell, labu) : -1;
+        Py_XDECREF(lab);
+        if (via < 0 || em_prog_cell_slot(T, locals[i], em_code_name(co, i), via) < 0) return EM_ERR;
     }
     return EM_OK;
 }
@@ -696,9 +705,9 @@ EmStatus em_super_noargs(EmTracer *T, EmSym **out) {
     if (cls_at < 0 || (co->co_argcount + co->co_kwonlyargcount < 1 && !(co->co_flags & CO_VARARGS)))
         return em_trace_fail(T, EMA_CALL, "super() without a __class__ cell or an argument");
     EmStatus st = EM_OK;
-    EmSym *cls = em_local_get(T, cls_at, &st);
+    EmSym *cls = em_local_value(T, cls_at, &st);
     if (!cls) return st;
-    EmSym *obj = em_local_get(T, 0, &st);
+    EmSym *obj = em_local_value(T, 0, &st);
     if (!obj) return st;
     return em_super(T, cls, obj, out);
 }

@@ -65,7 +65,7 @@ EmSym *em_obj_stored(EmTracer *T, EmSym *base, PyObject *name) {
     return NULL;
 }
 
-static EmStatus record_store(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
+EmStatus em_obj_record_store(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
     for (int32_t i = 0; i < T->stores.len; i += 3)
         if (T->stores.data[i] == base && PyUnicode_Compare(T->stores.data[i + 1]->obj, name) == 0) {
             T->stores.data[i + 2] = v;
@@ -101,7 +101,7 @@ EmStatus em_obj_generic_set(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) 
     if (base->src >= 0 && em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
     if (!_PyObject_GetDictPtr(base->obj))
         return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a %s without __dict__", n, tp->tp_name);
-    return record_store(T, base, name, v);
+    return em_obj_record_store(T, base, name, v);
 }
 
 EmStatus em_obj_del_attr(EmTracer *T, EmSym *base, PyObject *name) {
@@ -131,7 +131,7 @@ EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
         PyObject *descr = _PyType_Lookup(em_state.tensor_type, name);
         if (descr) /* a property of Tensor (.data, .grad, .requires_grad...) or a method: not modelled */
             return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a tensor", PyUnicode_AsUTF8(name));
-        return record_store(T, base, name, v);
+        return em_obj_record_store(T, base, name, v);
     }
     if (base->kind != SYM_NEW && base->kind != SYM_OBJ)
         return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a %s", PyUnicode_AsUTF8(name),

@@ -69,30 +69,108 @@ EmStatus h_delete_fast(EmTracer *T, const EmInstr *in) {
     return EM_OK;
 }
 /* Cell variables: a local holds its value until a closure made while tracing captures it
- * (h_load_closure), then the SYM_CELL shared with the closures, read and written through. */
+ * (h_load_closure), then the SYM_CELL shared with the closures, read and written through.
+ * A free variable holds the SYM_CELL of its program cell (em_prog_cell). */
 static EmSym *cell_of(EmTracer *T, int i) {
     EmSym *s = T->locals[i];
     return s && s->kind == SYM_CELL ? s : NULL;
 }
-EmStatus h_load_deref(EmTracer *T, const EmInstr *in) {
-    EmSym *c = cell_of(T, in->arg);
-    if (!c) return h_load_fast(T, in);
-    if (!c->items.len)
-        return em_trace_fail(T, EMA_VALUE, "read of the unbound closure variable %s",
-                             PyUnicode_AsUTF8(em_code_name(T->code, in->arg)));
-    return em_push(T, c->items.data[0]);
+
+/* Index of program cell `cell` in the intercepted function's closure, or -1. */
+static int top_index(EmTracer *T, PyObject *cell) {
+    for (Py_ssize_t k = 0; T->in.closure && k < PyTuple_GET_SIZE(T->in.closure); k++)
+        if (PyTuple_GET_ITEM(T->in.closure, k) == cell) return (int)k;
+    return -1;
 }
+
+EmSym *em_prog_cell(EmTracer *T, PyObject *cell) {
+    for (int32_t i = 0; i < T->prog_cells.len; i++)
+        if (T->prog_cells.data[i]->obj == cell) return T->prog_cells.data[i];
+    EmSym *c = em_sym_new(T, SYM_CELL);
+    if (!c) return NULL;
+    c->pos = 1;
+    c->obj = Py_NewRef(cell);
+    if (em_vec_push(&T->prog_cells, c)) return PyErr_NoMemory(), NULL;
+    return c;
+}
+
+int32_t em_prog_cell_slot(EmTracer *T, EmSym *c, PyObject *name, int32_t via) {
+    if (c->src < 0) {
+        int fi = top_index(T, c->obj);
+        if (fi >= 0) {
+            c->src = em_guard_free_cell(T->P, fi, name);
+        } else if (via >= 0) {
+            c->src = via;
+        } else {
+            PyObject *lab = PyUnicode_FromFormat("cell[%U]", name);
+            const char *labu = lab ? PyUnicode_AsUTF8(lab) : NULL;
+            c->src = labu ? em_guard_const(T->P, c->obj, labu) : -1;
+            Py_XDECREF(lab);
+        }
+        if (c->src < 0) return -1;
+    }
+    /* the trace took the cell reached through via for this one: so must every call */
+    if (via >= 0 && via != c->src && em_guard_check(T->P, EMG_SAME, via, NULL, c->src)) return -1;
+    return c->src;
+}
+
+/* The value of program cell c read as variable `name`: the value the trace wrote, else the
+ * cell's contents, read (and guarded) once. NULL with *st. */
+static EmSym *prog_cell_value(EmTracer *T, EmSym *c, PyObject *name, EmStatus *st) {
+    *st = EM_OK;
+    if (c->items.len) return c->items.data[0];
+    int fi = top_index(T, c->obj);
+    int32_t cs = fi >= 0 ? -1 : em_prog_cell_slot(T, c, name, -1);
+    int32_t slot = fi >= 0 ? em_guard_closure(T->P, fi, name) : cs < 0 ? -1 : em_guard_cell(T->P, cs, name);
+    if (slot < 0) {
+        *st = EM_ERR;
+        return NULL;
+    }
+    PyObject *v = PyCell_GET(c->obj);
+    if (!v) {
+        *st = em_trace_fail(T, EMA_VALUE, "read of the empty closure cell %s", PyUnicode_AsUTF8(name));
+        return NULL;
+    }
+    EmSym *w = em_sym_wrap(T, v, slot, st);
+    if (w && em_vec_push(&c->items, w)) {
+        *st = EM_ERR;
+        return PyErr_NoMemory(), NULL;
+    }
+    return w;
+}
+
+EmSym *em_local_value(EmTracer *T, int i, EmStatus *st) {
+    EmSym *c = cell_of(T, i);
+    if (!c) return em_local_get(T, i, st);
+    if (c->pos == 1) return prog_cell_value(T, c, em_code_name(T->code, i), st);
+    *st = EM_OK;
+    if (c->items.len) return c->items.data[0];
+    *st = em_trace_fail(T, EMA_VALUE, "read of the unbound closure variable %s",
+                        PyUnicode_AsUTF8(em_code_name(T->code, i)));
+    return NULL;
+}
+
+EmStatus h_load_deref(EmTracer *T, const EmInstr *in) {
+    EmStatus st = EM_OK;
+    EmSym *v = em_local_value(T, in->arg, &st);
+    return v ? em_push(T, v) : st;
+}
+
+/* A write to a program cell changes the trace's value of it and is replayed after the graph
+ * (cell.cell_contents = value, with the attribute stores). */
 EmStatus h_store_deref(EmTracer *T, const EmInstr *in) {
     EmSym *c = cell_of(T, in->arg);
-    if ((c && c->pos == 1) || (!c && (em_code_kind(T->code, in->arg) & EM_CO_FAST_FREE)))
-        return em_trace_fail(T, EMA_SIDE_EFFECT, "write to the closure variable %s of a function from the frame",
-                             PyUnicode_AsUTF8(em_code_name(T->code, in->arg)));
+    PyObject *name = em_code_name(T->code, in->arg);
+    if (!c && (em_code_kind(T->code, in->arg) & EM_CO_FAST_FREE))
+        return em_trace_fail(T, EMA_SIDE_EFFECT, "write to the free variable %s without a cell",
+                             PyUnicode_AsUTF8(name));
     if (!c) return h_store_fast(T, in);
     NEED(1);
     EmSym *v = POP();
+    if (c->pos == 1 && em_prog_cell_slot(T, c, name, -1) < 0) return EM_ERR;
     c->items.len = 0;
     if (em_vec_push(&c->items, v)) return PyErr_NoMemory(), EM_ERR;
-    return EM_OK;
+    return c->pos == 1 ? em_obj_record_store(T, c, EM_STR(cell_contents), v) : EM_OK;
 }
 EmStatus h_store_attr(EmTracer *T, const EmInstr *in) {
     NEED(2);
@@ -452,14 +530,18 @@ EmStatus h_before_with(EmTracer *T, const EmInstr *in) {
 /* ---- functions made while tracing: comprehensions, generator expressions, lambdas ---- */
 
 /* The variable's cell, made on its first capture with the local's value (an unbound local: an
- * empty cell); a free variable of a function from the frame gets a cell the trace only reads. */
+ * empty cell); a free variable's is its program cell's, which then gets a guard slot (a
+ * closure over it may leave the trace). */
 EmStatus h_load_closure(EmTracer *T, const EmInstr *in) {
     EmSym *c = cell_of(T, in->arg), *v = NULL;
+    if (c && c->pos == 1 && em_prog_cell_slot(T, c, em_code_name(T->code, in->arg), -1) < 0) return EM_ERR;
     if (c) return em_push(T, c);
+    if (em_code_kind(T->code, in->arg) & EM_CO_FAST_FREE)
+        return em_trace_fail(T, EMA_VALUE, "the free variable %s without a cell",
+                             PyUnicode_AsUTF8(em_code_name(T->code, in->arg)));
     EmStatus st = EM_OK;
     if (T->locals[in->arg] && !(v = em_local_get(T, in->arg, &st))) return st;
     if (!(c = em_sym_new(T, SYM_CELL))) return EM_ERR;
-    c->pos = !!(em_code_kind(T->code, in->arg) & EM_CO_FAST_FREE);
     if (v && em_vec_push(&c->items, v)) return PyErr_NoMemory(), EM_ERR;
     T->locals[in->arg] = c;
     return em_push(T, c);

@@ -181,10 +181,12 @@ EmStatus em_dyn_ranges(EmTracer *T, PyObject *v, EmRef ref, uint64_t dyn) {
     return EM_OK;
 }
 
-/* Whether the guard loads slot from the frame's locals (an argument of the frame). */
+/* Whether the guard loads slot from the frame: an argument, or a free variable's contents. */
 static int local_slot(const EmGuardProg *P, int32_t slot) {
     for (int32_t i = 0; i < P->ins.len; i++)
-        if (P->ins.data[i].slot == slot && P->ins.data[i].op == EMG_LOAD_LOCAL) return 1;
+        if (P->ins.data[i].slot == slot &&
+            (P->ins.data[i].op == EMG_LOAD_LOCAL || P->ins.data[i].op == EMG_LOAD_CLOSURE))
+            return 1;
     return 0;
 }
 

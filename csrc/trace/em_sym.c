@@ -105,8 +105,10 @@ int em_sym_placeholder(const EmSym *s) {
 static EM_NEW PyObject *sym_value_at(EmTracer *T, EmSym *s, int depth, long *left) {
     if (depth > EM_MAX_NEST || --*left < 0 || em_sym_placeholder(s)) return NULL;
     switch (s->kind) {
-        case SYM_CONST:
-        case SYM_OBJ: return Py_NewRef(s->obj);
+        case SYM_OBJ: /* a nested function's cells are those of the function each call passes */
+            if (s->by_id == 2 && ((PyFunctionObject *)s->obj)->func_closure) return NULL;
+            return Py_NewRef(s->obj);
+        case SYM_CONST: return Py_NewRef(s->obj);
         case SYM_INT: return em_int_value(T, s); /* its value is used: pinned */
         case SYM_FLOAT: return em_float_pin(T, s) == EM_OK ? Py_NewRef(s->obj) : NULL;
         case SYM_SLICE: return em_slice_value(T, s);
@@ -347,13 +349,41 @@ static EmSym *wrap_dict(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
     return s;
 }
 
-/* Any other object: modules, functions, classes and builtins guarded by identity, other
- * objects by type. NULL on error. */
+/* A dict of str keys and pure values (keyword-only defaults compared by value). */
+static int pure_dict(PyObject *d) {
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    if (!PyDict_CheckExact(d)) return 0;
+    while (PyDict_Next(d, &pos, &k, &v))
+        if (!PyUnicode_CheckExact(k) || !is_pure(v, 1)) return 0;
+    return 1;
+}
+
+/* A nested function (made anew each time its def runs): guarded by its code and defaults
+ * (EMG_FUNC), so each run's function passes; its cells are read through the slot
+ * (em_inline.c). 0 or -1. */
+static int guard_nested_function(EmTracer *T, PyFunctionObject *f, int32_t slot) {
+    PyObject *d = f->func_defaults ? f->func_defaults : Py_None,
+             *kd = f->func_kwdefaults ? f->func_kwdefaults : Py_None;
+    long consts = (d != Py_None && is_pure(d, 0)) | (kd != Py_None && pure_dict(kd)) << 1;
+    PyObject *spec = Py_BuildValue("(OOOl)", f->func_code, d, kd, consts);
+    int rc = spec ? em_guard_check(T->P, EMG_FUNC, slot, spec, 0) : -1;
+    Py_XDECREF(spec);
+    return rc;
+}
+
+/* Any other object: modules, functions, classes and builtins guarded by identity (a nested
+ * function by code: by_id 2), other objects by type. NULL on error. */
 static EmSym *wrap_obj(EmTracer *T, PyObject *v, int32_t slot) {
     int by_id = PyModule_Check(v) || PyFunction_Check(v) || PyCFunction_Check(v) || PyType_Check(v) ||
                 Py_IS_TYPE(v, &PyMethodDescr_Type) || Py_IS_TYPE(v, &PyWrapperDescr_Type) ||
                 Py_IS_TYPE(v, &PyClassMethodDescr_Type);
-    if (em_guard_check(T->P, by_id ? EMG_ID : EMG_TYPE, slot, by_id ? v : (PyObject *)Py_TYPE(v), 0)) return NULL;
+    if (PyFunction_Check(v) && (((PyCodeObject *)((PyFunctionObject *)v)->func_code)->co_flags & CO_NESTED)) {
+        if (guard_nested_function(T, (PyFunctionObject *)v, slot)) return NULL;
+        by_id = 2;
+    } else if (em_guard_check(T->P, by_id ? EMG_ID : EMG_TYPE, slot, by_id ? v : (PyObject *)Py_TYPE(v), 0)) {
+        return NULL;
+    }
     EmSym *s = em_sym_new(T, SYM_OBJ);
     if (s) {
         s->obj = Py_NewRef(v);
@@ -386,6 +416,15 @@ static EmSym *wrap_dyn_scalar(EmTracer *T, PyObject *v, int32_t slot, EmStatus *
     int d = is_float ? em_dyn_float(T, v, slot) : em_dyn_int(T, v, slot);
     if (d < 0) return *st = EM_ERR, NULL;
     return !d ? NULL : is_float ? em_float_input(T, v, slot, st) : em_int_input(T, v, slot, st);
+}
+
+EmSym *em_sym_seen(EmTracer *T, PyObject *o) {
+    PyObject *key = PyLong_FromVoidPtr(o);
+    PyObject *idx = key ? PyDict_GetItemWithError(T->seen, key) : NULL;
+    Py_XDECREF(key);
+    long i = idx ? PyLong_AsLong(idx) : -1;
+    PyErr_Clear();
+    return i >= 0 && i < T->syms.len ? T->syms.data[i] : NULL;
 }
 
 EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {

@@ -185,7 +185,7 @@ EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **arg
  * identity or either was made while tracing (no input can be it). EM_OK or EM_ERR. */
 static EmStatus guard_identity(EmTracer *T, const EmSym *a, const EmSym *b, int same) {
     if (a == b || a->src < 0 || b->src < 0 || a->src == b->src) return EM_OK;
-    if ((a->kind == SYM_OBJ && a->by_id) && (b->kind == SYM_OBJ && b->by_id)) return EM_OK;
+    if ((a->kind == SYM_OBJ && a->by_id == 1) && (b->kind == SYM_OBJ && b->by_id == 1)) return EM_OK;
     return em_guard_check(T->P, same ? EMG_SAME : EMG_DISTINCT, a->src, NULL, b->src) ? EM_ERR : EM_OK;
 }
 

@@ -80,12 +80,11 @@ static EmStatus setup_locals(EmTracer *T) {
         int kind = em_code_kind(co, i);
         PyObject *v = NULL;
         int32_t slot = -1;
-        if (kind & EM_CO_FAST_FREE) {
+        if (kind & EM_CO_FAST_FREE) { /* read (and guarded) on first use */
             int fi = i - (n - nfree);
             if (!T->in.closure || fi >= PyTuple_GET_SIZE(T->in.closure)) continue;
-            v = PyCell_GET(PyTuple_GET_ITEM(T->in.closure, fi));
-            if (!v) continue;
-            slot = em_guard_closure(T->P, fi, name);
+            if (!(T->locals[i] = em_prog_cell(T, PyTuple_GET_ITEM(T->in.closure, fi)))) return EM_ERR;
+            continue;
         } else if (i < nargs) {
             v = T->in.localsplus[i];
             if (!v) continue;
@@ -113,26 +112,6 @@ EmSym *em_local_get(EmTracer *T, int i, EmStatus *st) {
     if (!s) {
         *st = em_trace_fail(T, EMA_VALUE, "read of unbound local %s", PyUnicode_AsUTF8(em_code_name(T->code, i)));
         return NULL;
-    }
-    if (s->kind == SYM_NULL && s->pos == EM_POS_LAZY_CELL) {
-        PyObject *lab = PyUnicode_FromFormat("cell[%U.%U]", T->code->co_qualname, em_code_name(T->code, i));
-        const char *labu = lab ? PyUnicode_AsUTF8(lab) : NULL;
-        int32_t cs = labu ? em_guard_const(T->P, s->obj, labu) : -1;
-        Py_XDECREF(lab);
-        int32_t slot = cs < 0 ? -1 : em_guard_cell(T->P, cs, em_code_name(T->code, i));
-        PyObject *v = PyCell_GET(s->obj);
-        if (slot < 0) {
-            *st = EM_ERR;
-            return NULL;
-        }
-        if (!v) {
-            *st = em_trace_fail(T, EMA_VALUE, "empty closure cell");
-            return NULL;
-        }
-        EmSym *w = em_sym_wrap(T, v, slot, st);
-        if (!w) return NULL;
-        T->locals[i] = w;
-        return w;
     }
     if (s->kind == SYM_NULL && s->pos == EM_POS_LAZY_ARG) {
         EmSym *w = em_sym_wrap(T, s->obj, s->src, st);
@@ -218,10 +197,31 @@ static EmStatus out_value(EmTracer *T, EmSym *s) {
         if (PySet_CheckExact(s->obj)) return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src});
         return push_out(T, (EmOut){.kind = OUT_CONST, .obj = Py_NewRef(s->obj)});
     }
-    if (s->items.len) return em_trace_fail(T, EMA_RETURN, "a function with a closure made while tracing");
     if (s->src < 0) /* a constant of the trace (method, function of a trusted module) */
         return push_out(T, (EmOut){.kind = OUT_CONST, .obj = Py_NewRef(s->obj)});
     return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src});
+}
+
+/* A cell made while tracing (a variable a closure captured): a new cell per call holding the
+ * value the trace ended with, one object wherever the tree names it (closures, the frame's
+ * slot at a break). A cell of the program is that cell (its writes replayed as stores). */
+static EmStatus out_cell(EmTracer *T, EmSym *s, int depth) {
+    if (s->pos == 1) /* the program's cell itself (its slot made when a closure captured it) */
+        return s->src < 0 ? em_trace_fail(T, EMA_RETURN, "a cell of the program without a slot")
+                          : push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src});
+    if (s->out_at >= 0) return same_out(T, s);
+    s->out_at = T->out.len;
+    int full = s->items.len > 0;
+    EmStatus st = push_out(T, (EmOut){.kind = OUT_CELL, .v = full});
+    return st == EM_OK ? out_children(T, s->items.data, 0, full, depth) : st;
+}
+
+/* A function made while tracing with a closure: a new one per call over the cells' outputs. */
+static EmStatus out_closure(EmTracer *T, EmSym *s, int depth) {
+    if (s->out_at >= 0) return same_out(T, s);
+    s->out_at = T->out.len;
+    EmStatus st = push_out(T, (EmOut){.kind = OUT_FUNC, .v = s->items.len, .obj = Py_NewRef(s->obj)});
+    return st == EM_OK ? out_children(T, s->items.data, 0, s->items.len, depth) : st;
 }
 
 /* The keys of DICT sym d as a new tuple (NULL on error). */
@@ -352,8 +352,9 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
         case SYM_TENSOR: return out_node(T, s->ref);
         case SYM_INT: return out_int(T, s);
         case SYM_FLOAT: return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src}); /* the frame's own float */
-        case SYM_CONST:
-        case SYM_OBJ: return out_value(T, s);
+        case SYM_CONST: return out_value(T, s);
+        case SYM_OBJ: return s->items.len ? out_closure(T, s, depth) : out_value(T, s);
+        case SYM_CELL: return out_cell(T, s, depth);
         case SYM_TUPLE:
         case SYM_LIST:
         case SYM_DICT: return out_container(T, s, depth);
@@ -484,10 +485,10 @@ static int locals_read(EmTracer *T, char *read, int n, int from) {
 
 EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int **store_local, int **store_val,
                                 int *nstore, int **live, int *nlive) {
-    int n = T->code->co_nlocals, k = 0;
+    int n = T->code->co_nlocals, k = 0, nslots = em_code_nlocalsplus(T->code) - em_code_nfree(T->code);
     *stack_val = malloc(sizeof(int) * ((size_t)T->sp + 1));
-    *store_local = malloc(sizeof(int) * ((size_t)n + 1));
-    *store_val = malloc(sizeof(int) * ((size_t)n + 1));
+    *store_local = malloc(sizeof(int) * ((size_t)nslots + 1));
+    *store_val = malloc(sizeof(int) * ((size_t)nslots + 1));
     *live = malloc(sizeof(int) * ((size_t)n + 1));
     if (!*stack_val || !*store_local || !*store_val || !*live) return PyErr_NoMemory(), EM_ERR;
     EmStatus cst = em_ctx_close_all(T); /* the outputs enter the open blocks again */
@@ -517,18 +518,24 @@ EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int *
         free(read);
         return EM_ERR;
     }
-    for (int i = 0; i < n; i++) {
-        if (!T->locals[i]) {
+    for (int i = 0; i < nslots; i++) {
+        EmSym *s = T->locals[i];
+        if (!s) {
             if (T->arg_slots[i] >= 0) {
                 free(read);
                 return em_trace_fail(T, EMA_VALUE, "argument deleted before a break");
             }
             continue;
         }
-        if (i >= nargs && !read[i] && em_kind_plain_local(em_code_kind(co, i))) continue; /* dead */
-        (*live)[(*nlive)++] = i;
-        if (local_unchanged(T, i)) continue;
-        EmStatus st = build_out(T, T->locals[i], 0);
+        int cell = !!(em_code_kind(co, i) & EM_CO_FAST_CELL);
+        if (!cell && i >= nargs && !read[i] && em_kind_plain_local(em_code_kind(co, i))) continue; /* dead */
+        /* a cell variable is passed on in its cell (the resume function's closure): the cell a
+         * closure captured, or a new one holding a changed value, stored into its slot */
+        if (!cell) (*live)[(*nlive)++] = i;
+        if (s->kind != SYM_CELL && local_unchanged(T, i)) continue;
+        EmStatus st = EM_OK;
+        if (cell && s->kind != SYM_CELL) st = push_out(T, (EmOut){.kind = OUT_CELL, .v = 1});
+        if (st == EM_OK) st = build_out(T, s, 0);
         if (st != EM_OK) {
             free(read);
             return st;
@@ -600,6 +607,7 @@ void em_trace_free(EmTracer *T) {
     em_vec_free(&T->ctx_open);
     em_vec_free(&T->stores);
     em_vec_free(&T->mutated);
+    em_vec_free(&T->prog_cells);
     Py_CLEAR(T->exc);
     for (int32_t i = 0; i < T->out.len; i++) Py_XDECREF(T->out.data[i].obj);
     em_vec_free(&T->out);

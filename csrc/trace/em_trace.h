@@ -106,6 +106,8 @@ typedef struct EmTracer {
     /* lists and dicts from the frame the trace changed (em_sym_mutable): their items are
      * written back after the graph ran (OUT_SETITEMS) */
     EmVec(EmSym *) mutated;
+    /* program cells the trace reached (em_prog_cell), one SYM_CELL each */
+    EmVec(EmSym *) prog_cells;
     /* getattr(o, n, default) / hasattr through Python code: the generic lookup found no such
      * attribute (absence guarded) with `missing_handlers` inlined frames having exception
      * handlers; `handlers` counts those frames now (em_inline.c) */
@@ -141,7 +143,8 @@ typedef struct EmTracer {
 EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P, int break_at,
                       int dyn_mode, PyObject *dyn_state);
 /* After a trace that broke: the output tree is a tuple of the stack values (NULLs skipped)
- * then the changed locals; fills the plan's stack, store and live lists (malloc'd). */
+ * then the changed locals (for a cell variable its cell: OUT_CELL); fills the plan's stack,
+ * store and live lists (malloc'd; live: plain locals only). */
 EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int **store_local, int **store_val,
                                 int *nstore, int **live, int *nlive);
 void em_trace_free(EmTracer *T);

@@ -32,15 +32,14 @@ typedef enum {
     SYM_SLICE,  /* a slice with a symbolic bound: items = start, stop, step (em_sym_slice.c) */
     SYM_FLOAT,  /* a float argument that is a graph input: obj = its traced value (em_sym_float.c) */
     SYM_CELL,   /* the cell of a variable once a closure made while tracing captured it: items[0] its
-                 * value (none: unbound); pos 1: it stands for a cell of the program (a free
-                 * variable read from the frame), which the trace may not write */
+                 * value (none: unbound); pos 1: a cell of the program (obj; src: its guard slot
+                 * once made), items[0] its value once read or written (writes replayed) */
     SYM__COUNT
 } EmSymKind;
 
 /* pos of a SYM_NULL local realized on its first read (em_local_get); of a DICT sym. */
 enum {
     EM_POS_LAZY_ARG = -2,  /* an argument of the intercepted frame: obj = its value, src = its slot */
-    EM_POS_LAZY_CELL = -3, /* a free variable of an inlined function: obj = its cell */
     EM_POS_FRAME_KWARGS = -4 /* DICT: the frame's own **kwargs dict (em_sym_own may take it over) */
 };
 /* A lazy iterator's producer (em_lazy.c), owned by its ITER sym: a generator made while
@@ -80,7 +79,8 @@ struct EmSym {
     EmVec(PyObject *) keys; /* DICT: owned keys, parallel to items */
     int32_t pos;    /* ITER: position; PARTIAL: bound positional count; VIEW: 'k', 'v', 'i';
                      * SYM_NULL, DICT: an EM_POS_* value */
-    uint8_t by_id;  /* OBJ: guarded by identity (or a constant of a trusted module) */
+    uint8_t by_id;  /* OBJ: 1 guarded by identity (or a constant of a trusted module); 2 a
+                     * nested function guarded by code and defaults (EMG_FUNC) */
     uint8_t lent;   /* ITER: handed to zip()/enumerate(), which took all its items at once while
                      * Python's take them lazily: any further use of it aborts the trace */
     uint32_t kver, mver; /* LIST/DICT made while tracing: key insertions and removals (dicts) and
@@ -276,6 +276,8 @@ EmStatus em_trace_raise_new(EmTracer *T, PyObject *type, PyObject *arg);
 EmStatus em_trace_raise_pending(EmTracer *T, const char *what);
 int em_trace_catch(EmTracer *T, int at);
 /* Objects made while tracing and attribute stores (em_obj.c). */
+/* Records base.name = v, replayed after the graph (the last value per object and name). */
+EmStatus em_obj_record_store(EmTracer *T, EmSym *base, PyObject *name, EmSym *v);
 /* A call of class cls that makes an instance while tracing; *handled = 0 when cls is not
  * one ember can make (the caller goes on with its other rules). */
 EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out, int *handled);
@@ -398,6 +400,20 @@ EmStatus em_trace_loop(EmTracer *T);
 EmStatus em_seq_items(EmTracer *T, EmSym *s, EmSym **out);
 /* Realizes a lazily wrapped local (argument or free variable). */
 EmSym *em_local_get(EmTracer *T, int i, EmStatus *st);
+/* The value of local i of the current frame, through its cell for a cell or free variable.
+ * NULL with *st. */
+EmSym *em_local_value(EmTracer *T, int i, EmStatus *st);
+/* The one SYM_CELL (pos 1, obj the cell) standing for program cell `cell` (made on first
+ * use): every frame's free variable over that cell holds it, so what one frame writes the
+ * later reads of every frame see. NULL on error. */
+EmSym *em_prog_cell(EmTracer *T, PyObject *cell);
+/* The guard slot of program cell c's object, made once: the intercepted function's closure
+ * item when c is one of its cells (whichever this call's function has), else the first slot
+ * `via` it was reached through (a nested function's __closure__ item), else the constant
+ * cell. A via that is not that slot is guarded to hold the same cell. -1 on error. */
+int32_t em_prog_cell_slot(EmTracer *T, EmSym *c, PyObject *name, int32_t via);
+/* The sym the trace made for object o read from the frame, or NULL. */
+EmSym *em_sym_seen(EmTracer *T, PyObject *o);
 
 /* Rows of em_known.def: the callables em_call answers itself (call_known in em_call.c). */
 typedef enum {

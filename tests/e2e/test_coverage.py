@@ -339,7 +339,44 @@ def test_closures_made_in_a_loop_share_the_loop_variable_cell():
     one_graph(f, randn(3))
 
 
-def test_write_to_a_cell_of_a_function_from_the_frame_runs_as_python():
+def test_closures_made_in_the_trace_leave_it_sharing_their_cells():
+    """A closure returned or stored on an object is a new function per call over new cells,
+    shared wherever the trace shared them (two closures, a recursive one)."""
+    class Holder:
+        pass
+
+    def f(x, h):
+        c = x.sum()
+        n = [0]
+
+        def bump(k=1):
+            nonlocal c
+            c = c + k
+            n[0] += 1
+            return c
+
+        def fact(k):
+            return 1 if k <= 1 else k * fact(k - 1)
+
+        h.read = lambda: (c, n[0])  # noqa: E731
+        return bump, fact, x * 2
+
+    x = randn(3)
+    he, hc = Holder(), Holder()
+    want = f(x, he)
+    cf = ember.compile(f, fullgraph=True)
+    got = cf(x, hc)
+    got2 = cf(x, Holder())
+    assert counters()["frames"] == 1 and counters()["hits"] == 1
+    assert got[0] is not got2[0] and got[0].__closure__[0] is not got2[0].__closure__[0]
+    assert got[0].__qualname__ == want[0].__qualname__ and got[0].__defaults__ == (1,)
+    assert_same(got[2], want[2])
+    assert_same(got[0](2), want[0](2))  # the bump the holder's lambda sees
+    assert_same(hc.read(), he.read())
+    assert got[1](5) == want[1](5) == 120
+
+
+def test_write_to_a_cell_of_a_function_from_the_frame_is_replayed():
     total = 0
 
     def bump():
@@ -351,8 +388,112 @@ def test_write_to_a_cell_of_a_function_from_the_frame_runs_as_python():
         return x * bump()
 
     x = randn(3)
-    assert_same(ember.compile(f)(x), x * 1)
+    cf = ember.compile(f, fullgraph=True)
+    assert_same(cf(x), x * 1)
     assert total == 1
+    assert_same(cf(x), x * 2)  # the cell's new contents: the int became a graph input or a recompile
+    assert total == 2
+
+
+def test_writes_to_program_cells_are_seen_by_every_frame_sharing_them():
+    def make():
+        n = 0
+        scale = 2
+
+        def inc(k):
+            nonlocal n
+            n += k
+            return n
+
+        def read():
+            return n * scale
+
+        return inc, read
+
+    inc, read = make()
+
+    def f(x):
+        a = inc(1)
+        b = read()  # sees the write made by inc in this very trace
+        inc(2)
+        return x * a + b + read()
+
+    want_inc, want_read = make()
+
+    def g(x):
+        a = want_inc(1)
+        b = want_read()
+        want_inc(2)
+        return x * a + b + want_read()
+
+    x = randn(3)
+    cf = ember.compile(f, fullgraph=True)
+    for _ in range(3):
+        assert_same(cf(x), g(x))
+        assert read() == want_read()
+
+
+def test_a_compiled_closure_writing_its_own_free_variable():
+    def make():
+        count = 0
+
+        def f(x):
+            nonlocal count
+            count += 1
+            return x * count
+
+        return f
+
+    f, want = make(), make()
+    cf = ember.compile(f)
+    x = randn(3)
+    for _ in range(4):
+        assert_same(cf(x), want(x))
+    assert f.__closure__[0].cell_contents == 4
+
+
+def test_fresh_closures_per_call_hit_the_cache():
+    """A nested function is guarded by its code and defaults (and its cells' contents), not its
+    identity: the closure each call makes anew does not recompile the frame."""
+    def f(x, fn):
+        return fn(x) + 1
+
+    cf = ember.compile(f, fullgraph=True)
+    x = randn(3)
+    for k in (2, 2, 2):
+        fn = (lambda k: lambda t: t * k)(k)
+        assert_same(cf(x, fn), x * k + 1)
+    c = counters()
+    assert (c["frames"], c["hits"]) == (1, 2), c
+    fn3 = (lambda k: lambda t: t * k)(3)  # other contents: not the graph of k == 2
+    assert_same(cf(x, fn3), x * 3 + 1)
+    fdef = (lambda k: lambda t, m=4: t * k * m)(2)  # other defaults: not that graph either
+    assert_same(cf(x, fdef), x * 8 + 1)
+
+
+def test_two_closures_sharing_a_cell_are_checked_to_share_it():
+    def pair(v):
+        def get():
+            return v
+
+        def put(w):
+            nonlocal v
+            v = w
+
+        return get, put
+
+    def f(x, get, put):
+        put(5)
+        return x * get()
+
+    cf = ember.compile(f)
+    x = randn(3)
+    g1, p1 = pair(1)
+    assert_same(cf(x, g1, p1), x * 5)
+    g2, _ = pair(1)
+    _, p3 = pair(1)  # get and put over different cells: get still reads 1
+    assert_same(cf(x, g2, p3), x * 1)
+    assert g2() == 1
 
 
 # ---- sets of constants made in the trace: methods, operators, iteration, returned ----
@@ -1101,3 +1242,29 @@ def test_frame_list_changed_while_iterated():
         b = list(a)
         assert_same(cf(randn(3, seed=9), b), f(randn(3, seed=9), a))
         assert_same(b, a)
+
+
+def test_a_closure_over_a_free_variable_of_the_frame_leaves_the_trace_over_that_cell():
+    def make():
+        k = 1
+
+        def f(x):
+            def get():
+                return k
+
+            def put(v):
+                nonlocal k
+                k = v
+
+            return x + get(), get, put
+
+        return f
+
+    f = make()
+    cf = ember.compile(f)
+    x = randn(3)
+    out, get, put = cf(x)
+    assert_same(out, x + 1)
+    put(7)  # the frame's own cell: the next call sees it, and so does get
+    assert get() == 7 and f.__closure__[0].cell_contents == 7
+    assert_same(cf(x)[0], x + 7)

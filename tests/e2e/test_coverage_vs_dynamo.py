@@ -67,7 +67,20 @@ def _print_break(x):
     return y + 1
 
 
-CASES = [_gen_send, _closure_cells, _containers, _lazy_builtins, _ops_and_partial, _print_break]
+def _cells_across_break(x):
+    k = x.sum()
+
+    def scale(t):
+        return t * k
+
+    y = scale(x)
+    print("between")
+    k = k + 1
+    return scale(y)
+
+
+
+CASES = [_gen_send, _closure_cells, _containers, _lazy_builtins, _ops_and_partial, _print_break, _cells_across_break]
 
 
 @pytest.mark.parametrize("fn", CASES, ids=[f.__name__.strip("_") for f in CASES])

@@ -201,9 +201,31 @@ def test_module_passed_as_an_argument_is_not_kept_alive():
 
 
 def test_entry_of_a_dead_identity_guarded_object_is_invalidated_and_freed():
-    """A function passed as an argument is guarded by identity (its code is inlined): the
-    entry holds it weakly, and when it dies the entry is dropped, never to match an object
-    that reuses its address."""
+    """A class passed as an argument is guarded by identity: the entry holds it weakly, and
+    when it dies the entry is dropped, never to match an object that reuses its address."""
+    def apply(cls, x):
+        return x * cls.k + 1
+
+    f = ember.compile(apply)
+    x = torch.randn(3)
+    cls = type("C", (), {"k": 2.0})
+    cls_ref = weakref.ref(cls)
+    torch.testing.assert_close(f(cls, x), x * 2.0 + 1)
+    assert ember.testing.code_state(apply)["entries"] == 1
+    del cls
+    gc.collect()
+    assert cls_ref() is None
+    assert ember.testing.code_state(apply)["entries"] == 0
+    for k in (3.0, 4.0):  # new classes, maybe at the old address: compiled afresh
+        cls = type("C", (), {"k": k})
+        torch.testing.assert_close(f(cls, x), x * k + 1)
+        del cls
+
+
+def test_entry_for_a_closure_does_not_keep_its_cells_alive():
+    """A nested function passed as an argument is guarded by its code, its cells read through
+    it: the entry keeps neither the function nor what its cells hold, and serves the next
+    closure the same def makes."""
     def apply(fn, x):
         return fn(x) + 1
 
@@ -219,15 +241,14 @@ def test_entry_of_a_dead_identity_guarded_object_is_invalidated_and_freed():
 
     g, held_ref = make(2.0)
     torch.testing.assert_close(f(g, x), g(x) + 1)
-    assert ember.testing.code_state(apply)["entries"] == 1
     del g
     gc.collect()
     assert held_ref() is None
-    assert ember.testing.code_state(apply)["entries"] == 0
-    for k in (3.0, 4.0):  # new functions, maybe at the old address: compiled afresh
-        g = make(k)[0] if k == 3.0 else (lambda y: y * k)
+    for _ in range(2):
+        g = make(2.0)[0]
         torch.testing.assert_close(f(g, x), g(x) + 1)
         del g
+    assert ember.testing.code_state(apply)["entries"] == 1
 
 
 def test_code_registry_does_not_keep_codes_alive():
