@@ -111,7 +111,9 @@ _set(ABORT, [print, input, open, builtins.exec, builtins.eval, builtins.id, buil
 GRAD_CTX = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
 # autocast: its twin is entered while tracing the block, and ops inside it run on fake tensors
 # of their real device (meta tensors do not apply autocast's dtype rules), see run()
-_set(CTX, GRAD_CTX + (torch.inference_mode, torch.autocast))
+# warnings.catch_warnings: entered and left by the graph (the filters its block sets apply to
+# the graph's ops); record=True (a list of the warnings as `as w`) and module= are not modelled
+_set(CTX, GRAD_CTX + (torch.inference_mode, torch.autocast, warnings.catch_warnings))
 set_grad_enabled = torch._C._set_grad_enabled
 
 
@@ -121,7 +123,16 @@ def grad_mode(_=None):
 
 def ctx_new(cls, args, kwargs):
     """The tracer's twin of a context the traced code makes: (object, changes only grad mode)."""
+    if cls is warnings.catch_warnings and (dict(kwargs).get("record") or dict(kwargs).get("module") is not None):
+        raise TypeError("warnings.catch_warnings(record=True) or (module=) is not modelled")
     return cls(*args, **dict(kwargs)), cls in GRAD_CTX
+
+
+def call_spec(spec):
+    """Graph call: fn(*args, **kwargs) of spec = (fn, args, kwargs pairs), a change of global
+    state the graph makes in its place (a warnings filter inside a catch_warnings block)."""
+    fn, pos, kw = spec
+    fn(*pos, **dict(kw))
 
 
 def ctx_decorated(spec, fn, *args, **kwargs):

@@ -97,6 +97,63 @@ done:
     return st;
 }
 
+/* The arguments of a call as (fn, positional tuple, keyword (name, value) pairs) of their
+ * constant values; NULL without an exception when one is not a constant. */
+static EM_NEW PyObject *call_spec(EmTracer *T, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames) {
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    PyObject *pos = PyTuple_New(npos), *kw = PyTuple_New(nkw), *spec = NULL;
+    for (int i = 0; pos && kw && i < nargs; i++) {
+        PyObject *v = em_sym_value(T, args[i]);
+        if (!v) goto done;
+        if (i < npos) {
+            PyTuple_SET_ITEM(pos, i, v);
+        } else {
+            PyObject *pair = PyTuple_Pack(2, PyTuple_GET_ITEM(kwnames, i - npos), v);
+            Py_DECREF(v);
+            if (!pair) goto done;
+            PyTuple_SET_ITEM(kw, i - npos, pair);
+        }
+    }
+    if (pos && kw) spec = PyTuple_Pack(3, fn, pos, kw);
+done:
+    Py_XDECREF(pos);
+    Py_XDECREF(kw);
+    return spec;
+}
+
+/* warnings.simplefilter/filterwarnings/resetwarnings inside a with block of
+ * warnings.catch_warnings, which puts the filters back at its end: run now (inside the twin's
+ * block, so the trace's own meta runs see them) and recorded as a graph call (ember._rules.call_spec),
+ * so the graph's ops run under them. Outside such a block the change outlives the frame: the
+ * call breaks the graph. */
+EmStatus em_ctx_warn_filter(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    (void)self;
+    int inside = 0;
+    for (int32_t i = 0; i < T->ctx_open.len; i++)
+        inside |= (PyObject *)Py_TYPE(T->ctx_open.data[i]->obj) == EM_KNOWN(catch_warnings);
+    const char *name = ((PyFunctionObject *)fn->obj)->func_qualname
+                           ? PyUnicode_AsUTF8(((PyFunctionObject *)fn->obj)->func_qualname)
+                           : "?";
+    if (!inside)
+        return em_trace_fail(T, EMA_SIDE_EFFECT, "warnings.%s outside a warnings.catch_warnings() block", name);
+    PyObject *spec = call_spec(T, fn->obj, all, n, kwnames);
+    if (!spec)
+        return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "warnings.%s of non-constant arguments", name);
+    PyObject *run = PyObject_GetAttrString(em_state.meta_run, "call_spec");
+    PyObject *r = run ? PyObject_CallOneArg(run, spec) : NULL;
+    EmStatus st = EM_ERR;
+    if (!r) { /* it raised (a bad action): Python raises it at the call */
+        st = run ? em_trace_raise_pending(T, "a warnings filter call raised") : EM_ERR;
+    } else if (record(T, run, "call_spec", const_arg(T, spec), 1, EMV_NONE) >= 0) {
+        T->grad_set_in_with = 1; /* a break could not re-enter the block with the change made */
+        st = (*out = em_sym_const(T, Py_None)) ? EM_OK : EM_ERR;
+    }
+    Py_XDECREF(r);
+    Py_XDECREF(run);
+    Py_DECREF(spec);
+    return st;
+}
+
 /* Whether autocast is on now (a twin entered or exited may change it): C shape inference is
  * off while it is (em_infer.c). */
 static int refresh_autocast(EmTracer *T) {
@@ -189,7 +246,8 @@ EmStatus em_ctx_exit_call(EmTracer *T, EmSym *exit_fn, EmSym **args, int nargs, 
 
 EmStatus em_ctx_close_all(EmTracer *T) {
     if (T->grad_set_in_with) /* re-entering the open blocks would not restore that state */
-        return em_trace_fail(T, EMA_VALUE, "a break after set_grad_enabled() inside a with block");
+        return em_trace_fail(T, EMA_VALUE,
+                             "a break after set_grad_enabled() or a warnings filter call inside a with block");
     for (int32_t i = T->ctx_open.len - 1; i >= 0; i--) {
         EmStatus st = record_exit(T, T->ctx_open.data[i]);
         if (st != EM_OK) return st;

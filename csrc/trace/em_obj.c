@@ -126,8 +126,31 @@ EmStatus em_obj_del_attr(EmTracer *T, EmSym *base, PyObject *name) {
     return EM_OK;
 }
 
+/* t.grad = v: None, or a tensor of t's sizes, dtype and device (what Tensor's setter checks;
+ * another aborts, and the break runs it as Python, which raises as eager). The gradient does
+ * not change what later ops compute: the store is replayed after the graph, and t.grad read
+ * later in the trace is v. */
+static EmStatus store_grad(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
+    int ok = v->kind == SYM_CONST && v->obj == Py_None;
+    if (!ok && v->kind == SYM_TENSOR && base->ref >= 0 && v->ref >= 0) {
+        const EmNode *a = &T->G->nodes.data[base->ref], *b = &T->G->nodes.data[v->ref];
+        int same_dev = PyObject_RichCompareBool(base->device, v->device, Py_EQ);
+        if (same_dev < 0) return EM_ERR;
+        ok = a->dtype == b->dtype && a->ndim == b->ndim && same_dev;
+        for (int d = 0; ok && d < a->ndim; d++) {
+            EmStatus st = EM_OK;
+            int32_t ea = em_node_dim(T, base->ref, d, &st), eb = ea < 0 ? -1 : em_node_dim(T, v->ref, d, &st);
+            if (ea < 0 || eb < 0) return st;
+            ok = ea == eb;
+        }
+    }
+    if (!ok) return em_trace_fail(T, EMA_SIDE_EFFECT, "Tensor.grad = %s of another kind", em_sym_describe(v));
+    return em_obj_record_store(T, base, name, v);
+}
+
 EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
     if (base->kind == SYM_TENSOR) { /* t.tag = v: an attribute of its __dict__, set after the graph ran */
+        if (!PyUnicode_CompareWithASCIIString(name, "grad")) return store_grad(T, base, name, v);
         PyObject *descr = _PyType_Lookup(em_state.tensor_type, name);
         if (descr) /* a property of Tensor (.data, .grad, .requires_grad...) or a method: not modelled */
             return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a tensor", PyUnicode_AsUTF8(name));

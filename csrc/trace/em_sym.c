@@ -617,6 +617,8 @@ static EmStatus tensor_state_attr(EmTracer *T, EmSym *base, PyObject *name, cons
         Py_XDECREF(d);
         return f ? em_call(T, f, base, NULL, 0, NULL, out) : EM_ERR;
     }
+    EmSym *stored = T->stores.len ? em_obj_stored(T, base, name) : NULL;
+    if (stored) return (*out = stored), EM_OK; /* t.tag = v (or t.grad = v) earlier in this trace */
     if (!strcmp(n, "grad")) { /* an input's: read through a guarded slot (None, or a tensor input) */
         if (base->src < 0 || !base->spec) { /* made while tracing: no backward ran on it */
             *out = em_sym_const(T, Py_None);
@@ -629,8 +631,6 @@ static EmStatus tensor_state_attr(EmTracer *T, EmSym *base, PyObject *name, cons
         Py_XDECREF(g);
         return *out ? EM_OK : st;
     }
-    EmSym *stored = T->stores.len ? em_obj_stored(T, base, name) : NULL;
-    if (stored) return (*out = stored), EM_OK; /* t.tag = v earlier in this trace */
     PyObject *own = base->spec && !_PyType_Lookup(Py_TYPE(base->spec), name) ? em_obj_dict(base->spec) : NULL;
     PyObject *v = own && PyDict_Check(own) ? PyDict_GetItemWithError(own, name) : NULL;
     if (v) { /* an input's own attribute (t.tag set before the call): read through a guarded slot */

@@ -432,6 +432,8 @@ EmStatus em_known_tensor_numel(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all,
 EmStatus em_known_tensor_layout(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
                                 EmSym **out);
 EmStatus em_known_minmax(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
+/* warnings.simplefilter/filterwarnings/resetwarnings (em_ctx.c). */
+EmStatus em_ctx_warn_filter(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 
 /* ---- slices with symbolic bounds (em_sym_slice.c) ---- */
 /* BUILD_SLICE's slice of n bounds: a constant slice of constant bounds, a SYM_SLICE when one is a

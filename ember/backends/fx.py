@@ -13,6 +13,7 @@ as it does under TorchDynamo. Outputs are the graph's distinct tensor outputs, a
 import inspect
 import operator
 import re
+import warnings
 
 import torch
 
@@ -421,8 +422,13 @@ class _Builder:
         """enter_ctx(spec) / exit_ctx(entered) of a with block other than grad mode: autocast
         becomes torch.amp._enter_autocast/_exit_autocast, as TorchDynamo writes it."""
         if target is _rules.exit_ctx:
-            return self.graph.call_function(torch.amp._exit_autocast, (self.arg(args[0]),))
+            entered = self.arg(args[0])
+            if entered is None:  # a catch_warnings block: not in the FX graph
+                return None
+            return self.graph.call_function(torch.amp._exit_autocast, (entered,))
         cls, cargs, ckw = args[0][1]
+        if cls is warnings.catch_warnings:  # the compiled kernels give no warnings to filter
+            return None
         if cls is not torch.autocast:
             raise _Unexportable(f"a with block of {getattr(cls, '__name__', cls)} (only grad mode and autocast are)")
         bound = _AUTOCAST_SIG.bind(None, *cargs, **dict(ckw))
@@ -436,6 +442,8 @@ class _Builder:
         g = self.graph
         if op == "call" and target in (_rules.enter_ctx, _rules.exit_ctx):
             return self.context(target, args)
+        if op == "call" and target is _rules.call_spec:  # a warnings filter of a catch_warnings block
+            return None
         vals = [self.arg(a) for a in args]
         nkw = len(kwnames) if kwnames else 0
         pos, kwargs = vals[:len(vals) - nkw], dict(zip(kwnames or (), vals[len(vals) - nkw:]))

@@ -5,6 +5,7 @@ global state. Each case is one graph (fullgraph=True) whose results equal eager'
 what eager raises; what cannot be a graph runs as Python with eager's result."""
 
 import functools
+import warnings
 
 import pytest
 import torch
@@ -1268,3 +1269,105 @@ def test_a_closure_over_a_free_variable_of_the_frame_leaves_the_trace_over_that_
     put(7)  # the frame's own cell: the next call sees it, and so does get
     assert get() == 7 and f.__closure__[0].cell_contents == 7
     assert_same(cf(x)[0], x + 7)
+
+
+# ---- stores to Tensor.grad: replayed after the graph, seen by the trace's later reads ----
+
+
+def test_grad_stores_in_forward():
+    def f(m, x, scale):
+        for p in m.parameters():
+            if p.grad is not None:
+                p.grad = p.grad * scale  # a new gradient of p's kind
+        m.bias.grad = None
+        g = m.weight.grad  # the stored value, not the input's
+        return m(x) + (0 if g is None else g.sum()), m.weight.grad is None
+
+    def model():
+        torch.manual_seed(0)
+        m = torch.nn.Linear(3, 2)
+        m(torch.ones(1, 3)).sum().backward()
+        return m
+
+    x = randn(4, 3)
+    me, mc = model(), model()
+    want = f(me, x, 0.5)
+    got = ember.compile(f, fullgraph=True)(mc, x, 0.5)
+    assert_same(got, want)
+    assert mc.bias.grad is None and me.bias.grad is None
+    assert_same(mc.weight.grad, me.weight.grad)
+
+
+def test_grad_store_of_another_shape_raises_as_eager():
+    def f(x, w):
+        w.grad = torch.zeros(5)
+        return x + 1
+
+    w = torch.zeros(3, requires_grad=True)
+    with pytest.raises(RuntimeError) as eager:
+        f(randn(3), w)
+    with pytest.raises(RuntimeError) as compiled:
+        ember.compile(f)(randn(3), w)
+    assert str(compiled.value) == str(eager.value)
+
+
+# ---- warnings.catch_warnings blocks: entered and left by the graph, filters applied in it ----
+
+
+def _deprecated_T(x):  # softmax without dim warns (UserWarning) each time it runs
+    return torch.nn.functional.softmax(x)
+
+
+def test_catch_warnings_block_filters_the_graph_ops_and_restores_the_filters():
+    def f(x):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            y = _deprecated_T(x) * 2
+        return y + 1, _deprecated_T(x)  # outside the block: the warning is given
+
+    x = randn(2, 3, 4)
+    for backend in ("eager", "aot_eager"):
+        outer = list(warnings.filters)
+        with warnings.catch_warnings(record=True) as seen_e:
+            warnings.simplefilter("always")
+            want = f(x)
+        with warnings.catch_warnings(record=True) as seen_c:
+            warnings.simplefilter("always")
+            cf = ember.compile(f, backend=backend, fullgraph=True)
+            got = cf(x)
+            n_first = len(seen_c)
+            got = cf(x)
+        assert_same(got, want)
+        user = [str(w.message) for w in seen_e if issubclass(w.category, UserWarning)]
+        assert len(user) == 1
+        if backend == "eager":  # the eager backend runs the op itself: the warning once per call
+            assert [str(w.message) for w in seen_c[n_first:] if issubclass(w.category, UserWarning)] == user
+        assert warnings.filters == outer
+
+
+def test_warnings_filter_outside_a_catch_warnings_block_breaks():
+    def f(x):
+        y = x * 2
+        warnings.filterwarnings("ignore", message="ember-test-filter")
+        return y + 1
+
+    before = list(warnings.filters)
+    try:
+        assert_same(ember.compile(f)(randn(3)), randn(3) * 2 + 1)
+        c = counters()
+        assert c["breaks"] == 1 and c["aborts"] == 0, c
+        assert warnings.filters[0][1].pattern == "ember-test-filter"  # it ran, as in eager
+    finally:
+        warnings.filters[:] = before
+        warnings._filters_mutated()
+
+
+def test_catch_warnings_record_is_not_modelled():
+    def f(x):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            y = _deprecated_T(x)
+        return y, len(w)
+
+    x = randn(2, 3, 4)
+    assert_same(ember.compile(f)(x), f(x))
