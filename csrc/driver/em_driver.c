@@ -105,13 +105,28 @@ static PyObject *resume_code(PyCodeObject *co, const EmBreakPlan *plan, int resu
     return code;
 }
 
+/* Resume code for X raising inside a try block: it continues at the block's handler with the
+ * stack below the block, a lasti (when the handler takes one) and the exception. */
+static PyObject *exc_resume_code(PyCodeObject *co, const EmBreakPlan *plan) {
+    EmBreakPlan e = *plan;
+    e.stack_after = plan->try_.depth + !!plan->try_.lasti + 1;
+    if (plan->try_.depth > plan->nstack || !(e.after_null = calloc((size_t)e.stack_after + 1, 1))) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "ember: a try block deeper than the stack");
+        return NULL;
+    }
+    for (int t = 0; t < plan->try_.depth; t++) e.after_null[t] = plan->stack_val[t] < 0;
+    PyObject *r = resume_code(co, &e, plan->try_.handler);
+    free(e.after_null);
+    return r;
+}
+
 /* Completes entry e for a trace that stopped at T->brk (the start of region R when R is
  * not NULL). Returns 0, or -1 with an exception. */
 static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEntry *e, EmStatus *st,
                        const EmRegion *R) {
     EmBreakPlan plan = {0};
     int rc = -1;
-    PyObject *rcode = NULL, *resume = NULL, *rcode2 = NULL, *resume2 = NULL;
+    PyObject *rcode = NULL, *resume = NULL, *rcode2 = NULL, *resume2 = NULL, *rcode3 = NULL, *resume3 = NULL;
     *st = em_trace_break_outputs(T, &plan.stack_val, &plan.nstack, &plan.store_local, &plan.store_val, &plan.nstore,
                                  &plan.live, &plan.nlive);
     if (*st != EM_OK) goto done;
@@ -169,6 +184,14 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
         if (pushes_null && plan.stack_after >= 2) plan.after_null[plan.stack_after - 2] = 1;
     }
     if (!(rcode = resume_code(co, &plan, plan.next))) goto done;
+    {
+        int depths[EM_MAX_WITH];
+        if (em_exc_chain(co, R ? R->cover : plan.at, depths, EM_MAX_WITH, &plan.try_) < 0) {
+            PyErr_SetString(PyExc_SystemError, "ember: a break inside blocks it cannot leave");
+            goto done;
+        }
+    }
+    if (plan.try_.handler >= 0 && !(rcode3 = exc_resume_code(co, &plan))) goto done;
     int closure = co->co_nfreevars || co->co_ncellvars; /* the resume code then has free variables */
     resume = closure ? Py_NewRef(rcode) : PyFunction_New(rcode, in->globals);
     if (!resume) goto done;
@@ -177,7 +200,8 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
         resume2 = closure ? Py_NewRef(rcode2) : PyFunction_New(rcode2, in->globals);
         if (!resume2) goto done;
     }
-    e->tcode = em_emit_transformed(co, &plan, resume, resume2);
+    if (rcode3 && !(resume3 = closure ? Py_NewRef(rcode3) : PyFunction_New(rcode3, in->globals))) goto done;
+    e->tcode = em_emit_transformed(co, &plan, resume, resume2, resume3);
     if (!e->tcode) goto done;
     EmExtra *tx = em_cache_get_or_new((PyCodeObject *)e->tcode);
     if (!tx) goto done;
@@ -194,6 +218,8 @@ done:
     Py_XDECREF(resume);
     Py_XDECREF(rcode2);
     Py_XDECREF(resume2);
+    Py_XDECREF(rcode3);
+    Py_XDECREF(resume3);
     return rc;
 }
 

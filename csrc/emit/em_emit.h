@@ -62,6 +62,12 @@ EM_NEW PyObject *em_asm_build(EmAsm *A, PyCodeObject *co, PyObject *replace_kw, 
 
 #define EM_MAX_SPAN 8
 
+/* The try block innermost around a code unit (past the with blocks inside it). */
+typedef struct {
+    int handler;     /* code unit of its handler (PUSH_EXC_INFO), -1 for none */
+    int depth, lasti; /* its exception-table entry's stack depth and lasti flag */
+} EmTry;
+
 /* What the transformed code of a frame that breaks at instruction X must do. Stack slots
  * and changed locals are rebuilt from a tuple of values the graph returns (the extra
  * argument `__ember_vals`), X runs as plain Python, then the resume function continues
@@ -81,6 +87,7 @@ typedef struct {
     int jump_to;      /* X a conditional jump: code unit of its target, else -1 */
     uint8_t *after_null; /* per slot of the stack after X: 1 for a NULL (a pending call's) */
     int line;         /* source line of X */
+    EmTry try_;       /* the try block around X: if X raises, its handler continues in a resume function */
     /* X the loop of an inlined comprehension (em_comprehension_span): code units [at, next)
      * and the handler blocks run as plain Python */
     int region, cover;         /* X a comprehension's loop; cover: the unit it opens at */
@@ -105,9 +112,10 @@ int em_comprehension_span(PyCodeObject *co, int at, EmRegion *R, const char **wh
 
 #define EM_MAX_WITH 16
 /* Stack depths (exception-table depth: the block's __exit__ is the value below it) of the
- * with blocks open at code unit `at`, innermost first; returns their number, or -1 when
- * `at` is inside a try block (or more than max blocks). */
-int em_with_depths(PyCodeObject *co, int at, int *depths, int max);
+ * with blocks open at code unit `at`, innermost first, up to the innermost try block around
+ * them (*t); returns their number, or -1 inside an except clause (or more than max blocks,
+ * or an exception table of unexpected shape). */
+int em_exc_chain(PyCodeObject *co, int at, int *depths, int max, EmTry *t);
 /* Whether a frame of co can break at X (not in a loop body or a try block), or run
  * comprehension loop R there when R is not NULL. Returns 1, or 0 with a reason in why. */
 int em_break_possible(PyCodeObject *co, int at, const EmRegion *R, const char **why);
@@ -117,7 +125,10 @@ int em_break_possible(PyCodeObject *co, int at, const EmRegion *R, const char **
 EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int resume_at);
 /* Transformed code of co for the break; resume is the resume function (co without cells
  * or free variables) or its code (built over the frame's cells and closure at run time); resume2, for a
- * conditional jump at X, continues at the jump's target. */
-EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, PyObject *resume, PyObject *resume2);
+ * conditional jump at X, continues at the jump's target; rexc, for X inside a try block,
+ * continues at the block's handler with the stack below it, a lasti (when the handler takes
+ * one) and the exception. */
+EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, PyObject *resume, PyObject *resume2,
+                                     PyObject *rexc);
 
 #endif

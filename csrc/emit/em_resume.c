@@ -6,35 +6,45 @@
  */
 #include "em_emit.h"
 
-static int exc_entry(PyCodeObject *co, int u, int *handler, int *depth) {
-    int lasti;
-    return em_exc_entry(co, u, handler, depth, &lasti);
-}
-
-int em_with_depths(PyCodeObject *co, int at, int *depths, int max) {
+int em_exc_chain(PyCodeObject *co, int at, int *depths, int max, EmTry *t) {
+    t->handler = -1;
     PyObject *bytes = em_code_bytes(co);
     if (!bytes) {
         PyErr_Clear();
         return -1;
     }
     const unsigned char *code = (const unsigned char *)PyBytes_AS_STRING(bytes);
-    int n_units = (int)(PyBytes_GET_SIZE(bytes) / 2), n = 0, u = at, h, d, r;
-    while ((r = exc_entry(co, u, &h, &d)) == 1) {
-        /* a with block's handler: PUSH_EXC_INFO, WITH_EXCEPT_START; it is covered by its
-         * cleanup, whose own cover (if any) is the enclosing block's handler */
+    int n_units = (int)(PyBytes_GET_SIZE(bytes) / 2), n = 0, u = at, rc = 0;
+    for (;;) {
+        int h, d, lasti, r = em_exc_entry(co, u, &h, &d, &lasti);
+        if (r <= 0) {
+            rc = r;
+            break;
+        }
+        /* a with block's handler: PUSH_EXC_INFO, WITH_EXCEPT_START; a try block's: PUSH_EXC_INFO
+         * then its except or finally code; anything else is the cleanup of an except clause */
         EmInstr a, b;
-        if (n == max || h >= n_units) break;
-        em_decode(code, n_units, h, &a);
-        if (a.op != EMBC_PUSH_EXC_INFO || a.next >= n_units) break;
+        if (h >= n_units || (em_decode(code, n_units, h, &a), a.op != EMBC_PUSH_EXC_INFO) || a.next >= n_units) {
+            rc = -1;
+            break;
+        }
         em_decode(code, n_units, a.next, &b);
-        if (b.op != EMBC_WITH_EXCEPT_START) break;
+        if (b.op != EMBC_WITH_EXCEPT_START) {
+            *t = (EmTry){.handler = h, .depth = d, .lasti = lasti};
+            break;
+        }
+        /* the with handler is covered by its cleanup, whose own cover (if any) is the
+         * enclosing block's handler */
+        int cleanup, cd, cl;
+        if (n == max || em_exc_entry(co, h, &cleanup, &cd, &cl) != 1) {
+            rc = -1;
+            break;
+        }
         depths[n++] = d;
-        int cleanup, cd;
-        if (exc_entry(co, h, &cleanup, &cd) != 1) break;
         u = cleanup;
     }
     Py_DECREF(bytes);
-    return r == 0 ? n : -1;
+    return rc < 0 ? -1 : n;
 }
 
 static int has_class_cell(PyCodeObject *co) {
@@ -66,8 +76,13 @@ int em_break_possible(PyCodeObject *co, int at, const EmRegion *R, const char **
         return 0;
     }
     int depths[EM_MAX_WITH];
-    if (em_with_depths(co, R ? R->cover : at, depths, EM_MAX_WITH) < 0) {
-        *why = "inside a try block";
+    EmTry t;
+    if (em_exc_chain(co, R ? R->cover : at, depths, EM_MAX_WITH, &t) < 0) {
+        *why = "inside an except clause, or blocks of unexpected shape";
+        return 0;
+    }
+    if (t.handler >= 0 && R) {
+        *why = "a comprehension inside a try block";
         return 0;
     }
     /* inside a loop: control that leaves X (or the comprehension) can come back to it */
@@ -243,196 +258,239 @@ static int add_int_const(PyObject **consts, long v) {
     return r;
 }
 
-#define OP(op, arg)                                       \
-    do {                                                  \
-        if (em_asm_op(&A, (op), (arg), line)) goto nomem; \
-    } while (0)
-#define FLAGS_NO_STAR(f) ((f) & ~(CO_VARARGS | CO_VARKEYWORDS))
-
-EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, PyObject *resume, PyObject *resume2) {
+/* The transformed code being assembled: its locals are co's with __ember_vals after the
+ * arguments and ntemps temporaries after the locals (cells and free variables after those). */
+typedef struct {
     EmAsm A;
-    em_asm_init(&A);
-    int line = plan->line, nargs = n_arg_slots(co), nfree = co->co_nfreevars, nlocals = co->co_nlocals;
-    int nslots = co->co_nlocalsplus - nfree, ncell = cell_slots(co, NULL);
-    int *cells = malloc(sizeof(int) * ((size_t)ncell + 1));
-    int ntemps = plan->stack_after; /* temporaries that take the stack apart after X */
-    PyObject *consts = Py_NewRef(co->co_consts), *varnames = NULL, *kw = NULL, *res = NULL, *orig = NULL;
-    PyObject *empty_call = (PyObject *)&PyTuple_Type; /* called with no arguments to pop a NULL */
-#define SHIFT(i) ((i) < nargs ? (i) : (i) < nlocals ? (i) + 1 : (i) + 1 + ntemps)
-#define TEMP(t) (nlocals + 1 + (t))
-    int vals = nargs; /* __ember_vals: the argument after the original ones */
-    if (!cells) goto nomem;
-    cell_slots(co, cells);
-    for (int c = 0; c < ncell; c++) OP(EMBC_MAKE_CELL, SHIFT(cells[c]));
-    if (nfree) OP(EMBC_COPY_FREE_VARS, nfree);
-    OP(EMBC_RESUME, 0);
-    OP(EMBC_LOAD_FAST, vals);
-    for (int s = 0; s < plan->nstack; s++) {
-        if (plan->stack_val[s] < 0) {
-            OP(EMBC_PUSH_NULL, 0);
+    PyObject *consts; /* co's constants and those added (owned) */
+    int line, nargs, nlocals, ntemps, nslots, nfree, ncell;
+    int *cells; /* slots of co's cell variables */
+} Tx;
+
+static int tx_op(Tx *x, int op, int arg) { return em_asm_op(&x->A, op, arg, x->line); }
+static int tx_slot(const Tx *x, int i) { return i < x->nargs ? i : i < x->nlocals ? i + 1 : i + 1 + x->ntemps; }
+static int tx_temp(const Tx *x, int t) { return x->nlocals + 1 + t; }
+static int tx_const(Tx *x, PyObject *v) { return add_const(&x->consts, v); }
+
+/* Returns r(*live_locals, *stack) from the code placed here, the stack being the top `depth`
+ * slots (NULLs, flagged in nulls, left out: the resume function pushes them). r is the
+ * resume function, or its code, made into a function over the frame's cells and free
+ * variables. 0, or -1 with an exception. */
+static int tx_call_resume(Tx *x, const EmBreakPlan *plan, int depth, const uint8_t *nulls, PyObject *r) {
+    int nvals = 0, k;
+    for (int t = depth - 1; t >= 0; t--) {
+        if (nulls[t]) { /* a NULL can only be consumed by a call: tuple() */
+            if ((k = tx_const(x, (PyObject *)&PyTuple_Type)) < 0 || tx_op(x, EMBC_LOAD_CONST, k)) return -1;
+#ifdef EMBC_PRECALL
+            if (tx_op(x, EMBC_PRECALL, 0)) return -1;
+#endif
+            if (tx_op(x, EMBC_CALL, 0) || tx_op(x, EMBC_POP_TOP, 0)) return -1;
         } else {
-            int k = add_int_const(&consts, plan->stack_val[s]);
-            if (k < 0) goto done;
-            OP(EMBC_COPY, 1);
-            OP(EMBC_LOAD_CONST, k);
-            OP(EMBC_BINARY_SUBSCR, 0);
+            if (tx_op(x, EMBC_STORE_FAST, tx_temp(x, t))) return -1;
+            nvals++;
         }
-        OP(EMBC_SWAP, 2);
+    }
+    for (int j = 0; j < plan->nlive; j++)
+        if (tx_op(x, EMBC_LOAD_FAST, tx_slot(x, plan->live[j]))) return -1;
+    if (tx_op(x, EMBC_BUILD_TUPLE, plan->nlive)) return -1;
+    if (nvals) {
+        for (int t = 0; t < depth; t++)
+            if (!nulls[t] && tx_op(x, EMBC_LOAD_FAST, tx_temp(x, t))) return -1;
+        if (tx_op(x, EMBC_BUILD_TUPLE, nvals) || tx_op(x, EMBC_BINARY_OP, 0)) return -1; /* + : concatenation */
+    }
+    if (tx_op(x, EMBC_PUSH_NULL, 0) || tx_op(x, EMBC_SWAP, 2) || (k = tx_const(x, r)) < 0) return -1;
+    if (x->ncell + x->nfree) { /* the resume function's closure: the cells, then the free variables */
+        for (int c = 0; c < x->ncell; c++)
+            if (tx_op(x, EMBC_LOAD_CLOSURE, tx_slot(x, x->cells[c]))) return -1;
+        for (int f = 0; f < x->nfree; f++)
+            if (tx_op(x, EMBC_LOAD_CLOSURE, tx_slot(x, x->nslots + f))) return -1;
+        if (tx_op(x, EMBC_BUILD_TUPLE, x->ncell + x->nfree) || tx_op(x, EMBC_LOAD_CONST, k) ||
+            tx_op(x, EMBC_MAKE_FUNCTION, 8))
+            return -1;
+    } else if (tx_op(x, EMBC_LOAD_CONST, k)) {
+        return -1;
+    }
+    return tx_op(x, EMBC_SWAP, 2) || tx_op(x, EMBC_CALL_FUNCTION_EX, 0) || tx_op(x, EMBC_RETURN_VALUE, 0) ? -1 : 0;
+}
+
+/* The prologue: the frame's cells made, the stack and the changed locals rebuilt from
+ * __ember_vals, KW_NAMES/PRECALL of a CALL at X. 0 or -1. */
+static int tx_prologue(Tx *x, const EmBreakPlan *plan) {
+    for (int c = 0; c < x->ncell; c++)
+        if (tx_op(x, EMBC_MAKE_CELL, tx_slot(x, x->cells[c]))) return -1;
+    if ((x->nfree && tx_op(x, EMBC_COPY_FREE_VARS, x->nfree)) || tx_op(x, EMBC_RESUME, 0) ||
+        tx_op(x, EMBC_LOAD_FAST, x->nargs)) /* __ember_vals: the argument after the original ones */
+        return -1;
+    for (int s = 0; s < plan->nstack; s++) {
+        int k = plan->stack_val[s] < 0 ? 0 : add_int_const(&x->consts, plan->stack_val[s]);
+        if (k < 0) return -1;
+        if (plan->stack_val[s] < 0
+                ? tx_op(x, EMBC_PUSH_NULL, 0)
+                : tx_op(x, EMBC_COPY, 1) || tx_op(x, EMBC_LOAD_CONST, k) || tx_op(x, EMBC_BINARY_SUBSCR, 0))
+            return -1;
+        if (tx_op(x, EMBC_SWAP, 2)) return -1;
     }
     for (int j = 0; j < plan->nstore; j++) {
-        int k = add_int_const(&consts, plan->store_val[j]);
-        if (k < 0) goto done;
-        OP(EMBC_COPY, 1);
-        OP(EMBC_LOAD_CONST, k);
-        OP(EMBC_BINARY_SUBSCR, 0);
-        OP(EMBC_STORE_FAST, SHIFT(plan->store_local[j]));
+        int k = add_int_const(&x->consts, plan->store_val[j]);
+        if (k < 0 || tx_op(x, EMBC_COPY, 1) || tx_op(x, EMBC_LOAD_CONST, k) || tx_op(x, EMBC_BINARY_SUBSCR, 0) ||
+            tx_op(x, EMBC_STORE_FAST, tx_slot(x, plan->store_local[j])))
+            return -1;
     }
-    OP(EMBC_POP_TOP, 0);
+    if (tx_op(x, EMBC_POP_TOP, 0)) return -1;
 #ifdef EMBC_KW_NAMES
-    if (plan->kw_const >= 0) OP(EMBC_KW_NAMES, plan->kw_const);
+    if (plan->kw_const >= 0 && tx_op(x, EMBC_KW_NAMES, plan->kw_const)) return -1;
 #endif
 #ifdef EMBC_PRECALL
-    if (plan->op == EMBC_CALL) OP(EMBC_PRECALL, plan->arg);
+    if (plan->op == EMBC_CALL && tx_op(x, EMBC_PRECALL, plan->arg)) return -1;
 #endif
-    /* X runs inside the frame's open with blocks: if it raises, their __exit__ must run */
-    int depths[EM_MAX_WITH], nwith = em_with_depths(co, plan->region ? plan->cover : plan->at, depths, EM_MAX_WITH);
-    int xs = em_asm_label(&A), xe = em_asm_label(&A);
-    if (nwith < 0) {
-        PyErr_SetString(PyExc_SystemError, "ember: a break inside a try block");
-        goto done;
+    return 0;
+}
+
+/* X itself between labels xs and xe; *branch: for a conditional jump, the label of its target. */
+static int tx_x(Tx *x, PyCodeObject *co, const EmBreakPlan *plan, int cond, int *branch) {
+    EmAsm *A = &x->A;
+    if (cond) { /* X is a conditional jump on a value: each side continues in its own resume */
+        return (*branch = em_asm_label(A)) < 0 || em_asm_jump(A, plan->op, *branch, x->line) ? -1 : 0;
     }
-    if (xs < 0 || xe < 0) goto nomem;
-    em_asm_place(&A, xs);
-    int branch = -1;
-    if (resume2) { /* X is a conditional jump on a value: each side continues in its own resume */
-        if ((branch = em_asm_label(&A)) < 0) goto nomem;
-        if (em_asm_jump(&A, plan->op, branch, line)) goto nomem;
-    } else if (plan->region) {
-        /* a whole comprehension: its handler blocks first (jumped over), then its code */
-        int body = em_asm_label(&A), first = A.ins.len + 1;
+    if (plan->region) { /* a whole comprehension: its handler blocks first (jumped over), then its code */
+        int body = em_asm_label(A), first = A->ins.len + 1;
         int ranges[2 * (EM_MAX_SPAN + 1)];
-        if (body < 0 || em_asm_jump(&A, EMBC_JUMP_FORWARD, body, line)) goto nomem;
+        if (body < 0 || em_asm_jump(A, EMBC_JUMP_FORWARD, body, x->line)) return -1;
         for (int r = 0; r < plan->nspan; r++) {
             ranges[2 * r] = plan->span[2 * r];
             ranges[2 * r + 1] = plan->span[2 * r + 1];
         }
         ranges[2 * plan->nspan] = plan->at;
         ranges[2 * plan->nspan + 1] = plan->next;
-        if (em_asm_decode_ranges(&A, co, ranges, plan->nspan + 1)) goto done;
-        for (int32_t i = first; i < A.ins.len; i++) {
-            EmAsmInstr *ci = &A.ins.data[i];
-            if (ci->orig == plan->at) A.labels.data[body] = i;
-            if (em_bc_has_local[ci->op]) ci->arg = SHIFT(ci->arg);
+        if (em_asm_decode_ranges(A, co, ranges, plan->nspan + 1)) return -1;
+        for (int32_t i = first; i < A->ins.len; i++) {
+            EmAsmInstr *ci = &A->ins.data[i];
+            if (ci->orig == plan->at) A->labels.data[body] = i;
+            if (em_bc_has_local[ci->op]) ci->arg = tx_slot(x, ci->arg);
         }
-    } else if (em_bc_has_local[plan->op]) {
-        OP(plan->op, SHIFT(plan->arg));
-    } else if (em_is_method_load(plan->op, plan->arg)) { /* always (NULL, bound method): the NULL is known */
+        return 0;
+    }
+    if (em_bc_has_local[plan->op]) return tx_op(x, plan->op, tx_slot(x, plan->arg));
+    if (em_is_method_load(plan->op, plan->arg)) { /* always (NULL, bound method): the NULL is known */
         int op = plan->op, arg = plan->arg;
         em_plain_attr_load(&op, &arg);
-        OP(op, arg);
-        OP(EMBC_PUSH_NULL, 0);
-        OP(EMBC_SWAP, 2);
-    } else {
-        OP(plan->op, plan->arg);
+        return tx_op(x, op, arg) || tx_op(x, EMBC_PUSH_NULL, 0) || tx_op(x, EMBC_SWAP, 2) ? -1 : 0;
     }
-    em_asm_place(&A, xe);
-    for (int side = 0; side < (resume2 ? 2 : 1); side++) {
-        if (side) em_asm_place(&A, branch);
-        PyObject *r = side ? resume2 : resume;
-        /* r(*live_locals, *stack_after_X), NULLs left out: the resume function pushes them */
-        int nvals = 0;
-        for (int t = plan->stack_after - 1; t >= 0; t--) {
-            if (plan->after_null[t]) { /* a NULL can only be consumed by a call */
-                int k = add_const(&consts, empty_call);
-                if (k < 0) goto done;
-                OP(EMBC_LOAD_CONST, k);
-#ifdef EMBC_PRECALL
-                OP(EMBC_PRECALL, 0);
-#endif
-                OP(EMBC_CALL, 0);
-                OP(EMBC_POP_TOP, 0);
-            } else {
-                OP(EMBC_STORE_FAST, TEMP(t));
-                nvals++;
-            }
-        }
-        for (int j = 0; j < plan->nlive; j++) OP(EMBC_LOAD_FAST, SHIFT(plan->live[j]));
-        OP(EMBC_BUILD_TUPLE, plan->nlive);
-        if (nvals) {
-            for (int t = 0; t < plan->stack_after; t++)
-                if (!plan->after_null[t]) OP(EMBC_LOAD_FAST, TEMP(t));
-            OP(EMBC_BUILD_TUPLE, nvals);
-            OP(EMBC_BINARY_OP, 0); /* + : tuple concatenation */
-        }
-        OP(EMBC_PUSH_NULL, 0);
-        OP(EMBC_SWAP, 2);
-        int k = add_const(&consts, r);
-        if (k < 0) goto done;
-        if (ncell + nfree) { /* the resume function's closure: the cells, then the free variables */
-            for (int c = 0; c < ncell; c++) OP(EMBC_LOAD_CLOSURE, SHIFT(cells[c]));
-            for (int f = 0; f < nfree; f++) OP(EMBC_LOAD_CLOSURE, SHIFT(nslots + f));
-            OP(EMBC_BUILD_TUPLE, ncell + nfree);
-            OP(EMBC_LOAD_CONST, k);
-            OP(EMBC_MAKE_FUNCTION, 8);
-        } else {
-            OP(EMBC_LOAD_CONST, k);
-        }
-        OP(EMBC_SWAP, 2);
-        OP(EMBC_CALL_FUNCTION_EX, 0);
-        OP(EMBC_RETURN_VALUE, 0);
-    }
-    /* the with blocks' handlers, innermost first, as CPython lays them out; the contexts
-     * ember traces never suppress an exception, so __exit__'s answer is dropped */
-    for (int k = 0, cover_s = xs, cover_e = xe; k < nwith; k++) {
-        int h = em_asm_label(&A), c = em_asm_label(&A), ce = em_asm_label(&A);
-        if (h < 0 || c < 0 || ce < 0) goto nomem;
+    return tx_op(x, plan->op, plan->arg);
+}
+
+/* An exception X raises inside the frame's open with blocks runs their __exit__ (handlers
+ * innermost first, as CPython lays them out; the contexts ember traces never suppress an
+ * exception, so __exit__'s answer is dropped), then, inside a try block, continues at the
+ * block's handler in rexc (with the stack below it, a lasti when it takes one, and the
+ * exception). 0 or -1. */
+static int tx_handlers(Tx *x, const EmBreakPlan *plan, const int *depths, int nwith, int xs, int xe, PyObject *rexc) {
+    EmAsm *A = &x->A;
+    int cover_s = xs, cover_e = xe;
+    for (int k = 0; k < nwith; k++) {
+        int h = em_asm_label(A), c = em_asm_label(A), ce = em_asm_label(A);
+        if (h < 0 || c < 0 || ce < 0) return -1;
         EmAsmExc body = {.start = cover_s, .end = cover_e, .target = h, .depth = depths[k], .lasti = 1};
         EmAsmExc hand = {.start = h, .end = c, .target = c, .depth = depths[k] + 2, .lasti = 1};
-        if (em_vec_push(&A.exc, body) || em_vec_push(&A.exc, hand)) goto nomem;
-        em_asm_place(&A, h);
-        OP(EMBC_PUSH_EXC_INFO, 0);
-        OP(EMBC_WITH_EXCEPT_START, 0);
-        OP(EMBC_POP_TOP, 0);
-        OP(EMBC_RERAISE, 2);
-        em_asm_place(&A, c);
-        OP(EMBC_COPY, 3);
-        OP(EMBC_POP_EXCEPT, 0);
-        OP(EMBC_RERAISE, 1);
-        em_asm_place(&A, ce);
+        if (em_vec_push(&A->exc, body) || em_vec_push(&A->exc, hand)) return PyErr_NoMemory(), -1;
+        em_asm_place(A, h);
+        if (tx_op(x, EMBC_PUSH_EXC_INFO, 0) || tx_op(x, EMBC_WITH_EXCEPT_START, 0) || tx_op(x, EMBC_POP_TOP, 0) ||
+            tx_op(x, EMBC_RERAISE, 2))
+            return -1;
+        em_asm_place(A, c);
+        if (tx_op(x, EMBC_COPY, 3) || tx_op(x, EMBC_POP_EXCEPT, 0) || tx_op(x, EMBC_RERAISE, 1)) return -1;
+        em_asm_place(A, ce);
         cover_s = c; /* the cleanup is covered by the enclosing block's handler */
         cover_e = ce;
     }
-#undef SHIFT
-#undef TEMP
-    /* varnames: the original ones with __ember_vals after the arguments, then temporaries */
-    orig = PyCode_GetVarnames(co);
-    if (!orig) goto done;
+    if (!rexc) return 0;
+    int d = plan->try_.depth, lasti = !!plan->try_.lasti, n = d + lasti + 1, h = em_asm_label(A), rc = -1;
+    uint8_t *nulls = calloc((size_t)n + 1, 1); /* the exception path's NULLs: those below the try block */
+    EmAsmExc to = {.start = cover_s, .end = cover_e, .target = h, .depth = d, .lasti = 0};
+    if (h < 0 || !nulls || em_vec_push(&A->exc, to)) {
+        free(nulls);
+        return PyErr_NoMemory(), -1;
+    }
+    for (int t = 0; t < d && t < plan->nstack; t++) nulls[t] = plan->stack_val[t] < 0;
+    em_asm_place(A, h); /* the stack below the try block, the exception */
+    int zero = lasti ? add_int_const(&x->consts, 0) : 0; /* the handler's lasti: unit 0 of the resume
+                                                          * function, which has X's line */
+    if (zero >= 0 && (!lasti || !(tx_op(x, EMBC_LOAD_CONST, zero) || tx_op(x, EMBC_SWAP, 2))))
+        rc = tx_call_resume(x, plan, n, nulls, rexc);
+    free(nulls);
+    return rc;
+}
+
+/* varnames: the original ones with __ember_vals after the arguments, then temporaries. */
+static EM_NEW PyObject *tx_varnames(PyCodeObject *co, int nargs, int ntemps) {
+    PyObject *orig = PyCode_GetVarnames(co), *varnames = NULL;
+    if (!orig) return NULL;
     Py_ssize_t nv = PyTuple_GET_SIZE(orig);
     varnames = PyTuple_New(nv + 1 + ntemps);
-    if (!varnames) goto done;
-    for (Py_ssize_t i = 0, o = 0; i < nv + 1 + ntemps; i++) {
+    for (Py_ssize_t i = 0, o = 0; varnames && i < nv + 1 + ntemps; i++) {
         PyObject *name = i == nargs ? PyUnicode_FromString("__ember_vals")
                          : i > nv   ? PyUnicode_FromFormat("__ember_t%zd", i - nv - 1)
                                     : Py_NewRef(PyTuple_GET_ITEM(orig, o++));
-        if (!name) goto done;
-        PyTuple_SET_ITEM(varnames, i, name);
+        if (!name) Py_CLEAR(varnames);
+        else PyTuple_SET_ITEM(varnames, i, name);
     }
-    kw = Py_BuildValue("{s:O,s:O,s:i,s:i,s:i,s:i,s:i}", "co_consts", consts, "co_varnames", varnames, "co_argcount",
-                       nargs + 1, "co_posonlyargcount", 0, "co_kwonlyargcount", 0, "co_flags",
-                       FLAGS_NO_STAR(co->co_flags), "co_nlocals", (int)(nv + 1 + ntemps));
-    if (kw) res = em_asm_build(&A, co, kw, co->co_firstlineno);
-    goto done;
-nomem:
-    PyErr_NoMemory();
+    Py_DECREF(orig);
+    return varnames;
+}
+
+#define FLAGS_NO_STAR(f) ((f) & ~(CO_VARARGS | CO_VARKEYWORDS))
+
+EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, PyObject *resume, PyObject *resume2,
+                                     PyObject *rexc) {
+    Tx x = {.line = plan->line, .nargs = n_arg_slots(co), .nfree = co->co_nfreevars, .nlocals = co->co_nlocals};
+    em_asm_init(&x.A);
+    x.nslots = co->co_nlocalsplus - x.nfree;
+    x.ncell = cell_slots(co, NULL);
+    x.cells = malloc(sizeof(int) * ((size_t)x.ncell + 1));
+    /* temporaries that take the stack apart after X (or below the try block, the exception) */
+    x.ntemps = plan->stack_after > plan->try_.depth + 2 ? plan->stack_after : plan->try_.depth + 2;
+    x.consts = Py_NewRef(co->co_consts);
+    PyObject *varnames = NULL, *kw = NULL, *res = NULL;
+    int depths[EM_MAX_WITH], branch = -1, xs = em_asm_label(&x.A), xe = em_asm_label(&x.A);
+    EmTry t;
+    int nwith = em_exc_chain(co, plan->region ? plan->cover : plan->at, depths, EM_MAX_WITH, &t);
+    if (!x.cells || xs < 0 || xe < 0) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    if (nwith < 0 || (t.handler >= 0) != !!rexc) {
+        PyErr_SetString(PyExc_SystemError, "ember: a break inside blocks it cannot leave");
+        goto done;
+    }
+    cell_slots(co, x.cells);
+    if (tx_prologue(&x, plan)) goto done;
+    em_asm_place(&x.A, xs);
+    if (tx_x(&x, co, plan, !!resume2, &branch)) goto done;
+    em_asm_place(&x.A, xe);
+    for (int side = 0; side < (resume2 ? 2 : 1); side++) {
+        if (side) em_asm_place(&x.A, branch);
+        if (tx_call_resume(&x, plan, plan->stack_after, plan->after_null, side ? resume2 : resume)) goto done;
+    }
+    if (tx_handlers(&x, plan, depths, nwith, xs, xe, rexc)) goto done;
+    if (!(varnames = tx_varnames(co, x.nargs, x.ntemps))) goto done;
+    kw = Py_BuildValue("{s:O,s:O,s:i,s:i,s:i,s:i,s:i}", "co_consts", x.consts, "co_varnames", varnames, "co_argcount",
+                       x.nargs + 1, "co_posonlyargcount", 0, "co_kwonlyargcount", 0, "co_flags",
+                       FLAGS_NO_STAR(co->co_flags), "co_nlocals", (int)PyTuple_GET_SIZE(varnames));
+    if (kw) res = em_asm_build(&x.A, co, kw, co->co_firstlineno);
 done:
-    em_asm_free(&A);
-    free(cells);
-    Py_XDECREF(consts);
-    Py_XDECREF(orig);
+    if (!res && !PyErr_Occurred()) PyErr_NoMemory();
+    em_asm_free(&x.A);
+    free(x.cells);
+    Py_XDECREF(x.consts);
     Py_XDECREF(varnames);
     Py_XDECREF(kw);
     return res;
 }
+
+#define OP(op, arg)                                       \
+    do {                                                  \
+        if (em_asm_op(&A, (op), (arg), line)) goto nomem; \
+    } while (0)
 
 EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int resume_at) {
     EmAsm A;

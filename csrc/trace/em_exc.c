@@ -94,7 +94,11 @@ EmStatus h_check_exc_match(EmTracer *T, const EmInstr *in) {
     (void)in;
     NEED(2);
     EmSym *type = POP(), *exc = TOP(1);
-    if ((type->kind != SYM_OBJ && type->kind != SYM_CONST && type->kind != SYM_TUPLE) || exc->kind != SYM_CONST)
+    /* the exception: one the trace raised, or one from the frame (a resume function entered at
+     * a handler), whose type is guarded */
+    int known = exc->kind == SYM_CONST ||
+                (exc->kind == SYM_OBJ && em_sym_type_guarded(exc) && PyExceptionInstance_Check(exc->obj));
+    if ((type->kind != SYM_OBJ && type->kind != SYM_CONST && type->kind != SYM_TUPLE) || !known)
         return em_trace_fail(T, EMA_VALUE, "except clause on a %s", em_sym_describe(type));
     PyObject *tv = em_sym_value(T, type);
     if (!tv) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "except clause type");

@@ -69,6 +69,14 @@ def opaque(t):
     return t * 2 + 1
 
 
+@ember.disable
+def opaque_raise(t, s):
+    """a graph break that raises on half of the values (a try block's handler runs)"""
+    if float(t.float().sum()) > s:
+        raise ValueError(f"over {s}")
+    return t - 1
+
+
 def helper(t, s):
     return t * s - 1
 
@@ -889,6 +897,13 @@ class Generator:
                 [f"{self.fresh('t')} = opaque({t})"],
                 [f"{self.fresh('t')} = {t} * {t}.sum().item()"],
                 [f"print(type({t}).__name__, {t}.dtype, file=OUT)"]]
+        v, e = self.fresh("t"), self.fresh("e")
+        opts += [  # breaks inside try blocks, the handler's path taken when the call raises
+            [f"try:\n    {v} = opaque_raise({t}, 0.5)\n    {v} = {v} * 2\nexcept ValueError as {e}:\n"
+             f"    {v} = {t} + len(str({e}))"],
+            [f"{v} = {t}\ntry:\n    print('try', {s}, file=OUT)\n    {v} = opaque_raise({v}, 0.0)\nfinally:\n"
+             f"    G_LIST.append(1)"],
+            [f"try:\n    {v} = {t}.sum().item() + {s}\nexcept ZeroDivisionError:\n    {v} = 0.0"]]
         return self.pick(opts)
 
     def s_grad(self, env):

@@ -600,9 +600,112 @@ def try_print(x):
 
 
 def test_break_inside_try_finally(capsys):
+    compare(try_print, randn(3), capsys=capsys)
+    assert_counts(frames=2, breaks=1, aborts=0)
+
+
+# A break inside a try block: the instruction runs in the generated code under an exception
+# entry that continues, when it raises, in a resume function entered at the block's handler
+# (with the stack below the block and the exception); the normal path resumes after it.
+TRY_LOG = []
+
+
+def try_except_open(x, path):
+    y = x * 2
+    try:
+        f = open(path)  # a graph break; raises for a missing file
+        f.close()
+        y = y + 1
+    except FileNotFoundError as e:
+        y = y - 1
+        TRY_LOG.append(type(e).__name__)
+    return y * 3
+
+
+def try_finally_open(x, path):
+    y = x * 2
+    try:
+        open(path).close()
+        y = y + 1
+    finally:
+        TRY_LOG.append("finally")
+        y = y + 10
+    return y
+
+
+def nested_try_open(x, path):
+    y = x + 1
+    try:
+        try:
+            open(path).close()
+            y = y * 2
+        except KeyError:
+            y = y * 100
+    except OSError:
+        y = y - 7
+    return y
+
+
+def try_branch_on_tensor(x, path):
+    y = x * 3
+    try:
+        print("in try", path)
+        if y.sum() > 0:
+            y = y + 1
+        else:
+            y = y - 1
+    except ValueError:
+        y = y * 0
+    return y
+
+
+def break_in_except_clause(x, path):
+    try:
+        y = x / 0 if path.endswith("x") else x + 1
+        raise KeyError(path)
+    except KeyError:
+        print("handling")  # inside an except clause: the frame runs as plain Python
+        y = x * 5
+    return y
+
+
+@pytest.mark.parametrize("fn", [try_except_open, try_finally_open, nested_try_open, try_branch_on_tensor,
+                                break_in_except_clause])
+@pytest.mark.parametrize("path", ["/dev/null", "/nonexistent/file"])
+def test_breaks_inside_try_blocks(fn, path, capsys):
+    x = randn(3)
+    TRY_LOG.clear()
+    try:
+        want, want_exc = fn(x.clone(), path), None
+    except Exception as e:
+        want, want_exc = None, e
+    want_log, want_out = list(TRY_LOG), capsys.readouterr().out
+    cfn = ember.compile(fn)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ember.EmberWarning)
-        compare(try_print, randn(3), capsys=capsys)
+        for _ in range(2):
+            TRY_LOG.clear()
+            try:
+                got, got_exc = cfn(x.clone(), path), None
+            except Exception as e:
+                got, got_exc = None, e
+            assert list(TRY_LOG) == want_log
+            assert capsys.readouterr().out == want_out
+            if want_exc is None:
+                assert got_exc is None, got_exc
+                assert_same(got, want)
+            else:
+                assert type(got_exc) is type(want_exc) and str(got_exc) == str(want_exc)
+                # the user's line of the instruction that raised is in the traceback
+                lines = [f.lineno for f in traceback.extract_tb(got_exc.__traceback__)]
+                assert traceback.extract_tb(want_exc.__traceback__)[-1].lineno in lines
+    c = counters()
+    if fn is not break_in_except_clause:
+        assert c["breaks"] >= 1, c
+    if fn is break_in_except_clause:
+        assert c["aborts"] == 1 and c["frames"] == 0, c
+    elif path == "/dev/null" or fn is try_except_open:  # the handler path is captured too
+        assert c["aborts"] == 0, c
 
 
 # ---------------------------------------------------------------------------

@@ -278,12 +278,30 @@ def print_in_with_in_try(x):
     return y
 
 
-def test_block_inside_try_falls_back(capsys):
-    with pytest.warns(ember.EmberWarning, match="could not compile `print_in_with_in_try`"):
-        got = ember.compile(print_in_with_in_try)(randn(3, requires_grad=True))
-    assert "try block" in str(ember.testing.code_state(print_in_with_in_try)["reason"])
-    torch.testing.assert_close(got, print_in_with_in_try(randn(3, requires_grad=True)))
-    assert torch.is_grad_enabled()
+def test_block_inside_try_breaks(capsys):
+    check(print_in_with_in_try, randn(3, requires_grad=True), graphs=2, breaks=1)
+    assert capsys.readouterr().out == "in try\n" * 3
+
+
+def raise_in_with_in_try(x, path):
+    y = x * 2
+    try:
+        with torch.no_grad():
+            y = y + 1
+            open(path).close()  # a break; raises for a missing file
+    except OSError:
+        y = y * 10  # grad mode is back on: the with block's exit ran first
+    return y, torch.is_grad_enabled()
+
+
+def test_exception_at_a_break_inside_a_block_inside_try():
+    x = randn(3, requires_grad=True)
+    for path in ("/dev/null", "/nonexistent/file"):
+        want = raise_in_with_in_try(x, path)
+        got = ember.compile(raise_in_with_in_try)(x, path)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[0].requires_grad == want[0].requires_grad and got[1] == want[1]
+        assert torch.is_grad_enabled()
 
 
 # ---- torch.autocast ----
