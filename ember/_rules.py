@@ -128,6 +128,27 @@ def ctx_new(cls, args, kwargs):
     return cls(*args, **dict(kwargs)), cls in GRAD_CTX
 
 
+def make_torch_module(cls, args, kwargs):
+    """A torch.nn module class called while tracing: the module, made on the meta device with
+    the random state kept, when it holds no tensors (its parameters, buffers and plain
+    attributes, its children's too): each call's own module would compute the same. Else None.
+    An exception it raises is cleared (the call runs as Python and raises it)."""
+    cpu_state = torch.random.get_rng_state()
+    try:
+        with torch.device("meta"):
+            m = cls(*args, **kwargs)
+    except Exception:
+        return None
+    finally:
+        torch.random.set_rng_state(cpu_state)
+    for sub in m.modules():
+        if any(isinstance(v, torch.Tensor) for v in vars(sub).values()):
+            return None
+        if sub._parameters or sub._buffers:
+            return None
+    return m
+
+
 def call_spec(spec):
     """Graph call: fn(*args, **kwargs) of spec = (fn, args, kwargs pairs), a change of global
     state the graph makes in its place (a warnings filter inside a catch_warnings block)."""

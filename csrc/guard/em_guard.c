@@ -181,6 +181,9 @@ int32_t em_guard_global_in(EmGuardProg *P, int32_t gslot, int32_t bslot, PyObjec
 int32_t em_guard_const(EmGuardProg *P, PyObject *obj, const char *label) {
     return g_load(P, EMG_LOAD_CONST, -1, 0, obj, label, 0);
 }
+int32_t em_guard_const_owned(EmGuardProg *P, PyObject *obj, const char *label) {
+    return g_load(P, EMG_LOAD_CONST, -1, 1, obj, label, 0);
+}
 int32_t em_guard_cell(EmGuardProg *P, int32_t base, PyObject *name) {
     return g_named(P, EMG_LOAD_CELL, base, 0, NULL, "%s.cell['%U']", name, 0);
 }
@@ -315,7 +318,7 @@ static int shape_match(const EmGuardProg *P, PyObject **slots) {
  * references. */
 static int weak_candidate(const EmGInstr *in) {
     if (!in->obj || !PyType_SUPPORTS_WEAKREFS(Py_TYPE(in->obj))) return 0;
-    return in->op == EMG_ID || in->op == EMG_TYPE || in->op == EMG_LOAD_CONST;
+    return in->op == EMG_ID || in->op == EMG_TYPE || (in->op == EMG_LOAD_CONST && !in->a);
 }
 
 int em_guard_weaken(EmGuardProg *P, PyObject *on_death) {

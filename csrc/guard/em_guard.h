@@ -90,6 +90,8 @@ int32_t em_guard_global_in(EmGuardProg *P, int32_t gslot, int32_t bslot, PyObjec
 /* A value the trace depends on through its identity (a function's globals, a closure cell);
  * label names it in dumps. */
 int32_t em_guard_const(EmGuardProg *P, PyObject *obj, const char *label);
+/* An object the trace made (a module of torch.nn): held strongly, as long as the program. */
+int32_t em_guard_const_owned(EmGuardProg *P, PyObject *obj, const char *label);
 int32_t em_guard_cell(EmGuardProg *P, int32_t base, PyObject *name);
 
 /* Checks: 0 or -1 with an exception set. Duplicates are dropped. */

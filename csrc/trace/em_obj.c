@@ -21,9 +21,49 @@ static PyTypeObject *builtin_base(PyTypeObject *cls) {
     return NULL;
 }
 
+/* A module class of torch.nn (not a user's: its __init__ runs no user code) called with
+ * constant arguments: made now (ember._rules.make_torch_module: on the meta device, the
+ * random state kept) when it holds no tensors (nn.ReLU(), nn.Dropout(p), nn.Flatten()), so
+ * that every call's new module would compute the same; it is then read like a module of the
+ * frame through a constant slot (returned, it is the same object on every call). Others:
+ * *handled = 0 (the call breaks the graph). */
+static EmStatus new_torch_module(EmTracer *T, PyTypeObject *tp, EmSym **args, int nargs, PyObject *kwnames,
+                                 EmSym **out, int *handled) {
+    PyObject *mod = PyObject_GetAttrString((PyObject *)tp, "__module__");
+    const char *mn = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+    int torch_nn = mn && !strncmp(mn, "torch.nn.", 9);
+    Py_XDECREF(mod);
+    if (!torch_nn) return PyErr_Occurred() ? EM_ERR : EM_OK;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *pos = PyTuple_New(nargs - nkw), *kw = PyDict_New(), *m = NULL;
+    int ok = pos && kw;
+    for (int i = 0; ok && i < nargs; i++) {
+        PyObject *v = em_sym_has_tensor(args[i]) ? NULL : em_sym_value(T, args[i]);
+        if (!v) ok = 0;
+        else if (i < nargs - nkw) PyTuple_SET_ITEM(pos, i, v);
+        else {
+            ok = !PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, i - (nargs - nkw)), v);
+            Py_DECREF(v);
+        }
+    }
+    if (ok) m = PyObject_CallMethod(em_state.meta_run, "make_torch_module", "OOO", (PyObject *)tp, pos, kw);
+    Py_XDECREF(pos);
+    Py_XDECREF(kw);
+    EmStatus st = m || !PyErr_Occurred() ? EM_OK : EM_ERR;
+    if (m && m != Py_None) {
+        int32_t slot = em_guard_const_owned(T->P, m, tp->tp_name);
+        *out = slot < 0 ? NULL : em_sym_wrap(T, m, slot, &st);
+        *handled = *out != NULL;
+    }
+    Py_XDECREF(m);
+    return st;
+}
+
 EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out, int *handled) {
     *handled = 0;
     if (!PyType_Check(cls)) return EM_OK;
+    if (PyType_IsSubtype((PyTypeObject *)cls, (PyTypeObject *)em_state.nn_module_type))
+        return new_torch_module(T, (PyTypeObject *)cls, args, nargs, kwnames, out, handled);
     PyTypeObject *tp = (PyTypeObject *)cls, *base = builtin_base(tp);
     if (!base || PyType_IsSubtype(tp, (PyTypeObject *)em_state.nn_module_type)) return EM_OK;
     PyObject *init = _PyType_Lookup(tp, EM_STR(dunder_init));

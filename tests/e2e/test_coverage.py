@@ -1371,3 +1371,31 @@ def test_catch_warnings_record_is_not_modelled():
 
     x = randn(2, 3, 4)
     assert_same(ember.compile(f)(x), f(x))
+
+
+# ---- torch.nn modules made in the trace ----
+
+
+def test_stateless_torch_modules_made_in_the_trace():
+    def f(x, p):
+        act = torch.nn.Sequential(torch.nn.GELU(approximate="tanh"), torch.nn.Flatten(0), torch.nn.Identity())
+        y = torch.nn.Softmax(dim=-1)(act(x))
+        return torch.nn.functional.relu(y) + torch.nn.LeakyReLU(negative_slope=p)(x).sum(), torch.nn.ReLU().inplace
+
+    one_graph(f, randn(2, 3), 0.25)
+
+
+def test_a_torch_module_with_parameters_made_in_the_trace_breaks_and_keeps_the_random_stream():
+    def f(x):
+        y = x * 2
+        lin = torch.nn.Linear(3, 3)  # random weights each call, from the global generator
+        return lin(y) + torch.nn.Dropout(0.0)(y)
+
+    x = randn(2, 3)
+    torch.manual_seed(5)
+    want, want_next = f(x), torch.rand(2)
+    torch.manual_seed(5)
+    got, got_next = ember.compile(f)(x), torch.rand(2)
+    assert_same(got, want)
+    assert_same(got_next, want_next)
+    assert counters()["breaks"] >= 1
