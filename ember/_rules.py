@@ -976,11 +976,108 @@ _FUNCTION_APPLY = torch.autograd.Function.__dict__["apply"]
 _SETUP_CONTEXT = torch.autograd.Function.setup_context
 
 
+class TracedCtx:
+    """The ctx of a torch.autograd.Function whose forward ember traces while an input needs a
+    gradient: it keeps what forward saves and the attributes it sets, which replay_function
+    hands to the backward at run time. What it does not model makes the call break."""
+
+    def __init__(self, needs_input_grad):
+        self.needs_input_grad = needs_input_grad
+        self._ember_saved = ()
+
+    def save_for_backward(self, *tensors):
+        self._ember_saved = tensors
+
+    def save_for_forward(self, *tensors):
+        not_modelled()
+
+    def mark_dirty(self, *tensors):
+        not_modelled()
+
+    def mark_non_differentiable(self, *tensors):
+        not_modelled()
+
+    def set_materialize_grads(self, value):
+        if not value:
+            not_modelled()
+
+
+def not_modelled():
+    """Called by traced helpers where the real call must run instead (the call breaks)."""
+    raise RuntimeError("ember: not modelled")
+
+
+class _ReplayState:
+    def __init__(self, cls, saved, attrs, outs):
+        self.cls, self.saved, self.attrs, self.outs = cls, saved, attrs, outs
+
+
+class _BackwardCtx:
+    pass
+
+
+class _Replay(torch.autograd.Function):
+    """Connects the outputs of a custom Function's forward (computed by the graph, without
+    autograd history) to its inputs through its own backward."""
+
+    @staticmethod
+    def forward(ctx, state, *args):
+        ctx.state = state
+        ctx.save_for_backward(*state.saved)
+        return state.outs
+
+    @staticmethod
+    def backward(ctx, *grads):
+        st, user = ctx.state, _BackwardCtx()
+        for k, v in st.attrs:
+            setattr(user, k, v)
+        user.saved_tensors = ctx.saved_tensors
+        user.needs_input_grad = ctx.needs_input_grad[1:]
+        user.materialize_grads = True
+        res = st.cls.backward(user, *grads)
+        return (None,) + (tuple(res) if isinstance(res, tuple) else (res,))
+
+
+def replay_function(cls, saved, attrs, args, out):
+    """Graph call: the outputs `out` of cls.forward (traced) given cls's backward: cls.apply's
+    outputs for the same values."""
+    single = isinstance(out, torch.Tensor)
+    r = _Replay.apply(_ReplayState(cls, saved, attrs, (out,) if single else tuple(out)), *args)
+    return r[0] if single else r
+
+
+def _traced_apply(cls, args):
+    """cls.apply(*args) with an input needing a gradient: forward traced under no_grad with a
+    TracedCtx, its outputs tied to cls.backward by a replay_function graph call."""
+    ctx = TracedCtx(tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args))
+    with torch.no_grad():
+        out = cls.forward(ctx, *args)
+    outs = (out,) if isinstance(out, torch.Tensor) else out
+    if not isinstance(outs, tuple) or not all(isinstance(o, torch.Tensor) for o in outs):
+        not_modelled()  # non-tensor outputs
+    for o in outs:
+        for a in args:
+            if o is a:
+                not_modelled()  # an input returned as is (eager makes it a view)
+    attrs = tuple((k, v) for k, v in ctx.__dict__.items() if k not in ("needs_input_grad", "_ember_saved"))
+    return replay_function(cls, ctx._ember_saved, attrs, args, out)
+
+
+_set(GRAPH, [replay_function])
+_set(ABORT, [not_modelled])
+
+
 def function_apply(cls, *args, **kwargs):
     """What the tracer calls for `cls.apply(*args)` (cls a torch.autograd.Function): its forward,
     traced, when no tensor argument needs a gradient (the output then has no autograd history in
-    eager either); otherwise the real apply, which the tracer cannot enter (the call breaks)."""
+    eager either); with one that does, the forward traced and its outputs tied to its backward
+    (_traced_apply); a Function of forms not modelled: the real apply, which the tracer cannot
+    enter (the call breaks)."""
     if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+        # is_compiling(): True while traced (rule TRUE); the same call run as Python at a
+        # graph break takes the real apply
+        if torch.compiler.is_compiling() and cls.setup_context is _SETUP_CONTEXT and not kwargs:
+            return _traced_apply(cls, args)
         return _FUNCTION_APPLY.__get__(None, cls)(*args, **kwargs)
     ctx = InferenceCtx(len(args))
     if cls.setup_context is not _SETUP_CONTEXT:  # forward(*args) with a separate setup_context

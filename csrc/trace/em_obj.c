@@ -27,8 +27,8 @@ static PyTypeObject *builtin_base(PyTypeObject *cls) {
  * that every call's new module would compute the same; it is then read like a module of the
  * frame through a constant slot (returned, it is the same object on every call). Others:
  * *handled = 0 (the call breaks the graph). */
-static EmStatus new_torch_module(EmTracer *T, PyTypeObject *tp, EmSym **args, int nargs, PyObject *kwnames,
-                                 EmSym **out, int *handled) {
+static EmStatus new_torch_module(EmTracer *T, PyTypeObject *tp, EmSym **args, int nargs, PyObject *kwnames, EmSym **out,
+                                 int *handled) {
     PyObject *mod = PyObject_GetAttrString((PyObject *)tp, "__module__");
     const char *mn = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
     int torch_nn = mn && !strncmp(mn, "torch.nn.", 9);

@@ -1399,3 +1399,81 @@ def test_a_torch_module_with_parameters_made_in_the_trace_breaks_and_keeps_the_r
     assert_same(got, want)
     assert_same(got_next, want_next)
     assert counters()["breaks"] >= 1
+
+
+# ---- autograd.Function whose inputs need gradients: forward traced, its backward at run time ----
+
+
+class _ScaledExp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, t, k):
+        y = t.exp() * k
+        ctx.save_for_backward(y)  # an output saved
+        ctx.k = k
+        ctx.w = torch.full((), 0.5)  # a tensor attribute
+        return y, t.sin()
+
+    @staticmethod
+    def backward(ctx, gy, gs):
+        (y,) = ctx.saved_tensors
+        assert ctx.needs_input_grad == (True, False)
+        return gy * y * ctx.w * 2 + gs * 0, None  # deliberately not the true gradient of sin
+
+
+class _Mul(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a * b
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        return (g * b * 10 if ctx.needs_input_grad[0] else None), (g * a if ctx.needs_input_grad[1] else None)
+
+
+class _Dirty(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, t):
+        t.mul_(2)
+        ctx.mark_dirty(t)
+        return t
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def test_autograd_function_with_gradients_one_graph():
+    def f(x, w):
+        y, s = _ScaledExp.apply(x * 2, 3.0)
+        return (y + s + _Mul.apply(x, w) + _Mul.apply(w, w)).sum()
+
+    for backend in ("eager", "aot_eager"):
+        x, w = randn(3), randn(3)
+        xe, we = x.clone().requires_grad_(), w.clone()
+        xc, wc = x.clone().requires_grad_(), w.clone()
+        want = f(xe, we)
+        want.backward()
+        ember.testing.reset_counters()
+        got = ember.compile(f, backend=backend, fullgraph=True)(xc, wc)
+        got.backward()
+        assert_same(got, want)
+        torch.testing.assert_close(xc.grad, xe.grad)  # the Functions' own backwards ran
+        assert counters()["frames"] == 1
+
+
+def test_autograd_function_forms_not_modelled_break_to_the_real_apply():
+    def f(x):
+        return _Dirty.apply(x * 1).sum()
+
+    xe, xc = randn(3).requires_grad_(), randn(3).requires_grad_()
+    with torch.no_grad():
+        xc.copy_(xe)
+    want = f(xe)
+    want.backward()
+    got = ember.compile(f)(xc)
+    got.backward()
+    assert_same(got, want)
+    torch.testing.assert_close(xc.grad, xe.grad)
+    assert counters()["breaks"] >= 1
