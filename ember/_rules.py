@@ -1051,7 +1051,11 @@ def _traced_apply(cls, args):
     TracedCtx, its outputs tied to cls.backward by a replay_function graph call."""
     ctx = TracedCtx(tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args))
     with torch.no_grad():
-        out = cls.forward(ctx, *args)
+        if cls.setup_context is not _SETUP_CONTEXT:  # forward(*args) with a separate setup_context
+            out = cls.forward(*args)
+            cls.setup_context(ctx, args, out)
+        else:
+            out = cls.forward(ctx, *args)
     outs = (out,) if isinstance(out, torch.Tensor) else out
     if not isinstance(outs, tuple) or not all(isinstance(o, torch.Tensor) for o in outs):
         not_modelled()  # non-tensor outputs
@@ -1076,7 +1080,7 @@ def function_apply(cls, *args, **kwargs):
     if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
         # is_compiling(): True while traced (rule TRUE); the same call run as Python at a
         # graph break takes the real apply
-        if torch.compiler.is_compiling() and cls.setup_context is _SETUP_CONTEXT and not kwargs:
+        if torch.compiler.is_compiling() and not kwargs:
             return _traced_apply(cls, args)
         return _FUNCTION_APPLY.__get__(None, cls)(*args, **kwargs)
     ctx = InferenceCtx(len(args))

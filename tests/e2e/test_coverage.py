@@ -1444,10 +1444,25 @@ class _Dirty(torch.autograd.Function):
         return g * 2
 
 
+class _NewStyleSin(torch.autograd.Function):
+    @staticmethod
+    def forward(t):
+        return t.sin()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, g):
+        (t,) = ctx.saved_tensors
+        return g * t.cos() * 2  # deliberately twice the true gradient
+
+
 def test_autograd_function_with_gradients_one_graph():
     def f(x, w):
         y, s = _ScaledExp.apply(x * 2, 3.0)
-        return (y + s + _Mul.apply(x, w) + _Mul.apply(w, w)).sum()
+        return (y + s + _Mul.apply(x, w) + _Mul.apply(w, w) + _NewStyleSin.apply(x)).sum()
 
     for backend in ("eager", "aot_eager"):
         x, w = randn(3), randn(3)
