@@ -80,7 +80,25 @@ def _cells_across_break(x):
 
 
 
-CASES = [_gen_send, _closure_cells, _containers, _lazy_builtins, _ops_and_partial, _print_break, _cells_across_break]
+class _Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, t):
+        ctx.save_for_backward(t)
+        return t * t
+
+    @staticmethod
+    def backward(ctx, g):
+        (t,) = ctx.saved_tensors
+        return 2 * g * t
+
+
+def _autograd_function_with_grad(x):
+    w = x.detach().requires_grad_()
+    return _Square.apply(w) + torch.nn.ReLU()(x)
+
+
+CASES = [_gen_send, _closure_cells, _containers, _lazy_builtins, _ops_and_partial, _print_break, _cells_across_break,
+         _autograd_function_with_grad]
 
 
 @pytest.mark.parametrize("fn", CASES, ids=[f.__name__.strip("_") for f in CASES])
