@@ -868,12 +868,32 @@ def _record(out, ins):
     return None
 
 
+class _NonLeaf(torch.autograd.Function):
+    """A fresh meta tensor of the given sizes, strides and dtype that requires grad as an op's
+    result does: not a leaf (an in-place op on a leaf that requires grad raises, and is_leaf
+    must answer False), not a view."""
+
+    @staticmethod
+    def forward(ctx, seed, sizes, strides, dtype):
+        return torch.empty_strided(sizes, strides, dtype=dtype, device=META)
+
+    @staticmethod
+    def backward(ctx, g):
+        return None, None, None, None
+
+
+_SEED = torch.empty((), device=META, requires_grad=True)
+
+
 def _rebuild(rec):
     kind = rec[0]
     if kind == "none":
         return None
     if kind == "t":
-        return torch.empty_strided(rec[1], rec[2], dtype=rec[3], device=META, requires_grad=rec[4])
+        if rec[4]:
+            with torch.enable_grad():
+                return _NonLeaf.apply(_SEED, rec[1], rec[2], rec[3])
+        return torch.empty_strided(rec[1], rec[2], dtype=rec[3], device=META)
     return kind(_rebuild(r) for r in rec[1])
 
 

@@ -1492,3 +1492,28 @@ def test_autograd_function_forms_not_modelled_break_to_the_real_apply():
     assert_same(got, want)
     torch.testing.assert_close(xc.grad, xe.grad)
     assert counters()["breaks"] >= 1
+
+
+def test_meta_results_from_the_memo_are_not_leaves():
+    """The meta run's memo rebuilds an op's result that requires grad as a non-leaf: an in-place
+    op on it traces as on the op's own result (a leaf made the in-place op raise while tracing:
+    a break whose graph output then had NaN gradients under aot_eager, fuzz 1532:25)."""
+    def first(y):
+        return torch.atan2(y, y) * 1
+
+    def f(y, s):
+        t = torch.atan2(y, y)  # the same call signature as in `first`: a memo hit
+        t += s
+        return t * 2
+
+    y, s = randn(3).requires_grad_(), randn(()).requires_grad_()
+    ember.compile(first)(y)
+    ember.testing.reset_counters()
+    for backend in ("eager", "aot_eager"):
+        ye, yc = y.detach().clone().requires_grad_(), y.detach().clone().requires_grad_()
+        want = f(ye, s)
+        got = ember.compile(f, backend=backend, fullgraph=True)(yc, s)
+        assert_same(got, want)
+        want.sum().backward()
+        got.sum().backward()
+        torch.testing.assert_close(yc.grad, ye.grad)
