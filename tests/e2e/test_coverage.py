@@ -1478,7 +1478,7 @@ def test_autograd_function_with_gradients_one_graph():
         assert counters()["frames"] == 1
 
 
-def test_autograd_function_forms_not_modelled_break_to_the_real_apply():
+def test_autograd_function_forms_not_modelled_run_the_real_apply():
     def f(x):
         return _Dirty.apply(x * 1).sum()
 
@@ -1490,8 +1490,7 @@ def test_autograd_function_forms_not_modelled_break_to_the_real_apply():
     got = ember.compile(f)(xc)
     got.backward()
     assert_same(got, want)
-    torch.testing.assert_close(xc.grad, xe.grad)
-    assert counters()["breaks"] >= 1
+    torch.testing.assert_close(xc.grad, xe.grad)  # mark_dirty's in-place semantics kept
 
 
 def test_meta_results_from_the_memo_are_not_leaves():
