@@ -128,15 +128,17 @@ def ctx_new(cls, args, kwargs):
     return cls(*args, **dict(kwargs)), cls in GRAD_CTX
 
 
-def make_torch_module(cls, args, kwargs):
-    """A torch.nn module class called while tracing: the module, made on the meta device with
-    the random state kept, when it holds no tensors (its parameters, buffers and plain
-    attributes, its children's too): each call's own module would compute the same. Else None.
+def make_torch_module(spec):
+    """A torch.nn module class called while tracing (spec = (cls, args, kwargs pairs)): the
+    module, made on the meta device with the random state kept, when it holds no tensors (its
+    parameters, buffers and plain attributes, its children's too): each call's own module would
+    compute the same. Else None.
     An exception it raises is cleared (the call runs as Python and raises it)."""
+    cls, args, kwargs = spec
     cpu_state = torch.random.get_rng_state()
     try:
         with torch.device("meta"):
-            m = cls(*args, **kwargs)
+            m = cls(*args, **dict(kwargs))
     except Exception:
         return None
     finally:

@@ -46,60 +46,7 @@ static int helper_grad(const char *helper, PyObject *arg) {
     return g;
 }
 
-EmStatus em_ctx_make(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
-    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
-    PyObject *pos = PyTuple_New(npos), *kw = PyTuple_New(nkw), *res = NULL;
-    EmStatus st = EM_ERR;
-    if (!pos || !kw) goto done;
-    for (int i = 0; i < nargs; i++) {
-        PyObject *v = em_sym_value(T, args[i]);
-        if (!v) {
-            if (PyErr_Occurred()) goto done;
-            st = em_trace_fail(T, EMA_VALUE, "%s with a non-constant argument", ((PyTypeObject *)cls)->tp_name);
-            goto done;
-        }
-        if (i < npos) {
-            PyTuple_SET_ITEM(pos, i, v);
-        } else {
-            PyObject *pair = PyTuple_Pack(2, PyTuple_GET_ITEM(kwnames, i - npos), v);
-            Py_DECREF(v);
-            if (!pair) goto done;
-            PyTuple_SET_ITEM(kw, i - npos, pair);
-        }
-    }
-    /* the twin; set_grad_enabled changes grad mode as it is made */
-    res = PyObject_CallMethod(em_state.meta_run, "ctx_new", "OOO", cls, pos, kw);
-    if (!res) {
-        st = em_trace_abandon(T, EMA_CALL, "%s on these arguments", ((PyTypeObject *)cls)->tp_name);
-        goto done;
-    }
-    EmSym *s = em_sym_new(T, SYM_CTX);
-    if (!s) goto done;
-    s->obj = Py_NewRef(PyTuple_GET_ITEM(res, 0));
-    s->grad_family = (int8_t)PyObject_IsTrue(PyTuple_GET_ITEM(res, 1));
-    if (!(s->spec = PyTuple_Pack(3, cls, pos, kw))) goto done;
-    s->prev_grad = (int8_t)T->grad;
-    int g = helper_grad("grad_mode", Py_None);
-    if (g < 0) goto done;
-    if (s->grad_family && g != T->grad) { /* set_grad_enabled changes grad mode when made */
-        if (T->ctx_open.len) T->grad_set_in_with = 1;
-        T->grad = g;
-        if (record_grad(T, g) != EM_OK) goto done;
-        s->ctx_state = EM_CTX_IN_EFFECT;
-    }
-    *out = s;
-    st = EM_OK;
-done:
-    Py_XDECREF(pos);
-    Py_XDECREF(kw);
-    Py_XDECREF(res);
-    if (st == EM_ERR && !PyErr_Occurred()) PyErr_NoMemory();
-    return st;
-}
-
-/* The arguments of a call as (fn, positional tuple, keyword (name, value) pairs) of their
- * constant values; NULL without an exception when one is not a constant. */
-static EM_NEW PyObject *call_spec(EmTracer *T, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames) {
+EM_NEW PyObject *em_call_spec(EmTracer *T, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames) {
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
     PyObject *pos = PyTuple_New(npos), *kw = PyTuple_New(nkw), *spec = NULL;
     for (int i = 0; pos && kw && i < nargs; i++) {
@@ -121,6 +68,44 @@ done:
     return spec;
 }
 
+EmStatus em_ctx_make(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
+    PyObject *spec = em_call_spec(T, cls, args, nargs, kwnames), *res = NULL;
+    EmStatus st = EM_ERR;
+    if (!spec) {
+        if (!PyErr_Occurred())
+            st = em_trace_fail(T, EMA_VALUE, "%s with a non-constant argument", ((PyTypeObject *)cls)->tp_name);
+        goto done;
+    }
+    /* the twin; set_grad_enabled changes grad mode as it is made */
+    res = PyObject_CallMethod(em_state.meta_run, "ctx_new", "OOO", cls, PyTuple_GET_ITEM(spec, 1),
+                              PyTuple_GET_ITEM(spec, 2));
+    if (!res) {
+        st = em_trace_abandon(T, EMA_CALL, "%s on these arguments", ((PyTypeObject *)cls)->tp_name);
+        goto done;
+    }
+    EmSym *s = em_sym_new(T, SYM_CTX);
+    if (!s) goto done;
+    s->obj = Py_NewRef(PyTuple_GET_ITEM(res, 0));
+    s->grad_family = (int8_t)PyObject_IsTrue(PyTuple_GET_ITEM(res, 1));
+    s->spec = Py_NewRef(spec);
+    s->prev_grad = (int8_t)T->grad;
+    int g = helper_grad("grad_mode", Py_None);
+    if (g < 0) goto done;
+    if (s->grad_family && g != T->grad) { /* set_grad_enabled changes grad mode when made */
+        if (T->ctx_open.len) T->grad_set_in_with = 1;
+        T->grad = g;
+        if (record_grad(T, g) != EM_OK) goto done;
+        s->ctx_state = EM_CTX_IN_EFFECT;
+    }
+    *out = s;
+    st = EM_OK;
+done:
+    Py_XDECREF(spec);
+    Py_XDECREF(res);
+    if (st == EM_ERR && !PyErr_Occurred()) PyErr_NoMemory();
+    return st;
+}
+
 /* warnings.simplefilter/filterwarnings/resetwarnings inside a with block of
  * warnings.catch_warnings, which puts the filters back at its end: run now (inside the twin's
  * block, so the trace's own meta runs see them) and recorded as a graph call (ember._rules.call_spec),
@@ -131,12 +116,15 @@ EmStatus em_ctx_warn_filter(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, in
     int inside = 0;
     for (int32_t i = 0; i < T->ctx_open.len; i++)
         inside |= (PyObject *)Py_TYPE(T->ctx_open.data[i]->obj) == EM_KNOWN(catch_warnings);
-    const char *name = ((PyFunctionObject *)fn->obj)->func_qualname
-                           ? PyUnicode_AsUTF8(((PyFunctionObject *)fn->obj)->func_qualname)
-                           : "?";
+    const char *name = PyFunction_Check(fn->obj) ? PyUnicode_AsUTF8(((PyFunctionObject *)fn->obj)->func_qualname)
+                                                 : NULL;
+    if (!name) {
+        PyErr_Clear();
+        name = "?";
+    }
     if (!inside)
         return em_trace_fail(T, EMA_SIDE_EFFECT, "warnings.%s outside a warnings.catch_warnings() block", name);
-    PyObject *spec = call_spec(T, fn->obj, all, n, kwnames);
+    PyObject *spec = em_call_spec(T, fn->obj, all, n, kwnames);
     if (!spec)
         return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "warnings.%s of non-constant arguments", name);
     PyObject *run = PyObject_GetAttrString(em_state.meta_run, "call_spec");

@@ -133,6 +133,7 @@ static EmStatus bind_free_vars(EmTracer *T, PyFunctionObject *fn, EmSym *closure
      * from that function's __closure__; another function's cells are constants */
     EmSym *fs = closure || !fn->func_closure ? NULL : em_sym_seen(T, (PyObject *)fn);
     int32_t clo = -1;
+    if (!fs && PyErr_Occurred()) return EM_ERR;
     if (fs && fs->kind == SYM_OBJ && fs->by_id == 2 && fs->src >= 0 &&
         (clo = em_guard_attr(T->P, fs->src, EM_STR(dunder_closure))) < 0)
         return EM_ERR;

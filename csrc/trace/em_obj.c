@@ -34,21 +34,11 @@ static EmStatus new_torch_module(EmTracer *T, PyTypeObject *tp, EmSym **args, in
     int torch_nn = mn && !strncmp(mn, "torch.nn.", 9);
     Py_XDECREF(mod);
     if (!torch_nn) return PyErr_Occurred() ? EM_ERR : EM_OK;
-    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    PyObject *pos = PyTuple_New(nargs - nkw), *kw = PyDict_New(), *m = NULL;
-    int ok = pos && kw;
-    for (int i = 0; ok && i < nargs; i++) {
-        PyObject *v = em_sym_has_tensor(args[i]) ? NULL : em_sym_value(T, args[i]);
-        if (!v) ok = 0;
-        else if (i < nargs - nkw) PyTuple_SET_ITEM(pos, i, v);
-        else {
-            ok = !PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, i - (nargs - nkw)), v);
-            Py_DECREF(v);
-        }
-    }
-    if (ok) m = PyObject_CallMethod(em_state.meta_run, "make_torch_module", "OOO", (PyObject *)tp, pos, kw);
-    Py_XDECREF(pos);
-    Py_XDECREF(kw);
+    for (int i = 0; i < nargs; i++)
+        if (em_sym_has_tensor(args[i])) return EM_OK;
+    PyObject *spec = em_call_spec(T, (PyObject *)tp, args, nargs, kwnames);
+    PyObject *m = spec ? PyObject_CallMethod(em_state.meta_run, "make_torch_module", "(O)", spec) : NULL;
+    Py_XDECREF(spec);
     EmStatus st = m || !PyErr_Occurred() ? EM_OK : EM_ERR;
     if (m && m != Py_None) {
         int32_t slot = em_guard_const_owned(T->P, m, tp->tp_name);
@@ -65,7 +55,7 @@ EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObjec
     if (PyType_IsSubtype((PyTypeObject *)cls, (PyTypeObject *)em_state.nn_module_type))
         return new_torch_module(T, (PyTypeObject *)cls, args, nargs, kwnames, out, handled);
     PyTypeObject *tp = (PyTypeObject *)cls, *base = builtin_base(tp);
-    if (!base || PyType_IsSubtype(tp, (PyTypeObject *)em_state.nn_module_type)) return EM_OK;
+    if (!base) return EM_OK;
     PyObject *init = _PyType_Lookup(tp, EM_STR(dunder_init));
     int py_init = init && PyFunction_Check(init);
     if (!py_init && nargs) return EM_OK; /* a builtin __init__ with arguments (dict(a=1) subclasses) */

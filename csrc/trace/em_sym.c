@@ -422,8 +422,7 @@ EmSym *em_sym_seen(EmTracer *T, PyObject *o) {
     PyObject *key = PyLong_FromVoidPtr(o);
     PyObject *idx = key ? PyDict_GetItemWithError(T->seen, key) : NULL;
     Py_XDECREF(key);
-    long i = idx ? PyLong_AsLong(idx) : -1;
-    PyErr_Clear();
+    long i = idx ? PyLong_AsLong(idx) : -1; /* -1: none, or being wrapped */
     return i >= 0 && i < T->syms.len ? T->syms.data[i] : NULL;
 }
 

@@ -412,7 +412,7 @@ EmSym *em_prog_cell(EmTracer *T, PyObject *cell);
  * `via` it was reached through (a nested function's __closure__ item), else the constant
  * cell. A via that is not that slot is guarded to hold the same cell. -1 on error. */
 int32_t em_prog_cell_slot(EmTracer *T, EmSym *c, PyObject *name, int32_t via);
-/* The sym the trace made for object o read from the frame, or NULL. */
+/* The sym the trace made for object o read from the frame, or NULL (with an exception on error). */
 EmSym *em_sym_seen(EmTracer *T, PyObject *o);
 
 /* Rows of em_known.def: the callables em_call answers itself (call_known in em_call.c). */
@@ -432,6 +432,9 @@ EmStatus em_known_tensor_numel(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all,
 EmStatus em_known_tensor_layout(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
                                 EmSym **out);
 EmStatus em_known_minmax(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
+/* The arguments of a call of fn as (fn, positional tuple, keyword (name, value) pairs) of
+ * their constant values (em_ctx.c); NULL without an exception when one is not a constant. */
+EM_NEW PyObject *em_call_spec(EmTracer *T, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames);
 /* warnings.simplefilter/filterwarnings/resetwarnings (em_ctx.c). */
 EmStatus em_ctx_warn_filter(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 
