@@ -381,6 +381,21 @@ def tensor_type_name(meta, device):
     return None
 
 
+def tensor_type_target(t):
+    """x.type(t) as x.to(...): (dtype, device type or None) for a dtype, a legacy tensor type or
+    its name ('torch.HalfTensor', 'torch.cuda.HalfTensor'); None for anything else."""
+    if isinstance(t, torch.dtype):
+        return t, None
+    name = t if isinstance(t, str) else getattr(t, "__module__", "") + "." + getattr(t, "__name__", "")
+    dev = "cuda" if name.startswith("torch.cuda.") else "cpu" if name.startswith("torch.") else None
+    base = name.replace("torch.cuda.", "torch.", 1)
+    for dt in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.uint8, torch.int8, torch.int16,
+               torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128):
+        if dev and torch.empty(0, dtype=dt).type() == base:
+            return dt, dev
+    return None
+
+
 def iter_type(v):
     """The type of iter(v) (or, for v = ("reversed", x), of reversed(x)) for a constant, or a
     torch container module whose __iter__ only reads its members; None otherwise."""
@@ -953,10 +968,60 @@ def run(fn, args, kwargs, device):
         except TypeError:
             out = fn(*args, **kwargs)
     else:
-        out = _memo_run(fn, args, kwargs)
+        try:
+            out = _memo_run(fn, args, kwargs)
+        except RuntimeError as e:
+            if "cannot be called on meta tensors" not in str(e) or not any(t.dim() == 0 for t in _tensors((args, kwargs))):
+                raise
+            out = _run_scalar_values(fn, args, kwargs, e)
     if not _all_meta(out):
         raise NotImplementedError("creates tensor data while tracing")
     return out, device if device is not None else torch.device("cpu")
+
+
+def _scalar_at(x, which, v, seen, depth=0):
+    """x with its `which`-th 0-dim meta tensor (in order; seen counts them) a CPU one holding v."""
+    if isinstance(x, torch.Tensor):
+        if x.dim() == 0 and x.device.type == "meta":
+            seen[0] += 1
+            if seen[0] - 1 == which:
+                return torch.full((), v, dtype=x.dtype)
+        return x
+    if type(x) in (list, tuple) and depth < 4:
+        return type(x)(_scalar_at(i, which, v, seen, depth + 1) for i in x)
+    if type(x) is dict and depth < 4:
+        return {k: _scalar_at(i, which, v, seen, depth + 1) for k, i in x.items()}
+    return x
+
+
+def _meta_of(x):
+    if isinstance(x, torch.Tensor):
+        return (x.device.type, x.dtype, tuple(x.shape), x.stride())
+    if isinstance(x, (list, tuple)):
+        return tuple(_meta_of(i) for i in x)
+    return x if isinstance(x, (int, float, bool, str, type(None))) else type(x)
+
+
+def _run_scalar_values(fn, args, kwargs, err):
+    """fn whose meta kernel reads the value of a 0-dim tensor argument as a Scalar
+    (addcmul_(value=t), _foreach_pow(t, xs)): run with one such tensor at a time a CPU scalar, of
+    two values; the result's metadata must not depend on the value (else the meta error stands:
+    arange(t) cannot be inferred)."""
+    n = sum(1 for t in _tensors((args, kwargs)) if t.dim() == 0 and t.device.type == "meta")
+    for which in range(n):
+        outs = []
+        for v in (1, 3):
+            seen = [0]
+            a = _scalar_at(args, which, v, seen)
+            seen = [0]
+            k = _scalar_at(kwargs, which, v, seen)
+            try:
+                outs.append(fn(*a, **k))
+            except RuntimeError:
+                break
+        if len(outs) == 2 and _all_meta(outs[0]) and _meta_of(outs[0]) == _meta_of(outs[1]):
+            return outs[0]
+    raise err
 
 
 def _callable(qualname):

@@ -933,6 +933,36 @@ static EmStatus known_super(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, in
     return CALL_NEXT;
 }
 
+/* str(o), repr(o) of a user object: its class's Python __str__ (else __repr__) or __repr__,
+ * traced; its result must be a str. */
+static EmStatus known_str(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    (void)self;
+    if (n != 1 || kwnames || !em_sym_user_operand(all[0])) return CALL_NEXT;
+    PyTypeObject *tp = Py_TYPE(all[0]->obj);
+    PyObject *s = _PyType_Lookup(tp, EM_STR(dunder_str)), *r = _PyType_Lookup(tp, EM_STR(dunder_repr));
+    const char *name = NULL;
+    if (fn->obj == EM_KNOWN(str) && s && PyFunction_Check(s)) name = "__str__";
+    else if ((fn->obj == EM_KNOWN(repr) || s == _PyType_Lookup(&PyBaseObject_Type, EM_STR(dunder_str))) && r &&
+             PyFunction_Check(r))
+        name = "__repr__"; /* object.__str__ calls repr() */
+    if (!name) return CALL_NEXT;
+    EmStatus st = em_call_dunder(T, all[0], name, NULL, 0, out);
+    if (st == EM_OK && ((*out)->kind != SYM_CONST || !PyUnicode_Check((*out)->obj)))
+        return em_trace_fail(T, EMA_VALUE, "%s returned a %s", name, em_sym_describe(*out));
+    return st;
+}
+
+/* bool(x) of a user object or container sym: its truth value as `if x` finds it. */
+static EmStatus known_bool(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (n != 1 || kwnames || all[0]->kind == SYM_CONST || all[0]->kind == SYM_TENSOR) return CALL_NEXT;
+    int t;
+    EmStatus st = em_sym_truth(T, all[0], &t);
+    if (st != EM_OK) return st;
+    return (*out = em_sym_const(T, t ? Py_True : Py_False)) ? EM_OK : EM_ERR;
+}
+
 static EmStatus known_len(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;
@@ -972,10 +1002,11 @@ static EmStatus known_getattr(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, 
     if ((is_hasattr || (f == EM_KNOWN(getattr) && (n == 2 || n == 3))) && !kwnames && all[1]->kind == SYM_CONST &&
         PyUnicode_Check(all[1]->obj)) {
         if (n == 3 || is_hasattr) { /* the default / False when absence can be guarded */
-            int absent = em_sym_attr_absent(T, all[0], all[1]->obj);
-            if (absent < 0) return EM_ERR;
-            if (absent) {
-                *out = is_hasattr ? em_sym_const(T, Py_False) : all[2];
+            int known = is_hasattr ? em_sym_attr_known(T, all[0], all[1]->obj)
+                                   : em_sym_attr_absent(T, all[0], all[1]->obj);
+            if (known < 0) return EM_ERR;
+            if (known) {
+                *out = known == 2 ? em_sym_const(T, Py_True) : is_hasattr ? em_sym_const(T, Py_False) : all[2];
                 return *out ? EM_OK : EM_ERR;
             }
         }
@@ -1333,11 +1364,37 @@ static EmStatus known_zip(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int 
     return CALL_NEXT;
 }
 
+/* x.type(t) for a dtype or a legacy tensor type (or its name): x.to(device, dtype), which
+ * returns x itself when nothing changes, as x.type does. */
+static EmStatus tensor_type_to(EmTracer *T, EmSym *x, PyObject *t, EmSym **out) {
+    PyObject *r = PyObject_CallMethod(em_state.meta_run, "tensor_type_target", "(O)", t);
+    if (!r) return EM_ERR;
+    if (r == Py_None) {
+        Py_DECREF(r);
+        return CALL_NEXT;
+    }
+    PyObject *to = PyObject_GetAttrString((PyObject *)em_state.tensor_type, "to");
+    EmSym *f = to ? em_sym_const(T, to) : NULL;
+    PyObject *dev = PyTuple_GET_ITEM(r, 1);
+    EmSym *args[3] = {x, NULL, NULL};
+    int n = 1;
+    if (dev != Py_None) args[n++] = em_sym_const(T, dev);
+    args[n++] = em_sym_const(T, PyTuple_GET_ITEM(r, 0));
+    EmStatus st = f && args[1] && args[n - 1] ? em_call(T, f, NULL, args, n, NULL, out) : EM_ERR;
+    Py_XDECREF(to);
+    Py_DECREF(r);
+    return st;
+}
+
 static EmStatus known_tensor_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
                                   EmSym **out) {
     (void)fn;
     (void)self;
-    if (n != 1 || kwnames || all[0]->kind != SYM_TENSOR) return CALL_NEXT; /* x.type(dtype): a conversion */
+    if (n == 2 && !kwnames && all[0]->kind == SYM_TENSOR &&
+        (all[1]->kind == SYM_CONST ||
+         (all[1]->kind == SYM_OBJ && PyType_Check(all[1]->obj) && (all[1]->by_id || all[1]->src < 0))))
+        return tensor_type_to(T, all[0], all[1]->obj, out);
+    if (n != 1 || kwnames || all[0]->kind != SYM_TENSOR) return CALL_NEXT;
     PyObject *m = em_sym_meta(T, all[0]);
     PyObject *r = m ? PyObject_CallMethod(em_state.meta_run, "tensor_type_name", "OO", m, all[0]->device) : NULL;
     if (!r) return EM_ERR;
@@ -1569,6 +1626,25 @@ static EmStatus call_namedtuple(EmTracer *T, PyObject *f, EmSym **all, int n, Py
     return st;
 }
 
+/* itertools.chain.from_iterable(its): chain(*its) once its items are known. */
+static EmStatus chain_from_iterable(EmTracer *T, EmSym *its, EmSym **out) {
+    EmSym *items = NULL;
+    EmStatus st = its->kind == SYM_ITER ? em_iter_use(T, its) : EM_OK;
+    if (st != EM_OK || (st = em_seq_items(T, its, &items)) != EM_OK) return st;
+    EmSym *chain = em_sym_known(T, EM_KNOWN(it_chain), "itertools.chain");
+    return chain ? em_call(T, chain, NULL, items->items.data, (int)items->items.len, NULL, out) : EM_ERR;
+}
+
+/* dict.fromkeys(keys[, value]) bound to dict, OrderedDict or defaultdict (whose factory is then
+ * None), with value given by position or keyword. */
+static int is_fromkeys(PyObject *f, PyObject *kwnames) {
+    PyObject *cls = PyCFunction_GET_SELF(f);
+    if (cls != (PyObject *)&PyDict_Type && cls != EM_KNOWN(OrderedDict) && cls != EM_KNOWN(defaultdict)) return 0;
+    if (strcmp(((PyCFunctionObject *)f)->m_ml->ml_name, "fromkeys")) return 0;
+    return !kwnames ||
+           (PyTuple_GET_SIZE(kwnames) == 1 && !PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "value"));
+}
+
 /* em_call's third step: callees recognized by their type. The bound __exit__ of a grad-mode
  * context from the frame; a builtin method descriptor called on an instance (made while
  * tracing or from the frame) or on a container sym; a namedtuple class. */
@@ -1595,10 +1671,15 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
     if (self && kwnames && self->kind == SYM_DICT && Py_IS_TYPE(f, &PyMethodDescr_Type) &&
         PyDescr_TYPE(f) == &PyDict_Type && !PyUnicode_CompareWithASCIIString(PyDescr_NAME(f), "update"))
         return em_dict_update(T, self, args, nargs, kwnames, out); /* d.update(k=v) */
-    if (!self && !kwnames && (n == 1 || n == 2) && PyCFunction_Check(f) &&
-        PyCFunction_GET_SELF(f) == (PyObject *)&PyDict_Type &&
-        !strcmp(((PyCFunctionObject *)f)->m_ml->ml_name, "fromkeys"))
-        return em_dict_fromkeys(T, all[0], n == 2 ? all[1] : NULL, out);
+    if (!self && n == 1 && !kwnames && PyCFunction_Check(f) && PyCFunction_GET_SELF(f) == EM_KNOWN(it_chain) &&
+        !strcmp(((PyCFunctionObject *)f)->m_ml->ml_name, "from_iterable"))
+        return chain_from_iterable(T, all[0], out);
+    if (!self && (n == 1 || n == 2) && PyCFunction_Check(f) && is_fromkeys(f, kwnames)) {
+        PyObject *cls = PyCFunction_GET_SELF(f);
+        EmStatus st = em_dict_fromkeys(T, all[0], n == 2 ? all[1] : NULL, out);
+        if (st == EM_OK && cls != (PyObject *)&PyDict_Type) (*out)->seq_type = Py_NewRef(cls);
+        return st;
+    }
     if (self && !kwnames && em_set_made(self)) return em_set_method(T, f, self, args, nargs, out);
     return CALL_NEXT;
 }

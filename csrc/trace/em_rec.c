@@ -44,6 +44,11 @@ EmStatus h_load_const(EmTracer *T, const EmInstr *in) {
     PyObject *v = PyTuple_GET_ITEM(T->code->co_consts, in->arg);
     return em_push(T, em_sym_const(T, v));
 }
+/* `assert` failing: the builtin AssertionError (the assert statement does not look it up). */
+EmStatus h_load_assertion_error(EmTracer *T, const EmInstr *in) {
+    (void)in;
+    return em_push(T, em_sym_const(T, PyExc_AssertionError));
+}
 EmStatus h_load_fast(EmTracer *T, const EmInstr *in) {
     EmStatus st;
     EmSym *s = em_local_get(T, in->arg, &st);

@@ -654,6 +654,7 @@ EmStatus em_sym_tensor_attr(EmTracer *T, EmSym *base, PyObject *name, int method
                    Py_IS_TYPE(fn, &PyWrapperDescr_Type)))
             return em_sym_method(T, fn, base, method, out, self);
     }
+    if (!strcmp(n, "__class__")) return em_sym_type(T, base, out);
     if (!strcmp(n, "device")) {
         *out = em_sym_const(T, base->device);
         return *out ? EM_OK : EM_ERR;
@@ -923,7 +924,79 @@ done:
  * the type (guarded) has no such attribute and the instance dict (guarded) has no such key. */
 static int attr_absent(EmTracer *T, EmSym *base, PyObject *name, int generic);
 
+/* The Python type of a container-like sym (its type is not guarded: syms of these kinds are
+ * exact or carry their type), or NULL. */
+static PyTypeObject *kind_type(EmSym *s) {
+    switch (s->kind) {
+        case SYM_TUPLE: return (PyTypeObject *)(s->seq_type ? s->seq_type : (PyObject *)&PyTuple_Type);
+        case SYM_LIST: return (PyTypeObject *)(s->seq_type ? s->seq_type : (PyObject *)&PyList_Type);
+        case SYM_DICT: return (PyTypeObject *)(s->seq_type ? s->seq_type : (PyObject *)&PyDict_Type);
+        case SYM_INT: return &PyLong_Type;
+        case SYM_FLOAT: return &PyFloat_Type;
+        case SYM_SLICE: return &PySlice_Type;
+        case SYM_PARTIAL: return (PyTypeObject *)EM_KNOWN(partial);
+        case SYM_ITER: return (PyTypeObject *)s->seq_type;
+        default: return NULL;
+    }
+}
+
+PyTypeObject *em_sym_known_type(const EmSym *s) {
+    switch (s->kind) {
+        case SYM_CONST:
+        case SYM_NEW:
+        case SYM_OBJ: return Py_TYPE(s->obj); /* an OBJ from the frame: its type or identity guarded */
+        default: return kind_type((EmSym *)s);
+    }
+}
+
+/* 1 when every class of tp's MRO is immutable (its attributes cannot change). */
+static int static_mro(PyTypeObject *tp) {
+    PyObject *mro = tp->tp_mro;
+    for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++)
+        if (!(((PyTypeObject *)PyTuple_GET_ITEM(mro, i))->tp_flags & Py_TPFLAGS_IMMUTABLETYPE)) return 0;
+    return mro != NULL;
+}
+
+/* hasattr(cls, name) for a class from the frame whose metaclass is type: found in a class
+ * of its MRO (that entry guarded) or absent from each (heap classes' dicts guarded). */
+int em_class_attr_known(EmTracer *T, EmSym *base, PyObject *name) {
+    PyTypeObject *cls = (PyTypeObject *)base->obj;
+    if (Py_TYPE(cls) != &PyType_Type || base->src < 0) return 0;
+    PyObject *mro = cls->tp_mro;
+    for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
+        PyTypeObject *c = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        PyObject *d = em_type_dict(c);
+        int has = d ? PyDict_Contains(d, name) : 0;
+        if (has < 0) return -1;
+        if (!(c->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+            if (has) return 2;
+            continue;
+        }
+        EmSym *cs = c == cls ? base : em_sym_known(T, (PyObject *)c, c->tp_name);
+        if (!cs) return -1;
+        if (cs->src < 0) return 0;
+        if (has) return em_guard_odict(T->P, cs->src, name) < 0 ? -1 : 2;
+        if (em_guard_check(T->P, EMG_ABSENT, cs->src, name, 0)) return -1;
+    }
+    return _PyType_Lookup(&PyType_Type, name) ? 2 : 1;
+}
+
 int em_sym_attr_absent(EmTracer *T, EmSym *base, PyObject *name) { return attr_absent(T, base, name, 0); }
+
+/* hasattr's answer where it follows from the sym's kind: 1 absent, 2 present (without reading
+ * the attribute), 0 not known this way, -1 error. */
+int em_sym_attr_known(EmTracer *T, EmSym *base, PyObject *name) {
+    int absent = attr_absent(T, base, name, 0);
+    if (absent) return absent;
+    if (base->kind == SYM_CONST) return 2;
+    if (base->kind == SYM_OBJ && PyType_Check(base->obj)) return em_class_attr_known(T, base, name);
+    PyTypeObject *tp = kind_type(base);
+    if (!tp || !static_mro(tp)) return 0;
+    if (_PyType_Lookup(tp, name)) return 2;
+    /* instances with a __dict__: one made while tracing has only what was stored on it */
+    if (tp->tp_dictoffset && (base->src >= 0 || (T->stores.len && em_obj_stored(T, base, name)))) return 0;
+    return 1;
+}
 
 /* generic: object.__getattribute__'s answer, whatever the type's own lookup is. */
 static int attr_absent(EmTracer *T, EmSym *base, PyObject *name, int generic) {
@@ -935,6 +1008,10 @@ static int attr_absent(EmTracer *T, EmSym *base, PyObject *name, int generic) {
         PyObject *m = em_sym_meta(T, base);
         if (!m) return -1;
         if (_PyType_Lookup(Py_TYPE(m), name)) return 0;
+        if (T->stores.len && em_obj_stored(T, base, name)) return 0;
+        PyObject *own = base->spec ? em_obj_dict(base->spec) : NULL;
+        int has = own && PyDict_Check(own) ? PyDict_Contains(own, name) : 0;
+        if (has) return has < 0 ? -1 : 0;
         /* no attribute of the type: a tensor made by the graph has no others; an input
          * tensor must not gain one in its __dict__ (guarded) */
         return base->src < 0 || em_guard_check(T->P, EMG_ABSENT, base->src, name, 0) == 0 ? 1 : -1;

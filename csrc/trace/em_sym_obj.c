@@ -188,10 +188,20 @@ static EmStatus new_truth(EmTracer *T, EmSym *s, int *out) {
         *out = s->items.data[1]->items.len > 0;
         return EM_OK;
     }
+    if ((b && PyFunction_Check(b)) || (!b && PyFunction_Check(l))) { /* the class's own, traced */
+        EmSym *r = NULL;
+        EmStatus st = em_call_dunder(T, s, b ? "__bool__" : "__len__", NULL, 0, &r);
+        if (st != EM_OK) return st;
+        if (r->kind != SYM_CONST || !(b ? PyBool_Check(r->obj) : PyLong_CheckExact(r->obj)))
+            return em_trace_fail(T, EMA_VALUE, "truth value of a %s (not a constant)", tp->tp_name);
+        *out = PyObject_IsTrue(r->obj);
+        return *out < 0 ? EM_ERR : EM_OK;
+    }
     return em_trace_fail(T, EMA_VALUE, "truth value of a %s", tp->tp_name);
 }
 
 const EmSymOps em_new_ops = {
+    .ident = EM_IDENT_FRESH,
     .getattr = em_sym_new_attr,
     .getitem = new_getitem,
     .setitem = new_setitem,
@@ -199,3 +209,185 @@ const EmSymOps em_new_ops = {
     .truth = new_truth,
     .items = obj_items,
 };
+
+/* ---- operators of user objects: their classes' dunder methods, as Python dispatches ---- */
+
+/* A user class's instance: made while tracing, or read from the frame (its type guarded). */
+static int user_operand(const EmSym *s) {
+    return (s->kind == SYM_NEW || (s->kind == SYM_OBJ && s->src >= 0)) && !PyType_Check(s->obj) &&
+           PyType_HasFeature(Py_TYPE(s->obj), Py_TPFLAGS_HEAPTYPE) && !em_is_module(s->obj) &&
+           !PyObject_TypeCheck(s->obj, em_state.tensor_type);
+}
+
+int em_sym_user_operand(const EmSym *s) { return user_operand(s); }
+
+static const char *const op_names[][2] = {
+    [EMOP_ADD] = {"__add__", "__radd__"},
+    [EMOP_SUB] = {"__sub__", "__rsub__"},
+    [EMOP_MUL] = {"__mul__", "__rmul__"},
+    [EMOP_TRUEDIV] = {"__truediv__", "__rtruediv__"},
+    [EMOP_FLOORDIV] = {"__floordiv__", "__rfloordiv__"},
+    [EMOP_MOD] = {"__mod__", "__rmod__"},
+    [EMOP_POW] = {"__pow__", "__rpow__"},
+    [EMOP_MATMUL] = {"__matmul__", "__rmatmul__"},
+    [EMOP_AND] = {"__and__", "__rand__"},
+    [EMOP_OR] = {"__or__", "__ror__"},
+    [EMOP_XOR] = {"__xor__", "__rxor__"},
+    [EMOP_LSHIFT] = {"__lshift__", "__rlshift__"},
+    [EMOP_RSHIFT] = {"__rshift__", "__rrshift__"},
+    [EMOP_IADD] = {"__iadd__", NULL},
+    [EMOP_ISUB] = {"__isub__", NULL},
+    [EMOP_IMUL] = {"__imul__", NULL},
+    [EMOP_ITRUEDIV] = {"__itruediv__", NULL},
+    [EMOP_IFLOORDIV] = {"__ifloordiv__", NULL},
+    [EMOP_IMOD] = {"__imod__", NULL},
+    [EMOP_IPOW] = {"__ipow__", NULL},
+    [EMOP_IMATMUL] = {"__imatmul__", NULL},
+    [EMOP_IAND] = {"__iand__", NULL},
+    [EMOP_IOR] = {"__ior__", NULL},
+    [EMOP_IXOR] = {"__ixor__", NULL},
+    [EMOP_ILSHIFT] = {"__ilshift__", NULL},
+    [EMOP_IRSHIFT] = {"__irshift__", NULL},
+    [EMOP_NEG] = {"__neg__", NULL},
+    [EMOP_POS] = {"__pos__", NULL},
+    [EMOP_INVERT] = {"__invert__", NULL},
+    [EMOP_LT] = {"__lt__", "__gt__"},
+    [EMOP_LE] = {"__le__", "__ge__"},
+    [EMOP_EQ] = {"__eq__", "__eq__"},
+    [EMOP_NE] = {"__ne__", "__ne__"},
+    [EMOP_GT] = {"__gt__", "__lt__"},
+    [EMOP_GE] = {"__ge__", "__le__"},
+};
+
+static int is_compare(EmOp op) { return op >= EMOP_LT && op <= EMOP_GE; }
+
+/* The operator as Python's TypeError names it. */
+static const char *op_symbol(EmOp op) {
+    static const char *const sym[] = {
+        [EMOP_ADD] = "+",       [EMOP_SUB] = "-",         [EMOP_MUL] = "*",           [EMOP_TRUEDIV] = "/",
+        [EMOP_FLOORDIV] = "//", [EMOP_MOD] = "%",         [EMOP_POW] = "** or pow()", [EMOP_MATMUL] = "@",
+        [EMOP_AND] = "&",       [EMOP_OR] = "|",          [EMOP_XOR] = "^",           [EMOP_LSHIFT] = "<<",
+        [EMOP_RSHIFT] = ">>",   [EMOP_IADD] = "+=",       [EMOP_ISUB] = "-=",         [EMOP_IMUL] = "*=",
+        [EMOP_ITRUEDIV] = "/=", [EMOP_IFLOORDIV] = "//=", [EMOP_IMOD] = "%=",         [EMOP_IPOW] = "**=",
+        [EMOP_IMATMUL] = "@=",  [EMOP_IAND] = "&=",       [EMOP_IOR] = "|=",          [EMOP_IXOR] = "^=",
+        [EMOP_ILSHIFT] = "<<=", [EMOP_IRSHIFT] = ">>=",   [EMOP_NEG] = "-",           [EMOP_POS] = "+",
+        [EMOP_INVERT] = "~",    [EMOP_LT] = "<",          [EMOP_LE] = "<=",           [EMOP_GT] = ">",
+        [EMOP_GE] = ">=",
+    };
+    return sym[op] ? sym[op] : "?";
+}
+
+/* The dunder `name` of x's class (borrowed) with the guards that keep it: the class dict entry
+ * that holds it, or its absence from every class of the MRO. NULL with *st EM_OK: absent. */
+static PyObject *user_dunder(EmTracer *T, EmSym *x, const char *name, EmStatus *st) {
+    *st = EM_ERR;
+    PyTypeObject *tp = Py_TYPE(x->obj);
+    PyObject *nm = PyUnicode_InternFromString(name);
+    if (!nm) return NULL;
+    EmSym *cls = em_sym_known(T, (PyObject *)tp, tp->tp_name);
+    int known = cls ? em_class_attr_known(T, cls, nm) : -1;
+    PyObject *f = known == 2 ? _PyType_Lookup(tp, nm) : NULL;
+    Py_DECREF(nm);
+    if (known < 0) return NULL;
+    if (known == 0) {
+        *st = em_trace_fail(T, EMA_VALUE, "%s of a %s (its class is not guarded)", name, tp->tp_name);
+        return NULL;
+    }
+    if (x->kind == SYM_OBJ && em_sym_type_guarded(x) && em_guard_check(T->P, EMG_TYPE, x->src, (PyObject *)tp, 0))
+        return NULL;
+    *st = EM_OK;
+    return f;
+}
+
+static EmStatus not_implemented(EmTracer *T, EmSym **out) {
+    return (*out = em_sym_const(T, Py_NotImplemented)) ? EM_OK : EM_ERR;
+}
+
+/* x.name(y) as the operator calls it: the user's function inlined; object's default
+ * comparisons (identity for ==, the inverse of __eq__ for !=); NotImplemented from a builtin
+ * constant of a type unrelated to the user operand's (their C slots return it for foreign
+ * types). *out is NotImplemented where the method declines. */
+static EmStatus call_op_dunder(EmTracer *T, EmOp op, int reflected, EmSym *x, EmSym *y, EmSym **out) {
+    const char *name = op_names[op][reflected];
+    if (!user_operand(x)) {
+        EmSym *u = y;
+        int plain = x->kind == SYM_CONST && (x->obj == Py_None || PyLong_CheckExact(x->obj) || PyBool_Check(x->obj) ||
+                                             PyFloat_CheckExact(x->obj) || PyUnicode_CheckExact(x->obj) ||
+                                             PyTuple_CheckExact(x->obj) || PyBytes_CheckExact(x->obj));
+        if (plain && PyUnicode_CheckExact(x->obj) && op == EMOP_MOD) plain = 0; /* str % obj formats */
+        if (plain && PyTuple_CheckExact(x->obj) && (op == EMOP_MUL || op == EMOP_ADD)) plain = 0;
+        if (plain && u && PyObject_TypeCheck(u->obj, Py_TYPE(x->obj))) plain = 0;
+        return plain ? not_implemented(T, out)
+                     : em_trace_fail(T, EMA_VALUE, "operator %s on %s", name, em_sym_describe(x));
+    }
+    EmStatus st;
+    PyObject *f = user_dunder(T, x, name, &st);
+    if (st != EM_OK) return st;
+    if (!f) return not_implemented(T, out);
+    if (PyFunction_Check(f)) {
+        EmSym *args[2] = {x, y};
+        return em_inline(T, f, args, y ? 2 : 1, NULL, out);
+    }
+    PyObject *base = _PyType_Lookup(&PyBaseObject_Type, PyDescr_NAME(f) ? PyDescr_NAME(f) : Py_None);
+    if (f == base && (op == EMOP_EQ || op == EMOP_NE) && y) {
+        if (op == EMOP_NE) { /* object.__ne__: not __eq__, unless that declines */
+            EmStatus s2 = call_op_dunder(T, EMOP_EQ, 0, x, y, out);
+            if (s2 != EM_OK || ((*out)->kind == SYM_CONST && (*out)->obj == Py_NotImplemented)) return s2;
+            int t;
+            if ((s2 = em_sym_truth(T, *out, &t)) != EM_OK) return s2;
+            return (*out = em_sym_const(T, t ? Py_False : Py_True)) ? EM_OK : EM_ERR;
+        }
+        int same;
+        if ((st = em_sym_is(T, x, y, &same)) != EM_OK) return st;
+        return same ? ((*out = em_sym_const(T, Py_True)) ? EM_OK : EM_ERR) : not_implemented(T, out);
+    }
+    if (f == base && is_compare(op)) return not_implemented(T, out);
+    return em_trace_fail(T, EMA_VALUE, "%s.%s (not a Python function)", Py_TYPE(x->obj)->tp_name, name);
+}
+
+static int declined(const EmSym *r) { return r->kind == SYM_CONST && r->obj == Py_NotImplemented; }
+
+/* a <op> b where a or b is a user object (em_sym_user_operand): in-place method first, then
+ * the reflected method first when b's class is a proper subclass of a's overriding it, then
+ * a's, then b's reflected; == and != fall back to identity, other operators raise TypeError. */
+EmStatus em_user_binop(EmTracer *T, EmOp op, EmSym *a, EmSym *b, EmSym **out) {
+    EmStatus st;
+    EmOp asked = op;
+    if (op >= EMOP_IADD && op <= EMOP_IRSHIFT) {
+        if (user_operand(a)) {
+            if ((st = call_op_dunder(T, op, 0, a, b, out)) != EM_OK || !declined(*out)) return st;
+        }
+        op = em_op_binary_of(op);
+    }
+    PyTypeObject *ta = Py_TYPE(a->obj), *tb = Py_TYPE(b->obj);
+    int differ = ta != tb || is_compare(op);
+    int rfirst = ta != tb && user_operand(b) && PyType_IsSubtype(tb, ta);
+    if (rfirst && (st = call_op_dunder(T, op, 1, b, a, out)) != EM_OK) return st;
+    if (!rfirst || declined(*out)) {
+        if ((st = call_op_dunder(T, op, 0, a, b, out)) != EM_OK || !declined(*out)) return st;
+        if (differ && !rfirst && (st = call_op_dunder(T, op, 1, b, a, out)) != EM_OK) return st;
+    }
+    if (!declined(*out)) return EM_OK;
+    if (op == EMOP_EQ || op == EMOP_NE) {
+        int same;
+        if ((st = em_sym_is(T, a, b, &same)) != EM_OK) return st;
+        return (*out = em_sym_const(T, (same ^ (op == EMOP_NE)) ? Py_True : Py_False)) ? EM_OK : EM_ERR;
+    }
+    PyObject *e = is_compare(op) ? PyUnicode_FromFormat("'%s' not supported between instances of '%s' and '%s'",
+                                                        op_symbol(op), ta->tp_name, tb->tp_name)
+                                 : PyUnicode_FromFormat("unsupported operand type(s) for %s: '%s' and '%s'",
+                                                        op_symbol(asked), ta->tp_name, tb->tp_name);
+    st = e ? em_trace_raise_new(T, PyExc_TypeError, e) : EM_ERR;
+    Py_XDECREF(e);
+    return st;
+}
+
+/* -a, +a, ~a of a user object: its method inlined. */
+EmStatus em_user_unop(EmTracer *T, EmOp op, EmSym *a, EmSym **out) {
+    EmStatus st = call_op_dunder(T, op, 0, a, NULL, out);
+    if (st != EM_OK || !declined(*out)) return st;
+    PyObject *e = PyUnicode_FromFormat("bad operand type for unary %s: '%s'", op_symbol(op), Py_TYPE(a->obj)->tp_name);
+    st = e ? em_trace_raise_new(T, PyExc_TypeError, e) : EM_ERR;
+    Py_XDECREF(e);
+    return st;
+}

@@ -124,6 +124,7 @@ EmStatus em_sym_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, Em
             return EM_ERR;
     }
     /* a symbolic int decides, on either side; so does a sequence times a constant (2 * [x]) */
+    if (em_sym_user_operand(a) || em_sym_user_operand(b)) return em_user_binop(T, op, a, b, out);
     int right = b->kind == SYM_INT || (a->kind == SYM_CONST && (b->kind == SYM_TUPLE || b->kind == SYM_LIST));
     const EmSymOps *o = ops_of(right ? b : a);
     if (o->binop) return o->binop(T, op, fn, a, b, out);
@@ -135,6 +136,7 @@ EmStatus em_sym_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, Em
 
 EmStatus em_sym_unop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym **out) {
     const EmSymOps *o = ops_of(a);
+    if (em_sym_user_operand(a)) return em_user_unop(T, op, a, out);
     return o->unary ? o->unary(T, op, fn, a, out) : em_sym_eval(T, fn, &a, 1, out);
 }
 
@@ -199,6 +201,11 @@ EmStatus em_sym_is(EmTracer *T, EmSym *a, EmSym *b, int *same) {
     if (ia == EM_IDENT_CONST || ib == EM_IDENT_CONST || ia == EM_IDENT_FRESH || ib == EM_IDENT_FRESH) {
         *same = 0;
         return guard_identity(T, a, b, 0);
+    }
+    PyTypeObject *ta = em_sym_known_type(a), *tb = em_sym_known_type(b);
+    if (ta && tb && ta != tb) { /* objects of different types are different objects */
+        *same = 0;
+        return EM_OK;
     }
     return em_trace_fail(T, EMA_VALUE, "'is' between %s and %s", em_sym_describe(a), em_sym_describe(b));
 }

@@ -53,6 +53,24 @@ static EmStatus tuple_attr(EmTracer *T, EmSym *base, PyObject *name, int method,
                        ? em_sym_method(T, f, cls, method, out, self)
                        : em_trace_fail(T, EMA_ATTR, "%s (a builtin classmethod)", PyUnicode_AsUTF8(name));
         }
+        if (d && Py_IS_TYPE(d, &PyStaticMethod_Type)) { /* a user's static method */
+            PyObject *f = PyObject_GetAttrString(d, "__func__");
+            EmSym *fs = f ? em_sym_new(T, SYM_OBJ) : NULL;
+            if (fs) fs->obj = Py_NewRef(f);
+            Py_XDECREF(f);
+            *self = NULL;
+            return (*out = fs) ? EM_OK : EM_ERR;
+        }
+        if (d && Py_IS_TYPE(d, &PyProperty_Type)) { /* a user's property */
+            PyObject *fget = PyObject_GetAttrString(d, "fget");
+            if (!fget) return EM_ERR;
+            *self = NULL;
+            EmStatus st = PyFunction_Check(fget)
+                              ? em_inline(T, fget, &base, 1, NULL, out)
+                              : em_trace_fail(T, EMA_ATTR, "%s (a builtin property)", PyUnicode_AsUTF8(name));
+            Py_DECREF(fget);
+            return st;
+        }
         if (d && (PyTuple_CheckExact(d) || PyUnicode_CheckExact(d) || PyLong_CheckExact(d))) { /* _fields */
             *self = NULL;
             return (*out = em_sym_const(T, d)) ? EM_OK : EM_ERR;
@@ -233,7 +251,20 @@ static EmStatus seq_items(EmTracer *T, EmSym *s, EmSym **out) {
  * `item is key` first; any other item before it would compare tensor values: the trace gives up
  * there); other keys by value (em_sym_contains_known). */
 static EmStatus seq_contains(EmTracer *T, EmSym *c, EmSym *key, int *found) {
-    if (key->kind != SYM_TENSOR) return em_sym_contains_known(T, c, key, found);
+    if (key->kind != SYM_TENSOR) {
+        /* the items before the first one holding a tensor, compared by value: found there, or
+         * a comparison with that tensor follows (the trace gives up) */
+        int32_t k = 0;
+        while (k < c->items.len && !em_sym_has_tensor(c->items.data[k])) k++;
+        if (k == 0 || k == c->items.len) return em_sym_contains_known(T, c, key, found);
+        EmSym *pre = em_sym_new(T, SYM_TUPLE);
+        for (int32_t i = 0; pre && i < k; i++)
+            if (em_vec_push(&pre->items, c->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+        if (!pre) return EM_ERR;
+        EmStatus st = em_sym_contains_known(T, pre, key, found);
+        if (st != EM_OK || *found) return st;
+        return em_trace_fail(T, EMA_VALUE, "'in' comparing a value with a tensor");
+    }
     EmSym *r = NULL;
     EmStatus st = c->kind == SYM_LIST ? em_list_method(T, EM_CM___contains__, "__contains__", c, &key, 1, &r)
                                       : em_tuple_method(T, EM_CM___contains__, "__contains__", c, &key, 1, &r);

@@ -235,9 +235,12 @@ static PyObject *dict_keys_tuple(EmSym *d) {
  * factory) called at run time on its (key, value) pairs, as OUT_ITER builds. */
 static EmStatus out_dict_of(EmTracer *T, EmSym *s, int depth) {
     PyObject *make = NULL;
-    if (s->of.len) { /* defaultdict: partial(defaultdict, factory) */
-        EmSym *f = s->of.data[0]; /* a function made while tracing without a closure: that function, as out_value */
-        PyObject *fac = f->kind == SYM_OBJ && !f->items.len ? Py_NewRef(f->obj) : em_sym_value(T, f);
+    if (s->of.len || s->seq_type == EM_KNOWN(defaultdict)) { /* defaultdict: partial(defaultdict, factory) */
+        EmSym *f = s->of.len ? s->of.data[0] : NULL; /* a function made while tracing without a closure: that
+                                                     * function, as out_value; none: None */
+        PyObject *fac = !f                                    ? Py_NewRef(Py_None)
+                        : f->kind == SYM_OBJ && !f->items.len ? Py_NewRef(f->obj)
+                                                              : em_sym_value(T, f);
         PyObject *partial = fac ? PyImport_ImportModule("functools") : NULL;
         if (!fac && !PyErr_Occurred())
             return em_trace_fail(T, EMA_RETURN, "a defaultdict whose factory is not a value");

@@ -140,6 +140,16 @@ int em_is_namedtuple_type(PyTypeObject *tp);
 EmStatus em_env_lookup(EmTracer *T, EmSym *env, EmSym *key, int *found, EmSym **out);
 EmStatus em_lazy_dict_get(EmTracer *T, EmSym *d, PyObject *key, int *found, EmSym **out);
 int em_sym_attr_absent(EmTracer *T, EmSym *base, PyObject *name);
+int em_sym_attr_known(EmTracer *T, EmSym *base, PyObject *name);
+/* hasattr(cls, name) for a class sym from the frame (metaclass type): 2 present, 1 absent (each
+ * with its guards), 0 not known this way, -1 error. */
+int em_class_attr_known(EmTracer *T, EmSym *base, PyObject *name);
+int em_sym_user_operand(const EmSym *s);
+/* The Python type of s where its kind (or its guards) fix it without a further guard; NULL when
+ * not known this way (tensors, iterators of unknown type, other kinds). */
+PyTypeObject *em_sym_known_type(const EmSym *s);
+EmStatus em_user_binop(EmTracer *T, EmOp op, EmSym *a, EmSym *b, EmSym **out);
+EmStatus em_user_unop(EmTracer *T, EmOp op, EmSym *a, EmSym **out);
 EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out);
 /* ---- operations on syms, dispatched on the kind (em_sym_ops.c; the kinds' rows: em_sym_ops.h) ----
  * Each returns EM_OK, EM_ABORT (reason in T) or EM_ERR; the syms it gives back belong to the

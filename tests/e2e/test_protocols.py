@@ -1,0 +1,226 @@
+"""Python's protocols on values the trace knows ([coverage]): operators of user classes through
+their dunder methods (reflected and in-place forms, object's default == and !=, TypeError when
+every method declines), truth and bool() through __bool__/__len__, hasattr answered from a
+value's type (partials, containers, classes, a tensor's own attributes), `assert`, `in` over a
+list holding tensors, 0-dim tensors where an op takes a Scalar, Tensor.type(T) conversions and
+fromkeys of dict's subclasses. Each is one graph whose results equal eager's.
+
+PYTEST_DONT_REWRITE: the `assert` statements traced here must be Python's own."""
+
+import collections
+import dataclasses
+import functools
+
+import pytest
+import torch
+
+import ember
+from tests.helpers import assert_same, counters, randn
+from tests.helpers import exact_graph as one_graph
+
+
+class Vec:
+    def __init__(self, t):
+        self.t = t
+
+    def __add__(self, o):
+        return Vec(self.t + (o.t if isinstance(o, Vec) else o))
+
+    def __radd__(self, o):
+        return Vec(o + self.t)
+
+    def __neg__(self):
+        return Vec(-self.t)
+
+    def __eq__(self, o):
+        return isinstance(o, Vec) and self.t is o.t
+
+    def __len__(self):
+        return 2
+
+
+class SubVec(Vec):
+    def __radd__(self, o):  # a subclass's reflected method runs first
+        return "sub-radd"
+
+
+class Plain:
+    pass
+
+
+class Counter:
+    def __init__(self):
+        self.n = 0
+
+    def __iadd__(self, k):
+        self.n += k
+        return self
+
+    def __bool__(self):
+        return self.n > 2
+
+
+@dataclasses.dataclass
+class Pair:
+    a: int
+    b: int
+
+
+def test_user_operators_and_truth():
+    def f(x, vin):
+        v = Vec(x)
+        w = 2 + (v + 1)  # __add__, then int declines and __radd__ runs
+        z = -w + vin  # an object from the frame as the right operand
+        c = Counter()
+        c += 2
+        c += 1
+        s = Vec(x) + SubVec(x)
+        flags = (Plain() == None, Plain() != None, Plain() is Plain(), v == v, v != Vec(x),  # noqa: E711
+                 Pair(1, 2) == Pair(1, 2), Pair(1, 2) != Pair(1, 3), bool(v), bool(c), bool(Plain()))
+        return z.t, c.n, s, flags
+
+    one_graph(f, randn(3), Vec(randn(3, seed=1)))
+
+
+def test_operator_every_method_declines_raises_type_error():
+    def f(a, b, x):
+        msgs = []
+        for op in (lambda: a * b, lambda: a < b, lambda: -a):
+            try:
+                op()
+            except TypeError as e:
+                msgs.append(str(e))
+        return x + 1, msgs
+
+    one_graph(f, Plain(), Plain(), randn(2))
+
+
+def test_hasattr_from_the_type():
+    def f(x, d, cls):
+        p = functools.partial(torch.add, other=x)
+        seen = [hasattr(p, n) for n in ("func", "args", "keywords", "__call__", "__name__", "__code__")]
+        seen += [hasattr(d, "items"), hasattr(d, "to"), hasattr([x], "append"), hasattr((x,), "index")]
+        seen += [hasattr(cls, "a"), hasattr(cls, "b"), hasattr(cls, "mro"), hasattr(x, "tag")]
+        return p(x), seen
+
+    class A:
+        a = 1
+
+    one_graph(f, randn(2), {"k": 1}, A)
+
+
+def test_hasattr_of_a_class_follows_its_changes():
+    class A:
+        a = 1
+
+    def f(x):
+        return x + 1 if hasattr(A, "b") else x - 1
+
+    cf = ember.compile(f, fullgraph=True)
+    x = randn(2)
+    assert_same(cf(x), f(x))
+    A.b = 2
+    assert_same(cf(x), f(x))
+
+
+def test_hasattr_of_a_tensor_attribute_set_later():
+    def f(x):
+        return x + 2 if hasattr(x, "test") else x + 1
+
+    cf = ember.compile(f, fullgraph=True)
+    x = torch.ones(2)
+    assert_same(cf(x), f(x))
+    y = torch.ones(2)
+    y.test = None
+    assert_same(cf(y), f(y))
+    assert counters()["aborts"] == 0
+
+
+def test_assert_statements():
+    def f(x, n):
+        assert x.dim() == 1
+        try:
+            assert n > 3, "small n"
+        except AssertionError as e:
+            return x - 1, str(e)
+        return x + 1, ""
+
+    one_graph(f, randn(2), 1)
+
+
+def test_in_list_holding_tensors():
+    def f(x):
+        mylist = [1, 2, 3, 4, 5, x]
+        assert 3 in mylist
+        assert 6 not in [1, 2, 3, 4, 5]
+        return sum(mylist), 2 in mylist
+
+    one_graph(f, randn(2))
+
+
+def test_in_list_reaching_a_tensor_is_a_break():
+    def f(x):
+        return x + 1 if 7 in [1, 2, x] else x - 1
+
+    with pytest.raises(Exception):  # comparing 7 with a tensor of 2 elements: eager raises too
+        f(randn(2))
+    with pytest.raises(Exception):
+        ember.compile(f)(randn(2))
+    assert_same(ember.compile(f)(torch.tensor(7.0)), f(torch.tensor(7.0)))
+
+
+def test_zero_dim_tensor_as_a_scalar_argument():
+    def addcmul(x, y, z, s):
+        return x.addcmul_(y, z, value=s)
+
+    def foreach_pow(x, ys):
+        return torch._foreach_pow(x, ys)
+
+    def foreach_lerp(xs, ys, s):
+        return torch._foreach_lerp_(xs, ys, s)
+
+    one_graph(addcmul, torch.ones(2, 2), torch.ones(2, 2) + 1, randn(2, 2), torch.tensor(0.3))
+    ember.testing.reset_counters()
+    one_graph(foreach_pow, torch.tensor(0.8), [torch.tensor(3.4), torch.tensor(7.8)])
+    ember.testing.reset_counters()
+    one_graph(foreach_lerp, [torch.ones(2, 2) * 4.26, torch.ones(2, 2)], [torch.zeros(2, 2)] * 2, torch.tensor(0.5))
+
+
+def test_zero_dim_tensor_deciding_a_size_is_not_guessed():
+    def f(n):
+        return torch.arange(n)
+
+    with pytest.raises(ember.Unsupported):
+        ember.compile(f, fullgraph=True)(torch.tensor(4))
+    assert_same(ember.compile(f)(torch.tensor(4)), f(torch.tensor(4)))
+
+
+@pytest.mark.parametrize("target", [torch.HalfTensor, "torch.HalfTensor", torch.float64, "torch.FloatTensor"])
+def test_tensor_type_conversion(target):
+    def f(a, b):
+        m = a.type(target)
+        return b.type(m.type()), m, m is a
+
+    one_graph(f, randn(3), randn(3, seed=1))
+
+
+def test_fromkeys_of_dict_subclasses():
+    def f(x):
+        d = collections.defaultdict.fromkeys("a", "b")
+        d["b"] = 2
+        o = collections.OrderedDict.fromkeys(("p", "q"), value=x)
+        try:
+            d["missing"]
+        except KeyError:
+            pass
+        return d, o, type(d), type(o)
+
+    one_graph(f, randn(2))
+
+
+def test_tensor_class_attribute():
+    def f(x):
+        tmp = f"{x.__class__.__name__} foo"
+        return x + 1 if tmp.startswith("Tensor") else x - 1
+
+    one_graph(f, randn(2))
