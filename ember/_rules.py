@@ -266,9 +266,43 @@ def _lasting(fn, rule):
     return False
 
 
+try:
+    import numpy as _np
+except ImportError:  # pragma: no cover - numpy ships with torch's test dependencies
+    _np = None
+
+# numpy callables that are not functions of their arguments alone (state, files, writes into
+# an argument); numpy.random and the file and test helpers are excluded by module
+_NUMPY_EFFECTS = frozenset({
+    "seterr", "seterrcall", "geterr", "geterrcall", "set_printoptions", "get_printoptions", "printoptions",
+    "setbufsize", "getbufsize", "save", "savez", "savez_compressed", "savetxt", "load", "loadtxt", "genfromtxt",
+    "fromfile", "tofile", "copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis", "nditer",
+    "memmap", "errstate", "frombuffer", "from_dlpack", "show_config", "info", "source", "lookfor"})
+
+
+def _numpy_pure(fn):
+    """A numpy function, ufunc or value type whose result depends only on its arguments: called
+    with constants while tracing (CONST), its result is a constant when immutable (a numpy scalar,
+    a dtype, finfo); an array is not (the call breaks the graph)."""
+    if _np is None:
+        return False
+    if isinstance(fn, type):
+        return fn in (_np.iinfo, _np.finfo, _np.dtype) or issubclass(fn, _np.generic)
+    if isinstance(fn, types.BuiltinMethodType) and isinstance(getattr(fn, "__self__", None), _np.generic):
+        return fn.__name__ not in ("tofile", "dump", "dumps", "setflags", "fill", "itemset", "put", "resize")
+    mod = getattr(fn, "__module__", None) or ""
+    if not isinstance(mod, str) or not (mod == "numpy" or mod.startswith("numpy.")):
+        return False
+    if mod.startswith(("numpy.random", "numpy.testing", "numpy.ctypeslib", "numpy.f2py", "numpy.distutils")):
+        return False
+    return getattr(fn, "__name__", None) not in _NUMPY_EFFECTS
+
+
 def _classify(fn):
     if isinstance(fn, enum.EnumMeta) and type(fn).__call__ is enum.EnumMeta.__call__:
         return CONST  # E(1): the member of that value (looked up, nothing made)
+    if _numpy_pure(fn):
+        return CONST
     if isinstance(fn, type):
         return UNKNOWN
     self_obj = getattr(fn, "__self__", None)
@@ -574,11 +608,13 @@ def warnings_on():
 # enum members are singletons compared by identity: constants like ints; signatures are immutable
 # typing._Final: typing's special forms and aliases (List, List[Tensor], Optional[int], TypeVars),
 # immutable and compared by value; types.GenericAlias: list[int]
+# numpy's scalars (np.float32(2.0)), dtypes and finfo/iinfo are immutable values too
+_NUMPY_VALUES = (_np.generic, _np.dtype, _np.finfo, _np.iinfo) if _np is not None else ()
 PURE_TYPES = (torch.dtype, torch.device, torch.Size, torch.memory_format, torch.layout, torch.finfo,
               torch.iinfo, type(Ellipsis), type(None), enum.Enum, inspect.Signature, inspect.Parameter,
-              typing._Final, types.GenericAlias, type(sys.version_info))
+              typing._Final, types.GenericAlias, type(sys.version_info)) + _NUMPY_VALUES
 _SCALARS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), slice, range, torch.dtype,
-            torch.device, torch.memory_format, torch.layout, torch.finfo, torch.iinfo)
+            torch.device, torch.memory_format, torch.layout, torch.finfo, torch.iinfo) + _NUMPY_VALUES
 
 
 def is_const(v, depth=0):

@@ -113,7 +113,8 @@ static int g_index_grow(EmGuardProg *P) {
 /* Slots name values the program has loaded before: a load's base and a check's slots come
  * from earlier loads (a check of the global state reads no slot). */
 static int g_push(EmGuardProg *P, EmGuardOp op, int32_t slot, int32_t base, Py_ssize_t a, PyObject *EM_BORROWED obj) {
-    EM_ASSERT(op == EMG_GLOBAL_STATE || op == EMG_SHAPE ? slot == -1 : slot >= 0 && slot < P->nslots,
+    EM_ASSERT(op == EMG_GLOBAL_STATE || op == EMG_SHAPE || op == EMG_TYPE_VERSION ? slot == -1
+                                                                                  : slot >= 0 && slot < P->nslots,
               "%s: slot %d of %d", g_names[op], (int)slot, (int)P->nslots);
     EM_ASSERT(base >= -1 && base < (g_is_load[op] ? slot : P->nslots), "%s: base slot %d, slot %d", g_names[op],
               (int)base, (int)slot);
@@ -247,6 +248,154 @@ int em_guard_check_tensor_dyn(EmGuardProg *P, int32_t slot, PyObject *tensor, ui
         return -1;
     }
     return g_push(P, EMG_TENSOR, slot, -1, P->specs.len - 1, NULL);
+}
+
+/* tp's version tag, assigned by a lookup through the type cache when it has none (0 when none
+ * can be: its tags are used up). */
+static unsigned int type_tag(PyTypeObject *tp, PyObject *name) {
+    if (!tp->tp_version_tag) (void)_PyType_Lookup(tp, name);
+    return tp->tp_version_tag;
+}
+
+/* How the snapshot of a class dict holds a value v without keeping the class alive (through a
+ * method's __class__ cell, or a descriptor's owner): a weak reference where v takes one; a
+ * descriptor of a class: (its address, its name); a property, classmethod or staticmethod: (its
+ * address, weak references to the functions it wraps); anything else: the 1-tuple (v,). */
+static const char *const wrapped_fns[] = {"fget", "fset", "fdel", "__func__", NULL};
+
+static int is_wrapper(PyObject *v) {
+    return Py_IS_TYPE(v, &PyProperty_Type) || Py_IS_TYPE(v, &PyClassMethod_Type) || Py_IS_TYPE(v, &PyStaticMethod_Type);
+}
+
+static int is_class_descr(PyObject *v) {
+    return Py_IS_TYPE(v, &PyGetSetDescr_Type) || Py_IS_TYPE(v, &PyMemberDescr_Type) ||
+           Py_IS_TYPE(v, &PyMethodDescr_Type) || Py_IS_TYPE(v, &PyWrapperDescr_Type) ||
+           Py_IS_TYPE(v, &PyClassMethodDescr_Type);
+}
+
+static EM_NEW PyObject *weak_or_held(PyObject *v) {
+    if (PyType_SUPPORTS_WEAKREFS(Py_TYPE(v)) && !PyWeakref_Check(v)) return PyWeakref_NewRef(v, NULL);
+    if (is_class_descr(v)) return Py_BuildValue("(NO)", PyLong_FromVoidPtr(v), PyDescr_NAME(v));
+    if (!is_wrapper(v)) return PyTuple_Pack(1, v);
+    PyObject *r = PyList_New(0), *addr = PyLong_FromVoidPtr(v);
+    int bad = !r || !addr || PyList_Append(r, addr);
+    for (int i = 0; !bad && wrapped_fns[i]; i++) {
+        PyObject *f = PyObject_GetAttrString(v, wrapped_fns[i]), *w = NULL;
+        if (!f) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) bad = 1;
+            PyErr_Clear();
+            continue;
+        }
+        w = PyType_SUPPORTS_WEAKREFS(Py_TYPE(f)) ? PyWeakref_NewRef(f, NULL) : Py_NewRef(f);
+        bad = !w || PyList_Append(r, w);
+        Py_XDECREF(w);
+        Py_DECREF(f);
+    }
+    Py_XDECREF(addr);
+    PyObject *t = !bad ? PyList_AsTuple(r) : NULL;
+    Py_XDECREF(r);
+    return t;
+}
+
+/* 1 when cur is the value h holds, 0 when not, -1 on error. */
+static int held_is(PyObject *h, PyObject *cur) {
+    if (PyWeakref_Check(h)) return cur == PyWeakref_GET_OBJECT(h);
+    if (PyTuple_GET_SIZE(h) == 1) return cur == PyTuple_GET_ITEM(h, 0);
+    if (PyLong_AsVoidPtr(PyTuple_GET_ITEM(h, 0)) != (void *)cur) return 0;
+    if (is_class_descr(cur)) return PyUnicode_Compare(PyDescr_NAME(cur), PyTuple_GET_ITEM(h, 1)) == 0;
+    if (!is_wrapper(cur)) return 0;
+    for (Py_ssize_t i = 1, k = 0; wrapped_fns[k]; k++) { /* the functions it wraps, in order */
+        PyObject *f = PyObject_GetAttrString(cur, wrapped_fns[k]);
+        if (!f) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+            PyErr_Clear();
+            continue;
+        }
+        PyObject *w = i < PyTuple_GET_SIZE(h) ? PyTuple_GET_ITEM(h, i++) : NULL;
+        int same = w && f == (PyWeakref_Check(w) ? PyWeakref_GET_OBJECT(w) : w);
+        Py_DECREF(f);
+        if (!same) return 0;
+    }
+    return 1;
+}
+
+/* (weak tp, its MRO held weakly, per MRO class its dict's values held weakly or in 1-tuples, a
+ * name for type_tag) */
+static EM_NEW PyObject *type_snapshot(PyTypeObject *tp, PyObject *name) {
+    Py_ssize_t n = PyTuple_GET_SIZE(tp->tp_mro);
+    PyObject *mro = PyTuple_New(n), *dicts = PyTuple_New(n), *wtp = PyWeakref_NewRef((PyObject *)tp, NULL);
+    for (Py_ssize_t i = 0; mro && dicts && i < n; i++) {
+        PyObject *c = PyTuple_GET_ITEM(tp->tp_mro, i), *d = em_type_dict((PyTypeObject *)c), *k, *v;
+        PyObject *wc = PyWeakref_NewRef(c, NULL), *copy = PyDict_New();
+        Py_ssize_t pos = 0;
+        while (d && copy && PyDict_Next(d, &pos, &k, &v)) {
+            PyObject *h = weak_or_held(v);
+            if (!h || PyDict_SetItem(copy, k, h)) Py_CLEAR(copy);
+            Py_XDECREF(h);
+        }
+        if (!wc || !copy) {
+            Py_XDECREF(wc);
+            Py_XDECREF(copy);
+            Py_CLEAR(mro);
+            break;
+        }
+        PyTuple_SET_ITEM(mro, i, wc);
+        PyTuple_SET_ITEM(dicts, i, copy);
+    }
+    PyObject *snap = mro && dicts && wtp ? PyTuple_Pack(4, wtp, mro, dicts, name) : NULL;
+    Py_XDECREF(mro);
+    Py_XDECREF(dicts);
+    Py_XDECREF(wtp);
+    return snap;
+}
+
+static PyTypeObject *snap_type(PyObject *snap) { /* NULL once the class died */
+    PyObject *tp = PyWeakref_GET_OBJECT(PyTuple_GET_ITEM(snap, 0));
+    return tp == Py_None ? NULL : (PyTypeObject *)tp;
+}
+
+int em_guard_type_version(EmGuardProg *P, PyTypeObject *tp) {
+    if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) || (tp->tp_flags & Py_TPFLAGS_IMMUTABLETYPE)) return 0;
+    for (int32_t i = 0; i < P->ins.len; i++)
+        if (P->ins.data[i].op == EMG_TYPE_VERSION && snap_type(P->ins.data[i].obj) == tp) return 0;
+    PyObject *name = PyUnicode_InternFromString("__init__");
+    unsigned int tag = name ? type_tag(tp, name) : 0;
+    if (!name || !tag || !tp->tp_mro) {
+        Py_XDECREF(name);
+        return name ? 1 : -1;
+    }
+    /* a tag that moved without a change to what the snapshot holds (a class attribute patched
+     * and put back, as FX's tracer does to nn.Module) is taken anew */
+    PyObject *snap = type_snapshot(tp, name);
+    Py_DECREF(name);
+    int rc = snap ? g_push(P, EMG_TYPE_VERSION, -1, -1, (Py_ssize_t)tag, snap) : -1;
+    Py_XDECREF(snap);
+    return rc;
+}
+
+/* TYPE_VERSION whose tag moved: 1 (the tag taken anew) when tp's MRO and every MRO class's dict
+ * hold what the trace saw, else 0 (-1 on error). Off the hot path: the tag moves only when a
+ * class changed. */
+static int type_unchanged(EmGInstr *in) {
+    PyObject *snap = in->obj, *mro = PyTuple_GET_ITEM(snap, 1), *dicts = PyTuple_GET_ITEM(snap, 2);
+    PyTypeObject *tp = snap_type(snap);
+    if (!tp || !tp->tp_mro || PyTuple_GET_SIZE(tp->tp_mro) != PyTuple_GET_SIZE(mro)) return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); i++) {
+        PyObject *c = PyTuple_GET_ITEM(tp->tp_mro, i);
+        if (c != PyWeakref_GET_OBJECT(PyTuple_GET_ITEM(mro, i))) return 0;
+        PyObject *now = em_type_dict((PyTypeObject *)c), *was = PyTuple_GET_ITEM(dicts, i);
+        if (!now || PyDict_GET_SIZE(now) != PyDict_GET_SIZE(was)) return 0;
+        Py_ssize_t pos = 0;
+        PyObject *k, *h;
+        while (PyDict_Next(was, &pos, &k, &h)) {
+            PyObject *cur = PyDict_GetItemWithError(now, k);
+            if (!cur) return PyErr_Occurred() ? -1 : 0;
+            int same = held_is(h, cur);
+            if (same <= 0) return same;
+        }
+    }
+    in->a = (Py_ssize_t)type_tag(tp, PyTuple_GET_ITEM(snap, 3));
+    return 1;
 }
 
 int em_guard_check_keys(EmGuardProg *P, int32_t slot, PyObject *d) {
@@ -560,6 +709,10 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
             return has < 0 ? -1 : !has;
         }
         case EMG_GLOBAL_STATE: return gs_match(&P->gs);
+        case EMG_TYPE_VERSION: {
+            PyTypeObject *tp = snap_type(in->obj);
+            return tp && ((in->a && tp->tp_version_tag == (unsigned int)in->a) || type_unchanged((EmGInstr *)in));
+        }
         case EMG_SHAPE: return shape_match(P, slots);
         default: return -1;
     }
@@ -627,6 +780,10 @@ EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int3
             break;
         case EMG_DISTINCT:
             res = PyUnicode_FromFormat("%s is now the same object as %s", name, P->names.data[in->a]);
+            break;
+        case EMG_TYPE_VERSION:
+            res = PyUnicode_FromFormat("class %s changed (an attribute of it or of a base class set or deleted)",
+                                       snap_type(in->obj) ? snap_type(in->obj)->tp_name : "(dead)");
             break;
         case EMG_GLOBAL_STATE: {
             EmGlobalState now;
@@ -753,6 +910,10 @@ int em_guard_dump(const EmGuardProg *P, EmStrBuf *o) {
                 rc = em_sb_printf(o, "  ABSENT %s%s %s\n", name, in->a ? "" : ".__dict__", u ? u : "?");
                 break;
             }
+            case EMG_TYPE_VERSION:
+                rc = em_sb_printf(o, "  TYPE_VERSION %s\n",
+                                  snap_type(in->obj) ? snap_type(in->obj)->tp_name : "(dead)");
+                break;
             case EMG_GLOBAL_STATE: {
                 PyObject *r = PyObject_Repr(P->gs.default_dtype);
                 const char *u = r ? PyUnicode_AsUTF8(r) : "?";

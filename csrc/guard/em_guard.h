@@ -105,6 +105,9 @@ int em_guard_check_tensor_dyn(EmGuardProg *P, int32_t slot, PyObject *tensor, ui
 int em_guard_tensor_size(PyObject *t, int dim, int64_t *out);
 /* KEYS check: the dict in slot keeps d's keys in d's order (implies its length). */
 int em_guard_check_keys(EmGuardProg *P, int32_t slot, PyObject *EM_BORROWED d);
+/* TYPE_VERSION for tp when its attributes can change (a mutable heap type): 0 (added, or not
+ * needed), 1 when tp has no version tag to guard, -1 on error. */
+int em_guard_type_version(EmGuardProg *P, PyTypeObject *tp);
 int em_guard_check_global_state(EmGuardProg *P);
 /* Takes a copy of the trace's symbolic sizes and appends the SHAPE check (nothing when S has
  * no symbol). Called once, after every other check. 0 or -1. */

@@ -329,9 +329,11 @@ static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *con
             return rc ? NULL : Py_NewRef(Py_None);
         }
         case OUT_NEWOBJ: {
-            PyTypeObject *tp = (PyTypeObject *)PyTuple_GET_ITEM(o->obj, 0);
+            PyTypeObject *tp = (PyTypeObject *)PyTuple_GET_ITEM(o->obj, 0), *base = tp;
+            for (Py_ssize_t i = 0; base->tp_flags & Py_TPFLAGS_HEAPTYPE && i < PyTuple_GET_SIZE(tp->tp_mro); i++)
+                base = (PyTypeObject *)PyTuple_GET_ITEM(tp->tp_mro, i); /* its builtin base's __new__: no user code */
             PyObject *set_item = PyTuple_GET_ITEM(o->obj, 1), *empty = PyTuple_New(0);
-            PyObject *inst = empty ? tp->tp_new(tp, empty, NULL) : NULL;
+            PyObject *inst = empty ? base->tp_new(tp, empty, NULL) : NULL;
             Py_XDECREF(empty);
             if (inst && memo) memo[pos] = inst;
             for (int32_t i = 0; inst && i < o->v; i++) {

@@ -1671,6 +1671,10 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
     if (self && kwnames && self->kind == SYM_DICT && Py_IS_TYPE(f, &PyMethodDescr_Type) &&
         PyDescr_TYPE(f) == &PyDict_Type && !PyUnicode_CompareWithASCIIString(PyDescr_NAME(f), "update"))
         return em_dict_update(T, self, args, nargs, kwnames, out); /* d.update(k=v) */
+    if (!self && PyCFunction_Check(f)) {
+        EmStatus st = em_obj_base_new(T, f, all, n, kwnames, out);
+        if (st != CALL_NEXT) return st;
+    }
     if (!self && n == 1 && !kwnames && PyCFunction_Check(f) && PyCFunction_GET_SELF(f) == EM_KNOWN(it_chain) &&
         !strcmp(((PyCFunctionObject *)f)->m_ml->ml_name, "from_iterable"))
         return chain_from_iterable(T, all[0], out);

@@ -7,18 +7,68 @@
 #include "../pyver/em_state.h"
 #include "em_rec.h"
 
+/* The Python function a class's __new__ (a staticmethod) wraps (borrowed: the staticmethod
+ * holds it), or NULL (no error set) when it wraps none. */
+static PyObject *py_new_func(PyTypeObject *cls) {
+    PyObject *nw = _PyType_Lookup(cls, EM_STR(dunder_new));
+    if (!nw || !Py_IS_TYPE(nw, &PyStaticMethod_Type)) return NULL;
+    PyObject *f = PyObject_GetAttrString(nw, "__func__");
+    Py_XDECREF(f); /* kept alive by nw */
+    if (!f) PyErr_Clear();
+    return f && PyFunction_Check(f) ? f : NULL;
+}
+
 /* The first builtin (non-heap) class in cls's MRO when instances of cls can be made while
- * tracing: object, dict or OrderedDict, with the same __new__, and type.__call__. */
-static PyTypeObject *builtin_base(PyTypeObject *cls) {
+ * tracing: object, dict or OrderedDict, with type.__call__, and the base's __new__ (*custom 0)
+ * or a Python __new__ of cls's (*custom 1, traced; it makes the instance through the base's). */
+static PyTypeObject *builtin_base(PyTypeObject *cls, int *custom) {
+    *custom = 0;
     if (Py_TYPE(cls)->tp_call != PyType_Type.tp_call) return NULL;
     PyObject *mro = cls->tp_mro;
     for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
         PyTypeObject *b = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
         if (b->tp_flags & Py_TPFLAGS_HEAPTYPE) continue;
         int ok = b == &PyBaseObject_Type || b == &PyDict_Type || !strcmp(b->tp_name, "collections.OrderedDict");
-        return ok && cls->tp_new == b->tp_new && cls->tp_alloc == b->tp_alloc ? b : NULL;
+        if (!ok || cls->tp_alloc != b->tp_alloc) return NULL;
+        if (cls->tp_new == b->tp_new) return b;
+        *custom = py_new_func(cls) != NULL;
+        return *custom ? b : NULL;
     }
     return NULL;
+}
+
+/* A new instance of tp (a class builtin_base takes) with no attributes: a NEW sym over a
+ * placeholder the base's __new__ makes (no user code runs). */
+static EmStatus make_instance(EmTracer *T, PyTypeObject *tp, PyTypeObject *base, EmSym **out) {
+    PyObject *empty = PyTuple_New(0);
+    PyObject *ph = empty ? base->tp_new(tp, empty, NULL) : NULL; /* the placeholder: an empty instance */
+    Py_XDECREF(empty);
+    if (!ph) return em_trace_abandon(T, EMA_CALL, "%s() while tracing", tp->tp_name);
+    EmSym *s = em_sym_new(T, SYM_NEW), *attrs = em_sym_new(T, SYM_DICT);
+    EmSym *items = base != &PyBaseObject_Type ? em_sym_new(T, SYM_DICT) : NULL;
+    if (!s || !attrs || (base != &PyBaseObject_Type && !items)) {
+        Py_DECREF(ph);
+        return EM_ERR;
+    }
+    s->obj = ph;
+    if (em_vec_push(&s->items, attrs) || (items && em_vec_push(&s->items, items))) return PyErr_NoMemory(), EM_ERR;
+    *out = s;
+    return EM_OK;
+}
+
+/* object.__new__(cls) (dict's, OrderedDict's) called by a class's own __new__: the instance,
+ * not initialized. CALL_NEXT for other calls. */
+EmStatus em_obj_base_new(EmTracer *T, PyObject *f, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    if (!PyCFunction_Check(f) || strcmp(((PyCFunctionObject *)f)->m_ml->ml_name, "__new__") || n != 1 || kwnames)
+        return CALL_NEXT;
+    PyObject *b = PyCFunction_GET_SELF(f), *cls = all[0]->obj;
+    if ((all[0]->kind != SYM_CONST && all[0]->kind != SYM_OBJ) || !PyType_Check(cls) || !PyType_Check(b))
+        return CALL_NEXT;
+    int custom;
+    if (builtin_base((PyTypeObject *)cls, &custom) != (PyTypeObject *)b) return CALL_NEXT;
+    EmStatus gst;
+    if (em_guard_class(T, (PyTypeObject *)cls, &gst) != EM_OK) return gst;
+    return make_instance(T, (PyTypeObject *)cls, (PyTypeObject *)b, out);
 }
 
 /* A module class of torch.nn (not a user's: its __init__ runs no user code) called with
@@ -54,26 +104,29 @@ EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObjec
     if (!PyType_Check(cls)) return EM_OK;
     if (PyType_IsSubtype((PyTypeObject *)cls, (PyTypeObject *)em_state.nn_module_type))
         return new_torch_module(T, (PyTypeObject *)cls, args, nargs, kwnames, out, handled);
-    PyTypeObject *tp = (PyTypeObject *)cls, *base = builtin_base(tp);
+    int custom;
+    PyTypeObject *tp = (PyTypeObject *)cls, *base = builtin_base(tp, &custom);
     if (!base) return EM_OK;
+    EmStatus gst;
+    if (em_guard_class(T, tp, &gst) != EM_OK) return gst;
     PyObject *init = _PyType_Lookup(tp, EM_STR(dunder_init));
     int py_init = init && PyFunction_Check(init);
-    if (!py_init && nargs) return EM_OK; /* a builtin __init__ with arguments (dict(a=1) subclasses) */
+    if (!py_init && nargs && !custom) return EM_OK; /* a builtin __init__ with arguments (dict(a=1) subclasses) */
     *handled = 1;
-    PyObject *empty = PyTuple_New(0);
-    PyObject *ph = empty ? tp->tp_new(tp, empty, NULL) : NULL; /* the placeholder: an empty instance */
-    Py_XDECREF(empty);
-    if (!ph) {
-        return em_trace_abandon(T, EMA_CALL, "%s() while tracing", tp->tp_name);
+    EmSym *s = NULL;
+    if (custom) { /* cls.__new__(cls, *args), traced; __init__ runs on an instance of cls */
+        EmSym *all[65];
+        if (nargs + 1 > 65) return em_trace_fail(T, EMA_CALL, "%s() with too many arguments", tp->tp_name);
+        if (!(all[0] = em_sym_known(T, cls, tp->tp_name))) return EM_ERR;
+        for (int i = 0; i < nargs; i++) all[i + 1] = args[i];
+        EmStatus st = em_inline(T, py_new_func(tp), all, nargs + 1, kwnames, &s);
+        if (st != EM_OK) return st;
+        if (s->kind != SYM_NEW || !PyObject_TypeCheck(s->obj, tp)) return (*out = s), EM_OK;
+        if (!py_init && nargs) return em_trace_fail(T, EMA_CALL, "%s: a builtin __init__ with arguments", tp->tp_name);
+    } else {
+        EmStatus st = make_instance(T, tp, base, &s);
+        if (st != EM_OK) return st;
     }
-    EmSym *s = em_sym_new(T, SYM_NEW), *attrs = em_sym_new(T, SYM_DICT);
-    EmSym *items = base != &PyBaseObject_Type ? em_sym_new(T, SYM_DICT) : NULL;
-    if (!s || !attrs || (base != &PyBaseObject_Type && !items)) {
-        Py_DECREF(ph);
-        return EM_ERR;
-    }
-    s->obj = ph;
-    if (em_vec_push(&s->items, attrs) || (items && em_vec_push(&s->items, items))) return PyErr_NoMemory(), EM_ERR;
     if (py_init) {
         EmSym *all[65], *r = NULL;
         if (nargs + 1 > 65) return em_trace_fail(T, EMA_CALL, "%s() with too many arguments", tp->tp_name);
@@ -111,6 +164,9 @@ EmStatus em_obj_record_store(EmTracer *T, EmSym *base, PyObject *name, EmSym *v)
 EmStatus em_obj_generic_set(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
     const char *n = PyUnicode_AsUTF8(name);
     if (!n) return EM_ERR;
+    /* a function made while tracing (f.__name__ = ...): set on the function the output makes */
+    int made_fn = base->kind == SYM_OBJ && base->src < 0 && !base->by_id && PyFunction_Check(base->obj);
+    if (made_fn) return em_obj_record_store(T, base, name, v);
     if (base->kind != SYM_NEW &&
         (base->kind != SYM_OBJ || base->src < 0 || PyType_Check(base->obj) || PyModule_Check(base->obj)))
         return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a %s", n, em_sym_describe(base));

@@ -479,6 +479,8 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
         s = wrap_dict(T, v, slot, st);
     } else {
         s = wrap_obj(T, v, slot);
+        /* its class's attributes (or a class's own) as the trace resolves them */
+        if (s && em_guard_class(T, PyType_Check(v) ? (PyTypeObject *)v : Py_TYPE(v), st) != EM_OK) s = NULL;
     }
     if (container) {
         T->wrap_depth--;
@@ -746,22 +748,41 @@ static EmStatus super_attr(EmTracer *T, EmSym *base, PyObject *name, int method,
     const char *n = PyUnicode_AsUTF8(name);
     if (!cls || !n) return EM_ERR;
     Py_DECREF(cls); /* kept alive by sup */
-    PyTypeObject *tp = Py_TYPE(obj->obj);
+    /* super(cls, C) of a class C (in a classmethod): C's MRO, functions unbound */
+    int of_class = PyType_Check(obj->obj) && PyType_IsSubtype((PyTypeObject *)obj->obj, (PyTypeObject *)cls);
+    PyTypeObject *tp = of_class ? (PyTypeObject *)obj->obj : Py_TYPE(obj->obj);
     PyObject *mro = tp->tp_mro;
     Py_ssize_t i = 0, nm = mro ? PyTuple_GET_SIZE(mro) : 0;
     while (i < nm && PyTuple_GET_ITEM(mro, i) != cls) i++;
     for (i++; i < nm; i++) {
-        PyObject *d = em_type_dict((PyTypeObject *)PyTuple_GET_ITEM(mro, i));
+        PyTypeObject *owner = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        PyObject *d = em_type_dict(owner);
         PyObject *v = d ? PyDict_GetItemWithError(d, name) : NULL;
-        if (v) return class_attr(T, obj, tp, v, n, method, out, self);
-        if (PyErr_Occurred()) return EM_ERR;
+        if (!v && PyErr_Occurred()) return EM_ERR;
+        if (!v) continue;
+        if (PyCFunction_Check(v) && !PyUnicode_CompareWithASCIIString(name, "__new__")) { /* object.__new__ */
+            *self = NULL;
+            EmSym *f = em_sym_new(T, SYM_OBJ);
+            if (f) f->obj = Py_NewRef(v);
+            return (*out = f) ? EM_OK : EM_ERR;
+        }
+        if (is_pure(v, 0) || (of_class && PyFunction_Check(v))) { /* a class constant; an unbound function */
+            EmSym *os = em_sym_known(T, (PyObject *)owner, owner->tp_name);
+            int32_t slot = os ? em_guard_odict(T->P, os->src, name) : -1;
+            if (slot < 0) return EM_ERR;
+            EmStatus st = EM_ERR;
+            *self = NULL;
+            *out = em_sym_wrap(T, v, slot, &st); /* the entry's value guarded */
+            return *out ? EM_OK : st;
+        }
+        return class_attr(T, obj, tp, v, n, method, out, self);
     }
     return em_trace_fail(T, EMA_ATTR, "super().%s (not found)", n);
 }
 
 EmStatus em_super(EmTracer *T, EmSym *cls, EmSym *obj, EmSym **out) {
     if ((cls->kind != SYM_CONST && cls->kind != SYM_OBJ) || !PyType_Check(cls->obj) ||
-        (obj->kind != SYM_OBJ && obj->kind != SYM_NEW))
+        (obj->kind != SYM_OBJ && obj->kind != SYM_NEW && !(obj->kind == SYM_CONST && PyType_Check(obj->obj))))
         return em_trace_fail(T, EMA_CALL, "super() of a %s", em_sym_describe(obj));
     PyObject *sup = PyObject_CallFunctionObjArgs((PyObject *)&PySuper_Type, cls->obj, obj->obj, NULL);
     if (!sup) {
@@ -938,6 +959,14 @@ static PyTypeObject *kind_type(EmSym *s) {
         case SYM_ITER: return (PyTypeObject *)s->seq_type;
         default: return NULL;
     }
+}
+
+EmStatus em_guard_class(EmTracer *T, PyTypeObject *tp, EmStatus *st) {
+    int rc = em_guard_type_version(T->P, tp);
+    *st = rc < 0   ? EM_ERR
+          : rc > 0 ? em_trace_fail(T, EMA_VALUE, "class %s has no version tag to guard", tp->tp_name)
+                   : EM_OK;
+    return *st;
 }
 
 PyTypeObject *em_sym_known_type(const EmSym *s) {
@@ -1476,17 +1505,17 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
     if (Py_IS_TYPE(o, &PySuper_Type) && base->items.len == 1) return super_attr(T, base, name, method, out, self);
     if (PyModule_Check(o)) return module_attr(T, base, name, n, out);
     int done;
+    EmSym *stored = T->stores.len ? em_obj_stored(T, base, name) : NULL;
+    if (stored) { /* written earlier in this trace (replayed after the graph) */
+        *out = stored;
+        return EM_OK;
+    }
     if ((st = describing_attr(T, base, name, n, out, &done)) != EM_OK || done) return st;
     if (base->src < 0 && (PyType_Check(o) || PyObject_TypeCheck(o, (PyTypeObject *)EM_KNOWN(op_packet))))
         return trusted_class_attr(T, base, name, n, out, self);
     if (base->src < 0)
         return em_trace_fail(T, EMA_ATTR, "%s.%s of an object made while tracing", Py_TYPE(o)->tp_name, n);
     if (PyType_Check(o)) return type_attr(T, base, name, method, out, self);
-    EmSym *stored = T->stores.len ? em_obj_stored(T, base, name) : NULL;
-    if (stored) { /* written earlier in this trace (replayed after the graph) */
-        *out = stored;
-        return EM_OK;
-    }
     PyTypeObject *tp = Py_TYPE(o);
     if ((st = dunder_attr(T, base, name, method, out, &done)) != EM_OK || done) return st;
     PyObject *getattr_hook = NULL;

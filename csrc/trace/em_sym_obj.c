@@ -106,7 +106,10 @@ static EmStatus obj_contains(EmTracer *T, EmSym *c, EmSym *key, int *found) {
 
 /* True for objects whose type has no number, mapping or sequence slots, and for modules,
  * functions and classes; others would run their __bool__ or __len__. */
+static EmStatus user_truth(EmTracer *T, EmSym *s, int *out);
+
 static EmStatus obj_truth(EmTracer *T, EmSym *s, int *out) {
+    if (em_sym_user_operand(s) && !PyDict_Check(s->obj)) return user_truth(T, s, out); /* its class's methods */
     if (!Py_TYPE(s->obj)->tp_as_number && !Py_TYPE(s->obj)->tp_as_mapping && !Py_TYPE(s->obj)->tp_as_sequence) {
         *out = 1;
         return EM_OK;
@@ -180,12 +183,19 @@ static EmStatus new_contains(EmTracer *T, EmSym *c, EmSym *key, int *found) {
 static EmStatus new_truth(EmTracer *T, EmSym *s, int *out) {
     PyTypeObject *tp = Py_TYPE(s->obj);
     PyObject *b = _PyType_Lookup(tp, EM_STR(dunder_bool)), *l = _PyType_Lookup(tp, EM_STR(dunder_len));
-    if (!b && !l) {
-        *out = 1;
+    if (!b && s->items.len > 1 && l && !PyFunction_Check(l)) { /* dict's own __len__ */
+        *out = s->items.data[1]->items.len > 0;
         return EM_OK;
     }
-    if (!b && s->items.len > 1 && !PyFunction_Check(l)) { /* dict's own __len__ */
-        *out = s->items.data[1]->items.len > 0;
+    return user_truth(T, s, out);
+}
+
+/* A user object's truth: its class's __bool__, else __len__, traced; True without either. */
+static EmStatus user_truth(EmTracer *T, EmSym *s, int *out) {
+    PyTypeObject *tp = Py_TYPE(s->obj);
+    PyObject *b = _PyType_Lookup(tp, EM_STR(dunder_bool)), *l = _PyType_Lookup(tp, EM_STR(dunder_len));
+    if (!b && !l) {
+        *out = 1;
         return EM_OK;
     }
     if ((b && PyFunction_Check(b)) || (!b && PyFunction_Check(l))) { /* the class's own, traced */
@@ -215,8 +225,7 @@ const EmSymOps em_new_ops = {
 /* A user class's instance: made while tracing, or read from the frame (its type guarded). */
 static int user_operand(const EmSym *s) {
     return (s->kind == SYM_NEW || (s->kind == SYM_OBJ && s->src >= 0)) && !PyType_Check(s->obj) &&
-           PyType_HasFeature(Py_TYPE(s->obj), Py_TPFLAGS_HEAPTYPE) && !em_is_module(s->obj) &&
-           !PyObject_TypeCheck(s->obj, em_state.tensor_type);
+           PyType_HasFeature(Py_TYPE(s->obj), Py_TPFLAGS_HEAPTYPE) && !PyObject_TypeCheck(s->obj, em_state.tensor_type);
 }
 
 int em_sym_user_operand(const EmSym *s) { return user_operand(s); }

@@ -356,7 +356,10 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
         case SYM_INT: return out_int(T, s);
         case SYM_FLOAT: return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src}); /* the frame's own float */
         case SYM_CONST: return out_value(T, s);
-        case SYM_OBJ: return s->items.len ? out_closure(T, s, depth) : out_value(T, s);
+        case SYM_OBJ:
+            if (!s->items.len) return out_value(T, s);
+            if (PyFunction_Check(s->obj)) return out_closure(T, s, depth);
+            return em_trace_fail(T, EMA_RETURN, "a %s object left the trace", Py_TYPE(s->obj)->tp_name); /* super() */
         case SYM_CELL: return out_cell(T, s, depth);
         case SYM_TUPLE:
         case SYM_LIST:

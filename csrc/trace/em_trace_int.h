@@ -148,8 +148,14 @@ int em_sym_user_operand(const EmSym *s);
 /* The Python type of s where its kind (or its guards) fix it without a further guard; NULL when
  * not known this way (tensors, iterators of unknown type, other kinds). */
 PyTypeObject *em_sym_known_type(const EmSym *s);
+/* Guards that tp's attributes (its dict, its bases') stay as the trace resolves them
+ * (TYPE_VERSION; nothing for immutable types). Sets and returns *st. */
+EmStatus em_guard_class(EmTracer *T, PyTypeObject *tp, EmStatus *st);
 EmStatus em_user_binop(EmTracer *T, EmOp op, EmSym *a, EmSym *b, EmSym **out);
 EmStatus em_user_unop(EmTracer *T, EmOp op, EmSym *a, EmSym **out);
+/* object.__new__(cls) (or dict's) inside a class's own __new__: the instance, uninitialized.
+ * CALL_NEXT for other calls. */
+EmStatus em_obj_base_new(EmTracer *T, PyObject *f, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out);
 /* ---- operations on syms, dispatched on the kind (em_sym_ops.c; the kinds' rows: em_sym_ops.h) ----
  * Each returns EM_OK, EM_ABORT (reason in T) or EM_ERR; the syms it gives back belong to the

@@ -317,3 +317,80 @@ def test_recompile_reasons_name_what_changed_in_a_tensor(capfd):
             assert why in err, (why, err)
     finally:
         ember.set_logs("")
+
+
+def test_methods_follow_changes_to_their_class():
+    """A method resolved through an object's class (or a base) is guarded by the class's
+    version: a method replaced or added on the class or a base after the compile is called."""
+    class A:
+        def f(self, x):
+            return x * 3
+
+    class B(A):
+        def g(self, x):
+            return super().f(x)
+
+    def fn(x, obj):
+        return obj.f(x) + obj.g(x)
+
+    cf = ember.compile(fn, fullgraph=True)
+    x = torch.ones(3)
+    same(cf(x, B()), fn(x, B()))
+    A.f = lambda self, x: x * 5  # a base's method replaced
+    same(cf(x, B()), fn(x, B()))
+    B.f = lambda self, x: x * 7  # a method shadowing the base's added
+    same(cf(x, B()), fn(x, B()))
+
+
+def test_super_in_classmethod_and_class_constant_follow_changes():
+    class A:
+        coeff = 4
+
+        @classmethod
+        def add(cls, x):
+            return x + 1
+
+        def f(self, x):
+            return x * 3
+
+    class B(A):
+        @classmethod
+        def add(cls, x):
+            return x + super().add(x) + super().coeff + super().f(None, x)
+
+    def fn(x, obj):
+        return obj.add(x)
+
+    cf = ember.compile(fn, fullgraph=True)
+    x = torch.ones(3)
+    same(cf(x, B()), fn(x, B()))
+    A.coeff = 10
+    same(cf(x, B()), fn(x, B()))
+
+
+def test_class_patched_and_put_back_keeps_its_entry():
+    """A class attribute set and put back (as FX's tracer does to nn.Module) moves the class's
+    version but not what the trace read: the entry is reused; a property replaced is seen."""
+    class A:
+        @property
+        def k(self):
+            return 2.0
+
+        def f(self, x):
+            return x * self.k
+
+    def fn(x, a):
+        return a.f(x)
+
+    cf = ember.compile(fn, fullgraph=True)
+    x = torch.ones(3)
+    same(cf(x, A()), fn(x, A()))
+    orig = A.f
+    A.f = lambda self, x: x
+    A.f = orig
+    same(cf(x, A()), fn(x, A()))
+    assert ember.testing.counters()["recompiles"] == 0
+    del A.k
+    A.k = property(lambda self: 5.0)
+    same(cf(x, A()), fn(x, A()))
+    assert ember.testing.counters()["recompiles"] == 1

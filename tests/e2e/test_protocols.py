@@ -224,3 +224,191 @@ def test_tensor_class_attribute():
         return x + 1 if tmp.startswith("Tensor") else x - 1
 
     one_graph(f, randn(2))
+
+
+def test_break_holding_a_super_object_runs_as_python():
+    """A graph break while a super() object is on the stack: the frame runs on as Python (a super
+    object cannot be rebuilt), with eager's result."""
+    class A:
+        @classmethod
+        def add(cls, x):
+            return x + 1
+
+    class B(A):
+        @classmethod
+        def add(cls, x):
+            y = x * 2
+            print("break")
+            return y + super().add(x)
+
+    def fn(x):
+        return B.add(x)
+
+    x = randn(3)
+    assert_same(ember.compile(fn)(x), fn(x))
+
+
+def test_str_repr_namedtuple_methods_chain_from_iterable():
+    import itertools
+    import typing
+
+    class S:
+        def __str__(self):
+            return "ok"
+
+    class R:
+        def __repr__(self):
+            return "R!"
+
+    class N(typing.NamedTuple):
+        a: torch.Tensor
+        b: torch.Tensor
+
+        def add(self):
+            return self.a + self.b
+
+        @staticmethod
+        def sm():
+            return 1
+
+        @classmethod
+        def cm(cls):
+            return cls.__name__
+
+        @property
+        def twice(self):
+            return self.a * 2
+
+    def f(x):
+        n = N(x, x + 1)
+        v = x
+        for t in itertools.chain.from_iterable([[x, 1], [2]]):
+            v = v + t
+        return str(S()), str(R()), repr(R()), n.add(), n.sm(), n.cm(), n.twice, v, [] is None, {} is S
+
+    one_graph(f, randn(2))
+
+
+def test_numpy_constants_fold():
+    np = pytest.importorskip("numpy")
+
+    def f(x):
+        dt = np.dtype("float")
+        return (x + np.float64(2.5), x * np.int64(3), np.sqrt(2.0) * x, x + np.iinfo(np.int16).max,
+                x - np.finfo(np.float32).eps, dt.itemsize, np.float32(2) > 1, np.prod((2, 3)))
+
+    one_graph(f, randn(3))
+    ember.testing.reset_counters()
+    one_graph(f, randn(3, dtype=torch.float64))
+
+
+def test_numpy_arrays_break_the_graph():
+    np = pytest.importorskip("numpy")
+
+    def f(x):
+        a = x.numpy()
+        return torch.from_numpy(np.sin(a) + 1) * 2
+
+    with pytest.raises(ember.Unsupported):
+        ember.compile(f, fullgraph=True)(randn(3))
+    assert_same(ember.compile(f)(randn(3)), f(randn(3)))
+
+
+def test_attributes_set_on_a_function_made_while_tracing():
+    def mk(name):
+        def parse(x):
+            return (x, x)
+
+        parse.__name__ = name
+        parse.tag = 3
+        return parse
+
+    def f(x):
+        p = mk("_pair")
+        return torch.zeros(p(2)) + x, p.__name__, p.tag
+
+    one_graph(f, randn(2, 2))
+
+    def g(x):
+        return mk("_single")
+
+    fn = ember.compile(g, fullgraph=True)(randn(1))
+    assert (fn.__name__, fn.tag, fn(1)) == ("_single", 3, (1, 1))
+
+
+def test_modules_compare_by_identity():
+    def f(x, m1, m2):
+        return x + 1, m1 == m2, m1 != m1, m1 is m2, m1 == None  # noqa: E711
+
+    m = torch.nn.Linear(2, 2)
+    one_graph(f, randn(2), m, m)
+    ember.testing.reset_counters()
+    one_graph(f, randn(2), m, torch.nn.Linear(2, 2))
+
+
+def test_truth_of_objects_from_the_frame():
+    class A:
+        def __init__(self, x):
+            self.x = x
+
+        def __bool__(self):
+            return self.x > 0
+
+    class L:
+        def __len__(self):
+            return 0
+
+    class Plain:
+        pass
+
+    def f(x, a, b, c, m):
+        return (x + 1 if a else x - 1), bool(b), bool(c), (x * 2 if m else x)
+
+    one_graph(f, randn(2), A(1), L(), Plain(), torch.nn.ReLU())
+    ember.testing.reset_counters()
+    one_graph(f, randn(2), A(-1), L(), Plain(), torch.nn.ReLU())
+
+
+def test_class_with_its_own_new():
+    class Base1:
+        def __init__(self):
+            self.base1 = 2
+
+    class Base2:
+        def __init__(self):
+            self.base2 = 3
+
+    class Derived(Base1, Base2):
+        def __new__(cls):
+            return super().__new__(cls)
+
+        def __init__(self):
+            Base1.__init__(self)
+            Base2.__init__(self)
+            self.derived = 7
+
+    class Twice:
+        def __new__(cls, v):
+            o = object.__new__(cls)
+            o.v = v * 2
+            return o
+
+        def __init__(self, v):
+            self.w = v
+
+    class NotMine:
+        def __new__(cls, v):
+            return v + 1  # not an instance: __init__ does not run
+
+    def fn(x):
+        o = Derived()
+        s = Twice(3)
+        return x * o.base1 * o.base2 * o.derived, s.v, s.w, NotMine(4), type(s) is Twice
+
+    one_graph(fn, randn(2))
+
+    def g(x):
+        return Twice(5)
+
+    t = ember.compile(g, fullgraph=True)(randn(1))
+    assert type(t).__name__ == "Twice" and (t.v, t.w) == (10, 5)
