@@ -106,6 +106,18 @@ _set(ABORT, [print, input, open, builtins.exec, builtins.eval, builtins.id, buil
              builtins.delattr, builtins.vars, builtins.globals, builtins.locals])
 
 
+# ---- callables traced as another (csrc/trace/em_call.c call_known) ----
+
+def _record_function(name, args=None):
+    """torch.autograd.profiler.record_function inside a graph: no profiler range (TorchDynamo
+    drops them too); the block runs."""
+    import contextlib
+    return contextlib.nullcontext()
+
+
+TRACE_AS = {torch.autograd.profiler.record_function: _record_function}
+
+
 # ---- context managers of global state (csrc/trace/em_ctx.c) ----
 
 GRAD_CTX = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)

@@ -1597,6 +1597,11 @@ static EmStatus call_known(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int
     for (int k = 0; k < EMK__COUNT; k++)
         if (PyTuple_GET_ITEM(em_state.known, k) == fn->obj)
             return handlers[k] ? handlers[k](T, fn, self, all, n, kwnames, out) : CALL_NEXT;
+    if (!self && (fn->kind == SYM_OBJ || fn->kind == SYM_CONST) && PyDict_GET_SIZE(em_state.trace_as)) {
+        PyObject *as = PyDict_GetItemWithError(em_state.trace_as, fn->obj); /* _rules.TRACE_AS */
+        if (!as) PyErr_Clear(); /* an unhashable callable is in no table */
+        if (as && PyFunction_Check(as)) return em_inline(T, as, all, n, kwnames, out);
+    }
     return CALL_NEXT;
 }
 
@@ -1653,6 +1658,10 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
     int nargs = self ? n - 1 : n;
     PyObject *f = fn->obj;
     if (fn->kind == SYM_OBJ && fn->src >= 0 && em_ctx_is_grad_exit(f)) return em_ctx_exit_input(T, fn, all, n, out);
+    if (self && !kwnames) {
+        EmStatus st = em_frame_dict_empty_view(T, f, self, nargs, out);
+        if (st != CALL_NEXT) return st;
+    }
     if (self && !kwnames &&
         (self->kind == SYM_NEW || (self->kind == SYM_OBJ && self->src >= 0 && !PyDict_CheckExact(self->obj))) &&
         (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type)))
@@ -1684,7 +1693,8 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         if (st == EM_OK && cls != (PyObject *)&PyDict_Type) (*out)->seq_type = Py_NewRef(cls);
         return st;
     }
-    if (self && !kwnames && em_set_made(self)) return em_set_method(T, f, self, args, nargs, out);
+    if (self && !kwnames && (em_set_made(self) || (em_set_of_frame(self) && em_set_reads(f))))
+        return em_set_method(T, f, self, args, nargs, out);
     return CALL_NEXT;
 }
 

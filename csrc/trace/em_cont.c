@@ -144,6 +144,24 @@ static EmStatus dict_view_method(EmTracer *T, EmContMethod m, EmSym *self, EmSym
     return EM_OK;
 }
 
+/* d.keys(), d.values(), d.items() of an empty dict subclass read from the frame (an OrderedDict
+ * of hooks): its emptiness guarded, a view of an empty dict. CALL_NEXT for other calls. */
+EmStatus em_frame_dict_empty_view(EmTracer *T, PyObject *f, EmSym *self, int nargs, EmSym **out) {
+    if (nargs || self->kind != SYM_OBJ || self->src < 0 || !PyDict_Check(self->obj) || PyDict_GET_SIZE(self->obj) ||
+        !Py_IS_TYPE(f, &PyMethodDescr_Type) || !PyType_IsSubtype(Py_TYPE(self->obj), PyDescr_TYPE(f)))
+        return CALL_NEXT;
+    const char *n = PyUnicode_AsUTF8(PyDescr_NAME(f));
+    if (!n) return EM_ERR;
+    EmContMethod m = !strcmp(n, "keys") ? EM_CM_keys : !strcmp(n, "values") ? EM_CM_values
+                                                      : !strcmp(n, "items") ? EM_CM_items : EM_CM__COUNT;
+    if (m == EM_CM__COUNT) return CALL_NEXT;
+    if (em_guard_check(T->P, EMG_TYPE, self->src, (PyObject *)Py_TYPE(self->obj), 0) ||
+        em_guard_check(T->P, EMG_LEN, self->src, NULL, 0))
+        return EM_ERR;
+    EmSym *d = em_sym_new(T, SYM_DICT);
+    return d ? dict_view_method(T, m, d, out) : EM_ERR;
+}
+
 static EmStatus cont_copy(EmTracer *T, EmSym *self, EmSym **out) {
     int is_dict = self->kind == SYM_DICT;
     EmSym *c = em_sym_new(T, self->kind);
@@ -820,6 +838,16 @@ EmStatus em_make_set(EmTracer *T, PyObject *type, EmSym *src, EmSym **out) {
     *out = em_sym_const(T, r);
     Py_DECREF(r);
     return *out ? EM_OK : EM_ERR;
+}
+
+int em_set_reads(PyObject *f) {
+    static const char *const reads[] = {"isdisjoint", "issubset", "issuperset", "union", "intersection",
+                                        "difference", "symmetric_difference", "copy", "__contains__",
+                                        "__len__", NULL};
+    if (!Py_IS_TYPE(f, &PyMethodDescr_Type) || PyDescr_TYPE(f) != &PySet_Type) return 0;
+    for (int i = 0; reads[i]; i++)
+        if (!PyUnicode_CompareWithASCIIString(PyDescr_NAME(f), reads[i])) return 1;
+    return 0;
 }
 
 EmStatus em_set_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int nargs, EmSym **out) {

@@ -156,6 +156,7 @@ EmStatus em_user_unop(EmTracer *T, EmOp op, EmSym *a, EmSym **out);
 /* object.__new__(cls) (or dict's) inside a class's own __new__: the instance, uninitialized.
  * CALL_NEXT for other calls. */
 EmStatus em_obj_base_new(EmTracer *T, PyObject *f, EmSym **all, int n, PyObject *kwnames, EmSym **out);
+EmStatus em_frame_dict_empty_view(EmTracer *T, PyObject *f, EmSym *self, int nargs, EmSym **out);
 EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out);
 /* ---- operations on syms, dispatched on the kind (em_sym_ops.c; the kinds' rows: em_sym_ops.h) ----
  * Each returns EM_OK, EM_ABORT (reason in T) or EM_ERR; the syms it gives back belong to the
@@ -350,6 +351,8 @@ static inline int em_set_made(const EmSym *s) { return s->kind == SYM_CONST && P
 /* self.<f>(*args) for a method descriptor f of set on a set made while tracing: run on the set
  * itself with the arguments' known values. CALL_NEXT: not such a call. */
 EmStatus em_set_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int nargs, EmSym **out);
+/* 1 when method descriptor f of set only reads the set (a set of the frame may take it). */
+int em_set_reads(PyObject *f);
 /* set(it)/frozenset(it) over an iterable sym of constants (src NULL: set()): a CONST of a fresh set. */
 EmStatus em_make_set(EmTracer *T, PyObject *type, EmSym *src, EmSym **out);
 

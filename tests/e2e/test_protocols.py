@@ -412,3 +412,25 @@ def test_class_with_its_own_new():
 
     t = ember.compile(g, fullgraph=True)(randn(1))
     assert type(t).__name__ == "Twice" and (t.v, t.w) == (10, 5)
+
+
+_HOOKS = __import__("collections").OrderedDict()
+
+
+def test_record_function_and_empty_hook_dicts():
+    """torch.autograd.profiler.record_function blocks run inside the graph without a profiler
+    range (as under TorchDynamo); the views of an empty OrderedDict of the frame are empty while
+    it stays so (guarded)."""
+    def f(x):
+        with torch.autograd.profiler.record_function("block"):
+            y = x * 2
+        for h in _HOOKS.values():
+            y = h(y)
+        return y + len(list(_HOOKS.items()))
+
+    one_graph(f, randn(3))
+    _HOOKS["double"] = lambda t: t * 2
+    try:
+        assert_same(ember.compile(f)(randn(3)), f(randn(3)))
+    finally:
+        _HOOKS.clear()
