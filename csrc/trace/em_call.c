@@ -1214,6 +1214,12 @@ static EmStatus known_dict(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int
     (void)fn;
     (void)self;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = n - nkw;
+    if (npos == 1) { /* dict(m) of a user mapping: m read as a dict first */
+        EmSym *d = NULL;
+        EmStatus st = em_mapping_as_dict(T, all[0], &d);
+        if (st == EM_OK) return em_make_dict(T, d, all + npos, kwnames, out);
+        if (st != CALL_NEXT) return st;
+    }
     if (npos == 0 || (npos == 1 && all[0]->kind != SYM_CONST && all[0]->kind != SYM_OBJ) ||
         (npos == 1 && all[0]->kind == SYM_CONST && PyTuple_CheckExact(all[0]->obj))) /* dict(((k, v), ...)) */
         return em_make_dict(T, npos ? all[0] : NULL, all + npos, kwnames, out);

@@ -604,6 +604,32 @@ EmStatus em_dict_fromkeys(EmTracer *T, EmSym *keys, EmSym *value, EmSym **out) {
     return st;
 }
 
+/* A user mapping (an instance of a Python class with keys(): a collections.abc.Mapping) as a
+ * dict sym made while tracing, as dict(m) and {**m} read it: its keys (its keys() traced; the
+ * Mapping mixin's keys() iterates the mapping itself), then m[k] for each, traced. CALL_NEXT
+ * when m is not such an object. */
+EmStatus em_mapping_as_dict(EmTracer *T, EmSym *m, EmSym **out) {
+    if (!em_sym_user_operand(m) || PyDict_Check(m->obj)) return CALL_NEXT;
+    PyObject *kf = _PyType_Lookup(Py_TYPE(m->obj), EM_STR(keys));
+    if (!kf || !PyFunction_Check(kf)) return CALL_NEXT;
+    EmStatus st;
+    EmSym *keys = NULL, *items = NULL, *d = em_sym_new(T, SYM_DICT);
+    if (!d) return EM_ERR;
+    PyObject *mixin = PyObject_GetAttrString(EM_KNOWN(abc_mapping), "keys");
+    if (!mixin) return EM_ERR;
+    Py_DECREF(mixin); /* kept alive by the class */
+    if (kf == mixin) keys = m;
+    else if ((st = em_inline(T, kf, &m, 1, NULL, &keys)) != EM_OK) return st;
+    if ((st = em_seq_items(T, keys, &items)) != EM_OK) return st;
+    for (int32_t i = 0; i < items->items.len; i++) {
+        EmSym *k = items->items.data[i], *v = NULL;
+        if (k->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "a mapping with a %s key", em_sym_describe(k));
+        if ((st = em_sym_getitem(T, m, k, &v)) != EM_OK || (st = em_dict_set(d, k->obj, v)) != EM_OK) return st;
+    }
+    *out = d;
+    return EM_OK;
+}
+
 /* dict(src, **kw) made while tracing: src a dict sym or an iterable of (key, value) pairs
  * with constant keys; then the keywords. */
 EmStatus em_make_dict(EmTracer *T, EmSym *src, EmSym **kwvals, PyObject *kwnames, EmSym **out) {

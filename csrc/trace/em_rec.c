@@ -672,6 +672,10 @@ EmStatus h_dict_merge(EmTracer *T, const EmInstr *in) {
     NEED(in->arg + 1);
     int merge = in->op == EMBC_DICT_MERGE;
     EmSym *src = POP(), *d = TOP(in->arg);
+    if (src->kind != SYM_DICT) { /* {**m} of a user mapping */
+        EmStatus mst = em_mapping_as_dict(T, src, &src);
+        if (mst != EM_OK && mst != CALL_NEXT) return mst;
+    }
     if (d->kind != SYM_DICT || d->src >= 0 || src->kind != SYM_DICT)
         return em_trace_fail(T, EMA_VALUE, "%s of a %s", em_bc_names[in->op], em_sym_describe(src));
     for (int32_t k = 0; k < src->keys.len; k++) {

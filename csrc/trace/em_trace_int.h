@@ -157,6 +157,7 @@ EmStatus em_user_unop(EmTracer *T, EmOp op, EmSym *a, EmSym **out);
  * CALL_NEXT for other calls. */
 EmStatus em_obj_base_new(EmTracer *T, PyObject *f, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 EmStatus em_frame_dict_empty_view(EmTracer *T, PyObject *f, EmSym *self, int nargs, EmSym **out);
+EmStatus em_mapping_as_dict(EmTracer *T, EmSym *m, EmSym **out);
 EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out);
 /* ---- operations on syms, dispatched on the kind (em_sym_ops.c; the kinds' rows: em_sym_ops.h) ----
  * Each returns EM_OK, EM_ABORT (reason in T) or EM_ERR; the syms it gives back belong to the

@@ -434,3 +434,38 @@ def test_record_function_and_empty_hook_dicts():
         assert_same(ember.compile(f)(randn(3)), f(randn(3)))
     finally:
         _HOOKS.clear()
+
+
+def test_user_mapping_as_dict_and_double_star():
+    from collections.abc import MutableMapping
+
+    class TensorDict(MutableMapping):
+        def __init__(self):
+            self._dict = {}
+
+        def __getitem__(self, key):
+            return self._dict[key] * 1
+
+        def __setitem__(self, key, value):
+            self._dict[key] = value
+
+        def __delitem__(self, key):
+            del self._dict[key]
+
+        def __iter__(self):
+            return iter(self._dict)
+
+        def __len__(self):
+            return len(self._dict)
+
+    td = TensorDict()
+    td["a"] = randn(4)
+    td["b"] = 2
+
+    def gn(x, a=1, b=0):
+        return x * a + b
+
+    def f(x):
+        return dict(td)["a"] * x, gn(x, **td), {**td, "c": 3}
+
+    one_graph(f, randn(4, seed=1))
