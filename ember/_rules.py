@@ -68,13 +68,14 @@ _set(CONST, [torch.Size, torch.Size.numel, torch.device, torch.get_default_dtype
              getattr(getattr(torch.backends, "mha", None), "get_fastpath_enabled", None),
              torch._C._has_torch_function, torch._C._has_torch_function_unary,
              torch._C._has_torch_function_variadic, torch.overrides.has_torch_function,
-             torch.overrides.has_torch_function_unary, torch.overrides.has_torch_function_variadic])
+             torch.overrides.has_torch_function_unary, torch.overrides.has_torch_function_variadic,
+             torch.overrides.is_tensor_like])
 # CONST callables whose answer for a tensor depends only on its type (the tensor guards
 # check the exact type, and meta tensors keep Parameter-ness): answered on meta tensors
 TYPE_QUERIES = {torch._C._has_torch_function, torch._C._has_torch_function_unary,
                 torch._C._has_torch_function_variadic, torch.overrides.has_torch_function,
                 torch.overrides.has_torch_function_unary, torch.overrides.has_torch_function_variadic,
-                torch.is_tensor, torch.is_floating_point, torch.is_complex}
+                torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.overrides.is_tensor_like}
 # (torch.compiler.is_dynamo_compiling stays False: ember is not TorchDynamo, and torch.cond
 # then runs its eager path, which calls the chosen branch for a constant predicate)
 _set(TRUE, [torch.compiler.is_compiling, getattr(torch._dynamo, "is_compiling", None),
@@ -352,9 +353,11 @@ def _classify(fn):
             return GRAPH
     if mod.startswith("torch._dynamo") and callable(fn):
         return ABORT  # TorchDynamo's machinery (disable wrappers, set_eval_frame): runs at a break
-    elif isinstance(fn, types.FunctionType) and mod in _GRAPH_PY_MODULES:
-        # torch's Python-level operators; any other Python function (nn.Module methods,
-        # user code) is inlined
+    elif isinstance(fn, types.FunctionType) and mod in _GRAPH_PY_MODULES and not (
+            mod == "torch.nn.init" and fn.__name__.startswith("_")):
+        # torch's Python-level operators; any other Python function (nn.Module methods, user
+        # code, nn.init's private helpers such as _calculate_correct_fan, which compute Python
+        # values from sizes) is inlined
         return GRAPH
     return UNKNOWN
 

@@ -46,13 +46,46 @@ class Acc:
         self.scale = scale
         self.count = 0
 
-    def apply(self, t):
+    def apply(self, t):  # replaced per call by before_call (ACC_APPLY): a method changed on the class
         self.count += 1
         return t * self.scale
 
     @property
     def double(self):
         return self.scale * 2
+
+
+def _apply_b(self, t):
+    self.count += 2
+    return t * self.scale + 1
+
+
+ACC_APPLY = (Acc.apply, _apply_b)
+
+
+class Vec:
+    """operators through dunder methods: reflected, unary, ==, truth"""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __add__(self, o):
+        return Vec(self.t + (o.t if isinstance(o, Vec) else o))
+
+    def __radd__(self, o):
+        return Vec(o + self.t)
+
+    def __mul__(self, o):
+        return Vec(self.t * (o.t if isinstance(o, Vec) else o))
+
+    def __neg__(self):
+        return Vec(-self.t)
+
+    def __eq__(self, o):
+        return isinstance(o, Vec) and self.t is o.t
+
+    def __bool__(self):
+        return self.t.dim() > 0
 
 
 @dataclasses.dataclass
@@ -244,10 +277,10 @@ class Generator:
         base = dict(A=dims["A"][0], B=dims["B"][0], F=self.F, dt="torch.float32", n=r.randint(0, 4),
                     f=r.choice(FLOAT_VALUES), flag=r.choice([True, False]), gf=1.5, gflag=True, glist=3,
                     alias=0, rg=True, nc=False, gt=0, ck=1, gs=2, dd=0, gm=True, kw=0,
-                    r3=False)
+                    r3=False, ca=0)
         calls = [base]
         knobs = ["A", "B", "dt", "n", "f", "flag", "gf", "gflag", "glist", "n", "f", "alias", "rg", "nc", "gt", "ck",
-                 "gs", "f0", "f0", "n1", "dd", "gm", "kw", "kw", "r3"]
+                 "gs", "f0", "f0", "n1", "dd", "gm", "kw", "kw", "r3", "ca"]
         for _ in range(ncalls - 1):
             c = dict(calls[-1])
             for _ in range(r.choice([0, 1, 1, 2, 3])):
@@ -258,6 +291,8 @@ class Generator:
                     c["r3"] = not c["r3"]
                 elif knob == "dd":
                     c["dd"] = 1 - c["dd"]
+                elif knob == "ca":  # Acc.apply replaced on the class
+                    c["ca"] = 1 - c["ca"]
                 elif knob == "gm":
                     c["gm"] = not c["gm"]
                 elif knob in ("alias", "gt", "gs"):
@@ -360,6 +395,7 @@ class Generator:
         lines.append("    G_SET.clear()")
         lines.append("    G_SET.update(range(c['gs']))")
         lines.append("    Acc.K = c['ck']")
+        lines.append("    Acc.apply = ACC_APPLY[c['ca']]")
         lines.append("    torch.set_default_dtype(torch.float64 if c['dd'] else torch.float32)")
         lines.append("    torch.set_grad_enabled(c['gm'])")
         lines.append("    if c['gt'] == 1:")
@@ -811,7 +847,8 @@ class Generator:
         objs = [n for n, ds in env.items() if all(d[0] == "O" and d[1] == "Acc" for d in ds)]
         pairs = [n for n, ds in env.items() if all(d[0] == "O" and d[1] == "Pair" for d in ds)]
         nts = [n for n, ds in env.items() if all(d[0] == "O" and d[1] == "P" for d in ds)]
-        opts = [lambda: [f"{self.fresh('o')} = Acc({s})"],
+        vecs = [n for n, ds in env.items() if all(d[0] == "O" and d[1] == "Vec" for d in ds)]
+        opts = [lambda: [f"{self.fresh('o')} = Acc({s})"], lambda: [f"{self.fresh('o')} = Vec({t})"],
                 lambda: [f"{self.fresh('o')} = Pair({t}, {s})"],
                 lambda: [f"{self.fresh('o')} = P({t}, {s})"]]
         if objs:
@@ -824,6 +861,13 @@ class Generator:
             o = self.pick(pairs)
             opts += [lambda: [f"{self.fresh('t')} = {o}.a + {o}.b"], lambda: [f"{o}.b = {s}"],
                      lambda: [f"{self.fresh('o')} = dataclasses.replace({o}, b=2)"]]
+        if vecs:
+            o, o2 = self.pick(vecs), self.pick(vecs)
+            opts += [lambda: [f"{self.fresh('o')} = {o} + {o2}"], lambda: [f"{self.fresh('o')} = {s} + {o}"],
+                     lambda: [f"{self.fresh('o')} = -{o} * {s}"], lambda: [f"{self.fresh('t')} = ({o} + {s}).t"],
+                     lambda: [f"{self.fresh('s')} = ({o} == {o2}, {o} != None, {o} is {o2})"],
+                     lambda: [f"{self.fresh('s')} = bool({o})"],
+                     lambda: [f"{self.fresh('t')} = {o}.t if {o} else {t}"]]
         if nts:
             o = self.pick(nts)
             opts += [lambda: [f"{self.fresh('t')} = {o}.a * {o}[1]"],

@@ -469,3 +469,11 @@ def test_user_mapping_as_dict_and_double_star():
         return dict(td)["a"] * x, gn(x, **td), {**td, "c": 3}
 
     one_graph(f, randn(4, seed=1))
+
+
+def test_nn_init_fan_and_tensor_like():
+    def f(x):
+        fan = torch.nn.init._calculate_correct_fan(x, "fan_in")
+        return x * fan, torch.overrides.is_tensor_like(x), torch.overrides.is_tensor_like(3)
+
+    one_graph(f, randn(3, 4))
