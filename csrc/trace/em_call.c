@@ -971,7 +971,7 @@ static EmStatus known_len(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int 
         return em_call_dunder(T, all[0], "__len__", NULL, 0, out);
     if (n == 1 && !kwnames &&
         (all[0]->kind == SYM_TUPLE || all[0]->kind == SYM_LIST || all[0]->kind == SYM_DICT ||
-         all[0]->kind == SYM_VIEW)) {
+         all[0]->kind == SYM_VIEW || all[0]->kind == SYM_SET)) {
         EmSym *c = all[0]->kind == SYM_VIEW ? all[0]->items.data[0] : all[0];
         PyObject *len = PyLong_FromLong(c->items.len); /* whatever the items are */
         *out = len ? em_sym_const(T, len) : NULL;
@@ -1677,7 +1677,7 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         PyObject_TypeCheck(all[0]->obj, PyDescr_TYPE(f)))
         return call_builtin_method(T, f, all[0], all + 1, n - 1, out); /* dict.__getitem__(self, k) */
     if (self && !kwnames && /* the methods modelled take positional arguments only */
-        (self->kind == SYM_LIST || self->kind == SYM_DICT || self->kind == SYM_TUPLE ||
+        (self->kind == SYM_LIST || self->kind == SYM_DICT || self->kind == SYM_TUPLE || self->kind == SYM_SET ||
          (self->kind == SYM_OBJ && PyDict_CheckExact(self->obj) && self->src >= 0)) &&
         Py_IS_TYPE(f, &PyMethodDescr_Type))
         return em_container_method(T, f, self, args, nargs, out);

@@ -152,8 +152,10 @@ EmStatus em_frame_dict_empty_view(EmTracer *T, PyObject *f, EmSym *self, int nar
         return CALL_NEXT;
     const char *n = PyUnicode_AsUTF8(PyDescr_NAME(f));
     if (!n) return EM_ERR;
-    EmContMethod m = !strcmp(n, "keys") ? EM_CM_keys : !strcmp(n, "values") ? EM_CM_values
-                                                      : !strcmp(n, "items") ? EM_CM_items : EM_CM__COUNT;
+    EmContMethod m = !strcmp(n, "keys")     ? EM_CM_keys
+                     : !strcmp(n, "values") ? EM_CM_values
+                     : !strcmp(n, "items")  ? EM_CM_items
+                                            : EM_CM__COUNT;
     if (m == EM_CM__COUNT) return CALL_NEXT;
     if (em_guard_check(T->P, EMG_TYPE, self->src, (PyObject *)Py_TYPE(self->obj), 0) ||
         em_guard_check(T->P, EMG_LEN, self->src, NULL, 0))
@@ -841,19 +843,196 @@ EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int stri
     return EM_OK;
 }
 
+/* ---- sets ---- */
+
+/* How set membership compares x: 0 a constant (by value), 1 an object hashed by identity (a
+ * tensor; an object with object's __hash__ and __eq__), -1 neither (the trace gives up). A
+ * constant and an object hashed by identity are taken as never equal (their hashes would have
+ * to collide). */
+static int set_item_kind(const EmSym *x) {
+    if (x->kind == SYM_CONST) return 0;
+    if (x->kind == SYM_TENSOR) return 1;
+    if ((x->kind == SYM_OBJ || x->kind == SYM_NEW) && !PyType_Check(x->obj)) {
+        PyTypeObject *tp = Py_TYPE(x->obj);
+        return tp->tp_hash == PyBaseObject_Type.tp_hash && tp->tp_richcompare == PyBaseObject_Type.tp_richcompare ? 1
+                                                                                                                  : -1;
+    }
+    return -1;
+}
+
+/* The index of x among set sym s's items, -1 when absent; -2 with *st set otherwise. */
+static int32_t set_find(EmTracer *T, EmSym *s, EmSym *x, EmStatus *st) {
+    *st = EM_OK;
+    int kx = set_item_kind(x);
+    if (kx < 0) return *st = em_trace_fail(T, EMA_VALUE, "a set holding a %s", em_sym_describe(x)), -2;
+    if (kx == 0 && PyObject_Hash(x->obj) == -1) return *st = em_trace_raise_pending(T, "unhashable set item"), -2;
+    for (int32_t i = 0; i < s->items.len; i++) {
+        EmSym *it = s->items.data[i];
+        if (set_item_kind(it) != kx) continue;
+        int same;
+        if (kx == 0) same = PyObject_RichCompareBool(it->obj, x->obj, Py_EQ);
+        else if ((*st = em_sym_is(T, it, x, &same)) != EM_OK) return -2;
+        if (same < 0) return *st = EM_ERR, -2;
+        if (same) return i;
+    }
+    return -1;
+}
+
+/* A constant set made while tracing given an item that is not a constant: a SET sym, in place. */
+static EmStatus set_to_sym(EmTracer *T, EmSym *s) {
+    PyObject *it = PyObject_GetIter(s->obj), *v;
+    if (!it) return EM_ERR;
+    EmVec(EmSym *) items = {0};
+    while ((v = PyIter_Next(it))) {
+        EmSym *c = em_sym_const(T, v);
+        Py_DECREF(v);
+        if (!c || em_vec_push(&items, c)) {
+            Py_DECREF(it);
+            em_vec_free(&items);
+            return c ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
+        }
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) return em_vec_free(&items), EM_ERR;
+    s->seq_type = Py_NewRef((PyObject *)Py_TYPE(s->obj));
+    Py_CLEAR(s->obj);
+    s->kind = SYM_SET;
+    for (int32_t i = 0; i < items.len; i++)
+        if (em_vec_push(&s->items, items.data[i])) return em_vec_free(&items), PyErr_NoMemory(), EM_ERR;
+    em_vec_free(&items);
+    return EM_OK;
+}
+
+EmStatus em_set_add_item(EmTracer *T, EmSym *s, EmSym *x) {
+    EmStatus st;
+    if (s->kind == SYM_CONST && x->kind == SYM_CONST)
+        return PySet_Add(s->obj, x->obj) ? em_trace_raise_pending(T, "unhashable set item") : EM_OK;
+    if (s->kind == SYM_CONST && (st = set_to_sym(T, s)) != EM_OK) return st;
+    int32_t at = set_find(T, s, x, &st);
+    if (at == -2) return st;
+    return at >= 0 || !em_vec_push(&s->items, x) ? EM_OK : (PyErr_NoMemory(), EM_ERR);
+}
+
+EmStatus em_set_of_items(EmTracer *T, PyObject *type, EmSym **items, int32_t n, EmSym **out) {
+    PyObject *set = PySet_New(NULL);
+    if (!set) return EM_ERR;
+    EmSym *s = em_sym_const(T, set);
+    Py_DECREF(set);
+    if (!s) return EM_ERR;
+    for (int32_t i = 0; i < n; i++) {
+        EmStatus st = em_set_add_item(T, s, items[i]);
+        if (st != EM_OK) return st;
+    }
+    if (type == (PyObject *)&PyFrozenSet_Type) {
+        if (s->kind == SYM_SET) Py_SETREF(s->seq_type, Py_NewRef(type));
+        else {
+            PyObject *fs = PyFrozenSet_New(s->obj);
+            s = fs ? em_sym_const(T, fs) : NULL;
+            Py_XDECREF(fs);
+            if (!s) return EM_ERR;
+        }
+    }
+    *out = s;
+    return EM_OK;
+}
+
+static EmStatus set_contains(EmTracer *T, EmSym *c, EmSym *key, int *found) {
+    EmStatus st;
+    int32_t at = set_find(T, c, key, &st);
+    if (at == -2) return st;
+    *found = at >= 0;
+    return EM_OK;
+}
+
+static EmStatus set_truth(EmTracer *T, EmSym *s, int *out) {
+    (void)T;
+    *out = s->items.len > 0;
+    return EM_OK;
+}
+
+/* Its items in Python's order: known only when they are all constants. */
+static EmStatus set_items(EmTracer *T, EmSym *s, EmSym **out) {
+    EmSym *c = NULL;
+    for (int32_t i = 0; i < s->items.len; i++)
+        if (s->items.data[i]->kind != SYM_CONST)
+            return em_trace_fail(T, EMA_VALUE, "iteration over a set holding a %s (its order follows ids)",
+                                 em_sym_describe(s->items.data[i]));
+    EmStatus st = em_set_of_items(T, (PyObject *)&PySet_Type, s->items.data, s->items.len, &c);
+    return st == EM_OK ? em_seq_items(T, c, out) : st;
+}
+
+static EmStatus set_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
+    return em_sym_type_method(T, (PyTypeObject *)base->seq_type, base, name, method, out, self);
+}
+
+/* add, discard, remove, clear, update, copy, __contains__, __len__ of a SET sym. */
+static EmStatus set_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym **args, int nargs,
+                           EmSym **out) {
+    (void)m;
+    EmStatus st = EM_OK;
+    int frozen = self->seq_type == (PyObject *)&PyFrozenSet_Type;
+    if (!strcmp(n, "__len__") && !nargs) {
+        PyObject *len = PyLong_FromLong(self->items.len);
+        *out = len ? em_sym_const(T, len) : NULL;
+        Py_XDECREF(len);
+        return *out ? EM_OK : EM_ERR;
+    }
+    if (!strcmp(n, "__contains__") && nargs == 1) {
+        int found = 0;
+        if ((st = set_contains(T, self, args[0], &found)) != EM_OK) return st;
+        return (*out = em_sym_const(T, found ? Py_True : Py_False)) ? EM_OK : EM_ERR;
+    }
+    if (!strcmp(n, "copy") && !nargs)
+        return frozen ? (*out = self, EM_OK)
+                      : em_set_of_items(T, (PyObject *)&PySet_Type, self->items.data, self->items.len, out);
+    if (frozen) return em_trace_fail(T, EMA_CALL, "frozenset.%s", n);
+    if (!strcmp(n, "add") && nargs == 1) st = em_set_add_item(T, self, args[0]);
+    else if ((!strcmp(n, "discard") || !strcmp(n, "remove")) && nargs == 1) {
+        int32_t at = set_find(T, self, args[0], &st);
+        if (at == -2) return st;
+        if (at < 0 && n[0] == 'r') return em_trace_fail(T, EMA_VALUE, "set.remove of an absent item");
+        if (at >= 0) {
+            memmove(self->items.data + at, self->items.data + at + 1,
+                    sizeof(EmSym *) * (size_t)(self->items.len - at - 1));
+            self->items.len--;
+        }
+    } else if (!strcmp(n, "clear") && !nargs) {
+        self->items.len = 0;
+    } else if (!strcmp(n, "update") && nargs == 1) {
+        EmSym *items = NULL;
+        if ((st = em_seq_items(T, args[0], &items)) != EM_OK) return st;
+        for (int32_t i = 0; st == EM_OK && i < items->items.len; i++)
+            st = em_set_add_item(T, self, items->items.data[i]);
+    } else {
+        return em_trace_fail(T, EMA_CALL, "set.%s of a set holding tensors or objects", n);
+    }
+    if (st == EM_OK) *out = em_sym_const(T, Py_None);
+    return st != EM_OK ? st : *out ? EM_OK : EM_ERR;
+}
+
+const EmSymOps em_set_ops = {
+    .ident = EM_IDENT_FRESH,
+    .getattr = set_attr,
+    .contains = set_contains,
+    .truth = set_truth,
+    .items = set_items,
+    .method = set_method,
+};
+
 /* ---- sets of constants ---- */
 
 EmStatus em_make_set(EmTracer *T, PyObject *type, EmSym *src, EmSym **out) {
     EmSym *items = NULL;
+    if (src && src->kind == SYM_SET) /* set(s), frozenset(s): its items, in no order */
+        return em_set_of_items(T, type, src->items.data, src->items.len, out);
     EmStatus st = src && src->kind == SYM_ITER ? em_iter_use(T, src) : EM_OK;
     if (st != EM_OK || (src && (st = em_seq_items(T, src, &items)) != EM_OK)) return st;
+    for (int32_t i = 0; items && i < items->items.len; i++)
+        if (items->items.data[i]->kind != SYM_CONST)
+            return em_set_of_items(T, type, items->items.data, items->items.len, out);
     PyObject *l = PyList_New(0);
     for (int32_t i = 0; l && items && i < items->items.len; i++) {
         EmSym *v = items->items.data[i];
-        if (v->kind != SYM_CONST) {
-            Py_DECREF(l);
-            return em_trace_fail(T, EMA_VALUE, "a set of a %s", em_sym_describe(v));
-        }
         if (PyList_Append(l, v->obj)) Py_CLEAR(l);
     }
     PyObject *r = l ? PyObject_CallOneArg(type, l) : NULL;
@@ -867,9 +1046,9 @@ EmStatus em_make_set(EmTracer *T, PyObject *type, EmSym *src, EmSym **out) {
 }
 
 int em_set_reads(PyObject *f) {
-    static const char *const reads[] = {"isdisjoint", "issubset", "issuperset", "union", "intersection",
-                                        "difference", "symmetric_difference", "copy", "__contains__",
-                                        "__len__", NULL};
+    static const char *const reads[] = {
+        "isdisjoint", "issubset",     "issuperset", "union", "intersection", "difference", "symmetric_difference",
+        "copy",       "__contains__", "__len__",    NULL};
     if (!Py_IS_TYPE(f, &PyMethodDescr_Type) || PyDescr_TYPE(f) != &PySet_Type) return 0;
     for (int i = 0; reads[i]; i++)
         if (!PyUnicode_CompareWithASCIIString(PyDescr_NAME(f), reads[i])) return 1;
@@ -878,6 +1057,19 @@ int em_set_reads(PyObject *f) {
 
 EmStatus em_set_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int nargs, EmSym **out) {
     if (!Py_IS_TYPE(f, &PyMethodDescr_Type) || PyDescr_TYPE(f) != &PySet_Type) return CALL_NEXT;
+    int consts = 1;
+    for (int i = 0; i < nargs; i++) consts &= args[i]->kind == SYM_CONST;
+    const char *n = PyUnicode_AsUTF8(PyDescr_NAME(f));
+    if (!n) return EM_ERR;
+    if (!consts && nargs == 1 && em_set_made(self) && (!strcmp(n, "add") || !strcmp(n, "update"))) {
+        /* s.add(t), s.update(ts) of something not a constant: s becomes a SET sym */
+        EmSym *items = NULL;
+        EmStatus st = n[0] == 'a' ? em_set_add_item(T, self, args[0]) : em_seq_items(T, args[0], &items);
+        for (int32_t i = 0; st == EM_OK && items && i < items->items.len; i++)
+            st = em_set_add_item(T, self, items->items.data[i]);
+        if (st != EM_OK) return st;
+        return (*out = em_sym_const(T, Py_None)) ? EM_OK : EM_ERR;
+    }
     if (nargs > 8) return em_trace_fail(T, EMA_CALL, "a set method with %d arguments", nargs);
     PyObject *vals[9] = {self->obj};
     EmStatus st = EM_OK;

@@ -898,25 +898,18 @@ EmStatus h_import_from(EmTracer *T, const EmInstr *in) {
 
 EmStatus h_build_set(EmTracer *T, const EmInstr *in) {
     NEED(in->arg);
-    PyObject *set = PySet_New(NULL);
-    if (!set) return EM_ERR;
-    for (int i = in->arg; i >= 1; i--) {
-        EmSym *v = TOP(i);
-        if (v->kind != SYM_CONST || PySet_Add(set, v->obj)) {
-            Py_DECREF(set);
-            return em_trace_abandon(T, EMA_VALUE, "set of a %s", em_sym_describe(v)); /* an unhashable item */
-        }
-    }
+    EmSym *s = NULL;
+    EmStatus st = em_set_of_items(T, (PyObject *)&PySet_Type, &TOP(in->arg), in->arg, &s);
+    if (st != EM_OK) return st;
     T->sp -= in->arg;
-    EmSym *s = em_sym_const(T, set);
-    Py_DECREF(set);
-    return s ? em_push(T, s) : EM_ERR;
+    return em_push(T, s);
 }
 
 EmStatus h_set_add(EmTracer *T, const EmInstr *in) {
     NEED(in->arg + 1);
     EmSym *v = POP(), *set = TOP(in->arg), *items = NULL;
-    if (set->kind != SYM_CONST || !PySet_CheckExact(set->obj)) return em_trace_fail(T, EMA_VALUE, "SET_ADD");
+    if ((set->kind != SYM_CONST || !PySet_CheckExact(set->obj)) && set->kind != SYM_SET)
+        return em_trace_fail(T, EMA_VALUE, "SET_ADD");
     int update = in->op == EMBC_SET_UPDATE;
     if (update) {
         EmStatus st = em_seq_items(T, v, &items);
@@ -925,10 +918,8 @@ EmStatus h_set_add(EmTracer *T, const EmInstr *in) {
     int32_t n = update ? items->items.len : 1;
     for (int32_t i = 0; i < n; i++) {
         EmSym *x = update ? items->items.data[i] : v;
-        if (x->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "set item %s", em_sym_describe(x));
-        if (PySet_Add(set->obj, x->obj)) {
-            return em_trace_abandon(T, EMA_VALUE, "unhashable set item");
-        }
+        EmStatus st = em_set_add_item(T, set, x);
+        if (st != EM_OK) return st;
     }
     return EM_OK;
 }

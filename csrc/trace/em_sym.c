@@ -63,7 +63,8 @@ const char *em_sym_describe(EmSym *s) {
                                   "int (a symbolic size)",
                                   "slice (with a symbolic bound)",
                                   "float (a graph input)",
-                                  "cell"};
+                                  "cell",
+                                  "set (holding tensors or objects)"};
     if (s->kind == SYM_OBJ || s->kind == SYM_CONST || s->kind == SYM_NEW) return Py_TYPE(s->obj)->tp_name;
     return names[s->kind];
 }
@@ -956,7 +957,8 @@ static PyTypeObject *kind_type(EmSym *s) {
         case SYM_FLOAT: return &PyFloat_Type;
         case SYM_SLICE: return &PySlice_Type;
         case SYM_PARTIAL: return (PyTypeObject *)EM_KNOWN(partial);
-        case SYM_ITER: return (PyTypeObject *)s->seq_type;
+        case SYM_ITER:
+        case SYM_SET: return (PyTypeObject *)s->seq_type;
         default: return NULL;
     }
 }
@@ -1097,6 +1099,7 @@ EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out) {
         case SYM_INT: tp = (PyObject *)&PyLong_Type; break; /* an exact int (its input's type is guarded) */
         case SYM_SLICE: tp = (PyObject *)&PySlice_Type; break;
         case SYM_FLOAT: tp = (PyObject *)&PyFloat_Type; break; /* its input's type is guarded */
+        case SYM_SET: tp = s->seq_type; break;
         case SYM_DICT: tp = s->seq_type ? s->seq_type : (PyObject *)&PyDict_Type; break;
         case SYM_VIEW:
             tp = (PyObject *)(s->pos == 'k'   ? &PyDictKeys_Type
@@ -1597,7 +1600,8 @@ static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, E
 /* Attribute of a constant: its value when that is a constant too (a read-only mapping of
  * constants becomes a DICT sym), a builtin method bound to it as an object. */
 EmStatus em_sym_const_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
-    if (em_set_made(base)) { /* s.add: set's descriptor with self, so the call knows which set */
+    if (em_set_made(base) ||
+        em_set_of_frame(base)) { /* s.add: set's descriptor with self, so the call knows which set */
         PyObject *d = _PyType_Lookup(&PySet_Type, name);
         if (d && Py_IS_TYPE(d, &PyMethodDescr_Type)) return em_sym_method(T, d, base, method, out, self);
     }

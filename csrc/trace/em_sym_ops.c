@@ -13,7 +13,7 @@ const EmSymOps *const em_sym_ops[SYM__COUNT] = {
     [SYM_ITER] = &em_iter_ops,   [SYM_NEW] = &em_new_ops,         [SYM_VIEW] = &em_view_ops,
     [SYM_BOUND] = &em_bound_ops, [SYM_PARTIAL] = &em_partial_ops, [SYM_EXIT] = &em_exit_ops,
     [SYM_INT] = &em_int_ops,     [SYM_SLICE] = &em_slice_ops,     [SYM_FLOAT] = &em_float_ops,
-    [SYM_CTX] = &em_ctx_ops,
+    [SYM_CTX] = &em_ctx_ops,     [SYM_SET] = &em_set_ops,
 };
 
 /* NULL, CTX: values the trace only passes along. */

@@ -356,6 +356,12 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
         case SYM_INT: return out_int(T, s);
         case SYM_FLOAT: return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src}); /* the frame's own float */
         case SYM_CONST: return out_value(T, s);
+        case SYM_SET: /* a set (or frozenset) of its items' outputs, made per call */
+            if (s->out_at >= 0) return same_out(T, s);
+            s->out_at = T->out.len;
+            return push_out(T, (EmOut){.kind = OUT_ITER, .obj = Py_NewRef(s->seq_type), .v = s->items.len}) == EM_OK
+                       ? out_children(T, s->items.data, 0, s->items.len, depth)
+                       : EM_ERR;
         case SYM_OBJ:
             if (!s->items.len) return out_value(T, s);
             if (PyFunction_Check(s->obj)) return out_closure(T, s, depth);

@@ -34,6 +34,9 @@ typedef enum {
     SYM_CELL,   /* the cell of a variable once a closure made while tracing captured it: items[0] its
                  * value (none: unbound); pos 1: a cell of the program (obj; src: its guard slot
                  * once made), items[0] its value once read or written (writes replayed) */
+    SYM_SET,    /* a set made while tracing holding more than constants (tensors, objects hashed by
+                 * identity): items (distinct: constants by value, others by identity), seq_type
+                 * set or frozenset; its iteration order (by id) is unknown (em_cont.c) */
     SYM__COUNT
 } EmSymKind;
 
@@ -158,6 +161,11 @@ EmStatus em_user_unop(EmTracer *T, EmOp op, EmSym *a, EmSym **out);
 EmStatus em_obj_base_new(EmTracer *T, PyObject *f, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 EmStatus em_frame_dict_empty_view(EmTracer *T, PyObject *f, EmSym *self, int nargs, EmSym **out);
 EmStatus em_mapping_as_dict(EmTracer *T, EmSym *m, EmSym **out);
+/* A set (type: set or frozenset) of the n syms items: a constant when they all are, else a SET
+ * sym (em_cont.c). */
+EmStatus em_set_of_items(EmTracer *T, PyObject *type, EmSym **items, int32_t n, EmSym **out);
+/* x added to set sym s (a SET sym, or a constant set made while tracing, which becomes one). */
+EmStatus em_set_add_item(EmTracer *T, EmSym *s, EmSym *x);
 EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out);
 /* ---- operations on syms, dispatched on the kind (em_sym_ops.c; the kinds' rows: em_sym_ops.h) ----
  * Each returns EM_OK, EM_ABORT (reason in T) or EM_ERR; the syms it gives back belong to the

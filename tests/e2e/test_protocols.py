@@ -477,3 +477,62 @@ def test_nn_init_fan_and_tensor_like():
         return x * fan, torch.overrides.is_tensor_like(x), torch.overrides.is_tensor_like(3)
 
     one_graph(f, randn(3, 4))
+
+
+def test_sets_holding_tensors():
+    """Sets made in the trace may hold tensors (hashed by identity): construction, add, discard,
+    update, len, `in`, truth, copies and frozensets; returned, a set is made per call. Iterating
+    one (its order follows ids) is not traced."""
+    def f(x, y):
+        x2 = x.add_(1)  # the same tensor: one item
+        s = set({x})
+        s.add(x2)
+        s.add(y)
+        s.add(3)
+        t = {x, y, 3, 3}
+        fs = frozenset(t)
+        a = set()
+        a.add(x)
+        a.discard(y)
+        a.update([y, 4])
+        return len(s), len(t), x in s, y in a, 3 in fs, 4 in fs, len(fs), bool(set()), len(a.copy()), s
+
+    x, y = torch.zeros(2), torch.ones(2)
+    want = f(x.clone(), y)
+    got = ember.compile(f, fullgraph=True)(x.clone(), y)
+    assert got[:-1] == want[:-1]
+    assert type(got[-1]) is set and len(got[-1]) == 3 and y in got[-1] and 3 in got[-1]
+
+    def member(p, q):
+        p.add_(1)
+        return p in set([q])
+
+    p, q = torch.zeros(5), torch.zeros(5, 10)
+    cf = ember.compile(member, fullgraph=True)
+    assert cf(p, q) is False and cf(p, p) is True
+
+    def iterate(x):
+        s = {x, x + 1}
+        for t in s:
+            x = x + t
+        return x
+
+    with pytest.raises(ember.Unsupported):
+        ember.compile(iterate, fullgraph=True)(randn(2))
+    assert_same(ember.compile(iterate)(randn(2)), iterate(randn(2)))
+
+
+_SET_A = {"apple", "banana"}
+_SET_B = {"google", "apple"}
+
+
+def test_read_only_methods_of_sets_of_the_frame():
+    def f(x):
+        return (x + 1 if _SET_A.isdisjoint(_SET_B) else x - 1), len(_SET_A.union({"k"})), "apple" in _SET_A
+
+    one_graph(f, randn(2))
+    _SET_B.discard("apple")
+    try:
+        assert_same(ember.compile(f, fullgraph=True)(randn(2)), f(randn(2)))
+    finally:
+        _SET_B.add("apple")
