@@ -47,8 +47,11 @@ void em_guard_free(EmGuardProg *P) {
 
 static void g_key(const EmGInstr *in, int32_t *where, Py_ssize_t *a, PyObject **obj) {
     *where = g_is_load[in->op] ? in->base : in->slot;
-    *a = in->op == EMG_TENSOR ? 0 : in->a;
-    *obj = in->op == EMG_KEYS ? NULL : in->obj;
+    *a = in->op == EMG_TENSOR || in->op == EMG_TYPE_VERSION ? 0 : in->a;
+    /* a TYPE_VERSION is found by its class (the first item of its snapshot, a weak reference) */
+    *obj = in->op == EMG_KEYS           ? NULL
+           : in->op == EMG_TYPE_VERSION ? PyWeakref_GET_OBJECT(PyTuple_GET_ITEM(in->obj, 0))
+                                        : in->obj;
 }
 
 static uint64_t g_hash(uint8_t op, int32_t where, Py_ssize_t a, PyObject *obj) {
@@ -257,10 +260,11 @@ static unsigned int type_tag(PyTypeObject *tp, PyObject *name) {
     return tp->tp_version_tag;
 }
 
-/* How the snapshot of a class dict holds a value v without keeping the class alive (through a
- * method's __class__ cell, or a descriptor's owner): a weak reference where v takes one; a
- * descriptor of a class: (its address, its name); a property, classmethod or staticmethod: (its
- * address, weak references to the functions it wraps); anything else: the 1-tuple (v,). */
+/* How the snapshot of a class dict holds a value v without keeping objects alive: a weak
+ * reference where v takes one; an int, float, str, bytes, bool or None: (v,); a descriptor of a
+ * class: (its address, its name); a property, classmethod or staticmethod: (its address, weak
+ * references to the functions it wraps); anything else (a class-level container: what a trace
+ * reads of it is guarded through its own slot): (its address, None). */
 static const char *const wrapped_fns[] = {"fget", "fset", "fdel", "__func__", NULL};
 
 static int is_wrapper(PyObject *v) {
@@ -275,8 +279,11 @@ static int is_class_descr(PyObject *v) {
 
 static EM_NEW PyObject *weak_or_held(PyObject *v) {
     if (PyType_SUPPORTS_WEAKREFS(Py_TYPE(v)) && !PyWeakref_Check(v)) return PyWeakref_NewRef(v, NULL);
+    if (v == Py_None || PyLong_CheckExact(v) || PyFloat_CheckExact(v) || PyUnicode_CheckExact(v) ||
+        PyBytes_CheckExact(v) || PyBool_Check(v))
+        return PyTuple_Pack(1, v);
     if (is_class_descr(v)) return Py_BuildValue("(NO)", PyLong_FromVoidPtr(v), PyDescr_NAME(v));
-    if (!is_wrapper(v)) return PyTuple_Pack(1, v);
+    if (!is_wrapper(v)) return Py_BuildValue("(NO)", PyLong_FromVoidPtr(v), Py_None);
     PyObject *r = PyList_New(0), *addr = PyLong_FromVoidPtr(v);
     int bad = !r || !addr || PyList_Append(r, addr);
     for (int i = 0; !bad && wrapped_fns[i]; i++) {
@@ -286,7 +293,8 @@ static EM_NEW PyObject *weak_or_held(PyObject *v) {
             PyErr_Clear();
             continue;
         }
-        w = PyType_SUPPORTS_WEAKREFS(Py_TYPE(f)) ? PyWeakref_NewRef(f, NULL) : Py_NewRef(f);
+        w = PyType_SUPPORTS_WEAKREFS(Py_TYPE(f)) ? PyWeakref_NewRef(f, NULL)
+                                                 : Py_BuildValue("(N)", PyLong_FromVoidPtr(f));
         bad = !w || PyList_Append(r, w);
         Py_XDECREF(w);
         Py_DECREF(f);
@@ -303,7 +311,7 @@ static int held_is(PyObject *h, PyObject *cur) {
     if (PyTuple_GET_SIZE(h) == 1) return cur == PyTuple_GET_ITEM(h, 0);
     if (PyLong_AsVoidPtr(PyTuple_GET_ITEM(h, 0)) != (void *)cur) return 0;
     if (is_class_descr(cur)) return PyUnicode_Compare(PyDescr_NAME(cur), PyTuple_GET_ITEM(h, 1)) == 0;
-    if (!is_wrapper(cur)) return 0;
+    if (!is_wrapper(cur)) return 1;
     for (Py_ssize_t i = 1, k = 0; wrapped_fns[k]; k++) { /* the functions it wraps, in order */
         PyObject *f = PyObject_GetAttrString(cur, wrapped_fns[k]);
         if (!f) {
@@ -312,35 +320,59 @@ static int held_is(PyObject *h, PyObject *cur) {
             continue;
         }
         PyObject *w = i < PyTuple_GET_SIZE(h) ? PyTuple_GET_ITEM(h, i++) : NULL;
-        int same = w && f == (PyWeakref_Check(w) ? PyWeakref_GET_OBJECT(w) : w);
+        int same = w && (PyWeakref_Check(w) ? f == PyWeakref_GET_OBJECT(w)
+                                            : (void *)f == PyLong_AsVoidPtr(PyTuple_GET_ITEM(w, 0)));
         Py_DECREF(f);
         if (!same) return 0;
     }
     return 1;
 }
 
-/* (weak tp, its MRO held weakly, per MRO class its dict's values held weakly or in 1-tuples, a
- * name for type_tag) */
+/* c's own dict as the snapshot holds it (name -> held value), or None for an immutable class.
+ * A version tag names one state of one class for the process's life: the snapshot of a tag is
+ * made once and shared by every program (cache: tag -> snapshot; it holds no object alive but
+ * small constants, and is cleared when large). */
+static EM_NEW PyObject *dict_snapshot(PyTypeObject *c, PyObject *name) {
+    static PyObject *cache;
+    if (!(c->tp_flags & Py_TPFLAGS_HEAPTYPE) || (c->tp_flags & Py_TPFLAGS_IMMUTABLETYPE)) return Py_NewRef(Py_None);
+    unsigned int tag = type_tag(c, name);
+    PyObject *key = tag ? PyLong_FromUnsignedLong(tag) : NULL;
+    if (!cache && !(cache = PyDict_New())) return NULL;
+    PyObject *snap = key ? Py_XNewRef(PyDict_GetItemWithError(cache, key)) : NULL;
+    if (snap || PyErr_Occurred()) {
+        Py_XDECREF(key);
+        return snap;
+    }
+    PyObject *d = em_type_dict(c), *k, *v, *copy = PyDict_New();
+    Py_ssize_t pos = 0;
+    while (d && copy && PyDict_Next(d, &pos, &k, &v)) {
+        PyObject *h = weak_or_held(v);
+        if (!h || PyDict_SetItem(copy, k, h)) Py_CLEAR(copy);
+        Py_XDECREF(h);
+    }
+    if (copy && key) {
+        if (PyDict_GET_SIZE(cache) >= 4096) PyDict_Clear(cache);
+        if (PyDict_SetItem(cache, key, copy)) Py_CLEAR(copy);
+    }
+    Py_XDECREF(key);
+    return copy;
+}
+
+/* (weak tp, its MRO held weakly, per MRO class its dict_snapshot, a name for type_tag) */
 static EM_NEW PyObject *type_snapshot(PyTypeObject *tp, PyObject *name) {
     Py_ssize_t n = PyTuple_GET_SIZE(tp->tp_mro);
     PyObject *mro = PyTuple_New(n), *dicts = PyTuple_New(n), *wtp = PyWeakref_NewRef((PyObject *)tp, NULL);
     for (Py_ssize_t i = 0; mro && dicts && i < n; i++) {
-        PyObject *c = PyTuple_GET_ITEM(tp->tp_mro, i), *d = em_type_dict((PyTypeObject *)c), *k, *v;
-        PyObject *wc = PyWeakref_NewRef(c, NULL), *copy = PyDict_New();
-        Py_ssize_t pos = 0;
-        while (d && copy && PyDict_Next(d, &pos, &k, &v)) {
-            PyObject *h = weak_or_held(v);
-            if (!h || PyDict_SetItem(copy, k, h)) Py_CLEAR(copy);
-            Py_XDECREF(h);
-        }
-        if (!wc || !copy) {
+        PyTypeObject *c = (PyTypeObject *)PyTuple_GET_ITEM(tp->tp_mro, i);
+        PyObject *wc = PyWeakref_NewRef((PyObject *)c, NULL), *ds = dict_snapshot(c, name);
+        if (!wc || !ds) {
             Py_XDECREF(wc);
-            Py_XDECREF(copy);
+            Py_XDECREF(ds);
             Py_CLEAR(mro);
             break;
         }
         PyTuple_SET_ITEM(mro, i, wc);
-        PyTuple_SET_ITEM(dicts, i, copy);
+        PyTuple_SET_ITEM(dicts, i, ds);
     }
     PyObject *snap = mro && dicts && wtp ? PyTuple_Pack(4, wtp, mro, dicts, name) : NULL;
     Py_XDECREF(mro);
@@ -356,8 +388,7 @@ static PyTypeObject *snap_type(PyObject *snap) { /* NULL once the class died */
 
 int em_guard_type_version(EmGuardProg *P, PyTypeObject *tp) {
     if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) || (tp->tp_flags & Py_TPFLAGS_IMMUTABLETYPE)) return 0;
-    for (int32_t i = 0; i < P->ins.len; i++)
-        if (P->ins.data[i].op == EMG_TYPE_VERSION && snap_type(P->ins.data[i].obj) == tp) return 0;
+    if (g_find(P, EMG_TYPE_VERSION, -1, 0, (PyObject *)tp)) return 0;
     PyObject *name = PyUnicode_InternFromString("__init__");
     unsigned int tag = name ? type_tag(tp, name) : 0;
     if (!name || !tag || !tp->tp_mro) {
@@ -381,9 +412,10 @@ static int type_unchanged(EmGInstr *in) {
     PyTypeObject *tp = snap_type(snap);
     if (!tp || !tp->tp_mro || PyTuple_GET_SIZE(tp->tp_mro) != PyTuple_GET_SIZE(mro)) return 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); i++) {
-        PyObject *c = PyTuple_GET_ITEM(tp->tp_mro, i);
+        PyObject *c = PyTuple_GET_ITEM(tp->tp_mro, i), *was = PyTuple_GET_ITEM(dicts, i);
         if (c != PyWeakref_GET_OBJECT(PyTuple_GET_ITEM(mro, i))) return 0;
-        PyObject *now = em_type_dict((PyTypeObject *)c), *was = PyTuple_GET_ITEM(dicts, i);
+        if (was == Py_None) continue; /* an immutable class */
+        PyObject *now = em_type_dict((PyTypeObject *)c);
         if (!now || PyDict_GET_SIZE(now) != PyDict_GET_SIZE(was)) return 0;
         Py_ssize_t pos = 0;
         PyObject *k, *h;
