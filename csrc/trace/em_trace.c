@@ -532,6 +532,13 @@ EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int *
     }
     for (int i = 0; i < nslots; i++) {
         EmSym *s = T->locals[i];
+        int cell = !!(em_code_kind(co, i) & EM_CO_FAST_CELL);
+        /* a cell variable unbound at the break: in the resume function it is a free variable,
+         * whose unbound read raises NameError where the frame's raises UnboundLocalError */
+        if (cell && (!s || (s->kind == SYM_CELL && s->pos != 1 && !s->items.len))) {
+            free(read);
+            return em_trace_fail(T, EMA_VALUE, "a cell variable unbound at a break");
+        }
         if (!s) {
             if (T->arg_slots[i] >= 0) {
                 free(read);
@@ -539,7 +546,6 @@ EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int *
             }
             continue;
         }
-        int cell = !!(em_code_kind(co, i) & EM_CO_FAST_CELL);
         if (!cell && i >= nargs && !read[i] && em_kind_plain_local(em_code_kind(co, i))) continue; /* dead */
         /* a cell variable is passed on in its cell (the resume function's closure): the cell a
          * closure captured, or a new one holding a changed value, stored into its slot */

@@ -87,3 +87,25 @@ def test_list_changed_while_iterated():
     assert len(got[0]) == len(want[0]) and all(torch.equal(a, b) for a, b in zip(got[0], want[0]))
     assert all(torch.equal(a, b) for a, b in zip(got[1], want[1]))
 
+
+
+def test_cell_variable_unbound_at_a_break_raises_unbound_local_error():
+    """fuzz 1604:969: a variable a closure captures, read before it is assigned, after a graph
+    break: the resume function held it as a free variable, whose unbound read raises NameError
+    where the frame raises UnboundLocalError. Such a break now runs the frame as Python."""
+    @ember.disable
+    def opaque(t):
+        return t
+
+    def fn(x):
+        opaque(x)
+        try:
+            return k  # noqa: F821 (assigned below: unbound here)
+        except UnboundLocalError as e:
+            kind = type(e).__name__
+        h = lambda: k  # noqa: E731
+        k = 1
+        return x + h(), kind
+
+    got, want = ember.compile(fn)(torch.ones(2)), fn(torch.ones(2))
+    assert got[1] == want[1] == "UnboundLocalError" and torch.equal(got[0], want[0])
