@@ -368,7 +368,9 @@ EmStatus em_user_binop(EmTracer *T, EmOp op, EmSym *a, EmSym *b, EmSym **out) {
         }
         op = em_op_binary_of(op);
     }
-    PyTypeObject *ta = Py_TYPE(a->obj), *tb = Py_TYPE(b->obj);
+    PyTypeObject *ta = em_sym_known_type(a), *tb = em_sym_known_type(b); /* a may be a container sym */
+    if (!ta || !tb)
+        return em_trace_fail(T, EMA_VALUE, "operator between %s and %s", em_sym_describe(a), em_sym_describe(b));
     int differ = ta != tb || is_compare(op);
     int rfirst = ta != tb && user_operand(b) && PyType_IsSubtype(tb, ta);
     if (rfirst && (st = call_op_dunder(T, op, 1, b, a, out)) != EM_OK) return st;

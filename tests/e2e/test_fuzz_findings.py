@@ -109,3 +109,22 @@ def test_cell_variable_unbound_at_a_break_raises_unbound_local_error():
 
     got, want = ember.compile(fn)(torch.ones(2)), fn(torch.ones(2))
     assert got[1] == want[1] == "UnboundLocalError" and torch.equal(got[0], want[0])
+
+
+def test_operator_between_a_namedtuple_and_a_user_object():
+    """fuzz 1605:430: `pt == obj` with pt a namedtuple (a tuple sym: no object behind it) and obj
+    an instance made in the trace read pt's object for its type: a segfault."""
+    import collections
+
+    P = collections.namedtuple("P", "a b")
+
+    class V:
+        def __eq__(self, o):
+            return isinstance(o, V)
+
+    def fn(x, pt):
+        v = V()
+        return x + 1, pt == v, v == pt, pt != v, pt is v
+
+    pt = P(torch.ones(2), 1)
+    assert ember.compile(fn)(torch.ones(2), pt)[1:] == fn(torch.ones(2), pt)[1:]
