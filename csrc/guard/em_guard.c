@@ -335,9 +335,9 @@ static int held_is(PyObject *h, PyObject *cur) {
 static EM_NEW PyObject *dict_snapshot(PyTypeObject *c, PyObject *name) {
     static PyObject *cache;
     if (!(c->tp_flags & Py_TPFLAGS_HEAPTYPE) || (c->tp_flags & Py_TPFLAGS_IMMUTABLETYPE)) return Py_NewRef(Py_None);
+    if (!cache && !(cache = PyDict_New())) return NULL;
     unsigned int tag = type_tag(c, name);
     PyObject *key = tag ? PyLong_FromUnsignedLong(tag) : NULL;
-    if (!cache && !(cache = PyDict_New())) return NULL;
     PyObject *snap = key ? Py_XNewRef(PyDict_GetItemWithError(cache, key)) : NULL;
     if (snap || PyErr_Occurred()) {
         Py_XDECREF(key);
