@@ -646,8 +646,22 @@ static int gs_match(const EmGlobalState *want) {
     return em_guard_global_state_equal(&now, want);
 }
 
+int em_guard_default_by_slot(PyObject *v) {
+    return PyList_Check(v) || PyDict_Check(v) || PyAnySet_Check(v) || PyByteArray_Check(v) ||
+           PyObject_TypeCheck(v, em_state.tensor_type);
+}
+
+/* One default value of a function against the one seen: equal when bit `consts` says the
+ * defaults were all constants, else the same object; one the trace reads through a slot of its
+ * own (em_guard_default_by_slot) is not compared. */
+static int default_match(PyObject *h, PyObject *want, int consts) {
+    if (h == want || em_guard_default_by_slot(want)) return 1;
+    return consts ? const_same(h, want, 0) : 0;
+}
+
 /* EMG_FUNC: v a function of code spec[0] whose defaults and keyword defaults are spec[1] and
- * spec[2]: the same objects, or equal where bit k of spec[3] says they are constants. */
+ * spec[2] (tuple, dict or None): the same objects, or item by item as default_match, bit k of
+ * spec[3] saying whether they are all constants. */
 static int func_match(PyObject *v, PyObject *spec) {
     if (!PyFunction_Check(v)) return 0;
     PyFunctionObject *f = (PyFunctionObject *)v;
@@ -657,8 +671,21 @@ static int func_match(PyObject *v, PyObject *spec) {
     for (int k = 0; k < 2; k++) {
         PyObject *want = PyTuple_GET_ITEM(spec, k + 1), *h = have[k] ? have[k] : Py_None;
         if (h == want) continue;
-        if (h == Py_None || want == Py_None || !(consts & (1 << k))) return 0;
-        int r = const_same(h, want, 0);
+        if (h == Py_None || want == Py_None) return 0;
+        int c = !!(consts & (1 << k)), r = 1;
+        if (k == 0) {
+            if (PyTuple_GET_SIZE(h) != PyTuple_GET_SIZE(want)) return 0;
+            for (Py_ssize_t i = 0; r == 1 && i < PyTuple_GET_SIZE(h); i++)
+                r = default_match(PyTuple_GET_ITEM(h, i), PyTuple_GET_ITEM(want, i), c);
+        } else {
+            if (!PyDict_Check(h) || PyDict_GET_SIZE(h) != PyDict_GET_SIZE(want)) return 0;
+            Py_ssize_t pos = 0;
+            PyObject *key, *w;
+            while (r == 1 && PyDict_Next(want, &pos, &key, &w)) {
+                PyObject *hv = PyDict_GetItemWithError(h, key);
+                r = hv ? default_match(hv, w, c) : PyErr_Occurred() ? -1 : 0;
+            }
+        }
         if (r != 1) return r;
     }
     return 1;

@@ -108,6 +108,9 @@ int em_guard_check_keys(EmGuardProg *P, int32_t slot, PyObject *EM_BORROWED d);
 /* TYPE_VERSION for tp when its attributes can change (a mutable heap type): 0 (added, or not
  * needed), 1 when tp has no version tag to guard, -1 on error. */
 int em_guard_type_version(EmGuardProg *P, PyTypeObject *tp);
+/* 1 when a function's default value v is a container or tensor the trace reads through a guard
+ * slot of its own (fn.__defaults__[i]), so that EMG_FUNC does not compare it. */
+int em_guard_default_by_slot(PyObject *EM_BORROWED v);
 int em_guard_check_global_state(EmGuardProg *P);
 /* Takes a copy of the trace's symbolic sizes and appends the SHAPE check (nothing when S has
  * no symbol). Called once, after every other check. 0 or -1. */

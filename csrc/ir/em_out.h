@@ -29,7 +29,9 @@ typedef enum {
                    * list or dict), in place; the value is None */
     OUT_CELL,     /* a new cell: v = 1, holding its child's value; v = 0, empty */
     OUT_FUNC      /* obj = a function made while tracing: a new function like it (code, globals,
-                   * names, defaults, __dict__ copied) whose closure is its v children (cells) */
+                   * names, defaults, __dict__ copied) whose closure is its first children (cells,
+                   * one per free variable of its code); v one more: the last child is a tuple,
+                   * its defaults */
 } EmOutKind;
 typedef struct {
     uint8_t kind;

@@ -4,6 +4,7 @@
  */
 #include "em_runtime.h"
 
+#include "../pyver/em_pyver.h"
 #include "../pyver/em_set.h"
 #include "../pyver/em_state.h"
 
@@ -373,14 +374,23 @@ static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *con
             return c;
         }
         case OUT_FUNC: {
-            PyObject *f = function_like(o->obj), *cl = f ? PyTuple_New(o->v) : NULL;
+            PyObject *f = function_like(o->obj);
+            Py_ssize_t ncells = f ? em_code_nfree((PyCodeObject *)PyFunction_GET_CODE(f)) : 0;
+            PyObject *cl = f && ncells ? PyTuple_New(ncells) : NULL;
+            int bad = !f || (ncells && !cl);
             if (f && memo) memo[pos] = f;
-            for (int32_t i = 0; cl && i < o->v; i++) {
+            for (int32_t i = 0; !bad && i < ncells; i++) {
                 PyObject *c = rebuild_out(C, vals, slots, at, memo);
                 if (c) PyTuple_SET_ITEM(cl, i, c);
-                else Py_CLEAR(cl);
+                else bad = 1;
             }
-            if (!cl || PyFunction_SetClosure(f, cl)) Py_CLEAR(f);
+            if (!bad && cl && PyFunction_SetClosure(f, cl)) bad = 1;
+            if (!bad && o->v > ncells) { /* its defaults, made per call */
+                PyObject *d = rebuild_out(C, vals, slots, at, memo);
+                bad = !d || PyFunction_SetDefaults(f, d);
+                Py_XDECREF(d);
+            }
+            if (bad) Py_CLEAR(f);
             Py_XDECREF(cl);
             return f;
         }

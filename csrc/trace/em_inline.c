@@ -16,30 +16,40 @@ static int kw_index(PyCodeObject *co, PyObject *name, int lo, int hi) {
     return -1;
 }
 
-/* The sym of a default value v of a function's parameter (held by the function object, which is
- * guarded or made while tracing): an immutable value a constant; a mutable container or a tensor
- * refused (the trace would not see later changes to it); any other object (a sentinel such as
+/* The guard slot of fn.__defaults__ (kw 0) or fn.__kwdefaults__ (kw 1): under fn's own slot
+ * when the trace read fn from one, else under fn as a constant (owned). -1 on error. */
+static int32_t defaults_slot(EmTracer *T, PyFunctionObject *fn, int kw) {
+    EmSym *fs = em_sym_seen(T, (PyObject *)fn);
+    if (!fs && PyErr_Occurred()) return -1;
+    int32_t base = fs && fs->src >= 0 ? fs->src : em_guard_const_owned(T->P, (PyObject *)fn, "function");
+    return base < 0 ? -1 : em_guard_attr(T->P, base, kw ? EM_STR(dunder_kwdefaults) : EM_STR(dunder_defaults));
+}
+
+/* The sym of the default value v of fn's parameter (positional default d, or keyword-only
+ * `name`): an immutable value a constant; a container or tensor read through the slot
+ * fn.__defaults__[d] (fn.__kwdefaults__[name]) as any value of the frame, its contents guarded
+ * and its changes replayed (`def f(x, memo=[])`); any other object (a sentinel such as
  * dataclasses' _HAS_DEFAULT_FACTORY, a function, a class) by identity, its state read through
  * guards. NULL with *st set. */
-static EmSym *default_sym(EmTracer *T, PyCodeObject *co, PyObject *v, EmStatus *st) {
+static EmSym *default_sym(EmTracer *T, PyFunctionObject *fn, PyObject *v, Py_ssize_t d, PyObject *name, EmStatus *st) {
     EmSym *s = NULL;
     if (PyLong_Check(v) || PyFloat_Check(v) || v == Py_None || PyBool_Check(v) || PyUnicode_Check(v) ||
         PyTuple_Check(v))
         s = em_sym_const(T, v);
-    else if (PyObject_TypeCheck(v, em_state.tensor_type) || PyList_Check(v) || PyDict_Check(v) || PyAnySet_Check(v) ||
-             PyByteArray_Check(v)) {
-        *st = em_trace_fail(T, EMA_INLINE, "%s (default value of type %s)", PyUnicode_AsUTF8(co->co_qualname),
-                            Py_TYPE(v)->tp_name);
-        return NULL;
+    else if (em_guard_default_by_slot(v)) {
+        int32_t ds = defaults_slot(T, fn, name != NULL);
+        int32_t slot = ds < 0 ? -1 : name ? em_guard_dict(T->P, ds, name) : em_guard_item(T->P, ds, d, 0);
+        return slot < 0 ? (*st = EM_ERR, NULL) : em_sym_wrap(T, v, slot, st);
     } else s = em_sym_known(T, v, "default");
     if (!s) *st = EM_ERR;
     return s;
 }
 
 /* Binds call arguments to the parameters of `fn` (Python's rules for positional, keyword,
- * default, *args and **kwargs parameters). Returns EM_OK with locals filled. */
-static EmStatus bind_args(EmTracer *T, PyFunctionObject *fn, EmSym **args, int nargs, PyObject *kwnames,
-                          EmSym **locals) {
+ * default, *args and **kwargs parameters); def_syms: the positional defaults of a function made
+ * while tracing (fn holds placeholders), else NULL. Returns EM_OK with locals filled. */
+static EmStatus bind_args(EmTracer *T, PyFunctionObject *fn, EmSym **def_syms, EmSym **args, int nargs,
+                          PyObject *kwnames, EmSym **locals) {
     PyCodeObject *co = (PyCodeObject *)fn->func_code;
     int npos_params = co->co_argcount, nkwonly = co->co_kwonlyargcount;
     int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
@@ -79,7 +89,8 @@ static EmStatus bind_args(EmTracer *T, PyFunctionObject *fn, EmSym **args, int n
         int d = i - (npos_params - ndefs);
         if (d < 0) return em_trace_fail(T, EMA_INLINE, "%s (missing argument)", PyUnicode_AsUTF8(co->co_qualname));
         EmStatus st = EM_OK;
-        if (!(locals[i] = default_sym(T, co, PyTuple_GET_ITEM(defs, d), &st))) return st;
+        if (!(locals[i] = def_syms ? def_syms[d] : default_sym(T, fn, PyTuple_GET_ITEM(defs, d), d, NULL, &st)))
+            return st;
     }
     for (int i = npos_params; i < npos_params + nkwonly; i++) {
         if (locals[i]) continue;
@@ -91,7 +102,7 @@ static EmStatus bind_args(EmTracer *T, PyFunctionObject *fn, EmSym **args, int n
                                     : em_trace_fail(T, EMA_INLINE, "%s (missing keyword argument)",
                                                     PyUnicode_AsUTF8(co->co_qualname));
         EmStatus st = EM_OK;
-        if (!(locals[i] = default_sym(T, co, v, &st))) return st;
+        if (!(locals[i] = default_sym(T, fn, v, 0, PyTuple_GET_ITEM(co->co_localsplusnames, i), &st))) return st;
     }
     if (varargs) locals[var_at] = varargs;
     if (varkw) locals[kw_at] = varkw;
@@ -127,7 +138,7 @@ EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObjec
  * tracing holds (closure's items), else lazy reads of fn's cells (em_local_get). */
 static EmStatus bind_free_vars(EmTracer *T, PyFunctionObject *fn, EmSym *closure, EmSym **locals, int n, int nfree) {
     PyCodeObject *co = (PyCodeObject *)fn->func_code;
-    if (closure && closure->items.len != nfree)
+    if (closure && closure->items.len - closure->pos != nfree)
         return em_trace_fail(T, EMA_INLINE, "%s (closure size)", PyUnicode_AsUTF8(co->co_qualname));
     /* a nested function from a slot (guarded by code: each call's own) has its cells read
      * from that function's __closure__; another function's cells are constants */
@@ -195,7 +206,8 @@ EmStatus em_inline_closure(EmTracer *T, PyObject *func, EmSym *closure, EmSym **
         if (!bytes && !PyErr_Occurred()) PyErr_NoMemory();
         goto done;
     }
-    if ((st = bind_args(T, fn, args, nargs, kwnames, locals)) != EM_OK ||
+    EmSym **def_syms = closure && closure->pos ? closure->items.data + closure->items.len - closure->pos : NULL;
+    if ((st = bind_args(T, fn, def_syms, args, nargs, kwnames, locals)) != EM_OK ||
         (st = bind_free_vars(T, fn, closure, locals, n, nfree)) != EM_OK)
         goto done;
     const EmFrame saved = T->frame;

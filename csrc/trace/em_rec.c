@@ -563,6 +563,27 @@ static int default_ok(EmSym *s, int depth) {
     return 1;
 }
 
+/* Sets the positional defaults of fn (a function made while tracing) from the tuple sym d:
+ * their values when default_ok, else placeholders (None), the values being syms the function's
+ * sym holds (h_make_function). EM_OK, EM_ABORT or EM_ERR. */
+static EmStatus fn_defaults(EmTracer *T, PyObject *fn, EmSym *d) {
+    if (!d) return EM_OK;
+    PyObject *v = NULL;
+    if (default_ok(d, 0)) {
+        if (!(v = em_sym_value(T, d)))
+            return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "non-constant default values");
+    } else if (d->kind != SYM_TUPLE || d->seq_type) {
+        return em_trace_fail(T, EMA_VALUE, "a function made while tracing with defaults in a %s", em_sym_describe(d));
+    } else { /* placeholders: the function is never called as it is */
+        v = PyTuple_New(d->items.len);
+        for (int32_t i = 0; v && i < d->items.len; i++) PyTuple_SET_ITEM(v, i, Py_NewRef(Py_None));
+        if (!v) return EM_ERR;
+    }
+    int r = PyFunction_SetDefaults(fn, v);
+    Py_DECREF(v);
+    return r ? EM_ERR : EM_OK;
+}
+
 EmStatus h_make_function(EmTracer *T, const EmInstr *in) {
     int flags = in->arg;
     NEED(1 + !!(flags & 1) + !!(flags & 2) + !!(flags & 4) + !!(flags & 8));
@@ -583,15 +604,9 @@ EmStatus h_make_function(EmTracer *T, const EmInstr *in) {
         return EM_ERR;
     }
     s->obj = fn;
-    if (defaults && !default_ok(defaults, 0))
-        return em_trace_fail(T, EMA_VALUE, "a function made while tracing with a mutable default value");
-    if (defaults) {
-        PyObject *d = em_sym_value(T, defaults);
-        if (!d) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "non-constant default values");
-        int r = PyFunction_SetDefaults(fn, d);
-        Py_DECREF(d);
-        if (r) return EM_ERR;
-    }
+    EmSym *sym_defaults = defaults && !default_ok(defaults, 0) ? defaults : NULL;
+    EmStatus st = fn_defaults(T, fn, defaults);
+    if (st != EM_OK) return st;
     if (kwdefaults) { /* as the positional defaults: values the function object may hold */
         if (kwdefaults->kind != SYM_DICT)
             return em_trace_fail(T, EMA_VALUE, "keyword-only defaults in a %s", em_sym_describe(kwdefaults));
@@ -613,6 +628,9 @@ EmStatus h_make_function(EmTracer *T, const EmInstr *in) {
     }
     for (int32_t i = 0; closure && i < closure->items.len; i++)
         if (em_vec_push(&s->items, closure->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+    for (int32_t i = 0; sym_defaults && i < sym_defaults->items.len; i++)
+        if (em_vec_push(&s->items, sym_defaults->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+    s->pos = sym_defaults ? sym_defaults->items.len : 0;
     return em_push(T, s);
 }
 

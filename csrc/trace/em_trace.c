@@ -216,12 +216,16 @@ static EmStatus out_cell(EmTracer *T, EmSym *s, int depth) {
     return st == EM_OK ? out_children(T, s->items.data, 0, full, depth) : st;
 }
 
-/* A function made while tracing with a closure: a new one per call over the cells' outputs. */
+/* A function made while tracing with a closure or defaults of the trace: a new one per call
+ * over the cells' outputs, then (if it has them) the tuple of its defaults. */
 static EmStatus out_closure(EmTracer *T, EmSym *s, int depth) {
     if (s->out_at >= 0) return same_out(T, s);
     s->out_at = T->out.len;
-    EmStatus st = push_out(T, (EmOut){.kind = OUT_FUNC, .v = s->items.len, .obj = Py_NewRef(s->obj)});
-    return st == EM_OK ? out_children(T, s->items.data, 0, s->items.len, depth) : st;
+    int32_t ncells = s->items.len - s->pos;
+    EmStatus st = push_out(T, (EmOut){.kind = OUT_FUNC, .v = ncells + !!s->pos, .obj = Py_NewRef(s->obj)});
+    if (st == EM_OK) st = out_children(T, s->items.data, 0, ncells, depth);
+    if (st == EM_OK && s->pos) st = push_out(T, (EmOut){.kind = OUT_TUPLE, .v = s->pos});
+    return st == EM_OK && s->pos ? out_children(T, s->items.data, ncells, s->items.len, depth + 1) : st;
 }
 
 /* The keys of DICT sym d as a new tuple (NULL on error). */

@@ -81,7 +81,8 @@ struct EmSym {
     EmVec(EmSym *) items;
     EmVec(PyObject *) keys; /* DICT: owned keys, parallel to items */
     int32_t pos;    /* ITER: position; PARTIAL: bound positional count; VIEW: 'k', 'v', 'i';
-                     * SYM_NULL, DICT: an EM_POS_* value */
+                     * SYM_NULL, DICT: an EM_POS_* value; OBJ (a function made while tracing): how
+                     * many of its items (after its closure's cells) are its positional defaults */
     uint8_t by_id;  /* OBJ: 1 guarded by identity (or a constant of a trusted module); 2 a
                      * nested function guarded by code and defaults (EMG_FUNC) */
     uint8_t lent;   /* ITER: handed to zip()/enumerate(), which took all its items at once while
@@ -253,8 +254,8 @@ int em_infer_getitem(EmTracer *T, EmSym *x, EmSym *key, EmInferred *r);
 /* 1 when node n (a tensor) is contiguous and not empty. */
 int em_node_contiguous(const EmGraph *G, const EmNode *n);
 /* Inlines a call of the Python function `func` (em_inline.c). em_inline_closure: of a function
- * made while tracing, whose sym `closure` holds the values of its free variables as items
- * (NULL: they are read from func's cells). */
+ * made while tracing, whose sym `closure` holds the values of its free variables as items, then
+ * its last `pos` items its positional defaults (NULL: cells and defaults read from func). */
 EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
 EmStatus em_inline_closure(EmTracer *T, PyObject *func, EmSym *closure, EmSym **args, int nargs, PyObject *kwnames,
                            EmSym **out);

@@ -1,5 +1,6 @@
 """Defect classes the differential fuzzer (ember/fuzz) found, each checked against eager over
 several calls."""
+import pytest
 import torch
 
 import ember
@@ -128,3 +129,75 @@ def test_operator_between_a_namedtuple_and_a_user_object():
 
     pt = P(torch.ones(2), 1)
     assert ember.compile(fn)(torch.ones(2), pt)[1:] == fn(torch.ones(2), pt)[1:]
+
+
+@pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
+def test_function_with_a_mutable_default_made_in_the_trace_is_one_graph():
+    """fuzz 1603:156 (aot_eager): `def h(z, memo=[])` inside the frame broke the graph; a value
+    alive at that break became a graph output the loss never used, and AOTAutograd's zero
+    gradient for it went through gelu' at a NaN (NaN in the input's gradient). Now the function
+    is traced (its defaults are values of the trace), returned with a new list per call, and
+    read through its slot when a resume function calls it."""
+    from tests.helpers import assert_same, clone_tree
+
+    def fn(y):
+        t4 = y + 1
+        t7 = torch.nn.functional.gelu(t4)
+
+        def h8(z, memo=[]):
+            memo.append(1)
+            return z * len(memo)
+        a = h8(t4)
+        b = h8(t4)
+        return (a + b) * 2, h8, t7.grad is None
+
+    def with_break(x):
+        def h(z, memo=[]):
+            memo.append(1)
+            return z * len(memo)
+        y = h(x)
+        print("break")
+        return y + h(x) + h(x), h
+
+    y = torch.tensor([float("nan"), 1.0, 2.0], requires_grad=True)
+    for backend in ("eager", "aot_eager"):
+        cf = ember.compile(fn, backend=backend, fullgraph=True)
+        for _ in range(2):
+            ye, yc = clone_tree(y), clone_tree(y)
+            (re, he, ge), (rc, hc, gc) = fn(ye), cf(yc)
+            re.sum().backward()
+            rc.sum().backward()
+            assert_same(rc, re)
+            assert_same(yc.grad, ye.grad)
+            assert gc == ge and hc is not he and hc.__defaults__ == he.__defaults__ == ([1, 1],)
+    cb = ember.compile(with_break)
+    x = torch.ones(2)
+    for _ in range(3):
+        (re, he), (rc, hc) = with_break(x), cb(x)
+        assert_same(rc, re)
+        assert hc.__defaults__ == he.__defaults__ == ([1, 1, 1],)
+
+
+def test_default_values_of_a_global_function_are_read_through_its_slot():
+    """A container or tensor default of a function called in the trace is the function's own
+    object (its changes replayed, its contents guarded), not a constant of the trace."""
+    from tests.helpers import assert_same
+
+    W = torch.arange(3.0)
+
+    def helper(x, t=[], w=W, *, d={}):
+        t.append(1)
+        d[len(t)] = x
+        return x * len(t) + w
+
+    def fn(x):
+        return helper(x) * 2
+
+    cf = ember.compile(fn)
+    for i in range(4):
+        x = torch.full((3,), float(i))
+        got = cf(x)
+        n = len(helper.__defaults__[0])
+        assert n == i + 1 and helper.__kwdefaults__["d"][n] is x
+        assert_same(got, (x * n + W) * 2)
+
