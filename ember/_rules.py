@@ -682,6 +682,17 @@ def meta_empty(sizes, strides, dtype_num, requires_grad):
         return torch.empty(n, dtype=dt, device=META).requires_grad_().clone().as_strided(sizes, strides)
 
 
+def meta_view(sizes, strides, dtype_num, requires_grad, base):
+    """Meta tensor of a view of `base` (a meta tensor) that ember inferred in C: a view of base
+    itself where base is a leaf that requires grad or a view of one (an in-place op on it then
+    raises as on the real tensor), else as meta_empty."""
+    root = base._base if base._is_view() else base
+    if requires_grad and root.is_leaf and root.requires_grad:
+        with torch.enable_grad():
+            return base.as_strided(sizes, strides)
+    return meta_empty(sizes, strides, dtype_num, requires_grad)
+
+
 # elementwise, one tensor in, same dtype out (for floating dtypes): metadata inferred in C
 POINTWISE = set()
 for _name in ("relu", "sigmoid", "tanh", "exp", "log", "sin", "cos", "sqrt", "rsqrt", "abs", "neg", "exp2",

@@ -253,6 +253,11 @@ static EmStatus record_inferred(EmTracer *T, EmOp op, PyObject *fn, const char *
     if (!s) return EM_ERR;
     s->ref = r;
     s->device = Py_NewRef(dev);
+    /* a view of a tensor that requires grad: its meta tensor a view of the first such tensor's
+     * (em_sym_meta), one step from it */
+    EmSym *base = inf->view && inf->requires_grad && args[0]->kind == SYM_TENSOR ? args[0] : NULL;
+    if (base && base->of.len) base = base->of.data[0];
+    if (base && em_vec_push(&s->of, base)) return PyErr_NoMemory(), EM_ERR;
     *out = s; /* s->obj (its meta tensor) is made on demand by em_sym_meta */
     return EM_OK;
 }
@@ -413,6 +418,7 @@ static EmStatus op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int 
     if (op == EMOP_CALL) callable_name(fn, name, sizeof(name));
     else snprintf(name, sizeof(name), "%s", em_op_info[op].name);
     EmInferred inf;
+    inf.view = 0;
     int inferred = em_infer_pointwise(T, op, fn, args, nargs, kwnames, &inf);
     if (inferred < 0) return EM_ERR;
     if (inferred) return record_inferred(T, op, fn, name, args, nargs, NULL, &inf, out);

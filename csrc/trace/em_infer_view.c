@@ -221,6 +221,7 @@ static int view_reshape(EmInferred *r, EmSym **args, int nargs, int copy_ok) {
         memcpy(r->strides, st, sizeof(int64_t) * (size_t)n);
     } else {
         if (!copy_ok) return 0;
+        r->view = 0;
         int64_t z = 1;
         for (int i = n - 1; i >= 0; i--) {
             r->strides[i] = z;
@@ -237,6 +238,7 @@ int em_infer_view(EmTracer *T, int rule, EmSym **args, int nargs, PyObject *kwna
     const EmNode *x = &T->G->nodes.data[args[0]->ref];
     if (x->vkind != EMV_TENSOR || x->dtype < 0 || x->ndim > 60) return 0;
     copy_dims(r, T->G, x);
+    r->view = 1;
     int ok;
     switch (rule) {
         case SR_VIEW_TRANSPOSE: ok = view_transpose(r, args, nargs); break;
@@ -327,6 +329,7 @@ int em_infer_getitem(EmTracer *T, EmSym *x, EmSym *key, EmInferred *r) {
             return 0;
     copy_dims(r, T->G, xn);
     if (!index_items(r, items, n)) return PyErr_Occurred() ? -1 : 0;
+    r->view = 1;
     r->dtype = xn->dtype;
     r->dev_type = xn->dev_type;
     r->dev_index = xn->dev_index;

@@ -237,12 +237,14 @@ PyObject *em_sym_meta(EmTracer *T, EmSym *s) {
         PyTuple_SET_ITEM(sizes, i, PyLong_FromLongLong(em_ir_sizes(T->G, n)[i]));
         PyTuple_SET_ITEM(strides, i, PyLong_FromLongLong(em_ir_strides(T->G, n)[i]));
     }
-    PyObject *name = PyUnicode_FromString("meta_empty");
+    /* a view of a tensor that requires grad (record_inferred): meta_view of its meta */
+    PyObject *base = s->of.len ? em_sym_meta(T, s->of.data[0]) : NULL;
+    PyObject *name = PyUnicode_FromString(base ? "meta_view" : "meta_empty");
     if (sizes && strides && name && !PyErr_Occurred()) {
-        PyObject *argv[5] = {em_state.meta_run, sizes, strides, PyLong_FromLong(n->dtype),
-                             PyBool_FromLong(n->requires_grad)};
+        PyObject *argv[6] = {
+            em_state.meta_run, sizes, strides, PyLong_FromLong(n->dtype), PyBool_FromLong(n->requires_grad), base};
         if (argv[3] && argv[4])
-            s->obj = PyObject_VectorcallMethod(name, argv, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+            s->obj = PyObject_VectorcallMethod(name, argv, (base ? 6 : 5) | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
         Py_XDECREF(argv[3]);
         Py_XDECREF(argv[4]);
     }

@@ -90,7 +90,8 @@ struct EmSym {
     uint32_t kver, mver; /* LIST/DICT made while tracing: key insertions and removals (dicts) and
                           * all mutations (both) so far */
     EmVec(EmSym *) of; /* ITER: the lists or dicts made while tracing whose items it holds;
-                        * DICT (a defaultdict): of.data[0] its default_factory, if not None */
+                        * DICT (a defaultdict): of.data[0] its default_factory, if not None;
+                        * TENSOR (a view inferred in C of one that requires grad): its base */
     EmVec(uint32_t) of_ver; /* their versions when it was made (em_iter_use checks them) */
     char of_what;   /* ITER: 'k', 'v' or 'i' when it iterates dict of.data[0]'s keys, values or items
                      * directly (it reads values stored meanwhile, as Python's does), else 0 */
@@ -237,6 +238,7 @@ int em_trace_lineno(EmTracer *T);
  * em_infer_shape: the rules of ember/_rules.py SHAPE_RULES (em_shape_rules.def). */
 typedef struct {
     int dtype, dev_type, dev_index, requires_grad, ndim;
+    int view; /* 1: a view of the first operand (a view rule or basic indexing; not a reshape's copy) */
     int64_t sizes[64], strides[64];
 } EmInferred;
 int em_infer_pointwise(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, EmInferred *r);
