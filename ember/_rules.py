@@ -1035,7 +1035,7 @@ def run(fn, args, kwargs, device):
         except RuntimeError as e:
             if "cannot be called on meta tensors" not in str(e) or not any(t.dim() == 0 for t in _tensors((args, kwargs))):
                 raise
-            out = _run_scalar_values(fn, args, kwargs, e)
+            out = _run_scalar_values(fn, args, kwargs, e, device)
     if not _all_meta(out):
         raise NotImplementedError("creates tensor data while tracing")
     return out, device if device is not None else torch.device("cpu")
@@ -1064,25 +1064,32 @@ def _meta_of(x):
     return x if isinstance(x, (int, float, bool, str, type(None))) else type(x)
 
 
-def _run_scalar_values(fn, args, kwargs, err):
+def _run_scalar_values(fn, args, kwargs, err, device):
     """fn whose meta kernel reads the value of a 0-dim tensor argument as a Scalar
     (addcmul_(value=t), _foreach_pow(t, xs)): run with one such tensor at a time a CPU scalar, of
     two values; the result's metadata must not depend on the value (else the meta error stands:
-    arange(t) cannot be inferred)."""
+    arange(t) cannot be inferred). A function that makes a CPU tensor of the values
+    (torch.tensor([t, 2])): all of them CPU scalars, a result on the CPU, the operands on the CPU."""
     n = sum(1 for t in _tensors((args, kwargs)) if t.dim() == 0 and t.device.type == "meta")
-    for which in range(n):
+    picks = [range(n)] if device is None or device.type == "cpu" else []
+    picks += [(which,) for which in range(n)]
+    for which in picks:
         outs = []
         for v in (1, 3):
-            seen = [0]
-            a = _scalar_at(args, which, v, seen)
-            seen = [0]
-            k = _scalar_at(kwargs, which, v, seen)
+            a, k = args, kwargs
+            for w in reversed(which) if isinstance(which, range) else which:
+                a, k = _scalar_at(a, w, v, [0]), _scalar_at(k, w, v, [0])
             try:
                 outs.append(fn(*a, **k))
             except RuntimeError:
                 break
-        if len(outs) == 2 and _all_meta(outs[0]) and _meta_of(outs[0]) == _meta_of(outs[1]):
+        if len(outs) < 2 or _meta_of(outs[0]) != _meta_of(outs[1]):
+            continue
+        if _all_meta(outs[0]):
             return outs[0]
+        o = outs[0]
+        if isinstance(which, range) and type(o) is torch.Tensor and o.device.type == "cpu":
+            return torch.empty_strided(o.shape, o.stride(), dtype=o.dtype, device=META, requires_grad=o.requires_grad)
     raise err
 
 

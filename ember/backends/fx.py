@@ -121,6 +121,55 @@ _AUTOCAST_SIG = inspect.signature(torch.autocast.__init__)
 _INPLACE = {name: binary for name, _py, binary in _C.OPS if binary is not None}
 
 
+def _leaf_dtype(e):
+    """The dtype torch.tensor infers for one item of its data."""
+    if isinstance(e, torch.Tensor):
+        return e.dtype
+    if isinstance(e, bool):
+        return torch.bool
+    if isinstance(e, int):
+        return torch.int64
+    if isinstance(e, complex):
+        return torch.complex128 if torch.get_default_dtype() == torch.float64 else torch.complex64
+    return torch.get_default_dtype()
+
+
+def _tensor_of_data(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """torch.tensor(data) for data (lists/tuples) holding 0-dim tensors of the graph: the items
+    cast and stacked, ops AOTAutograd traces (torch.tensor reads each item's value). The dtype
+    torch.tensor infers (its items' promoted); the device given or the default one; no autograd
+    history, as torch.tensor's copy has none."""
+    def leaves(d):
+        return [x for i in d for x in leaves(i)] if isinstance(d, (list, tuple)) else [d]
+
+    if dtype is None:
+        items = leaves(data)
+        dtype = _leaf_dtype(items[0])
+        for e in items[1:]:
+            dtype = torch.promote_types(dtype, _leaf_dtype(e))
+    dev = torch.device(device) if device is not None else torch.get_default_device()
+
+    def build(d):
+        if isinstance(d, (list, tuple)):
+            return torch.stack([build(i) for i in d])
+        if isinstance(d, torch.Tensor):
+            return d.detach().to(device=dev, dtype=dtype).reshape(())
+        return torch.tensor(d, dtype=dtype, device=dev)
+
+    out = build(data)
+    return out.requires_grad_() if requires_grad else out
+
+
+def _has_node(v):
+    if isinstance(v, (list, tuple)):
+        return any(_has_node(i) for i in v)
+    return isinstance(v, torch.fx.Node)
+
+
+# callables whose FX form is another function when a graph value is among their data
+_FX_FORMS = {torch.tensor: _tensor_of_data}
+
+
 def _graph_op(name):
     """The callable an IR op stands for: Python's operator for operator ops."""
     fn = _rules.OP_FNS.get(name)
@@ -463,6 +512,8 @@ class _Builder:
             self.n_ops += 1
             if _is_tensor_method(target):
                 return g.call_method(target.__name__, tuple(pos), kwargs)
+            if target in _FX_FORMS and pos and isinstance(pos[0], (list, tuple)) and _has_node(pos[0]):
+                target = _FX_FORMS[target]
             return g.call_function(target, tuple(pos), kwargs)
         self.n_ops += 1
         if op == "getattr":

@@ -1516,3 +1516,36 @@ def test_meta_results_from_the_memo_are_not_leaves():
         want.sum().backward()
         got.sum().backward()
         torch.testing.assert_close(yc.grad, ye.grad)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_torch_tensor_of_zero_dim_tensors_is_one_graph(backend):
+    """torch.tensor([t, 2, u]) with 0-dim tensors among its data reads their values: a graph op
+    whose metadata does not depend on them (the dtype torch.tensor infers: the items' promoted,
+    a float a default-dtype float); AOT backends get it as casts and a stack. No history."""
+    def f(x, y, z):
+        a = torch.tensor([x, 2, x], dtype=torch.int64) + 1
+        b = torch.tensor([[x, y]]) * 2
+        c = torch.tensor([y, 1.5, True])
+        d = torch.tensor((z.sum(), z.mean()))
+        e = torch.tensor([x, True])
+        return a, b, c, d, e
+
+    args = (torch.tensor(20), torch.tensor(3.5, dtype=torch.float64), randn(3, requires_grad=True))
+    cf = ember.compile(f, backend=backend, fullgraph=True)
+    for _ in range(2):
+        got, want = cf(*args), f(*args)
+        assert_same(got, want, rtol=0, atol=0)
+        assert all(g.grad_fn is None for g in got)
+
+
+def test_torch_tensor_of_a_float_tensor_as_int_raises_as_eager():
+    def f(x, y):
+        return x + 1, torch.tensor([x, y], dtype=torch.int64)
+
+    args = (torch.tensor(2), torch.tensor(3.5))
+    with pytest.raises(TypeError) as want:
+        f(*args)
+    with pytest.raises(TypeError) as got:
+        ember.compile(f)(*args)
+    assert str(got.value) == str(want.value)
