@@ -178,6 +178,7 @@ int32_t em_guard_free_cell(EmGuardProg *P, int idx, PyObject *name) {
 int32_t em_guard_global(EmGuardProg *P, PyObject *name) {
     return g_named(P, EMG_LOAD_GLOBAL, -1, 0, name, "%sG['%U']", name, 0);
 }
+int32_t em_guard_frame_globals(EmGuardProg *P) { return g_load(P, EMG_LOAD_GLOBALS, -1, 0, NULL, "globals()", 0); }
 int32_t em_guard_global_in(EmGuardProg *P, int32_t gslot, int32_t bslot, PyObject *name) {
     /* named like a root global: the function's module is implied by the function's guard */
     return g_named(P, EMG_LOAD_GLOBAL, gslot, bslot, name, "%s['%U']", name, 0);
@@ -710,6 +711,7 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
             if (!f->closure || in->a >= PyTuple_GET_SIZE(f->closure)) return 0;
             v = PyTuple_GET_ITEM(f->closure, in->a);
             break;
+        case EMG_LOAD_GLOBALS: v = f->globals; break;
         case EMG_LOAD_CONST: v = in->obj; break;
         case EMG_LOAD_CELL: v = PyCell_GET(b); break;
         case EMG_LOAD_ODICT: v = odict_get(b, in->obj); break;

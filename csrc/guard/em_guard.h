@@ -81,6 +81,7 @@ int32_t em_guard_local(EmGuardProg *P, int idx, PyObject *name);
 int32_t em_guard_closure(EmGuardProg *P, int idx, PyObject *name);
 int32_t em_guard_free_cell(EmGuardProg *P, int idx, PyObject *name); /* the cell itself */
 int32_t em_guard_global(EmGuardProg *P, PyObject *name);
+int32_t em_guard_frame_globals(EmGuardProg *P); /* the frame's globals dict itself */
 int32_t em_guard_odict(EmGuardProg *P, int32_t base, PyObject *name);
 int32_t em_guard_dict(EmGuardProg *P, int32_t base, PyObject *key);
 int32_t em_guard_attr(EmGuardProg *P, int32_t base, PyObject *name);

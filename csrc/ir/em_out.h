@@ -20,7 +20,8 @@ typedef enum {
     OUT_SAME, /* v: position of an earlier TUPLE/LIST/DICT/ITER/CELL/FUNC entry: the very object built there */
     OUT_BOUND, /* two children, self and the function: function.__get__(self) */
     OUT_LAST,  /* v children built in order; the value is the last (effects before a value) */
-    OUT_SETATTR, /* object.__setattr__(child 0, obj, child 1); the value is None */
+    OUT_SETATTR, /* object.__setattr__(child 0, obj, child 1), child 0 an exact dict (a
+                  * module's globals): child 0[obj] = child 1; the value is None */
     OUT_NEWOBJ, /* obj = (class, dict item setter or None): an instance made with the class's
                  * builtin __new__; children: its attribute dict, then its dict items if any */
     OUT_SETCOPY, /* obj = a set of constants made while tracing: an exact copy of it (its

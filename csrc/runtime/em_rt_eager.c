@@ -316,7 +316,9 @@ static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *con
         case OUT_SETATTR: {
             PyObject *target = rebuild_out(C, vals, slots, at, memo);
             PyObject *v = target ? rebuild_out(C, vals, slots, at, memo) : NULL;
-            int rc = v ? PyObject_GenericSetAttr(target, o->obj, v) : -1;
+            int rc = !v                          ? -1
+                     : PyDict_CheckExact(target) ? PyDict_SetItem(target, o->obj, v) /* a global store */
+                                                 : PyObject_GenericSetAttr(target, o->obj, v);
             Py_XDECREF(target);
             Py_XDECREF(v);
             return rc ? NULL : Py_NewRef(Py_None);

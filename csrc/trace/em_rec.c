@@ -188,14 +188,37 @@ EmStatus h_delete_attr(EmTracer *T, const EmInstr *in) {
     return em_obj_del_attr(T, POP(), PyTuple_GET_ITEM(T->code->co_names, in->arg));
 }
 
+/* The sym of the globals dict of the frame being traced that global stores were recorded on
+ * (em_obj_record_store, replayed as dict items), NULL when none was. */
+static EmSym *globals_stored(EmTracer *T) {
+    for (int32_t i = 0; i < T->stores.len; i += 3) {
+        EmSym *b = T->stores.data[i];
+        if (b->kind == SYM_OBJ && b->obj == T->globals) return b;
+    }
+    return NULL;
+}
+
+/* A global store: the trace's value of the global from now on (h_load_global), written to the
+ * globals dict after the graph ran (from its slot: the frame's globals, or the function's
+ * module's), with the attribute stores. */
 EmStatus h_store_global(EmTracer *T, const EmInstr *in) {
-    return em_trace_fail(T, EMA_SIDE_EFFECT, "global store %s",
-                         PyUnicode_AsUTF8(PyTuple_GET_ITEM(T->code->co_names, in->arg)));
+    NEED(1);
+    EmSym *v = POP(), *g = globals_stored(T);
+    if (!g) {
+        int32_t slot = T->gslot >= 0 ? T->gslot : em_guard_frame_globals(T->P);
+        if (slot < 0 || !(g = em_sym_new(T, SYM_OBJ))) return EM_ERR;
+        g->obj = Py_NewRef(T->globals);
+        g->src = slot;
+        g->by_id = 1;
+    }
+    return em_obj_record_store(T, g, PyTuple_GET_ITEM(T->code->co_names, in->arg), v);
 }
 
 EmStatus h_load_global(EmTracer *T, const EmInstr *in) {
     PyObject *name = PyTuple_GET_ITEM(T->code->co_names, in->arg >> 1);
     if ((in->arg & 1) && em_push(T, em_sym_null(T)) != EM_OK) return EM_ERR;
+    EmSym *g = T->stores.len ? globals_stored(T) : NULL, *stored = g ? em_obj_stored(T, g, name) : NULL;
+    if (stored) return em_push(T, stored);
     PyObject *v = PyDict_GetItemWithError(T->globals, name);
     if (!v && !PyErr_Occurred() && PyDict_Check(T->builtins)) v = PyDict_GetItemWithError(T->builtins, name);
     if (!v)

@@ -305,6 +305,11 @@ EmStatus em_sym_getitem_known(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
 }
 
 EmStatus em_sym_contains_known(EmTracer *T, EmSym *c, EmSym *key, int *found) {
+    /* a tensor (hashed by identity) is no key of a set or dict of constants */
+    if (key->kind == SYM_TENSOR && ((c->kind == SYM_CONST && PyAnySet_Check(c->obj)) || c->kind == SYM_DICT)) {
+        *found = 0;
+        return EM_OK;
+    }
     EmIdent ik = ops_of(key)->ident;
     if (ik != EM_IDENT_OBJ && ik != EM_IDENT_CONST)
         return em_trace_fail(T, EMA_VALUE, "'in' with %s", em_sym_describe(key));

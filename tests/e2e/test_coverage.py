@@ -1549,3 +1549,79 @@ def test_torch_tensor_of_a_float_tensor_as_int_raises_as_eager():
     with pytest.raises(TypeError) as got:
         ember.compile(f)(*args)
     assert str(got.value) == str(want.value)
+
+
+G_STORED = None
+G_TOTAL = 0
+
+
+def _bump_total(t):
+    global G_TOTAL
+    G_TOTAL = G_TOTAL + 1
+    return t * G_TOTAL
+
+
+def test_global_stores_are_replayed_and_read_back(capsys):
+    """`global g; g = v` in the frame or a function it calls: later reads in the trace see v,
+    the store lands in the module's dict after the graph (before a break's resume function)."""
+    global G_STORED, G_TOTAL
+
+    def f(x):
+        global G_STORED
+        G_STORED = x + 1
+        y = _bump_total(G_STORED)
+        return y * 2, G_STORED
+
+    def with_break(x):
+        global G_STORED
+        G_STORED = x * 3
+        print("break")
+        return G_STORED + 1
+
+    G_TOTAL = 0
+    want = f(torch.ones(2))
+    want_stored, want_total = G_STORED, G_TOTAL
+    G_STORED, G_TOTAL = None, 0
+    got = ember.compile(f, fullgraph=True)(torch.ones(2))
+    assert_same(got, want)
+    assert got[1] is G_STORED and torch.equal(G_STORED, want_stored) and G_TOTAL == want_total == 1
+    cb = ember.compile(with_break)
+    for i in range(2):
+        G_STORED = None
+        x = torch.full((2,), float(i))
+        assert_same(cb(x), x * 3 + 1)
+        assert torch.equal(G_STORED, x * 3)
+    assert capsys.readouterr().out == "break\nbreak\n"
+
+
+def test_global_store_in_a_function_of_another_module():
+    import types
+    mod = types.ModuleType("ember_test_globals_mod")
+    exec("N = 0\ndef bump(t):\n    global N\n    N = N + 1\n    return t + N\n", mod.__dict__)
+
+    def f(x):
+        return mod.bump(x) * 2
+
+    got = ember.compile(f, fullgraph=True)(torch.zeros(2))
+    assert mod.N == 1 and "N" not in globals()
+    assert_same(got, torch.full((2,), 2.0))
+
+
+def test_named_parameters_with_tied_weights_is_one_graph():
+    """Module._named_members keeps a set of the tensors seen: `p in memo` of a set of constants
+    (empty at first) is False for a tensor; tied parameters are listed once, as in eager."""
+    class Tied(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(3, 3)
+            self.b = torch.nn.Linear(3, 3)
+            self.b.weight = self.a.weight
+
+    def f(mod, x):
+        s = x
+        for _, p in mod.named_parameters():
+            s = s + p.sum()
+        return s, [n for n, _ in mod.named_parameters()], len(list(mod.parameters())), x in {}, x in {1, "a"}
+
+    m = Tied()
+    one_graph(f, m, randn(3))
