@@ -45,3 +45,19 @@ torch._dynamo.optimize_assert = optimize_assert
 torch._dynamo.testing.optimize_assert = optimize_assert
 torch._dynamo.reset = reset
 torch._dynamo.testing.reset = reset
+
+# config keys of another torch version (enable_trace_contextlib_contextmanager, gone where
+# tracing contextmanagers is always on) are dropped rather than failing the test at import
+_patch = type(torch._dynamo.config).patch
+
+
+def _patch_known(self, arg1=None, arg2=None, **kwargs):
+    if isinstance(arg1, dict):
+        kwargs, arg1 = {**arg1, **kwargs}, None
+    known = {k: v for k, v in kwargs.items() if k in self._config}
+    if isinstance(arg1, str) and arg1 not in self._config:
+        arg1 = arg2 = None
+    return _patch(self, arg1, arg2, **known) if arg1 is not None else _patch(self, **known)
+
+
+type(torch._dynamo.config).patch = _patch_known
