@@ -1643,6 +1643,27 @@ static EmStatus call_namedtuple(EmTracer *T, PyObject *f, EmSym **all, int n, Py
     return st;
 }
 
+/* A structseq type (torch.return_types.max) called on one sequence of its fields, all visible:
+ * a tuple of that type. CALL_NEXT for another type or call. */
+static EmStatus call_structseq(EmTracer *T, PyTypeObject *tp, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    if (n != 1 || kwnames || em_is_namedtuple_type(tp) || !PyType_IsSubtype(tp, &PyTuple_Type)) return CALL_NEXT;
+    PyObject *nf = PyDict_GetItemString(em_type_dict(tp), "n_fields"),
+             *nsf = PyDict_GetItemString(em_type_dict(tp), "n_sequence_fields");
+    if (!nf || !nsf || !PyLong_CheckExact(nf) || PyObject_RichCompareBool(nf, nsf, Py_EQ) != 1) return CALL_NEXT;
+    EmSym *items = NULL;
+    EmStatus st = em_seq_items(T, all[0], &items);
+    if (st != EM_OK) return st;
+    if (items->items.len != PyLong_AsLong(nf)) /* its constructor's TypeError, raised again by the frame */
+        return em_trace_fail(T, EMA_CALL, "%s() of %d items", tp->tp_name, (int)items->items.len);
+    EmSym *t = em_sym_new(T, SYM_TUPLE);
+    if (!t) return EM_ERR;
+    for (int32_t i = 0; i < items->items.len; i++)
+        if (em_vec_push(&t->items, items->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+    t->seq_type = Py_NewRef((PyObject *)tp);
+    *out = t;
+    return EM_OK;
+}
+
 /* itertools.chain.from_iterable(its): chain(*its) once its items are known. */
 static EmStatus chain_from_iterable(EmTracer *T, EmSym *its, EmSym **out) {
     EmSym *items = NULL;
@@ -1688,6 +1709,10 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         Py_IS_TYPE(f, &PyMethodDescr_Type))
         return em_container_method(T, f, self, args, nargs, out);
     if (PyType_Check(f) && em_is_namedtuple_type((PyTypeObject *)f)) return call_namedtuple(T, f, all, n, kwnames, out);
+    if (PyType_Check(f) && !self) {
+        EmStatus st = call_structseq(T, (PyTypeObject *)f, all, n, kwnames, out);
+        if (st != CALL_NEXT) return st;
+    }
     if (self && !kwnames && self->kind == SYM_ITER) return em_gen_method(T, f, self, args, nargs, out);
     if (self && kwnames && self->kind == SYM_DICT && Py_IS_TYPE(f, &PyMethodDescr_Type) &&
         PyDescr_TYPE(f) == &PyDict_Type && !PyUnicode_CompareWithASCIIString(PyDescr_NAME(f), "update"))

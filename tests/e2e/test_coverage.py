@@ -1625,3 +1625,17 @@ def test_named_parameters_with_tied_weights_is_one_graph():
 
     m = Tied()
     one_graph(f, m, randn(3))
+
+
+def test_structseq_made_from_a_tuple():
+    def f(x, y):
+        r = torch.return_types.max((x, y))
+        return r, r.values + 1, r.indices
+
+    one_graph(f, randn(3, 2), randn(2, 4, seed=1))
+
+    def wrong_length(x):
+        return torch.return_types.max((x,))
+
+    with pytest.raises(TypeError, match="2-sequence"):
+        ember.compile(wrong_length)(randn(2))
