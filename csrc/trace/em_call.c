@@ -817,6 +817,13 @@ EmStatus em_call_by_value(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int
 /* An object from the frame or a constant: os.environ's methods, partials, bound methods and
  * weak references read from the frame are taken apart here; anything else by its value. */
 EmStatus em_obj_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
+    if (self && fn->src >= 0 && PyMethod_Check(fn->obj) && nargs < 64) {
+        /* a bound method from the frame in a method call's place (3.11's call of a with block's
+         * __exit__, held across a break): `self` is its first argument */
+        EmSym *all[65] = {self};
+        for (int i = 0; i < nargs; i++) all[i + 1] = args[i];
+        return call_input_method(T, fn, all, nargs + 1, kwnames, out);
+    }
     if (self) return em_call_by_value(T, fn, self, args, nargs, kwnames, out);
     if (fn->src < 0) return CALL_NEXT;
     if (Py_TYPE(fn->obj) == (PyTypeObject *)EM_KNOWN(partial)) {

@@ -190,8 +190,8 @@ static EmStatus record_exit(EmTracer *T, EmSym *ctx) {
 /* `with` of any other object (contextlib.nullcontext, a user's class): type(ctx).__enter__ is
  * called like any traced call and __exit__ bound; exit_fn is a SYM_EXIT holding (ctx, bound
  * __exit__), called at the block's normal end. An exception inside the block is not modeled
- * (em_exc.c), and a graph break inside it aborts (em_trace.c: the resume function could not
- * rebuild the block's cleanup). */
+ * (em_exc.c); at a graph break inside it the resume function gets the bound __exit__ (em_trace.c
+ * build_out), which it calls where the block ends, as the frame would. */
 static EmStatus generic_before_with(EmTracer *T, EmSym *ctx, EmSym **exit_fn, EmSym **entered) {
     EmSym *exit_m = NULL, *enter = NULL, *self = NULL;
     EmStatus st = em_sym_getattr(T, ctx, EM_STR(dunder_exit), 0, &exit_m, &self);

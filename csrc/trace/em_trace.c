@@ -381,9 +381,8 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
             return st == EM_OK ? out_children(T, s->items.data, 0, 2, depth) : st;
         }
         case SYM_EXIT: /* a with block open at a break: left by the graph, entered again */
-            if (em_ctx_is_generic_exit(s))
-                return em_trace_fail(T, EMA_RETURN, "a break inside the with block of a %s",
-                                     em_sym_describe(s->items.data[0]));
+            if (em_ctx_is_generic_exit(s)) /* its __exit__ bound to it, as the frame holds it */
+                return build_out(T, s->items.data[1], depth + 1);
             if (s->items.data[0]->ctx_state != EM_CTX_ENTERED)
                 return em_trace_fail(T, EMA_RETURN, "__exit__ of a closed block");
             return push_out(T, (EmOut){.kind = OUT_REENTER, .obj = Py_NewRef(s->items.data[0]->spec)});

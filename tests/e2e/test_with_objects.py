@@ -1,14 +1,15 @@
 """`with` blocks of objects other than torch's state contexts (contextlib.nullcontext, a user's
 class with __enter__/__exit__): __enter__ and __exit__ are traced as calls, so a block whose
-methods only touch Python state stays in one graph. An exception inside the block, or a graph
-break inside it, makes the frame run as plain Python: __exit__ runs exactly as in eager."""
+methods only touch Python state stays in one graph. An exception inside the block makes the
+frame run as plain Python; a graph break inside it hands the object's bound __exit__ to the
+resume function, which calls it where the block ends: __exit__ runs exactly as in eager."""
 import contextlib
 
 import pytest
 import torch
 
 import ember
-from tests.helpers import one_graph, randn
+from tests.helpers import counters, one_graph, randn
 
 
 def maybe_autocast(device_type, enabled):
@@ -139,3 +140,49 @@ def test_graph_break_inside_block_runs_exit_once():
     got = ember.compile(f)(x, mine, io.StringIO())
     torch.testing.assert_close(got, expected)
     assert (mine.entered, mine.exited) == (theirs.entered, theirs.exited) == (1, 1)
+
+
+def test_graph_break_inside_blocks_of_python_context_managers_resumes(capsys):
+    """The block before the break is a graph, the rest a resume function that ends the block
+    with the object's own __exit__ (once; given the exception when the rest raises)."""
+    def f(x, c):
+        with contextlib.nullcontext():
+            with c as k:
+                y = x * 2
+                print("break")
+                y = y + k.entered
+        return y
+
+    def made_inside(x):
+        c = Counting()
+        with c:
+            y = x + 1
+            print("break")
+        return y, c.entered, c.exited, c.last_exc
+
+    def raising_after(x, c):
+        with c:
+            y = x + 1
+            print("break")
+            raise KeyError("after")
+        return y
+
+    mine, theirs = Counting(), Counting()
+    x = randn(4)
+    cf = ember.compile(f)
+    for _ in range(2):
+        torch.testing.assert_close(cf(x, mine), f(x, theirs))
+    assert (mine.entered, mine.exited, mine.last_exc) == (theirs.entered, theirs.exited, theirs.last_exc)
+    got, want = ember.compile(made_inside)(x), made_inside(x)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1:] == want[1:] == (1, 1, None)
+    mine, theirs = Counting(), Counting()
+    with pytest.raises(KeyError):
+        raising_after(x, theirs)
+    with pytest.raises(KeyError):
+        ember.compile(raising_after)(x, mine)
+    assert (mine.entered, mine.exited, mine.last_exc) == (theirs.entered, theirs.exited, theirs.last_exc)
+    assert mine.last_exc is KeyError
+    c = counters()
+    assert c["breaks"] >= 3 and c["aborts"] == 1, c  # only the frame that raises runs as Python
+    capsys.readouterr()
