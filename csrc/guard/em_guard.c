@@ -121,8 +121,9 @@ static int g_push(EmGuardProg *P, EmGuardOp op, int32_t slot, int32_t base, Py_s
               "%s: slot %d of %d", g_names[op], (int)slot, (int)P->nslots);
     EM_ASSERT(base >= -1 && base < (g_is_load[op] ? slot : P->nslots), "%s: base slot %d, slot %d", g_names[op],
               (int)base, (int)slot);
-    EM_ASSERT((op != EMG_SAME && op != EMG_DISTINCT) || (a >= 0 && a < P->nslots), "%s: other slot %zd of %d",
-              g_names[op], a, (int)P->nslots);
+    EM_ASSERT((op != EMG_SAME && op != EMG_DISTINCT && op != EMG_ABSENT_KEYED && op != EMG_LOAD_DICT_KEYED) ||
+                  (a >= 0 && a < P->nslots),
+              "%s: other slot %zd of %d", g_names[op], a, (int)P->nslots);
     EM_ASSERT(op != EMG_LOAD_GLOBAL || base < 0 || (a >= 0 && a < slot), "LOAD_GLOBAL: builtins slot %zd, slot %d", a,
               (int)slot);
     EM_ASSERT(op != EMG_TENSOR || (a >= 0 && a < P->specs.len), "TENSOR: spec %zd of %d", a, (int)P->specs.len);
@@ -197,6 +198,13 @@ int32_t em_guard_odict(EmGuardProg *P, int32_t base, PyObject *name) {
 }
 int32_t em_guard_dict(EmGuardProg *P, int32_t base, PyObject *key) {
     return g_named(P, EMG_LOAD_DICT, base, 0, key, "%s[%R]", key, 0);
+}
+int32_t em_guard_dict_keyed(EmGuardProg *P, int32_t base, int32_t key) {
+    PyObject *s = PyUnicode_FromFormat("%s[%s]", P->names.data[base], P->names.data[key]);
+    const char *u = s ? PyUnicode_AsUTF8(s) : NULL;
+    int32_t r = u ? g_load(P, EMG_LOAD_DICT_KEYED, base, key, NULL, u, 0) : -1;
+    Py_XDECREF(s);
+    return r;
 }
 int32_t em_guard_attr(EmGuardProg *P, int32_t base, PyObject *name) {
     return g_named(P, EMG_LOAD_ATTR, base, 0, name, "%s.%U", name, 1);
@@ -719,6 +727,10 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
             if (!PyDict_Check(b)) return 0;
             v = PyDict_GetItemWithError(b, in->obj);
             break;
+        case EMG_LOAD_DICT_KEYED:
+            if (!PyDict_Check(b)) return 0;
+            v = PyDict_GetItemWithError(b, slots[in->a]);
+            break;
         case EMG_LOAD_ATTR:
             v = PyObject_GetAttr(b, in->obj);
             if (!v && PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
@@ -767,6 +779,11 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
             }
             if (!d) return 1;
             int has = PyDict_Contains(d, in->obj);
+            return has < 0 ? -1 : !has;
+        }
+        case EMG_ABSENT_KEYED: {
+            PyObject *d = slots[in->slot];
+            int has = PyDict_Check(d) ? PyDict_Contains(d, slots[in->a]) : 1;
             return has < 0 ? -1 : !has;
         }
         case EMG_GLOBAL_STATE: return gs_match(&P->gs);
@@ -836,6 +853,9 @@ EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int3
             res = PyUnicode_FromFormat("the keys of %s changed, expected %R in this order", name, in->obj);
             break;
         case EMG_ABSENT: res = PyUnicode_FromFormat("%s now has %R, expected it absent", name, in->obj); break;
+        case EMG_ABSENT_KEYED:
+            res = PyUnicode_FromFormat("%s now has %s, expected it absent", name, P->names.data[in->a]);
+            break;
         case EMG_SAME:
             res = PyUnicode_FromFormat("%s is no longer the same object as %s", name, P->names.data[in->a]);
             break;
@@ -971,6 +991,7 @@ int em_guard_dump(const EmGuardProg *P, EmStrBuf *o) {
                 rc = em_sb_printf(o, "  ABSENT %s%s %s\n", name, in->a ? "" : ".__dict__", u ? u : "?");
                 break;
             }
+            case EMG_ABSENT_KEYED: rc = em_sb_printf(o, "  ABSENT %s %s\n", name, P->names.data[in->a]); break;
             case EMG_TYPE_VERSION:
                 rc = em_sb_printf(o, "  TYPE_VERSION %s\n",
                                   snap_type(in->obj) ? snap_type(in->obj)->tp_name : "(dead)");

@@ -85,6 +85,8 @@ int32_t em_guard_frame_globals(EmGuardProg *P); /* the frame's globals dict itse
 int32_t em_guard_odict(EmGuardProg *P, int32_t base, PyObject *name);
 int32_t em_guard_dict(EmGuardProg *P, int32_t base, PyObject *key);
 int32_t em_guard_attr(EmGuardProg *P, int32_t base, PyObject *name);
+/* slots[base][slots[key]]: a dict's item whose key is another slot's object (a tensor) */
+int32_t em_guard_dict_keyed(EmGuardProg *P, int32_t base, int32_t key);
 int32_t em_guard_item(EmGuardProg *P, int32_t base, Py_ssize_t i, int is_list);
 int32_t em_guard_weakref(EmGuardProg *P, int32_t base); /* the referent of a weakref.ref slot */
 int32_t em_guard_global_in(EmGuardProg *P, int32_t gslot, int32_t bslot, PyObject *name);

@@ -58,10 +58,13 @@ static EmStatus key_result(EmTracer *T, EmContMethod m, int found, EmSym *v, EmS
 EmStatus em_frame_dict_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym **args, int nargs,
                               EmSym **out) {
     if (!is_key_read(m, nargs)) return em_trace_fail(T, EMA_SIDE_EFFECT, "dict.%s on an input", n);
-    if (args[0]->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "dict.%s by a %s", n, em_sym_describe(args[0]));
+    int keyed = em_key_of_frame(args[0]);
+    if (args[0]->kind != SYM_CONST && !keyed)
+        return em_trace_fail(T, EMA_VALUE, "dict.%s by a %s", n, em_sym_describe(args[0]));
     int found = 0;
     EmSym *v = NULL;
-    EmStatus st = em_lazy_dict_get(T, self, args[0]->obj, &found, &v);
+    EmStatus st = keyed ? em_lazy_dict_get_keyed(T, self, args[0], &found, &v)
+                        : em_lazy_dict_get(T, self, args[0]->obj, &found, &v);
     return st == EM_OK ? key_result(T, m, found, v, args, nargs, out) : st;
 }
 

@@ -333,18 +333,24 @@ static EmSym *wrap_seq(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
 }
 
 /* A dict read from slot: its type and keys (constants, in order) guarded, each value wrapped
- * from its own slot. NULL with *st set on failure. */
+ * from its own slot. A dict with another key (a tensor's: an optimizer's state) is an object
+ * guarded by its type, looked up per key (em_lazy_dict_get, em_lazy_dict_get_keyed). NULL with
+ * *st set on failure. */
 static EmSym *wrap_dict(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
+    Py_ssize_t pos = 0;
+    PyObject *k, *item;
+    while (PyDict_Next(v, &pos, &k, &item))
+        if (!is_pure(k, 0)) {
+            if (em_guard_check(T->P, EMG_TYPE, slot, (PyObject *)Py_TYPE(v), 0)) return NULL;
+            EmSym *s = em_sym_new(T, SYM_OBJ);
+            if (s) s->obj = Py_NewRef(v);
+            return s;
+        }
     if (em_guard_check(T->P, EMG_TYPE, slot, (PyObject *)Py_TYPE(v), 0) || em_guard_check_keys(T->P, slot, v))
         return NULL;
     EmSym *s = em_sym_new(T, SYM_DICT);
-    Py_ssize_t pos = 0;
-    PyObject *k, *item;
+    pos = 0;
     while (s && PyDict_Next(v, &pos, &k, &item)) {
-        if (!is_pure(k, 0)) {
-            *st = em_trace_fail(T, EMA_INPUT, "dict with a non-constant key");
-            return NULL;
-        }
         int32_t islot = em_guard_dict(T->P, slot, k);
         EmSym *is = islot < 0 ? NULL : em_sym_wrap(T, item, islot, st);
         if (!is || em_vec_push(&s->items, is) || em_vec_push(&s->keys, Py_NewRef(k))) s = NULL;
@@ -898,11 +904,36 @@ EmStatus em_lazy_dict_get(EmTracer *T, EmSym *d, PyObject *key, int *found, EmSy
     return *out ? EM_OK : st;
 }
 
+int em_key_of_frame(const EmSym *key) { return key->kind == SYM_TENSOR && key->src >= 0 && key->spec; }
+
+EmStatus em_lazy_dict_get_keyed(EmTracer *T, EmSym *d, EmSym *key, int *found, EmSym **out) {
+    *found = 0;
+    *out = NULL;
+    if (d->kind != SYM_OBJ || !PyDict_Check(d->obj) || d->src < 0 || !em_key_of_frame(key))
+        return em_trace_fail(T, EMA_VALUE, "lookup in %s by %s", em_sym_describe(d), em_sym_describe(key));
+    if (!PyDict_CheckExact(d->obj) && em_guard_check(T->P, EMG_TYPE, d->src, (PyObject *)Py_TYPE(d->obj), 0))
+        return EM_ERR;
+    PyObject *v = PyDict_GetItemWithError(d->obj, key->spec);
+    if (!v) {
+        if (PyErr_Occurred()) return EM_ERR;
+        return em_guard_check(T->P, EMG_ABSENT_KEYED, d->src, NULL, key->src) ? EM_ERR : EM_OK;
+    }
+    *found = 1;
+    int32_t slot = em_guard_dict_keyed(T->P, d->src, key->src);
+    if (slot < 0) return EM_ERR;
+    EmStatus st;
+    *out = em_sym_wrap(T, v, slot, &st);
+    return *out ? EM_OK : st;
+}
+
 EmStatus em_dict_getitem(EmTracer *T, EmSym *d, EmSym *key, EmSym **out) {
-    if (key->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "dict lookup by %s", em_sym_describe(key));
-    int found;
-    EmStatus st = em_lazy_dict_get(T, d, key->obj, &found, out);
+    int keyed = em_key_of_frame(key), found;
+    if (key->kind != SYM_CONST && !keyed) return em_trace_fail(T, EMA_VALUE, "dict lookup by %s", em_sym_describe(key));
+    EmStatus st = keyed ? em_lazy_dict_get_keyed(T, d, key, &found, out)
+                        : em_lazy_dict_get(T, d, key->obj, &found, out);
     if (st != EM_OK || found) return st;
+    if (keyed) /* a defaultdict's __missing__ would insert the tensor key: the frame runs it */
+        return em_trace_fail(T, EMA_VALUE, "a tensor key absent from a dict of the frame");
     PyTypeObject *tp = Py_TYPE(d->obj);
     PyObject *missing = tp == &PyDict_Type ? NULL : _PyType_Lookup(tp, EM_STR(dunder_missing));
     if (!missing) return em_trace_raise_new(T, PyExc_KeyError, key->obj);

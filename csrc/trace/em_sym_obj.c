@@ -99,6 +99,10 @@ static EmStatus obj_getitem(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
 static EmStatus obj_contains(EmTracer *T, EmSym *c, EmSym *key, int *found) {
     EmSym *v;
     if (obj_is_frame_dict(c) && key->kind == SYM_CONST) return em_lazy_dict_get(T, c, key->obj, found, &v);
+    if (obj_is_frame_dict_or_subclass(c) && em_key_of_frame(key) &&
+        _PyType_Lookup(Py_TYPE(c->obj), EM_STR(dunder_contains)) ==
+            _PyType_Lookup(&PyDict_Type, EM_STR(dunder_contains)))
+        return em_lazy_dict_get_keyed(T, c, key, found, &v);
     if (c->obj == em_state.os_environ) return em_env_lookup(T, c, key, found, &v);
     if (em_sym_type_guarded(c)) return contains_dunder(T, c, key, found);
     return em_sym_contains_known(T, c, key, found);

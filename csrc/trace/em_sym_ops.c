@@ -45,7 +45,8 @@ EmStatus em_sym_getitem(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
     if (key->kind == SYM_SLICE && c->kind != SYM_TENSOR && !(key = em_slice_pinned(T, key))) return EM_ERR;
     /* before c's kind is asked: a key that holds a tensor makes the subscript a graph op,
      * whatever c is */
-    const EmSymOps *o = em_sym_has_tensor(key) ? &em_tensor_ops : ops_of(c);
+    int dict_key = c->kind == SYM_OBJ && c->src >= 0 && PyDict_Check(c->obj) && em_key_of_frame(key);
+    const EmSymOps *o = em_sym_has_tensor(key) && !dict_key ? &em_tensor_ops : ops_of(c);
     return o->getitem ? o->getitem(T, c, key, out) : no_op(T, "subscript", c);
 }
 

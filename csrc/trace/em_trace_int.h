@@ -140,6 +140,10 @@ int em_sym_own(EmTracer *T, EmSym *s);
  * the item at index i (em_cont.c). */
 void em_dict_remove(EmSym *d, int i);
 int em_dict_find(EmSym *d, PyObject *key);
+/* A tensor read from the frame (hashed by identity), as a key of a dict of the frame: looked up
+ * through a LOAD_DICT_KEYED slot, its absence guarded by ABSENT_KEYED. */
+int em_key_of_frame(const EmSym *key);
+EmStatus em_lazy_dict_get_keyed(EmTracer *T, EmSym *d, EmSym *key, int *found, EmSym **out);
 EmStatus em_dict_set(EmSym *d, PyObject *key, EmSym *v);
 int em_is_namedtuple_type(PyTypeObject *tp);
 EmStatus em_env_lookup(EmTracer *T, EmSym *env, EmSym *key, int *found, EmSym **out);

@@ -1639,3 +1639,34 @@ def test_structseq_made_from_a_tuple():
 
     with pytest.raises(TypeError, match="2-sequence"):
         ember.compile(wrong_length)(randn(2))
+
+
+def test_dict_of_the_frame_keyed_by_tensors():
+    """state[p] / p in state / state.get(p) for a dict (or defaultdict) of the frame keyed by
+    tensors of the frame (an optimizer's state): the value of the key each call passes, read
+    through the guard (a key absent at run time fails it); a key absent while tracing: the
+    frame runs the lookup."""
+    import collections
+
+    def f(params, state, extra):
+        s = 0
+        for p in params:
+            st = state[p]
+            s = s + st["m"] * p + (p in extra) + len(st)
+        q = params[0]
+        return s, extra.get(q, 5), q in state
+
+    ps = [torch.nn.Parameter(randn(3, seed=i)) for i in range(2)]
+    state = collections.defaultdict(dict)
+    for i, p in enumerate(ps):
+        state[p]["m"] = randn(3, seed=10 + i)
+    extra = {ps[1]: 1}
+    one_graph(f, ps, state, extra)
+    cf = ember.compile(f)
+    other = [torch.nn.Parameter(randn(3, seed=5 + i)) for i in range(2)]
+    st2 = collections.defaultdict(dict, {other[0]: {"m": randn(3)}, other[1]: {"m": randn(3, seed=1)}})
+    assert_same(cf(other, st2, {}), f(other, st2, {}))  # other keys: the keyed loads find their own
+    missing = collections.defaultdict(dict, {other[0]: {"m": randn(3)}})
+    with pytest.raises(KeyError):  # "m" of the new inner dict: raised as eager does
+        cf(other, missing, {})
+    assert other[1] in missing  # the defaultdict's insertion happened, as in eager
