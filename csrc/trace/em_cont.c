@@ -1058,6 +1058,27 @@ int em_set_reads(PyObject *f) {
     return 0;
 }
 
+/* s.isdisjoint(it) / s.issuperset(it) of an iterator: Python takes its items one at a time and
+ * stops at the first that decides (a generator's later code does not run). */
+static EmStatus set_early_stop(EmTracer *T, EmSym *self, EmSym *it, int disjoint, EmSym **out) {
+    int answer = 1;
+    for (;;) {
+        EmSym *v = NULL;
+        EmStatus st = em_iter_take(T, it, &v);
+        if (st != EM_OK) return st;
+        if (!v) break;
+        if (v->kind != SYM_CONST) return em_trace_fail(T, EMA_CALL, "a set method over a %s", em_sym_describe(v));
+        int in = PySet_Contains(self->obj, v->obj);
+        if (in < 0) return PyErr_ExceptionMatches(PyExc_TypeError) ? em_trace_raise_pending(T, "unhashable") : EM_ERR;
+        if (in == disjoint) { /* disjoint: an item in s; superset: an item not in s */
+            answer = 0;
+            break;
+        }
+    }
+    *out = em_sym_const(T, answer ? Py_True : Py_False);
+    return *out ? EM_OK : EM_ERR;
+}
+
 EmStatus em_set_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int nargs, EmSym **out) {
     if (!Py_IS_TYPE(f, &PyMethodDescr_Type) || PyDescr_TYPE(f) != &PySet_Type) return CALL_NEXT;
     int consts = 1;
@@ -1073,6 +1094,8 @@ EmStatus em_set_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int 
         if (st != EM_OK) return st;
         return (*out = em_sym_const(T, Py_None)) ? EM_OK : EM_ERR;
     }
+    if (nargs == 1 && args[0]->kind == SYM_ITER && (!strcmp(n, "isdisjoint") || !strcmp(n, "issuperset")))
+        return set_early_stop(T, self, args[0], n[2] == 'd', out);
     if (nargs > 8) return em_trace_fail(T, EMA_CALL, "a set method with %d arguments", nargs);
     PyObject *vals[9] = {self->obj};
     EmStatus st = EM_OK;

@@ -244,3 +244,27 @@ def test_islice_chain_and_starmap_over_lazy_iterators():
         return a, b, c, d, e, list(itertools.islice(gen(), 3, 4)), s
 
     one_graph(f, randn(3))
+
+
+def test_set_methods_stop_at_the_deciding_item_of_a_generator():
+    """set.isdisjoint / issuperset take a generator's items one at a time and stop at the first
+    that decides: the generator's later code does not run (it ran to its end: a wrong branch)."""
+    def run(compiled):
+        n = [0]
+
+        def gen():
+            for i in (1, 2, 3):
+                n[0] += i
+                yield i
+
+        def f(x):
+            a = {2, 4, 5}.isdisjoint(gen())
+            b = {1, 3}.issuperset(gen())
+            c = {1, 2, 3}.issuperset(gen())
+            return (x.sin() if n[0] == 12 else x.cos()), a, b, c, n[0]
+
+        return (ember.compile(f, fullgraph=True) if compiled else f)(torch.ones(2))
+
+    got, want = run(True), run(False)
+    assert want[1:] == (False, False, True, 12)
+    assert got[1:] == want[1:] and torch.equal(got[0], want[0])
