@@ -883,7 +883,16 @@ static EmStatus exit_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int
     return em_ctx_exit_call(T, fn, all, n, out);
 }
 
-const EmSymOps em_bound_ops = {.call = bound_call};
+/* m.__self__, m.__func__; any other attribute of a bound method is its function's (as the
+ * method object forwards it: m.__name__). */
+static EmStatus bound_attr(EmTracer *T, EmSym *m, PyObject *name, int method, EmSym **out, EmSym **self) {
+    *self = NULL;
+    if (!PyUnicode_CompareWithASCIIString(name, "__self__")) return (*out = m->items.data[0]), EM_OK;
+    if (!PyUnicode_CompareWithASCIIString(name, "__func__")) return (*out = m->items.data[1]), EM_OK;
+    return em_sym_getattr(T, m->items.data[1], name, method, out, self);
+}
+
+const EmSymOps em_bound_ops = {.call = bound_call, .getattr = bound_attr};
 /* p.func, p.args, p.keywords of a partial sym (args and keywords as new containers). */
 static EmStatus partial_attr(EmTracer *T, EmSym *p, PyObject *name, int method, EmSym **out, EmSym **self) {
     (void)method;

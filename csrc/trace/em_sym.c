@@ -1157,6 +1157,17 @@ static EmStatus describing_attr(EmTracer *T, EmSym *base, PyObject *name, const 
     PyObject *o = base->obj;
     *done = 0;
     int is_code = PyCode_Check(o), made = em_sym_placeholder(base); /* made: a function made while tracing */
+    int builtin = PyCFunction_Check(o) || Py_IS_TYPE(o, &PyMethodDescr_Type) || Py_IS_TYPE(o, &PyWrapperDescr_Type) ||
+                  Py_IS_TYPE(o, &PyClassMethodDescr_Type);
+    if (builtin && (!strcmp(n, "__name__") || !strcmp(n, "__qualname__"))) {
+        /* a builtin, a builtin method of any object or a C method's descriptor: its C name */
+        PyObject *v = PyObject_GetAttr(o, name);
+        *done = 1;
+        if (!v) return em_trace_abandon(T, EMA_ATTR, "%s.%s (not found)", Py_TYPE(o)->tp_name, n);
+        *out = em_sym_const(T, v);
+        Py_DECREF(v);
+        return *out ? EM_OK : EM_ERR;
+    }
     if (!is_code && !(PyFunction_Check(o) && (base->by_id || made))) return EM_OK;
     PyObject *fd = made ? ((PyFunctionObject *)o)->func_dict : NULL; /* what functools.update_wrapper set */
     int in_dict = fd && PyDict_Check(fd) && PyDict_GetItemWithError(fd, name);

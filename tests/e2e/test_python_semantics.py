@@ -1320,3 +1320,21 @@ def test_matmul_of_mixed_dtypes_raises_where_eager_does():
     with pytest.raises(RuntimeError):
         ember.compile(f)(a, b)
     assert log == [1, 1]
+
+
+def test_names_of_bound_and_builtin_methods():
+    """unittest's assertRaises reads callable.__name__: a bound method forwards it to its
+    function (and has __self__/__func__); builtins and C methods have constant names."""
+    class A:
+        def meth(self):
+            return 1
+
+    def f(x):
+        s = {1, 2}
+        a = A()
+        m = a.meth
+        return (x + 1, s.copy.__name__, m.__name__, m.__qualname__, m.__func__ is A.meth, m.__self__ is a,
+                len.__name__, x.add.__name__, set.union.__qualname__)
+
+    got, want = ember.compile(f, fullgraph=True)(randn(2)), f(randn(2))
+    assert got[1:] == want[1:]
