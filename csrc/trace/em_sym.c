@@ -85,9 +85,21 @@ static int is_pure(PyObject *v, int depth) {
     if (v == Py_None || v == Py_Ellipsis || v == Py_NotImplemented) return 1;
     PyTypeObject *t = Py_TYPE(v);
     if (t == &PyLong_Type || t == &PyFloat_Type || t == &PyBool_Type || t == &PyUnicode_Type || t == &PyBytes_Type ||
-        t == &PyComplex_Type || t == &PyRange_Type || t == &PySlice_Type)
+        t == &PyComplex_Type || t == &PyRange_Type)
         return 1;
-    if (t == &PyFrozenSet_Type) return 1;
+    if (t == &PySlice_Type) { /* slice(t, None) of a tensor t is no constant: its bound is t's value */
+        PySliceObject *sl = (PySliceObject *)v;
+        return depth <= 8 && is_pure(sl->start, depth + 1) && is_pure(sl->stop, depth + 1) &&
+               is_pure(sl->step, depth + 1);
+    }
+    if (t == &PyFrozenSet_Type) { /* of tensors (hashed by identity) or objects: not a constant */
+        Py_ssize_t pos = 0;
+        PyObject *k;
+        Py_hash_t h;
+        while (depth <= 8 && _PySet_NextEntry(v, &pos, &k, &h))
+            if (!is_pure(k, depth + 1)) return 0;
+        return depth <= 8;
+    }
     if (PyTuple_Check(v)) {
         if (depth > 8) return 0;
         if (t != &PyTuple_Type && !pure_type(t))

@@ -254,3 +254,22 @@ def test_in_place_ops_on_views_allowed_by_autograd_stay_in_the_graph():
         assert_same(g, e)
     c = counters()
     assert (c["frames"], c["breaks"], c["aborts"]) == (1, 0, 0), c
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_slice_holding_a_tensor_is_no_constant(backend):
+    """Dynamo repro test_slicing_dynamic_shape_setitem: `x[(3, slice(t, None))] = 0` with t a
+    0-dim tensor; the slice, built in Python at a break, reached the resume function as a
+    constant of the graph holding the tensor (guarded by ==; a real tensor in a FakeTensor
+    graph made aot_eager fail). A slice or frozenset is a constant only when its parts are."""
+    def fn(lengths, out):
+        n = lengths[3]
+        out[(3, slice(n, None, None))] = 0
+        return (out,)
+
+    cf = ember.compile(fn, backend=backend)
+    for v in (3, 100, 7):
+        x = torch.arange(10)
+        x[3] = v
+        got, want = cf(x, torch.ones(10, 20))[0], fn(x, torch.ones(10, 20))[0]
+        assert torch.equal(got, want)
