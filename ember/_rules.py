@@ -122,6 +122,39 @@ def _record_function(name, args=None):
 TRACE_AS = {torch.autograd.profiler.record_function: _record_function}
 
 
+# ---- torch.cond with a tensor predicate (csrc/trace/em_hop.c) ----
+
+def cond_same_meta(a, b):
+    """True when two branch results (a meta tensor, or a tuple or list of them) agree in
+    structure, shape, strides, dtype, device and requires_grad."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(cond_same_meta(x, y) for x, y in zip(a, b))
+    return (a.shape == b.shape and a.stride() == b.stride() and a.dtype == b.dtype
+            and a.requires_grad == b.requires_grad)
+
+
+def cond_meta(result):
+    """The meta function of a cond op: the traced branch's result."""
+    return lambda *args: result
+
+
+def _storages(v):
+    if isinstance(v, torch.Tensor):
+        return [v.untyped_storage().data_ptr()] if v.untyped_storage().nbytes() else []
+    return [p for x in v for p in _storages(x)] if isinstance(v, (tuple, list)) else []
+
+
+def cond_call(pred, true_fn, false_fn, operands):
+    """torch.cond in a graph: the branch pred selects, called on the operands. A result that
+    shares memory with an operand is refused by eager's torch.cond: it then runs, and raises."""
+    out = (true_fn if pred else false_fn)(*operands)
+    if set(_storages(out)) & set(_storages(operands)):
+        return torch.cond(pred, true_fn, false_fn, operands)
+    return out
+
+
 # ---- context managers of global state (csrc/trace/em_ctx.c) ----
 
 GRAD_CTX = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)

@@ -466,6 +466,7 @@ EmStatus em_known_tensor_size(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, 
 EmStatus em_known_tensor_numel(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 EmStatus em_known_tensor_layout(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
                                 EmSym **out);
+EmStatus em_known_cond(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 EmStatus em_known_minmax(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 /* The arguments of a call of fn as (fn, positional tuple, keyword (name, value) pairs) of
  * their constant values (em_ctx.c); NULL without an exception when one is not a constant. */

@@ -166,6 +166,27 @@ def _has_node(v):
     return isinstance(v, torch.fx.Node)
 
 
+def _cond_fx(pred, true_fn, false_fn, operands):
+    """A cond op (_rules.cond_call) for AOTAutograd: torch.ops.higher_order.cond over branches
+    that return their results flat."""
+    import torch.utils._pytree as pytree
+    spec = []
+
+    def flat(fn):
+        def branch(*ops):
+            leaves, s = pytree.tree_flatten(fn(*ops))
+            spec[:] = [s]
+            return tuple(leaves)
+        return branch
+
+    leaves = torch.ops.higher_order.cond(pred, flat(true_fn), flat(false_fn), tuple(operands))
+    return pytree.tree_unflatten(list(leaves), spec[0])
+
+
+def _has_cond(gm):
+    return any(n.op == "call_function" and n.target is _cond_fx for n in gm.graph.nodes)
+
+
 # callables whose FX form is another function when a graph value is among their data
 _FX_FORMS = {torch.tensor: _tensor_of_data}
 
@@ -514,6 +535,8 @@ class _Builder:
                 return g.call_method(target.__name__, tuple(pos), kwargs)
             if target in _FX_FORMS and pos and isinstance(pos[0], (list, tuple)) and _has_node(pos[0]):
                 target = _FX_FORMS[target]
+            elif target is _rules.cond_call:
+                target = _cond_fx
             return g.call_function(target, tuple(pos), kwargs)
         self.n_ops += 1
         if op == "getattr":
@@ -845,6 +868,10 @@ def _compile(backend, desc, inputs, where, exact=False):
                 _logging.log("dynamic", f"the graph of {where} is compiled for its inputs' values: the backend "
                                         "specializes a float input")
             return _compile(backend, _static_desc(desc), inputs, where, exact=True)
+        if _has_cond(gm):  # torch's cond cannot always be compiled (a branch whose gradient is an input)
+            reason = f"torch.ops.higher_order.cond did not compile ({type(e).__name__}: {e})"
+            _warn_executor(where, backend, reason)
+            return None, reason, None, ()
         if "modified by an inplace operation" not in str(e):
             raise BackendCompilerFailed(f"ember: backend {backend.name!r} failed to compile the graph of {where}: "
                                         f"{type(e).__name__}: {e}") from e
@@ -854,6 +881,10 @@ def _compile(backend, desc, inputs, where, exact=False):
         _warn_executor(where, backend, reason)
         return None, reason, None, ()
     except Exception as e:
+        if _has_cond(gm):
+            reason = f"torch.ops.higher_order.cond did not compile ({type(e).__name__}: {e})"
+            _warn_executor(where, backend, reason)
+            return None, reason, None, ()
         raise BackendCompilerFailed(f"ember: backend {backend.name!r} failed to compile the graph of {where}: "
                                     f"{type(e).__name__}: {e}") from e
     if not callable(fn):

@@ -59,3 +59,37 @@ def test_dynamo_compiled_function_called_from_ember():
     assert torch.allclose(inner(x), x.cos() + 1)
     print("ok")
     """)
+
+
+SAME_OUTCOME = """
+import warnings
+import torch
+import ember
+warnings.simplefilter("ignore")
+x = torch.arange(1.0, 4.0)
+f = {f}
+def outcome(fn):
+    try:
+        return fn(x)
+    except Exception as e:
+        return type(e).__name__
+want = outcome(f)
+got = outcome(ember.compile(f))
+assert type(got) is type(want), (got, want)
+assert got == want if isinstance(want, str) else torch.equal(got, want), (got, want)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("f", [
+    # results of different shapes: the call breaks the graph, eager's torch.cond runs
+    "lambda x: torch.cond(x.sum() > 1, lambda y: y + 1, lambda y: y[:1] - 1, (x,))",
+    # a branch returning its operand (eager's torch.cond refuses aliasing)
+    "lambda x: torch.cond(x.sum() > 1, lambda y: y, lambda y: y - 1, (x,))",
+    # a view of the operand: traced, the op sees the alias at run time and eager's cond raises
+    "lambda x: torch.cond(x.sum() > 1, lambda y: y[1:], lambda y: y[:2] * 1, (x,))",
+    # a branch that changes its operand in place
+    "lambda x: torch.cond(x.sum() > 1, lambda y: y.add_(1), lambda y: y - 1, (x.clone(),))",
+])
+def test_cond_branches_eager_refuses_or_allows_run_as_eager(f):
+    run_program(SAME_OUTCOME.format(f=f))

@@ -1,0 +1,116 @@
+/* em_hop.c: torch.cond with a tensor predicate as one graph op. Each branch is traced on the
+ * operands to learn what it returns, then its nodes are dropped; the op (_rules.cond_call)
+ * calls at run time the branch the predicate selects, as eager's torch.cond does, and Python
+ * backends get torch.ops.higher_order.cond (ember/backends/fx.py). A branch that changes
+ * anything, reads a tensor the graph does not have yet, or whose result differs in metadata
+ * from the other's breaks the graph: eager's torch.cond then runs (and raises what it raises).
+ */
+#include "em_rec.h"
+
+#include "../pyver/em_state.h"
+
+/* A branch the graph may hold as a constant: a function without cells or defaults of the
+ * trace, the same object on every call (known by identity, made while tracing, or a nested
+ * function without a closure). */
+static int branch_ok(const EmSym *s) {
+    if (s->kind != SYM_OBJ || !PyFunction_Check(s->obj) || s->items.len) return 0;
+    return em_sym_placeholder(s) || s->by_id == 1 || (s->by_id == 2 && !((PyFunctionObject *)s->obj)->func_closure);
+}
+
+/* The sum of the change counters of syms[0, n): a branch that changed a container the trace
+ * made before it moves it. */
+static uint64_t versions(const EmTracer *T, int32_t n) {
+    uint64_t v = 0;
+    for (int32_t i = 0; i < n; i++) v += (uint64_t)T->syms.data[i]->kver + T->syms.data[i]->mver;
+    return v;
+}
+
+/* The meta value of a branch's result r: a tensor made by the branch, or a tuple or list of
+ * such tensors (new reference), NULL without an exception when it is something else. */
+static PyObject *result_meta(EmTracer *T, EmSym *r, int32_t nodes0) {
+    if (r->kind == SYM_TENSOR) {
+        PyObject *m = r->ref >= nodes0 ? em_sym_meta(T, r) : NULL;
+        return Py_XNewRef(m);
+    }
+    if ((r->kind != SYM_TUPLE && r->kind != SYM_LIST) || r->seq_type || !r->items.len) return NULL;
+    PyObject *c = r->kind == SYM_TUPLE ? PyTuple_New(r->items.len) : PyList_New(r->items.len);
+    for (int32_t i = 0; c && i < r->items.len; i++) {
+        EmSym *t = r->items.data[i];
+        PyObject *m = t->kind == SYM_TENSOR && t->ref >= nodes0 ? em_sym_meta(T, t) : NULL;
+        if (!m) {
+            Py_DECREF(c);
+            return NULL;
+        }
+        if (r->kind == SYM_TUPLE) PyTuple_SET_ITEM(c, i, Py_NewRef(m));
+        else PyList_SET_ITEM(c, i, Py_NewRef(m));
+    }
+    return c;
+}
+
+/* Traces fn(*ops) and takes back everything it added to the graph: *meta is its result's meta
+ * value (new reference). EM_OK, EM_ABORT (the reason recorded) or EM_ERR. */
+static EmStatus trace_branch(EmTracer *T, PyObject *fn, EmSym *ops, PyObject **meta) {
+    EmGraph *G = T->G;
+    int32_t nodes0 = G->nodes.len, inputs0 = G->ninputs, syms0 = T->syms.len, stores0 = T->stores.len,
+            mutated0 = T->mutated.len, ctx0 = T->ctx_open.len;
+    int grad0 = T->grad;
+    uint64_t v0 = versions(T, syms0);
+    EmSym *ret = NULL;
+    EmStatus st = em_inline(T, fn, ops ? ops->items.data : NULL, ops ? ops->items.len : 0, NULL, &ret);
+    if (st != EM_OK) return st;
+    const char *why = G->ninputs != inputs0                                    ? "reads a tensor new to the graph"
+                      : T->stores.len != stores0 || T->mutated.len != mutated0 ? "changes an object"
+                      : T->grad != grad0 || T->ctx_open.len != ctx0            ? "changes grad mode"
+                      : versions(T, syms0) != v0                               ? "changes a container"
+                      : em_graph_mutated(G, nodes0)                            ? "changes a tensor in place"
+                                                                               : NULL;
+    if (why) return em_trace_fail(T, EMA_CALL, "torch.cond: a branch that %s", why);
+    *meta = result_meta(T, ret, nodes0);
+    if (!*meta)
+        return PyErr_Occurred() ? EM_ERR
+                                : em_trace_fail(T, EMA_CALL, "torch.cond: a branch returning %s", em_sym_describe(ret));
+    G->nodes.len = nodes0; /* its values live only inside the op */
+    if (T->node_dims.len > nodes0) T->node_dims.len = nodes0;
+    if (T->node_expr.len > nodes0) T->node_expr.len = nodes0;
+    return EM_OK;
+}
+
+EmStatus em_known_cond(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    (void)fn;
+    if (self || n < 3 || all[0]->kind != SYM_TENSOR) return CALL_NEXT; /* a constant predicate: inlined */
+    if (kwnames || n > 4) return em_trace_fail(T, EMA_CALL, "torch.cond with keyword arguments");
+    EmSym *pred = all[0], *ops = n == 4 ? all[3] : NULL;
+    const EmNode *pn = &T->G->nodes.data[pred->ref];
+    int64_t numel = 1;
+    for (int d = 0; d < pn->ndim; d++) numel *= em_ir_sizes(T->G, pn)[d];
+    if (numel != 1 || em_int_active(T))
+        return em_trace_fail(T, EMA_CALL, "torch.cond with a predicate of %lld elements or symbolic sizes",
+                             (long long)numel);
+    if (ops && ((ops->kind != SYM_TUPLE && ops->kind != SYM_LIST) || ops->seq_type))
+        return em_trace_fail(T, EMA_CALL, "torch.cond with operands in a %s", em_sym_describe(ops));
+    for (int32_t i = 0; ops && i < ops->items.len; i++)
+        if (ops->items.data[i]->kind != SYM_TENSOR)
+            return em_trace_fail(T, EMA_CALL, "torch.cond with an operand %s", em_sym_describe(ops->items.data[i]));
+    if (!branch_ok(all[1]) || !branch_ok(all[2]))
+        return em_trace_fail(T, EMA_CALL, "torch.cond with a branch that is not a plain function");
+    PyObject *mt = NULL, *mf = NULL;
+    EmStatus st = trace_branch(T, all[1]->obj, ops, &mt);
+    if (st == EM_OK) st = trace_branch(T, all[2]->obj, ops, &mf);
+    PyObject *same = st == EM_OK ? PyObject_CallMethod(em_state.meta_run, "cond_same_meta", "OO", mt, mf) : NULL;
+    PyObject *meta_fn = same == Py_True ? PyObject_CallMethod(em_state.meta_run, "cond_meta", "(O)", mt) : NULL;
+    PyObject *call = meta_fn ? PyObject_GetAttrString(em_state.meta_run, "cond_call") : NULL;
+    if (st == EM_OK && same && same != Py_True)
+        st = em_trace_fail(T, EMA_CALL, "torch.cond: branches whose results differ in metadata");
+    else if (st == EM_OK && !call) st = EM_ERR;
+    if (st == EM_OK) {
+        EmSym *args[4] = {pred, em_sym_const(T, all[1]->obj), em_sym_const(T, all[2]->obj),
+                          ops ? ops : em_sym_new(T, SYM_TUPLE)};
+        st = args[1] && args[2] && args[3] ? em_op_record(T, EMOP_CALL, call, args, 4, NULL, meta_fn, out) : EM_ERR;
+    }
+    Py_XDECREF(mt);
+    Py_XDECREF(mf);
+    Py_XDECREF(same);
+    Py_XDECREF(meta_fn);
+    Py_XDECREF(call);
+    return st;
+}
