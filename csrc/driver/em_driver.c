@@ -392,7 +392,7 @@ static int out_dump(const EmTracer *T, int32_t *at, int depth, EmStrBuf *b) {
     static const char *const kinds[] = {/* in EmOutKind's order */
                                         "value",  "const",   "slot",     "tuple", "list", "dict",
                                         "iter",   "reenter", "same",     "bound", "last", "setattr",
-                                        "newobj", "setcopy", "setitems", "cell",  "func"};
+                                        "newobj", "setcopy", "setitems", "cell",  "call", "func"};
     EM_ASSERT((size_t)o->kind < sizeof(kinds) / sizeof(kinds[0]), "output kind %d", o->kind);
     int nchild = 0, rc = em_sb_printf(b, "%3d: %*s%s", pos, 2 * depth, "", kinds[o->kind]);
     switch (o->kind) {
@@ -412,7 +412,7 @@ static int out_dump(const EmTracer *T, int32_t *at, int depth, EmStrBuf *b) {
      * dict keys, attribute names and context specs by repr */
     PyObject *named = NULL;
     if (o->kind == OUT_NEWOBJ) named = PyTuple_GET_ITEM(o->obj, 0);
-    else if (o->kind == OUT_TUPLE || o->kind == OUT_ITER || o->kind == OUT_FUNC) named = o->obj;
+    else if (o->kind == OUT_TUPLE || o->kind == OUT_ITER || o->kind == OUT_FUNC || o->kind == OUT_CALL) named = o->obj;
     if (named) {
         PyObject *q = PyObject_GetAttrString(named, "__qualname__");
         int bad = !q || put_text(b, q, 0);

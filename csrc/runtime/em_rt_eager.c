@@ -375,6 +375,17 @@ static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *con
             Py_XDECREF(v);
             return c;
         }
+        case OUT_CALL: {
+            PyObject *args = PyTuple_New(o->v);
+            for (int32_t i = 0; args && i < o->v; i++) {
+                PyObject *c = rebuild_out(C, vals, slots, at, memo);
+                if (c) PyTuple_SET_ITEM(args, i, c);
+                else Py_CLEAR(args);
+            }
+            PyObject *r = args ? PyObject_Call(o->obj, args, NULL) : NULL;
+            Py_XDECREF(args);
+            return r;
+        }
         case OUT_FUNC: {
             PyObject *f = function_like(o->obj);
             Py_ssize_t ncells = f ? em_code_nfree((PyCodeObject *)PyFunction_GET_CODE(f)) : 0;

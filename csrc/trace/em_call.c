@@ -124,7 +124,7 @@ static EmStatus meta_value_status(void) { return PyErr_Occurred() ? EM_ERR : EM_
 static int has_opaque_at(EmSym *s, int depth, long *left) {
     if (depth > EM_MAX_NEST || --*left < 0) return 1;
     if (s->kind == SYM_OBJ) /* a nested function's cells are each call's own: not the ones seen now */
-        return (!s->by_id && s->src >= 0) || em_sym_placeholder(s) ||
+        return (!s->by_id && s->src >= 0) || em_sym_placeholder(s) || em_weakref_made(s) ||
                (s->by_id == 2 && ((PyFunctionObject *)s->obj)->func_closure);
     if (s->kind == SYM_ITER || s->kind == SYM_NULL || s->kind == SYM_CTX || s->kind == SYM_EXIT || s->kind == SYM_NEW ||
         s->kind == SYM_BOUND)
@@ -825,6 +825,10 @@ EmStatus em_obj_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int narg
         return call_input_method(T, fn, all, nargs + 1, kwnames, out);
     }
     if (self) return em_call_by_value(T, fn, self, args, nargs, kwnames, out);
+    if (em_weakref_made(fn)) { /* r() of weakref.ref(o) made while tracing: o (alive: the frame holds it) */
+        if (nargs || kwnames) return em_trace_fail(T, EMA_CALL, "a weakref called with arguments");
+        return (*out = fn->items.data[0]), EM_OK;
+    }
     if (fn->src < 0) return CALL_NEXT;
     if (Py_TYPE(fn->obj) == (PyTypeObject *)EM_KNOWN(partial)) {
         EmSym *p = NULL;
@@ -1275,13 +1279,42 @@ static EmStatus known_set(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int 
 static EmStatus known_id(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;
-    if (n != 1 || kwnames || all[0]->kind != SYM_OBJ || (all[0]->src < 0 && !all[0]->by_id))
-        return em_trace_fail(T, EMA_CALL, "id() of a %s", n == 1 ? em_sym_describe(all[0]) : "call");
-    if (all[0]->src >= 0 && em_guard_check(T->P, EMG_ID, all[0]->src, all[0]->obj, 0)) return EM_ERR;
-    PyObject *v = PyLong_FromVoidPtr(all[0]->obj);
+    /* an object known by identity, or one of the frame: a tensor too (its identity guarded) */
+    EmSym *o = n == 1 ? all[0] : NULL;
+    PyObject *obj = !o                                                ? NULL
+                    : o->kind == SYM_OBJ && (o->src >= 0 || o->by_id) ? o->obj
+                    : o->kind == SYM_TENSOR && o->src >= 0            ? o->spec
+                                                                      : NULL;
+    if (kwnames || !obj) return em_trace_fail(T, EMA_CALL, "id() of a %s", o ? em_sym_describe(o) : "call");
+    if (o->src >= 0 && em_guard_check(T->P, EMG_ID, o->src, obj, 0)) return EM_ERR;
+    PyObject *v = PyLong_FromVoidPtr(obj);
     *out = v ? em_sym_const(T, v) : NULL;
     Py_XDECREF(v);
     return *out ? EM_OK : EM_ERR;
+}
+
+/* weakref.ref(o) of an object or tensor of the frame (no callback): a sym holding o, made
+ * again per call when it leaves the trace (em_trace.c). */
+static EmStatus known_weakref(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    (void)fn;
+    (void)self;
+    EmSym *o = n == 1 && !kwnames ? all[0] : NULL;
+    PyObject *obj = !o                                                           ? NULL
+                    : o->kind == SYM_OBJ && o->src >= 0 && !PyType_Check(o->obj) ? o->obj
+                    : o->kind == SYM_TENSOR && o->src >= 0                       ? o->spec
+                                                                                 : NULL;
+    if (!obj || !PyType_SUPPORTS_WEAKREFS(Py_TYPE(obj)))
+        return em_trace_fail(T, EMA_CALL, "weakref.ref of a %s", o ? em_sym_describe(o) : "call with a callback");
+    PyObject *r = PyWeakref_NewRef(obj, NULL);
+    EmSym *s = r ? em_sym_new(T, SYM_OBJ) : NULL;
+    if (!s) {
+        Py_XDECREF(r);
+        return EM_ERR;
+    }
+    s->obj = r;
+    if (em_vec_push(&s->items, o)) return PyErr_NoMemory(), EM_ERR;
+    *out = s;
+    return EM_OK;
 }
 
 static EmStatus known_isinstance(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,

@@ -120,6 +120,7 @@ static EM_NEW PyObject *sym_value_at(EmTracer *T, EmSym *s, int depth, long *lef
     switch (s->kind) {
         case SYM_OBJ: /* a nested function's cells are those of the function each call passes */
             if (s->by_id == 2 && ((PyFunctionObject *)s->obj)->func_closure) return NULL;
+            if (em_weakref_made(s)) return NULL; /* each call's referent: not the one seen now */
             return Py_NewRef(s->obj);
         case SYM_CONST: return Py_NewRef(s->obj);
         case SYM_INT: return em_int_value(T, s); /* its value is used: pinned */

@@ -369,6 +369,11 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
         case SYM_OBJ:
             if (!s->items.len) return out_value(T, s);
             if (PyFunction_Check(s->obj)) return out_closure(T, s, depth);
+            if (em_weakref_made(s)) { /* weakref.ref(o), made per call */
+                EmStatus st = push_out(
+                    T, (EmOut){.kind = OUT_CALL, .v = 1, .obj = Py_NewRef((PyObject *)Py_TYPE(s->obj))});
+                return st == EM_OK ? out_children(T, s->items.data, 0, 1, depth) : st;
+            }
             return em_trace_fail(T, EMA_RETURN, "a %s object left the trace", Py_TYPE(s->obj)->tp_name); /* super() */
         case SYM_CELL: return out_cell(T, s, depth);
         case SYM_TUPLE:

@@ -363,6 +363,10 @@ EmStatus em_iter_take(EmTracer *T, EmSym *it, EmSym **out);
 static inline int em_set_of_frame(const EmSym *s) {
     return s->kind == SYM_CONST && PySet_CheckExact(s->obj) && s->src >= 0;
 }
+/* weakref.ref(o) made while tracing (em_call.c known_weakref): items[0] is o. */
+static inline int em_weakref_made(const EmSym *s) {
+    return s->kind == SYM_OBJ && s->src < 0 && PyWeakref_CheckRefExact(s->obj) && s->items.len == 1;
+}
 static inline int em_set_made(const EmSym *s) { return s->kind == SYM_CONST && PySet_CheckExact(s->obj) && s->src < 0; }
 /* self.<f>(*args) for a method descriptor f of set on a set made while tracing: run on the set
  * itself with the arguments' known values. CALL_NEXT: not such a call. */

@@ -1670,3 +1670,53 @@ def test_dict_of_the_frame_keyed_by_tensors():
     with pytest.raises(KeyError):  # "m" of the new inner dict: raised as eager does
         cf(other, missing, {})
     assert other[1] in missing  # the defaultdict's insertion happened, as in eager
+
+
+def test_id_of_a_tensor_of_the_frame_is_guarded():
+    """id(t) of an input tensor: a constant of the trace, its identity guarded (another tensor
+    object recompiles: its id differs); ids of one object are equal."""
+    cache = {}
+
+    def f(x, w):
+        key = id(w)
+        return x * 2, key == id(w), key in cache, id(x) != id(w)
+
+    w = randn(3)
+    cache[id(w)] = 1
+    cf = ember.compile(f, fullgraph=True)
+    x = randn(2)
+    for ww in (w, w, randn(3, seed=1)):
+        got, want = cf(x, ww), f(x, ww)
+        assert_same(got, want)
+    c = counters()
+    assert (c["frames"], c["hits"]) == (2, 1), c
+
+
+def test_weakref_ref_of_objects_of_the_frame(capsys):
+    """weakref.ref(o) of an object or tensor of the frame: r() is o in the trace; returned (or
+    alive at a break) it is a new weakref to the object each call passes."""
+    import weakref
+
+    class Box:
+        def __init__(self, v):
+            self.v = v
+
+    def f(x, o):
+        r, t = weakref.ref(o), weakref.ref(x)
+        return x + r().v, r() is o, r, t() is x, t
+
+    def with_break(x, o):
+        r = weakref.ref(o)
+        print("break")
+        return x * r().v, r
+
+    cf = ember.compile(f, fullgraph=True)
+    x = randn(2)
+    for o in (Box(3), Box(5)):
+        got, want = cf(x, o), f(x, o)
+        assert_same(got[0], want[0])
+        assert got[1] and got[3] and got[2]() is o and got[4]() is x
+        got = ember.compile(with_break)(x, o)
+        assert_same(got[0], x * o.v)
+        assert got[1]() is o
+    capsys.readouterr()
