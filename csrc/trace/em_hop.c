@@ -57,6 +57,10 @@ static EmStatus trace_branch(EmTracer *T, PyObject *fn, EmSym *ops, PyObject **m
     uint64_t v0 = versions(T, syms0);
     EmSym *ret = NULL;
     EmStatus st = em_inline(T, fn, ops ? ops->items.data : NULL, ops ? ops->items.len : 0, NULL, &ret);
+    if (st == EM_ABORT && T->exc) { /* eager's torch.cond does not hand a branch's exception on as it is */
+        Py_CLEAR(T->exc);
+        return em_trace_fail(T, EMA_CALL, "torch.cond: a branch that raises");
+    }
     if (st != EM_OK) return st;
     const char *why = G->ninputs != inputs0                                    ? "reads a tensor new to the graph"
                       : T->stores.len != stores0 || T->mutated.len != mutated0 ? "changes an object"

@@ -93,3 +93,15 @@ print("ok")
 ])
 def test_cond_branches_eager_refuses_or_allows_run_as_eager(f):
     run_program(SAME_OUTCOME.format(f=f))
+
+
+def test_cond_branch_that_raises_inside_a_try_block():
+    """A branch's exception is not torch.cond's (eager's raises its own error): the frame's
+    handler must not take it in the trace."""
+    run_program(SAME_OUTCOME.replace("f = {f}", textwrap.dedent("""
+        def f(x):
+            try:
+                return torch.cond(x.sum() > 1, lambda y: y + [][0], lambda y: y - 1, (x,))
+            except IndexError:
+                return x * 100
+        """)))
