@@ -92,12 +92,13 @@ static int is_pure(PyObject *v, int depth) {
         return depth <= 8 && is_pure(sl->start, depth + 1) && is_pure(sl->stop, depth + 1) &&
                is_pure(sl->step, depth + 1);
     }
-    if (t == &PyFrozenSet_Type) { /* of tensors (hashed by identity) or objects: not a constant */
+    if (t == &PyFrozenSet_Type) { /* of constants, classes and functions (dataclasses' _ATOMIC_TYPES);
+                                    * of tensors (hashed by identity) or other objects: not a constant */
         Py_ssize_t pos = 0;
         PyObject *k;
         Py_hash_t h;
         while (depth <= 8 && _PySet_NextEntry(v, &pos, &k, &h))
-            if (!is_pure(k, depth + 1)) return 0;
+            if (!PyType_Check(k) && !PyFunction_Check(k) && !PyCFunction_Check(k) && !is_pure(k, depth + 1)) return 0;
         return depth <= 8;
     }
     if (PyTuple_Check(v)) {
