@@ -251,8 +251,9 @@ static EM_NEW PyObject *function_like(PyObject *tmpl) {
     return f;
 }
 
-/* memo (NULL when the tree has no OUT_SAME): per position, the TUPLE/LIST/DICT/ITER object built
- * there (borrowed: owned by its parent or by the result while the tree is built). */
+/* memo (NULL when the tree has no OUT_SAME): per position, the TUPLE/LIST/DICT/ITER/NEWOBJ/CELL/FUNC
+ * object built there (a strong reference, released when the whole tree is built: an object
+ * an effect consumed, such as the target of OUT_SETATTR, stays alive for a later OUT_SAME). */
 static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *const *slots, int32_t *at,
                              PyObject **memo) {
     int32_t pos = *at;
@@ -268,7 +269,7 @@ static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *con
         case OUT_CONST: return Py_NewRef(o->obj);
         case OUT_SETCOPY: {
             PyObject *s = em_set_clone(o->obj);
-            if (s && memo) memo[pos] = s;
+            if (s && memo) memo[pos] = Py_NewRef(s);
             return s;
         }
         case OUT_SLOT: return Py_NewRef(slots[o->v]);
@@ -277,7 +278,7 @@ static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *con
         case OUT_ITER:
         case OUT_LIST: {
             PyObject *s = o->kind == OUT_LIST ? PyList_New(o->v) : PyTuple_New(o->v);
-            if (s && memo && o->kind == OUT_LIST) memo[pos] = s;
+            if (s && memo && o->kind == OUT_LIST) memo[pos] = Py_NewRef(s);
             for (int32_t i = 0; i < o->v; i++) {
                 PyObject *v = s ? rebuild_out(C, vals, slots, at, memo) : NULL;
                 if (!v) {
@@ -293,16 +294,16 @@ static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *con
                                   ? PyObject_CallMethodOneArg(o->obj, EM_STR(make), s)
                                   : PyObject_CallOneArg(o->obj, s);
                 Py_DECREF(s);
-                if (r && memo) memo[pos] = r;
+                if (r && memo) memo[pos] = Py_NewRef(r);
                 return r;
             }
             if (o->kind == OUT_ITER) { /* obj: makes an iterator of the traced one's type */
                 PyObject *it = o->obj ? PyObject_CallOneArg(o->obj, s) : PyObject_GetIter(s);
                 Py_DECREF(s);
-                if (it && memo) memo[pos] = it;
+                if (it && memo) memo[pos] = Py_NewRef(it);
                 return it;
             }
-            if (memo && o->kind == OUT_TUPLE) memo[pos] = s;
+            if (memo && o->kind == OUT_TUPLE) memo[pos] = Py_NewRef(s);
             return s;
         }
         case OUT_LAST: {
@@ -338,7 +339,7 @@ static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *con
             PyObject *set_item = PyTuple_GET_ITEM(o->obj, 1), *empty = PyTuple_New(0);
             PyObject *inst = empty ? base->tp_new(tp, empty, NULL) : NULL;
             Py_XDECREF(empty);
-            if (inst && memo) memo[pos] = inst;
+            if (inst && memo) memo[pos] = Py_NewRef(inst);
             for (int32_t i = 0; inst && i < o->v; i++) {
                 PyObject *d = rebuild_out(C, vals, slots, at, memo), *k, *v;
                 Py_ssize_t p = 0;
@@ -370,7 +371,7 @@ static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *con
         }
         case OUT_CELL: {
             PyObject *c = PyCell_New(NULL), *v = NULL;
-            if (c && memo) memo[pos] = c;
+            if (c && memo) memo[pos] = Py_NewRef(c);
             if (c && o->v && (!(v = rebuild_out(C, vals, slots, at, memo)) || PyCell_Set(c, v))) Py_CLEAR(c);
             Py_XDECREF(v);
             return c;
@@ -391,7 +392,7 @@ static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *con
             Py_ssize_t ncells = f ? em_code_nfree((PyCodeObject *)PyFunction_GET_CODE(f)) : 0;
             PyObject *cl = f && ncells ? PyTuple_New(ncells) : NULL;
             int bad = !f || (ncells && !cl);
-            if (f && memo) memo[pos] = f;
+            if (f && memo) memo[pos] = Py_NewRef(f);
             for (int32_t i = 0; !bad && i < ncells; i++) {
                 PyObject *c = rebuild_out(C, vals, slots, at, memo);
                 if (c) PyTuple_SET_ITEM(cl, i, c);
@@ -409,7 +410,7 @@ static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *con
         }
         case OUT_DICT: {
             PyObject *d = PyDict_New();
-            if (d && memo) memo[pos] = d;
+            if (d && memo) memo[pos] = Py_NewRef(d);
             for (int32_t i = 0; i < o->v; i++) {
                 PyObject *v = d ? rebuild_out(C, vals, slots, at, memo) : NULL;
                 if (!v || PyDict_SetItem(d, PyTuple_GET_ITEM(o->obj, i), v)) {
@@ -451,6 +452,7 @@ EM_NEW PyObject *em_rt_call(EmCompiled *C, PyObject *const *slots) {
         goto done;
     }
     res = C->nout ? rebuild_out(C, vals, slots, &at, memo) : Py_NewRef(Py_None);
+    for (int32_t i = 0; memo && i < C->nout; i++) Py_XDECREF(memo[i]);
     PyMem_Free(memo);
 done:
     if (!res && C->on_error) { /* put global state back as the graph found it */

@@ -273,3 +273,29 @@ def test_slice_holding_a_tensor_is_no_constant(backend):
         x[3] = v
         got, want = cf(x, torch.ones(10, 20))[0], fn(x, torch.ones(10, 20))[0]
         assert torch.equal(got, want)
+
+
+def test_object_an_effect_consumed_is_alive_where_the_output_names_it_again():
+    """The output tree's memo holds what it built: a function made while tracing, the target
+    of an attribute store replayed after the graph, is the very object returned (found by
+    TorchDynamo's test_nesteduserfunction_setattr: a use after free)."""
+    import gc
+
+    def update(y):
+        def wrapper():
+            return y
+        return wrapper
+
+    def fn(t):
+        w = update(123)
+        w.__wrapped__ = 7
+        return t.sin(), w
+
+    cf = ember.compile(fn)
+    t = torch.randn(3)
+    for _ in range(3):
+        y, w = cf(t)
+        gc.collect()
+        junk = [object() for _ in range(100)]
+        del junk
+        assert torch.equal(y, t.sin()) and w() == 123 and w.__wrapped__ == 7
