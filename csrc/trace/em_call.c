@@ -594,9 +594,8 @@ static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **args, int nargs, Py
     int pure = chk ? PyObject_IsTrue(chk) : -1;
     Py_XDECREF(chk);
     if (pure != 1) {
+        if (pure == 0) st = em_trace_fail(T, EMA_DATA_DEP, "%s returning %s", name, Py_TYPE(r)->tp_name);
         Py_DECREF(r);
-        if (pure < 0) goto done;
-        st = em_trace_fail(T, EMA_DATA_DEP, "%s returning %s", name, Py_TYPE(r)->tp_name);
         goto done;
     }
     *out = em_sym_const(T, r);

@@ -299,3 +299,18 @@ def test_object_an_effect_consumed_is_alive_where_the_output_names_it_again():
         junk = [object() for _ in range(100)]
         del junk
         assert torch.equal(y, t.sin()) and w() == 123 and w.__wrapped__ == 7
+
+
+def test_a_call_returning_a_value_that_is_no_constant_breaks_cleanly():
+    """np.arange(5) evaluated while tracing returns an array: the trace names its type in the
+    break reason after it released it (a use after free under ASan, TorchDynamo's
+    test_dtypes_no_graphbreaks)."""
+    np = pytest.importorskip("numpy")
+
+    def fn(x, dt):
+        return x + 1, np.arange(5, dtype=dt)
+
+    cf = ember.compile(fn)
+    for dt in (np.int64, np.float32):
+        r, a = cf(torch.ones(2), dt)
+        assert torch.equal(r, torch.full((2,), 2.0)) and a.dtype == dt and list(a) == [0, 1, 2, 3, 4]
