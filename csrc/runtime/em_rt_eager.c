@@ -332,31 +332,40 @@ static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *con
             Py_XDECREF(items);
             return rc ? NULL : Py_NewRef(Py_None);
         }
-        case OUT_NEWOBJ: {
+        case OUT_NEWOBJ: { /* children: [contents,] attrs [, contents] (em_trace.c out_newobj) */
             PyTypeObject *tp = (PyTypeObject *)PyTuple_GET_ITEM(o->obj, 0), *base = tp;
             for (Py_ssize_t i = 0; base->tp_flags & Py_TPFLAGS_HEAPTYPE && i < PyTuple_GET_SIZE(tp->tp_mro); i++)
                 base = (PyTypeObject *)PyTuple_GET_ITEM(tp->tp_mro, i); /* its builtin base's __new__: no user code */
-            PyObject *set_item = PyTuple_GET_ITEM(o->obj, 1), *empty = PyTuple_New(0);
-            PyObject *inst = empty ? base->tp_new(tp, empty, NULL) : NULL;
-            Py_XDECREF(empty);
+            PyObject *filler = PyTuple_GET_ITEM(o->obj, 1), *contents = NULL;
+            int frozen = base == &PyFrozenSet_Type;
+            if (frozen && !(contents = rebuild_out(C, vals, slots, at, memo))) return NULL;
+            PyObject *args = frozen ? PyTuple_Pack(1, contents) : PyTuple_New(0);
+            PyObject *inst = args ? base->tp_new(tp, args, NULL) : NULL;
+            Py_XDECREF(args);
+            Py_CLEAR(contents);
             if (inst && memo) memo[pos] = Py_NewRef(inst);
-            for (int32_t i = 0; inst && i < o->v; i++) {
-                PyObject *d = rebuild_out(C, vals, slots, at, memo), *k, *v;
+            PyObject *attrs = inst ? rebuild_out(C, vals, slots, at, memo) : NULL;
+            /* the trace's __dict__ is the instance's (o.__dict__ returned names this object) */
+            int rc = !attrs ? -1 : _PyObject_GetDictPtr(inst) ? PyObject_GenericSetDict(inst, attrs, NULL) : 0;
+            Py_XDECREF(attrs);
+            if (!rc && o->v > 1 && !frozen) {
+                PyObject *d = rebuild_out(C, vals, slots, at, memo), *k, *v, *r = NULL;
                 Py_ssize_t p = 0;
-                int rc = d ? 0 : -1;
-                if (d && i == 0) {
-                    PyObject *own = PyObject_GenericGetDict(inst, NULL);
-                    rc = own ? PyDict_Update(own, d) : -1;
-                    Py_XDECREF(own);
-                }
-                while (d && i == 1 && !rc && PyDict_Next(d, &p, &k, &v)) {
-                    PyObject *r = PyObject_CallFunctionObjArgs(set_item, inst, k, v, NULL);
+                rc = d ? 0 : -1;
+                if (d && PyDict_Check(d)) {
+                    while (!rc && PyDict_Next(d, &p, &k, &v)) {
+                        r = PyObject_CallFunctionObjArgs(filler, inst, k, v, NULL);
+                        rc = r ? 0 : -1;
+                        Py_XDECREF(r);
+                    }
+                } else if (d) {
+                    r = PyObject_CallFunctionObjArgs(filler, inst, d, NULL);
                     rc = r ? 0 : -1;
                     Py_XDECREF(r);
                 }
                 Py_XDECREF(d);
-                if (rc) Py_CLEAR(inst);
             }
+            if (rc) Py_CLEAR(inst);
             return inst;
         }
         case OUT_BOUND: {

@@ -526,10 +526,26 @@ static EmStatus call_isinstance(EmTracer *T, EmSym *obj, EmSym *cls, EmSym **out
     return *out ? EM_OK : EM_ERR;
 }
 
+/* 1 when fn is a builtin whose arguments it only iterates (a subclass instance of a builtin
+ * container, without a Python __iter__, is then its contents). */
+static int iterates_args(PyObject *fn) {
+    static const char *const names[] = {"sum", "min", "max", "any", "all", "sorted", NULL};
+    PyObject *m = PyCFunction_Check(fn) ? ((PyCFunctionObject *)fn)->m_module : NULL;
+    if (!m || !PyUnicode_Check(m) || PyUnicode_CompareWithASCIIString(m, "builtins")) return 0;
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(((PyCFunctionObject *)fn)->m_ml->ml_name, names[i])) return 1;
+    return 0;
+}
+
 /* Evaluates fn on the known values of args (meta tensors in place of tensors). Tensor
  * results become graph calls; pure results constants; errors abort. */
-static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, int rule,
+static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **all, int nargs, PyObject *kwnames, int rule,
                           EmSym **out) {
+    EmSym *unwrapped[65], **args = all;
+    if (nargs <= 64 && iterates_args(fn)) {
+        for (int i = 0; i < nargs; i++) unwrapped[i] = em_new_unwrap(all[i]);
+        args = unwrapped;
+    }
     int has_tensor = 0;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     PyObject *stack[65];
@@ -608,7 +624,7 @@ done:
 
 /* A builtin method (a method or slot-wrapper descriptor) called on an instance made while
  * tracing, or object.__setattr__ on an object from the frame: object's attribute protocol,
- * dict's methods on its dict items. */
+ * a builtin container's methods on its contents. */
 static EmStatus call_builtin_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **args, int nargs, EmSym **out) {
     PyTypeObject *owner = PyDescr_TYPE(fn);
     const char *n = PyUnicode_AsUTF8(PyDescr_NAME(fn));
@@ -630,13 +646,8 @@ static EmStatus call_builtin_method(EmTracer *T, PyObject *fn, EmSym *self, EmSy
     if (self->kind == SYM_OBJ && PyDict_Check(self->obj) && owner == &PyDict_Type &&
         (!strcmp(n, "get") || !strcmp(n, "__getitem__") || !strcmp(n, "__contains__")))
         return em_container_method(T, fn, self, args, nargs, out); /* dict's storage, guarded per key */
-    if (self->kind == SYM_NEW && self->items.len > 1 && PyType_IsSubtype(owner, &PyDict_Type)) {
-        if (!strcmp(n, "__init__") && nargs == 0) {
-            *out = em_sym_const(T, Py_None);
-            return *out ? EM_OK : EM_ERR;
-        }
-        return em_container_method(T, fn, self->items.data[1], args, nargs, out);
-    }
+    PyTypeObject *ct = em_new_content_type(self);
+    if (ct && PyType_IsSubtype(ct, owner)) return em_new_content_call(T, fn, self, args, nargs, out);
     return em_trace_fail(T, EMA_CALL, "%s.%s on a %s", owner->tp_name, n, em_sym_describe(self));
 }
 
@@ -970,6 +981,12 @@ static EmStatus known_str(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int 
     else if ((fn->obj == EM_KNOWN(repr) || s == _PyType_Lookup(&PyBaseObject_Type, EM_STR(dunder_str))) && r &&
              PyFunction_Check(r))
         name = "__repr__"; /* object.__str__ calls repr() */
+    if (!name && (fn->obj == EM_KNOWN(str) || fn->obj == EM_KNOWN(repr))) {
+        PyObject *shown = all[0]->kind == SYM_NEW ? em_new_repr(T, all[0]) : NULL; /* a container subclass's */
+        *out = shown ? em_sym_const(T, shown) : NULL;
+        Py_XDECREF(shown);
+        if (shown || PyErr_Occurred()) return *out ? EM_OK : EM_ERR;
+    }
     if (!name) return CALL_NEXT;
     EmStatus st = em_call_dunder(T, all[0], name, NULL, 0, out);
     if (st == EM_OK && ((*out)->kind != SYM_CONST || !PyUnicode_Check((*out)->obj)))
@@ -1731,6 +1748,22 @@ static int is_fromkeys(PyObject *f, PyObject *kwnames) {
            (PyTuple_GET_SIZE(kwnames) == 1 && !PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "value"));
 }
 
+/* A method or slot wrapper of a builtin type called unbound on a value of that type (a
+ * constant or container sym): a slot wrapper is the operation it stands for, a method the
+ * bound call. */
+static EmStatus unbound_builtin_method(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, EmSym **out) {
+    if (Py_IS_TYPE(fn->obj, &PyWrapperDescr_Type)) {
+        const char *n = PyUnicode_AsUTF8(PyDescr_NAME(fn->obj));
+        if (!n) return EM_ERR;
+        int inplace;
+        EmStatus st = em_slot_call(T, n, self, args, nargs, out, &inplace);
+        if (st == EM_OK && inplace && !((*out)->kind == SYM_CONST && (*out)->obj == Py_NotImplemented)) *out = self;
+        return st != CALL_NEXT ? st
+                               : em_trace_fail(T, EMA_CALL, "%s.%s", PyDescr_TYPE(fn->obj)->tp_name, n);
+    }
+    return em_call(T, fn, self, args, nargs, NULL, out);
+}
+
 /* em_call's third step: callees recognized by their type. The bound __exit__ of a grad-mode
  * context from the frame; a builtin method descriptor called on an instance (made while
  * tracing or from the frame) or on a container sym; a namedtuple class. */
@@ -1751,6 +1784,10 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         (all[0]->kind == SYM_NEW || (all[0]->kind == SYM_OBJ && all[0]->src >= 0 && !all[0]->by_id)) &&
         PyObject_TypeCheck(all[0]->obj, PyDescr_TYPE(f)))
         return call_builtin_method(T, f, all[0], all + 1, n - 1, out); /* dict.__getitem__(self, k) */
+    if (!self && n >= 1 && !kwnames && (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type)) &&
+        all[0]->kind != SYM_OBJ && all[0]->kind != SYM_NEW && em_sym_known_type(all[0]) &&
+        PyType_IsSubtype(em_sym_known_type(all[0]), PyDescr_TYPE(f)) && PyDescr_TYPE(f) != &PyBaseObject_Type)
+        return unbound_builtin_method(T, fn, all[0], all + 1, n - 1, out); /* set.__sub__(p, q) */
     if (self && !kwnames && /* the methods modelled take positional arguments only */
         (self->kind == SYM_LIST || self->kind == SYM_DICT || self->kind == SYM_TUPLE || self->kind == SYM_SET ||
          (self->kind == SYM_OBJ && PyDict_CheckExact(self->obj) && self->src >= 0)) &&
@@ -1778,7 +1815,8 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         if (st == EM_OK && cls != (PyObject *)&PyDict_Type) (*out)->seq_type = Py_NewRef(cls);
         return st;
     }
-    if (self && !kwnames && (em_set_made(self) || (em_set_of_frame(self) && em_set_reads(f))))
+    if (self && !kwnames &&
+        (em_set_made(self) || ((em_set_of_frame(self) || em_frozenset_const(self)) && em_set_reads(f))))
         return em_set_method(T, f, self, args, nargs, out);
     return CALL_NEXT;
 }

@@ -1052,7 +1052,8 @@ int em_set_reads(PyObject *f) {
     static const char *const reads[] = {
         "isdisjoint", "issubset",     "issuperset", "union", "intersection", "difference", "symmetric_difference",
         "copy",       "__contains__", "__len__",    NULL};
-    if (!Py_IS_TYPE(f, &PyMethodDescr_Type) || PyDescr_TYPE(f) != &PySet_Type) return 0;
+    if (!Py_IS_TYPE(f, &PyMethodDescr_Type) || (PyDescr_TYPE(f) != &PySet_Type && PyDescr_TYPE(f) != &PyFrozenSet_Type))
+        return 0;
     for (int i = 0; reads[i]; i++)
         if (!PyUnicode_CompareWithASCIIString(PyDescr_NAME(f), reads[i])) return 1;
     return 0;
@@ -1080,7 +1081,9 @@ static EmStatus set_early_stop(EmTracer *T, EmSym *self, EmSym *it, int disjoint
 }
 
 EmStatus em_set_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int nargs, EmSym **out) {
-    if (!Py_IS_TYPE(f, &PyMethodDescr_Type) || PyDescr_TYPE(f) != &PySet_Type) return CALL_NEXT;
+    if (!Py_IS_TYPE(f, &PyMethodDescr_Type) || !PyObject_TypeCheck(self->obj, PyDescr_TYPE(f)) ||
+        (PyDescr_TYPE(f) != &PySet_Type && PyDescr_TYPE(f) != &PyFrozenSet_Type))
+        return CALL_NEXT;
     int consts = 1;
     for (int i = 0; i < nargs; i++) consts &= args[i]->kind == SYM_CONST;
     const char *n = PyUnicode_AsUTF8(PyDescr_NAME(f));
@@ -1099,8 +1102,9 @@ EmStatus em_set_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int 
     if (nargs > 8) return em_trace_fail(T, EMA_CALL, "a set method with %d arguments", nargs);
     PyObject *vals[9] = {self->obj};
     EmStatus st = EM_OK;
+    int elem = !strcmp(n, "add") || !strcmp(n, "discard") || !strcmp(n, "remove") || !strcmp(n, "__contains__");
     for (int i = 0; i < nargs && st == EM_OK; i++) { /* read only: known values of constants and containers */
-        EmSym *a = args[i];
+        EmSym *a = elem ? args[i] : em_new_unwrap(args[i]); /* a set subclass's instance: its contents */
         if (a->kind == SYM_ITER && !em_lazy_done(a)) st = em_iter_use(T, a);
         if (st == EM_OK && a->kind == SYM_ITER) {
             EmSym *items = NULL;

@@ -1,7 +1,7 @@
 /* em_obj.c: Python objects the trace changes. Instances made while tracing (a class whose
- * __new__ is object's, dict's or OrderedDict's and whose metaclass keeps type.__call__) are
- * SYM_NEW syms whose attributes and dict items are tracked; the output tree makes them at run
- * time. Attribute stores on objects from the frame are recorded and replayed by the output
+ * __new__ is object's or a builtin container's: dict, OrderedDict, set, frozenset, list, and
+ * whose metaclass keeps type.__call__) are SYM_NEW syms whose attributes and container contents
+ * are tracked; the output tree makes them at run time. Attribute stores on objects from the frame are recorded and replayed by the output
  * tree (OUT_SETATTR) after the graph ran; reads in the same trace see the stored value.
  */
 #include "../pyver/em_state.h"
@@ -19,8 +19,9 @@ static PyObject *py_new_func(PyTypeObject *cls) {
 }
 
 /* The first builtin (non-heap) class in cls's MRO when instances of cls can be made while
- * tracing: object, dict or OrderedDict, with type.__call__, and the base's __new__ (*custom 0)
- * or a Python __new__ of cls's (*custom 1, traced; it makes the instance through the base's). */
+ * tracing: object or a container em_new_content models, with type.__call__, and the base's
+ * __new__ (*custom 0) or a Python __new__ of cls's (*custom 1, traced; it makes the instance
+ * through the base's). */
 static PyTypeObject *builtin_base(PyTypeObject *cls, int *custom) {
     *custom = 0;
     if (Py_TYPE(cls)->tp_call != PyType_Type.tp_call) return NULL;
@@ -28,8 +29,9 @@ static PyTypeObject *builtin_base(PyTypeObject *cls, int *custom) {
     for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
         PyTypeObject *b = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
         if (b->tp_flags & Py_TPFLAGS_HEAPTYPE) continue;
-        int ok = b == &PyBaseObject_Type || b == &PyDict_Type || !strcmp(b->tp_name, "collections.OrderedDict");
-        if (!ok || cls->tp_alloc != b->tp_alloc) return NULL;
+        int ok = b == &PyBaseObject_Type || b == &PyDict_Type || b == &PySet_Type || b == &PyFrozenSet_Type ||
+                 b == &PyList_Type || b == (PyTypeObject *)EM_KNOWN(OrderedDict);
+        if (!ok || (cls->tp_alloc != b->tp_alloc && cls->tp_alloc != PyType_GenericAlloc)) return NULL;
         if (cls->tp_new == b->tp_new) return b;
         *custom = py_new_func(cls) != NULL;
         return *custom ? b : NULL;
@@ -37,38 +39,149 @@ static PyTypeObject *builtin_base(PyTypeObject *cls, int *custom) {
     return NULL;
 }
 
+PyTypeObject *em_new_content_type(const EmSym *s) {
+    if (s->kind != SYM_NEW || s->items.len < 2) return NULL;
+    PyObject *mro = Py_TYPE(s->obj)->tp_mro;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); i++) {
+        PyTypeObject *b = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        if (!(b->tp_flags & Py_TPFLAGS_HEAPTYPE)) return b;
+    }
+    return NULL;
+}
+
+/* The builtin container type base's constructor called on args: the contents of an instance of
+ * a subclass (a DICT, LIST, or a set: CONST or SET sym). */
+static EmStatus make_content(EmTracer *T, PyTypeObject *base, EmSym **args, int nargs, PyObject *kwnames,
+                             EmSym **out) {
+    int dict = PyType_IsSubtype(base, &PyDict_Type);
+    if (kwnames && !dict) return em_trace_fail(T, EMA_CALL, "%s() with keyword arguments", base->tp_name);
+    EmSym *ctor = em_sym_known(T, dict ? (PyObject *)&PyDict_Type : (PyObject *)base, base->tp_name);
+    EmStatus st = ctor ? em_call(T, ctor, NULL, args, nargs, kwnames, out) : EM_ERR;
+    if (st != EM_OK) return st;
+    EmSymKind want = dict ? SYM_DICT : base == &PyList_Type ? SYM_LIST : SYM_SET;
+    int ok = (*out)->kind == want && !(*out)->seq_type;
+    if (want == SYM_SET)
+        ok = (*out)->kind == SYM_SET ? (*out)->seq_type == (PyObject *)base
+                                     : (*out)->kind == SYM_CONST && Py_IS_TYPE((*out)->obj, base);
+    return ok ? EM_OK : em_trace_fail(T, EMA_CALL, "%s() contents of a %s", base->tp_name, em_sym_describe(*out));
+}
+
 /* A new instance of tp (a class builtin_base takes) with no attributes: a NEW sym over a
- * placeholder the base's __new__ makes (no user code runs). */
+ * placeholder the base's __new__ makes (no user code runs), its contents base's empty value. */
 static EmStatus make_instance(EmTracer *T, PyTypeObject *tp, PyTypeObject *base, EmSym **out) {
     PyObject *empty = PyTuple_New(0);
     PyObject *ph = empty ? base->tp_new(tp, empty, NULL) : NULL; /* the placeholder: an empty instance */
     Py_XDECREF(empty);
     if (!ph) return em_trace_abandon(T, EMA_CALL, "%s() while tracing", tp->tp_name);
-    EmSym *s = em_sym_new(T, SYM_NEW), *attrs = em_sym_new(T, SYM_DICT);
-    EmSym *items = base != &PyBaseObject_Type ? em_sym_new(T, SYM_DICT) : NULL;
-    if (!s || !attrs || (base != &PyBaseObject_Type && !items)) {
+    EmSym *s = em_sym_new(T, SYM_NEW), *attrs = em_sym_new(T, SYM_DICT), *items = NULL;
+    if (!s || !attrs) {
         Py_DECREF(ph);
         return EM_ERR;
     }
     s->obj = ph;
+    EmStatus st = base != &PyBaseObject_Type ? make_content(T, base, NULL, 0, NULL, &items) : EM_OK;
+    if (st != EM_OK) return st;
     if (em_vec_push(&s->items, attrs) || (items && em_vec_push(&s->items, items))) return PyErr_NoMemory(), EM_ERR;
     *out = s;
     return EM_OK;
 }
 
+/* The base's own __init__ (or frozenset's __new__) on the call's arguments: s's contents
+ * replaced (set's and list's __init__ clear first; dict's adds). */
+static EmStatus init_content(EmTracer *T, EmSym *s, PyTypeObject *base, EmSym **args, int nargs, PyObject *kwnames) {
+    EmSym *c = NULL;
+    if (PyType_IsSubtype(base, &PyDict_Type) && s->items.data[1]->items.len)
+        return em_trace_fail(T, EMA_CALL, "dict.__init__ of a dict that has items");
+    EmStatus st = make_content(T, base, args, nargs, kwnames, &c);
+    if (st == EM_OK) s->items.data[1] = c;
+    return st;
+}
+
+/* A real instance like s (its class, its contents' known values; no attributes) made with C's
+ * own functions, no user code run: new reference, NULL without an error when not known. */
+static EM_NEW PyObject *new_like(EmTracer *T, EmSym *s, PyTypeObject *ct) {
+    PyObject *c = em_sym_value(T, s->items.data[1]);
+    if (!c) return NULL;
+    PyObject *args = ct == &PyFrozenSet_Type ? PyTuple_Pack(1, c) : PyTuple_New(0);
+    PyObject *inst = args ? ct->tp_new(Py_TYPE(s->obj), args, NULL) : NULL, *k, *v;
+    Py_XDECREF(args);
+    int rc = inst ? 0 : -1;
+    if (inst && ct == &PySet_Type) {
+        PyObject *it = PyObject_GetIter(c);
+        while (it && !rc && (v = PyIter_Next(it))) {
+            rc = PySet_Add(inst, v);
+            Py_DECREF(v);
+        }
+        rc = !it || PyErr_Occurred() ? -1 : rc;
+        Py_XDECREF(it);
+    } else if (inst && ct == &PyList_Type) {
+        for (Py_ssize_t i = 0; !rc && i < PyList_GET_SIZE(c); i++) rc = PyList_Append(inst, PyList_GET_ITEM(c, i));
+    } else if (inst && ct != &PyFrozenSet_Type) {
+        Py_ssize_t p = 0;
+        while (!rc && PyDict_Next(c, &p, &k, &v)) rc = PyDict_SetItem(inst, k, v);
+    }
+    Py_DECREF(c);
+    if (rc) Py_CLEAR(inst);
+    return inst;
+}
+
+EM_NEW PyObject *em_new_repr(EmTracer *T, EmSym *s) {
+    PyTypeObject *ct = em_new_content_type(s);
+    if (!ct || ct == (PyTypeObject *)EM_KNOWN(OrderedDict)) return NULL; /* OrderedDict's repr reads items() */
+    PyTypeObject *tp = Py_TYPE(s->obj);
+    PyObject *obj_str = _PyType_Lookup(&PyBaseObject_Type, EM_STR(dunder_str));
+    if (_PyType_Lookup(tp, EM_STR(dunder_repr)) != _PyType_Lookup(ct, EM_STR(dunder_repr)) ||
+        _PyType_Lookup(tp, EM_STR(dunder_str)) != obj_str)
+        return NULL;
+    PyObject *inst = new_like(T, s, ct);
+    PyObject *r = inst ? PyObject_Repr(inst) : NULL;
+    Py_XDECREF(inst);
+    if (!r) PyErr_Clear();
+    return r;
+}
+
+EmStatus em_new_content_call(EmTracer *T, PyObject *fn, EmSym *self, EmSym **args, int nargs, EmSym **out) {
+    PyTypeObject *ct = em_new_content_type(self);
+    const char *n = PyUnicode_AsUTF8(PyDescr_NAME(fn));
+    if (!n) return EM_ERR;
+    EmSym *c = self->items.data[1];
+    EmStatus st;
+    if (!strcmp(n, "__init__")) { /* a subclass's __init__ calling its base's */
+        int dict = PyType_IsSubtype(ct, &PyDict_Type);
+        st = nargs && !dict ? init_content(T, self, ct, args, nargs, NULL)
+             : nargs        ? em_dict_update(T, c, args, nargs, NULL, out)
+                            : EM_OK;
+        return st == EM_OK ? ((*out = em_sym_const(T, Py_None)) ? EM_OK : EM_ERR) : st;
+    }
+    int inplace = 0;
+    st = em_slot_call(T, n, c, args, nargs, out, &inplace);
+    if (st == EM_OK && inplace && !((*out)->kind == SYM_CONST && (*out)->obj == Py_NotImplemented)) *out = self;
+    if (st != CALL_NEXT) return st;
+    if (!Py_IS_TYPE(fn, &PyMethodDescr_Type))
+        return em_trace_fail(T, EMA_CALL, "%s.%s of a %s", ct->tp_name, n, em_sym_describe(self));
+    EmSym *f = em_sym_const(T, fn);
+    return f ? em_call(T, f, c, args, nargs, NULL, out) : EM_ERR;
+}
+
 /* object.__new__(cls) (dict's, OrderedDict's) called by a class's own __new__: the instance,
  * not initialized. CALL_NEXT for other calls. */
 EmStatus em_obj_base_new(EmTracer *T, PyObject *f, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
-    if (!PyCFunction_Check(f) || strcmp(((PyCFunctionObject *)f)->m_ml->ml_name, "__new__") || n != 1 || kwnames)
+    if (!PyCFunction_Check(f) || strcmp(((PyCFunctionObject *)f)->m_ml->ml_name, "__new__") || n < 1 || kwnames)
         return CALL_NEXT;
     PyObject *b = PyCFunction_GET_SELF(f), *cls = all[0]->obj;
     if ((all[0]->kind != SYM_CONST && all[0]->kind != SYM_OBJ) || !PyType_Check(cls) || !PyType_Check(b))
+        return CALL_NEXT;
+    /* object.__new__ takes the class only; frozenset's its contents; the others ignore the rest */
+    if ((b == (PyObject *)&PyBaseObject_Type && n != 1) || (b == (PyObject *)&PyFrozenSet_Type && n > 2))
         return CALL_NEXT;
     int custom;
     if (builtin_base((PyTypeObject *)cls, &custom) != (PyTypeObject *)b) return CALL_NEXT;
     EmStatus gst;
     if (em_guard_class(T, (PyTypeObject *)cls, &gst) != EM_OK) return gst;
-    return make_instance(T, (PyTypeObject *)cls, (PyTypeObject *)b, out);
+    EmStatus st = make_instance(T, (PyTypeObject *)cls, (PyTypeObject *)b, out);
+    if (st == EM_OK && b == (PyObject *)&PyFrozenSet_Type && n == 2)
+        st = init_content(T, *out, (PyTypeObject *)b, all + 1, 1, NULL);
+    return st;
 }
 
 /* A module class of torch.nn (not a user's: its __init__ runs no user code) called with
@@ -111,7 +224,7 @@ EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObjec
     if (em_guard_class(T, tp, &gst) != EM_OK) return gst;
     PyObject *init = _PyType_Lookup(tp, EM_STR(dunder_init));
     int py_init = init && PyFunction_Check(init);
-    if (!py_init && nargs && !custom) return EM_OK; /* a builtin __init__ with arguments (dict(a=1) subclasses) */
+    if (!py_init && nargs && base == &PyBaseObject_Type && !custom) return EM_OK; /* object() with arguments raises */
     *handled = 1;
     EmSym *s = NULL;
     if (custom) { /* cls.__new__(cls, *args), traced; __init__ runs on an instance of cls */
@@ -122,9 +235,16 @@ EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObjec
         EmStatus st = em_inline(T, py_new_func(tp), all, nargs + 1, kwnames, &s);
         if (st != EM_OK) return st;
         if (s->kind != SYM_NEW || !PyObject_TypeCheck(s->obj, tp)) return (*out = s), EM_OK;
-        if (!py_init && nargs) return em_trace_fail(T, EMA_CALL, "%s: a builtin __init__ with arguments", tp->tp_name);
+        if (!py_init && nargs && (base == &PyBaseObject_Type || base == &PyFrozenSet_Type))
+            return em_trace_fail(T, EMA_CALL, "%s: a builtin __init__ with arguments", tp->tp_name);
     } else {
         EmStatus st = make_instance(T, tp, base, &s);
+        if (st == EM_OK && base == &PyFrozenSet_Type) /* frozenset's __new__ takes the contents */
+            st = init_content(T, s, base, args, nargs, kwnames);
+        if (st != EM_OK) return st;
+    }
+    if (!py_init && base != &PyBaseObject_Type && base != &PyFrozenSet_Type && (nargs || kwnames)) {
+        EmStatus st = init_content(T, s, base, args, nargs, kwnames); /* the container's own __init__ */
         if (st != EM_OK) return st;
     }
     if (py_init) {
@@ -183,6 +303,8 @@ EmStatus em_obj_generic_set(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) 
         Py_DECREF(fset);
         return st;
     }
+    if (base->kind == SYM_NEW && !_PyObject_GetDictPtr(base->obj)) /* __slots__ without __dict__ */
+        return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a %s without __dict__", n, tp->tp_name);
     if (base->kind == SYM_NEW) return em_dict_set(base->items.data[0], name, v);
     if (base->src >= 0 && em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
     if (!_PyObject_GetDictPtr(base->obj))

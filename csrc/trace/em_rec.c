@@ -289,9 +289,7 @@ static EmOp nb_op(int arg) {
     return EMOP__COUNT;
 }
 
-/* An operand that holds a tensor makes the operator a graph op, whatever the others are;
- * else the left operand's kind decides (em_sym_binop). */
-static EmStatus apply_op(EmTracer *T, EmOp op, EmSym **args, int n, EmSym **out) {
+EmStatus em_apply_op(EmTracer *T, EmOp op, EmSym **args, int n, EmSym **out) {
     int tens = 0; /* a tuple or list holding tensors is still a sequence: (x, 1) + (2,) concatenates */
     for (int i = 0; i < n; i++)
         tens |= args[i]->kind != SYM_TUPLE && args[i]->kind != SYM_LIST && em_sym_has_tensor(args[i]);
@@ -306,7 +304,7 @@ EmStatus h_binary_op(EmTracer *T, const EmInstr *in) {
     if (op == EMOP__COUNT) return em_trace_fail(T, EMA_OPCODE, "BINARY_OP %d", in->arg);
     EmSym *args[2] = {TOP(2), TOP(1)}, *out = NULL;
     T->sp -= 2;
-    EmStatus st = apply_op(T, op, args, 2, &out);
+    EmStatus st = em_apply_op(T, op, args, 2, &out);
     return st == EM_OK ? em_push(T, out) : st;
 }
 
@@ -317,7 +315,7 @@ EmStatus h_unary(EmTracer *T, const EmInstr *in) {
     if (in->op == EMBC_UNARY_POSITIVE) op = EMOP_POS;
 #endif
     EmSym *args[1] = {POP()}, *out = NULL;
-    EmStatus st = apply_op(T, op, args, 1, &out);
+    EmStatus st = em_apply_op(T, op, args, 1, &out);
     return st == EM_OK ? em_push(T, out) : st;
 }
 
@@ -336,7 +334,7 @@ EmStatus h_compare_op(EmTracer *T, const EmInstr *in) {
     if (c < 0 || c > 5) return em_trace_fail(T, EMA_OPCODE, "COMPARE_OP %d", in->arg);
     EmSym *args[2] = {TOP(2), TOP(1)}, *out = NULL;
     T->sp -= 2;
-    EmStatus st = apply_op(T, cmp[c], args, 2, &out);
+    EmStatus st = em_apply_op(T, cmp[c], args, 2, &out);
     return st == EM_OK ? em_push(T, out) : st;
 }
 
@@ -752,7 +750,7 @@ EmStatus h_call_intrinsic_1(EmTracer *T, const EmInstr *in) {
         case EM_INTRINSIC1_UNARY_POSITIVE: {
             NEED(1);
             EmSym *args[1] = {POP()}, *out = NULL;
-            EmStatus st = apply_op(T, EMOP_POS, args, 1, &out);
+            EmStatus st = em_apply_op(T, EMOP_POS, args, 1, &out);
             return st == EM_OK ? em_push(T, out) : st;
         }
         case EM_INTRINSIC1_LIST_TO_TUPLE: return h_list_to_tuple(T, in);
@@ -849,6 +847,13 @@ EmStatus h_format_value(EmTracer *T, const EmInstr *in) {
     int has_spec = (in->arg & 4) != 0;
     NEED(1 + has_spec);
     EmSym *spec = has_spec ? POP() : NULL, *v = POP();
+    PyObject *shown = v->kind == SYM_NEW && !spec && (in->arg & 3) != 3 ? em_new_repr(T, v) : NULL;
+    if (shown) { /* f"{s}", f"{s!r}" of a container subclass's instance: its base's repr */
+        EmSym *r = em_sym_const(T, shown);
+        Py_DECREF(shown);
+        return r ? em_push(T, r) : EM_ERR;
+    }
+    if (PyErr_Occurred()) return EM_ERR;
     if (v->kind != SYM_CONST || (spec && spec->kind != SYM_CONST))
         return em_trace_fail(T, EMA_VALUE, "f-string of %s", em_sym_describe(v));
     PyObject *conv = Py_NewRef(v->obj), *tmp = NULL;

@@ -183,14 +183,12 @@ static EmStatus new_contains(EmTracer *T, EmSym *c, EmSym *key, int *found) {
     return EM_OK;
 }
 
-/* True without __bool__ and __len__; dict's own __len__ for a dict subclass's instance. */
+/* True without __bool__ and __len__; the contents' truth for a builtin container's subclass. */
 static EmStatus new_truth(EmTracer *T, EmSym *s, int *out) {
     PyTypeObject *tp = Py_TYPE(s->obj);
     PyObject *b = _PyType_Lookup(tp, EM_STR(dunder_bool)), *l = _PyType_Lookup(tp, EM_STR(dunder_len));
-    if (!b && s->items.len > 1 && l && !PyFunction_Check(l)) { /* dict's own __len__ */
-        *out = s->items.data[1]->items.len > 0;
-        return EM_OK;
-    }
+    if (!b && em_new_content_type(s) && l && !PyFunction_Check(l)) /* the container's own __len__ */
+        return em_sym_truth(T, s->items.data[1], out);
     return user_truth(T, s, out);
 }
 
@@ -274,6 +272,85 @@ static const char *const op_names[][2] = {
 
 static int is_compare(EmOp op) { return op >= EMOP_LT && op <= EMOP_GE; }
 
+static int declined(const EmSym *r) { return r->kind == SYM_CONST && r->obj == Py_NotImplemented; }
+
+/* The builtin container family of type tp, as C's slots check their other operand: 1 set or
+ * frozenset, 2 list, 3 dict, 4 tuple (subclasses included), 0 none. */
+static int container_family(PyTypeObject *tp) {
+    if (!tp) return 0;
+    if (PyType_IsSubtype(tp, &PySet_Type) || PyType_IsSubtype(tp, &PyFrozenSet_Type)) return 1;
+    if (PyType_IsSubtype(tp, &PyList_Type)) return 2;
+    if (PyType_IsSubtype(tp, &PyDict_Type)) return 3;
+    return PyType_IsSubtype(tp, &PyTuple_Type) ? 4 : 0;
+}
+
+/* What a container's C slot sees of operand x: the contents of an instance made while tracing
+ * whose class derives from a builtin container (without a Python __iter__, which C's fast
+ * paths would skip anyway only for some types), else x. */
+EmSym *em_new_unwrap(EmSym *x) {
+    if (!em_new_content_type(x)) return x;
+    PyObject *it = _PyType_Lookup(Py_TYPE(x->obj), EM_STR(dunder_iter));
+    return it && PyFunction_Check(it) ? x : x->items.data[1];
+}
+
+/* The operator a binary or comparison dunder name stands for: *reflected 1 for __rsub__-like
+ * names; EMOP__COUNT for other names. */
+static EmOp dunder_op(const char *name, int *reflected) {
+    for (int r = 0; r < 2; r++)
+        for (int op = 0; op < (int)(sizeof(op_names) / sizeof(op_names[0])); op++)
+            if (op_names[op][r] && !strcmp(op_names[op][r], name) && op != EMOP_NEG && op != EMOP_POS &&
+                op != EMOP_INVERT) {
+                *reflected = r;
+                return (EmOp)op;
+            }
+    return EMOP__COUNT;
+}
+
+static EmStatus const_out(EmTracer *T, PyObject *v, EmSym **out) {
+    return (*out = em_sym_const(T, v)) ? EM_OK : EM_ERR;
+}
+
+EmStatus em_slot_call(EmTracer *T, const char *name, EmSym *c, EmSym **args, int nargs, EmSym **out, int *inplace) {
+    *inplace = 0;
+    int reflected = 0;
+    EmOp op = dunder_op(name, &reflected);
+    if (op != EMOP__COUNT && nargs == 1) {
+        EmSym *y = em_new_unwrap(args[0]);
+        int fam = container_family(em_sym_known_type(c)), yfam = container_family(em_sym_known_type(y));
+        int repeat = (op == EMOP_MUL || op == EMOP_IMUL) && (fam == 2 || fam == 4);
+        int extend = (op == EMOP_IADD && fam == 2) || (op == EMOP_IOR && fam == 3);
+        if (!fam || (!yfam && !repeat && !extend) || (yfam && yfam != fam && !extend))
+            return const_out(T, Py_NotImplemented, out); /* C's slots decline a foreign operand */
+        *inplace = op >= EMOP_IADD && op <= EMOP_IRSHIFT;
+        EmSym *ab[2] = {reflected ? y : c, reflected ? c : y};
+        return em_apply_op(T, op, ab, 2, out);
+    }
+    if (!strcmp(name, "__len__") && !nargs) {
+        Py_ssize_t n = c->kind == SYM_CONST ? PyObject_Size(c->obj)
+                       : c->kind == SYM_LIST || c->kind == SYM_DICT || c->kind == SYM_SET || c->kind == SYM_TUPLE
+                           ? c->items.len
+                           : -2;
+        if (n == -2) return em_trace_fail(T, EMA_VALUE, "len() of %s", em_sym_describe(c));
+        PyObject *v = n < 0 ? NULL : PyLong_FromSsize_t(n);
+        EmStatus st = v ? const_out(T, v, out) : EM_ERR;
+        Py_XDECREF(v);
+        return st;
+    }
+    if (!strcmp(name, "__iter__") && !nargs) return em_iter_of(T, c, out);
+    if (!strcmp(name, "__contains__") && nargs == 1) {
+        int found = 0;
+        EmStatus st = em_sym_contains(T, c, args[0], &found);
+        return st == EM_OK ? const_out(T, found ? Py_True : Py_False, out) : st;
+    }
+    if (!strcmp(name, "__getitem__") && nargs == 1) return em_sym_getitem(T, c, args[0], out);
+    if ((!strcmp(name, "__setitem__") && nargs == 2) || (!strcmp(name, "__delitem__") && nargs == 1)) {
+        EmStatus st = nargs == 2 ? em_sym_setitem(T, c, args[0], args[1]) : em_sym_delitem(T, c, args[0]);
+        return st == EM_OK ? const_out(T, Py_None, out) : st;
+    }
+    return CALL_NEXT;
+}
+
+
 /* The operator as Python's TypeError names it. */
 static const char *op_symbol(EmOp op) {
     static const char *const sym[] = {
@@ -322,6 +399,11 @@ static EmStatus not_implemented(EmTracer *T, EmSym **out) {
  * types). *out is NotImplemented where the method declines. */
 static EmStatus call_op_dunder(EmTracer *T, EmOp op, int reflected, EmSym *x, EmSym *y, EmSym **out) {
     const char *name = op_names[op][reflected];
+    if (!user_operand(x) && y && em_new_content_type(y) && name &&
+        container_family(em_sym_known_type(x)) == container_family(em_new_content_type(y))) {
+        int inplace; /* a builtin container's slot reads the other operand's contents */
+        return em_slot_call(T, name, x, &y, 1, out, &inplace);
+    }
     if (!user_operand(x)) {
         EmSym *u = y;
         int plain = x->kind == SYM_CONST && (x->obj == Py_None || PyLong_CheckExact(x->obj) || PyBool_Check(x->obj) ||
@@ -341,6 +423,13 @@ static EmStatus call_op_dunder(EmTracer *T, EmOp op, int reflected, EmSym *x, Em
         EmSym *args[2] = {x, y};
         return em_inline(T, f, args, y ? 2 : 1, NULL, out);
     }
+    PyTypeObject *ct = em_new_content_type(x);
+    if (ct && y && Py_IS_TYPE(f, &PyWrapperDescr_Type) && PyType_IsSubtype(ct, PyDescr_TYPE(f))) {
+        int inplace; /* the builtin container's slot on x's contents */
+        if ((st = em_slot_call(T, name, x->items.data[1], &y, 1, out, &inplace)) != EM_OK) return st;
+        if (inplace && !declined(*out)) *out = x;
+        return EM_OK;
+    }
     PyObject *base = _PyType_Lookup(&PyBaseObject_Type, PyDescr_NAME(f) ? PyDescr_NAME(f) : Py_None);
     if (f == base && (op == EMOP_EQ || op == EMOP_NE) && y) {
         if (op == EMOP_NE) { /* object.__ne__: not __eq__, unless that declines */
@@ -358,7 +447,6 @@ static EmStatus call_op_dunder(EmTracer *T, EmOp op, int reflected, EmSym *x, Em
     return em_trace_fail(T, EMA_VALUE, "%s.%s (not a Python function)", Py_TYPE(x->obj)->tp_name, name);
 }
 
-static int declined(const EmSym *r) { return r->kind == SYM_CONST && r->obj == Py_NotImplemented; }
 
 /* a <op> b where a or b is a user object (em_sym_user_operand): in-place method first, then
  * the reflected method first when b's class is a proper subclass of a's overriding it, then

@@ -319,34 +319,32 @@ static EmStatus out_iter(EmTracer *T, EmSym *s, int depth) {
     return st == EM_OK ? out_children(T, s->items.data, s->pos, s->items.len, depth) : st;
 }
 
-/* An instance made while tracing: made at run time with its class's builtin __new__, then its
- * attribute dict and (a dict subclass) its items set with the first builtin __setitem__. */
+/* An instance made while tracing: made at run time with its class's builtin __new__ (a
+ * frozenset's given its contents, built first), its attribute dict then set as its __dict__ and
+ * its contents put in with the base's filler (dict: __setitem__ per item; set: update; list:
+ * extend). */
 static EmStatus out_newobj(EmTracer *T, EmSym *s, int depth) {
     if (s->out_at >= 0) return same_out(T, s);
-    PyTypeObject *tp = Py_TYPE(s->obj);
-    PyObject *set_item = Py_None;
-    if (s->items.len > 1) {
-        PyObject *mro = tp->tp_mro, *name = PyUnicode_InternFromString("__setitem__");
+    PyTypeObject *ct = em_new_content_type(s);
+    const char *fill = !ct || ct == &PyFrozenSet_Type ? NULL
+                       : ct == &PySet_Type            ? "update"
+                       : ct == &PyList_Type           ? "extend"
+                                                      : "__setitem__";
+    PyObject *filler = Py_None;
+    if (fill) {
+        PyObject *name = PyUnicode_InternFromString(fill);
         if (!name) return EM_ERR;
-        for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
-            PyTypeObject *b = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
-            if (!(b->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
-                set_item = _PyType_Lookup(b, name);
-                break;
-            }
-        }
+        filler = _PyType_Lookup(ct, name);
         Py_DECREF(name);
-        if (!set_item) return em_trace_fail(T, EMA_RETURN, "%s without a builtin __setitem__", tp->tp_name);
+        if (!filler) return em_trace_fail(T, EMA_RETURN, "%s without a builtin %s", ct->tp_name, fill);
     }
     s->out_at = T->out.len;
-    PyObject *spec = PyTuple_Pack(2, (PyObject *)tp, set_item);
+    PyObject *spec = PyTuple_Pack(2, (PyObject *)Py_TYPE(s->obj), filler);
     EmStatus st = spec ? push_out(T, (EmOut){.kind = OUT_NEWOBJ, .v = s->items.len, .obj = spec}) : EM_ERR;
-    for (int32_t i = 0; st == EM_OK && i < s->items.len; i++) {
-        EmSym *d = s->items.data[i];
-        PyObject *keys = dict_keys_tuple(d);
-        st = keys ? push_out(T, (EmOut){.kind = OUT_DICT, .v = d->items.len, .obj = keys}) : EM_ERR;
-        if (st == EM_OK) st = out_children(T, d->items.data, 0, d->items.len, depth);
-    }
+    int frozen = ct == &PyFrozenSet_Type;
+    if (st == EM_OK && frozen) st = build_out(T, s->items.data[1], depth + 1);
+    if (st == EM_OK) st = build_out(T, s->items.data[0], depth + 1);
+    if (st == EM_OK && ct && !frozen) st = build_out(T, s->items.data[1], depth + 1);
     return st;
 }
 

@@ -314,7 +314,29 @@ EmStatus em_obj_record_store(EmTracer *T, EmSym *base, PyObject *name, EmSym *v)
 /* A call of class cls that makes an instance while tracing; *handled = 0 when cls is not
  * one ember can make (the caller goes on with its other rules). */
 EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out, int *handled);
-/* self.__name__(*args) for an instance made while tracing: inlined, or dict's on its items. */
+/* The builtin container an instance made while tracing derives from (dict, OrderedDict, set,
+ * frozenset, list: its items[1] holds the contents as a DICT, LIST, or set CONST/SET sym),
+ * NULL for other syms. */
+PyTypeObject *em_new_content_type(const EmSym *s);
+/* fn, a method or slot wrapper of that container's type, called on such an instance: run on its
+ * contents (in-place operators answer the instance; __init__ replaces or adds contents). */
+EmStatus em_new_content_call(EmTracer *T, PyObject *fn, EmSym *self, EmSym **args, int nargs, EmSym **out);
+/* repr(s) (and str(s)) of an instance made while tracing whose class keeps its builtin
+ * container base's __repr__ and object's __str__, from its contents' known values: a new str,
+ * NULL without an error when not known. */
+EM_NEW PyObject *em_new_repr(EmTracer *T, EmSym *s);
+/* The contents C's slots read of operand x (an instance above whose class has no Python
+ * __iter__), else x. */
+EmSym *em_new_unwrap(EmSym *x);
+/* Slot wrapper `name` (an operator dunder, __len__, __iter__, __contains__, __getitem__,
+ * __setitem__, __delitem__) of a builtin container called on c, a value of that container (not
+ * an instance of a subclass), with args: the operation it stands for; NotImplemented where the
+ * C slot declines a foreign operand; *inplace 1 for in-place operators (c changed). CALL_NEXT for
+ * other names (em_sym_obj.c). */
+EmStatus em_slot_call(EmTracer *T, const char *name, EmSym *c, EmSym **args, int nargs, EmSym **out, int *inplace);
+/* The operator op on n (1 or 2) operands: a graph op when one holds a tensor, else the left
+ * operand's kind decides (em_sym_binop) (em_rec.c). */
+EmStatus em_apply_op(EmTracer *T, EmOp op, EmSym **args, int n, EmSym **out);
 /* dict.__getitem__(d, key) on a dict (or subclass) read from the frame: the key's value
  * (guarded per key), else the subclass's __missing__ traced, else KeyError; defaultdict's C
  * __missing__ (it inserts) aborts. */
@@ -368,6 +390,8 @@ static inline int em_weakref_made(const EmSym *s) {
     return s->kind == SYM_OBJ && s->src < 0 && PyWeakref_CheckRefExact(s->obj) && s->items.len == 1;
 }
 static inline int em_set_made(const EmSym *s) { return s->kind == SYM_CONST && PySet_CheckExact(s->obj) && s->src < 0; }
+/* A frozenset constant (read-only methods run on it). */
+static inline int em_frozenset_const(const EmSym *s) { return s->kind == SYM_CONST && PyFrozenSet_CheckExact(s->obj); }
 /* self.<f>(*args) for a method descriptor f of set on a set made while tracing: run on the set
  * itself with the arguments' known values. CALL_NEXT: not such a call. */
 EmStatus em_set_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int nargs, EmSym **out);

@@ -520,6 +520,91 @@ def test_set_methods_and_operators_on_sets_made_in_the_trace():
     one_graph(f, randn(3))
 
 
+class _Tags(set):
+    pass
+
+
+class _Plus(set):
+    def add(self, item):
+        return super().add(item + 1)
+
+
+class _Frozen(frozenset):
+    pass
+
+
+class _Items(list):
+    def total(self):
+        return sum(self)
+
+
+class _Table(dict):
+    pass
+
+
+def test_subclass_instances_of_builtin_containers_made_in_the_trace():
+    """Instances of set, frozenset, list and dict subclasses made while tracing: their base's
+    methods and operators act on the contents (C's results are the base type), their own Python
+    methods are traced, and each call returns a new instance of the subclass."""
+    def f(x):
+        s = _Tags([1, 2])
+        s.add(3)
+        s |= {9}
+        p, q = map(_Frozen, ["abc", "bef"])
+        o = _Plus([1])
+        o.add(1)
+        items = _Items([1, 2])
+        items.append(3)
+        items += [4]
+        t = _Table(a=1)
+        t["b"] = 2
+        return (x + len(s) + items.total(), s, s == {1, 2, 3, 9}, sorted(s - {1}), _Tags.__sub__(s, {2}),
+                p | q, p & q, p ^ q, p < q, p == _Frozen("cba"), _Frozen.__and__(p, q), p.union(q), 3 in s,
+                o, items, items[1:], [0] + items, items * 2, t, list(t.items()), f"{s}", repr(p), str(items),
+                set.__or__({1}, {5}), frozenset.__contains__(p, "a"))
+
+    one_graph(f, randn(3))
+
+
+def test_subclass_instances_keep_attributes_and_identity():
+    def f(x):
+        s = _Tags([1])
+        s.me = s
+        s.w = x + 1
+        l = _Items()
+        l.append(l)
+        d = _Table()
+        d["self"] = d
+        return s, s.me is s, s.__dict__, l[0] is l, d["self"] is d, x * 2
+
+    cf = ember.compile(f, fullgraph=True)
+    for _ in range(2):
+        s, me, attrs, li, di, y = cf(randn(3))
+        assert type(s) is _Tags and s == {1} and s.me is s and torch.equal(s.w, randn(3) + 1)
+        assert attrs is s.__dict__  # the dict the trace handed out is the instance's own
+        assert me and li and di and torch.equal(y, randn(3) * 2)
+    c = counters()
+    assert (c["frames"], c["breaks"], c["aborts"], c["hits"]) == (1, 0, 0, 1), c
+
+
+def test_instances_without_a_dict_are_made_and_stores_into_them_break():
+    class Slotted:
+        __slots__ = ()
+
+    def f(x):
+        return Slotted(), x + 1
+
+    def g(x):
+        o = Slotted()
+        o.tag = 1  # AttributeError in eager too: the frame runs as Python and raises it
+        return x
+
+    got = ember.compile(f, fullgraph=True)(randn(2))
+    assert type(got[0]) is Slotted and torch.equal(got[1], randn(2) + 1)
+    with pytest.raises(AttributeError):
+        ember.compile(g)(randn(2))
+
+
 def test_set_errors_raise_as_python():
     def f(x):
         s = {5}
