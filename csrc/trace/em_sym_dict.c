@@ -68,8 +68,37 @@ static EM_NEW PyObject *dict_iter_type(EmTracer *T, EmSym *s, int rev) { /* an O
 }
 
 /* d | e (a new dict of d's type: copy, then update) and d |= e (d itself updated, as
- * dict.__ior__ does); e a dict. Other operators are not a dict's. */
+ * dict.__ior__ does); e a dict. == and != on known values (a dict holding a tensor would
+ * compare tensors: the trace gives up). Other operators are not a dict's. */
+/* The value of dict sym d whose values are constants (an OrderedDict's its type, which compares
+ * in order), or of a constant; NULL without an error otherwise (tensors, objects whose __eq__
+ * the comparison would run). */
+static EM_NEW PyObject *dict_value(EmSym *d) {
+    if (d->kind == SYM_CONST) return Py_NewRef(d->obj);
+    if (d->kind != SYM_DICT) return NULL;
+    PyObject *r = d->seq_type == EM_KNOWN(OrderedDict) ? PyObject_CallNoArgs(d->seq_type) : PyDict_New();
+    for (int32_t i = 0; r && i < d->items.len; i++)
+        if (d->items.data[i]->kind != SYM_CONST || PyObject_SetItem(r, d->keys.data[i], d->items.data[i]->obj))
+            Py_CLEAR(r);
+    return r;
+}
+
 static EmStatus dict_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out) {
+    PyTypeObject *tb = em_sym_known_type(b);
+    if ((op == EMOP_EQ || op == EMOP_NE) && tb && !PyType_IsSubtype(tb, &PyDict_Type))
+        return (*out = em_sym_const(T, op == EMOP_NE ? Py_True : Py_False)) ? EM_OK : EM_ERR; /* never equal */
+    if (op == EMOP_EQ || op == EMOP_NE) { /* on known values: a tensor value is not one */
+        PyObject *va = dict_value(a), *vb = va ? dict_value(b) : NULL;
+        PyObject *r = vb ? PyObject_RichCompare(va, vb, op == EMOP_EQ ? Py_EQ : Py_NE) : NULL;
+        Py_XDECREF(va);
+        Py_XDECREF(vb);
+        if (!r && !PyErr_Occurred())
+            return em_trace_fail(T, EMA_VALUE, "%s of %s and %s", em_op_info[op].name, em_sym_describe(a),
+                                 em_sym_describe(b));
+        *out = r ? em_sym_const(T, r) : NULL;
+        Py_XDECREF(r);
+        return *out ? EM_OK : EM_ERR;
+    }
     (void)fn;
     if ((op != EMOP_OR && op != EMOP_IOR) || a->kind != SYM_DICT || b->kind != SYM_DICT || a->seq_type || b->seq_type)
         return em_trace_fail(T, EMA_VALUE, "operator %s on %s and %s", em_op_info[op].name, em_sym_describe(a),

@@ -104,6 +104,17 @@ def test_dict_popitem_and_clear():
     one_graph(f, randn(2))
 
 
+def test_equality_of_dicts_made_in_the_trace():
+    import collections
+
+    def f(x):
+        a, b = {"a": 1, "b": 2}, dict(b=2, a=1)
+        o, p = collections.OrderedDict(a=1, b=2), collections.OrderedDict(b=2, a=1)
+        return x + 1, a == b, a != {"a": 1}, o == p, o != p, o == a, a == [1], {"t": 1} == {"t": 1.0}
+
+    one_graph(f, randn(2))
+
+
 def test_dict_popitem_empty_raises_key_error():
     def f(x):
         try:
