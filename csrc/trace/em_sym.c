@@ -81,6 +81,17 @@ static int pure_type(PyTypeObject *t) {
     return 0;
 }
 
+static int is_pure(PyObject *v, int depth);
+
+/* An item a set may hold and stay a constant: a constant, or a class or function (hashed and
+ * compared by identity; the guard's snapshot keeps it alive). */
+static int set_item_pure(PyObject *k, int depth) {
+    return (PyType_Check(k) && Py_TYPE(k)->tp_richcompare == PyType_Type.tp_richcompare &&
+            Py_TYPE(k)->tp_hash == PyType_Type.tp_hash) ||
+           PyFunction_Check(k) || PyCFunction_Check(k) ||
+           is_pure(k, depth);
+}
+
 static int is_pure(PyObject *v, int depth) {
     if (v == Py_None || v == Py_Ellipsis || v == Py_NotImplemented) return 1;
     PyTypeObject *t = Py_TYPE(v);
@@ -98,7 +109,7 @@ static int is_pure(PyObject *v, int depth) {
         PyObject *k;
         Py_hash_t h;
         while (depth <= 8 && _PySet_NextEntry(v, &pos, &k, &h))
-            if (!PyType_Check(k) && !PyFunction_Check(k) && !PyCFunction_Check(k) && !is_pure(k, depth + 1)) return 0;
+            if (!set_item_pure(k, depth + 1)) return 0;
         return depth <= 8;
     }
     if (PyTuple_Check(v)) {
@@ -314,7 +325,7 @@ static int pure_set(PyObject *v) {
     PyObject *k;
     Py_hash_t h;
     while (_PySet_NextEntry(v, &pos, &k, &h))
-        if (!is_pure(k, 1)) return 0;
+        if (!set_item_pure(k, 1)) return 0;
     return 1;
 }
 

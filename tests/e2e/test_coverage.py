@@ -616,6 +616,22 @@ def test_instances_without_a_dict_are_made_and_stores_into_them_break():
         ember.compile(g)(randn(2))
 
 
+def test_set_of_functions_and_classes_from_the_frame_is_guarded_by_its_contents():
+    def f(x, s):
+        if torch.sin in s and int in s:
+            return x.sin()
+        return x.cos()
+
+    s = {torch.sin, "hello", int, len}
+    cf = ember.compile(f, fullgraph=True)
+    x = randn(3)
+    assert torch.equal(cf(x, s), x.sin()) and torch.equal(cf(x, set(s)), x.sin())
+    s.discard(torch.sin)  # the same set changed: the guard sees it
+    assert torch.equal(cf(x, s), x.cos())
+    c = counters()
+    assert (c["frames"], c["breaks"], c["aborts"], c["hits"]) == (2, 0, 0, 1), c
+
+
 def test_set_errors_raise_as_python():
     def f(x):
         s = {5}
