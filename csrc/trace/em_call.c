@@ -526,26 +526,25 @@ static EmStatus call_isinstance(EmTracer *T, EmSym *obj, EmSym *cls, EmSym **out
     return *out ? EM_OK : EM_ERR;
 }
 
-/* 1 when fn is a builtin whose arguments it only iterates (a subclass instance of a builtin
- * container, without a Python __iter__, is then its contents). */
-static int iterates_args(PyObject *fn) {
+/* args as builtin fn sees them: where fn only iterates its arguments (sum, min, max, any, all,
+ * sorted), an instance of a builtin container's subclass without a Python __iter__ is its
+ * contents (written to buf, which is returned); else all. */
+static EmSym **iterated_args(PyObject *fn, EmSym **all, int nargs, EmSym **buf) {
     static const char *const names[] = {"sum", "min", "max", "any", "all", "sorted", NULL};
     PyObject *m = PyCFunction_Check(fn) ? ((PyCFunctionObject *)fn)->m_module : NULL;
-    if (!m || !PyUnicode_Check(m) || PyUnicode_CompareWithASCIIString(m, "builtins")) return 0;
+    if (nargs > 64 || !m || !PyUnicode_Check(m) || PyUnicode_CompareWithASCIIString(m, "builtins")) return all;
     for (int i = 0; names[i]; i++)
-        if (!strcmp(((PyCFunctionObject *)fn)->m_ml->ml_name, names[i])) return 1;
-    return 0;
+        if (!strcmp(((PyCFunctionObject *)fn)->m_ml->ml_name, names[i])) {
+            for (int k = 0; k < nargs; k++) buf[k] = em_new_unwrap(all[k]);
+            return buf;
+        }
+    return all;
 }
 
 /* Evaluates fn on the known values of args (meta tensors in place of tensors). Tensor
  * results become graph calls; pure results constants; errors abort. */
-static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **all, int nargs, PyObject *kwnames, int rule,
-                          EmSym **out) {
-    EmSym *unwrapped[65], **args = all;
-    if (nargs <= 64 && iterates_args(fn)) {
-        for (int i = 0; i < nargs; i++) unwrapped[i] = em_new_unwrap(all[i]);
-        args = unwrapped;
-    }
+static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **all, int nargs, PyObject *kwnames, int rule, EmSym **out) {
+    EmSym *buf[64], **args = iterated_args(fn, all, nargs, buf);
     int has_tensor = 0;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     PyObject *stack[65];
@@ -1758,8 +1757,7 @@ static EmStatus unbound_builtin_method(EmTracer *T, EmSym *fn, EmSym *self, EmSy
         int inplace;
         EmStatus st = em_slot_call(T, n, self, args, nargs, out, &inplace);
         if (st == EM_OK && inplace && !((*out)->kind == SYM_CONST && (*out)->obj == Py_NotImplemented)) *out = self;
-        return st != CALL_NEXT ? st
-                               : em_trace_fail(T, EMA_CALL, "%s.%s", PyDescr_TYPE(fn->obj)->tp_name, n);
+        return st != CALL_NEXT ? st : em_trace_fail(T, EMA_CALL, "%s.%s", PyDescr_TYPE(fn->obj)->tp_name, n);
     }
     return em_call(T, fn, self, args, nargs, NULL, out);
 }

@@ -51,8 +51,7 @@ PyTypeObject *em_new_content_type(const EmSym *s) {
 
 /* The builtin container type base's constructor called on args: the contents of an instance of
  * a subclass (a DICT, LIST, or a set: CONST or SET sym). */
-static EmStatus make_content(EmTracer *T, PyTypeObject *base, EmSym **args, int nargs, PyObject *kwnames,
-                             EmSym **out) {
+static EmStatus make_content(EmTracer *T, PyTypeObject *base, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
     int dict = PyType_IsSubtype(base, &PyDict_Type);
     if (kwnames && !dict) return em_trace_fail(T, EMA_CALL, "%s() with keyword arguments", base->tp_name);
     EmSym *ctor = em_sym_known(T, dict ? (PyObject *)&PyDict_Type : (PyObject *)base, base->tp_name);

@@ -88,8 +88,7 @@ static int is_pure(PyObject *v, int depth);
 static int set_item_pure(PyObject *k, int depth) {
     return (PyType_Check(k) && Py_TYPE(k)->tp_richcompare == PyType_Type.tp_richcompare &&
             Py_TYPE(k)->tp_hash == PyType_Type.tp_hash) ||
-           PyFunction_Check(k) || PyCFunction_Check(k) ||
-           is_pure(k, depth);
+           PyFunction_Check(k) || PyCFunction_Check(k) || is_pure(k, depth);
 }
 
 static int is_pure(PyObject *v, int depth) {

@@ -350,7 +350,6 @@ EmStatus em_slot_call(EmTracer *T, const char *name, EmSym *c, EmSym **args, int
     return CALL_NEXT;
 }
 
-
 /* The operator as Python's TypeError names it. */
 static const char *op_symbol(EmOp op) {
     static const char *const sym[] = {
@@ -446,7 +445,6 @@ static EmStatus call_op_dunder(EmTracer *T, EmOp op, int reflected, EmSym *x, Em
     if (f == base && is_compare(op)) return not_implemented(T, out);
     return em_trace_fail(T, EMA_VALUE, "%s.%s (not a Python function)", Py_TYPE(x->obj)->tp_name, name);
 }
-
 
 /* a <op> b where a or b is a user object (em_sym_user_operand): in-place method first, then
  * the reflected method first when b's class is a proper subclass of a's overriding it, then
