@@ -439,10 +439,28 @@ static int type_unchanged(EmGInstr *in) {
     return 1;
 }
 
+PyObject *em_dict_keys_ordered(PyObject *d) {
+    if (!PyODict_Check(d)) {
+        PyObject *keys = PyDict_Keys(d), *t = keys ? PyList_AsTuple(keys) : NULL;
+        Py_XDECREF(keys);
+        return t;
+    }
+    PyObject *it = PyODict_Type.tp_iter(d), *k; /* OrderedDict's own order (move_to_end changes it) */
+    PyObject *l = it ? PyList_New(0) : NULL;
+    while (l && (k = PyIter_Next(it))) {
+        if (PyList_Append(l, k)) Py_CLEAR(l);
+        Py_DECREF(k);
+    }
+    Py_XDECREF(it);
+    if (PyErr_Occurred()) Py_CLEAR(l);
+    PyObject *t = l ? PyList_AsTuple(l) : NULL;
+    Py_XDECREF(l);
+    return t;
+}
+
 int em_guard_check_keys(EmGuardProg *P, int32_t slot, PyObject *d) {
     if (g_find(P, EMG_KEYS, slot, 0, NULL)) return 0;
-    PyObject *keys = PyDict_Keys(d), *t = keys ? PyList_AsTuple(keys) : NULL;
-    Py_XDECREF(keys);
+    PyObject *t = em_dict_keys_ordered(d);
     if (!t) return -1;
     int rc = g_push(P, EMG_KEYS, slot, -1, 0, t);
     Py_DECREF(t);
@@ -598,6 +616,23 @@ static int set_same(PyObject *v, PyObject *c, int depth) {
         if (!found) return 0;
     }
     return 1;
+}
+
+static int const_same(PyObject *v, PyObject *c, int depth);
+
+/* An OrderedDict's keys in its own order (not its storage's, which move_to_end leaves) are the
+ * tuple want's (lengths already equal). */
+static int odict_keys_same(PyObject *d, PyObject *want) {
+    PyObject *it = PyODict_Type.tp_iter(d), *k;
+    int r = it ? 1 : -1;
+    for (Py_ssize_t i = 0; r == 1 && (k = PyIter_Next(it)); i++) {
+        r = i >= PyTuple_GET_SIZE(want)      ? 0
+            : k == PyTuple_GET_ITEM(want, i) ? 1
+                                             : const_same(k, PyTuple_GET_ITEM(want, i), 0);
+        Py_DECREF(k);
+    }
+    Py_XDECREF(it);
+    return PyErr_Occurred() ? -1 : r;
 }
 
 /* 1 when v is the constant c: the same exact type and the same value, floats and complex
@@ -759,6 +794,7 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
         case EMG_KEYS: {
             PyObject *d = slots[in->slot], *k, *val;
             if (!PyDict_Check(d) || PyDict_GET_SIZE(d) != PyTuple_GET_SIZE(in->obj)) return 0;
+            if (PyODict_Check(d)) return odict_keys_same(d, in->obj);
             Py_ssize_t pos = 0, i = 0;
             while (PyDict_Next(d, &pos, &k, &val)) {
                 PyObject *want = PyTuple_GET_ITEM(in->obj, i++);

@@ -106,6 +106,9 @@ int em_guard_check_tensor(EmGuardProg *P, int32_t slot, PyObject *tensor);
 int em_guard_check_tensor_dyn(EmGuardProg *P, int32_t slot, PyObject *tensor, uint64_t dyn);
 /* Size of dimension dim of the tensor in a slot that passed its TENSOR check. 0 or -1. */
 int em_guard_tensor_size(PyObject *t, int dim, int64_t *out);
+/* The keys of dict d in its iteration order as a new tuple (an OrderedDict's own order, read
+ * with its C iterator: no user code), NULL with an exception. */
+EM_NEW PyObject *em_dict_keys_ordered(PyObject *EM_BORROWED d);
 /* KEYS check: the dict in slot keeps d's keys in d's order (implies its length). */
 int em_guard_check_keys(EmGuardProg *P, int32_t slot, PyObject *EM_BORROWED d);
 /* TYPE_VERSION for tp when its attributes can change (a mutable heap type): 0 (added, or not

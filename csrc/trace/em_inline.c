@@ -610,41 +610,46 @@ static EmStatus hook_args_kwargs(EmTracer *T, EmSym *r, EmSym **pos, EmSym **kw)
     return EM_OK;
 }
 
-/* Each hook of dict h (guarded through slot hslot, in key order) called as
- * hook(mod, *pos) (post: hook(mod, *pos, *out)), or, when its id is in with_kw,
- * hook(mod, *pos, *kw) (post: hook(mod, *pos, *kw, *out)); a pre-hook's non-None result
- * replaces the positional arguments *pos (a single value becomes the only one) or, with kw,
- * both; a post-hook's the output. */
+/* One hook (key hk of dict h, guarded through slot hslot) called as hook(mod, *pos) (post:
+ * hook(mod, *pos, *out)), or, when hk is in with_kw, hook(mod, *pos, *kw) (post: hook(mod,
+ * *pos, *kw, *out)); a pre-hook's non-None result replaces the positional arguments *pos (a
+ * single value becomes the only one) or, with kw, both; a post-hook's the output. */
+static EmStatus run_hook(EmTracer *T, EmSym *mod, PyObject *h, PyObject *hk, int32_t hslot, PyObject *with_kw, int post,
+                         EmSym **pos, EmSym **kw, EmSym **out) {
+    EmStatus st = EM_ERR;
+    PyObject *hv = PyDict_GetItemWithError(h, hk);
+    int32_t slot = hv ? em_guard_dict(T->P, hslot, hk) : -1;
+    EmSym *hook = slot < 0 ? NULL : em_sym_wrap(T, hv, slot, &st);
+    if (!hook) return hv || PyErr_Occurred() ? st : em_trace_fail(T, EMA_INLINE, "a hook removed while tracing");
+    int takes_kw = with_kw ? PyDict_Contains(with_kw, hk) : 0;
+    if (takes_kw < 0) return EM_ERR;
+    EmSym *ca[4] = {mod, *pos, takes_kw ? *kw : (post ? *out : NULL), post && takes_kw ? *out : NULL}, *r = NULL;
+    if ((st = em_call(T, hook, NULL, ca, 2 + takes_kw + post, NULL, &r)) != EM_OK) return st;
+    if (r->kind == SYM_CONST && r->obj == Py_None) return EM_OK;
+    if (post) {
+        *out = r;
+        return EM_OK;
+    }
+    if (takes_kw) return hook_args_kwargs(T, r, pos, kw);
+    if (r->kind != SYM_TUPLE) {
+        EmSym *t = em_sym_new(T, SYM_TUPLE);
+        if (!t || em_vec_push(&t->items, r)) return t ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
+        r = t;
+    }
+    *pos = r;
+    return EM_OK;
+}
+
+/* Each hook of dict h in its order (an OrderedDict's own: register_*_hook(prepend=True) moves a
+ * hook to the front), by run_hook. */
 static EmStatus run_hooks(EmTracer *T, EmSym *mod, PyObject *h, int32_t hslot, PyObject *with_kw, int post, EmSym **pos,
                           EmSym **kw, EmSym **out) {
-    Py_ssize_t hp = 0;
-    PyObject *hk, *hv;
-    while (PyDict_Next(h, &hp, &hk, &hv)) {
-        EmStatus st = EM_ERR;
-        int32_t slot = em_guard_dict(T->P, hslot, hk);
-        EmSym *hook = slot < 0 ? NULL : em_sym_wrap(T, hv, slot, &st);
-        if (!hook) return st;
-        int takes_kw = with_kw ? PyDict_Contains(with_kw, hk) : 0;
-        if (takes_kw < 0) return EM_ERR;
-        EmSym *ca[4] = {mod, *pos, takes_kw ? *kw : (post ? *out : NULL), post && takes_kw ? *out : NULL}, *r = NULL;
-        if ((st = em_call(T, hook, NULL, ca, 2 + takes_kw + post, NULL, &r)) != EM_OK) return st;
-        if (r->kind == SYM_CONST && r->obj == Py_None) continue;
-        if (post) {
-            *out = r;
-            continue;
-        }
-        if (takes_kw) {
-            if ((st = hook_args_kwargs(T, r, pos, kw)) != EM_OK) return st;
-            continue;
-        }
-        if (r->kind != SYM_TUPLE) {
-            EmSym *t = em_sym_new(T, SYM_TUPLE);
-            if (!t || em_vec_push(&t->items, r)) return t ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
-            r = t;
-        }
-        *pos = r;
-    }
-    return EM_OK;
+    PyObject *order = em_dict_keys_ordered(h);
+    EmStatus st = order ? EM_OK : EM_ERR;
+    for (Py_ssize_t i = 0; st == EM_OK && i < PyTuple_GET_SIZE(order); i++)
+        st = run_hook(T, mod, h, PyTuple_GET_ITEM(order, i), hslot, with_kw, post, pos, kw, out);
+    Py_XDECREF(order);
+    return st;
 }
 
 /* The hooks' view of a call's arguments: *pos a tuple of the positional ones, *kw a dict of

@@ -1127,6 +1127,28 @@ def test_module_forward_hooks_are_traced():
     torch.testing.assert_close(cf(x), m(x))
 
 
+def test_module_hooks_run_in_the_order_of_their_ordered_dict():
+    """register_*_hook(prepend=True) moves the hook to the front of the OrderedDict (its storage
+    order keeps it last): hooks run, and are guarded, in the OrderedDict's own order."""
+    lin = torch.nn.Linear(3, 3)
+    lin.register_forward_hook(lambda mod, args, out: out * 2)
+    lin.register_forward_hook(lambda mod, args, out: out + 1, prepend=True)
+    lin.register_forward_pre_hook(lambda mod, args: args[0] * 3)
+    lin.register_forward_pre_hook(lambda mod, args: args[0] - 1, prepend=True)
+
+    def f(x):
+        return lin(x) - 1
+
+    x = randn(2, 3)
+    one_graph(f, x)
+    cf = ember.compile(f)
+    cf(x)
+    h = lin.register_forward_hook(lambda mod, args, out: out * 0, prepend=True)  # the order changed
+    torch.testing.assert_close(cf(x), f(x))
+    lin._forward_hooks.move_to_end(h.id)  # the same keys, another order
+    torch.testing.assert_close(cf(x), f(x))
+
+
 class _Triple(torch.autograd.Function):
     """y = x * 2 with a deliberately different backward (grad * 3): shows which path ran."""
 
