@@ -647,6 +647,11 @@ static EmStatus call_builtin_method(EmTracer *T, PyObject *fn, EmSym *self, EmSy
         return em_container_method(T, fn, self, args, nargs, out); /* dict's storage, guarded per key */
     PyTypeObject *ct = em_new_content_type(self);
     if (ct && PyType_IsSubtype(ct, owner)) return em_new_content_call(T, fn, self, args, nargs, out);
+    if (self->kind == SYM_OBJ && self->src >= 0 && PyDict_Check(self->obj) && em_dict_read_method(fn)) {
+        EmSym *d = NULL; /* a dict subclass's instance from the frame: dict's reads on its items */
+        EmStatus st = em_frame_dict_items(T, self, &d);
+        return st == EM_OK ? em_container_method(T, fn, d, args, nargs, out) : st;
+    }
     return em_trace_fail(T, EMA_CALL, "%s.%s on a %s", owner->tp_name, n, em_sym_describe(self));
 }
 
@@ -667,7 +672,8 @@ EmStatus em_call_dunder(EmTracer *T, EmSym *self, const char *name, EmSym **args
         Py_XDECREF(e);
         return st;
     }
-    if (self->kind == SYM_NEW && (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type)))
+    if ((self->kind == SYM_NEW && (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type))) ||
+        (self->kind == SYM_OBJ && self->src >= 0 && PyDict_Check(self->obj) && em_dict_read_method(f)))
         return call_builtin_method(T, f, self, args, nargs, out);
     return em_trace_fail(T, EMA_VALUE, "%s of a %s", name, em_sym_describe(self));
 }
@@ -1008,7 +1014,7 @@ static EmStatus known_len(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int 
     (void)fn;
     (void)self;
     if (n == 1 && (all[0]->kind == SYM_NEW || (all[0]->kind == SYM_OBJ && all[0]->src >= 0 && !all[0]->by_id &&
-                                               !PyDict_Check(all[0]->obj) && !em_is_module(all[0]->obj))))
+                                               !PyDict_CheckExact(all[0]->obj) && !em_is_module(all[0]->obj))))
         return em_call_dunder(T, all[0], "__len__", NULL, 0, out);
     if (n == 1 && !kwnames &&
         (all[0]->kind == SYM_TUPLE || all[0]->kind == SYM_LIST || all[0]->kind == SYM_DICT ||

@@ -382,6 +382,49 @@ static EmSym *wrap_dict(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
     return s;
 }
 
+EmStatus em_frame_dict_items(EmTracer *T, EmSym *self, EmSym **out) {
+    if (self->of.len) return (*out = self->of.data[0]), EM_OK;
+    PyObject *v = self->obj, *keys = em_dict_keys_ordered(v);
+    if (!keys) return EM_ERR;
+    EmStatus st = EM_OK;
+    for (Py_ssize_t i = 0; st == EM_OK && i < PyTuple_GET_SIZE(keys); i++)
+        if (!is_pure(PyTuple_GET_ITEM(keys, i), 0))
+            st = em_trace_fail(T, EMA_VALUE, "the items of a %s keyed by a %s", Py_TYPE(v)->tp_name,
+                               Py_TYPE(PyTuple_GET_ITEM(keys, i))->tp_name);
+    if (st == EM_OK && (em_guard_check(T->P, EMG_TYPE, self->src, (PyObject *)Py_TYPE(v), 0) ||
+                        em_guard_check_keys(T->P, self->src, v)))
+        st = EM_ERR;
+    EmSym *d = st == EM_OK ? em_sym_new(T, SYM_DICT) : NULL;
+    if (d) {
+        d->src = self->src;
+        d->pos = EM_POS_FRAME_ITEMS;
+        if (PyODict_Check(v)) d->seq_type = Py_NewRef(EM_KNOWN(OrderedDict));
+    }
+    for (Py_ssize_t i = 0; d && i < PyTuple_GET_SIZE(keys); i++) {
+        PyObject *k = PyTuple_GET_ITEM(keys, i), *item = PyDict_GetItemWithError(v, k);
+        int32_t islot = item ? em_guard_dict(T->P, self->src, k) : -1;
+        EmSym *is = islot < 0 ? NULL : em_sym_wrap(T, item, islot, &st);
+        if (!is || em_vec_push(&d->items, is) || em_vec_push(&d->keys, Py_NewRef(k))) d = NULL;
+    }
+    Py_DECREF(keys);
+    if (!d)
+        return st != EM_OK ? st : PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "a dict changed while read");
+    if (em_vec_push(&self->of, d)) return PyErr_NoMemory(), EM_ERR;
+    *out = d;
+    return EM_OK;
+}
+
+int em_dict_read_method(PyObject *fn) {
+    static const char *const reads[] = {"keys", "values",      "items",        "__iter__", "__len__",
+                                        "get",  "__getitem__", "__contains__", NULL};
+    if (!Py_IS_TYPE(fn, &PyMethodDescr_Type) && !Py_IS_TYPE(fn, &PyWrapperDescr_Type)) return 0;
+    PyTypeObject *owner = PyDescr_TYPE(fn);
+    if (owner != &PyDict_Type && owner != &PyODict_Type) return 0;
+    for (int i = 0; reads[i]; i++)
+        if (!PyUnicode_CompareWithASCIIString(PyDescr_NAME(fn), reads[i])) return 1;
+    return 0;
+}
+
 /* A dict of str keys and pure values (keyword-only defaults compared by value). */
 static int pure_dict(PyObject *d) {
     Py_ssize_t pos = 0;
@@ -898,7 +941,8 @@ int em_sym_own(EmTracer *T, EmSym *s) {
 
 int em_sym_mutable(EmTracer *T, EmSym *s) {
     if (em_sym_own(T, s)) return 1;
-    if ((s->kind != SYM_LIST && s->kind != SYM_DICT) || s->seq_type || s->src < 0) return 0;
+    if ((s->kind != SYM_LIST && s->kind != SYM_DICT) || s->seq_type || s->src < 0 || s->pos == EM_POS_FRAME_ITEMS)
+        return 0;
     for (int32_t i = 0; i < T->mutated.len; i++)
         if (T->mutated.data[i] == s) return 1;
     return em_vec_push(&T->mutated, s) ? (PyErr_NoMemory(), -1) : 1;

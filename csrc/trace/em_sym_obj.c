@@ -113,7 +113,7 @@ static EmStatus obj_contains(EmTracer *T, EmSym *c, EmSym *key, int *found) {
 static EmStatus user_truth(EmTracer *T, EmSym *s, int *out);
 
 static EmStatus obj_truth(EmTracer *T, EmSym *s, int *out) {
-    if (em_sym_user_operand(s) && !PyDict_Check(s->obj)) return user_truth(T, s, out); /* its class's methods */
+    if (em_sym_user_operand(s) && !PyDict_CheckExact(s->obj)) return user_truth(T, s, out); /* its class's methods */
     if (!Py_TYPE(s->obj)->tp_as_number && !Py_TYPE(s->obj)->tp_as_mapping && !Py_TYPE(s->obj)->tp_as_sequence) {
         *out = 1;
         return EM_OK;
@@ -208,6 +208,12 @@ static EmStatus user_truth(EmTracer *T, EmSym *s, int *out) {
             return em_trace_fail(T, EMA_VALUE, "truth value of a %s (not a constant)", tp->tp_name);
         *out = PyObject_IsTrue(r->obj);
         return *out < 0 ? EM_ERR : EM_OK;
+    }
+    if (!b && s->kind == SYM_OBJ && s->src >= 0 && PyDict_Check(s->obj) && em_dict_read_method(l)) {
+        EmSym *d = NULL; /* dict's own __len__ on a dict subclass's instance from the frame */
+        EmStatus st = em_frame_dict_items(T, s, &d);
+        if (st == EM_OK) *out = d->items.len > 0;
+        return st;
     }
     return em_trace_fail(T, EMA_VALUE, "truth value of a %s", tp->tp_name);
 }

@@ -43,7 +43,9 @@ typedef enum {
 /* pos of a SYM_NULL local realized on its first read (em_local_get); of a DICT sym. */
 enum {
     EM_POS_LAZY_ARG = -2,  /* an argument of the intercepted frame: obj = its value, src = its slot */
-    EM_POS_FRAME_KWARGS = -4 /* DICT: the frame's own **kwargs dict (em_sym_own may take it over) */
+    EM_POS_FRAME_KWARGS = -4, /* DICT: the frame's own **kwargs dict (em_sym_own may take it over) */
+    EM_POS_FRAME_ITEMS = -5   /* DICT: the items of a dict subclass's instance from the frame, read-only
+                               * (em_frame_dict_items) */
 };
 /* A lazy iterator's producer (em_lazy.c), owned by its ITER sym: a generator made while
  * tracing (its suspended frame), map(), filter(), itertools.count(), or zip()/enumerate() over
@@ -91,7 +93,9 @@ struct EmSym {
                           * all mutations (both) so far */
     EmVec(EmSym *) of; /* ITER: the lists or dicts made while tracing whose items it holds;
                         * DICT (a defaultdict): of.data[0] its default_factory, if not None;
-                        * TENSOR (a view inferred in C of one that requires grad): its base */
+                        * TENSOR (a view inferred in C of one that requires grad): its base;
+                        * OBJ (a dict subclass's instance from the frame): its items once read
+                        * (em_frame_dict_items) */
     EmVec(uint32_t) of_ver; /* their versions when it was made (em_iter_use checks them) */
     char of_what;   /* ITER: 'k', 'v' or 'i' when it iterates dict of.data[0]'s keys, values or items
                      * directly (it reads values stored meanwhile, as Python's does), else 0 */
@@ -325,6 +329,13 @@ EmStatus em_new_content_call(EmTracer *T, PyObject *fn, EmSym *self, EmSym **arg
  * container base's __repr__ and object's __str__, from its contents' known values: a new str,
  * NULL without an error when not known. */
 EM_NEW PyObject *em_new_repr(EmTracer *T, EmSym *s);
+/* The items of a dict subclass's instance read from the frame (OBJ self, src >= 0) as a DICT sym
+ * the trace only reads: its type and its keys in its order guarded, each value through its
+ * key's slot; one per trace (kept in self->of). */
+EmStatus em_frame_dict_items(EmTracer *T, EmSym *self, EmSym **out);
+/* 1 when fn, a method of dict or OrderedDict, only reads the dict and runs no other code (dict's
+ * items of an instance of a subclass answer it). */
+int em_dict_read_method(PyObject *fn);
 /* The contents C's slots read of operand x (an instance above whose class has no Python
  * __iter__), else x. */
 EmSym *em_new_unwrap(EmSym *x);

@@ -9,7 +9,7 @@ import torch
 
 import ember
 import ember.testing
-from tests.helpers import one_graph, randn
+from tests.helpers import assert_same, exact_graph, one_graph, randn
 
 
 # ---- super(), properties, static and class methods ----
@@ -530,6 +530,25 @@ class Record(OrderedDict):
 
     def to_tuple(self):
         return tuple(self[k] for k in self.keys())
+
+
+def test_dict_subclass_instance_from_the_frame_is_read_through_dicts_methods():
+    """An OrderedDict subclass (HF ModelOutput's kind) passed in: keys(), values(), items(),
+    iteration, len() and truth read its items, guarded by its keys in its own order."""
+    def f(r):
+        acc = 0
+        for k in r:
+            acc = acc + r[k]
+        return (acc, list(r.keys()), len(r), bool(r), dict(r.items()), r.to_tuple(), [v * 2 for v in r.values()],
+                r.get("a"), "b" in r)
+
+    r = Record(a=randn(2), b=None, c=randn(2, seed=1))
+    exact_graph(f, r)
+    cf = ember.compile(f)
+    for changed in (Record(a=randn(2), c=randn(2, seed=1), d=randn(2, seed=3)), Record(c=randn(2), a=randn(2))):
+        assert_same(cf(changed), f(changed))
+    r.move_to_end("a")  # the same keys in another order
+    assert_same(cf(r), f(r))
 
 
 class Counter:
