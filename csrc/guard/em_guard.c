@@ -774,8 +774,8 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
             if (!PyTuple_Check(b) || in->a >= PyTuple_GET_SIZE(b)) return 0;
             v = PyTuple_GET_ITEM(b, in->a);
             break;
-        case EMG_LOAD_LIST_ITEM:
-            if (!PyList_CheckExact(b) || in->a >= PyList_GET_SIZE(b)) return 0;
+        case EMG_LOAD_LIST_ITEM: /* the storage of a list (a subclass's too: its type is guarded) */
+            if (!PyList_Check(b) || in->a >= PyList_GET_SIZE(b)) return 0;
             v = PyList_GET_ITEM(b, in->a);
             break;
         case EMG_LOAD_WEAKREF:
@@ -786,8 +786,12 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
         case EMG_ID: return slots[in->slot] == in->obj;
         case EMG_FUNC: return func_match(slots[in->slot], in->obj);
         case EMG_EQ: return eq_const(slots[in->slot], in->obj, in->a);
-        case EMG_LEN: {
-            Py_ssize_t n = PyObject_Length(slots[in->slot]);
+        case EMG_LEN: { /* a list's, tuple's or dict's storage (a subclass's own __len__ is never run) */
+            PyObject *o = slots[in->slot];
+            Py_ssize_t n = PyList_Check(o)    ? PyList_GET_SIZE(o)
+                           : PyTuple_Check(o) ? PyTuple_GET_SIZE(o)
+                           : PyDict_Check(o)  ? PyDict_GET_SIZE(o)
+                                              : PyObject_Length(o);
             if (n < 0) return -1;
             return n == in->a;
         }

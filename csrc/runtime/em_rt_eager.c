@@ -209,7 +209,8 @@ static int keeps_order(PyObject *d, PyObject *items) {
  * list all at once; a dict by deleting the keys it lost and setting the others in order, or,
  * when a key moved, cleared and refilled. 0 or -1. */
 static int set_items(PyObject *target, PyObject *items) {
-    if (PyList_CheckExact(target) && PyList_CheckExact(items)) return PyList_SetSlice(target, 0, PY_SSIZE_T_MAX, items);
+    if (PyList_Check(target) && PyList_CheckExact(items)) /* a list subclass's storage as list's methods change it */
+        return PyList_SetSlice(target, 0, PY_SSIZE_T_MAX, items);
     if (!PyDict_CheckExact(target) || !PyDict_CheckExact(items)) {
         PyErr_SetString(PyExc_SystemError, "ember: items written back into something not a list or dict");
         return -1;

@@ -647,10 +647,10 @@ static EmStatus call_builtin_method(EmTracer *T, PyObject *fn, EmSym *self, EmSy
         return em_container_method(T, fn, self, args, nargs, out); /* dict's storage, guarded per key */
     PyTypeObject *ct = em_new_content_type(self);
     if (ct && PyType_IsSubtype(ct, owner)) return em_new_content_call(T, fn, self, args, nargs, out);
-    if (self->kind == SYM_OBJ && self->src >= 0 && PyDict_Check(self->obj) && em_dict_read_method(fn)) {
-        EmSym *d = NULL; /* a dict subclass's instance from the frame: dict's reads on its items */
-        EmStatus st = em_frame_dict_items(T, self, &d);
-        return st == EM_OK ? em_container_method(T, fn, d, args, nargs, out) : st;
+    if (em_frame_items_method(self, fn)) {
+        EmSym *d = NULL; /* a dict or list subclass's instance from the frame: the base's methods on its items */
+        EmStatus st = em_frame_items(T, self, &d);
+        return st == EM_OK ? em_builtin_on_items(T, fn, self, d, args, nargs, out) : st;
     }
     return em_trace_fail(T, EMA_CALL, "%s.%s on a %s", owner->tp_name, n, em_sym_describe(self));
 }
@@ -673,7 +673,7 @@ EmStatus em_call_dunder(EmTracer *T, EmSym *self, const char *name, EmSym **args
         return st;
     }
     if ((self->kind == SYM_NEW && (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type))) ||
-        (self->kind == SYM_OBJ && self->src >= 0 && PyDict_Check(self->obj) && em_dict_read_method(f)))
+        em_frame_items_method(self, f))
         return call_builtin_method(T, f, self, args, nargs, out);
     return em_trace_fail(T, EMA_VALUE, "%s of a %s", name, em_sym_describe(self));
 }

@@ -152,14 +152,21 @@ EmStatus em_new_content_call(EmTracer *T, PyObject *fn, EmSym *self, EmSym **arg
                             : EM_OK;
         return st == EM_OK ? ((*out = em_sym_const(T, Py_None)) ? EM_OK : EM_ERR) : st;
     }
+    return em_builtin_on_items(T, fn, self, c, args, nargs, out);
+}
+
+EmStatus em_builtin_on_items(EmTracer *T, PyObject *fn, EmSym *self, EmSym *items, EmSym **args, int nargs,
+                             EmSym **out) {
+    const char *n = PyUnicode_AsUTF8(PyDescr_NAME(fn));
+    if (!n) return EM_ERR;
     int inplace = 0;
-    st = em_slot_call(T, n, c, args, nargs, out, &inplace);
+    EmStatus st = em_slot_call(T, n, items, args, nargs, out, &inplace);
     if (st == EM_OK && inplace && !((*out)->kind == SYM_CONST && (*out)->obj == Py_NotImplemented)) *out = self;
     if (st != CALL_NEXT) return st;
     if (!Py_IS_TYPE(fn, &PyMethodDescr_Type))
-        return em_trace_fail(T, EMA_CALL, "%s.%s of a %s", ct->tp_name, n, em_sym_describe(self));
+        return em_trace_fail(T, EMA_CALL, "%s.%s of a %s", PyDescr_TYPE(fn)->tp_name, n, em_sym_describe(self));
     EmSym *f = em_sym_const(T, fn);
-    return f ? em_call(T, f, c, args, nargs, NULL, out) : EM_ERR;
+    return f ? em_call(T, f, items, args, nargs, NULL, out) : EM_ERR;
 }
 
 /* object.__new__(cls) (dict's, OrderedDict's) called by a class's own __new__: the instance,

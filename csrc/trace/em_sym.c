@@ -382,8 +382,34 @@ static EmSym *wrap_dict(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
     return s;
 }
 
-EmStatus em_frame_dict_items(EmTracer *T, EmSym *self, EmSym **out) {
-    if (self->of.len) return (*out = self->of.data[0]), EM_OK;
+/* The items of a list subclass's instance from the frame (em_frame_items): its type and length
+ * guarded, each item through its index's slot; changes are written back after the graph. */
+static EmStatus frame_list_items(EmTracer *T, EmSym *self, EmSym **out) {
+    PyObject *v = self->obj;
+    Py_ssize_t n = PyList_GET_SIZE(v);
+    if (em_guard_check(T->P, EMG_TYPE, self->src, (PyObject *)Py_TYPE(v), 0) ||
+        em_guard_check(T->P, EMG_LEN, self->src, NULL, n))
+        return EM_ERR;
+    EmStatus st = EM_OK;
+    EmSym *l = em_sym_new(T, SYM_LIST);
+    if (l) l->src = self->src;
+    for (Py_ssize_t i = 0; l && i < n && i < PyList_GET_SIZE(v); i++) {
+        int32_t islot = em_guard_item(T->P, self->src, i, 1);
+        EmSym *is = islot < 0 ? NULL : em_sym_wrap(T, PyList_GET_ITEM(v, i), islot, &st);
+        if (!is || em_vec_push(&l->items, is)) l = NULL;
+    }
+    if (!l) {
+        if (st != EM_OK) return st;
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        return EM_ERR;
+    }
+    *out = l;
+    return EM_OK;
+}
+
+/* The items of a dict subclass's instance (em_frame_items): its type and keys in its order
+ * guarded, each value through its key's slot; never changed by the trace. */
+static EmStatus frame_dict_items(EmTracer *T, EmSym *self, EmSym **out) {
     PyObject *v = self->obj, *keys = em_dict_keys_ordered(v);
     if (!keys) return EM_ERR;
     EmStatus st = EM_OK;
@@ -409,17 +435,25 @@ EmStatus em_frame_dict_items(EmTracer *T, EmSym *self, EmSym **out) {
     Py_DECREF(keys);
     if (!d)
         return st != EM_OK ? st : PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "a dict changed while read");
-    if (em_vec_push(&self->of, d)) return PyErr_NoMemory(), EM_ERR;
     *out = d;
     return EM_OK;
 }
 
-int em_dict_read_method(PyObject *fn) {
-    static const char *const reads[] = {"keys", "values",      "items",        "__iter__", "__len__",
-                                        "get",  "__getitem__", "__contains__", NULL};
+EmStatus em_frame_items(EmTracer *T, EmSym *self, EmSym **out) {
+    if (self->of.len) return (*out = self->of.data[0]), EM_OK;
+    EmStatus st = PyList_Check(self->obj) ? frame_list_items(T, self, out) : frame_dict_items(T, self, out);
+    if (st == EM_OK && em_vec_push(&self->of, *out)) return PyErr_NoMemory(), EM_ERR;
+    return st;
+}
+
+int em_frame_items_method(const EmSym *self, PyObject *fn) {
+    if (self->kind != SYM_OBJ || self->src < 0 || self->by_id) return 0;
     if (!Py_IS_TYPE(fn, &PyMethodDescr_Type) && !Py_IS_TYPE(fn, &PyWrapperDescr_Type)) return 0;
     PyTypeObject *owner = PyDescr_TYPE(fn);
-    if (owner != &PyDict_Type && owner != &PyODict_Type) return 0;
+    if (PyList_Check(self->obj) && !PyList_CheckExact(self->obj)) return owner == &PyList_Type;
+    if (!PyDict_Check(self->obj) || (owner != &PyDict_Type && owner != &PyODict_Type)) return 0;
+    static const char *const reads[] = {"keys", "values",      "items",        "__iter__", "__len__",
+                                        "get",  "__getitem__", "__contains__", NULL};
     for (int i = 0; reads[i]; i++)
         if (!PyUnicode_CompareWithASCIIString(PyDescr_NAME(fn), reads[i])) return 1;
     return 0;

@@ -209,9 +209,9 @@ static EmStatus user_truth(EmTracer *T, EmSym *s, int *out) {
         *out = PyObject_IsTrue(r->obj);
         return *out < 0 ? EM_ERR : EM_OK;
     }
-    if (!b && s->kind == SYM_OBJ && s->src >= 0 && PyDict_Check(s->obj) && em_dict_read_method(l)) {
-        EmSym *d = NULL; /* dict's own __len__ on a dict subclass's instance from the frame */
-        EmStatus st = em_frame_dict_items(T, s, &d);
+    if (!b && em_frame_items_method(s, l)) {
+        EmSym *d = NULL; /* the base's own __len__ on a dict or list subclass's instance from the frame */
+        EmStatus st = em_frame_items(T, s, &d);
         if (st == EM_OK) *out = d->items.len > 0;
         return st;
     }
@@ -429,9 +429,13 @@ static EmStatus call_op_dunder(EmTracer *T, EmOp op, int reflected, EmSym *x, Em
         return em_inline(T, f, args, y ? 2 : 1, NULL, out);
     }
     PyTypeObject *ct = em_new_content_type(x);
-    if (ct && y && Py_IS_TYPE(f, &PyWrapperDescr_Type) && PyType_IsSubtype(ct, PyDescr_TYPE(f))) {
-        int inplace; /* the builtin container's slot on x's contents */
-        if ((st = em_slot_call(T, name, x->items.data[1], &y, 1, out, &inplace)) != EM_OK) return st;
+    EmSym *items = ct && PyType_IsSubtype(ct, PyDescr_TYPE(f)) ? x->items.data[1] : NULL;
+    if (!items && y && Py_IS_TYPE(f, &PyWrapperDescr_Type) && em_frame_items_method(x, f) &&
+        (st = em_frame_items(T, x, &items)) != EM_OK)
+        return st;
+    if (items && y && Py_IS_TYPE(f, &PyWrapperDescr_Type)) { /* the builtin container's slot on x's items */
+        int inplace;
+        if ((st = em_slot_call(T, name, items, &y, 1, out, &inplace)) != EM_OK) return st;
         if (inplace && !declined(*out)) *out = x;
         return EM_OK;
     }

@@ -45,7 +45,7 @@ enum {
     EM_POS_LAZY_ARG = -2,  /* an argument of the intercepted frame: obj = its value, src = its slot */
     EM_POS_FRAME_KWARGS = -4, /* DICT: the frame's own **kwargs dict (em_sym_own may take it over) */
     EM_POS_FRAME_ITEMS = -5   /* DICT: the items of a dict subclass's instance from the frame, read-only
-                               * (em_frame_dict_items) */
+                               * (em_frame_items) */
 };
 /* A lazy iterator's producer (em_lazy.c), owned by its ITER sym: a generator made while
  * tracing (its suspended frame), map(), filter(), itertools.count(), or zip()/enumerate() over
@@ -95,7 +95,7 @@ struct EmSym {
                         * DICT (a defaultdict): of.data[0] its default_factory, if not None;
                         * TENSOR (a view inferred in C of one that requires grad): its base;
                         * OBJ (a dict subclass's instance from the frame): its items once read
-                        * (em_frame_dict_items) */
+                        * (em_frame_items) */
     EmVec(uint32_t) of_ver; /* their versions when it was made (em_iter_use checks them) */
     char of_what;   /* ITER: 'k', 'v' or 'i' when it iterates dict of.data[0]'s keys, values or items
                      * directly (it reads values stored meanwhile, as Python's does), else 0 */
@@ -329,13 +329,20 @@ EmStatus em_new_content_call(EmTracer *T, PyObject *fn, EmSym *self, EmSym **arg
  * container base's __repr__ and object's __str__, from its contents' known values: a new str,
  * NULL without an error when not known. */
 EM_NEW PyObject *em_new_repr(EmTracer *T, EmSym *s);
-/* The items of a dict subclass's instance read from the frame (OBJ self, src >= 0) as a DICT sym
- * the trace only reads: its type and its keys in its order guarded, each value through its
- * key's slot; one per trace (kept in self->of). */
-EmStatus em_frame_dict_items(EmTracer *T, EmSym *self, EmSym **out);
-/* 1 when fn, a method of dict or OrderedDict, only reads the dict and runs no other code (dict's
- * items of an instance of a subclass answer it). */
-int em_dict_read_method(PyObject *fn);
+/* The items of a dict or list subclass's instance read from the frame (OBJ self, src >= 0): a
+ * DICT sym the trace only reads (its type and keys in its order guarded, each value through its
+ * key's slot), or a LIST sym changed as a list of the frame (its type and length guarded, its
+ * items written back after the graph); one per trace (kept in self->of). */
+EmStatus em_frame_items(EmTracer *T, EmSym *self, EmSym **out);
+/* 1 when fn (a method or slot wrapper) is list's and self such a list, or fn is a read of dict or
+ * OrderedDict (keys, values, items, iteration, len, get, [], in) and self such a dict: the
+ * method runs on em_frame_items's sym. */
+int em_frame_items_method(const EmSym *self, PyObject *fn);
+/* fn, a method or slot wrapper of a builtin container, called on self whose items (contents) are
+ * the container sym items: the slot's operation (em_slot_call; an in-place operator answers
+ * self) or the method on items (em_obj.c). */
+EmStatus em_builtin_on_items(EmTracer *T, PyObject *fn, EmSym *self, EmSym *items, EmSym **args, int nargs,
+                             EmSym **out);
 /* The contents C's slots read of operand x (an instance above whose class has no Python
  * __iter__), else x. */
 EmSym *em_new_unwrap(EmSym *x);

@@ -551,6 +551,43 @@ def test_dict_subclass_instance_from_the_frame_is_read_through_dicts_methods():
     assert_same(cf(r), f(r))
 
 
+class _Chain(list):
+    """A list of callables that is itself callable (transformers' LogitsProcessorList kind)."""
+
+    def __call__(self, x):
+        for f in self:
+            x = f(x)
+        return x
+
+    def twice(self, v):
+        self.extend([v, v])
+
+
+def test_list_subclass_instance_from_the_frame_is_read_and_changed_as_a_list():
+    def f(a, b, x):
+        n = len(a)
+        a.extend(b)
+        a.twice(b[0])
+        a.append(torch.neg)
+        return a(x) * n, bool(b), len(a), b[1:]
+
+    def run(fn):
+        a, b = _Chain([torch.sin]), _Chain([torch.cos, torch.tanh])
+        r = fn(a, b, randn(3))
+        return r, a
+
+    want, wa = run(f)
+    cf = ember.compile(f, fullgraph=True)
+    for _ in range(2):
+        got, ga = run(cf)
+        assert_same(got, want)
+        assert type(ga) is _Chain and list(ga) == list(wa)  # the caller's list changed as eager's
+    c = ember.testing.counters()
+    assert (c["frames"], c["breaks"], c["aborts"], c["hits"]) == (1, 0, 0, 1), c
+    shorter = _Chain([])
+    assert_same(cf(shorter, _Chain([torch.cos]), randn(3)), f(_Chain([]), _Chain([torch.cos]), randn(3)))
+
+
 class Counter:
     def __init__(self):
         self.calls = 0
