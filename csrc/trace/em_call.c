@@ -999,6 +999,17 @@ static EmStatus known_str(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int 
     return st;
 }
 
+/* traceback.clear_frames(tb) of the traceback a with block's __exit__ got for an exception
+ * raised in the trace: it has no frames to clear (eager's would clear the frames' locals, which
+ * nothing reads after). */
+static EmStatus known_clear_frames(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                   EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (n != 1 || kwnames || all[0]->kind != SYM_TB) return CALL_NEXT;
+    return (*out = em_sym_const(T, Py_None)) ? EM_OK : EM_ERR;
+}
+
 /* bool(x) of a user object or container sym: its truth value as `if x` finds it. */
 static EmStatus known_bool(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
@@ -1768,6 +1779,27 @@ static EmStatus unbound_builtin_method(EmTracer *T, EmSym *fn, EmSym *self, EmSy
     return em_call(T, fn, self, args, nargs, NULL, out);
 }
 
+/* e.with_traceback(None) of an exception raised in the trace (a constant, whose traceback is
+ * None: nothing changes): e itself. CALL_NEXT for other calls. */
+static EmStatus exc_with_traceback(EmTracer *T, PyObject *f, EmSym *self, EmSym **all, int n, EmSym **out) {
+    EmSym *e = self;
+    PyObject *bound = !e && PyCFunction_Check(f) ? PyCFunction_GET_SELF(f) : NULL; /* NULL: not a bound method */
+    if (bound && n == 1 && PyExceptionInstance_Check(bound)) {
+        if (strcmp(((PyCFunctionObject *)f)->m_ml->ml_name, "with_traceback")) return CALL_NEXT;
+        e = em_sym_const(T, bound);
+        if (!e) return EM_ERR;
+    } else if (!e || n != 2 || !Py_IS_TYPE(f, &PyMethodDescr_Type) ||
+               PyUnicode_CompareWithASCIIString(PyDescr_NAME(f), "with_traceback")) {
+        return CALL_NEXT;
+    }
+    EmSym *tb = all[n - 1];
+    if (e->kind != SYM_CONST || !PyExceptionInstance_Check(e->obj) || tb->kind != SYM_CONST || tb->obj != Py_None ||
+        ((PyBaseExceptionObject *)e->obj)->traceback)
+        return CALL_NEXT;
+    *out = e;
+    return EM_OK;
+}
+
 /* em_call's third step: callees recognized by their type. The bound __exit__ of a grad-mode
  * context from the frame; a builtin method descriptor called on an instance (made while
  * tracing or from the frame) or on a container sym; a namedtuple class. */
@@ -1803,6 +1835,10 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         if (st != CALL_NEXT) return st;
     }
     if (self && !kwnames && self->kind == SYM_ITER) return em_gen_method(T, f, self, args, nargs, out);
+    if (!kwnames) {
+        EmStatus st = exc_with_traceback(T, f, self, all, n, out);
+        if (st != CALL_NEXT) return st;
+    }
     if (self && kwnames && self->kind == SYM_DICT && Py_IS_TYPE(f, &PyMethodDescr_Type) &&
         PyDescr_TYPE(f) == &PyDict_Type && !PyUnicode_CompareWithASCIIString(PyDescr_NAME(f), "update"))
         return em_dict_update(T, self, args, nargs, kwnames, out); /* d.update(k=v) */

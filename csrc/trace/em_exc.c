@@ -1,8 +1,8 @@
 /* em_exc.c: exceptions inside traced code. A raise the trace can prove (an operator on
  * constants that raises, a missing key of a dict whose keys are known, `raise` of an
  * exception made from constants) travels up as an abort carrying the exception; the loop of
- * each frame looks for a handler in its exception table and, when there is one (not a with
- * block's), continues there as CPython would. Unhandled, it stays an abort: the root
+ * each frame looks for a handler in its exception table and, when there is one, continues there
+ * as CPython would (a with block's handler calls its __exit__ with the exception: h_with_except_start). Unhandled, it stays an abort: the root
  * instruction then runs as plain Python at a graph break and raises for real.
  */
 #include <stdarg.h>
@@ -50,12 +50,6 @@ int em_trace_catch(EmTracer *T, int at) {
     int r = em_exc_entry(T->code, at, &h, &d, &lasti);
     if (r != 1) return r;
     if (d > T->sp || h >= T->n_units) return 0;
-    EmInstr a, b;
-    em_decode(T->bytes, T->n_units, h, &a);
-    if (a.op == EMBC_PUSH_EXC_INFO && a.next < T->n_units) { /* a with block's cleanup calls __exit__: not modeled */
-        em_decode(T->bytes, T->n_units, a.next, &b);
-        if (b.op == EMBC_WITH_EXCEPT_START) return 0;
-    }
     T->sp = d;
     if (lasti) {
         PyObject *li = PyLong_FromLong(at);
@@ -121,11 +115,25 @@ static EmStatus raise_sym(EmTracer *T, EmSym *e) {
     return em_trace_fail(T, EMA_VALUE, "raise of a %s", em_sym_describe(e));
 }
 
+/* RERAISE n pops the exception only (n > 0: the lasti n below it is read, not popped). */
 EmStatus h_reraise(EmTracer *T, const EmInstr *in) {
-    NEED(1 + !!in->arg);
-    EmSym *e = POP();
-    if (in->arg) (void)POP();
-    return raise_sym(T, e);
+    NEED(1 + in->arg);
+    return raise_sym(T, POP());
+}
+
+/* A with block left by an exception: exit(type, exc, tb) called, its result pushed (true
+ * suppresses the exception). Stack: exit, lasti, previous exception, exc. tb is a SYM_TB (the
+ * exception was raised in the trace: its traceback is no object ember has). */
+EmStatus h_with_except_start(EmTracer *T, const EmInstr *in) {
+    (void)in;
+    NEED(4);
+    EmSym *exit_fn = TOP(4), *exc = TOP(1);
+    if (exit_fn->kind != SYM_EXIT || exc->kind != SYM_CONST || !PyExceptionInstance_Check(exc->obj))
+        return em_trace_fail(T, EMA_VALUE, "a with block left by an exception (%s)", em_sym_describe(exc));
+    EmSym *args[3] = {em_sym_const(T, (PyObject *)Py_TYPE(exc->obj)), exc, em_sym_new(T, SYM_TB)}, *r = NULL;
+    if (!args[0] || !args[2]) return EM_ERR;
+    EmStatus st = em_ctx_exit_call(T, exit_fn, args, 3, &r);
+    return st == EM_OK ? em_push(T, r) : st;
 }
 
 EmStatus h_raise_varargs(EmTracer *T, const EmInstr *in) {

@@ -64,7 +64,8 @@ const char *em_sym_describe(EmSym *s) {
                                   "slice (with a symbolic bound)",
                                   "float (a graph input)",
                                   "cell",
-                                  "set (holding tensors or objects)"};
+                                  "set (holding tensors or objects)",
+                                  "traceback of an exception raised in the trace"};
     if (s->kind == SYM_OBJ || s->kind == SYM_CONST || s->kind == SYM_NEW) return Py_TYPE(s->obj)->tp_name;
     return names[s->kind];
 }

@@ -37,6 +37,9 @@ typedef enum {
     SYM_SET,    /* a set made while tracing holding more than constants (tensors, objects hashed by
                  * identity): items (distinct: constants by value, others by identity), seq_type
                  * set or frozenset; its iteration order (by id) is unknown (em_cont.c) */
+    SYM_TB,     /* the traceback a with block's __exit__ is given for an exception raised in the trace
+                 * (em_exc.c): no object ember has; only `tb is None` (False) is answered and
+                 * traceback.clear_frames(tb) does nothing; any other use aborts */
     SYM__COUNT
 } EmSymKind;
 

@@ -1,15 +1,17 @@
 """`with` blocks of objects other than torch's state contexts (contextlib.nullcontext, a user's
 class with __enter__/__exit__): __enter__ and __exit__ are traced as calls, so a block whose
-methods only touch Python state stays in one graph. An exception inside the block makes the
-frame run as plain Python; a graph break inside it hands the object's bound __exit__ to the
-resume function, which calls it where the block ends: __exit__ runs exactly as in eager."""
+methods only touch Python state stays in one graph. An exception the trace raises inside the
+block goes to __exit__ (traced, given the exception and a traceback the trace does not have), which
+may suppress it; one it does not suppress travels on to a handler or out of the frame (which then
+runs the raise as Python). A graph break inside the block hands the object's bound __exit__ to
+the resume function, which calls it where the block ends: __exit__ runs exactly as in eager."""
 import contextlib
 
 import pytest
 import torch
 
 import ember
-from tests.helpers import counters, one_graph, randn
+from tests.helpers import counters, exact_graph, one_graph, randn
 
 
 def maybe_autocast(device_type, enabled):
@@ -123,6 +125,70 @@ def test_exit_that_suppresses_the_exception():
 
     x = randn(4)
     torch.testing.assert_close(ember.compile(f)(x), f(x))
+
+
+def test_exception_suppressed_by_exit_is_one_graph():
+    def f(x):
+        y = x
+        with Swallowing() as k:
+            y = x * k
+            raise KeyError("gone")
+        c = Counting()
+        with c:
+            try:
+                with Swallowing():
+                    {}["missing"]
+            except KeyError:
+                y = y * 100  # never: the inner block suppressed it
+        return y - 1, c.exited, c.last_exc
+
+    one_graph(f, randn(4))
+
+
+def test_exception_through_torch_contexts_to_a_handler_restores_grad_mode():
+    def f(x):
+        with torch.no_grad():
+            try:
+                with torch.enable_grad():
+                    y = x * 2
+                    raise ValueError("v")
+            except ValueError:
+                y = y + 1  # grad mode is no_grad's again here
+            z = x * 3
+        return y, z, torch.is_grad_enabled()
+
+    x = randn(4, requires_grad=True)
+    got, want = one_graph(f, x), f(x)
+    assert [t.requires_grad for t in got[:2]] == [t.requires_grad for t in want[:2]] and got[2]
+
+
+def test_assert_raises_inside_compiled_code():
+    """unittest's assertRaises (its context manager's __exit__ reads the traceback only to clear
+    its frames) in a compiled test body, both forms."""
+    import unittest
+
+    class Case(unittest.TestCase):
+        def runTest(self):
+            pass
+
+    tc = Case()
+
+    def f(x):
+        s = {1, 2}
+        tc.assertRaises(TypeError, lambda: s - 1)
+        with tc.assertRaises(KeyError) as cm:
+            {}["a"]
+        return x + 1, type(cm.exception).__name__
+
+    assert exact_graph(f, randn(3))[1] == "KeyError"
+
+    def g(x):
+        with tc.assertRaises(KeyError):
+            pass  # assertRaises fails: eager's AssertionError, from the frame run as Python
+        return x
+
+    with pytest.raises(AssertionError):
+        ember.compile(g)(randn(3))
 
 
 def test_graph_break_inside_block_runs_exit_once():
