@@ -230,11 +230,12 @@ int em_guard_is_buffer(const EmGuardProg *P, int32_t slot) {
 }
 
 int em_guard_check(EmGuardProg *P, EmGuardOp op, int32_t slot, PyObject *obj, Py_ssize_t a) {
-    if (op == EMG_EQ && PySet_CheckExact(obj)) {
-        /* a set is mutable: compare with a snapshot of its contents (a == 1 marks it) */
+    if (op == EMG_EQ && (PySet_CheckExact(obj) || (PyAnySet_Check(obj) && !PyFrozenSet_CheckExact(obj)))) {
+        /* a set is mutable: compare with a snapshot of its contents (a == 1 marks it; a == 2: the
+         * contents of a set or frozenset subclass's instance, whose type another guard checks) */
         PyObject *snap = PyFrozenSet_New(obj);
         if (!snap) return -1;
-        int rc = g_push(P, op, slot, -1, 1, snap);
+        int rc = g_push(P, op, slot, -1, PySet_CheckExact(obj) ? 1 : 2, snap);
         Py_DECREF(snap);
         return rc;
     }
@@ -680,6 +681,7 @@ static int const_same(PyObject *v, PyObject *c, int depth) {
 }
 
 static int eq_const(PyObject *v, PyObject *c, Py_ssize_t is_set) {
+    if (is_set == 2) return PyAnySet_Check(v) ? set_same(v, c, 0) : 0;
     if (is_set) return PySet_CheckExact(v) ? set_same(v, c, 0) : 0;
     return const_same(v, c, 0);
 }

@@ -987,7 +987,7 @@ static EmStatus known_str(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int 
              PyFunction_Check(r))
         name = "__repr__"; /* object.__str__ calls repr() */
     if (!name && (fn->obj == EM_KNOWN(str) || fn->obj == EM_KNOWN(repr))) {
-        PyObject *shown = all[0]->kind == SYM_NEW ? em_new_repr(T, all[0]) : NULL; /* a container subclass's */
+        PyObject *shown = em_new_repr(T, all[0]); /* a container subclass's */
         *out = shown ? em_sym_const(T, shown) : NULL;
         Py_XDECREF(shown);
         if (shown || PyErr_Occurred()) return *out ? EM_OK : EM_ERR;

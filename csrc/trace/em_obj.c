@@ -125,14 +125,19 @@ static EM_NEW PyObject *new_like(EmTracer *T, EmSym *s, PyTypeObject *ct) {
 }
 
 EM_NEW PyObject *em_new_repr(EmTracer *T, EmSym *s) {
-    PyTypeObject *ct = em_new_content_type(s);
+    /* a set or frozenset subclass's instance from the frame: its contents guarded (em_frame_items) */
+    int frame_set = s->kind == SYM_OBJ && s->src >= 0 && !s->by_id && PyAnySet_Check(s->obj) &&
+                    !PySet_CheckExact(s->obj) && !PyFrozenSet_CheckExact(s->obj);
+    PyTypeObject *ct = frame_set ? (PySet_Check(s->obj) ? &PySet_Type : &PyFrozenSet_Type) : em_new_content_type(s);
     if (!ct || ct == (PyTypeObject *)EM_KNOWN(OrderedDict)) return NULL; /* OrderedDict's repr reads items() */
     PyTypeObject *tp = Py_TYPE(s->obj);
     PyObject *obj_str = _PyType_Lookup(&PyBaseObject_Type, EM_STR(dunder_str));
     if (_PyType_Lookup(tp, EM_STR(dunder_repr)) != _PyType_Lookup(ct, EM_STR(dunder_repr)) ||
         _PyType_Lookup(tp, EM_STR(dunder_str)) != obj_str)
         return NULL;
-    PyObject *inst = new_like(T, s, ct);
+    EmSym *items = NULL;
+    if (frame_set && em_frame_items(T, s, &items) != EM_OK) return NULL;
+    PyObject *inst = frame_set ? Py_NewRef(s->obj) : new_like(T, s, ct);
     PyObject *r = inst ? PyObject_Repr(inst) : NULL;
     Py_XDECREF(inst);
     if (!r) PyErr_Clear();

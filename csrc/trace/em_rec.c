@@ -847,7 +847,8 @@ EmStatus h_format_value(EmTracer *T, const EmInstr *in) {
     int has_spec = (in->arg & 4) != 0;
     NEED(1 + has_spec);
     EmSym *spec = has_spec ? POP() : NULL, *v = POP();
-    PyObject *shown = v->kind == SYM_NEW && !spec && (in->arg & 3) != 3 ? em_new_repr(T, v) : NULL;
+    PyObject *shown = (v->kind == SYM_NEW || v->kind == SYM_OBJ) && !spec && (in->arg & 3) != 3 ? em_new_repr(T, v)
+                                                                                                : NULL;
     if (shown) { /* f"{s}", f"{s!r}" of a container subclass's instance: its base's repr */
         EmSym *r = em_sym_const(T, shown);
         Py_DECREF(shown);

@@ -440,9 +440,28 @@ static EmStatus frame_dict_items(EmTracer *T, EmSym *self, EmSym **out) {
     return EM_OK;
 }
 
+/* The contents of a set or frozenset subclass's instance (em_frame_items): a constant set
+ * (frozenset) of them, read-only, guarded by its type and its contents. */
+static EmStatus frame_set_items(EmTracer *T, EmSym *self, EmSym **out) {
+    PyObject *v = self->obj;
+    if (!pure_set(v)) return em_trace_fail(T, EMA_VALUE, "a %s holding objects", Py_TYPE(v)->tp_name);
+    if (em_guard_check(T->P, EMG_TYPE, self->src, (PyObject *)Py_TYPE(v), 0) ||
+        em_guard_check(T->P, EMG_EQ, self->src, v, 0))
+        return EM_ERR;
+    PyObject *c = PySet_Check(v) ? PySet_New(v) : PyFrozenSet_New(v);
+    EmSym *s = c ? em_sym_const(T, c) : NULL;
+    Py_XDECREF(c);
+    if (!s) return EM_ERR;
+    s->src = self->src; /* a set of the frame: its read-only methods only (em_set_of_frame) */
+    *out = s;
+    return EM_OK;
+}
+
 EmStatus em_frame_items(EmTracer *T, EmSym *self, EmSym **out) {
     if (self->of.len) return (*out = self->of.data[0]), EM_OK;
-    EmStatus st = PyList_Check(self->obj) ? frame_list_items(T, self, out) : frame_dict_items(T, self, out);
+    EmStatus st = PyList_Check(self->obj)     ? frame_list_items(T, self, out)
+                  : PyAnySet_Check(self->obj) ? frame_set_items(T, self, out)
+                                              : frame_dict_items(T, self, out);
     if (st == EM_OK && em_vec_push(&self->of, *out)) return PyErr_NoMemory(), EM_ERR;
     return st;
 }
@@ -452,6 +471,10 @@ int em_frame_items_method(const EmSym *self, PyObject *fn) {
     if (!Py_IS_TYPE(fn, &PyMethodDescr_Type) && !Py_IS_TYPE(fn, &PyWrapperDescr_Type)) return 0;
     PyTypeObject *owner = PyDescr_TYPE(fn);
     if (PyList_Check(self->obj) && !PyList_CheckExact(self->obj)) return owner == &PyList_Type;
+    if (PyAnySet_Check(self->obj)) /* a subclass's (exact sets are constants of the frame) */
+        return !PySet_CheckExact(self->obj) && !PyFrozenSet_CheckExact(self->obj) &&
+               PyObject_TypeCheck(self->obj, owner) && (owner == &PySet_Type || owner == &PyFrozenSet_Type) &&
+               (Py_IS_TYPE(fn, &PyWrapperDescr_Type) || em_set_reads(fn));
     if (!PyDict_Check(self->obj) || (owner != &PyDict_Type && owner != &PyODict_Type)) return 0;
     static const char *const reads[] = {"keys", "values",      "items",        "__iter__", "__len__",
                                         "get",  "__getitem__", "__contains__", NULL};

@@ -210,10 +210,9 @@ static EmStatus user_truth(EmTracer *T, EmSym *s, int *out) {
         return *out < 0 ? EM_ERR : EM_OK;
     }
     if (!b && em_frame_items_method(s, l)) {
-        EmSym *d = NULL; /* the base's own __len__ on a dict or list subclass's instance from the frame */
+        EmSym *d = NULL; /* the base's own __len__ on a container subclass's instance from the frame */
         EmStatus st = em_frame_items(T, s, &d);
-        if (st == EM_OK) *out = d->items.len > 0;
-        return st;
+        return st == EM_OK ? em_sym_truth(T, d, out) : st;
     }
     return em_trace_fail(T, EMA_VALUE, "truth value of a %s", tp->tp_name);
 }
@@ -299,6 +298,28 @@ EmSym *em_new_unwrap(EmSym *x) {
     return it && PyFunction_Check(it) ? x : x->items.data[1];
 }
 
+/* A builtin container subclass's instance C's slots read by its items: one made in the trace
+ * (NEW with contents) or one from the frame (em_frame_items), whose class has no Python
+ * __iter__. */
+static int slot_reads_items(const EmSym *x) {
+    if (x->kind != SYM_NEW && (x->kind != SYM_OBJ || x->src < 0 || x->by_id)) return 0;
+    PyTypeObject *tp = Py_TYPE(x->obj);
+    if (x->kind == SYM_NEW ? !em_new_content_type(x)
+                           : !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) ||
+                                 !(PyList_Check(x->obj) || PyDict_Check(x->obj) || PyAnySet_Check(x->obj)))
+        return 0;
+    PyObject *it = _PyType_Lookup(tp, EM_STR(dunder_iter));
+    return !it || !PyFunction_Check(it);
+}
+
+/* What C's slot reads of operand x: its items (slot_reads_items), else x itself. */
+static EmStatus slot_operand(EmTracer *T, EmSym *x, EmSym **out) {
+    *out = x;
+    if (!slot_reads_items(x)) return EM_OK;
+    if (x->kind == SYM_NEW) return (*out = x->items.data[1]), EM_OK;
+    return em_frame_items(T, x, out);
+}
+
 /* The operator a binary or comparison dunder name stands for: *reflected 1 for __rsub__-like
  * names; EMOP__COUNT for other names. */
 static EmOp dunder_op(const char *name, int *reflected) {
@@ -321,7 +342,9 @@ EmStatus em_slot_call(EmTracer *T, const char *name, EmSym *c, EmSym **args, int
     int reflected = 0;
     EmOp op = dunder_op(name, &reflected);
     if (op != EMOP__COUNT && nargs == 1) {
-        EmSym *y = em_new_unwrap(args[0]);
+        EmSym *y = NULL;
+        EmStatus yst = slot_operand(T, args[0], &y);
+        if (yst != EM_OK) return yst;
         int fam = container_family(em_sym_known_type(c)), yfam = container_family(em_sym_known_type(y));
         int repeat = (op == EMOP_MUL || op == EMOP_IMUL) && (fam == 2 || fam == 4);
         int extend = (op == EMOP_IADD && fam == 2) || (op == EMOP_IOR && fam == 3);
@@ -404,8 +427,8 @@ static EmStatus not_implemented(EmTracer *T, EmSym **out) {
  * types). *out is NotImplemented where the method declines. */
 static EmStatus call_op_dunder(EmTracer *T, EmOp op, int reflected, EmSym *x, EmSym *y, EmSym **out) {
     const char *name = op_names[op][reflected];
-    if (!user_operand(x) && y && em_new_content_type(y) && name &&
-        container_family(em_sym_known_type(x)) == container_family(em_new_content_type(y))) {
+    if (!user_operand(x) && y && slot_reads_items(y) && name &&
+        container_family(em_sym_known_type(x)) == container_family(Py_TYPE(y->obj))) {
         int inplace; /* a builtin container's slot reads the other operand's contents */
         return em_slot_call(T, name, x, &y, 1, out, &inplace);
     }

@@ -328,18 +328,21 @@ PyTypeObject *em_new_content_type(const EmSym *s);
 /* fn, a method or slot wrapper of that container's type, called on such an instance: run on its
  * contents (in-place operators answer the instance; __init__ replaces or adds contents). */
 EmStatus em_new_content_call(EmTracer *T, PyObject *fn, EmSym *self, EmSym **args, int nargs, EmSym **out);
-/* repr(s) (and str(s)) of an instance made while tracing whose class keeps its builtin
- * container base's __repr__ and object's __str__, from its contents' known values: a new str,
- * NULL without an error when not known. */
+/* repr(s) (and str(s)) of an instance made while tracing (or of a set subclass's instance from
+ * the frame, its contents guarded) whose class keeps its builtin container base's __repr__ and
+ * object's __str__, from its contents' known values: a new str, NULL without an error when not
+ * known (NULL with an error on failure). */
 EM_NEW PyObject *em_new_repr(EmTracer *T, EmSym *s);
-/* The items of a dict or list subclass's instance read from the frame (OBJ self, src >= 0): a
- * DICT sym the trace only reads (its type and keys in its order guarded, each value through its
- * key's slot), or a LIST sym changed as a list of the frame (its type and length guarded, its
- * items written back after the graph); one per trace (kept in self->of). */
+/* The items of a dict, list or set subclass's instance read from the frame (OBJ self, src >= 0):
+ * a DICT sym the trace only reads (its type and keys in its order guarded, each value through its
+ * key's slot), a LIST sym changed as a list of the frame (its type and length guarded, its items
+ * written back after the graph), or a set constant read only (its type and contents guarded);
+ * one per trace (kept in self->of). */
 EmStatus em_frame_items(EmTracer *T, EmSym *self, EmSym **out);
-/* 1 when fn (a method or slot wrapper) is list's and self such a list, or fn is a read of dict or
- * OrderedDict (keys, values, items, iteration, len, get, [], in) and self such a dict: the
- * method runs on em_frame_items's sym. */
+/* 1 when fn (a method or slot wrapper) is list's and self such a list, a read of dict or
+ * OrderedDict (keys, values, items, iteration, len, get, [], in) and self such a dict, or a slot
+ * wrapper or read-only method of set/frozenset and self such a set: the method runs on
+ * em_frame_items's sym. */
 int em_frame_items_method(const EmSym *self, PyObject *fn);
 /* fn, a method or slot wrapper of a builtin container, called on self whose items (contents) are
  * the container sym items: the slot's operation (em_slot_call; an in-place operator answers

@@ -1832,3 +1832,16 @@ def test_weakref_ref_of_objects_of_the_frame(capsys):
         assert_same(got[0], x * o.v)
         assert got[1]() is o
     capsys.readouterr()
+
+
+def test_set_subclass_instances_from_the_frame_are_read_by_their_contents():
+    def f(x, p, q):
+        return (x * len(p), p | q, p - q, p == q, p == _Tags([1, 2]), 2 in p, bool(q), sorted(p), p.union(q),
+                p.issubset({1, 2, 3}), _Tags.__and__(p, q), f"{p}", repr(q))
+
+    p, q = _Tags([1, 2]), _Frozen([2, 3])
+    one_graph(f, randn(2), p, q)
+    cf = ember.compile(f, fullgraph=True)
+    p.add(7)  # its contents changed: guarded
+    assert_same(cf(randn(2), p, q), f(randn(2), p, q))
+    assert_same(cf(randn(2), _Tags([1, 2]), _Frozen()), f(randn(2), _Tags([1, 2]), _Frozen()))
