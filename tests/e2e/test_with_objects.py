@@ -115,18 +115,6 @@ def test_exception_inside_block_runs_exit_once():
     assert mine.last_exc is ValueError
 
 
-def test_exit_that_suppresses_the_exception():
-    def f(x):
-        y = x
-        with Swallowing() as k:
-            y = x * k
-            raise KeyError("gone")
-        return y - 1
-
-    x = randn(4)
-    torch.testing.assert_close(ember.compile(f)(x), f(x))
-
-
 def test_exception_suppressed_by_exit_is_one_graph():
     def f(x):
         y = x
