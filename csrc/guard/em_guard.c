@@ -800,7 +800,8 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
         case EMG_KEYS: {
             PyObject *d = slots[in->slot], *k, *val;
             if (!PyDict_Check(d) || PyDict_GET_SIZE(d) != PyTuple_GET_SIZE(in->obj)) return 0;
-            if (PyODict_Check(d)) return odict_keys_same(d, in->obj);
+            if (!PyTuple_GET_SIZE(in->obj)) return 1; /* empty (a module's hooks, mostly): nothing to walk */
+            if (PyODict_Check(d)) return odict_keys_same(d, in->obj); /* allocates its iterator */
             Py_ssize_t pos = 0, i = 0;
             while (PyDict_Next(d, &pos, &k, &val)) {
                 PyObject *want = PyTuple_GET_ITEM(in->obj, i++);
