@@ -119,7 +119,17 @@ def _record_function(name, args=None):
     return contextlib.nullcontext()
 
 
+def _generation_tag(*cls_obj):
+    """TorchDynamo's tag of a module made while tracing (its patched nn.Module.__init__, see
+    _classify): nothing; the module the output tree makes is never tagged, as one made before
+    TorchDynamo ran is not."""
+
+
 TRACE_AS = {torch.autograd.profiler.record_function: _record_function}
+_mutation_guard = sys.modules.get("torch._dynamo.mutation_guard")
+if _mutation_guard is not None and hasattr(_mutation_guard, "GenerationTracker"):
+    for _tag in (_mutation_guard.GenerationTracker.tag, _mutation_guard.GenerationTracker.tag.__func__):
+        TRACE_AS[_tag] = _generation_tag  # the bound classmethod (equal per access) and its function
 
 
 # ---- torch.cond with a tensor predicate (csrc/trace/em_hop.c) ----
@@ -388,6 +398,8 @@ def _classify(fn):
         if mod == "torch" or mod.startswith("torch.") and not mod.startswith(("torch._dynamo", "torch.compiler")):
             return GRAPH
     if mod.startswith("torch._dynamo") and callable(fn):
+        if getattr(fn, "__qualname__", None) == "install_generation_tagging_init.<locals>.patched_init":
+            return UNKNOWN  # nn.Module.__init__ once TorchDynamo ran: the original, then a tag (_generation_tag)
         return ABORT  # TorchDynamo's machinery (disable wrappers, set_eval_frame): runs at a break
     elif isinstance(fn, types.FunctionType) and mod in _GRAPH_PY_MODULES and not (
             mod == "torch.nn.init" and fn.__name__.startswith("_")):
@@ -496,6 +508,10 @@ def iter_type(v):
 
 
 _BY_TYPE_CHECKS = (type.__dict__["__instancecheck__"], abc.ABCMeta.__instancecheck__)
+# metaclasses whose __instancecheck__ adds a True only for some tensors (Parameter's, Buffer's
+# marker attributes): for any other type they answer as type's
+_TENSOR_ONLY_CHECKS = tuple(type(c).__instancecheck__ for c in (torch.nn.Parameter, getattr(torch.nn, "Buffer", None))
+                            if c is not None and "__instancecheck__" in type(c).__dict__)
 _LEGACY_TENSOR_TYPE = type(torch.FloatTensor)
 # legacy tensor types (torch.FloatTensor, torch.cuda.LongTensor...): the device type and layout
 # their module stands for
@@ -519,7 +535,8 @@ def isinstance_by_type(tp, cls, depth=0):
         return None
     if tp is cls:
         return True
-    if type(cls).__instancecheck__ not in _BY_TYPE_CHECKS:
+    check = type(cls).__instancecheck__
+    if check not in _BY_TYPE_CHECKS and (check not in _TENSOR_ONLY_CHECKS or issubclass(tp, torch.Tensor)):
         return None
     try:
         return issubclass(tp, cls)

@@ -1069,11 +1069,14 @@ static EmStatus known_getattr(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, 
             }
         }
         EmSym *self_out = NULL;
-        int h0 = T->handlers;
+        int h0 = T->handlers, raised0 = T->exc != NULL;
         T->missing_attr = 0;
         EmStatus st = em_sym_getattr(T, all[0], all[1]->obj, is_hasattr, out, &self_out);
-        if (st == EM_ABORT && (n == 3 || is_hasattr) && T->missing_attr && T->missing_handlers == h0) {
-            /* the lookup ended in an AttributeError no inlined frame could catch */
+        /* the lookup ended in an AttributeError no inlined frame could catch: the missing
+         * attribute of a builtin lookup, or one a traced __getattr__ raised */
+        int missing = (T->missing_attr && T->missing_handlers == h0) ||
+                      (!raised0 && T->exc && PyErr_GivenExceptionMatches(T->exc, PyExc_AttributeError));
+        if (st == EM_ABORT && (n == 3 || is_hasattr) && missing) {
             T->missing_attr = 0;
             Py_CLEAR(T->exc);
             *out = is_hasattr ? em_sym_const(T, Py_False) : all[2];
@@ -1690,7 +1693,7 @@ static EmStatus call_known(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int
     for (int k = 0; k < EMK__COUNT; k++)
         if (PyTuple_GET_ITEM(em_state.known, k) == fn->obj)
             return handlers[k] ? handlers[k](T, fn, self, all, n, kwnames, out) : CALL_NEXT;
-    if (!self && (fn->kind == SYM_OBJ || fn->kind == SYM_CONST) && PyDict_GET_SIZE(em_state.trace_as)) {
+    if ((fn->kind == SYM_OBJ || fn->kind == SYM_CONST) && PyDict_GET_SIZE(em_state.trace_as)) {
         PyObject *as = PyDict_GetItemWithError(em_state.trace_as, fn->obj); /* _rules.TRACE_AS */
         if (!as) PyErr_Clear(); /* an unhashable callable is in no table */
         if (as && PyFunction_Check(as)) return em_inline(T, as, all, n, kwnames, out);
@@ -1944,13 +1947,14 @@ static EmStatus call_unruled(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
     (void)self;
     PyObject *f = fn->obj;
     char name[160];
-    if (f == em_module_base_call() && n >= 1 && all[0]->kind == SYM_OBJ &&
+    if (f == em_module_base_call() && n >= 1 && (all[0]->kind == SYM_OBJ || all[0]->kind == SYM_NEW) &&
         em_is_module(all[0]->obj)) /* nn.Module.__call__(m, ...) */
         return em_module_call_impl(T, all[0], all + 1, n - 1, kwnames, out);
     if (PyFunction_Check(f)) {
         return em_inline_closure(T, f, fn->items.len ? fn : NULL, all, n, kwnames, out);
     }
-    if (fn->kind == SYM_OBJ && em_is_module(f)) return em_inline_module(T, fn, all, n, kwnames, out);
+    if ((fn->kind == SYM_OBJ || fn->kind == SYM_NEW) && em_is_module(f))
+        return em_inline_module(T, fn, all, n, kwnames, out);
     if (PyExceptionClass_Check(f)) return call_exception_class(T, f, all, n, kwnames, out);
     if (PyType_Check(f)) {
         int handled;

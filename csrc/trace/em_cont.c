@@ -852,7 +852,7 @@ EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int stri
  * tensor; an object with object's __hash__ and __eq__), -1 neither (the trace gives up). A
  * constant and an object hashed by identity are taken as never equal (their hashes would have
  * to collide). */
-static int set_item_kind(const EmSym *x) {
+int em_set_item_kind(const EmSym *x) {
     if (x->kind == SYM_CONST) return 0;
     if (x->kind == SYM_TENSOR) return 1;
     if ((x->kind == SYM_OBJ || x->kind == SYM_NEW) && !PyType_Check(x->obj)) {
@@ -866,12 +866,12 @@ static int set_item_kind(const EmSym *x) {
 /* The index of x among set sym s's items, -1 when absent; -2 with *st set otherwise. */
 static int32_t set_find(EmTracer *T, EmSym *s, EmSym *x, EmStatus *st) {
     *st = EM_OK;
-    int kx = set_item_kind(x);
+    int kx = em_set_item_kind(x);
     if (kx < 0) return *st = em_trace_fail(T, EMA_VALUE, "a set holding a %s", em_sym_describe(x)), -2;
     if (kx == 0 && PyObject_Hash(x->obj) == -1) return *st = em_trace_raise_pending(T, "unhashable set item"), -2;
     for (int32_t i = 0; i < s->items.len; i++) {
         EmSym *it = s->items.data[i];
-        if (set_item_kind(it) != kx) continue;
+        if (em_set_item_kind(it) != kx) continue;
         int same;
         if (kx == 0) same = PyObject_RichCompareBool(it->obj, x->obj, Py_EQ);
         else if ((*st = em_sym_is(T, it, x, &same)) != EM_OK) return -2;

@@ -521,17 +521,14 @@ PyObject *em_module_base_call(void) {
 
 EmStatus em_inline_module(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
     PyTypeObject *tp = Py_TYPE(mod->obj);
-    if (mod->src < 0) return em_trace_fail(T, EMA_INLINE, "%s made while tracing", tp->tp_name);
-    PyObject *cname = PyUnicode_InternFromString("__call__");
-    if (!cname) return EM_ERR;
-    PyObject *call = _PyType_Lookup(tp, cname), *base_call = em_module_base_call();
-    Py_DECREF(cname);
+    if (mod->kind != SYM_NEW && mod->src < 0) return em_trace_fail(T, EMA_INLINE, "%s made while tracing", tp->tp_name);
+    PyObject *call = _PyType_Lookup(tp, EM_STR(dunder_call)), *base_call = em_module_base_call();
     if (call == base_call) return em_module_call_impl(T, mod, args, nargs, kwnames, out);
     /* a class's own __call__ (written in Python) runs as written, the type guarded; its
      * super().__call__(...) comes back to em_module_call_impl through em_call */
     if (!call || !PyFunction_Check(call))
         return em_trace_fail(T, EMA_INLINE, "%s.__call__ (not a Python function)", tp->tp_name);
-    if (em_guard_check(T->P, EMG_TYPE, mod->src, (PyObject *)tp, 0)) return EM_ERR;
+    if (mod->kind != SYM_NEW && em_guard_check(T->P, EMG_TYPE, mod->src, (PyObject *)tp, 0)) return EM_ERR;
     EmSym *all[65];
     if (nargs + 1 > 65) return em_trace_fail(T, EMA_CALL, "call with too many arguments");
     all[0] = mod;
@@ -667,11 +664,47 @@ static EmStatus hook_view(EmTracer *T, EmSym **args, int nargs, PyObject *kwname
     return EM_OK;
 }
 
+/* _call_impl of a module made while tracing (its attributes in items[0]): its hook dicts
+ * (made by Module.__init__ in the trace) must be empty; forward is its own or its class's. */
+static EmStatus new_module_call(EmTracer *T, EmSym *mod, EmSym **all, int nargs, PyObject *kwnames, EmSym **out) {
+    static const char *const hooks[] = {"_forward_pre_hooks",
+                                        "_forward_hooks",
+                                        "_backward_hooks",
+                                        "_backward_pre_hooks",
+                                        "_forward_hooks_always_called",
+                                        NULL};
+    PyTypeObject *tp = Py_TYPE(mod->obj);
+    EmSym *attrs = mod->items.data[0];
+    for (int i = 0; hooks[i]; i++) {
+        PyObject *name = PyUnicode_FromString(hooks[i]);
+        int at = name ? em_dict_find(attrs, name) : -2;
+        Py_XDECREF(name);
+        if (at == -2) return EM_ERR;
+        EmSym *h = at >= 0 ? attrs->items.data[at] : NULL;
+        if (h && (h->kind != SYM_DICT || h->items.len))
+            return em_trace_fail(T, EMA_INLINE, "a %s made while tracing with %s", tp->tp_name, hooks[i]);
+    }
+    int at = em_dict_find(attrs, EM_STR(forward));
+    if (at == -2) return EM_ERR;
+    if (at >= 0) return em_call(T, attrs->items.data[at], NULL, all + 1, nargs, kwnames, out);
+    PyObject *f = _PyType_Lookup(tp, EM_STR(forward));
+    if (!f || !PyFunction_Check(f))
+        return em_trace_fail(T, EMA_INLINE, "%s.forward (not a Python function)", tp->tp_name);
+    return em_inline(T, f, all, nargs + 1, kwnames, out);
+}
+
 EmStatus em_module_call_impl(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
     PyTypeObject *tp = Py_TYPE(mod->obj);
-    if (mod->src < 0) return em_trace_fail(T, EMA_INLINE, "%s made while tracing", tp->tp_name);
+    if (mod->kind != SYM_NEW && mod->src < 0) return em_trace_fail(T, EMA_INLINE, "%s made while tracing", tp->tp_name);
     EmStatus st = no_global_hooks(T);
     if (st != EM_OK) return st;
+    if (mod->kind == SYM_NEW) {
+        EmSym *all[65];
+        if (nargs + 1 > 65) return em_trace_fail(T, EMA_CALL, "call with too many arguments");
+        all[0] = mod;
+        for (int i = 0; i < nargs; i++) all[i + 1] = args[i];
+        return new_module_call(T, mod, all, nargs, kwnames, out);
+    }
     PyObject *md = em_obj_dict(mod->obj);
     if (!md) return em_trace_fail(T, EMA_INLINE, "%s without __dict__", tp->tp_name);
     if (em_guard_check(T->P, EMG_TYPE, mod->src, (PyObject *)tp, 0)) return EM_ERR;

@@ -199,8 +199,9 @@ EmStatus em_obj_base_new(EmTracer *T, PyObject *f, EmSym **all, int n, PyObject 
  * constant arguments: made now (ember._rules.make_torch_module: on the meta device, the
  * random state kept) when it holds no tensors (nn.ReLU(), nn.Dropout(p), nn.Flatten()), so
  * that every call's new module would compute the same; it is then read like a module of the
- * frame through a constant slot (returned, it is the same object on every call). Others:
- * *handled = 0 (the call breaks the graph). */
+ * frame through a constant slot (returned, it is the same object on every call). Others
+ * (*handled = 0), and user module classes, are made like any instance: Module.__init__ and the
+ * class's own traced, the module a NEW sym (em_inline.c new_module_call runs its forward). */
 static EmStatus new_torch_module(EmTracer *T, PyTypeObject *tp, EmSym **args, int nargs, PyObject *kwnames, EmSym **out,
                                  int *handled) {
     PyObject *mod = PyObject_GetAttrString((PyObject *)tp, "__module__");
@@ -226,8 +227,10 @@ static EmStatus new_torch_module(EmTracer *T, PyTypeObject *tp, EmSym **args, in
 EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out, int *handled) {
     *handled = 0;
     if (!PyType_Check(cls)) return EM_OK;
-    if (PyType_IsSubtype((PyTypeObject *)cls, (PyTypeObject *)em_state.nn_module_type))
-        return new_torch_module(T, (PyTypeObject *)cls, args, nargs, kwnames, out, handled);
+    if (PyType_IsSubtype((PyTypeObject *)cls, (PyTypeObject *)em_state.nn_module_type)) {
+        EmStatus st = new_torch_module(T, (PyTypeObject *)cls, args, nargs, kwnames, out, handled);
+        if (st != EM_OK || *handled) return st;
+    }
     int custom;
     PyTypeObject *tp = (PyTypeObject *)cls, *base = builtin_base(tp, &custom);
     if (!base) return EM_OK;

@@ -217,8 +217,16 @@ static EmStatus user_truth(EmTracer *T, EmSym *s, int *out) {
     return em_trace_fail(T, EMA_VALUE, "truth value of a %s", tp->tp_name);
 }
 
+/* Calling an instance made while tracing: its class's __call__ (a module's _call_impl), in
+ * em_call's last step. */
+static EmStatus new_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
+    (void)T, (void)fn, (void)self, (void)args, (void)nargs, (void)kwnames, (void)out;
+    return CALL_NEXT;
+}
+
 const EmSymOps em_new_ops = {
     .ident = EM_IDENT_FRESH,
+    .call = new_call,
     .getattr = em_sym_new_attr,
     .getitem = new_getitem,
     .setitem = new_setitem,

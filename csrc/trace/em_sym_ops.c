@@ -306,8 +306,10 @@ EmStatus em_sym_getitem_known(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
 }
 
 EmStatus em_sym_contains_known(EmTracer *T, EmSym *c, EmSym *key, int *found) {
-    /* a tensor (hashed by identity) is no key of a set or dict of constants */
-    if (key->kind == SYM_TENSOR && ((c->kind == SYM_CONST && PyAnySet_Check(c->obj)) || c->kind == SYM_DICT)) {
+    /* a tensor, or an object made while tracing hashed by identity, is no key of a set or dict
+     * of constants (one of the frame's may hold its functions: they are its constants) */
+    if (key->kind != SYM_OBJ && em_set_item_kind(key) == 1 &&
+        ((c->kind == SYM_CONST && PyAnySet_Check(c->obj)) || c->kind == SYM_DICT)) {
         *found = 0;
         return EM_OK;
     }

@@ -413,6 +413,9 @@ static inline int em_set_of_frame(const EmSym *s) {
 static inline int em_weakref_made(const EmSym *s) {
     return s->kind == SYM_OBJ && s->src < 0 && PyWeakref_CheckRefExact(s->obj) && s->items.len == 1;
 }
+/* How set membership compares x: 0 a constant (by value), 1 an object hashed by identity (a
+ * tensor; an object with object's __hash__ and __eq__), -1 neither. */
+int em_set_item_kind(const EmSym *x);
 static inline int em_set_made(const EmSym *s) { return s->kind == SYM_CONST && PySet_CheckExact(s->obj) && s->src < 0; }
 /* A frozenset constant (read-only methods run on it). */
 static inline int em_frozenset_const(const EmSym *s) { return s->kind == SYM_CONST && PyFrozenSet_CheckExact(s->obj); }

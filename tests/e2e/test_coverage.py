@@ -1845,3 +1845,97 @@ def test_set_subclass_instances_from_the_frame_are_read_by_their_contents():
     p.add(7)  # its contents changed: guarded
     assert_same(cf(randn(2), p, q), f(randn(2), p, q))
     assert_same(cf(randn(2), _Tags([1, 2]), _Frozen()), f(randn(2), _Tags([1, 2]), _Frozen()))
+
+
+class _Times(torch.nn.Module):
+    def __init__(self, k):
+        super().__init__()
+        self.k = k
+
+    def forward(self, t):
+        return t * self.k
+
+
+class _Stack(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = _Times(2.0)
+        self.act = torch.nn.ReLU()
+        self.seq = torch.nn.Sequential(_Times(3.0), torch.nn.Tanh())
+        self.layers = torch.nn.ModuleList([_Times(0.5), _Times(-1.0)])
+
+    def forward(self, t):
+        t = self.seq(self.act(self.a(t)))
+        for layer in self.layers:
+            t = layer(t)
+        return t
+
+
+class _Overridden(torch.nn.Module):
+    def __call__(self, t):
+        return super().__call__(t) + 1
+
+    def forward(self, t):
+        return t.cos()
+
+
+def test_user_modules_made_in_the_trace_are_traced():
+    def f(x):
+        m = _Stack()
+        m.eval()
+        n_children = len(list(m.children())) + len(list(m.modules()))
+        return (m(x) + _Overridden()(x), m.training, n_children, isinstance(m, torch.nn.Module),
+                isinstance(m, torch.nn.Parameter), type(m.seq[0]).__name__, hasattr(m, "missing"), hasattr(m, "seq"))
+
+    one_graph(f, randn(3))
+
+
+def test_module_made_in_the_trace_returned_is_a_new_module_per_call():
+    def f(x):
+        m = _Stack()
+        return m(x), m
+
+    cf = ember.compile(f, fullgraph=True)
+    x = randn(3)
+    (y1, m1), (y2, m2) = cf(x), cf(x)
+    assert m1 is not m2 and type(m1) is _Stack
+    assert_same(y1, f(x)[0])
+    assert list(m1._modules) == ["a", "act", "seq", "layers"] and m1.training
+    assert_same(m1(x), y1)  # a working module: its submodules and attributes are in place
+    assert counters()["frames"] == 1
+
+
+def test_hooks_registered_on_a_module_made_in_the_trace_still_run():
+    def f(x):
+        m = _Times(2.0)
+        m.register_forward_hook(lambda mod, args, out: out + 1)
+        return m(x)
+
+    x = randn(3)
+    assert_same(ember.compile(f)(x), f(x))
+
+
+def test_getattr_of_a_class_raising_attribute_error_answers_hasattr():
+    class Lazy:
+        def __getattr__(self, name):
+            if name.startswith("w"):
+                return 7
+            raise AttributeError(name)
+
+    class Strict:
+        def __getattr__(self, name):
+            raise KeyError(name)
+
+    def f(x):
+        o = Lazy()
+        return x * o.width, hasattr(o, "width"), hasattr(o, "height"), getattr(o, "depth", 3)
+
+    one_graph(f, randn(2))
+
+    def g(x):
+        return hasattr(Strict(), "a"), x
+
+    with pytest.raises(KeyError):
+        g(randn(2))
+    with pytest.raises(KeyError):
+        ember.compile(g)(randn(2))

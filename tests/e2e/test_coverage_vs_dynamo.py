@@ -97,8 +97,22 @@ def _autograd_function_with_grad(x):
     return _Square.apply(w) + torch.nn.ReLU()(x)
 
 
+class _Gate(torch.nn.Module):
+    def __init__(self, k):
+        super().__init__()
+        self.k = k
+        self.inner = torch.nn.Sequential(torch.nn.GELU(), torch.nn.Identity())
+
+    def forward(self, t):
+        return self.inner(t) * self.k
+
+
+def _module_made_in_trace(x):
+    return _Gate(2.0)(x) + torch.nn.ReLU()(x)
+
+
 CASES = [_gen_send, _closure_cells, _containers, _lazy_builtins, _ops_and_partial, _print_break, _cells_across_break,
-         _autograd_function_with_grad]
+         _autograd_function_with_grad, _module_made_in_trace]
 
 
 @pytest.mark.parametrize("fn", CASES, ids=[f.__name__.strip("_") for f in CASES])
