@@ -88,6 +88,10 @@ static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, in
             PyObject *d = PyDict_New();
             for (int32_t i = 0; d && i < s->items.len; i++) {
                 PyObject *v = meta_value_at(T, s->items.data[i], has_tensor, depth + 1, left);
+                if (v && em_key_token_sym(s->keys.data[i])) /* a tensor or object key: not a value */
+                    Py_SETREF(v, (em_trace_fail(T, EMA_VALUE, "real code given a dict keyed by %s",
+                                                em_sym_describe(em_key_token_sym(s->keys.data[i]))),
+                                  NULL));
                 if (!v || PyDict_SetItem(d, s->keys.data[i], v)) Py_CLEAR(d);
                 Py_XDECREF(v);
             }
@@ -102,7 +106,20 @@ static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, in
             return d;
         }
         case SYM_VIEW: {
-            PyObject *d = meta_value_at(T, s->items.data[0], has_tensor, depth + 1, left);
+            EmSym *ds = s->items.data[0];
+            PyObject *d = NULL;
+            if (s->pos == 'v' && em_dict_has_tokens(ds)) { /* values() of a dict keyed by tensors: keyed by 0..n-1 */
+                d = PyDict_New();
+                for (int32_t i = 0; d && i < ds->items.len; i++) {
+                    PyObject *v = meta_value_at(T, ds->items.data[i], has_tensor, depth + 1, left);
+                    PyObject *k = v ? PyLong_FromLong(i) : NULL;
+                    if (!k || PyDict_SetItem(d, k, v)) Py_CLEAR(d);
+                    Py_XDECREF(k);
+                    Py_XDECREF(v);
+                }
+            } else {
+                d = meta_value_at(T, ds, has_tensor, depth + 1, left);
+            }
             PyObject *r = d ? PyObject_CallMethod(d, em_view_method(s), NULL) : NULL;
             Py_XDECREF(d);
             return r;

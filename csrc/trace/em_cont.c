@@ -23,7 +23,7 @@ void em_dict_remove(EmSym *d, int i) {
 static EmSym *dict_view(EmTracer *T, EmSym *d, char what) {
     EmSym *r = em_sym_new(T, SYM_LIST);
     for (int32_t i = 0; r && i < d->keys.len; i++) {
-        EmSym *k = what != 'v' ? em_sym_const(T, d->keys.data[i]) : d->items.data[i], *it = k;
+        EmSym *k = what != 'v' ? em_dict_key_sym(T, d->keys.data[i]) : d->items.data[i], *it = k;
         if (k && what == 'i' && (it = em_sym_new(T, SYM_TUPLE)) &&
             (em_vec_push(&it->items, k) || em_vec_push(&it->items, d->items.data[i])))
             it = (PyErr_NoMemory(), NULL);
@@ -70,9 +70,14 @@ EmStatus em_frame_dict_method(EmTracer *T, EmContMethod m, const char *n, EmSym 
 
 static EmStatus dict_key_read(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym **args, int nargs,
                               EmSym **out) {
-    if (args[0]->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "dict.%s by a %s", n, em_sym_describe(args[0]));
-    int i = em_dict_find(self, args[0]->obj);
+    PyObject *key;
+    EmStatus st;
+    int absent = em_dict_key(T, self, args[0], 0, &key, &st);
+    if (absent < 0) return st;
+    int i = absent ? -1 : em_dict_find(self, key);
     if (i == -2) return EM_ERR;
+    if (i < 0 && m == EM_CM___getitem__ && args[0]->kind != SYM_CONST) /* KeyError(key): not a value here */
+        return em_trace_fail(T, EMA_VALUE, "dict.%s of a missing %s key", n, em_sym_describe(args[0]));
     return key_result(T, m, i >= 0, i >= 0 ? self->items.data[i] : NULL, args, nargs, out);
 }
 
@@ -451,18 +456,21 @@ EmStatus em_tuple_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self
 }
 
 /* d.pop(k[, default]). */
-static EmStatus dict_pop(EmTracer *T, EmSym *self, EmSym **args, int nargs, EmSym **out) {
-    int i = em_dict_find(self, args[0]->obj);
+static EmStatus dict_pop(EmTracer *T, EmSym *self, PyObject *key, EmSym **args, int nargs, EmSym **out) {
+    int i = key ? em_dict_find(self, key) : -1;
     if (i == -2) return EM_ERR;
-    if (i < 0 && nargs == 1) return em_trace_raise_new(T, PyExc_KeyError, args[0]->obj);
+    if (i < 0 && nargs == 1)
+        return args[0]->kind == SYM_CONST ? em_trace_raise_new(T, PyExc_KeyError, args[0]->obj)
+                                          : em_trace_fail(T, EMA_VALUE, "dict.pop of a missing key");
     *out = i >= 0 ? self->items.data[i] : args[1];
     if (i >= 0) em_dict_remove(self, i);
     return EM_OK;
 }
 
 /* d.setdefault(k[, default]) and d.__setitem__(k, v) (m). */
-static EmStatus dict_store(EmTracer *T, EmContMethod m, EmSym *self, EmSym **args, int nargs, EmSym **out) {
-    int i = em_dict_find(self, args[0]->obj);
+static EmStatus dict_store(EmTracer *T, EmContMethod m, EmSym *self, PyObject *key, EmSym **args, int nargs,
+                           EmSym **out) {
+    int i = em_dict_find(self, key);
     if (i == -2) return EM_ERR;
     if (m == EM_CM_setdefault && i >= 0) {
         *out = self->items.data[i];
@@ -471,8 +479,7 @@ static EmStatus dict_store(EmTracer *T, EmContMethod m, EmSym *self, EmSym **arg
     EmSym *v = nargs == 2 ? args[1] : em_sym_const(T, Py_None);
     if (!v) return EM_ERR;
     if (i >= 0) self->items.data[i] = v;
-    else if (em_vec_push(&self->keys, Py_NewRef(args[0]->obj)) || em_vec_push(&self->items, v))
-        return PyErr_NoMemory(), EM_ERR;
+    else if (em_vec_push(&self->keys, Py_NewRef(key)) || em_vec_push(&self->items, v)) return PyErr_NoMemory(), EM_ERR;
     else self->kver++;
     if (m == EM_CM_setdefault) {
         *out = v;
@@ -528,9 +535,11 @@ EmStatus em_dict_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self,
     if ((st = mutation_of(T, self, n)) != EM_OK) return st;
     int by_key = ((m == EM_CM_pop || m == EM_CM_setdefault) && nargs >= 1) || (m == EM_CM___setitem__ && nargs == 2);
     if (by_key && nargs <= 2) {
-        if (args[0]->kind != SYM_CONST)
-            return em_trace_fail(T, EMA_VALUE, "dict.%s by a %s", n, em_sym_describe(args[0]));
-        return m == EM_CM_pop ? dict_pop(T, self, args, nargs, out) : dict_store(T, m, self, args, nargs, out);
+        PyObject *key;
+        int absent = em_dict_key(T, self, args[0], m != EM_CM_pop, &key, &st);
+        if (absent < 0) return st;
+        return m == EM_CM_pop ? dict_pop(T, self, absent ? NULL : key, args, nargs, out)
+                              : dict_store(T, m, self, key, args, nargs, out);
     }
     if (m == EM_CM___delitem__ && nargs == 1 && args[0]->kind == SYM_CONST) {
         int i = em_dict_find(self, args[0]->obj);
@@ -557,7 +566,7 @@ EmStatus em_dict_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self,
             return odict ? em_trace_raise_new(T, PyExc_KeyError, EM_STR(dictionary_is_empty))
                          : em_trace_raise_new(T, PyExc_KeyError, EM_STR(popitem_empty));
         int32_t i = last ? self->keys.len - 1 : 0;
-        EmSym *k = em_sym_const(T, self->keys.data[i]), *t = k ? em_sym_new(T, SYM_TUPLE) : NULL;
+        EmSym *k = em_dict_key_sym(T, self->keys.data[i]), *t = k ? em_sym_new(T, SYM_TUPLE) : NULL;
         if (!t || em_vec_push(&t->items, k) || em_vec_push(&t->items, self->items.data[i]))
             return t ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
         em_dict_remove(self, i);
@@ -650,10 +659,11 @@ EmStatus em_make_dict(EmTracer *T, EmSym *src, EmSym **kwvals, PyObject *kwnames
         for (int32_t i = 0; st == EM_OK && i < pairs->items.len; i++) {
             EmSym *p = pairs->items.data[i];
             if (p->kind == SYM_CONST && PyTuple_CheckExact(p->obj) && (st = em_seq_items(T, p, &p)) != EM_OK) return st;
-            if ((p->kind != SYM_TUPLE && p->kind != SYM_LIST) || p->items.len != 2 ||
-                p->items.data[0]->kind != SYM_CONST)
-                return em_trace_fail(T, EMA_VALUE, "dict() of an item that is not a (constant key, value) pair");
-            st = em_dict_set(d, p->items.data[0]->obj, p->items.data[1]);
+            if ((p->kind != SYM_TUPLE && p->kind != SYM_LIST) || p->items.len != 2)
+                return em_trace_fail(T, EMA_VALUE, "dict() of an item that is not a (key, value) pair");
+            PyObject *key;
+            if (em_dict_key(T, d, p->items.data[0], 1, &key, &st) < 0) return st;
+            st = em_dict_set(d, key, p->items.data[1]);
         }
     }
     for (Py_ssize_t i = 0; st == EM_OK && kwnames && i < PyTuple_GET_SIZE(kwnames); i++)

@@ -415,8 +415,9 @@ EmStatus h_build_seq(EmTracer *T, const EmInstr *in) {
 }
 
 static EmStatus dict_put(EmTracer *T, EmSym *d, EmSym *k, EmSym *v) {
-    if (k->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "dict key %s", em_sym_describe(k));
-    return em_dict_set(d, k->obj, v);
+    PyObject *key;
+    EmStatus st;
+    return em_dict_key(T, d, k, 1, &key, &st) < 0 ? st : em_dict_set(d, key, v);
 }
 
 EmStatus h_build_map(EmTracer *T, const EmInstr *in) {
@@ -536,6 +537,10 @@ EmStatus h_call_ex(EmTracer *T, const EmInstr *in) {
         for (int i = 0; i < nk; i++) {
             PyTuple_SET_ITEM(names, i, Py_NewRef(kw->keys.data[i]));
             args[np + i] = kw->items.data[i];
+            if (!PyUnicode_Check(kw->keys.data[i])) { /* Python raises TypeError: let it */
+                Py_DECREF(names);
+                return em_trace_fail(T, EMA_VALUE, "**kwargs with a key that is not a str");
+            }
         }
     }
     st = em_call(T, fn, NULL, args, np + nk, names, &out);
@@ -724,7 +729,7 @@ EmStatus h_dict_merge(EmTracer *T, const EmInstr *in) {
             if (eq) /* Python raises TypeError: let it, as plain Python */
                 return em_trace_fail(T, EMA_VALUE, "keyword argument given twice");
         }
-        EmSym *key = em_sym_const(T, src->keys.data[k]);
+        EmSym *key = em_dict_key_sym(T, src->keys.data[k]);
         EmStatus st = key ? dict_put(T, d, key, src->items.data[k]) : EM_ERR;
         if (st != EM_OK) return st;
     }

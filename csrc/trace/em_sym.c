@@ -168,7 +168,7 @@ static EM_NEW PyObject *sym_value_at(EmTracer *T, EmSym *s, int depth, long *lef
             PyObject *dv = PyDict_New();
             for (int32_t i = 0; dv && i < d->items.len; i++) {
                 PyObject *v = s->pos == 'k' ? Py_NewRef(Py_None) : sym_value_at(T, d->items.data[i], depth + 1, left);
-                if (!v || PyDict_SetItem(dv, d->keys.data[i], v)) Py_CLEAR(dv);
+                if (!v || em_key_token_sym(d->keys.data[i]) || PyDict_SetItem(dv, d->keys.data[i], v)) Py_CLEAR(dv);
                 Py_XDECREF(v);
             }
             PyObject *r = dv ? PyObject_CallMethod(dv,
@@ -981,6 +981,63 @@ EmStatus em_dict_set(EmSym *d, PyObject *key, EmSym *v) {
     if (em_vec_push(&d->keys, Py_NewRef(key)) || em_vec_push(&d->items, v)) return PyErr_NoMemory(), EM_ERR;
     d->kver++;
     return EM_OK;
+}
+
+/* ---- keys of dict syms that are objects hashed by identity (tensors, modules, instances) ----
+ * Such a key is a token in the dict's keys: a capsule naming the key's sym, compared with the
+ * others by identity; lookups compare tokens' syms with em_sym_is. Tokens never leave the trace:
+ * values of dicts holding them are not known (em_sym_value, meta values), outputs rebuild them
+ * from their syms. */
+static const char key_token_name[] = "ember.dict_key";
+
+EmSym *em_key_token_sym(PyObject *key) {
+    return PyCapsule_CheckExact(key) && PyCapsule_IsValid(key, key_token_name)
+               ? (EmSym *)PyCapsule_GetPointer(key, key_token_name)
+               : NULL;
+}
+
+EmSym *em_dict_key_sym(EmTracer *T, PyObject *key) {
+    EmSym *t = em_key_token_sym(key);
+    return t ? t : em_sym_const(T, key);
+}
+
+int em_dict_has_tokens(const EmSym *d) {
+    for (int32_t i = 0; i < d->keys.len; i++)
+        if (em_key_token_sym(d->keys.data[i])) return 1;
+    return 0;
+}
+
+int em_dict_key(EmTracer *T, EmSym *d, EmSym *k, int make, PyObject **key, EmStatus *st) {
+    *st = EM_OK;
+    *key = NULL;
+    if (k->kind == SYM_CONST) {
+        *key = k->obj;
+        return 0;
+    }
+    if (em_set_item_kind(k) != 1) {
+        *st = em_trace_fail(T, EMA_VALUE, "dict key %s", em_sym_describe(k));
+        return -1;
+    }
+    for (int32_t i = 0; i < d->keys.len; i++) {
+        EmSym *t = em_key_token_sym(d->keys.data[i]);
+        int same = 0;
+        if (t && (*st = em_sym_is(T, t, k, &same)) != EM_OK) return -1;
+        if (same) {
+            *key = d->keys.data[i];
+            return 0;
+        }
+    }
+    if (!make) return 1;
+    PyObject *tok = PyCapsule_New(k, key_token_name, NULL);
+    if (!T->key_tokens && tok) T->key_tokens = PyList_New(0);
+    if (!tok || !T->key_tokens || PyList_Append(T->key_tokens, tok)) {
+        Py_XDECREF(tok);
+        *st = EM_ERR;
+        return -1;
+    }
+    Py_DECREF(tok); /* T->key_tokens holds it */
+    *key = tok;
+    return 0;
 }
 
 /* 1 when the trace may mutate container s: it was made while tracing, or it is the frame's

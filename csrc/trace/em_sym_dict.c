@@ -20,12 +20,18 @@ static EmStatus dict_attr(EmTracer *T, EmSym *base, PyObject *name, int method, 
 }
 
 static EmStatus dict_getitem(EmTracer *T, EmSym *d, EmSym *k, EmSym **out) {
-    if (k->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "index by %s", em_sym_describe(k));
-    int i = em_dict_find(d, k->obj);
+    PyObject *key;
+    EmStatus st;
+    int absent = em_dict_key(T, d, k, 0, &key, &st);
+    if (absent < 0) return st;
+    int i = absent ? -1 : em_dict_find(d, key);
     if (i == -2) return EM_ERR;
     if (i < 0) {
-        EmStatus st = em_dict_missing(T, d, k->obj, out);
-        return st != CALL_NEXT ? st : em_trace_raise_new(T, PyExc_KeyError, k->obj);
+        if (absent && d->of.len && em_dict_key(T, d, k, 1, &key, &st) < 0) return st; /* a defaultdict's new key */
+        st = em_dict_missing(T, d, key, out);
+        if (st != CALL_NEXT) return st;
+        return k->kind == SYM_CONST ? em_trace_raise_new(T, PyExc_KeyError, k->obj)
+                                    : em_trace_fail(T, EMA_VALUE, "index by a missing %s key", em_sym_describe(k));
     }
     *out = d->items.data[i];
     return EM_OK;
@@ -33,12 +39,18 @@ static EmStatus dict_getitem(EmTracer *T, EmSym *d, EmSym *k, EmSym **out) {
 
 static EmStatus dict_setitem(EmTracer *T, EmSym *d, EmSym *key, EmSym *v) {
     EmStatus st = em_sym_store_check(T, d, key);
-    return st == EM_OK ? em_dict_set(d, key->obj, v) : st;
+    PyObject *k;
+    if (st == EM_OK && em_dict_key(T, d, key, 1, &k, &st) < 0) return st;
+    return st == EM_OK ? em_dict_set(d, k, v) : st;
 }
 
 static EmStatus dict_contains(EmTracer *T, EmSym *d, EmSym *key, int *found) {
-    if (key->kind != SYM_CONST) return em_sym_contains_known(T, d, key, found);
-    int i = em_dict_find(d, key->obj);
+    if (key->kind != SYM_CONST && em_set_item_kind(key) != 1) return em_sym_contains_known(T, d, key, found);
+    PyObject *k;
+    EmStatus st;
+    int absent = em_dict_key(T, d, key, 0, &k, &st);
+    if (absent < 0) return st;
+    int i = absent ? -1 : em_dict_find(d, k);
     if (i == -2) return EM_ERR;
     *found = i >= 0;
     return EM_OK;
@@ -53,7 +65,7 @@ static EmStatus dict_truth(EmTracer *T, EmSym *s, int *out) {
 static EmStatus dict_items(EmTracer *T, EmSym *s, EmSym **out) {
     EmSym *r = em_sym_new(T, SYM_TUPLE);
     for (int32_t i = 0; r && i < s->keys.len; i++) {
-        EmSym *it = em_sym_const(T, s->keys.data[i]);
+        EmSym *it = em_dict_key_sym(T, s->keys.data[i]);
         if (!it || em_vec_push(&r->items, it)) r = NULL;
     }
     *out = r;
@@ -78,7 +90,8 @@ static EM_NEW PyObject *dict_value(EmSym *d) {
     if (d->kind != SYM_DICT) return NULL;
     PyObject *r = d->seq_type == EM_KNOWN(OrderedDict) ? PyObject_CallNoArgs(d->seq_type) : PyDict_New();
     for (int32_t i = 0; r && i < d->items.len; i++)
-        if (d->items.data[i]->kind != SYM_CONST || PyObject_SetItem(r, d->keys.data[i], d->items.data[i]->obj))
+        if (d->items.data[i]->kind != SYM_CONST || em_key_token_sym(d->keys.data[i]) ||
+            PyObject_SetItem(r, d->keys.data[i], d->items.data[i]->obj))
             Py_CLEAR(r);
     return r;
 }

@@ -44,8 +44,9 @@ EmStatus em_sym_getitem(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
     /* a slice with a symbolic bound stays symbolic only for a tensor */
     if (key->kind == SYM_SLICE && c->kind != SYM_TENSOR && !(key = em_slice_pinned(T, key))) return EM_ERR;
     /* before c's kind is asked: a key that holds a tensor makes the subscript a graph op,
-     * whatever c is */
-    int dict_key = c->kind == SYM_OBJ && c->src >= 0 && PyDict_Check(c->obj) && em_key_of_frame(key);
+     * whatever c is, but for a tensor as a dict's key */
+    int dict_key = (c->kind == SYM_OBJ && c->src >= 0 && PyDict_Check(c->obj) && em_key_of_frame(key)) ||
+                   (c->kind == SYM_DICT && key->kind == SYM_TENSOR);
     const EmSymOps *o = em_sym_has_tensor(key) && !dict_key ? &em_tensor_ops : ops_of(c);
     return o->getitem ? o->getitem(T, c, key, out) : no_op(T, "subscript", c);
 }
@@ -92,7 +93,8 @@ EmStatus em_sym_store_check(EmTracer *T, EmSym *c, EmSym *key) {
     int own = em_sym_mutable(T, c);
     if (own < 0) return EM_ERR;
     if (!own) return em_trace_fail(T, EMA_SIDE_EFFECT, "item store into an input %s", em_sym_describe(c));
-    if (key->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "item store with key %s", em_sym_describe(key));
+    if (key->kind != SYM_CONST && !(c->kind == SYM_DICT && em_set_item_kind(key) == 1)) /* a dict's: em_dict_key */
+        return em_trace_fail(T, EMA_VALUE, "item store with key %s", em_sym_describe(key));
     return EM_OK;
 }
 

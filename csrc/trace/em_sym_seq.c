@@ -369,7 +369,7 @@ static EmStatus iter_check(EmTracer *T, EmSym *it) {
     for (int32_t i = it->pos; d && it->of_what && it->of_what != 'k' && i < d->items.len; i++) {
         EmSym *v = d->items.data[i];
         if (it->of_what == 'i') {
-            EmSym *key = em_sym_const(T, d->keys.data[i]), *t = key ? em_sym_new(T, SYM_TUPLE) : NULL;
+            EmSym *key = em_dict_key_sym(T, d->keys.data[i]), *t = key ? em_sym_new(T, SYM_TUPLE) : NULL;
             if (!t || em_vec_push(&t->items, key) || em_vec_push(&t->items, v))
                 return PyErr_Occurred() ? EM_ERR : (PyErr_NoMemory(), EM_ERR);
             v = t;

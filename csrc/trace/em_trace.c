@@ -235,11 +235,30 @@ static PyObject *dict_keys_tuple(EmSym *d) {
     return keys;
 }
 
-/* An OrderedDict or defaultdict made while tracing: its type (a defaultdict's bound to its
- * factory) called at run time on its (key, value) pairs, as OUT_ITER builds. */
+/* make(pairs) at run time (OUT_ITER): dict sym s's (key, value) pairs, each key built from its
+ * sym (a token's: the tensor or object it stands for). make is stolen. */
+static EmStatus out_pairs(EmTracer *T, EmSym *s, PyObject *make, int depth) {
+    EmVec(EmSym *) pairs = {0};
+    EmStatus st = EM_OK;
+    for (int32_t i = 0; st == EM_OK && i < s->keys.len; i++) {
+        EmSym *k = em_dict_key_sym(T, s->keys.data[i]), *p = k ? em_sym_new(T, SYM_TUPLE) : NULL;
+        if (!p || em_vec_push(&p->items, k) || em_vec_push(&p->items, s->items.data[i]) || em_vec_push(&pairs, p))
+            st = p ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
+    }
+    if (st == EM_OK) st = push_out(T, (EmOut){.kind = OUT_ITER, .obj = make, .v = pairs.len});
+    else Py_DECREF(make);
+    if (st == EM_OK) st = out_children(T, pairs.data, 0, pairs.len, depth);
+    em_vec_free(&pairs);
+    return st;
+}
+
+/* A dict made while tracing that is an OrderedDict or defaultdict (its type, a defaultdict's
+ * bound to its factory) or has keys that are tokens: made at run time from its pairs. */
 static EmStatus out_dict_of(EmTracer *T, EmSym *s, int depth) {
     PyObject *make = NULL;
-    if (s->of.len || s->seq_type == EM_KNOWN(defaultdict)) { /* defaultdict: partial(defaultdict, factory) */
+    if (!s->seq_type) {
+        make = Py_NewRef((PyObject *)&PyDict_Type);
+    } else if (s->of.len || s->seq_type == EM_KNOWN(defaultdict)) { /* defaultdict: partial(defaultdict, factory) */
         EmSym *f = s->of.len ? s->of.data[0] : NULL; /* a function made while tracing without a closure: that
                                                      * function, as out_value; none: None */
         PyObject *fac = !f                                    ? Py_NewRef(Py_None)
@@ -255,19 +274,8 @@ static EmStatus out_dict_of(EmTracer *T, EmSym *s, int depth) {
     } else {
         make = Py_NewRef(s->seq_type);
     }
-    EmVec(EmSym *) pairs = {0};
-    EmStatus st = EM_OK;
-    for (int32_t i = 0; st == EM_OK && i < s->keys.len; i++) {
-        EmSym *k = em_sym_const(T, s->keys.data[i]), *p = k ? em_sym_new(T, SYM_TUPLE) : NULL;
-        if (!p || em_vec_push(&p->items, k) || em_vec_push(&p->items, s->items.data[i]) || em_vec_push(&pairs, p))
-            st = p ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
-    }
     s->out_at = T->out.len;
-    if (st == EM_OK) st = push_out(T, (EmOut){.kind = OUT_ITER, .obj = make, .v = pairs.len});
-    else Py_DECREF(make);
-    if (st == EM_OK) st = out_children(T, pairs.data, 0, pairs.len, depth);
-    em_vec_free(&pairs);
-    return st;
+    return out_pairs(T, s, make, depth);
 }
 
 /* A tuple, list or dict: read from the frame, the object itself; made while tracing, built
@@ -275,7 +283,7 @@ static EmStatus out_dict_of(EmTracer *T, EmSym *s, int depth) {
 static EmStatus out_container(EmTracer *T, EmSym *s, int depth) {
     if (s->src >= 0) return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src}); /* never mutated while tracing */
     if (s->out_at >= 0) return same_out(T, s);
-    if (s->kind == SYM_DICT && s->seq_type) return out_dict_of(T, s, depth);
+    if (s->kind == SYM_DICT && (s->seq_type || em_dict_has_tokens(s))) return out_dict_of(T, s, depth);
     if (s->kind == SYM_LIST && s->seq_type) { /* a deque: deque(items) at run time */
         s->out_at = T->out.len;
         EmStatus st = push_out(T, (EmOut){.kind = OUT_ITER, .obj = Py_NewRef(s->seq_type), .v = s->items.len});
@@ -292,6 +300,7 @@ static EmStatus out_container(EmTracer *T, EmSym *s, int depth) {
 /* The items of a list or dict s from the frame, as a new list or dict (OUT_SETITEMS's second
  * child). */
 EmStatus em_trace_build_content(EmTracer *T, EmSym *s) {
+    if (s->kind == SYM_DICT && em_dict_has_tokens(s)) return out_pairs(T, s, Py_NewRef((PyObject *)&PyDict_Type), 1);
     EmOut o = {.kind = s->kind == SYM_LIST ? OUT_LIST : OUT_DICT, .v = s->items.len};
     if (s->kind == SYM_DICT && !(o.obj = dict_keys_tuple(s))) return EM_ERR;
     EmStatus st = push_out(T, o);
@@ -631,6 +640,7 @@ void em_trace_free(EmTracer *T) {
     em_vec_free(&T->ctx_open);
     em_vec_free(&T->stores);
     em_vec_free(&T->mutated);
+    Py_CLEAR(T->key_tokens);
     em_vec_free(&T->prog_cells);
     Py_CLEAR(T->exc);
     for (int32_t i = 0; i < T->out.len; i++) Py_XDECREF(T->out.data[i].obj);

@@ -106,6 +106,7 @@ typedef struct EmTracer {
     /* lists and dicts from the frame the trace changed (em_sym_mutable): their items are
      * written back after the graph ran (OUT_SETITEMS) */
     EmVec(EmSym *) mutated;
+    PyObject *key_tokens; /* list (NULL until one is made): the dict-key tokens (em_dict_key) */
     /* program cells the trace reached (em_prog_cell), one SYM_CELL each */
     EmVec(EmSym *) prog_cells;
     /* getattr(o, n, default) / hasattr through Python code: the generic lookup found no such

@@ -152,6 +152,16 @@ int em_dict_find(EmSym *d, PyObject *key);
 int em_key_of_frame(const EmSym *key);
 EmStatus em_lazy_dict_get_keyed(EmTracer *T, EmSym *d, EmSym *key, int *found, EmSym **out);
 EmStatus em_dict_set(EmSym *d, PyObject *key, EmSym *v);
+/* The key of dict sym d that key sym k is: a constant's value, or for an object hashed by
+ * identity the token of d's key that is the same object (else, when make, a new token the
+ * tracer holds). *key borrowed. 0 found or made; 1 absent (make 0); -1 with *st (abort/error). */
+int em_dict_key(EmTracer *T, EmSym *d, EmSym *k, int make, PyObject **key, EmStatus *st);
+/* The sym a key of a dict sym stands for: a token's sym, else a constant of the key. */
+EmSym *em_dict_key_sym(EmTracer *T, PyObject *key);
+/* The sym a token key names, NULL for other keys. */
+EmSym *em_key_token_sym(PyObject *key);
+/* 1 when dict sym d has a key that is a token. */
+int em_dict_has_tokens(const EmSym *d);
 int em_is_namedtuple_type(PyTypeObject *tp);
 EmStatus em_env_lookup(EmTracer *T, EmSym *env, EmSym *key, int *found, EmSym **out);
 EmStatus em_lazy_dict_get(EmTracer *T, EmSym *d, PyObject *key, int *found, EmSym **out);

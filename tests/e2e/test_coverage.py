@@ -4,6 +4,7 @@ ops, callable objects, decorators and context managers written in Python, querie
 global state. Each case is one graph (fullgraph=True) whose results equal eager's, or raises
 what eager raises; what cannot be a graph runs as Python with eager's result."""
 
+import collections
 import functools
 import warnings
 
@@ -1939,3 +1940,48 @@ def test_getattr_of_a_class_raising_attribute_error_answers_hasattr():
         g(randn(2))
     with pytest.raises(KeyError):
         ember.compile(g)(randn(2))
+
+
+_KEY_PARAM = torch.nn.Parameter(torch.ones(3))
+
+
+def test_dicts_made_in_the_trace_keyed_by_tensors_and_objects():
+    def f(x):
+        y = x + 1
+        m = _Times(2.0)
+        d = {"a": x, _KEY_PARAM: 3, y: 4}
+        d[x] = 5
+        d[m] = 6
+        d[y] = 7  # the same key again: replaced in place
+        found = (x in d, y in d, x * 2 in d, _KEY_PARAM in d, d.get(x * 3, 0), d.get(m))
+        popped = d.pop(x)
+        counts = collections.defaultdict(list)
+        for t in (x, y, x):
+            counts[t].append(1)
+        pairs = dict(zip([x, y], ["p", "q"]))
+        return (d["a"] + d[_KEY_PARAM] + d[y], found, popped, len(d), list(d.values()),
+                [len(v) for v in counts.values()], pairs[y], list({**pairs}.values()), [k for k in d if isinstance(k, str)])
+
+    one_graph(f, randn(3))
+
+
+def test_dict_keyed_by_tensors_returned_holds_the_callers_tensors():
+    def f(x):
+        d = {x: x.sin(), "k": 1}
+        return d, collections.OrderedDict([(x, 2)])
+
+    cf = ember.compile(f, fullgraph=True)
+    x = randn(3)
+    d, od = cf(x)
+    assert type(d) is dict and type(od) is collections.OrderedDict
+    assert list(d)[0] is x and list(od)[0] is x and list(d)[1] == "k"
+    assert_same(d[x], x.sin())
+
+
+def test_missing_tensor_key_raises_as_python():
+    def f(x):
+        d = {x: 1}
+        return d[x + 1]
+
+    with pytest.raises(KeyError):
+        ember.compile(f)(randn(3))
