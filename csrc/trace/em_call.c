@@ -34,6 +34,30 @@ static int rule_of(PyObject *fn) {
  * code (a meta run, a builtin evaluated on known values). NULL with a Python exception, or
  * NULL without one after em_trace_fail: a value that cannot be handed over (a function made
  * while tracing, an iterator, nesting deeper than EM_MAX_NEST, such as a cycle). */
+static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, int depth, long *left);
+
+/* A dict view's: the view of its dict's meta value; values() of a dict keyed by tokens, of a
+ * dict of its values keyed by 0..n-1 (the keys are never seen through it). */
+static EM_NEW PyObject *meta_view(EmTracer *T, EmSym *s, int *has_tensor, int depth, long *left) {
+    EmSym *ds = s->items.data[0];
+    PyObject *d = NULL;
+    if (s->pos == 'v' && em_dict_has_tokens(ds)) {
+        d = PyDict_New();
+        for (int32_t i = 0; d && i < ds->items.len; i++) {
+            PyObject *v = meta_value_at(T, ds->items.data[i], has_tensor, depth + 1, left);
+            PyObject *k = v ? PyLong_FromLong(i) : NULL;
+            if (!k || PyDict_SetItem(d, k, v)) Py_CLEAR(d);
+            Py_XDECREF(k);
+            Py_XDECREF(v);
+        }
+    } else {
+        d = meta_value_at(T, ds, has_tensor, depth + 1, left);
+    }
+    PyObject *r = d ? PyObject_CallMethod(d, em_view_method(s), NULL) : NULL;
+    Py_XDECREF(d);
+    return r;
+}
+
 static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, int depth, long *left) {
     if (depth > EM_MAX_NEST || --*left < 0) {
         em_trace_fail(T, EMA_VALUE, "a value nested more than %d deep (or holding itself)", EM_MAX_NEST);
@@ -105,25 +129,7 @@ static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, in
             }
             return d;
         }
-        case SYM_VIEW: {
-            EmSym *ds = s->items.data[0];
-            PyObject *d = NULL;
-            if (s->pos == 'v' && em_dict_has_tokens(ds)) { /* values() of a dict keyed by tensors: keyed by 0..n-1 */
-                d = PyDict_New();
-                for (int32_t i = 0; d && i < ds->items.len; i++) {
-                    PyObject *v = meta_value_at(T, ds->items.data[i], has_tensor, depth + 1, left);
-                    PyObject *k = v ? PyLong_FromLong(i) : NULL;
-                    if (!k || PyDict_SetItem(d, k, v)) Py_CLEAR(d);
-                    Py_XDECREF(k);
-                    Py_XDECREF(v);
-                }
-            } else {
-                d = meta_value_at(T, ds, has_tensor, depth + 1, left);
-            }
-            PyObject *r = d ? PyObject_CallMethod(d, em_view_method(s), NULL) : NULL;
-            Py_XDECREF(d);
-            return r;
-        }
+        case SYM_VIEW: return meta_view(T, s, has_tensor, depth, left);
         default: em_trace_fail(T, EMA_CALL, "real code given a %s", em_sym_describe(s)); return NULL;
     }
 }
