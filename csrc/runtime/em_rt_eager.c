@@ -39,6 +39,16 @@ EmCompiled *em_rt_compile(EmGraph *G, EmOut *out, int32_t nout, const int32_t *i
     if (nin) memcpy(C->input_slots, input_slots, sizeof(int32_t) * (size_t)nin);
     for (int32_t i = 0; i < C->G.outputs.len; i++) C->is_output[C->G.outputs.data[i]] = 1;
     for (int32_t i = 0; i < nout; i++) C->has_same |= C->out[i].kind == OUT_SAME;
+    int effects = 0;
+    for (int32_t i = 0; i < nout; i++) effects |= C->out[i].kind == OUT_SETITEMS || C->out[i].kind == OUT_SETATTR;
+    for (int32_t i = 0; effects && i < nout; i++) {
+        if (C->out[i].kind != OUT_SLOT) continue;
+        int seen = 0;
+        for (int32_t k = 0; k < C->npins; k++) seen |= C->pins[k] == C->out[i].v;
+        if (seen) continue;
+        if (!C->pins && !(C->pins = malloc(sizeof(int32_t) * (size_t)nout))) goto nomem;
+        C->pins[C->npins++] = C->out[i].v;
+    }
     /* last use of every value; a value never used dies right after it is made */
     for (int32_t r = 0; r < n; r++) {
         last[r] = r;
@@ -81,6 +91,7 @@ void em_rt_free(EmCompiled *C) {
     if (C->out) release_out(C->out, C->nout);
     free(C->input_slots);
     free(C->frees);
+    free(C->pins);
     free(C->free_at);
     free(C->is_output);
     free(C);
@@ -205,12 +216,44 @@ static int keeps_order(PyObject *d, PyObject *items) {
     return 1;
 }
 
+/* A dict subclass's instance target (a defaultdict, an OrderedDict: the trace checked their item
+ * methods are dict's or OrderedDict's own) given items, in its own order (its iterator) by the
+ * mapping protocol, as set_items does for a dict. 0 or -1. */
+static int set_mapping_items(PyObject *target, PyObject *items) {
+    PyObject *keys = PySequence_List(target), *k, *v;
+    if (!keys) return -1;
+    Py_ssize_t pi = 0, n = PyList_GET_SIZE(keys);
+    int keep = 1, rc = 0;
+    for (Py_ssize_t i = 0; keep && i < n; i++) { /* keeps_order, in target's own order */
+        int in = PyDict_Contains(items, PyList_GET_ITEM(keys, i));
+        if (in < 0) keep = -1;
+        else if (in && !PyDict_Next(items, &pi, &k, &v)) keep = 0;
+        else if (in) keep = PyObject_RichCompareBool(PyList_GET_ITEM(keys, i), k, Py_EQ);
+    }
+    if (keep < 0) rc = -1;
+    else if (!keep) {
+        PyObject *r = PyObject_CallMethod(target, "clear", NULL);
+        rc = r ? 0 : -1;
+        Py_XDECREF(r);
+    }
+    for (Py_ssize_t i = 0; keep > 0 && !rc && i < n; i++) {
+        int in = PyDict_Contains(items, PyList_GET_ITEM(keys, i));
+        rc = in < 0 ? -1 : in ? 0 : PyObject_DelItem(target, PyList_GET_ITEM(keys, i));
+    }
+    Py_DECREF(keys);
+    Py_ssize_t p = 0;
+    while (!rc && PyDict_Next(items, &p, &k, &v)) rc = PyObject_SetItem(target, k, v);
+    return rc;
+}
+
 /* target (a list or dict from the frame) given the contents of items (a new one) in place: a
  * list all at once; a dict by deleting the keys it lost and setting the others in order, or,
  * when a key moved, cleared and refilled. 0 or -1. */
 static int set_items(PyObject *target, PyObject *items) {
     if (PyList_Check(target) && PyList_CheckExact(items)) /* a list subclass's storage as list's methods change it */
         return PyList_SetSlice(target, 0, PY_SSIZE_T_MAX, items);
+    if (PyDict_Check(target) && !PyDict_CheckExact(target) && PyDict_CheckExact(items))
+        return set_mapping_items(target, items);
     if (!PyDict_CheckExact(target) || !PyDict_CheckExact(items)) {
         PyErr_SetString(PyExc_SystemError, "ember: items written back into something not a list or dict");
         return -1;
@@ -461,7 +504,9 @@ EM_NEW PyObject *em_rt_call(EmCompiled *C, PyObject *const *slots) {
         PyErr_NoMemory();
         goto done;
     }
+    for (int32_t i = 0; i < C->npins; i++) Py_XINCREF(slots[C->pins[i]]);
     res = C->nout ? rebuild_out(C, vals, slots, &at, memo) : Py_NewRef(Py_None);
+    for (int32_t i = 0; i < C->npins; i++) Py_XDECREF(slots[C->pins[i]]);
     for (int32_t i = 0; memo && i < C->nout; i++) Py_XDECREF(memo[i]);
     PyMem_Free(memo);
 done:

@@ -26,6 +26,10 @@ typedef struct EmCompiled {
     int32_t *free_at;     /* per node: first index in frees */
     uint8_t *is_output;
     int has_same;         /* the output tree has OUT_SAME entries (needs a memo per call) */
+    int32_t *pins;        /* owned or NULL: the slots OUT_SLOT reads when the tree has effects (a
+                           * write-back may drop the last reference a borrowed slot had): held
+                           * while the tree is built */
+    int32_t npins;
     PyObject *on_error;   /* owned or NULL: called when the graph fails (restores global state) */
     /* Python backend (backend > 0, index in em_state.backends) */
     int32_t backend;

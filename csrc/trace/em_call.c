@@ -662,10 +662,11 @@ static EmStatus call_builtin_method(EmTracer *T, PyObject *fn, EmSym *self, EmSy
         *out = em_sym_const(T, Py_None);
         return *out ? EM_OK : EM_ERR;
     }
-    if (self->kind == SYM_OBJ && PyDict_Check(self->obj) && self->src >= 0 && owner == &PyDict_Type &&
+    int lazy = !em_frame_dict_rw(self); /* until the trace changes it: guarded per key */
+    if (lazy && self->kind == SYM_OBJ && PyDict_Check(self->obj) && self->src >= 0 && owner == &PyDict_Type &&
         !strcmp(n, "__getitem__") && nargs == 1)
         return em_dict_getitem(T, self, args[0], out);
-    if (self->kind == SYM_OBJ && PyDict_Check(self->obj) && owner == &PyDict_Type &&
+    if (lazy && self->kind == SYM_OBJ && PyDict_Check(self->obj) && owner == &PyDict_Type &&
         (!strcmp(n, "get") || !strcmp(n, "__getitem__") || !strcmp(n, "__contains__")))
         return em_container_method(T, fn, self, args, nargs, out); /* dict's storage, guarded per key */
     PyTypeObject *ct = em_new_content_type(self);
@@ -1865,9 +1866,13 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         EmStatus st = exc_with_traceback(T, f, self, all, n, out);
         if (st != CALL_NEXT) return st;
     }
-    if (self && kwnames && self->kind == SYM_DICT && Py_IS_TYPE(f, &PyMethodDescr_Type) &&
-        PyDescr_TYPE(f) == &PyDict_Type && !PyUnicode_CompareWithASCIIString(PyDescr_NAME(f), "update"))
-        return em_dict_update(T, self, args, nargs, kwnames, out); /* d.update(k=v) */
+    if (self && kwnames && (self->kind == SYM_DICT || self->kind == SYM_OBJ) && Py_IS_TYPE(f, &PyMethodDescr_Type) &&
+        (PyDescr_TYPE(f) == &PyDict_Type || PyDescr_TYPE(f) == &PyODict_Type) &&
+        !PyUnicode_CompareWithASCIIString(PyDescr_NAME(f), "update")) { /* d.update(k=v) */
+        EmSym *d = self;
+        EmStatus st = self->kind == SYM_OBJ ? em_frame_dict_items_rw(T, self, 1, &d) : EM_OK;
+        if (st != CALL_NEXT) return st == EM_OK ? em_dict_update(T, d, args, nargs, kwnames, out) : st;
+    }
     if (!self && PyCFunction_Check(f)) {
         EmStatus st = em_obj_base_new(T, f, all, n, kwnames, out);
         if (st != CALL_NEXT) return st;

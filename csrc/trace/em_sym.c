@@ -408,8 +408,39 @@ static EmStatus frame_list_items(EmTracer *T, EmSym *self, EmSym **out) {
     return EM_OK;
 }
 
+int em_dict_type_writable(PyTypeObject *tp) {
+    static const char *const names[] = {"__setitem__",  "__delitem__", "__getitem__",  "__iter__", "__len__",
+                                        "__contains__", "keys",        "values",       "items",    "get",
+                                        "pop",          "setdefault",  "update",       "clear",    "popitem",
+                                        "__ior__",      "__eq__",      "__reversed__", NULL};
+    if (!PyType_IsSubtype(tp, &PyDict_Type) || tp == &PyDict_Type) return 0;
+    PyTypeObject *base = PyType_IsSubtype(tp, &PyODict_Type) ? &PyODict_Type : &PyDict_Type;
+    for (int i = 0; names[i]; i++) {
+        PyObject *n = PyUnicode_InternFromString(names[i]);
+        int same = n && _PyType_Lookup(tp, n) == _PyType_Lookup(base, n);
+        Py_XDECREF(n);
+        if (!same) return PyErr_Clear(), 0;
+    }
+    PyObject *missing = _PyType_Lookup(tp, EM_STR(dunder_missing));
+    return !missing || missing == _PyType_Lookup((PyTypeObject *)EM_KNOWN(defaultdict), EM_STR(dunder_missing));
+}
+
+EmStatus em_frame_dict_items_rw(EmTracer *T, EmSym *s, int make, EmSym **out) {
+    if (s->kind != SYM_OBJ || s->src < 0 || s->by_id || !PyDict_Check(s->obj) || PyDict_CheckExact(s->obj) ||
+        !em_dict_type_writable(Py_TYPE(s->obj)))
+        return CALL_NEXT;
+    if (!make && !s->of.len) return CALL_NEXT;
+    return em_frame_items(T, s, out);
+}
+
+int em_frame_dict_rw(const EmSym *s) {
+    return s->kind == SYM_OBJ && s->src >= 0 && !s->by_id && s->of.len && s->of.data[0]->kind == SYM_DICT &&
+           s->of.data[0]->pos == EM_POS_FRAME_ITEMS_RW;
+}
+
 /* The items of a dict subclass's instance (em_frame_items): its type and keys in its order
- * guarded, each value through its key's slot; never changed by the trace. */
+ * guarded, each value through its key's slot; changed by the trace only for a type
+ * em_dict_type_writable takes (a defaultdict's factory read for its missing keys). */
 static EmStatus frame_dict_items(EmTracer *T, EmSym *self, EmSym **out) {
     PyObject *v = self->obj, *keys = em_dict_keys_ordered(v);
     if (!keys) return EM_ERR;
@@ -424,8 +455,15 @@ static EmStatus frame_dict_items(EmTracer *T, EmSym *self, EmSym **out) {
     EmSym *d = st == EM_OK ? em_sym_new(T, SYM_DICT) : NULL;
     if (d) {
         d->src = self->src;
-        d->pos = EM_POS_FRAME_ITEMS;
+        d->pos = em_dict_type_writable(Py_TYPE(v)) ? EM_POS_FRAME_ITEMS_RW : EM_POS_FRAME_ITEMS;
         if (PyODict_Check(v)) d->seq_type = Py_NewRef(EM_KNOWN(OrderedDict));
+    }
+    if (d && d->pos == EM_POS_FRAME_ITEMS_RW && PyObject_TypeCheck(v, (PyTypeObject *)EM_KNOWN(defaultdict))) {
+        PyObject *fname = PyUnicode_InternFromString("default_factory"); /* read for a missing key */
+        EmSym *fac = NULL, *fself = NULL;
+        st = fname ? em_sym_getattr(T, self, fname, 0, &fac, &fself) : EM_ERR;
+        Py_XDECREF(fname);
+        if (st != EM_OK || (!(fac->kind == SYM_CONST && fac->obj == Py_None) && em_vec_push(&d->of, fac))) d = NULL;
     }
     for (Py_ssize_t i = 0; d && i < PyTuple_GET_SIZE(keys); i++) {
         PyObject *k = PyTuple_GET_ITEM(keys, i), *item = PyDict_GetItemWithError(v, k);
@@ -476,6 +514,7 @@ int em_frame_items_method(const EmSym *self, PyObject *fn) {
                PyObject_TypeCheck(self->obj, owner) && (owner == &PySet_Type || owner == &PyFrozenSet_Type) &&
                (Py_IS_TYPE(fn, &PyWrapperDescr_Type) || em_set_reads(fn));
     if (!PyDict_Check(self->obj) || (owner != &PyDict_Type && owner != &PyODict_Type)) return 0;
+    if (em_dict_type_writable(Py_TYPE(self->obj))) return 1; /* its changes are written back */
     static const char *const reads[] = {"keys", "values",      "items",        "__iter__", "__len__",
                                         "get",  "__getitem__", "__contains__", NULL};
     for (int i = 0; reads[i]; i++)
@@ -1056,7 +1095,9 @@ int em_sym_own(EmTracer *T, EmSym *s) {
 
 int em_sym_mutable(EmTracer *T, EmSym *s) {
     if (em_sym_own(T, s)) return 1;
-    if ((s->kind != SYM_LIST && s->kind != SYM_DICT) || s->seq_type || s->src < 0 || s->pos == EM_POS_FRAME_ITEMS)
+    int rw = s->kind == SYM_DICT && s->pos == EM_POS_FRAME_ITEMS_RW; /* an OrderedDict's or defaultdict's too */
+    if ((s->kind != SYM_LIST && s->kind != SYM_DICT) || (s->seq_type && !rw) || s->src < 0 ||
+        s->pos == EM_POS_FRAME_ITEMS)
         return 0;
     for (int32_t i = 0; i < T->mutated.len; i++)
         if (T->mutated.data[i] == s) return 1;
@@ -1120,6 +1161,10 @@ EmStatus em_dict_getitem(EmTracer *T, EmSym *d, EmSym *key, EmSym **out) {
     PyTypeObject *tp = Py_TYPE(d->obj);
     PyObject *missing = tp == &PyDict_Type ? NULL : _PyType_Lookup(tp, EM_STR(dunder_missing));
     if (!missing) return em_trace_raise_new(T, PyExc_KeyError, key->obj);
+    EmSym *items = NULL; /* a defaultdict's __missing__ stores: into its items, written back */
+    if (missing == _PyType_Lookup((PyTypeObject *)EM_KNOWN(defaultdict), EM_STR(dunder_missing)) &&
+        (st = em_frame_dict_items_rw(T, d, 1, &items)) != CALL_NEXT)
+        return st == EM_OK ? em_sym_getitem(T, items, key, out) : st;
     if (PyFunction_Check(missing)) return em_call_dunder(T, d, "__missing__", &key, 1, out);
     return em_trace_fail(T, EMA_VALUE, "missing key of a %s (its __missing__ cannot be traced)", tp->tp_name);
 }

@@ -77,6 +77,9 @@ static EmStatus obj_attr(EmTracer *T, EmSym *base, PyObject *name, int method, E
  * container module (ModuleDict[name] traced, ModuleList[i] and Sequential[i] from its
  * members); else the value of an object known by identity. */
 static EmStatus obj_getitem(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
+    EmSym *rw = NULL; /* changed by the trace: its items */
+    EmStatus ist = em_frame_dict_items_rw(T, c, 0, &rw);
+    if (ist != CALL_NEXT) return ist == EM_OK ? em_sym_getitem(T, rw, key, out) : ist;
     if (obj_is_frame_dict_or_subclass(c)) return em_frame_dict_getitem(T, c, key, out);
     int opaque = obj_is_opaque_input(c);
     if (opaque) return opaque < 0 ? EM_ERR : em_call_dunder(T, c, "__getitem__", &key, 1, out);
@@ -97,7 +100,9 @@ static EmStatus obj_getitem(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
  * (guarded per variable); a mutable object guarded by its type only (its own __contains__,
  * traced); else the value of an object known by identity. */
 static EmStatus obj_contains(EmTracer *T, EmSym *c, EmSym *key, int *found) {
-    EmSym *v;
+    EmSym *v, *items = NULL;
+    EmStatus ist = em_frame_dict_items_rw(T, c, 0, &items); /* changed by the trace: its items */
+    if (ist != CALL_NEXT) return ist == EM_OK ? em_sym_contains(T, items, key, found) : ist;
     if (obj_is_frame_dict(c) && key->kind == SYM_CONST) return em_lazy_dict_get(T, c, key->obj, found, &v);
     if (obj_is_frame_dict_or_subclass(c) && em_key_of_frame(key) &&
         _PyType_Lookup(Py_TYPE(c->obj), EM_STR(dunder_contains)) ==

@@ -53,6 +53,9 @@ EmStatus em_sym_getitem(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
 
 EmStatus em_sym_setitem(EmTracer *T, EmSym *c, EmSym *key, EmSym *v) {
     if (key->kind == SYM_SLICE && c->kind != SYM_TENSOR && !(key = em_slice_pinned(T, key))) return EM_ERR;
+    EmSym *items = NULL; /* a defaultdict (...) of the frame: its items, written back after the graph */
+    EmStatus ist = em_frame_dict_items_rw(T, c, 1, &items);
+    if (ist != CALL_NEXT) return ist == EM_OK ? em_sym_setitem(T, items, key, v) : ist;
     const EmSymOps *o = ops_of(c);
     if (o->setitem) return o->setitem(T, c, key, v);
     EmStatus st = em_sym_store_check(T, c, key);
@@ -62,6 +65,8 @@ EmStatus em_sym_setitem(EmTracer *T, EmSym *c, EmSym *key, EmSym *v) {
 EmStatus em_sym_delitem(EmTracer *T, EmSym *c, EmSym *key) {
     if (key->kind == SYM_SLICE && c->kind != SYM_TENSOR && !(key = em_slice_pinned(T, key))) return EM_ERR;
     EmSym *r = NULL;
+    EmStatus ist = em_frame_dict_items_rw(T, c, 1, &r);
+    if (ist != CALL_NEXT) return ist == EM_OK ? em_sym_delitem(T, r, key) : ist;
     if (c->kind == SYM_DICT && key->kind == SYM_CONST) return em_dict_method(T, EM_CM_pop, "pop", c, &key, 1, &r);
     if (c->kind != SYM_LIST || c->seq_type || key->kind != SYM_CONST)
         return em_trace_fail(T, EMA_VALUE, "del of an item of %s", em_sym_describe(c));

@@ -47,8 +47,10 @@ typedef enum {
 enum {
     EM_POS_LAZY_ARG = -2,  /* an argument of the intercepted frame: obj = its value, src = its slot */
     EM_POS_FRAME_KWARGS = -4, /* DICT: the frame's own **kwargs dict (em_sym_own may take it over) */
-    EM_POS_FRAME_ITEMS = -5   /* DICT: the items of a dict subclass's instance from the frame, read-only
+    EM_POS_FRAME_ITEMS = -5,  /* DICT: the items of a dict subclass's instance from the frame, read-only
                                * (em_frame_items) */
+    EM_POS_FRAME_ITEMS_RW = -6 /* DICT: the same for a type em_dict_type_writable takes: the trace may
+                                * change them (written back after the graph, em_sym_mutable) */
 };
 /* A lazy iterator's producer (em_lazy.c), owned by its ITER sym: a generator made while
  * tracing (its suspended frame), map(), filter(), itertools.count(), or zip()/enumerate() over
@@ -156,6 +158,18 @@ EmStatus em_dict_set(EmSym *d, PyObject *key, EmSym *v);
  * identity the token of d's key that is the same object (else, when make, a new token the
  * tracer holds). *key borrowed. 0 found or made; 1 absent (make 0); -1 with *st (abort/error). */
 int em_dict_key(EmTracer *T, EmSym *d, EmSym *k, int make, PyObject **key, EmStatus *st);
+/* 1 when dict subclass tp's methods the trace models (item access, iteration, update, pop,
+ * setdefault, clear, popitem...) are all dict's or OrderedDict's own and its __missing__ is none
+ * or defaultdict's: its instances from the frame may be changed by the trace, the changes
+ * written back with the mapping protocol (no user code runs). */
+int em_dict_type_writable(PyTypeObject *tp);
+/* 1 when s is an instance of such a type read from the frame whose items the trace holds
+ * (em_frame_items made them): reads go to those items. */
+int em_frame_dict_rw(const EmSym *s);
+/* The items of such an instance s (em_frame_items), made now when make, else only when made
+ * before (a change made them: later reads see the changes); CALL_NEXT when s is no such
+ * instance (or, make 0, its items were not made). */
+EmStatus em_frame_dict_items_rw(EmTracer *T, EmSym *s, int make, EmSym **out);
 /* The sym a key of a dict sym stands for: a token's sym, else a constant of the key. */
 EmSym *em_dict_key_sym(EmTracer *T, PyObject *key);
 /* The sym a token key names, NULL for other keys. */

@@ -1416,3 +1416,72 @@ def test_names_of_bound_and_builtin_methods():
 
     got, want = ember.compile(f, fullgraph=True)(randn(2)), f(randn(2))
     assert got[1:] == want[1:]
+
+
+class _PlainSub(dict):
+    pass
+
+
+def _change_mapping(x, d):
+    d["n"] = x.sum()
+    d.setdefault("k", 3)
+    d.update(z=4)
+    gone = d.pop("a", None)
+    d["lst"].append(x) if "lst" in d else None
+    return x * len(d), "n" in d, list(d.keys()), gone, [k for k in d], d
+
+
+def test_changes_to_dict_subclass_instances_of_the_frame_are_written_back():
+    """A defaultdict, an OrderedDict or a dict subclass without Python item methods, passed in
+    and changed: the trace changes its items and the caller's object gets them after the graph
+    (in the same order), as eager's; a defaultdict's missing key runs its factory in the trace."""
+    makers = (lambda: collections.OrderedDict(a=1, b=2), lambda: collections.defaultdict(list, a=[0], lst=[1]),
+              lambda: _PlainSub(a=1, b=2))
+    x = randn(3)
+    for make in makers:
+        d_eager, d_comp = make(), make()
+        want = _change_mapping(x, d_eager)
+        cf = ember.compile(_change_mapping, fullgraph=True)
+        got = cf(x, d_comp)
+        assert got[-1] is d_comp and type(d_comp) is type(d_eager)
+        assert_same(got[:-1], want[:-1])
+        assert list(d_comp) == list(d_eager)
+        for k in d_eager:
+            assert_same(d_comp[k], d_eager[k])
+
+
+def test_defaultdict_of_the_frame_missing_key_and_reorder_are_written_back():
+    def f(x, dd, od):
+        dd["new"].append(x)
+        od.move_to_end("a")
+        del od["b"]
+        od["c"] = x
+        return x + len(dd["new"])
+
+    x = randn(3)
+    dd_e, dd_c = collections.defaultdict(list), collections.defaultdict(list)
+    od_e, od_c = collections.OrderedDict(a=1, b=2, d=3), collections.OrderedDict(a=1, b=2, d=3)
+    exp = f(x, dd_e, od_e)
+    got = ember.compile(f, fullgraph=True)(x, dd_c, od_c)
+    assert_same(got, exp)
+    assert list(dd_c) == ["new"] and dd_c["new"][0] is x
+    assert list(od_c.items())[:2] == list(od_e.items())[:2] and list(od_c) == list(od_e) and od_c["c"] is x
+
+
+class _Tag:
+    pass
+
+
+def test_value_removed_from_a_container_of_the_frame_and_returned_stays_alive():
+    """The returned value was read through a borrowed guard slot into the dict; the write-back
+    drops the dict's reference to it before the return value is built (pinned while it is)."""
+    def f(x, d, od):
+        return d.pop("a"), od.pop("a"), x + 1
+
+    x = randn(2)
+    cf = ember.compile(f, fullgraph=True)
+    for _ in range(3):
+        d, od = {"a": [_Tag(), 1], "b": 1}, collections.OrderedDict(a=[_Tag(), 2], b=1)  # their only references
+        got = cf(x, d, od)
+        assert type(got[0]) is list and isinstance(got[0][0], _Tag) and got[1][1] == 2
+        assert list(d) == ["b"] and list(od) == ["b"]
