@@ -3,7 +3,8 @@
  * calls at run time the branch the predicate selects, as eager's torch.cond does, and Python
  * backends get torch.ops.higher_order.cond (ember/backends/fx.py). A branch that changes
  * anything, reads a tensor the graph does not have yet, or whose result differs in metadata
- * from the other's breaks the graph: eager's torch.cond then runs (and raises what it raises).
+ * from the other's breaks the graph: eager's torch.cond then runs (and raises what it raises);
+ * so does a cond after a change to an object the trace replays after the graph.
  */
 #include "em_rec.h"
 
@@ -97,6 +98,11 @@ EmStatus em_known_cond(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, 
             return em_trace_fail(T, EMA_CALL, "torch.cond with an operand %s", em_sym_describe(ops->items.data[i]));
     if (!branch_ok(all[1]) || !branch_ok(all[2]))
         return em_trace_fail(T, EMA_CALL, "torch.cond with a branch that is not a plain function");
+    /* the branch runs as Python inside the graph: the trace's stores (globals, attributes,
+     * cells) and changes to the frame's containers are made after the graph, so it would read
+     * what they replace */
+    if (T->stores.len || T->mutated.len)
+        return em_trace_fail(T, EMA_CALL, "torch.cond after a change its branches could read");
     PyObject *mt = NULL, *mf = NULL;
     EmStatus st = trace_branch(T, all[1]->obj, ops, &mt);
     if (st == EM_OK) st = trace_branch(T, all[2]->obj, ops, &mf);

@@ -105,3 +105,29 @@ def test_cond_branch_that_raises_inside_a_try_block():
             except IndexError:
                 return x * 100
         """)))
+
+
+def test_cond_after_a_store_its_branch_reads_sees_the_stored_value():
+    """The branches run as Python in the graph; a global (or cell) the trace stored before the
+    cond is written after the graph: such a cond breaks the graph so the branch reads the new
+    value, as in eager."""
+    run_program("""
+    import torch, ember
+    c = 0
+    def true_fn(x):
+        return x - c
+    def false_fn(x):
+        return x + c
+    def f(pred, x):
+        global c
+        c = 1
+        return torch.cond(pred, true_fn, false_fn, [x])
+    x = torch.tensor([0.25, 0.25])
+    for p in (False, True):
+        c = 0
+        want = f(torch.tensor(p), x)
+        c = 0
+        got = ember.compile(f)(torch.tensor(p), x)
+        assert torch.equal(got, want), (got, want)
+    print("ok")
+    """)
