@@ -156,12 +156,83 @@ def _storages(v):
     return [p for x in v for p in _storages(x)] if isinstance(v, (tuple, list)) else []
 
 
-def cond_call(pred, true_fn, false_fn, operands):
-    """torch.cond in a graph: the branch pred selects, called on the operands. A result that
-    shares memory with an operand is refused by eager's torch.cond: it then runs, and raises."""
-    out = (true_fn if pred else false_fn)(*operands)
+def with_cells(fn, cells):
+    """fn (a function made while tracing) made again around fresh cells holding `cells`: the
+    closure of this call's branch."""
+    if not cells:
+        return fn
+    f = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
+                           tuple(types.CellType(c) for c in cells))
+    f.__kwdefaults__ = fn.__kwdefaults__
+    return f
+
+
+class _Aliased(Exception):
+    pass
+
+
+class _CondGrads(torch.autograd.Function):
+    """The selected branch of a cond op with eager torch.cond's autograd: every input tensor
+    that needs a gradient (an operand, or a tensor either branch's cells hold) gets one, zeros
+    where the branch does not use it, and the floating outputs need gradients."""
+
+    @staticmethod
+    def forward(ctx, run, spec_box, *inputs):
+        import torch.utils._pytree as pytree
+        with torch.enable_grad():
+            inner = [t.detach().requires_grad_(t.requires_grad) for t in inputs]
+            out = run(inner)
+        if set(_storages(out)) & set(_storages(inner)):
+            raise _Aliased()
+        flat, spec = pytree.tree_flatten(out)
+        spec_box.append(spec)
+        ctx.inner, ctx.flat = inner, flat
+        for o in flat:
+            if not o.is_floating_point() and not o.is_complex():
+                ctx.mark_non_differentiable(o)
+        return tuple(o.detach() for o in flat)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        want = [t for t in ctx.inner if t.requires_grad]
+        outs = [(o, g) for o, g in zip(ctx.flat, grads) if o.requires_grad and g is not None]
+        got = torch.autograd.grad([o for o, _ in outs], want, [g for _, g in outs], allow_unused=True,
+                                  retain_graph=True) if outs and want else [None] * len(want)
+        by_input = dict(zip(map(id, want), got))
+        res = [by_input.get(id(t)) if t.requires_grad else None for t in ctx.inner]
+        return (None, None) + tuple(torch.zeros_like(t) if t.requires_grad and r is None else r
+                                    for t, r in zip(ctx.inner, res))
+
+
+def cond_call(pred, true_fn, false_fn, operands, true_cells=(), false_cells=()):
+    """torch.cond in a graph: the branch pred selects, called on the operands (a branch with a
+    closure made again around its cells' values); with an input that needs a gradient, through
+    _CondGrads (eager's cond gives every input a gradient). A result that shares memory with an
+    operand is refused by eager's torch.cond: it then runs, and raises."""
+    import torch.utils._pytree as pytree
+    tf, ff = with_cells(true_fn, true_cells), with_cells(false_fn, false_cells)
+    cells = tuple(true_cells) + tuple(false_cells)
+    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
+                                       for t in tuple(operands) + cells):
+        slots = [i for i, c in enumerate(cells) if isinstance(c, torch.Tensor)]
+        n, mine = len(operands), range(len(true_cells)) if pred else range(len(true_cells), len(cells))
+
+        def run(inner):
+            vals = list(cells)
+            for k, i in enumerate(slots):
+                vals[i] = inner[n + k]
+            fn = with_cells(true_fn if pred else false_fn, [vals[i] for i in mine])
+            return fn(*inner[:n])
+
+        box = []
+        try:
+            flat = _CondGrads.apply(run, box, *operands, *(cells[i] for i in slots))
+        except _Aliased:
+            return torch.cond(pred, tf, ff, operands)
+        return pytree.tree_unflatten(list(flat), box[0])
+    out = (tf if pred else ff)(*operands)
     if set(_storages(out)) & set(_storages(operands)):
-        return torch.cond(pred, true_fn, false_fn, operands)
+        return torch.cond(pred, tf, ff, operands)
     return out
 
 

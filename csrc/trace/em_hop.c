@@ -10,12 +10,33 @@
 
 #include "../pyver/em_state.h"
 
-/* A branch the graph may hold as a constant: a function without cells or defaults of the
- * trace, the same object on every call (known by identity, made while tracing, or a nested
- * function without a closure). */
+/* A branch the graph may hold as a constant: a function without defaults of the trace, the
+ * same object on every call (known by identity, made while tracing, or a nested function
+ * without a closure); one made while tracing may have cells (made by the trace: the op makes
+ * the function again at run time around their values, see branch_cells). */
 static int branch_ok(const EmSym *s) {
-    if (s->kind != SYM_OBJ || !PyFunction_Check(s->obj) || s->items.len) return 0;
+    if (s->kind != SYM_OBJ || !PyFunction_Check(s->obj)) return 0;
+    if (s->items.len) return em_sym_placeholder(s) && !s->pos;
     return em_sym_placeholder(s) || s->by_id == 1 || (s->by_id == 2 && !((PyFunctionObject *)s->obj)->func_closure);
+}
+
+/* The values of branch b's cells as a tuple sym (the op's argument: graph values and
+ * constants). Each must be a cell the trace made, holding a tensor or a constant: an object
+ * (a module) would let the branch read tensors (parameters) the graph holds as inputs, which
+ * a Python backend's copy of the branch would take for constants. NULL with *st set. */
+static EmSym *branch_cells(EmTracer *T, EmSym *b, EmStatus *st) {
+    EmSym *t = em_sym_new(T, SYM_TUPLE);
+    *st = t ? EM_OK : EM_ERR;
+    for (int32_t i = 0; t && i < b->items.len; i++) {
+        EmSym *c = b->items.data[i], *v = c->kind == SYM_CELL && !c->pos && c->items.len ? c->items.data[0] : NULL;
+        int ok = v && (v->kind == SYM_TENSOR || v->kind == SYM_CONST);
+        if (!ok)
+            return *st = em_trace_fail(T, EMA_CALL, "torch.cond: a branch closing over %s",
+                                       v ? em_sym_describe(v) : "an unbound or program cell"),
+                   NULL;
+        if (em_vec_push(&t->items, v)) return *st = (PyErr_NoMemory(), EM_ERR), NULL;
+    }
+    return t;
 }
 
 /* The sum of the change counters of syms[0, n): a branch that changed a container the trace
@@ -50,14 +71,21 @@ static PyObject *result_meta(EmTracer *T, EmSym *r, int32_t nodes0) {
 
 /* Traces fn(*ops) and takes back everything it added to the graph: *meta is its result's meta
  * value (new reference). EM_OK, EM_ABORT (the reason recorded) or EM_ERR. */
-static EmStatus trace_branch(EmTracer *T, PyObject *fn, EmSym *ops, PyObject **meta) {
+static EmStatus trace_branch(EmTracer *T, EmSym *fn, EmSym *ops, PyObject **meta) {
     EmGraph *G = T->G;
     int32_t nodes0 = G->nodes.len, inputs0 = G->ninputs, syms0 = T->syms.len, stores0 = T->stores.len,
             mutated0 = T->mutated.len, ctx0 = T->ctx_open.len;
     int grad0 = T->grad;
     uint64_t v0 = versions(T, syms0);
-    EmSym *ret = NULL;
-    EmStatus st = em_inline(T, fn, ops ? ops->items.data : NULL, ops ? ops->items.len : 0, NULL, &ret);
+    EmSym *ret = NULL, *cells0[64];
+    for (int32_t i = 0; i < fn->items.len && i < 64; i++)
+        cells0[i] = fn->items.data[i]->items.len ? fn->items.data[i]->items.data[0] : NULL;
+    if (fn->items.len > 64) return em_trace_fail(T, EMA_CALL, "torch.cond: a branch with more than 64 cells");
+    EmStatus st = em_inline_closure(T, fn->obj, fn->items.len ? fn : NULL, ops ? ops->items.data : NULL,
+                                    ops ? ops->items.len : 0, NULL, &ret);
+    for (int32_t i = 0; st == EM_OK && i < fn->items.len; i++) /* a nonlocal write: the op's cells are copies */
+        if ((fn->items.data[i]->items.len ? fn->items.data[i]->items.data[0] : NULL) != cells0[i])
+            st = em_trace_fail(T, EMA_CALL, "torch.cond: a branch that writes a variable of its closure");
     if (st == EM_ABORT && T->exc) { /* eager's torch.cond does not hand a branch's exception on as it is */
         Py_CLEAR(T->exc);
         return em_trace_fail(T, EMA_CALL, "torch.cond: a branch that raises");
@@ -104,8 +132,11 @@ EmStatus em_known_cond(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, 
     if (T->stores.len || T->mutated.len)
         return em_trace_fail(T, EMA_CALL, "torch.cond after a change its branches could read");
     PyObject *mt = NULL, *mf = NULL;
-    EmStatus st = trace_branch(T, all[1]->obj, ops, &mt);
-    if (st == EM_OK) st = trace_branch(T, all[2]->obj, ops, &mf);
+    EmStatus st = EM_OK;
+    EmSym *tcells = branch_cells(T, all[1], &st), *fcells = tcells ? branch_cells(T, all[2], &st) : NULL;
+    if (!fcells) return st;
+    st = trace_branch(T, all[1], ops, &mt);
+    if (st == EM_OK) st = trace_branch(T, all[2], ops, &mf);
     PyObject *same = st == EM_OK ? PyObject_CallMethod(em_state.meta_run, "cond_same_meta", "OO", mt, mf) : NULL;
     PyObject *meta_fn = same == Py_True ? PyObject_CallMethod(em_state.meta_run, "cond_meta", "(O)", mt) : NULL;
     PyObject *call = meta_fn ? PyObject_GetAttrString(em_state.meta_run, "cond_call") : NULL;
@@ -113,9 +144,14 @@ EmStatus em_known_cond(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, 
         st = em_trace_fail(T, EMA_CALL, "torch.cond: branches whose results differ in metadata");
     else if (st == EM_OK && !call) st = EM_ERR;
     if (st == EM_OK) {
-        EmSym *args[4] = {pred, em_sym_const(T, all[1]->obj), em_sym_const(T, all[2]->obj),
-                          ops ? ops : em_sym_new(T, SYM_TUPLE)};
-        st = args[1] && args[2] && args[3] ? em_op_record(T, EMOP_CALL, call, args, 4, NULL, meta_fn, out) : EM_ERR;
+        EmSym *args[6] = {pred,
+                          em_sym_const(T, all[1]->obj),
+                          em_sym_const(T, all[2]->obj),
+                          ops ? ops : em_sym_new(T, SYM_TUPLE),
+                          tcells,
+                          fcells};
+        int nargs = tcells->items.len || fcells->items.len ? 6 : 4;
+        st = args[1] && args[2] && args[3] ? em_op_record(T, EMOP_CALL, call, args, nargs, NULL, meta_fn, out) : EM_ERR;
     }
     Py_XDECREF(mt);
     Py_XDECREF(mf);

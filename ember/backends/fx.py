@@ -166,20 +166,30 @@ def _has_node(v):
     return isinstance(v, torch.fx.Node)
 
 
-def _cond_fx(pred, true_fn, false_fn, operands):
+def _cond_fx(pred, true_fn, false_fn, operands, true_cells=(), false_cells=()):
     """A cond op (_rules.cond_call) for AOTAutograd: torch.ops.higher_order.cond over branches
-    that return their results flat."""
+    that return their results flat; the tensors their cells hold are lifted into operands (each
+    branch takes them all, made again around its own)."""
     import torch.utils._pytree as pytree
     spec = []
+    n = len(operands)
+    lifted = []  # each tensor once (cond refuses operands that alias each other)
+    for c in tuple(true_cells) + tuple(false_cells):
+        if isinstance(c, torch.Tensor) and not any(c is t for t in lifted):
+            lifted.append(c)
 
-    def flat(fn):
-        def branch(*ops):
-            leaves, s = pytree.tree_flatten(fn(*ops))
+    def flat(fn, cells):
+        at = [next(i for i, t in enumerate(lifted) if t is c) if isinstance(c, torch.Tensor) else -1 for c in cells]
+
+        def branch(*args):
+            vals = [args[n + a] if a >= 0 else c for a, c in zip(at, cells)]
+            leaves, s = pytree.tree_flatten(_rules.with_cells(fn, vals)(*args[:n]))
             spec[:] = [s]
             return tuple(leaves)
         return branch
 
-    leaves = torch.ops.higher_order.cond(pred, flat(true_fn), flat(false_fn), tuple(operands))
+    leaves = torch.ops.higher_order.cond(pred, flat(true_fn, true_cells), flat(false_fn, false_cells),
+                                         tuple(operands) + tuple(lifted))
     return pytree.tree_unflatten(list(leaves), spec[0])
 
 
