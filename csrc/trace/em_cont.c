@@ -877,6 +877,16 @@ int em_set_item_kind(const EmSym *x) {
 static int32_t set_find(EmTracer *T, EmSym *s, EmSym *x, EmStatus *st) {
     *st = EM_OK;
     int kx = em_set_item_kind(x);
+    int unhashable = (x->kind == SYM_LIST && !x->seq_type) || (x->kind == SYM_DICT && !x->seq_type) ||
+                     (x->kind == SYM_SET && x->seq_type == (PyObject *)&PySet_Type);
+    if (kx < 0 && unhashable) { /* a list, dict or set made while tracing: Python's TypeError */
+        PyObject *msg = PyUnicode_FromFormat("unhashable type: '%s'", x->kind == SYM_LIST   ? "list"
+                                                                      : x->kind == SYM_DICT ? "dict"
+                                                                                            : "set");
+        *st = msg ? em_trace_raise_new(T, PyExc_TypeError, msg) : EM_ERR;
+        Py_XDECREF(msg);
+        return -2;
+    }
     if (kx < 0) return *st = em_trace_fail(T, EMA_VALUE, "a set holding a %s", em_sym_describe(x)), -2;
     if (kx == 0 && PyObject_Hash(x->obj) == -1) return *st = em_trace_raise_pending(T, "unhashable set item"), -2;
     for (int32_t i = 0; i < s->items.len; i++) {

@@ -648,6 +648,11 @@ def test_set_errors_raise_as_python():
                 s.add(w + 10)
         except RuntimeError:  # Set changed size during iteration
             v += 10
+        for bad in ([1], {}, set()):  # unhashable items made in the trace
+            try:
+                s.add(bad)
+            except TypeError:
+                v += 100
         return x * v, s
 
     one_graph(f, randn(3))
