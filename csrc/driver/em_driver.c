@@ -249,7 +249,7 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
         if (region < 0) goto done;
         if (region) at = R.start;
         if (cwhy) whynot = cwhy;
-        if (at >= 0) em_decode(T.bytes, T.n_units, at, &x);
+        if (at >= 0) em_decode_op(T.bytes, T.n_units, at, &x);
         if (!allow_break || at < 0 || cwhy || (!region && !breakable_op(x.op)) ||
             !em_break_possible(co, at, region ? &R : NULL, &whynot)) {
             *why = allow_break ? PyUnicode_FromFormat("%U (no graph break: %s)", first_why, whynot)

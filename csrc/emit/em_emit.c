@@ -78,6 +78,7 @@ int em_asm_decode_ranges(EmAsm *A, PyCodeObject *co, const int *ranges, int nran
     int32_t first = A->ins.len;
     for (int r = 0; r < nranges; r++) {
         int lo = ranges[2 * r], hi = ranges[2 * r + 1] < n ? ranges[2 * r + 1] : n;
+        while (lo > 0 && code[2 * (lo - 1)] == EMBC_EXTENDED_ARG) lo--; /* a range given by an opcode's unit */
         for (int at = lo; at < hi;) {
             EmInstr in;
             int start = at;

@@ -104,8 +104,10 @@ int em_break_possible(PyCodeObject *co, int at, const EmRegion *R, const char **
         return 0;
     }
     EmInstr x;
-    em_decode(code, n, at, &x);
-    int lo = R ? R->cover : at, hi = R ? R->end : x.next;
+    em_decode_op(code, n, at, &x); /* `at` is the opcode's unit: its EXTENDED_ARG prefixes count */
+    int first = at; /* the instruction's first unit: a jump back to a prefix is a jump to it */
+    while (first > 0 && code[2 * (first - 1)] == EMBC_EXTENDED_ARG) first--;
+    int lo = R ? R->cover : first, hi = R ? R->end : x.next;
     if (R) {
         work[top++] = R->end;
     } else {

@@ -195,6 +195,14 @@ static inline void em_decode(const unsigned char *code, int n_units, int at, EmI
     out->next = at + 1 + em_bc_caches[out->op];
 }
 
+/* The instruction whose opcode is at unit `op_at` (an EmInstr's `at`), its EXTENDED_ARG prefixes
+ * (the units before it) included: em_decode from `op_at` itself would lose its high bits. */
+static inline void em_decode_op(const unsigned char *code, int n_units, int op_at, EmInstr *out) {
+    int start = op_at;
+    while (start > 0 && code[2 * (start - 1)] == EMBC_EXTENDED_ARG) start--;
+    em_decode(code, n_units, start, out);
+}
+
 /* Operand decoding that differs between versions. */
 /* The exception-table entry covering code unit u (3.11/3.12 format, Objects/exception_handling_notes.txt):
  * 1 with its handler, stack depth and lasti flag, 0 if none, -1 if the table cannot be read (then

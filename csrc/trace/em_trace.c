@@ -481,7 +481,7 @@ static int locals_read(EmTracer *T, char *read, int n, int from) {
         if (at < 0 || at >= T->n_units || seen[at]) continue;
         seen[at] = 1;
         EmInstr in;
-        em_decode(T->bytes, T->n_units, at, &in);
+        em_decode_op(T->bytes, T->n_units, at, &in); /* `from` is the break's opcode unit */
         int reads = in.op == EMBC_LOAD_FAST || in.op == EMBC_DELETE_FAST;
 #ifdef EMBC_LOAD_FAST_CHECK
         reads |= in.op == EMBC_LOAD_FAST_CHECK;

@@ -2071,3 +2071,20 @@ def test_value_the_trace_cannot_hold_does_not_break_forever():
     cf = ember.compile(_lookup_by_type)
     for t in (list, int, list):
         torch.testing.assert_close(cf(x, t), _lookup_by_type(x, t))
+
+
+def test_break_at_a_jump_with_extended_arg_keeps_the_locals_the_far_branch_reads():
+    """fuzz 1901:542: a branch on a tensor whose then-block is longer than 255 code units: the
+    jump carries an EXTENDED_ARG prefix, which liveness at the break lost (reading the jump's
+    target wrong): `i`, read only by the else path, was not handed to the resume function."""
+    body = "\n".join(f"        a = a + {k}" for k in range(120))
+    src = (f"def f(x, z):\n    a = 0\n    for i in range(z.shape[0]):\n        pass\n    if x.sum():\n{body}\n"
+           f"        return x + a\n    return x * i\n")
+    ns = {}
+    exec(compile(src, "<long_branch>", "exec"), ns)
+    f = ns["f"]
+    assert any(ins.opname == "EXTENDED_ARG" for ins in __import__("dis").get_instructions(f))
+    cf = ember.compile(f)
+    for xv, n in ((1.0, 1), (0.0, 3), (0.0, 2), (1.0, 3)):
+        x, z = torch.full((3,), xv), torch.zeros(n, 2)
+        assert_same(cf(x, z), f(x, z))
