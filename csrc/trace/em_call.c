@@ -551,23 +551,30 @@ static EmStatus call_isinstance(EmTracer *T, EmSym *obj, EmSym *cls, EmSym **out
 
 /* args as builtin fn sees them: where fn only iterates its arguments (sum, min, max, any, all,
  * sorted), an instance of a builtin container's subclass without a Python __iter__ is its
- * contents (written to buf, which is returned); else all. */
-static EmSym **iterated_args(PyObject *fn, EmSym **all, int nargs, EmSym **buf) {
+ * contents (em_slot_operand, written to buf, which *args then is); else all. */
+static EmStatus iterated_args(EmTracer *T, PyObject *fn, EmSym **all, int nargs, EmSym **buf, EmSym ***args) {
     static const char *const names[] = {"sum", "min", "max", "any", "all", "sorted", NULL};
     PyObject *m = PyCFunction_Check(fn) ? ((PyCFunctionObject *)fn)->m_module : NULL;
-    if (nargs > 64 || !m || !PyUnicode_Check(m) || PyUnicode_CompareWithASCIIString(m, "builtins")) return all;
+    *args = all;
+    if (nargs > 64 || !m || !PyUnicode_Check(m) || PyUnicode_CompareWithASCIIString(m, "builtins")) return EM_OK;
     for (int i = 0; names[i]; i++)
         if (!strcmp(((PyCFunctionObject *)fn)->m_ml->ml_name, names[i])) {
-            for (int k = 0; k < nargs; k++) buf[k] = em_new_unwrap(all[k]);
-            return buf;
+            for (int k = 0; k < nargs; k++) {
+                EmStatus st = em_slot_operand(T, all[k], &buf[k]);
+                if (st != EM_OK) return st;
+            }
+            *args = buf;
+            return EM_OK;
         }
-    return all;
+    return EM_OK;
 }
 
 /* Evaluates fn on the known values of args (meta tensors in place of tensors). Tensor
  * results become graph calls; pure results constants; errors abort. */
 static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **all, int nargs, PyObject *kwnames, int rule, EmSym **out) {
-    EmSym *buf[64], **args = iterated_args(fn, all, nargs, buf);
+    EmSym *buf[64], **args;
+    EmStatus ist = iterated_args(T, fn, all, nargs, buf, &args);
+    if (ist != EM_OK) return ist;
     int has_tensor = 0;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     PyObject *stack[65];

@@ -1124,8 +1124,9 @@ EmStatus em_set_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int 
     EmStatus st = EM_OK;
     int elem = !strcmp(n, "add") || !strcmp(n, "discard") || !strcmp(n, "remove") || !strcmp(n, "__contains__");
     for (int i = 0; i < nargs && st == EM_OK; i++) { /* read only: known values of constants and containers */
-        EmSym *a = elem ? args[i] : em_new_unwrap(args[i]); /* a set subclass's instance: its contents */
-        if (a->kind == SYM_ITER && !em_lazy_done(a)) st = em_iter_use(T, a);
+        EmSym *a = args[i]; /* a container subclass's instance: its contents */
+        if (!elem) st = em_slot_operand(T, args[i], &a);
+        if (st == EM_OK && a->kind == SYM_ITER && !em_lazy_done(a)) st = em_iter_use(T, a);
         if (st == EM_OK && a->kind == SYM_ITER) {
             EmSym *items = NULL;
             if ((st = em_seq_items(T, a, &items)) == EM_OK) a = items;

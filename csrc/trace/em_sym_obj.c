@@ -302,15 +302,6 @@ static int container_family(PyTypeObject *tp) {
     return PyType_IsSubtype(tp, &PyTuple_Type) ? 4 : 0;
 }
 
-/* What a container's C slot sees of operand x: the contents of an instance made while tracing
- * whose class derives from a builtin container (without a Python __iter__, which C's fast
- * paths would skip anyway only for some types), else x. */
-EmSym *em_new_unwrap(EmSym *x) {
-    if (!em_new_content_type(x)) return x;
-    PyObject *it = _PyType_Lookup(Py_TYPE(x->obj), EM_STR(dunder_iter));
-    return it && PyFunction_Check(it) ? x : x->items.data[1];
-}
-
 /* A builtin container subclass's instance C's slots read by its items: one made in the trace
  * (NEW with contents) or one from the frame (em_frame_items), whose class has no Python
  * __iter__. */
@@ -325,8 +316,7 @@ static int slot_reads_items(const EmSym *x) {
     return !it || !PyFunction_Check(it);
 }
 
-/* What C's slot reads of operand x: its items (slot_reads_items), else x itself. */
-static EmStatus slot_operand(EmTracer *T, EmSym *x, EmSym **out) {
+EmStatus em_slot_operand(EmTracer *T, EmSym *x, EmSym **out) {
     *out = x;
     if (!slot_reads_items(x)) return EM_OK;
     if (x->kind == SYM_NEW) return (*out = x->items.data[1]), EM_OK;
@@ -356,7 +346,7 @@ EmStatus em_slot_call(EmTracer *T, const char *name, EmSym *c, EmSym **args, int
     EmOp op = dunder_op(name, &reflected);
     if (op != EMOP__COUNT && nargs == 1) {
         EmSym *y = NULL;
-        EmStatus yst = slot_operand(T, args[0], &y);
+        EmStatus yst = em_slot_operand(T, args[0], &y);
         if (yst != EM_OK) return yst;
         int fam = container_family(em_sym_known_type(c)), yfam = container_family(em_sym_known_type(y));
         int repeat = (op == EMOP_MUL || op == EMOP_IMUL) && (fam == 2 || fam == 4);

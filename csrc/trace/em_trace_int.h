@@ -373,9 +373,10 @@ int em_frame_items_method(const EmSym *self, PyObject *fn);
  * self) or the method on items (em_obj.c). */
 EmStatus em_builtin_on_items(EmTracer *T, PyObject *fn, EmSym *self, EmSym *items, EmSym **args, int nargs,
                              EmSym **out);
-/* The contents C's slots read of operand x (an instance above whose class has no Python
- * __iter__), else x. */
-EmSym *em_new_unwrap(EmSym *x);
+/* What a builtin container's C code reads of operand x: the items of an instance of a
+ * container subclass without a Python __iter__, made in the trace or read from the frame
+ * (em_frame_items, guarded), else x. */
+EmStatus em_slot_operand(EmTracer *T, EmSym *x, EmSym **out);
 /* Slot wrapper `name` (an operator dunder, __len__, __iter__, __contains__, __getitem__,
  * __setitem__, __delitem__) of a builtin container called on c, a value of that container (not
  * an instance of a subclass), with args: the operation it stands for; NotImplemented where the

@@ -1485,3 +1485,23 @@ def test_value_removed_from_a_container_of_the_frame_and_returned_stays_alive():
         got = cf(x, d, od)
         assert type(got[0]) is list and isinstance(got[0][0], _Tag) and got[1][1] == 2
         assert list(d) == ["b"] and list(od) == ["b"]
+
+
+class _Nums(list):
+    pass
+
+
+class _Tagset(set):
+    pass
+
+
+def test_container_subclass_instances_of_the_frame_given_to_builtins_that_iterate_them():
+    """sum/max/min/sorted/any and set.union read a list or set subclass's instance from the
+    frame by its items (guarded), as they read one made in the trace."""
+    def f(x, nums, tags):
+        return (x * sum(nums) + max(nums), {1}.union(tags), sorted(tags), min(tags), any(nums),
+                set().union(nums))
+
+    exact_graph(f, randn(2), _Nums([1, 2]), _Tagset([3, 4]))
+    cf = ember.compile(f)
+    assert_same(cf(randn(2), _Nums([5]), _Tagset([0])), f(randn(2), _Nums([5]), _Tagset([0])))
