@@ -40,7 +40,8 @@ EmCompiled *em_rt_compile(EmGraph *G, EmOut *out, int32_t nout, const int32_t *i
     for (int32_t i = 0; i < C->G.outputs.len; i++) C->is_output[C->G.outputs.data[i]] = 1;
     for (int32_t i = 0; i < nout; i++) C->has_same |= C->out[i].kind == OUT_SAME;
     int effects = 0;
-    for (int32_t i = 0; i < nout; i++) effects |= C->out[i].kind == OUT_SETITEMS || C->out[i].kind == OUT_SETATTR;
+    for (int32_t i = 0; i < nout; i++)
+        effects |= C->out[i].kind == OUT_SETITEMS || C->out[i].kind == OUT_SETATTR || C->out[i].kind == OUT_CALL;
     for (int32_t i = 0; effects && i < nout; i++) {
         if (C->out[i].kind != OUT_SLOT) continue;
         int seen = 0;

@@ -77,6 +77,11 @@ static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, in
             }
             return Py_NewRef(s->obj);
         case SYM_CONST:
+            if (em_set_changed(s)) { /* its copy's order is not the caller's set's */
+                em_trace_fail(T, EMA_VALUE, "real code given a set of the frame the trace changed");
+                return NULL;
+            }
+            return Py_NewRef(s->obj);
         case SYM_NEW: /* its placeholder: only type questions are asked of it (has_opaque) */ return Py_NewRef(s->obj);
         case SYM_INT: /* its traced value: an op's result sizes follow by rule or pin it (em_shape_sym) */
             return PyLong_FromLongLong(em_size_hint(&T->sizes, s->expr));
@@ -1060,9 +1065,9 @@ static EmStatus known_len(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int 
         return em_call_dunder(T, all[0], "__len__", NULL, 0, out);
     if (n == 1 && !kwnames &&
         (all[0]->kind == SYM_TUPLE || all[0]->kind == SYM_LIST || all[0]->kind == SYM_DICT ||
-         all[0]->kind == SYM_VIEW || all[0]->kind == SYM_SET)) {
+         all[0]->kind == SYM_VIEW || all[0]->kind == SYM_SET || em_set_changed(all[0]))) {
         EmSym *c = all[0]->kind == SYM_VIEW ? all[0]->items.data[0] : all[0];
-        PyObject *len = PyLong_FromLong(c->items.len); /* whatever the items are */
+        PyObject *len = PyLong_FromSsize_t(em_set_changed(c) ? PySet_GET_SIZE(c->obj) : c->items.len);
         *out = len ? em_sym_const(T, len) : NULL;
         Py_XDECREF(len);
         return *out ? EM_OK : EM_ERR;
@@ -1894,7 +1899,7 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         return st;
     }
     if (self && !kwnames &&
-        (em_set_made(self) || ((em_set_of_frame(self) || em_frozenset_const(self)) && em_set_reads(f))))
+        (em_set_made(self) || em_set_of_frame(self) || (em_frozenset_const(self) && em_set_reads(f))))
         return em_set_method(T, f, self, args, nargs, out);
     return CALL_NEXT;
 }

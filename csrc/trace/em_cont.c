@@ -1100,6 +1100,61 @@ static EmStatus set_early_stop(EmTracer *T, EmSym *self, EmSym *it, int disjoint
     return *out ? EM_OK : EM_ERR;
 }
 
+static int name_in(const char *n, const char *const *names) {
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(n, names[i])) return 1;
+    return 0;
+}
+
+/* set methods that change it, replayed on a set of the frame (pop is not: which item it
+ * takes follows the table's order); those whose answer does not depend on the order */
+static const char *const set_changes[] = {"add",
+                                          "discard",
+                                          "remove",
+                                          "clear",
+                                          "update",
+                                          "difference_update",
+                                          "intersection_update",
+                                          "symmetric_difference_update",
+                                          NULL};
+static const char *const set_order_free[] = {"isdisjoint", "issubset", "issuperset", "__contains__", "__len__", NULL};
+
+/* Before method f (n, a change) of set self of the frame: self becomes the trace's copy of the
+ * set (the first time; another sym of the same set would not see the changes: the trace gives
+ * up) and the call is recorded to be replayed on the caller's set after the graph, its
+ * arguments as constants (an iterable as the tuple of its items, in its order). */
+static EmStatus own_frame_set(EmTracer *T, PyObject *f, const char *n, EmSym *self, EmSym **args, int nargs) {
+    if (self->pos != EM_POS_SET_CHANGED) {
+        for (int32_t i = 0; i < T->syms.len; i++)
+            if (T->syms.data[i] != self && T->syms.data[i]->kind == SYM_CONST && T->syms.data[i]->obj == self->obj)
+                return em_trace_fail(T, EMA_SIDE_EFFECT, "a change to a set of the frame read twice");
+        PyObject *c = PySet_New(self->obj);
+        if (!c) return EM_ERR;
+        Py_SETREF(self->obj, c);
+        self->pos = EM_POS_SET_CHANGED;
+        if (em_vec_push(&T->mutated, self)) return PyErr_NoMemory(), EM_ERR;
+    }
+    int elem = !strcmp(n, "add") || !strcmp(n, "discard") || !strcmp(n, "remove");
+    PyObject *snap = PyTuple_New(nargs);
+    for (int i = 0; snap && i < nargs; i++) {
+        EmSym *a = args[i];
+        PyObject *v = a->kind == SYM_CONST || a->kind == SYM_LIST || a->kind == SYM_TUPLE ? em_sym_value(T, a) : NULL;
+        if (v && !elem) Py_SETREF(v, PySequence_Tuple(v));
+        if (!v) {
+            Py_DECREF(snap);
+            return PyErr_Occurred() ? EM_ERR
+                                    : em_trace_fail(T, EMA_SIDE_EFFECT, "set.%s of a set of the frame given a %s", n,
+                                                    em_sym_describe(a));
+        }
+        PyTuple_SET_ITEM(snap, i, v);
+    }
+    EmSym *fs = snap ? em_sym_const(T, f) : NULL, *as = fs ? em_sym_const(T, snap) : NULL;
+    Py_XDECREF(snap);
+    if (!as) return EM_ERR;
+    if (em_vec_push(&self->of, fs) || em_vec_push(&self->of, as)) return PyErr_NoMemory(), EM_ERR;
+    return EM_OK;
+}
+
 EmStatus em_set_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int nargs, EmSym **out) {
     if (!Py_IS_TYPE(f, &PyMethodDescr_Type) || !PyObject_TypeCheck(self->obj, PyDescr_TYPE(f)) ||
         (PyDescr_TYPE(f) != &PySet_Type && PyDescr_TYPE(f) != &PyFrozenSet_Type))
@@ -1108,6 +1163,14 @@ EmStatus em_set_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int 
     for (int i = 0; i < nargs; i++) consts &= args[i]->kind == SYM_CONST;
     const char *n = PyUnicode_AsUTF8(PyDescr_NAME(f));
     if (!n) return EM_ERR;
+    if (em_set_of_frame(self) && name_in(n, set_changes)) {
+        EmStatus ost = own_frame_set(T, f, n, self, args, nargs);
+        if (ost != EM_OK) return ost;
+    } else if (em_set_changed(self) && !name_in(n, set_order_free)) {
+        return em_trace_fail(T, EMA_VALUE, "set.%s of a set of the frame the trace changed (its order)", n);
+    } else if (em_set_of_frame(self) && !em_set_reads(f)) {
+        return em_trace_fail(T, EMA_SIDE_EFFECT, "set.%s of a set of the frame", n);
+    }
     if (!consts && nargs == 1 && em_set_made(self) && (!strcmp(n, "add") || !strcmp(n, "update"))) {
         /* s.add(t), s.update(ts) of something not a constant: s becomes a SET sym */
         EmSym *items = NULL;

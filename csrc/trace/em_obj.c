@@ -396,13 +396,36 @@ EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
     return em_obj_generic_set(T, base, name, v);
 }
 
+/* The calls replayed on a set of the frame the trace changed: set.<method>(caller's set, *args)
+ * each (OUT_CALL of the method descriptor). */
+static EmStatus replay_set_calls(EmTracer *T, EmSym *c) {
+    for (int32_t k = 0; k + 1 < c->of.len; k += 2) {
+        PyObject *args = c->of.data[k + 1]->obj;
+        EmOut call = {.kind = OUT_CALL, .v = 1 + (int32_t)PyTuple_GET_SIZE(args), .obj = Py_NewRef(c->of.data[k]->obj)};
+        if (em_vec_push(&T->out, call)) return Py_DECREF(call.obj), PyErr_NoMemory(), EM_ERR;
+        if (em_vec_push(&T->out, ((EmOut){.kind = OUT_SLOT, .v = c->src}))) return PyErr_NoMemory(), EM_ERR;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
+            EmOut a = {.kind = OUT_CONST, .obj = Py_NewRef(PyTuple_GET_ITEM(args, i))};
+            if (em_vec_push(&T->out, a)) return Py_DECREF(a.obj), PyErr_NoMemory(), EM_ERR;
+        }
+    }
+    return EM_OK;
+}
+
 EmStatus em_obj_effects_head(EmTracer *T) {
-    int32_t n = T->stores.len / 3 + T->mutated.len;
+    int32_t n = T->stores.len / 3;
+    for (int32_t i = 0; i < T->mutated.len; i++)
+        n += em_set_changed(T->mutated.data[i]) ? T->mutated.data[i]->of.len / 2 : 1;
     if (!n) return EM_OK;
     EmOut last = {.kind = OUT_LAST, .v = n + 1};
     if (em_vec_push(&T->out, last)) return PyErr_NoMemory(), EM_ERR;
     for (int32_t i = 0; i < T->mutated.len; i++) {
         EmSym *c = T->mutated.data[i];
+        if (em_set_changed(c)) {
+            EmStatus st = replay_set_calls(T, c);
+            if (st != EM_OK) return st;
+            continue;
+        }
         EmOut si = {.kind = OUT_SETITEMS, .v = 2};
         EmStatus st = em_vec_push(&T->out, si) ? (PyErr_NoMemory(), EM_ERR) : em_trace_build_out(T, c, 1);
         if (st == EM_OK) st = em_trace_build_content(T, c);

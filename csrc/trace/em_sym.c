@@ -614,6 +614,10 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
     if (idx) {
         EmSym *prev = T->syms.data[PyLong_AsLong(idx)];
         Py_DECREF(key);
+        if (em_set_changed(prev)) { /* the set the trace changed: that sym, the same object guarded */
+            *st = prev->src != slot && em_guard_check(T->P, EMG_SAME, slot, NULL, prev->src) ? EM_ERR : EM_OK;
+            return *st == EM_OK ? prev : NULL;
+        }
         if (prev->kind == SYM_CONST) {
             /* a constant is guarded by value, so each slot gets its own sym: an `is` between
              * two of them guards their identity (em_sym_is) */

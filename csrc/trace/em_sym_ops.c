@@ -133,11 +133,26 @@ EmStatus em_sym_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, Em
     }
     /* a symbolic int decides, on either side; so does a sequence times a constant (2 * [x]) */
     if (em_sym_user_operand(a) || em_sym_user_operand(b)) return em_user_binop(T, op, a, b, out);
+    if ((em_set_changed(a) || em_set_changed(b)) && !(op >= EMOP_LT && op <= EMOP_GE) &&
+        !(op >= EMOP_IADD && op <= EMOP_IRSHIFT && em_set_of_frame(a))) /* a new set in its copy's order */
+        return em_trace_fail(T, EMA_VALUE, "%s of a set of the frame the trace changed", em_op_info[op].name);
     int right = b->kind == SYM_INT || (a->kind == SYM_CONST && (b->kind == SYM_TUPLE || b->kind == SYM_LIST));
     const EmSymOps *o = ops_of(right ? b : a);
     if (o->binop) return o->binop(T, op, fn, a, b, out);
-    if (op >= EMOP_IADD && op <= EMOP_IRSHIFT && em_set_of_frame(a)) /* s |= t changes the caller's set */
-        return em_trace_fail(T, EMA_SIDE_EFFECT, "in-place operator on a set read from the frame");
+    if (op >= EMOP_IADD && op <= EMOP_IRSHIFT && em_set_of_frame(a)) { /* s |= t: the method, replayed */
+        const char *m = op == EMOP_IOR    ? "update"
+                        : op == EMOP_IAND ? "intersection_update"
+                        : op == EMOP_ISUB ? "difference_update"
+                        : op == EMOP_IXOR ? "symmetric_difference_update"
+                                          : NULL;
+        if (!m || b->kind != SYM_CONST || !PyAnySet_Check(b->obj))
+            return em_trace_fail(T, EMA_SIDE_EFFECT, "in-place operator on a set read from the frame");
+        PyObject *name = PyUnicode_FromString(m), *f = name ? _PyType_Lookup(&PySet_Type, name) : NULL;
+        Py_XDECREF(name);
+        EmSym *r = NULL;
+        EmStatus st = f ? em_set_method(T, f, a, &b, 1, &r) : EM_ERR;
+        return st == EM_OK ? ((*out = a), EM_OK) : st;
+    }
     EmSym *args[2] = {a, b};
     return em_sym_eval(T, fn, args, 2, out);
 }
@@ -149,6 +164,8 @@ EmStatus em_sym_unop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym **out) 
 }
 
 EmStatus em_seq_items(EmTracer *T, EmSym *s, EmSym **out) {
+    if (em_set_changed(s)) /* the trace's copy may iterate in another order than the caller's set */
+        return em_trace_fail(T, EMA_VALUE, "iteration over a set of the frame the trace changed");
     const EmSymOps *o = ops_of(s);
     return o->items ? o->items(T, s, out) : no_op(T, "iteration", s);
 }

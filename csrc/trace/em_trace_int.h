@@ -49,8 +49,11 @@ enum {
     EM_POS_FRAME_KWARGS = -4, /* DICT: the frame's own **kwargs dict (em_sym_own may take it over) */
     EM_POS_FRAME_ITEMS = -5,  /* DICT: the items of a dict subclass's instance from the frame, read-only
                                * (em_frame_items) */
-    EM_POS_FRAME_ITEMS_RW = -6 /* DICT: the same for a type em_dict_type_writable takes: the trace may
-                                * change them (written back after the graph, em_sym_mutable) */
+    EM_POS_FRAME_ITEMS_RW = -6, /* DICT: the same for a type em_dict_type_writable takes: the trace may
+                                 * change them (written back after the graph, em_sym_mutable) */
+    EM_POS_SET_CHANGED = -7     /* CONST: a set of the frame the trace changed: obj is the trace's copy,
+                                 * `of` the calls (method, arguments) replayed on the caller's set
+                                 * after the graph (em_cont.c own_frame_set) */
 };
 /* A lazy iterator's producer (em_lazy.c), owned by its ITER sym: a generator made while
  * tracing (its suspended frame), map(), filter(), itertools.count(), or zip()/enumerate() over
@@ -434,6 +437,9 @@ EmStatus em_iter_take(EmTracer *T, EmSym *it, EmSym **out);
 static inline int em_set_of_frame(const EmSym *s) {
     return s->kind == SYM_CONST && PySet_CheckExact(s->obj) && s->src >= 0;
 }
+/* A set of the frame the trace changed (EM_POS_SET_CHANGED): only uses that do not depend on its
+ * order are answered (its copy may iterate in another order than the caller's set). */
+static inline int em_set_changed(const EmSym *s) { return em_set_of_frame(s) && s->pos == EM_POS_SET_CHANGED; }
 /* weakref.ref(o) made while tracing (em_call.c known_weakref): items[0] is o. */
 static inline int em_weakref_made(const EmSym *s) {
     return s->kind == SYM_OBJ && s->src < 0 && PyWeakref_CheckRefExact(s->obj) && s->items.len == 1;

@@ -672,6 +672,47 @@ def test_in_place_operator_on_a_set_from_the_frame_changes_the_callers_set():
     assert s3 == {1, 3}
 
 
+_SEEN = {1, 2}
+
+
+def test_changes_to_sets_of_the_frame_are_replayed_on_the_callers_set():
+    """set methods that change a set of the frame (and in-place operators) act on the trace's
+    copy and are replayed, in order, on the caller's set after the graph; uses that do not
+    depend on its order (len, in, issubset, ==) read the copy; another path to the same set
+    sees the changes."""
+    def f(x, s, alias):
+        s.update({4, 5}, [6])
+        s.discard(1)
+        s |= {7}
+        s -= {2}
+        s.add(8)
+        s.remove(4)
+        _SEEN.add(3)
+        return x * len(s) + len(_SEEN), 3 in s, 7 in alias, s.issubset(range(10)), s == {5, 6, 7, 8}, len(alias)
+
+    x = randn(2)
+    got_set, want_set = {1, 2, 3}, {1, 2, 3}
+    cf = ember.compile(f, fullgraph=True)
+    _SEEN.discard(3)
+    got = cf(x, got_set, got_set)
+    _SEEN.discard(3)
+    want = f(x, want_set, want_set)
+    assert_same(got, want)
+    assert got_set == want_set and _SEEN == {1, 2, 3}
+    c = counters()
+    assert (c["frames"], c["breaks"], c["aborts"]) == (1, 0, 0), c
+
+
+def test_order_dependent_uses_of_a_changed_frame_set_run_as_python():
+    def f(x, s):
+        s.add(9)
+        return x, list(s), [v for v in s], s | {0}, s.copy()
+
+    a, b = {1, 2}, {1, 2}
+    assert_same(ember.compile(f)(randn(2), a), f(randn(2), b))
+    assert a == b
+
+
 def test_returned_set_is_a_new_object_per_call():
     def f(x):
         return x + 1, {1, 2}
