@@ -599,6 +599,24 @@ EmSym *em_sym_seen(EmTracer *T, PyObject *o) {
     return i >= 0 && i < T->syms.len ? T->syms.data[i] : NULL;
 }
 
+/* v reached again through slot, prev the sym made for it (*st is EM_ERR on entry): a constant
+ * gets a sym per slot, guarded by value; anything else (a set the trace changed too) is prev,
+ * the two slots guarded to hold the same object. */
+static EmSym *wrap_seen(EmTracer *T, EmSym *prev, PyObject *v, int32_t slot, EmStatus *st) {
+    if (prev->kind == SYM_CONST && !em_set_changed(prev)) {
+        /* a constant is guarded by value, so each slot gets its own sym: an `is` between
+         * two of them guards their identity (em_sym_is) */
+        if (prev->src == slot || em_guard_check(T->P, EMG_EQ, slot, v, 0)) return prev->src == slot ? prev : NULL;
+        EmSym *c = em_sym_const(T, v);
+        if (c) c->src = slot;
+        *st = c ? EM_OK : EM_ERR;
+        return c;
+    }
+    if (prev->src >= 0 && prev->src != slot && em_guard_check(T->P, EMG_SAME, slot, NULL, prev->src)) return NULL;
+    *st = EM_OK;
+    return prev;
+}
+
 EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
     EmSym *n = wrap_dyn_scalar(T, v, slot, st);
     if (n || *st != EM_OK) return n;
@@ -614,22 +632,7 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
     if (idx) {
         EmSym *prev = T->syms.data[PyLong_AsLong(idx)];
         Py_DECREF(key);
-        if (em_set_changed(prev)) { /* the set the trace changed: that sym, the same object guarded */
-            *st = prev->src != slot && em_guard_check(T->P, EMG_SAME, slot, NULL, prev->src) ? EM_ERR : EM_OK;
-            return *st == EM_OK ? prev : NULL;
-        }
-        if (prev->kind == SYM_CONST) {
-            /* a constant is guarded by value, so each slot gets its own sym: an `is` between
-             * two of them guards their identity (em_sym_is) */
-            if (prev->src == slot || em_guard_check(T->P, EMG_EQ, slot, v, 0)) return prev->src == slot ? prev : NULL;
-            EmSym *c = em_sym_const(T, v);
-            if (c) c->src = slot;
-            *st = c ? EM_OK : EM_ERR;
-            return c;
-        }
-        if (prev->src >= 0 && prev->src != slot && em_guard_check(T->P, EMG_SAME, slot, NULL, prev->src)) return NULL;
-        *st = EM_OK;
-        return prev;
+        return wrap_seen(T, prev, v, slot, st);
     }
     if (!idx && PyErr_Occurred()) {
         Py_DECREF(key);
