@@ -1119,40 +1119,36 @@ static const char *const set_changes[] = {"add",
                                           NULL};
 static const char *const set_order_free[] = {"isdisjoint", "issubset", "issuperset", "__contains__", "__len__", NULL};
 
-/* Before method f (n, a change) of set self of the frame: self becomes the trace's copy of the
- * set (the first time; another sym of the same set would not see the changes: the trace gives
- * up) and the call is recorded to be replayed on the caller's set after the graph, its
- * arguments as constants (an iterable as the tuple of its items, in its order). */
-static EmStatus own_frame_set(EmTracer *T, PyObject *f, const char *n, EmSym *self, EmSym **args, int nargs) {
-    if (self->pos != EM_POS_SET_CHANGED) {
-        for (int32_t i = 0; i < T->syms.len; i++)
-            if (T->syms.data[i] != self && T->syms.data[i]->kind == SYM_CONST && T->syms.data[i]->obj == self->obj)
-                return em_trace_fail(T, EMA_SIDE_EFFECT, "a change to a set of the frame read twice");
-        PyObject *c = PySet_New(self->obj);
-        if (!c) return EM_ERR;
-        Py_SETREF(self->obj, c);
-        self->pos = EM_POS_SET_CHANGED;
-        if (em_vec_push(&T->mutated, self)) return PyErr_NoMemory(), EM_ERR;
-    }
-    int elem = !strcmp(n, "add") || !strcmp(n, "discard") || !strcmp(n, "remove");
+/* Before a change to set self of the frame: self becomes the trace's copy of the set (the first
+ * time; another sym of the same set would not see the changes: the trace gives up), in
+ * T->mutated. */
+static EmStatus own_frame_set(EmTracer *T, EmSym *self) {
+    if (self->pos == EM_POS_SET_CHANGED) return EM_OK;
+    for (int32_t i = 0; i < T->syms.len; i++)
+        if (T->syms.data[i] != self && T->syms.data[i]->kind == SYM_CONST && T->syms.data[i]->obj == self->obj)
+            return em_trace_fail(T, EMA_SIDE_EFFECT, "a change to a set of the frame read twice");
+    PyObject *c = PySet_New(self->obj);
+    if (!c) return EM_ERR;
+    Py_SETREF(self->obj, c);
+    self->pos = EM_POS_SET_CHANGED;
+    return em_vec_push(&T->mutated, self) ? (PyErr_NoMemory(), EM_ERR) : EM_OK;
+}
+
+/* Method f (a change) of a set of the frame, given the arguments' values vals: recorded in
+ * self->of to be replayed on the caller's set after the graph, an iterable argument as the
+ * tuple of its items in its order. */
+static EmStatus record_set_call(EmTracer *T, PyObject *f, int elem, EmSym *self, PyObject **vals, int nargs) {
     PyObject *snap = PyTuple_New(nargs);
     for (int i = 0; snap && i < nargs; i++) {
-        EmSym *a = args[i];
-        PyObject *v = a->kind == SYM_CONST || a->kind == SYM_LIST || a->kind == SYM_TUPLE ? em_sym_value(T, a) : NULL;
-        if (v && !elem) Py_SETREF(v, PySequence_Tuple(v));
-        if (!v) {
-            Py_DECREF(snap);
-            return PyErr_Occurred() ? EM_ERR
-                                    : em_trace_fail(T, EMA_SIDE_EFFECT, "set.%s of a set of the frame given a %s", n,
-                                                    em_sym_describe(a));
-        }
-        PyTuple_SET_ITEM(snap, i, v);
+        PyObject *v = elem ? Py_NewRef(vals[i]) : PySequence_Tuple(vals[i]);
+        if (!v) Py_CLEAR(snap);
+        else PyTuple_SET_ITEM(snap, i, v);
     }
-    EmSym *fs = snap ? em_sym_const(T, f) : NULL, *as = fs ? em_sym_const(T, snap) : NULL;
-    Py_XDECREF(snap);
+    if (!snap) return EM_ERR; /* the call itself took them: no error but memory */
+    EmSym *fs = em_sym_const(T, f), *as = fs ? em_sym_const(T, snap) : NULL;
+    Py_DECREF(snap);
     if (!as) return EM_ERR;
-    if (em_vec_push(&self->of, fs) || em_vec_push(&self->of, as)) return PyErr_NoMemory(), EM_ERR;
-    return EM_OK;
+    return em_vec_push(&self->of, fs) || em_vec_push(&self->of, as) ? (PyErr_NoMemory(), EM_ERR) : EM_OK;
 }
 
 EmStatus em_set_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int nargs, EmSym **out) {
@@ -1163,8 +1159,9 @@ EmStatus em_set_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int 
     for (int i = 0; i < nargs; i++) consts &= args[i]->kind == SYM_CONST;
     const char *n = PyUnicode_AsUTF8(PyDescr_NAME(f));
     if (!n) return EM_ERR;
-    if (em_set_of_frame(self) && name_in(n, set_changes)) {
-        EmStatus ost = own_frame_set(T, f, n, self, args, nargs);
+    int change = em_set_of_frame(self) && name_in(n, set_changes);
+    if (change) {
+        EmStatus ost = own_frame_set(T, self);
         if (ost != EM_OK) return ost;
     } else if (em_set_changed(self) && !name_in(n, set_order_free)) {
         return em_trace_fail(T, EMA_VALUE, "set.%s of a set of the frame the trace changed (its order)", n);
@@ -1198,8 +1195,16 @@ EmStatus em_set_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int 
             st = PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "a set method given a %s", em_sym_describe(a));
     }
     PyObject *r = st == EM_OK ? PyObject_Vectorcall(f, vals, (size_t)nargs + 1, NULL) : NULL;
+    if (r && change) st = record_set_call(T, f, elem, self, vals + 1, nargs);
+    else if (!r && st == EM_OK && change) { /* it may have changed the copy part way: not replayable */
+        PyErr_Clear(); /* Python raises it again */
+        st = em_trace_fail(T, EMA_SIDE_EFFECT, "set.%s of a set of the frame that raises", n);
+    }
     for (int i = 1; i <= nargs; i++) Py_XDECREF(vals[i]);
-    if (st != EM_OK) return st;
+    if (st != EM_OK) {
+        Py_XDECREF(r);
+        return st;
+    }
     if (!r) return em_trace_raise_pending(T, "a set method raised"); /* KeyError of remove(), pop() of an empty set */
     *out = em_sym_const(T, r);
     Py_DECREF(r);

@@ -703,6 +703,21 @@ def test_changes_to_sets_of_the_frame_are_replayed_on_the_callers_set():
     assert (c["frames"], c["breaks"], c["aborts"]) == (1, 0, 0), c
 
 
+def test_frame_set_updated_from_an_iterator_and_a_failing_update():
+    def f(x, s, items):
+        s.update(map(int, items))
+        try:
+            s.update([3, [4], 5])  # raises part way: eager keeps the 3
+        except TypeError:
+            x = x + 1
+        return x, len(s)
+
+    for fn in (f, ember.compile(f)):
+        s = set()
+        got = fn(randn(2), s, [1, 2, 1])
+        assert s == {1, 2, 3} and got[1] == 3
+
+
 def test_order_dependent_uses_of_a_changed_frame_set_run_as_python():
     def f(x, s):
         s.add(9)
