@@ -59,7 +59,7 @@ int em_asm_decode(EmAsm *A, PyCodeObject *co) {
     return em_asm_decode_ranges(A, co, whole, 1);
 }
 
-int em_asm_decode_ranges(EmAsm *A, PyCodeObject *co, const int *ranges, int nranges) {
+int em_asm_decode_ranges(EmAsm *A, PyCodeObject *co, const int *given, int nranges) {
     PyObject *bytes = em_code_bytes(co);
     if (!bytes) return -1;
     const unsigned char *code = (const unsigned char *)PyBytes_AS_STRING(bytes);
@@ -67,10 +67,15 @@ int em_asm_decode_ranges(EmAsm *A, PyCodeObject *co, const int *ranges, int nran
     int *label_at = calloc((size_t)n + 1, sizeof(int)); /* code unit -> label + 1 (0: none) */
     int *index_at = malloc(sizeof(int) * ((size_t)n + 1)); /* code unit -> instruction index */
     unsigned char *decoded = calloc((size_t)n + 1, 1);     /* code unit -> 1: an instruction decoded */
-    if (!label_at || !index_at || !decoded) {
+    int *ranges = malloc(sizeof(int) * (2 * (size_t)nranges + 1)); /* given, each start at its prefixes */
+    if (!label_at || !index_at || !decoded || !ranges) {
         PyErr_NoMemory();
         goto done;
     }
+    for (int r = 0; r < 2 * nranges; r++) ranges[r] = given[r];
+    for (int r = 0; r < nranges; r++) /* a range given by an opcode's unit starts at its EXTENDED_ARGs */
+        while (ranges[2 * r] > 0 && ranges[2 * r] <= n && code[2 * (ranges[2 * r] - 1)] == EMBC_EXTENDED_ARG)
+            ranges[2 * r]--;
     for (int i = 0; i <= n; i++) index_at[i] = -1;
     /* pass 1: instructions (appended after any already in A), range after range; jump
      * targets recorded as units for now. The end of a range is a position too (the index
@@ -78,7 +83,6 @@ int em_asm_decode_ranges(EmAsm *A, PyCodeObject *co, const int *ranges, int nran
     int32_t first = A->ins.len;
     for (int r = 0; r < nranges; r++) {
         int lo = ranges[2 * r], hi = ranges[2 * r + 1] < n ? ranges[2 * r + 1] : n;
-        while (lo > 0 && code[2 * (lo - 1)] == EMBC_EXTENDED_ARG) lo--; /* a range given by an opcode's unit */
         for (int at = lo; at < hi;) {
             EmInstr in;
             int start = at;
@@ -101,23 +105,23 @@ int em_asm_decode_ranges(EmAsm *A, PyCodeObject *co, const int *ranges, int nran
         if (index_at[hi] < 0) index_at[hi] = A->ins.len;
     }
     /* labels for every jump target and exception-table boundary */
-#define LABEL_FOR(unit, out)                                                                       \
-    do {                                                                                           \
-        int u_ = (unit);                                                                           \
-        if (u_ < 0 || u_ > n || index_at[u_] < 0) {                                                \
-            PyErr_SetString(PyExc_SystemError, "ember: jump or handler outside the decoded code"); \
-            goto done;                                                                             \
-        }                                                                                          \
-        if (!label_at[u_]) {                                                                       \
-            int l_ = em_asm_label(A);                                                              \
-            if (l_ < 0) {                                                                          \
-                PyErr_NoMemory();                                                                  \
-                goto done;                                                                         \
-            }                                                                                      \
-            A->labels.data[l_] = index_at[u_];                                                     \
-            label_at[u_] = l_ + 1;                                                                 \
-        }                                                                                          \
-        (out) = label_at[u_] - 1;                                                                  \
+#define LABEL_FOR(unit, out)                                                                                   \
+    do {                                                                                                       \
+        int u_ = (unit);                                                                                       \
+        if (u_ < 0 || u_ > n || index_at[u_] < 0) {                                                            \
+            PyErr_Format(PyExc_SystemError, "ember: jump or handler to unit %d outside the decoded code", u_); \
+            goto done;                                                                                         \
+        }                                                                                                      \
+        if (!label_at[u_]) {                                                                                   \
+            int l_ = em_asm_label(A);                                                                          \
+            if (l_ < 0) {                                                                                      \
+                PyErr_NoMemory();                                                                              \
+                goto done;                                                                                     \
+            }                                                                                                  \
+            A->labels.data[l_] = index_at[u_];                                                                 \
+            label_at[u_] = l_ + 1;                                                                             \
+        }                                                                                                      \
+        (out) = label_at[u_] - 1;                                                                              \
     } while (0)
     for (int32_t i = first; i < A->ins.len; i++)
         if (A->ins.data[i].target >= 0) LABEL_FOR(A->ins.data[i].target, A->ins.data[i].target);
@@ -157,6 +161,7 @@ done:
     free(label_at);
     free(index_at);
     free(decoded);
+    free(ranges);
     Py_DECREF(bytes);
     return rc;
 }

@@ -2088,3 +2088,25 @@ def test_break_at_a_jump_with_extended_arg_keeps_the_locals_the_far_branch_reads
     for xv, n in ((1.0, 1), (0.0, 3), (0.0, 2), (1.0, 3)):
         x, z = torch.full((3,), xv), torch.zeros(n, 2)
         assert_same(cf(x, z), f(x, z))
+
+
+def test_break_inside_a_long_comprehension_resumes():
+    """A break inside a comprehension whose body is longer than 255 code units (3.12 inlines it:
+    its FOR_ITER carries an EXTENDED_ARG): the resume function's ranges start at the prefix
+    (an internal error before, the frame then ran as plain Python)."""
+    import warnings
+    body = " + ".join(f"v * {k}" for k in range(60))
+    src = (f"def f(x, out):\n    y = x * 2\n    ys = [(print(v, file=out) or ({body})) for v in [1, 2, 3]]\n"
+           f"    return y + sum(ys)\n")
+    ns = {}
+    exec(compile(src, "<long_comprehension>", "exec"), ns)
+    f = ns["f"]
+    want_out, got_out = io.StringIO(), io.StringIO()
+    x = randn(3)
+    want = f(x, want_out)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = ember.compile(f)(x, got_out)
+    assert_same(got, want)
+    assert got_out.getvalue() == want_out.getvalue()
+    assert not [w for w in caught if "internal error" in str(w.message)], [str(w.message) for w in caught]
