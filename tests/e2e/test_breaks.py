@@ -2073,6 +2073,13 @@ def test_value_the_trace_cannot_hold_does_not_break_forever():
         torch.testing.assert_close(cf(x, t), _lookup_by_type(x, t))
 
 
+def _function_of(src, name):
+    """The function `f` that generated source src defines (file name `name`)."""
+    ns = {}
+    exec(compile(src, name, "exec"), ns)
+    return ns["f"]
+
+
 def test_break_at_a_jump_with_extended_arg_keeps_the_locals_the_far_branch_reads():
     """fuzz 1901:542: a branch on a tensor whose then-block is longer than 255 code units: the
     jump carries an EXTENDED_ARG prefix, which liveness at the break lost (reading the jump's
@@ -2080,9 +2087,7 @@ def test_break_at_a_jump_with_extended_arg_keeps_the_locals_the_far_branch_reads
     body = "\n".join(f"        a = a + {k}" for k in range(120))
     src = (f"def f(x, z):\n    a = 0\n    for i in range(z.shape[0]):\n        pass\n    if x.sum():\n{body}\n"
            f"        return x + a\n    return x * i\n")
-    ns = {}
-    exec(compile(src, "<long_branch>", "exec"), ns)
-    f = ns["f"]
+    f = _function_of(src, "<long_branch>")
     assert any(ins.opname == "EXTENDED_ARG" for ins in __import__("dis").get_instructions(f))
     cf = ember.compile(f)
     for xv, n in ((1.0, 1), (0.0, 3), (0.0, 2), (1.0, 3)):
@@ -2098,9 +2103,7 @@ def test_break_inside_a_long_comprehension_resumes():
     body = " + ".join(f"v * {k}" for k in range(60))
     src = (f"def f(x, out):\n    y = x * 2\n    ys = [(print(v, file=out) or ({body})) for v in [1, 2, 3]]\n"
            f"    return y + sum(ys)\n")
-    ns = {}
-    exec(compile(src, "<long_comprehension>", "exec"), ns)
-    f = ns["f"]
+    f = _function_of(src, "<long_comprehension>")
     want_out, got_out = io.StringIO(), io.StringIO()
     x = randn(3)
     want = f(x, want_out)
