@@ -792,6 +792,20 @@ def meta_like(t):
     return m
 
 
+def meta_parameter(m, requires_grad):
+    """The meta tensor of an nn.Parameter made in the trace (em_obj.c new_parameter)."""
+    return torch.nn.Parameter(m, requires_grad=requires_grad)
+
+
+def as_parameter(t):
+    """Where an nn.Parameter made in the trace leaves it: the graph's tensor (a leaf, detached in
+    the graph) made one in place, so that every reference to it, in the graph's other outputs
+    and effects, is the same Parameter."""
+    if type(t) is torch.Tensor:
+        t.__class__ = torch.nn.Parameter
+    return t
+
+
 def meta_empty(sizes, strides, dtype_num, requires_grad):
     """Meta tensor for a value whose metadata ember inferred in C. A result that requires
     grad is made a non-leaf, as the real one is (in-place ops on it are allowed)."""

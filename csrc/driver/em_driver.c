@@ -238,6 +238,14 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
     if (!e) return EMD_ERR;
     em_graph_init(&G, obj_retain, obj_release);
     EmStatus st = em_trace_run(&T, co, in, &G, &e->P, -1, dyn_mode, dyn_state);
+    for (int again = 0; st != EM_ERR && T.retrace && again < 8; again++) { /* from the state it left */
+        em_trace_free(&T);
+        em_graph_free(&G);
+        em_guard_free(&e->P);
+        em_guard_init(&e->P);
+        em_graph_init(&G, obj_retain, obj_release);
+        st = em_trace_run(&T, co, in, &G, &e->P, -1, dyn_mode, dyn_state);
+    }
     if (st == EM_ABORT) {
         if (!(first_why = em_trace_abort_message(&T))) goto done;
         int at = T.abort_root_at;

@@ -693,6 +693,37 @@ static EmStatus new_module_call(EmTracer *T, EmSym *mod, EmSym **all, int nargs,
     return em_inline(T, f, all, nargs + 1, kwnames, out);
 }
 
+/* A lazy module of the frame (torch.nn LazyModuleMixin) not initialized yet: its parameters
+ * inferred now, as its forward pre-hook would on this first call (module._infer_parameters
+ * given the arguments' meta tensors; the parameters are made and initialized for real, and
+ * the module becomes its cls_to_become), so that the call is traced as that of the module it
+ * then is. Only tensor and constant arguments. */
+static EmStatus lazy_init(EmTracer *T, EmSym *mod, PyObject *md, EmSym **args, int nargs, PyObject *kwnames) {
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *pos = PyTuple_New(nargs - nkw), *kw = PyDict_New(), *r = NULL;
+    EmStatus st = pos && kw ? EM_OK : EM_ERR;
+    for (int i = 0; st == EM_OK && i < nargs; i++) {
+        EmSym *a = args[i];
+        PyObject *v = a->kind == SYM_TENSOR ? em_sym_meta(T, a) : a->kind == SYM_CONST ? a->obj : NULL;
+        if (!v) {
+            st = PyErr_Occurred() ? EM_ERR
+                                  : em_trace_fail(T, EMA_INLINE, "a lazy module given a %s", em_sym_describe(a));
+            break;
+        }
+        if (i < nargs - nkw) PyTuple_SET_ITEM(pos, i, Py_NewRef(v));
+        else if (PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, i - (nargs - nkw)), v)) st = EM_ERR;
+    }
+    if (st == EM_OK && !(r = PyObject_CallMethod(mod->obj, "_infer_parameters", "OOO", mod->obj, pos, kw)))
+        st = em_trace_abandon(T, EMA_INLINE, "%s: inferring its parameters raised", Py_TYPE(mod->obj)->tp_name);
+    T->retrace = 1;
+    if (st == EM_OK && PyDict_GetItemWithError(md, EM_STR(initialize_hook)))
+        st = em_trace_fail(T, EMA_INLINE, "%s still lazy after inferring its parameters", Py_TYPE(mod->obj)->tp_name);
+    Py_XDECREF(r);
+    Py_XDECREF(pos);
+    Py_XDECREF(kw);
+    return st == EM_OK && PyErr_Occurred() ? EM_ERR : st;
+}
+
 EmStatus em_module_call_impl(EmTracer *T, EmSym *mod, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
     PyTypeObject *tp = Py_TYPE(mod->obj);
     if (mod->kind != SYM_NEW && mod->src < 0) return em_trace_fail(T, EMA_INLINE, "%s made while tracing", tp->tp_name);
@@ -707,6 +738,10 @@ EmStatus em_module_call_impl(EmTracer *T, EmSym *mod, EmSym **args, int nargs, P
     }
     PyObject *md = em_obj_dict(mod->obj);
     if (!md) return em_trace_fail(T, EMA_INLINE, "%s without __dict__", tp->tp_name);
+    if (PyDict_GetItemWithError(md, EM_STR(initialize_hook))) {
+        if ((st = lazy_init(T, mod, md, args, nargs, kwnames)) != EM_OK) return st;
+        tp = Py_TYPE(mod->obj);
+    } else if (PyErr_Occurred()) return EM_ERR;
     if (em_guard_check(T->P, EMG_TYPE, mod->src, (PyObject *)tp, 0)) return EM_ERR;
     PyObject *hdict[4] = {NULL, NULL, NULL, NULL}, *fwd;
     int32_t hslot[2] = {-1, -1};

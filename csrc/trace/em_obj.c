@@ -224,9 +224,56 @@ static EmStatus new_torch_module(EmTracer *T, PyTypeObject *tp, EmSym **args, in
     return st;
 }
 
+/* nn.Parameter(data, requires_grad=True) of a tensor: data.detach() in the graph, made to
+ * require grad there when asked (a leaf made in the graph, as torch.ones(..., requires_grad=True)
+ * is); its meta tensor a Parameter (isinstance), and where it leaves the trace the output tree
+ * makes the graph's tensor one (build_out). *handled = 0 for other arguments. */
+static EmStatus new_parameter(EmTracer *T, EmSym **args, int nargs, PyObject *kwnames, EmSym **out, int *handled) {
+    static const char *const names[] = {"data", "requires_grad"};
+    EmSym *bound[2] = {NULL, NULL};
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    if (npos > 2) return EM_OK;
+    for (int i = 0; i < npos; i++) bound[i] = args[i];
+    for (int i = 0; i < nkw; i++) {
+        const char *k = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, i));
+        int at = !k ? -1 : !strcmp(k, names[0]) ? 0 : !strcmp(k, names[1]) ? 1 : -1;
+        if (at < 0 || bound[at]) return PyErr_Occurred() ? EM_ERR : EM_OK;
+        bound[at] = args[npos + i];
+    }
+    EmSym *data = bound[0], *rg = bound[1];
+    if (!data || data->kind != SYM_TENSOR || (rg && (rg->kind != SYM_CONST || !PyBool_Check(rg->obj)))) return EM_OK;
+    *handled = 1;
+    int grad = !rg || rg->obj == Py_True;
+    PyObject *detach = PyObject_GetAttrString((PyObject *)em_state.tensor_type, "detach");
+    EmSym *fn = detach ? em_sym_const(T, detach) : NULL, *p = NULL;
+    Py_XDECREF(detach);
+    EmStatus st = fn ? em_call(T, fn, data, NULL, 0, NULL, &p) : EM_ERR;
+    if (st == EM_OK && grad) {
+        PyObject *req = PyObject_GetAttrString((PyObject *)em_state.tensor_type, "requires_grad_");
+        EmSym *rfn = req ? em_sym_const(T, req) : NULL, *r = NULL;
+        Py_XDECREF(req);
+        st = rfn ? em_call(T, rfn, p, NULL, 0, NULL, &r) : EM_ERR;
+        if (st == EM_OK && r != p) st = em_trace_fail(T, EMA_CALL, "requires_grad_ of a new parameter");
+    }
+    if (st != EM_OK) return st;
+    if (p->kind != SYM_TENSOR || p->src >= 0)
+        return em_trace_fail(T, EMA_CALL, "nn.Parameter of a %s", em_sym_describe(data));
+    PyObject *m = em_sym_meta(T, p);
+    PyObject *pm = m ? PyObject_CallMethod(em_state.meta_run, "meta_parameter", "OO", m, grad ? Py_True : Py_False)
+                     : NULL;
+    if (!pm) return EM_ERR;
+    Py_SETREF(p->obj, pm);
+    *out = p;
+    return EM_OK;
+}
+
 EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out, int *handled) {
     *handled = 0;
     if (!PyType_Check(cls)) return EM_OK;
+    if (cls == (PyObject *)em_state.param_type) {
+        EmStatus st = new_parameter(T, args, nargs, kwnames, out, handled);
+        if (st != EM_OK || *handled) return st;
+    }
     if (PyType_IsSubtype((PyTypeObject *)cls, (PyTypeObject *)em_state.nn_module_type)) {
         EmStatus st = new_torch_module(T, (PyTypeObject *)cls, args, nargs, kwnames, out, handled);
         if (st != EM_OK || *handled) return st;

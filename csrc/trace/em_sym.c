@@ -853,10 +853,16 @@ EmStatus em_sym_tensor_attr(EmTracer *T, EmSym *base, PyObject *name, int method
                                              "is_sparse", "is_quantized", "itemsize", "nbytes",        "is_leaf",
                                              "is_nested", "is_mkldnn",    NULL};
     static const char *const graph_attrs[] = {"T", "mT", "H", "mH", "real", "imag", NULL};
+    /* grad_fn and is_leaf are not guarded: known for tensors that do not require grad and for
+     * parameters made in the trace (leaves) */
+    int leaf = !T->G->nodes.data[base->ref].requires_grad || (base->src < 0 && Py_IS_TYPE(m, em_state.param_type));
+    if (!strcmp(n, "grad_fn")) {
+        if (!leaf) return em_trace_fail(T, EMA_ATTR, "grad_fn of a tensor that requires grad");
+        return (*out = em_sym_const(T, Py_None)) ? EM_OK : EM_ERR;
+    }
     for (int i = 0; meta_attrs[i]; i++)
         if (!strcmp(n, meta_attrs[i])) {
-            /* is_leaf is not guarded: known only for tensors that do not require grad */
-            if (!strcmp(n, "is_leaf") && (base->src < 0 || T->G->nodes.data[base->ref].requires_grad))
+            if (!strcmp(n, "is_leaf") && (base->src < 0 ? !leaf : T->G->nodes.data[base->ref].requires_grad))
                 return em_trace_fail(T, EMA_ATTR, "is_leaf of a tensor that requires grad");
             if (em_int_active(T) && em_node_has_sym_dims(T, base->ref) && !strcmp(n, "shape"))
                 return em_tensor_shape(T, base, out);

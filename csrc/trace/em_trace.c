@@ -173,6 +173,15 @@ static EmStatus out_node(EmTracer *T, EmRef ref) {
     return push_out(T, (EmOut){.kind = OUT_VALUE, .v = idx});
 }
 
+/* An nn.Parameter made in the trace (em_obj.c new_parameter): the graph's tensor made one in
+ * place (ember._rules.as_parameter), every time it appears. */
+static EmStatus out_parameter(EmTracer *T, EmSym *s) {
+    PyObject *f = PyObject_GetAttrString(em_state.meta_run, "as_parameter");
+    if (!f) return EM_ERR;
+    EmStatus st = push_out(T, (EmOut){.kind = OUT_CALL, .v = 1, .obj = f});
+    return st == EM_OK ? out_node(T, s->ref) : st;
+}
+
 static EmStatus out_int(EmTracer *T, EmSym *s) {
     EmStatus st = EM_OK;
     EmRef r = em_int_ref(T, s->expr, &st);
@@ -363,7 +372,9 @@ static EmStatus out_newobj(EmTracer *T, EmSym *s, int depth) {
 static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
     if (depth > 32) return em_trace_fail(T, EMA_RETURN, "nesting too deep");
     switch (s->kind) {
-        case SYM_TENSOR: return out_node(T, s->ref);
+        case SYM_TENSOR:
+            return s->src < 0 && s->obj && Py_IS_TYPE(s->obj, em_state.param_type) ? out_parameter(T, s)
+                                                                                   : out_node(T, s->ref);
         case SYM_INT: return out_int(T, s);
         case SYM_FLOAT: return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src}); /* the frame's own float */
         case SYM_CONST: return out_value(T, s);

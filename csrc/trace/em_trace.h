@@ -91,6 +91,8 @@ typedef struct EmTracer {
     int broke;         /* the trace stopped at break_at (stack and locals kept) */
     EmInstr brk;       /* that instruction */
     int abort_root_at; /* code unit of the root instruction that aborted, -1 if none */
+    int retrace;       /* the trace changed what it read before (a lazy module initialized): the
+                        * guards it made may not hold, the frame is traced again (em_driver.c) */
     int32_t *arg_slots; /* per local: guard slot of the argument it started as, or -1 */
     /* functions made while tracing (em_inline.c) */
     /* global state (em_ctx.c) */

@@ -1559,20 +1559,99 @@ def test_stateless_torch_modules_made_in_the_trace():
     one_graph(f, randn(2, 3), 0.25)
 
 
-def test_a_torch_module_with_parameters_made_in_the_trace_breaks_and_keeps_the_random_stream():
+def test_a_torch_module_with_parameters_made_in_the_trace_is_traced_and_keeps_the_random_stream():
     def f(x):
         y = x * 2
         lin = torch.nn.Linear(3, 3)  # random weights each call, from the global generator
-        return lin(y) + torch.nn.Dropout(0.0)(y)
+        return lin(y) + torch.nn.Dropout(0.0)(y), lin
 
     x = randn(2, 3)
     torch.manual_seed(5)
-    want, want_next = f(x), torch.rand(2)
+    (want, wlin), want_next = f(x), torch.rand(2)
     torch.manual_seed(5)
-    got, got_next = ember.compile(f)(x), torch.rand(2)
+    (got, lin), got_next = ember.compile(f, fullgraph=True)(x), torch.rand(2)
     assert_same(got, want)
     assert_same(got_next, want_next)
-    assert counters()["breaks"] >= 1
+    assert type(lin.weight) is torch.nn.Parameter and lin.weight.is_leaf and lin.weight.requires_grad
+    assert [n for n, _ in lin.named_parameters()] == ["weight", "bias"]
+    got.sum().backward()
+    want.sum().backward()
+    assert_same((lin.weight.grad, lin.bias.grad), (wlin.weight.grad, wlin.bias.grad))
+    assert counters()["breaks"] == 0
+
+
+def test_parameters_made_in_the_trace():
+    def f(x):
+        p = torch.nn.Parameter(x * 2)  # a leaf in the graph: gradients reach it
+        q = torch.nn.Parameter(x + 1, requires_grad=False)
+        with torch.no_grad():
+            r = torch.nn.Parameter(data=x.clone())
+            r.mul_(2)
+        return ((p * x).sum(), p, q, r, isinstance(p, torch.nn.Parameter), p.grad_fn, p.is_leaf, r.grad_fn,
+                q.requires_grad, type(q + 1).__name__)
+
+    x = randn(3)
+    want = f(x)
+    got = one_graph(f, x)
+    for g, w in zip(got[1:4], want[1:4]):
+        assert type(g) is torch.nn.Parameter and g.requires_grad == w.requires_grad and g.is_leaf
+    got[0].backward()
+    want[0].backward()
+    assert_same(got[1].grad, want[1].grad)
+
+
+def test_parameter_assigned_to_a_module_attribute_in_forward():
+    class Lazy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = None
+
+        def forward(self, x):
+            if self.w is None:
+                self.w = torch.nn.Parameter(torch.ones_like(x))
+            return x * self.w
+
+    m, ref = Lazy(), Lazy()
+    cm = ember.compile(m)
+    x = randn(3)
+    for _ in range(2):
+        assert_same(cm(x), ref(x))
+    assert type(m.w) is torch.nn.Parameter and [n for n, _ in m.named_parameters()] == ["w"]
+
+
+def test_lazy_modules_infer_their_parameters_in_the_trace():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.LazyLinear(4)
+            self.conv = torch.nn.LazyConv2d(5, 3)
+            self.bn = torch.nn.LazyBatchNorm2d()
+
+        def forward(self, x, y):
+            return self.lin(x).relu(), self.bn(self.conv(y))
+
+    torch.manual_seed(0)
+    m = M()
+    torch.manual_seed(0)
+    ref = M()
+    x, y = randn(2, 3), randn(2, 3, 6, 6, seed=1)
+    cm = ember.compile(m, fullgraph=True)
+    for _ in range(2):
+        torch.manual_seed(1)
+        got = cm(x, y)
+        torch.manual_seed(1)
+        assert_same(got, ref(x, y))
+    assert (type(m.lin), type(m.conv), type(m.bn)) == (torch.nn.Linear, torch.nn.Conv2d, torch.nn.BatchNorm2d)
+    assert_same(m.bn.running_mean, ref.bn.running_mean)
+    c = counters()
+    assert (c["breaks"], c["aborts"]) == (0, 0), c
+    lazy = torch.nn.LazyLinear(2)  # the compiled module itself lazy
+    torch.manual_seed(2)
+    ref_lazy = torch.nn.LazyLinear(2)
+    torch.manual_seed(3)
+    got = ember.compile(lazy, fullgraph=True)(x)
+    torch.manual_seed(3)
+    assert_same(got, ref_lazy(x))
 
 
 # ---- autograd.Function whose inputs need gradients: forward traced, its backward at run time ----
