@@ -523,6 +523,24 @@ def _range_iter(items):
 
 # iterator type -> a function making one of that type over the items it has left (a tuple),
 # for an iterator made while tracing that outlives the trace (returned, or live at a graph break)
+def iter_at(c, pos, what):
+    """An iterator over list or dict c that leaves a trace at a graph break: Python's own, which
+    reads c as it goes (the code after the break may change c), past the pos items the graph
+    took. what: 'l' iter(list), 'r' reversed(list), 'k'/'v'/'i' a dict's keys/values/items."""
+    if what == "l":
+        it = iter(c)
+        it.__setstate__(pos)
+        return it
+    if what == "r":
+        it = reversed(c)
+        it.__setstate__(len(c) - 1 - pos)
+        return it
+    it = iter(c) if what == "k" else iter(c.values()) if what == "v" else iter(c.items())
+    for _ in range(pos):
+        next(it)
+    return it
+
+
 ITER_REBUILD = {
     types.GeneratorType: lambda items: (x for x in items),
     type(iter([])): lambda items: iter(list(items)),

@@ -120,6 +120,31 @@ static PyObject *exc_resume_code(PyCodeObject *co, const EmBreakPlan *plan) {
     return r;
 }
 
+/* A loop that runs as plain Python at a break passes the resume function the locals the code
+ * after it reads (live, filtered to those), as the loop leaves them: EM_OK unless one of those
+ * may be unbound there (the loop deletes it, or first assigns it while it was unbound at the
+ * loop's start). */
+static EmStatus region_locals(EmTracer *T, PyCodeObject *co, const EmRegion *R, int *live, int *nlive) {
+    int n = co->co_nlocals;
+    char *stored = malloc((size_t)n + 1), *deleted = malloc((size_t)n + 1), *after = malloc((size_t)n + 1);
+    EmStatus st = EM_OK;
+    if (!stored || !deleted || !after) st = (PyErr_NoMemory(), EM_ERR);
+    if (st == EM_OK) em_region_stores(co, R, stored, deleted, n);
+    if (st == EM_OK && em_trace_locals_read(T, after, n, R->end)) st = EM_ERR;
+    for (int i = 0; st == EM_OK && i < n; i++)
+        if (after[i] && (deleted[i] || (stored[i] && !T->locals[i])))
+            st = em_trace_fail(T, EMA_VALUE, "variable %s, %s a loop that breaks, is read after it",
+                               PyUnicode_AsUTF8(em_code_name(co, i)), deleted[i] ? "deleted in" : "first assigned in");
+    int k = 0;
+    for (int j = 0; st == EM_OK && j < *nlive; j++)
+        if (live[j] < n && after[live[j]]) live[k++] = live[j];
+    if (st == EM_OK) *nlive = k;
+    free(stored);
+    free(deleted);
+    free(after);
+    return st;
+}
+
 /* Completes entry e for a trace that stopped at T->brk (the start of region R when R is
  * not NULL). Returns 0, or -1 with an exception. */
 static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEntry *e, EmStatus *st,
@@ -143,13 +168,14 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
     if (T->kwnames)
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(co->co_consts); i++)
             if (PyTuple_GET_ITEM(co->co_consts, i) == T->kwnames) plan.kw_const = (int)i;
-    if (R) { /* the comprehension's loop takes its iterator */
+    if (R && R->loop && (*st = region_locals(T, co, R, plan.live, &plan.nlive)) != EM_OK) goto done;
+    if (R) { /* a loop takes its iterator (a comprehension's, a for loop's) */
         plan.region = 1;
         plan.cover = R->cover;
         plan.next = R->end;
         plan.nspan = R->nspan;
         memcpy(plan.span, R->span, sizeof(plan.span));
-        effect = -1;
+        effect = -R->pops;
     }
     plan.stack_after = plan.nstack + effect;
     plan.jump_to = -1;
@@ -168,7 +194,7 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
         goto done;
     }
     {
-        int used = R ? 1 : consumed(plan.op, plan.arg), keep = plan.nstack - (used < 0 ? 0 : used);
+        int used = R ? R->pops : consumed(plan.op, plan.arg), keep = plan.nstack - (used < 0 ? 0 : used);
         for (int i = 0; i < plan.nstack; i++) {
             if (plan.stack_val[i] >= 0 || i >= keep) continue; /* a value, or consumed by X */
             if (used < 0) {
@@ -258,8 +284,21 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
         if (region) at = R.start;
         if (cwhy) whynot = cwhy;
         if (at >= 0) em_decode_op(T.bytes, T.n_units, at, &x);
-        if (!allow_break || at < 0 || cwhy || (!region && !breakable_op(x.op)) ||
-            !em_break_possible(co, at, region ? &R : NULL, &whynot)) {
+        int possible = allow_break && at >= 0 && !cwhy && (region || breakable_op(x.op)) &&
+                       em_break_possible(co, at, region ? &R : NULL, &whynot);
+        if (!possible && allow_break && T.abort_root_at >= 0 && !cwhy) { /* inside a loop: the loop runs as Python */
+            const char *lwhy = NULL;
+            int lr = em_loop_span(co, T.abort_root_at, &R, &lwhy);
+            if (lr < 0) goto done;
+            if (lr) {
+                region = 1;
+                at = R.start;
+                possible = em_break_possible(co, at, &R, &whynot);
+            } else if (lwhy) {
+                whynot = lwhy;
+            }
+        }
+        if (!possible) {
             *why = allow_break ? PyUnicode_FromFormat("%U (no graph break: %s)", first_why, whynot)
                                : Py_NewRef(first_why);
             res = *why ? EMD_ABORT : EMD_ERR;
@@ -283,6 +322,9 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
             PyObject *where = PyUnicode_FromFormat("%U:%d: ", co->co_filename, PyCode_Addr2Line(co, at * 2));
             int inner = where && !PyUnicode_Tailmatch(first_why, where, 0, PyUnicode_GET_LENGTH(where), -1);
             PyObject *reason = !where ? NULL
+                               : region && R.loop
+                                   ? PyUnicode_FromFormat("%Ua loop that runs as plain Python (inside it, at %U)",
+                                                          where, first_why)
                                : inner
                                    ? PyUnicode_FromFormat("%Ua call that cannot be captured whole (inside it, at %U)",
                                                           where, first_why)

@@ -104,11 +104,21 @@ typedef struct {
     int cover;      /* the comprehension's first unit (outside its own exception entry) */
     int nspan;
     int span[2 * EM_MAX_SPAN]; /* handler blocks [span[2i], span[2i+1]) */
+    int loop;       /* a loop of the function's own (em_loop_span), not a comprehension's */
+    int pops;       /* values its code takes off the stack (a for loop's iterator): 1 or 0 */
 } EmRegion;
 /* Fills R for the outermost comprehension whose loop holds code unit `at`: 1; 0 when `at`
  * is in none (or the interpreter inlines none); 0 with *why when it is in one that cannot run
  * on its own (it assigns a variable of the function, :=); -1 on error. */
 int em_comprehension_span(PyCodeObject *co, int at, EmRegion *R, const char **why);
+/* Fills R for the outermost loop holding code unit `at` (a for or while loop: from the target
+ * of its backward jump to where it exits, past an else clause its break skips), which a break
+ * inside it runs whole as plain Python, with the blocks its exception handlers and their jumps
+ * reach outside it (the handler of a block around the loop excluded): 1; 0 when `at` is in no
+ * loop, or with *why in one of a shape that cannot run on its own; -1 on error. */
+int em_loop_span(PyCodeObject *co, int at, EmRegion *R, const char **why);
+/* The local slots loop region R stores (stored[i]) and deletes (deleted[i]), for i < n. */
+void em_region_stores(PyCodeObject *co, const EmRegion *R, char *stored, char *deleted, int n);
 
 #define EM_MAX_WITH 16
 /* Stack depths (exception-table depth: the block's __exit__ is the value below it) of the

@@ -160,6 +160,7 @@ int em_comprehension_span(PyCodeObject *co, int at, EmRegion *R, const char **wh
                 R->cover = in.at;
                 R->start = x.at;
                 R->end = em_for_iter_exit(&x);
+                R->pops = 1; /* its iterator */
                 nsaved = k;
                 found = 1;
             }
@@ -227,6 +228,145 @@ int em_comprehension_span(PyCodeObject *co, int at, EmRegion *R, const char **wh
     (void)why;
     return 0;
 #endif
+}
+
+/* One pass of em_loop_span's walk: marks in `in` (units [head, n]) the code reachable from the
+ * loop head without passing `end`, nor the handler `outer` of a block around the loop. 1 when
+ * done, 2 when a jump from [head, end) leaves past end (the walk is redone to its target, set
+ * in *end), 0 with *why for a shape that cannot run on its own. */
+static int loop_walk(PyCodeObject *co, const unsigned char *code, int n, int head, int *end, int outer, char *in,
+                     int *work, const char **why) {
+    int top = 0;
+    memset(in, 0, (size_t)n + 1);
+    work[top++] = head;
+    while (top) {
+        int u = work[--top];
+        if (u == *end || (u < n && in[u])) continue;
+        if (u < head || u >= n) {
+            *why = "a loop whose code jumps before its head";
+            return 0;
+        }
+        EmInstr x;
+        em_decode(code, n, u, &x);
+        for (int v = u; v < x.next && v < n; v++) in[v] = 1;
+        int h, d, lasti, e = em_exc_entry(co, x.at, &h, &d, &lasti);
+        if (e < 0) {
+            *why = "an exception table ember cannot read";
+            return 0;
+        }
+        if (e && h != outer) work[top++] = h;
+        if (em_bc_is_jump[x.op]) {
+            int t = em_jump_target(&x);
+            if (u < *end && t > *end) { /* a break past the loop's else clause */
+                *end = t;
+                return 2;
+            }
+            work[top++] = t;
+        }
+        if (!em_asm_is_terminal(x.op)) work[top++] = x.next;
+    }
+    return 1;
+}
+
+/* The blocks outside [R->start, R->end) that em_loop_span's walk reached, as R->span runs; each
+ * must end in an instruction that does not fall through. 1, or 0 with *why. */
+static int loop_spans(const unsigned char *code, int n, const char *in, EmRegion *R, const char **why) {
+    for (int u = 0; u < n;) {
+        if (!in[u] || (u >= R->start && u < R->end)) {
+            u++;
+            continue;
+        }
+        int a = u, last = -1;
+        while (u < n && in[u] && !(u >= R->start && u < R->end)) {
+            EmInstr x;
+            em_decode(code, n, u, &x);
+            last = x.op;
+            u = x.next;
+        }
+        if (R->nspan == EM_MAX_SPAN || last < 0 || !em_asm_is_terminal(last)) {
+            *why = R->nspan == EM_MAX_SPAN ? "a loop with too many handler blocks" : "a loop of unexpected shape";
+            return 0;
+        }
+        R->span[2 * R->nspan] = a;
+        R->span[2 * R->nspan + 1] = u;
+        R->nspan++;
+    }
+    return 1;
+}
+
+int em_loop_span(PyCodeObject *co, int at, EmRegion *R, const char **why) {
+    memset(R, 0, sizeof(*R));
+    PyObject *bytes = em_code_bytes(co);
+    if (!bytes) return -1;
+    const unsigned char *code = (const unsigned char *)PyBytes_AS_STRING(bytes);
+    int n = (int)(PyBytes_GET_SIZE(bytes) / 2), head = -1, end = -1, rc = 0;
+    for (int u = 0; u < n;) { /* the outermost loop: the lowest backward target at or before `at` */
+        EmInstr x;
+        em_decode(code, n, u, &x);
+        if (em_bc_is_jump[x.op] && em_bc_is_backward[x.op]) {
+            int t = em_jump_target(&x);
+            if (t <= at && at <= x.at && (head < 0 || t < head)) {
+                head = t;
+                end = x.next;
+            }
+        }
+        u = x.next;
+    }
+    char *in = head >= 0 ? malloc((size_t)n + 1) : NULL;
+    int *work = head >= 0 ? malloc(sizeof(int) * (3 * (size_t)n + 4)) : NULL;
+    if (head < 0 || !in || !work) {
+        if (head >= 0) rc = (PyErr_NoMemory(), -1);
+        goto done;
+    }
+    EmInstr hx;
+    em_decode(code, n, head, &hx);
+    if (hx.op == EMBC_FOR_ITER && em_for_iter_exit(&hx) > end) end = em_for_iter_exit(&hx);
+    int outer, d, lasti;
+    if (em_exc_entry(co, hx.at, &outer, &d, &lasti) != 1) outer = -1;
+    int walked = 2;
+    for (int rounds = 0; walked == 2 && rounds < 64; rounds++)
+        walked = loop_walk(co, code, n, head, &end, outer, in, work, why);
+    if (walked != 1) {
+        if (walked == 2) *why = "a loop of unexpected shape";
+        goto done;
+    }
+    R->start = head; /* its EXTENDED_ARG prefixes, for the walk's marks; then its opcode's unit */
+    R->end = end;
+    R->loop = 1;
+    R->pops = hx.op == EMBC_FOR_ITER;
+    rc = loop_spans(code, n, in, R, why);
+    R->start = R->cover = hx.at;
+done:
+    free(in);
+    free(work);
+    Py_DECREF(bytes);
+    if (rc != 1) R->nspan = 0;
+    return rc;
+}
+
+void em_region_stores(PyCodeObject *co, const EmRegion *R, char *stored, char *deleted, int n) {
+    memset(stored, 0, (size_t)n);
+    memset(deleted, 0, (size_t)n);
+    PyObject *bytes = em_code_bytes(co);
+    if (!bytes) {
+        PyErr_Clear();
+        memset(stored, 1, (size_t)n);
+        memset(deleted, 1, (size_t)n);
+        return;
+    }
+    const unsigned char *code = (const unsigned char *)PyBytes_AS_STRING(bytes);
+    int units = (int)(PyBytes_GET_SIZE(bytes) / 2);
+    for (int r = -1; r < R->nspan; r++) {
+        int lo = r < 0 ? R->start : R->span[2 * r], hi = r < 0 ? R->end : R->span[2 * r + 1];
+        for (int u = lo; u < hi && u < units;) {
+            EmInstr x;
+            em_decode(code, units, u, &x);
+            if ((x.op == EMBC_STORE_FAST || x.op == EMBC_STORE_DEREF) && x.arg < n) stored[x.arg] = 1;
+            if ((x.op == EMBC_DELETE_FAST || x.op == EMBC_DELETE_DEREF) && x.arg < n) deleted[x.arg] = 1;
+            u = x.next;
+        }
+    }
+    Py_DECREF(bytes);
 }
 
 static int n_arg_slots(PyCodeObject *co) {

@@ -1399,7 +1399,7 @@ static EmStatus known_isinstance(EmTracer *T, EmSym *fn, EmSym *self, EmSym **al
 static EmStatus known_iter(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;
-    if (!kwnames && n == 1 && all[0]->kind != SYM_CONST) return em_iter_of(T, all[0], out);
+    if (!kwnames && n == 1) return em_iter_of(T, all[0], out);
     return CALL_NEXT;
 }
 
@@ -1475,11 +1475,8 @@ static EmStatus known_lazy(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int
 static EmStatus known_sequence(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
                                EmSym **out) {
     (void)self;
-    if (!kwnames && n >= 1 && n <= 8) {
-        int structural = 0;
-        for (int i = 0; i < n; i++) structural |= all[i]->kind != SYM_CONST;
-        if (structural) return em_call_sequence(T, fn->obj, all, n, 0, out);
-    }
+    /* of constants too: the iterator is made per call (a constant one would be shared) */
+    if (!kwnames && n >= 1 && n <= 8) return em_call_sequence(T, fn->obj, all, n, 0, out);
     return CALL_NEXT;
 }
 

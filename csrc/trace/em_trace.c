@@ -318,6 +318,35 @@ EmStatus em_trace_build_content(EmTracer *T, EmSym *s) {
 
 /* An iterator over known items: made again at run time as an iterator of its type
  * (_rules.ITER_REBUILD) over the items not yet taken. */
+/* An iterator over one list or dict (made in the trace or the frame's) itself: Python's over
+ * the very container (ember._rules.iter_at), which sees the changes the code after the graph
+ * makes. CALL_NEXT for other iterators, rebuilt from their remaining items. */
+static EmStatus out_live_iter(EmTracer *T, EmSym *s, int depth) {
+    EmSym *c = s->of.len == 1 ? s->of.data[0] : NULL;
+    const char *what = NULL;
+    if (c && c->kind == SYM_DICT && s->of_what) {
+        what = s->of_what == 'k' ? "k" : s->of_what == 'v' ? "v" : "i";
+    } else if (c && c->kind == SYM_LIST && !c->seq_type && s->seq_type) {
+        const char *tn = ((PyTypeObject *)s->seq_type)->tp_name;
+        what = !strcmp(tn, "list_iterator") ? "l" : !strcmp(tn, "list_reverseiterator") ? "r" : NULL;
+    }
+    if (!what) return CALL_NEXT;
+    PyObject *f = PyObject_GetAttrString(em_state.meta_run, "iter_at"), *pos = PyLong_FromLong(s->pos);
+    PyObject *w = PyUnicode_FromString(what);
+    EmSym *ps = pos ? em_sym_const(T, pos) : NULL, *ws = w ? em_sym_const(T, w) : NULL;
+    Py_XDECREF(pos);
+    Py_XDECREF(w);
+    if (!f || !ps || !ws) {
+        Py_XDECREF(f);
+        return EM_ERR;
+    }
+    s->out_at = T->out.len;
+    EmStatus st = push_out(T, (EmOut){.kind = OUT_CALL, .v = 3, .obj = f});
+    if (st == EM_OK) st = build_out(T, c, depth + 1);
+    if (st == EM_OK) st = build_out(T, ps, depth + 1);
+    return st == EM_OK ? build_out(T, ws, depth + 1) : st;
+}
+
 static EmStatus out_iter(EmTracer *T, EmSym *s, int depth) {
     if (!em_lazy_done(s)) /* Python makes its items later, after the graph: not made here */
         return em_trace_fail(T, EMA_RETURN, "a lazy iterator (%s) left the trace before its end",
@@ -325,6 +354,7 @@ static EmStatus out_iter(EmTracer *T, EmSym *s, int depth) {
     EmStatus st = em_iter_use(T, s);
     if (st != EM_OK) return st;
     if (s->out_at >= 0) return same_out(T, s);
+    if ((st = out_live_iter(T, s, depth)) != CALL_NEXT) return st;
     PyObject *table = PyObject_GetAttrString(em_state.meta_run, "ITER_REBUILD");
     PyObject *make = table && s->seq_type ? PyDict_GetItemWithError(table, s->seq_type) : NULL;
     Py_XDECREF(table);
@@ -464,7 +494,7 @@ static int local_unchanged(EmTracer *T, int i) {
  * is not an output of the graph nor a local of the resume function (TorchDynamo prunes by
  * liveness too). Kept as a graph output, a dead value gets a zero gradient from AOTAutograd,
  * which an infinite derivative turns into NaN. 0 or -1 with an exception set. */
-static int locals_read(EmTracer *T, char *read, int n, int from) {
+int em_trace_locals_read(EmTracer *T, char *read, int n, int from) {
     static const char *const by_name[] = {"locals",    "vars",         "eval",     "exec", "dir",
                                           "_getframe", "currentframe", "f_locals", NULL};
     PyObject *names = T->code->co_names;
@@ -552,7 +582,7 @@ EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int *
                 !!(co->co_flags & CO_VARKEYWORDS);
     char *read = malloc((size_t)n + 1);
     if (!read) return PyErr_NoMemory(), EM_ERR;
-    if (locals_read(T, read, n, T->brk.at)) {
+    if (em_trace_locals_read(T, read, n, T->brk.at)) {
         free(read);
         return EM_ERR;
     }

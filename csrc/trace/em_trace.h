@@ -145,6 +145,10 @@ typedef struct EmTracer {
  * EM_ERR (Python exception set). The caller owns G and P and must call em_trace_free. */
 EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P, int break_at,
                       int dyn_mode, PyObject *dyn_state);
+/* read[i] (i < n, plain locals) = 1 when local i may be read by the code reachable from code
+ * unit `from` of the traced frame (every one when it may read its locals by name). 0, or -1
+ * with an exception set. */
+int em_trace_locals_read(EmTracer *T, char *read, int n, int from);
 /* After a trace that broke: the output tree is a tuple of the stack values (NULLs skipped)
  * then the changed locals (for a cell variable its cell: OUT_CELL); fills the plan's stack,
  * store and live lists (malloc'd; live: plain locals only). */

@@ -508,7 +508,7 @@ def test_helper_returning_item():
 
 
 # ---------------------------------------------------------------------------
-# loops and with-blocks (aborts)
+# loops: a break inside one runs that loop as plain Python, the code around it compiled
 # ---------------------------------------------------------------------------
 
 
@@ -519,22 +519,28 @@ def loop_print(x):
     return x * 2
 
 
-def test_break_in_for_loop_aborts(capsys):
-    with pytest.warns(ember.EmberWarning):
-        compare(loop_print, randn(3), capsys=capsys)
-    assert counters()["aborts"] >= 1
+def test_break_in_for_loop_runs_the_loop_as_python(capsys):
+    compare(loop_print, randn(3), capsys=capsys)
+    # the graph before the loop, the loop as Python, the resume function after it
+    assert_counts(frames=2, breaks=1, aborts=0)
+    reason = ember.testing.entries(loop_print)[0]["break"]
+    assert f":{line_of(loop_print, 'for i in range')}: a loop that runs as plain Python" in reason
+    assert f":{line_of(loop_print, 'print(' + chr(34) + 'iter')}:" in reason
+    compare(loop_print, randn(3), capsys=capsys)
+    assert_counts(frames=0, aborts=0)
 
 
 def loop_item(x):
     total = 0.0
+    y = x * 2
     for i in range(x.shape[0]):
         total += x[i].item()
-    return x - total / x.shape[0], total
+    return y - total / x.shape[0], total
 
 
-def test_item_in_for_loop_aborts():
-    with pytest.warns(ember.EmberWarning):
-        compare(loop_item, randn(4))
+def test_item_in_for_loop():
+    compare(loop_item, randn(4))
+    assert_counts(breaks=1, aborts=0)
 
 
 def loop_calls_helper(x):
@@ -544,13 +550,219 @@ def loop_calls_helper(x):
 
 
 def test_loop_calling_breaking_helper(capsys):
-    with pytest.warns(ember.EmberWarning):
-        compare(loop_calls_helper, randn(2), capsys=capsys)
-    assert counters()["aborts"] >= 1
-    # the loop frame runs as plain Python, but the helper it calls is compiled on its own
-    # (with its break) and the second iteration hits that cache
+    compare(loop_calls_helper, randn(2), capsys=capsys)
+    assert counters()["aborts"] == 0
+    # the loop runs as plain Python, but the helper it calls is compiled on its own (with its
+    # break) and the second iteration hits that cache
     assert ember.testing.entries(helper_prints)
     assert counters()["breaks"] >= 1 and counters()["hits"] >= 1
+
+
+def while_else_break(x, limit):
+    y = x + 1
+    i = 0
+    while i < 4:
+        y = y * 2
+        if y.abs().sum().item() > limit:
+            break
+        i += 1
+    else:
+        y = y - 1
+    return y * 3, i
+
+
+@pytest.mark.parametrize("limit", [1e-3, 1e9])
+def test_while_loop_with_break_and_else(limit):
+    compare(while_else_break, randn(3), limit)
+    assert_counts(breaks=1, aborts=0)
+
+
+def loop_with_blocks(x, xs):
+    acc = x.clone()
+    for t in xs:
+        with torch.no_grad():
+            acc = acc + t
+        try:
+            if float(t.sum()) > 0:
+                continue
+            acc = acc * 2
+        except ZeroDivisionError:
+            acc = acc - 1
+    return acc.sin()
+
+
+def test_loop_with_with_try_and_continue():
+    compare(loop_with_blocks, randn(3, requires_grad=True), [randn(3, seed=s) for s in range(4)])
+    assert_counts(breaks=1, aborts=0)
+
+
+def nested_loops(x):
+    y = x.cos()
+    for i in range(2):
+        for j in range(3):
+            y = y + (i * j)
+            if j == 1:
+                print("inner", i, j)
+    return y.exp()
+
+
+def test_break_in_an_inner_loop_runs_the_outer_loop(capsys):
+    compare(nested_loops, randn(3), capsys=capsys)
+    assert_counts(breaks=1, aborts=0)
+
+
+def loop_returns(x, stop):
+    y = x * 2
+    for i in range(5):
+        print("at", i)
+        if i == stop:
+            return y + i
+    return y
+
+
+@pytest.mark.parametrize("stop", [2, 9])
+def test_return_from_a_loop_that_runs_as_python(stop, capsys):
+    compare(loop_returns, randn(3), stop, capsys=capsys)
+    assert counters()["aborts"] == 0
+
+
+def loop_raises(x):
+    y = x + 1
+    for i in range(3):
+        print("at", i)
+        if i == 1:
+            raise ValueError("in the loop")
+    return y
+
+
+def test_exception_raised_in_a_loop_that_runs_as_python(capsys):
+    with pytest.raises(ValueError, match="in the loop") as want:
+        loop_raises(randn(3))
+    eager_out = capsys.readouterr().out
+    with pytest.raises(ValueError, match="in the loop") as got:
+        ember.compile(loop_raises)(randn(3))
+    assert capsys.readouterr().out == eager_out
+    assert traceback.extract_tb(got.value.__traceback__)[-1].lineno == \
+        traceback.extract_tb(want.value.__traceback__)[-1].lineno == line_of(loop_raises, "raise ValueError")
+
+
+def loop_in_no_grad(x, w):
+    y = x * w
+    with torch.no_grad():
+        for i in range(2):
+            y = y + 1
+            print("in", torch.is_grad_enabled())
+        z = y * 2
+    return z, y, x * w, torch.is_grad_enabled()
+
+
+def test_loop_inside_a_with_block(capsys):
+    compare(loop_in_no_grad, randn(3), randn(3, requires_grad=True), capsys=capsys)
+    assert_counts(breaks=1, aborts=0)
+
+
+def loop_over_iterators(x, items, table):
+    out = x * 1
+    for a, (b, c) in zip(items, enumerate(table.items())):
+        out = out + a * b
+        print("pair", b, c[0])
+    for k in reversed(range(3)):
+        print("k", k)
+        out = out + k
+    return out
+
+
+def test_loops_over_iterators_that_run_as_python(capsys):
+    compare(loop_over_iterators, randn(3), [randn(3, seed=1), randn(3, seed=2)], {"p": 1, "q": 2}, capsys=capsys)
+    assert counters()["aborts"] == 0
+
+
+def loop_deletes_a_variable_read_only_in_it(x):
+    tmp = x * 2
+    for i in range(2):
+        print(tmp.shape)
+        if i == 1:
+            del tmp  # not passed on after the loop: nothing after it reads tmp
+    return x + 1
+
+
+def loop_changes_what_it_iterates(x, xs, d):
+    for t in reversed(xs):  # Python's iterators read the list and dict as they go
+        print("t")
+        if len(xs) > 1:
+            xs.pop()
+        x = x + t
+    for k, v in d.items():
+        print(k)
+        d[k] = v * 2
+    return x
+
+
+def test_loops_that_run_as_python_change_variables_and_containers(capsys):
+    compare(loop_deletes_a_variable_read_only_in_it, randn(3), capsys=capsys)
+    x = randn(3)
+    compare(loop_changes_what_it_iterates, x, [x, x + 1, x + 2], {"a": x, "b": x + 1}, capsys=capsys)
+    assert counters()["aborts"] == 0
+
+
+def loop_binds_late(x):
+    for _ in range(2):
+        last = x.sum().item()
+    return x * last
+
+
+def loop_deletes(x):
+    tmp = x * 2
+    for i in range(2):
+        print("at", i)
+        if i == 1:
+            del tmp
+    return x + 1, "tmp" in locals()
+
+
+def loop_in_try(x):
+    y = x * 2
+    try:
+        for i in range(2):
+            print("at", i)
+            y = y + i
+    except ValueError:
+        y = y - 1
+    return y
+
+
+@pytest.mark.parametrize("fn", [loop_binds_late, loop_deletes, loop_in_try])
+def test_loops_that_cannot_run_alone_run_the_frame_as_python(fn, capsys):
+    """A variable the loop binds first (or deletes) that is read after it may be unbound there;
+    a loop inside a try block: the frame runs as plain Python (warned), with eager's result."""
+    with pytest.warns(ember.EmberWarning):
+        compare(fn, randn(3), capsys=capsys)
+    assert counters()["aborts"] >= 1
+
+
+def test_fullgraph_and_strict_raise_for_break_in_loop(capsys):
+    with pytest.raises(ember.Unsupported) as info:
+        ember.compile(loop_print, fullgraph=True)(randn(3))
+    print_line = line_of(loop_print, 'print("iter"')
+    assert f":{print_line}:" in str(info.value)
+    old = ember.config.strict
+    try:
+        ember.config.strict = True
+        with pytest.raises(ember.Unsupported):
+            ember.compile(loop_binds_late)(randn(3))
+    finally:
+        ember.config.strict = old
+    assert capsys.readouterr().out == ""
+
+
+def test_loop_abort_warning_names_the_item_line():
+    with pytest.warns(ember.EmberWarning) as record:
+        compare(loop_binds_late, randn(3))
+    texts = [str(w.message) for w in record]
+    item_line = line_of(loop_binds_late, "last = x.sum().item()")
+    assert any("`loop_binds_late` (" in t and f"test_breaks.py:{item_line})" in t for t in texts), texts
+    reason = str(ember.testing.code_state(loop_binds_late)["reason"])  # the details (EMBER_LOGS=breaks)
+    assert f":{item_line}:" in reason and "variable last, first assigned in a loop that breaks" in reason
 
 
 def no_grad_print(x, w):
@@ -1771,36 +1983,6 @@ def test_numpy_of_tensor_requiring_grad_raises_like_eager():
     assert str(e) == str(e_eager)
     last = traceback.extract_tb(e.__traceback__)[-1]
     assert last.lineno == line_of(numpy_of_grad_tensor, "NUMPY-ERROR")
-
-
-def test_fullgraph_and_strict_raise_for_break_in_loop(capsys):
-    with pytest.raises(ember.Unsupported) as info:
-        ember.compile(loop_print, fullgraph=True)(randn(3))
-    print_line = line_of(loop_print, 'print("iter"')
-    assert f":{print_line}:" in str(info.value)
-    old = ember.config.strict
-    try:
-        ember.config.strict = True
-        with pytest.raises(ember.Unsupported):
-            ember.compile(loop_print)(randn(3))
-    finally:
-        ember.config.strict = old
-    assert capsys.readouterr().out == ""
-
-
-def test_loop_abort_warning_names_the_print_line(capsys):
-    with pytest.warns(ember.EmberWarning) as record:
-        compare(loop_print, randn(3), capsys=capsys)
-    texts = [str(w.message) for w in record]
-    print_line = line_of(loop_print, 'print("iter"')
-    assert any(f"`loop_print` (" in t and f"test_breaks.py:{print_line})" in t for t in texts), texts
-    reason = str(ember.testing.code_state(loop_print)["reason"])  # the details (EMBER_LOGS=breaks)
-    assert f":{print_line}:" in reason and "loop" in reason
-
-
-# ---------------------------------------------------------------------------
-# guards of resume functions: values read only after the break change between calls
-# ---------------------------------------------------------------------------
 
 
 def config_after_break(x, cfg):

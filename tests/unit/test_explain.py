@@ -44,9 +44,8 @@ def test_explain_str_is_a_readable_summary():
 
 
 def loop_item(x):
-    t = 0.0
     for i in range(2):
-        t += x[i].item()
+        t = x[i].item()  # bound in the loop only, read after it: no graph break there
     return t
 
 

@@ -150,14 +150,18 @@ graph(inputs=1, ops=3)
   9:       value 2 = %0
  10:       const 1
  11:     same @8
- 12:     iter 1 <lambda>
- 13:       value 3 = %2
- 14:     newobj 1 Made
- 15:       dict 1 ('v',)
- 16:         value 2 = %0
- 17:     bound
- 18:       same @14
- 19:       const <function Made.get at 0x?>
+ 12:     call 3 iter_at
+ 13:       list 2
+ 14:         value 2 = %0
+ 15:         value 3 = %2
+ 16:       const 1
+ 17:       const 'l'
+ 18:     newobj 1 Made
+ 19:       dict 1 ('v',)
+ 20:         value 2 = %0
+ 21:     bound
+ 22:       same @18
+ 23:       const <function Made.get at 0x?>
 """
 
 
