@@ -19,8 +19,8 @@ import builtins
 import enum
 import inspect
 import math
-import os
 import operator
+import os
 import sys
 import types
 import typing
@@ -125,7 +125,46 @@ def _generation_tag(*cls_obj):
     TorchDynamo ran is not."""
 
 
-TRACE_AS = {torch.autograd.profiler.record_function: _record_function}
+# operator.itemgetter/attrgetter/methodcaller made in the trace: functions doing what they do
+# (a closure over the arguments); one leaving the trace aborts (csrc/trace/em_trace.c
+# out_closure: the caller would get a function, not the operator object)
+def _shim_itemgetter(item, *items):
+    if not items:
+        def itemgetter(obj):
+            return obj[item]
+    else:
+        keys = (item,) + items
+
+        def itemgetter(obj):
+            return tuple([obj[k] for k in keys])
+    return itemgetter
+
+
+def _shim_attrgetter(attr, *attrs):
+    def resolve(obj, name):
+        for part in name.split("."):
+            obj = getattr(obj, part)
+        return obj
+
+    if not attrs:
+        def attrgetter(obj):
+            return resolve(obj, attr)
+    else:
+        names = (attr,) + attrs
+
+        def attrgetter(obj):
+            return tuple([resolve(obj, n) for n in names])
+    return attrgetter
+
+
+def _shim_methodcaller(name, /, *args, **kwargs):
+    def methodcaller(obj):
+        return getattr(obj, name)(*args, **kwargs)
+    return methodcaller
+
+
+TRACE_AS = {torch.autograd.profiler.record_function: _record_function, operator.itemgetter: _shim_itemgetter,
+            operator.attrgetter: _shim_attrgetter, operator.methodcaller: _shim_methodcaller}
 _mutation_guard = sys.modules.get("torch._dynamo.mutation_guard")
 if _mutation_guard is not None and hasattr(_mutation_guard, "GenerationTracker"):
     for _tag in (_mutation_guard.GenerationTracker.tag, _mutation_guard.GenerationTracker.tag.__func__):

@@ -392,6 +392,11 @@ static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *con
             PyObject *attrs = inst ? rebuild_out(C, vals, slots, at, memo) : NULL;
             /* the trace's __dict__ is the instance's (o.__dict__ returned names this object) */
             int rc = !attrs ? -1 : _PyObject_GetDictPtr(inst) ? PyObject_GenericSetDict(inst, attrs, NULL) : 0;
+            if (!rc && !_PyObject_GetDictPtr(inst) && PyDict_Check(attrs)) { /* __slots__ members, no user code */
+                PyObject *k, *v;
+                Py_ssize_t p = 0;
+                while (!rc && PyDict_Next(attrs, &p, &k, &v)) rc = PyObject_GenericSetAttr(inst, k, v);
+            }
             Py_XDECREF(attrs);
             if (!rc && o->v > 1 && !frozen) {
                 PyObject *d = rebuild_out(C, vals, slots, at, memo), *k, *v, *r = NULL;

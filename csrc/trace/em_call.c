@@ -1907,6 +1907,8 @@ static EmStatus call_by_rule(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
     (void)self;
     PyObject *f = fn->obj;
     char name[160];
+    EmStatus ost = em_operator_call(T, f, all, n, kwnames, out);
+    if (ost != CALL_NEXT) return ost;
     PyObject *bound_to = PyCFunction_Check(f) ? PyCFunction_GET_SELF(f) : NULL;
     /* methods of immutable builtin values ("-".join, "{}".format, (1, 2).index): pure */
     int rule = bound_to && (PyUnicode_CheckExact(bound_to) || PyBytes_CheckExact(bound_to) ||
@@ -2026,8 +2028,13 @@ EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, P
     int n = 0;
     if (self) all[n++] = self;
     for (int i = 0; i < nargs; i++) all[n++] = args[i];
+    /* a bound on the C recursion of calls handled by calls (an inlined frame counts its own
+     * depth too): a cycle in the handlers aborts instead of overflowing the C stack */
+    if (T->call_depth >= EM_MAX_CALL_DEPTH) return em_trace_fail(T, EMA_CALL, "calls nested too deeply");
+    T->call_depth++;
     EmStatus st = CALL_NEXT;
     for (size_t i = 0; st == CALL_NEXT && i < sizeof(steps) / sizeof(steps[0]); i++)
         st = steps[i](T, fn, self, all, n, kwnames, out);
+    T->call_depth--;
     return st;
 }

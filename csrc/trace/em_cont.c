@@ -59,7 +59,7 @@ EmStatus em_frame_dict_method(EmTracer *T, EmContMethod m, const char *n, EmSym 
                               EmSym **out) {
     if (!is_key_read(m, nargs)) return em_trace_fail(T, EMA_SIDE_EFFECT, "dict.%s on an input", n);
     int keyed = em_key_of_frame(args[0]);
-    if (args[0]->kind != SYM_CONST && !keyed)
+    if (args[0]->kind != SYM_CONST && !keyed && !em_key_by_id(args[0]))
         return em_trace_fail(T, EMA_VALUE, "dict.%s by a %s", n, em_sym_describe(args[0]));
     int found = 0;
     EmSym *v = NULL;

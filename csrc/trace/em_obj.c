@@ -6,6 +6,7 @@
  */
 #include "../pyver/em_state.h"
 #include "em_rec.h"
+#include "structmember.h"
 
 /* The Python function a class's __new__ (a staticmethod) wraps (borrowed: the staticmethod
  * holds it), or NULL (no error set) when it wraps none. */
@@ -280,7 +281,9 @@ EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObjec
     }
     int custom;
     PyTypeObject *tp = (PyTypeObject *)cls, *base = builtin_base(tp, &custom);
-    if (!base) return EM_OK;
+    /* a builtin container itself: its constructor's rules did not take these arguments (its
+     * contents would be made by that very call again) */
+    if (!base || (tp == base && base != &PyBaseObject_Type)) return EM_OK;
     EmStatus gst;
     if (em_guard_class(T, tp, &gst) != EM_OK) return gst;
     PyObject *init = _PyType_Lookup(tp, EM_STR(dunder_init));
@@ -342,6 +345,13 @@ EmStatus em_obj_record_store(EmTracer *T, EmSym *base, PyObject *name, EmSym *v)
     return EM_OK;
 }
 
+int em_new_slot(const EmSym *s, PyObject *descr) {
+    if (s->kind != SYM_NEW || !descr || !Py_IS_TYPE(descr, &PyMemberDescr_Type) || _PyObject_GetDictPtr(s->obj))
+        return 0;
+    PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
+    return m->type == 16 /* T_OBJECT_EX */ && !(m->flags & 1 /* READONLY */);
+}
+
 EmStatus em_obj_generic_set(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
     const char *n = PyUnicode_AsUTF8(name);
     if (!n) return EM_ERR;
@@ -353,6 +363,7 @@ EmStatus em_obj_generic_set(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) 
         return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a %s", n, em_sym_describe(base));
     PyTypeObject *tp = Py_TYPE(base->obj);
     PyObject *descr = _PyType_Lookup(tp, name);
+    if (em_new_slot(base, descr)) return em_dict_set(base->items.data[0], name, v);
     if (descr && Py_TYPE(descr)->tp_descr_set) {
         if (!Py_IS_TYPE(descr, &PyProperty_Type))
             return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s through a descriptor", n);
@@ -380,7 +391,7 @@ EmStatus em_obj_del_attr(EmTracer *T, EmSym *base, PyObject *name) {
     PyObject *descr = base->kind == SYM_NEW ? _PyType_Lookup(tp, name) : NULL;
     if (base->kind != SYM_NEW || tp->tp_setattro != PyObject_GenericSetAttr ||
         _PyType_Lookup(tp, EM_STR(dunder_delattr)) != _PyType_Lookup(&PyBaseObject_Type, EM_STR(dunder_delattr)) ||
-        (descr && Py_TYPE(descr)->tp_descr_set))
+        (descr && Py_TYPE(descr)->tp_descr_set && !em_new_slot(base, descr)))
         return em_trace_fail(T, EMA_SIDE_EFFECT, "del .%s of a %s", n, em_sym_describe(base));
     EmSym *attrs = base->items.data[0];
     int i = em_dict_find(attrs, name);

@@ -298,6 +298,17 @@ EmStatus em_apply_op(EmTracer *T, EmOp op, EmSym **args, int n, EmSym **out) {
     return n == 1 ? em_sym_unop(T, op, op_fn(op), args[0], out) : em_sym_eval(T, op_fn(op), args, n, out);
 }
 
+EmStatus em_operator_call(EmTracer *T, PyObject *f, EmSym **args, int n, PyObject *kwnames, EmSym **out) {
+    if (kwnames || !PyCFunction_Check(f) || n < 1 || n > 2) return CALL_NEXT;
+    for (int op = 0; op < EMOP__COUNT; op++) {
+        if (op_fn((EmOp)op) != f) continue;
+        int unary = op == EMOP_NEG || op == EMOP_POS || op == EMOP_INVERT;
+        int binary = op_nb[op] >= 0 || (op >= EMOP_LT && op <= EMOP_GE);
+        return (unary && n == 1) || (binary && n == 2) ? em_apply_op(T, (EmOp)op, args, n, out) : CALL_NEXT;
+    }
+    return CALL_NEXT;
+}
+
 EmStatus h_binary_op(EmTracer *T, const EmInstr *in) {
     NEED(2);
     EmOp op = nb_op(in->arg);
@@ -848,6 +859,30 @@ EmStatus h_end_for(EmTracer *T, const EmInstr *in) {
     return EM_OK;
 }
 
+/* The value of a plain list, tuple, dict or set (of such, down to constants): new reference,
+ * or NULL (an error set only when Python failed). */
+static EM_NEW PyObject *plain_value(EmSym *s, int depth) {
+    if (s->kind == SYM_CONST) return Py_NewRef(s->obj);
+    int set = s->kind == SYM_SET &&
+              (s->seq_type == (PyObject *)&PySet_Type || s->seq_type == (PyObject *)&PyFrozenSet_Type);
+    if (depth > 16 || (s->seq_type && !set) ||
+        (s->kind != SYM_LIST && s->kind != SYM_TUPLE && s->kind != SYM_DICT && !set))
+        return NULL;
+    PyObject *r = s->kind == SYM_DICT ? PyDict_New() : PyList_New(0);
+    for (int32_t i = 0; r && i < s->items.len; i++) {
+        PyObject *v = plain_value(s->items.data[i], depth + 1);
+        int bad = !v || (s->kind == SYM_DICT
+                             ? em_key_token_sym(s->keys.data[i]) != NULL || PyDict_SetItem(r, s->keys.data[i], v)
+                             : PyList_Append(r, v));
+        Py_XDECREF(v);
+        if (bad) Py_CLEAR(r);
+    }
+    if (!r || s->kind == SYM_LIST || s->kind == SYM_DICT) return r;
+    PyObject *t = s->kind == SYM_TUPLE ? PyList_AsTuple(r) : PyObject_CallOneArg(s->seq_type, r);
+    Py_DECREF(r);
+    return t;
+}
+
 EmStatus h_format_value(EmTracer *T, const EmInstr *in) {
     int has_spec = (in->arg & 4) != 0;
     NEED(1 + has_spec);
@@ -860,9 +895,12 @@ EmStatus h_format_value(EmTracer *T, const EmInstr *in) {
         return r ? em_push(T, r) : EM_ERR;
     }
     if (PyErr_Occurred()) return EM_ERR;
-    if (v->kind != SYM_CONST || (spec && spec->kind != SYM_CONST))
+    /* a list, tuple, dict or set of constants: formatted as that value (no user code runs) */
+    PyObject *known = v->kind != SYM_CONST && (!spec || spec->kind == SYM_CONST) ? plain_value(v, 0) : NULL;
+    if (PyErr_Occurred()) return EM_ERR;
+    if ((v->kind != SYM_CONST && !known) || (spec && spec->kind != SYM_CONST))
         return em_trace_fail(T, EMA_VALUE, "f-string of %s", em_sym_describe(v));
-    PyObject *conv = Py_NewRef(v->obj), *tmp = NULL;
+    PyObject *conv = known ? known : Py_NewRef(v->obj), *tmp = NULL;
     switch (in->arg & 3) {
         case 1: tmp = PyObject_Str(conv); break;
         case 2: tmp = PyObject_Repr(conv); break;

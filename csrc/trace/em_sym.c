@@ -438,6 +438,19 @@ int em_frame_dict_rw(const EmSym *s) {
            s->of.data[0]->pos == EM_POS_FRAME_ITEMS_RW;
 }
 
+/* Key k of a frame dict read whole into DICT sym d: itself when pure, else (em_identity_key) a token
+ * of its sym, read through a constant slot (the keys guard pins the object). Borrowed; NULL with
+ * *st set on failure. */
+static PyObject *frame_key(EmTracer *T, EmSym *d, PyObject *k, EmStatus *st) {
+    if (is_pure(k, 0)) return k;
+    int32_t slot = em_guard_const(T->P, k, Py_TYPE(k)->tp_name);
+    EmSym *ks = slot < 0 ? NULL : em_sym_wrap(T, k, slot, st);
+    PyObject *key = NULL;
+    if (!ks) return NULL;
+    if (em_dict_key(T, d, ks, 1, &key, st) < 0) return NULL;
+    return key;
+}
+
 /* The items of a dict subclass's instance (em_frame_items): its type and keys in its order
  * guarded, each value through its key's slot; changed by the trace only for a type
  * em_dict_type_writable takes (a defaultdict's factory read for its missing keys). */
@@ -446,7 +459,8 @@ static EmStatus frame_dict_items(EmTracer *T, EmSym *self, EmSym **out) {
     if (!keys) return EM_ERR;
     EmStatus st = EM_OK;
     for (Py_ssize_t i = 0; st == EM_OK && i < PyTuple_GET_SIZE(keys); i++)
-        if (!is_pure(PyTuple_GET_ITEM(keys, i), 0))
+        if (!is_pure(PyTuple_GET_ITEM(keys, i), 0) &&
+            (PyType_Check(PyTuple_GET_ITEM(keys, i)) || !em_identity_key(PyTuple_GET_ITEM(keys, i))))
             st = em_trace_fail(T, EMA_VALUE, "the items of a %s keyed by a %s", Py_TYPE(v)->tp_name,
                                Py_TYPE(PyTuple_GET_ITEM(keys, i))->tp_name);
     if (st == EM_OK && (em_guard_check(T->P, EMG_TYPE, self->src, (PyObject *)Py_TYPE(v), 0) ||
@@ -469,7 +483,8 @@ static EmStatus frame_dict_items(EmTracer *T, EmSym *self, EmSym **out) {
         PyObject *k = PyTuple_GET_ITEM(keys, i), *item = PyDict_GetItemWithError(v, k);
         int32_t islot = item ? em_guard_dict(T->P, self->src, k) : -1;
         EmSym *is = islot < 0 ? NULL : em_sym_wrap(T, item, islot, &st);
-        if (!is || em_vec_push(&d->items, is) || em_vec_push(&d->keys, Py_NewRef(k))) d = NULL;
+        PyObject *key = is ? frame_key(T, d, k, &st) : NULL; /* borrowed: a constant or a token */
+        if (!key || em_vec_push(&d->items, is) || em_vec_push(&d->keys, Py_NewRef(key))) d = NULL;
     }
     Py_DECREF(keys);
     if (!d)
@@ -1127,7 +1142,8 @@ EmStatus em_lazy_dict_get(EmTracer *T, EmSym *d, PyObject *key, int *found, EmSy
         return em_trace_fail(T, EMA_VALUE, "lookup in %s", em_sym_describe(d));
     if (!PyDict_CheckExact(d->obj) && em_guard_check(T->P, EMG_TYPE, d->src, (PyObject *)Py_TYPE(d->obj), 0))
         return EM_ERR;
-    if (!is_pure(key, 0)) return em_trace_fail(T, EMA_VALUE, "dict lookup by a %s", Py_TYPE(key)->tp_name);
+    if (!is_pure(key, 0) && !em_identity_key(key))
+        return em_trace_fail(T, EMA_VALUE, "dict lookup by a %s", Py_TYPE(key)->tp_name);
     PyObject *v = PyDict_GetItemWithError(d->obj, key);
     if (!v) {
         if (PyErr_Occurred()) return EM_ERR;
@@ -1140,6 +1156,14 @@ EmStatus em_lazy_dict_get(EmTracer *T, EmSym *d, PyObject *key, int *found, EmSy
     *out = em_sym_wrap(T, v, slot, &st);
     return *out ? EM_OK : st;
 }
+
+int em_identity_key(PyObject *k) {
+    PyTypeObject *tp = Py_TYPE(k);
+    if (tp == em_state.tensor_type || tp == em_state.param_type) return 1;
+    return tp->tp_hash == PyBaseObject_Type.tp_hash && tp->tp_richcompare == PyBaseObject_Type.tp_richcompare;
+}
+
+int em_key_by_id(const EmSym *key) { return key->kind == SYM_OBJ && key->by_id == 1 && em_identity_key(key->obj); }
 
 int em_key_of_frame(const EmSym *key) { return key->kind == SYM_TENSOR && key->src >= 0 && key->spec; }
 
@@ -1165,19 +1189,20 @@ EmStatus em_lazy_dict_get_keyed(EmTracer *T, EmSym *d, EmSym *key, int *found, E
 
 EmStatus em_dict_getitem(EmTracer *T, EmSym *d, EmSym *key, EmSym **out) {
     int keyed = em_key_of_frame(key), found;
-    if (key->kind != SYM_CONST && !keyed) return em_trace_fail(T, EMA_VALUE, "dict lookup by %s", em_sym_describe(key));
+    if (key->kind != SYM_CONST && !keyed && !em_key_by_id(key))
+        return em_trace_fail(T, EMA_VALUE, "dict lookup by %s", em_sym_describe(key));
     EmStatus st = keyed ? em_lazy_dict_get_keyed(T, d, key, &found, out)
                         : em_lazy_dict_get(T, d, key->obj, &found, out);
     if (st != EM_OK || found) return st;
-    if (keyed) /* a defaultdict's __missing__ would insert the tensor key: the frame runs it */
-        return em_trace_fail(T, EMA_VALUE, "a tensor key absent from a dict of the frame");
     PyTypeObject *tp = Py_TYPE(d->obj);
     PyObject *missing = tp == &PyDict_Type ? NULL : _PyType_Lookup(tp, EM_STR(dunder_missing));
-    if (!missing) return em_trace_raise_new(T, PyExc_KeyError, key->obj);
     EmSym *items = NULL; /* a defaultdict's __missing__ stores: into its items, written back */
-    if (missing == _PyType_Lookup((PyTypeObject *)EM_KNOWN(defaultdict), EM_STR(dunder_missing)) &&
+    if (missing && missing == _PyType_Lookup((PyTypeObject *)EM_KNOWN(defaultdict), EM_STR(dunder_missing)) &&
         (st = em_frame_dict_items_rw(T, d, 1, &items)) != CALL_NEXT)
         return st == EM_OK ? em_sym_getitem(T, items, key, out) : st;
+    if (keyed) /* a __missing__ of another kind would insert the tensor key: the frame runs it */
+        return em_trace_fail(T, EMA_VALUE, "a tensor key absent from a dict of the frame");
+    if (!missing) return em_trace_raise_new(T, PyExc_KeyError, key->obj);
     if (PyFunction_Check(missing)) return em_call_dunder(T, d, "__missing__", &key, 1, out);
     return em_trace_fail(T, EMA_VALUE, "missing key of a %s (its __missing__ cannot be traced)", tp->tp_name);
 }
@@ -1266,7 +1291,8 @@ static int static_mro(PyTypeObject *tp) {
  * of its MRO (that entry guarded) or absent from each (heap classes' dicts guarded). */
 int em_class_attr_known(EmTracer *T, EmSym *base, PyObject *name) {
     PyTypeObject *cls = (PyTypeObject *)base->obj;
-    if (Py_TYPE(cls) != &PyType_Type || base->src < 0) return 0;
+    /* a metaclass (abc.ABCMeta) whose own lookup is type's: no __getattribute__/__getattr__ */
+    if (Py_TYPE(cls)->tp_getattro != PyType_Type.tp_getattro || base->src < 0) return 0;
     PyObject *mro = cls->tp_mro;
     for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
         PyTypeObject *c = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
@@ -1283,7 +1309,7 @@ int em_class_attr_known(EmTracer *T, EmSym *base, PyObject *name) {
         if (has) return em_guard_odict(T->P, cs->src, name) < 0 ? -1 : 2;
         if (em_guard_check(T->P, EMG_ABSENT, cs->src, name, 0)) return -1;
     }
-    return _PyType_Lookup(&PyType_Type, name) ? 2 : 1;
+    return _PyType_Lookup(Py_TYPE(cls), name) ? 2 : 1;
 }
 
 int em_sym_attr_absent(EmTracer *T, EmSym *base, PyObject *name) { return attr_absent(T, base, name, 0); }
@@ -1297,7 +1323,12 @@ int em_sym_attr_known(EmTracer *T, EmSym *base, PyObject *name) {
     if (base->kind == SYM_OBJ && PyType_Check(base->obj)) return em_class_attr_known(T, base, name);
     PyTypeObject *tp = kind_type(base);
     if (!tp || !static_mro(tp)) return 0;
-    if (_PyType_Lookup(tp, name)) return 2;
+    PyObject *descr = _PyType_Lookup(tp, name);
+    if (em_new_slot(base, descr)) {
+        int i = em_dict_find(base->items.data[0], name);
+        return i == -2 ? -1 : i >= 0 ? 2 : _PyType_Lookup(tp, EM_STR(dunder_getattr)) ? 0 : 1;
+    }
+    if (descr) return 2;
     /* instances with a __dict__: one made while tracing has only what was stored on it */
     if (tp->tp_dictoffset && (base->src >= 0 || (T->stores.len && em_obj_stored(T, base, name)))) return 0;
     return 1;
@@ -1851,6 +1882,8 @@ static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, E
     if (ga && PyFunction_Check(ga) && !generic) return inline_attr_hook(T, ga, base, name, out);
     PyObject *descr = _PyType_Lookup(tp, name);
     EmSym *attrs = base->items.data[0];
+    int slot = em_new_slot(base, descr); /* read from attrs; unset: as if no descriptor (__getattr__) */
+    if (slot) descr = NULL;
     if (descr && Py_TYPE(descr)->tp_descr_set) { /* data descriptors come first */
         if (Py_IS_TYPE(descr, &PyProperty_Type)) return class_attr(T, base, tp, descr, n, method, out, self);
         if (!strcmp(n, "__dict__")) {

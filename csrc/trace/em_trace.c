@@ -229,6 +229,10 @@ static EmStatus out_cell(EmTracer *T, EmSym *s, int depth) {
  * over the cells' outputs, then (if it has them) the tuple of its defaults. */
 static EmStatus out_closure(EmTracer *T, EmSym *s, int depth) {
     if (s->out_at >= 0) return same_out(T, s);
+    PyObject *own = PyModule_Check(em_state.meta_run) ? PyModule_GetDict(em_state.meta_run) : NULL;
+    if (own && PyFunction_GET_GLOBALS(s->obj) == own) /* ember._rules' stand-in for operator.itemgetter... */
+        return em_trace_fail(T, EMA_RETURN, "an operator.%s made in the trace left it",
+                             PyUnicode_AsUTF8(((PyFunctionObject *)s->obj)->func_name));
     s->out_at = T->out.len;
     int32_t ncells = s->items.len - s->pos;
     EmStatus st = push_out(T, (EmOut){.kind = OUT_FUNC, .v = ncells + !!s->pos, .obj = Py_NewRef(s->obj)});

@@ -78,6 +78,7 @@ typedef struct EmTracer {
     };
     EmFrameIn in;      /* the intercepted frame's inputs */
     int depth;         /* inlining depth, 0 = the intercepted frame */
+    int call_depth;    /* em_call calls in progress, one inside another (em_call.c) */
     long steps;
     /* bookkeeping */
     PyObject *seen;    /* dict: id(object) -> index in syms of the sym made for it, -1 while its

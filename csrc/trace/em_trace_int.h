@@ -120,6 +120,8 @@ struct EmSym {
 
 /* Frames inlined (and generator frames resumed) at most, one inside another. */
 #define EM_MAX_DEPTH 48
+/* em_call calls in progress at most, one inside another (inlined frames' included). */
+#define EM_MAX_CALL_DEPTH 400
 
 /* em_trace_fail after Python code the trace ran for the program (a call, an attribute read)
  * raised: an Exception is dropped (the frame runs as Python, which raises it again), anything
@@ -151,9 +153,18 @@ int em_sym_own(EmTracer *T, EmSym *s);
 /* DICT syms: the index of key (-1 absent, -2 error set); store key -> v (0 or EM_ERR); remove
  * the item at index i (em_cont.c). */
 void em_dict_remove(EmSym *d, int i);
+/* Whether descr (found on s's class) is a __slots__ member of an instance s made while tracing
+ * that has no __dict__: its value is kept in s's attribute dict like any attribute's (set on
+ * the instance the output makes, through the member). */
+int em_new_slot(const EmSym *s, PyObject *descr);
 int em_dict_find(EmSym *d, PyObject *key);
 /* A tensor read from the frame (hashed by identity), as a key of a dict of the frame: looked up
  * through a LOAD_DICT_KEYED slot, its absence guarded by ABSENT_KEYED. */
+/* Whether dict key k is hashed and compared by identity (a tensor; an object, class included,
+ * whose type keeps object's __hash__ and __eq__). */
+int em_identity_key(PyObject *k);
+/* Whether key is such an object known by identity (a by-identity OBJ sym): looked up as itself. */
+int em_key_by_id(const EmSym *key);
 int em_key_of_frame(const EmSym *key);
 EmStatus em_lazy_dict_get_keyed(EmTracer *T, EmSym *d, EmSym *key, int *found, EmSym **out);
 EmStatus em_dict_set(EmSym *d, PyObject *key, EmSym *v);
@@ -389,6 +400,10 @@ EmStatus em_slot_call(EmTracer *T, const char *name, EmSym *c, EmSym **args, int
 /* The operator op on n (1 or 2) operands: a graph op when one holds a tensor, else the left
  * operand's kind decides (em_sym_binop) (em_rec.c). */
 EmStatus em_apply_op(EmTracer *T, EmOp op, EmSym **args, int n, EmSym **out);
+/* operator.add(a, b), operator.ior(a, b), operator.neg(a)... (the functions of the graph's
+ * binary, in-place, comparison and unary ops): as the bytecode operator does, em_apply_op.
+ * CALL_NEXT for other callables and arities. */
+EmStatus em_operator_call(EmTracer *T, PyObject *f, EmSym **args, int n, PyObject *kwnames, EmSym **out);
 /* dict.__getitem__(d, key) on a dict (or subclass) read from the frame: the key's value
  * (guarded per key), else the subclass's __missing__ traced, else KeyError; defaultdict's C
  * __missing__ (it inserts) aborts. */

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import ember
+import ember.testing
 from tests.helpers import assert_same, counters, randn
 from tests.helpers import exact_graph as one_graph
 
@@ -2125,3 +2126,157 @@ def test_missing_tensor_key_raises_as_python():
 
     with pytest.raises(KeyError):
         ember.compile(f)(randn(3))
+
+
+def test_operator_module_functions_act_as_the_operators():
+    import operator
+
+    def f(x, s1, s2, xs):
+        a, b = {1, 2}, {2, 3}
+        sets = operator.or_(a, b), operator.and_(a, b), operator.sub(a, b), operator.xor(a, b)
+        c = set(a)
+        d = operator.ior(c, b)  # in place: c itself
+        ys = list(xs)
+        lists = operator.add([1], [2]), operator.iadd(ys, [x]), ys
+        cmp = operator.lt(a, b | a), operator.eq(s1, s2), operator.contains(a, 1)
+        return operator.neg(x) + operator.mul(x, len(sets[0])), sets, d is c, c, lists, cmp, operator.or_(s1, s2)
+
+    out = one_graph(f, randn(2), {1}, {5}, [randn(2, seed=1)])
+    assert out[2] is True
+
+
+class _Slotted:
+    __slots__ = ("a", "b")
+
+    def __init__(self, a):
+        self.a = a
+
+    def get(self):
+        return self.a * 2
+
+
+def test_slots_instances_made_in_the_trace():
+    from torch.utils._ordered_set import OrderedSet  # a __slots__ class of torch's
+
+    def f(x):
+        s = _Slotted(x)
+        before = hasattr(s, "b")
+        s.b = 3
+        del s.a
+        gone = hasattr(s, "a")
+        s.a = x + 1
+        o = OrderedSet([1, 2])
+        o.add(3)
+        o.discard(1)
+        return s.get() + s.b, before, gone, hasattr(s, "b"), list(o), 2 in o, [s, o]
+
+    def values(x):
+        return f(x)[:-1]
+
+    one_graph(values, randn(2))
+    s, o = ember.compile(f, fullgraph=True)(randn(2))[-1]  # the objects made for the caller
+    assert type(s) is _Slotted and s.b == 3 and not hasattr(s, "__dict__")
+    assert_same(s.a, randn(2) + 1)
+    assert type(o) is OrderedSet and list(o) == [2, 3]
+
+
+def test_f_strings_of_containers_of_constants():
+    def f(x, names):
+        a, d, s = [1, "b"], {"k": (1, 2.5), 3: None}, {3}
+        a.append(names[0])
+        return x + 1, f"{a} {d!r} {s} {(1, [2])!s:>12} {frozenset()} {names}", str(a), repr(d)
+
+    one_graph(f, randn(2), ["n"])
+
+
+def test_operator_getters_and_methodcaller_made_in_the_trace():
+    import operator
+
+    def f(x, y, d):
+        g1, g2 = operator.itemgetter(0), operator.itemgetter(slice(1, 3), 0, 1)
+        a, m = operator.attrgetter("shape", "T.shape"), operator.methodcaller("add", y, alpha=2.0)
+        ranked = sorted(d.items(), key=operator.itemgetter(1), reverse=True)
+        return g1(x), g2(y), a(x), m(x), operator.methodcaller("size", 0)(x), ranked
+
+    one_graph(f, randn(3, 4), randn(3, 4, seed=1), {"a": 2, "b": 1, "c": 3})
+
+    def leaks(x):
+        return x + 1, operator.itemgetter(1)  # the caller gets the real operator object
+
+    with pytest.warns(ember.EmberWarning):
+        got = ember.compile(leaks)(randn(2))
+    assert type(got[1]) is operator.itemgetter
+
+
+def test_frame_defaultdict_keyed_by_tensors():
+    """A dict of the frame holding tensor keys (an optimizer's state): read whole, the keys
+    compared by identity; a missing tensor key takes the default factory's value."""
+    state = collections.defaultdict(dict)
+    p1, p2 = torch.nn.Parameter(torch.ones(2)), torch.nn.Parameter(torch.zeros(2))
+    state[p1]["m"] = torch.zeros(2)
+    ref_state = collections.defaultdict(dict)
+    ref_state[p1]["m"] = torch.zeros(2)
+
+    def make(st):
+        def step(x):
+            with torch.no_grad():  # as optimizers update their state
+                for p in (p1, p2):
+                    s = st[p]
+                    if "m" not in s:
+                        s["m"] = torch.ones(2)
+                    s["m"].mul_(0.9).add_(p)
+            return x + len(st)
+        return step
+
+    cf, ref = ember.compile(make(state), fullgraph=True), make(ref_state)
+    for _ in range(3):
+        assert_same(cf(randn(2)), ref(randn(2)))
+    assert list(state) == [p1, p2]
+    for p in (p1, p2):
+        assert_same(state[p]["m"], ref_state[p]["m"])
+
+
+@pytest.mark.parametrize("opt", ["sgd", "adam"])
+def test_optimizer_step_compiled_from_its_first_call(opt):
+    torch.manual_seed(0)
+    m, m2 = torch.nn.Linear(4, 3), torch.nn.Linear(4, 3)
+    m2.load_state_dict(m.state_dict())
+    make = {"sgd": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
+            "adam": lambda ps: torch.optim.Adam(ps, lr=0.01)}[opt]
+    o, o2 = make(m.parameters()), make(m2.parameters())
+    step = ember.compile(o.step)
+    for i in range(3):
+        x = randn(5, 4, seed=i)
+        m(x).sum().backward()
+        m2(x).sum().backward()
+        step()
+        o2.step()
+        o.zero_grad()
+        o2.zero_grad()
+        assert_same((m.weight, m.bias), (m2.weight, m2.bias))
+    assert counters()["aborts"] == 0
+
+
+class _KeyA:
+    pass
+
+
+class _KeyB:
+    pass
+
+
+_REGISTRY = {_KeyA: "a", int: "i"}
+
+
+def test_dicts_of_the_frame_looked_up_by_classes():
+    import torch.utils._pytree as pytree
+
+    def f(x, cls):
+        leaves, spec = pytree.tree_flatten({"a": x, "b": [x + 1, 2]})
+        out = pytree.tree_unflatten([v * 2 for v in leaves], spec)
+        return out, _KeyA in _REGISTRY, _REGISTRY.get(_KeyB, "none"), cls in _REGISTRY, _REGISTRY.get(cls)
+
+    one_graph(f, randn(2), _KeyB)
+    ember.reset()
+    ember.testing.reset_counters()
+    one_graph(f, randn(2), _KeyA)
