@@ -300,6 +300,8 @@ EmStatus em_apply_op(EmTracer *T, EmOp op, EmSym **args, int n, EmSym **out) {
 
 EmStatus em_operator_call(EmTracer *T, PyObject *f, EmSym **args, int n, PyObject *kwnames, EmSym **out) {
     if (kwnames || !PyCFunction_Check(f) || n < 1 || n > 2) return CALL_NEXT;
+    PyObject *add = op_fn(EMOP_ADD); /* a function of the operator module: bound to that module */
+    if (!PyCFunction_Check(add) || PyCFunction_GET_SELF(f) != PyCFunction_GET_SELF(add)) return CALL_NEXT;
     for (int op = 0; op < EMOP__COUNT; op++) {
         if (op_fn((EmOp)op) != f) continue;
         int unary = op == EMOP_NEG || op == EMOP_POS || op == EMOP_INVERT;
