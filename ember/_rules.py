@@ -580,6 +580,18 @@ def iter_at(c, pos, what):
     return it
 
 
+def enumerate_at(c, pos, count):
+    """enumerate(list c) that leaves a trace at a graph break: Python's over c itself (see
+    iter_at), past the pos items the graph took, the next one numbered count."""
+    return enumerate(iter_at(c, pos, "l"), count)
+
+
+def zip_at(pos, whats, *args):
+    """zip(...) that leaves a trace at a graph break: over each list or dict argument itself
+    (iter_at with its kind in whats), over the remaining items of each other one (whats None)."""
+    return zip(*[iter(a) if w is None else iter_at(a, pos, w) for a, w in zip(args, whats)])
+
+
 ITER_REBUILD = {
     types.GeneratorType: lambda items: (x for x in items),
     type(iter([])): lambda items: iter(list(items)),

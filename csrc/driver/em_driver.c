@@ -90,8 +90,11 @@ static PyObject *resume_code(PyCodeObject *co, const EmBreakPlan *plan, int resu
     if (!live) return NULL;
     for (int i = 0; i < plan->nlive; i++) PyTuple_SET_ITEM(live, i, PyLong_FromLong(plan->live[i]));
     PyObject *nulls = PyBytes_FromStringAndSize((const char *)plan->after_null, plan->stack_after);
-    key = nulls ? Py_BuildValue("(OiiOO)", co, resume_at, plan->stack_after, live, nulls) : NULL;
+    PyObject *maybe = plan->maybe ? PyBytes_FromStringAndSize((const char *)plan->maybe, plan->nlive)
+                                  : Py_NewRef(Py_None);
+    key = nulls && maybe ? Py_BuildValue("(OiiOOO)", co, resume_at, plan->stack_after, live, nulls, maybe) : NULL;
     Py_XDECREF(nulls);
+    Py_XDECREF(maybe);
     Py_DECREF(live);
     if (!key) return NULL;
     code = PyDict_GetItemWithError(em_state.resume_codes, key);
@@ -124,20 +127,26 @@ static PyObject *exc_resume_code(PyCodeObject *co, const EmBreakPlan *plan) {
  * after it reads (live, filtered to those), as the loop leaves them: EM_OK unless one of those
  * may be unbound there (the loop deletes it, or first assigns it while it was unbound at the
  * loop's start). */
-static EmStatus region_locals(EmTracer *T, PyCodeObject *co, const EmRegion *R, int *live, int *nlive) {
+static EmStatus region_locals(EmTracer *T, PyCodeObject *co, const EmRegion *R, int *live, int *nlive,
+                              uint8_t **maybe) {
     int n = co->co_nlocals;
     char *stored = malloc((size_t)n + 1), *deleted = malloc((size_t)n + 1), *after = malloc((size_t)n + 1);
+    *maybe = calloc((size_t)n + 1, 1);
     EmStatus st = EM_OK;
-    if (!stored || !deleted || !after) st = (PyErr_NoMemory(), EM_ERR);
+    if (!stored || !deleted || !after || !*maybe) st = (PyErr_NoMemory(), EM_ERR);
     if (st == EM_OK) em_region_stores(co, R, stored, deleted, n);
     if (st == EM_OK && em_trace_locals_read(T, after, n, R->end)) st = EM_ERR;
-    for (int i = 0; st == EM_OK && i < n; i++)
-        if (after[i] && (deleted[i] || (stored[i] && !T->locals[i])))
-            st = em_trace_fail(T, EMA_VALUE, "variable %s, %s a loop that breaks, is read after it",
-                               PyUnicode_AsUTF8(em_code_name(co, i)), deleted[i] ? "deleted in" : "first assigned in");
     int k = 0;
-    for (int j = 0; st == EM_OK && j < *nlive; j++)
-        if (live[j] < n && after[live[j]]) live[k++] = live[j];
+    for (int j = 0; st == EM_OK && j < *nlive; j++) /* only what the code after the loop reads */
+        if (live[j] < n && after[live[j]]) {
+            (*maybe)[k] = (uint8_t)deleted[live[j]];
+            live[k++] = live[j];
+        }
+    for (int i = 0; st == EM_OK && i < n; i++) /* assigned first in the loop: bound, or not, after it */
+        if (after[i] && stored[i] && !T->locals[i] && em_kind_plain_local(em_code_kind(co, i))) {
+            (*maybe)[k] = 1;
+            live[k++] = i;
+        }
     if (st == EM_OK) *nlive = k;
     free(stored);
     free(deleted);
@@ -168,7 +177,7 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
     if (T->kwnames)
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(co->co_consts); i++)
             if (PyTuple_GET_ITEM(co->co_consts, i) == T->kwnames) plan.kw_const = (int)i;
-    if (R && R->loop && (*st = region_locals(T, co, R, plan.live, &plan.nlive)) != EM_OK) goto done;
+    if (R && R->loop && (*st = region_locals(T, co, R, plan.live, &plan.nlive, &plan.maybe)) != EM_OK) goto done;
     if (R) { /* a loop takes its iterator (a comprehension's, a for loop's) */
         plan.region = 1;
         plan.cover = R->cover;
@@ -239,6 +248,7 @@ done:
     free(plan.store_local);
     free(plan.store_val);
     free(plan.live);
+    free(plan.maybe);
     free(plan.after_null);
     Py_XDECREF(rcode);
     Py_XDECREF(resume);

@@ -83,6 +83,9 @@ typedef struct {
     int *store_val;   /* ... and the index of each value */
     int nlive;
     int *live;        /* plain locals passed to the resume function, in order */
+    uint8_t *maybe;   /* per live local (NULL: none): 1 when it may be unbound there (a loop run as
+                       * Python assigned it first or deleted it): passed as em_state.unbound then,
+                       * which the resume function deletes */
     int stack_after;  /* stack depth after X */
     int jump_to;      /* X a conditional jump: code unit of its target, else -1 */
     uint8_t *after_null; /* per slot of the stack after X: 1 for a NULL (a pending call's) */

@@ -4,6 +4,7 @@
  * prologue that pushes the saved stack and jumps to the instruction after the break.
  * Consumes an EmBreakPlan; produces code objects (built from the original by replace()).
  */
+#include "../pyver/em_state.h"
 #include "em_emit.h"
 
 int em_exc_chain(PyCodeObject *co, int at, int *depths, int max, EmTry *t) {
@@ -82,7 +83,7 @@ int em_break_possible(PyCodeObject *co, int at, const EmRegion *R, const char **
         return 0;
     }
     if (t.handler >= 0 && R) {
-        *why = "a comprehension inside a try block";
+        *why = R->loop ? "a loop inside a try block" : "a comprehension inside a try block";
         return 0;
     }
     /* inside a loop: control that leaves X (or the comprehension) can come back to it */
@@ -414,6 +415,36 @@ static int tx_slot(const Tx *x, int i) { return i < x->nargs ? i : i < x->nlocal
 static int tx_temp(const Tx *x, int t) { return x->nlocals + 1 + t; }
 static int tx_const(Tx *x, PyObject *v) { return add_const(&x->consts, v); }
 
+#ifdef EMBC_LOAD_FAST_CHECK
+#define EM_LOAD_CHECKED EMBC_LOAD_FAST_CHECK
+#else
+#define EM_LOAD_CHECKED EMBC_LOAD_FAST
+#endif
+#ifdef EMBC_POP_JUMP_FORWARD_IF_FALSE
+#define EM_JUMP_IF_FALSE EMBC_POP_JUMP_FORWARD_IF_FALSE
+#else
+#define EM_JUMP_IF_FALSE EMBC_POP_JUMP_IF_FALSE
+#endif
+
+/* Pushes local `slot`, or em_state.unbound when it is unbound: the checked load under an
+ * exception entry (stack depth `depth` below it) whose handler drops the UnboundLocalError. */
+static int tx_load_maybe(Tx *x, int slot, int depth) {
+    EmAsm *A = &x->A;
+    int s = em_asm_label(A), e = em_asm_label(A), h = em_asm_label(A), join = em_asm_label(A);
+    int k = tx_const(x, em_state.unbound);
+    if (s < 0 || e < 0 || h < 0 || join < 0 || k < 0) return -1;
+    EmAsmExc entry = {.start = s, .end = e, .target = h, .depth = depth, .lasti = 0};
+    if (em_vec_push(&A->exc, entry)) return PyErr_NoMemory(), -1;
+    em_asm_place(A, s);
+    if (tx_op(x, EM_LOAD_CHECKED, slot)) return -1;
+    em_asm_place(A, e);
+    if (em_asm_jump(A, EMBC_JUMP_FORWARD, join, x->line)) return -1;
+    em_asm_place(A, h);
+    if (tx_op(x, EMBC_POP_TOP, 0) || tx_op(x, EMBC_LOAD_CONST, k)) return -1;
+    em_asm_place(A, join);
+    return 0;
+}
+
 /* Returns r(*live_locals, *stack) from the code placed here, the stack being the top `depth`
  * slots (NULLs, flagged in nulls, left out: the resume function pushes them). r is the
  * resume function, or its code, made into a function over the frame's cells and free
@@ -433,7 +464,9 @@ static int tx_call_resume(Tx *x, const EmBreakPlan *plan, int depth, const uint8
         }
     }
     for (int j = 0; j < plan->nlive; j++)
-        if (tx_op(x, EMBC_LOAD_FAST, tx_slot(x, plan->live[j]))) return -1;
+        if (plan->maybe && plan->maybe[j] ? tx_load_maybe(x, tx_slot(x, plan->live[j]), j)
+                                          : tx_op(x, EMBC_LOAD_FAST, tx_slot(x, plan->live[j])))
+            return -1;
     if (tx_op(x, EMBC_BUILD_TUPLE, plan->nlive)) return -1;
     if (nvals) {
         for (int t = 0; t < depth; t++)
@@ -677,6 +710,19 @@ EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int r
     if (body < 0) goto nomem;
     if (ncell + nfree) OP(EMBC_COPY_FREE_VARS, ncell + nfree);
     OP(EMBC_RESUME, 0);
+    int nconsts = (int)PyTuple_GET_SIZE(co->co_consts), maybe = 0; /* the unbound marker: a const after co's */
+    for (int j = 0; plan->maybe && j < plan->nlive; j++) { /* a local passed as unbound: deleted */
+        if (!plan->maybe[j]) continue;
+        int skip = em_asm_label(&A);
+        if (skip < 0) goto nomem;
+        maybe = 1;
+        OP(EMBC_LOAD_FAST, j);
+        OP(EMBC_LOAD_CONST, nconsts);
+        OP(EMBC_IS_OP, 0);
+        if (em_asm_jump(&A, EM_JUMP_IF_FALSE, skip, line)) goto nomem;
+        OP(EMBC_DELETE_FAST, j);
+        em_asm_place(&A, skip);
+    }
     for (int t = 0, a = 0; t < plan->stack_after; t++) {
         if (plan->after_null[t]) OP(EMBC_PUSH_NULL, 0);
         else OP(EMBC_LOAD_FAST, plan->nlive + a++);
@@ -702,6 +748,14 @@ EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int r
                        "co_cellvars", empty, "co_argcount", m + plan->nlive, "co_posonlyargcount", 0,
                        "co_kwonlyargcount", 0, "co_flags", FLAGS_NO_STAR(co->co_flags), "co_name", name, "co_qualname",
                        qual, "co_nlocals", nnew);
+    if (kw && maybe) {
+        PyObject *consts = PyTuple_New(nconsts + 1);
+        for (int i = 0; consts && i < nconsts; i++)
+            PyTuple_SET_ITEM(consts, i, Py_NewRef(PyTuple_GET_ITEM(co->co_consts, i)));
+        if (consts) PyTuple_SET_ITEM(consts, nconsts, Py_NewRef(em_state.unbound));
+        if (!consts || PyDict_SetItemString(kw, "co_consts", consts)) Py_CLEAR(kw);
+        Py_XDECREF(consts);
+    }
     if (kw) res = em_asm_build(&A, co, kw, co->co_firstlineno);
     goto done;
 nomem:

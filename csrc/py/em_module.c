@@ -575,6 +575,7 @@ PyMODINIT_FUNC PyInit__C(void) {
     if (PyModule_AddIntConstant(m, "LOG_DYNAMIC", EM_LOG_DYNAMIC) < 0) goto error;
     if (add_tables(m) < 0) goto error;
     if (!(em_state.resume_codes = PyDict_New())) goto error;
+    if (!(em_state.unbound = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type))) goto error;
     {   /* weak: a code compiled directly lives no longer than its function would */
         PyObject *wmod = PyImport_ImportModule("weakref");
         em_state.forced_codes = wmod ? PyObject_CallMethod(wmod, "WeakSet", NULL) : NULL;

@@ -76,6 +76,7 @@ typedef struct {
     PyObject *code_registry; /* list of weak references to the codes that have an extra (cache/) */
     Py_ssize_t registry_live; /* its length after the last pruning */
     PyObject *resume_codes;  /* dict: (code, offset, live locals) -> resume code (driver/) */
+    PyObject *unbound;       /* the value a resume function takes for a local that is unbound (emit/) */
     void *prev_eval; /* _PyFrameEvalFunction saved when the hook was installed */
     int hook_users;  /* threads with the hook enabled */
     Py_tss_t tss_enabled;

@@ -783,6 +783,33 @@ EmStatus em_call_itertools(EmTracer *T, PyObject *f, EmSym **all, int n, PyObjec
 
 /* tuple(), list(), enumerate(), zip(), reversed() over syms: their items rearranged, no
  * graph op. enumerate's optional start must be a constant int. */
+/* Iterator r made by zip/enumerate/reversed over all[0..n) watches the lists and dicts its
+ * arguments read (lazily, as Python's does); for zip and enumerate (spec) r->spec says what each
+ * argument is (em_trace.c out_live_iter): (kind, index in r->of) for a list or dict read as it
+ * goes, False for an iterator over one, None for anything else. */
+static EmStatus watch_args(EmTracer *T, EmSym *r, EmSym **all, int n, int spec) {
+    if (spec && !(r->spec = PyTuple_New(n))) return EM_ERR;
+    for (int i = 0; i < n; i++) {
+        int32_t at = r->of.len;
+        EmStatus wst = em_iter_watch(T, r, all[i], 0);
+        if (wst != EM_OK) return wst;
+        if (!spec) continue;
+        EmSym *a = all[i];
+        int what = r->of.len == at + 1 ? (a->kind == SYM_LIST && !a->seq_type ? 'l'
+                                          : a->kind == SYM_DICT               ? 'k'
+                                          : a->kind == SYM_VIEW               ? a->pos
+                                                                              : 0)
+                                       : 0;
+        int over_mutable = 0;
+        for (int32_t k = 0; a->kind == SYM_ITER && k < a->of.len; k++)
+            over_mutable |= a->of.data[k]->kind == SYM_LIST || a->of.data[k]->kind == SYM_DICT;
+        PyObject *e = what ? Py_BuildValue("(Ci)", what, (int)at) : Py_NewRef(over_mutable ? Py_False : Py_None);
+        if (!e) return EM_ERR;
+        PyTuple_SET_ITEM(r->spec, i, e);
+    }
+    return EM_OK;
+}
+
 EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int strict, EmSym **out) {
     int is_enum = f == (PyObject *)&PyEnum_Type, is_zip = f == (PyObject *)&PyZip_Type;
     long start = 0;
@@ -827,11 +854,9 @@ EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int stri
         if (all[i]->kind == SYM_ITER) all[i]->lent = 1;
     EmSym *r = em_sym_new(T, kind);
     if (!r) return EM_ERR;
-    for (int i = 0; kind == SYM_ITER && i < n; i++) { /* and the containers they read, lazily too */
-        EmStatus wst = em_iter_watch(T, r, all[i], 0);
-        if (wst != EM_OK) return wst;
-    }
     if (kind == SYM_ITER) {
+        EmStatus wst = watch_args(T, r, all, n, is_zip || is_enum);
+        if (wst != EM_OK) return wst;
         r->seq_type = is_enum || is_zip ? Py_NewRef(f) : em_iter_type(T, all[0], 1);
         if (!r->seq_type && PyErr_Occurred()) return EM_ERR;
     }

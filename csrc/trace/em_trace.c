@@ -322,6 +322,43 @@ EmStatus em_trace_build_content(EmTracer *T, EmSym *s) {
 
 /* An iterator over known items: made again at run time as an iterator of its type
  * (_rules.ITER_REBUILD) over the items not yet taken. */
+/* zip(...) leaving the trace: Python's zip over each list or dict argument itself (iter_at past
+ * the pos items taken) and over the rest of the items of any other argument (a tuple, a range:
+ * not changed by later code), ember._rules.zip_at. */
+static EmStatus out_zip(EmTracer *T, EmSym *s, int depth) {
+    Py_ssize_t n = PyTuple_GET_SIZE(s->spec);
+    PyObject *whats = PyTuple_New(n), *pos = PyLong_FromLong(s->pos);
+    PyObject *f = PyObject_GetAttrString(em_state.meta_run, "zip_at");
+    EmSym *ps = pos ? em_sym_const(T, pos) : NULL, *ws = NULL;
+    for (Py_ssize_t i = 0; whats && i < n; i++) {
+        PyObject *e = PyTuple_GET_ITEM(s->spec, i);
+        PyTuple_SET_ITEM(whats, i, e == Py_None ? Py_NewRef(Py_None) : Py_NewRef(PyTuple_GET_ITEM(e, 0)));
+    }
+    if (whats) ws = em_sym_const(T, whats);
+    Py_XDECREF(whats);
+    Py_XDECREF(pos);
+    if (!f || !ps || !ws) {
+        Py_XDECREF(f);
+        return EM_ERR;
+    }
+    s->out_at = T->out.len;
+    EmStatus st = push_out(T, (EmOut){.kind = OUT_CALL, .v = 2 + (int32_t)n, .obj = f});
+    if (st == EM_OK) st = build_out(T, ps, depth + 1);
+    if (st == EM_OK) st = build_out(T, ws, depth + 1);
+    for (Py_ssize_t i = 0; st == EM_OK && i < n; i++) {
+        PyObject *e = PyTuple_GET_ITEM(s->spec, i);
+        if (e != Py_None) {
+            st = build_out(T, s->of.data[PyLong_AsLong(PyTuple_GET_ITEM(e, 1))], depth + 1);
+            continue;
+        }
+        EmSym *col = em_sym_new(T, SYM_TUPLE); /* the argument's items not taken yet */
+        for (int32_t k = s->pos; col && k < s->items.len; k++)
+            if (em_vec_push(&col->items, s->items.data[k]->items.data[i])) col = NULL;
+        st = col ? build_out(T, col, depth + 1) : (PyErr_Occurred() ? EM_ERR : (PyErr_NoMemory(), EM_ERR));
+    }
+    return st;
+}
+
 /* An iterator over one list or dict (made in the trace or the frame's) itself: Python's over
  * the very container (ember._rules.iter_at), which sees the changes the code after the graph
  * makes. CALL_NEXT for other iterators, rebuilt from their remaining items. */
@@ -334,8 +371,32 @@ static EmStatus out_live_iter(EmTracer *T, EmSym *s, int depth) {
         const char *tn = ((PyTypeObject *)s->seq_type)->tp_name;
         what = !strcmp(tn, "list_iterator") ? "l" : !strcmp(tn, "list_reverseiterator") ? "r" : NULL;
     }
-    if (!what) return CALL_NEXT;
-    PyObject *f = PyObject_GetAttrString(em_state.meta_run, "iter_at"), *pos = PyLong_FromLong(s->pos);
+    /* enumerate(list): Python's over that list, counting on from the next item's index */
+    EmSym *next = s->pos < s->items.len ? s->items.data[s->pos] : NULL;
+    PyObject *arg0 = s->spec && PyTuple_Check(s->spec) && PyTuple_GET_SIZE(s->spec) ? PyTuple_GET_ITEM(s->spec, 0)
+                                                                                    : NULL;
+    int direct = arg0 && PyTuple_Check(arg0) && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(arg0, 0), "l") == 0;
+    int is_enum = s->seq_type == (PyObject *)&PyEnum_Type && direct && c && c->kind == SYM_LIST && !c->seq_type &&
+                  next && next->kind == SYM_TUPLE && next->items.len == 2 && next->items.data[0]->kind == SYM_CONST;
+    if (is_enum) what = "l";
+    int over_iter = 0; /* an argument an iterator over a list or dict: its snapshot could be stale */
+    for (Py_ssize_t i = 0; s->spec && PyTuple_Check(s->spec) && i < PyTuple_GET_SIZE(s->spec); i++)
+        over_iter |= PyTuple_GET_ITEM(s->spec, i) == Py_False;
+    if (over_iter)
+        return em_trace_fail(T, EMA_RETURN, "a %s over an iterator of a list or dict left the trace",
+                             ((PyTypeObject *)s->seq_type)->tp_name);
+    if (!what && s->seq_type == (PyObject *)&PyZip_Type && s->spec && PyTuple_Check(s->spec))
+        return out_zip(T, s, depth);
+    if (!what) {
+        for (int32_t k = 0; k < s->of.len; k++) /* another iterator over them would be a snapshot */
+            if (s->of.data[k]->kind == SYM_LIST || s->of.data[k]->kind == SYM_DICT)
+                return em_trace_fail(T, EMA_RETURN, "a %s over a %s left the trace",
+                                     s->seq_type ? ((PyTypeObject *)s->seq_type)->tp_name : "iterator",
+                                     em_sym_describe(s->of.data[k]));
+        return CALL_NEXT;
+    }
+    PyObject *f = PyObject_GetAttrString(em_state.meta_run, is_enum ? "enumerate_at" : "iter_at");
+    PyObject *pos = PyLong_FromLong(s->pos);
     PyObject *w = PyUnicode_FromString(what);
     EmSym *ps = pos ? em_sym_const(T, pos) : NULL, *ws = w ? em_sym_const(T, w) : NULL;
     Py_XDECREF(pos);
@@ -348,7 +409,7 @@ static EmStatus out_live_iter(EmTracer *T, EmSym *s, int depth) {
     EmStatus st = push_out(T, (EmOut){.kind = OUT_CALL, .v = 3, .obj = f});
     if (st == EM_OK) st = build_out(T, c, depth + 1);
     if (st == EM_OK) st = build_out(T, ps, depth + 1);
-    return st == EM_OK ? build_out(T, ws, depth + 1) : st;
+    return st == EM_OK ? build_out(T, is_enum ? next->items.data[0] : ws, depth + 1) : st;
 }
 
 static EmStatus out_iter(EmTracer *T, EmSym *s, int depth) {

@@ -231,12 +231,15 @@ def test_compile_module_item_breaks_the_graph_and_is_correct():
 
 
 class ItemInLoop(nn.Module):
-    """Reads a tensor value inside a loop body into a variable the loop binds first and the code
-    after it reads: no graph break there, plain Python."""
+    """Reads a tensor value inside a loop body in a try block: no graph break there, plain Python."""
 
     def forward(self, x):
-        for i in range(3):
-            total = x[i].sum().item()
+        total = 0.0
+        try:
+            for i in range(3):
+                total = total + x[i].sum().item()
+        finally:
+            pass
         return x * total
 
 
@@ -246,7 +249,7 @@ def test_compile_module_fallback_warns_and_is_correct():
     x = randn(5, 4)
     with pytest.warns(ember.EmberWarning, match="could not compile `ItemInLoop.forward`"):
         got = cm(x)
-    assert "first assigned in a loop that breaks" in str(ember.testing.code_state(m)["reason"])
+    assert "a loop inside a try block" in str(ember.testing.code_state(m)["reason"])
     torch.testing.assert_close(got, m(x), rtol=0, atol=0)
     assert counters()["aborts"] == 1
     assert counters()["frames"] == 0
@@ -722,8 +725,12 @@ def test_strict_config_raises_unsupported():
 
 
 def item_in_loop(x):
-    for i in range(2):
-        total = x[i].item()  # bound in the loop only, read after it: no graph break there
+    total = 0.0
+    try:  # a loop inside a try block: no graph break there
+        for i in range(2):
+            total += x[i].item()
+    finally:
+        pass
     return total
 
 
@@ -774,21 +781,32 @@ def test_fallback_warning_points_at_call_site():
 
 _LIBRARY_SRC = """
 def item_loop_a(x):
-    for i in range(2):
-        total = x[i].item()  # bound in the loop only, read after it: no graph break there
+    total = 0.0
+    try:  # a loop inside a try block: no graph break there
+        for i in range(2):
+            total += x[i].item()
+    finally:
+        pass
     return x * total
 
 
 def item_loop_b(x):
-    for i in range(2):
-        total = x[i].item()
+    total = 0.0
+    try:
+        for i in range(2):
+            total += x[i].item()
+    finally:
+        pass
     return x - total
 
 
 def print_loop(x):
-    for i in range(2):
-        last = print(end="")
-    return x + 1 if last is None else x
+    try:
+        for i in range(2):
+            print(end="")
+    finally:
+        pass
+    return x + 1
 
 
 def entry(x):
@@ -855,7 +873,7 @@ def test_breaks_log_has_the_details_the_warning_leaves_out(library, capfd, no_lo
     err = [ln for ln in capfd.readouterr().err.splitlines() if ln.startswith("[ember:breaks]")]
     for fn in ("item_loop_a", "item_loop_b"):  # every frame, not once per reason
         (ln,) = [ln for ln in err if f"] {fn} (" in ln]
-        assert "ember_test_library/core.py" in ln and "Tensor.item" in ln and "first assigned in a loop" in ln
+        assert "ember_test_library/core.py" in ln and "Tensor.item" in ln and "a loop inside a try block" in ln
 
 
 def test_warnings_raised_while_tracing_are_not_shown(monkeypatch, xy):
@@ -998,10 +1016,13 @@ def test_warning_from_code_whose_globals_have_no_loader(tmp_path):
     call site stays a warning, never an exception (3.12's warnings refuse such module globals)."""
     path = str(tmp_path / "hand_run.py")
     src = ("def f(x):\n"
-           "    for i in range(2):\n"
-           "        last = print(end='')\n"
-           "        x = x + i\n"
-           "    return x if last is None else x + 1\n"
+           "    try:\n"
+           "        for i in range(2):\n"
+           "            print(end='')\n"
+           "            x = x + i\n"
+           "    finally:\n"
+           "        pass\n"
+           "    return x\n"
            "def run(cf, x):\n"
            "    return cf(x)\n")
     with open(path, "w") as fh:
@@ -1023,12 +1044,15 @@ def test_warning_in_a_script_read_from_stdin():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     src = ("import torch, ember\n"
            "def f(x):\n"
-           "    for i in range(2):\n"
-           "        y = x + float(x.sum().item())\n"
-           "    return y\n"
+           "    try:\n"
+           "        for i in range(2):\n"
+           "            x = x + float(x.sum().item())\n"
+           "    finally:\n"
+           "        pass\n"
+           "    return x\n"
            "print(ember.compile(f)(torch.ones(2)).tolist())\n")
     r = subprocess.run([sys.executable, "-"], input=src, capture_output=True, text=True, cwd=root,
                        env=dict(os.environ, PYTHONPATH=root), timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.strip() == "[3.0, 3.0]", r.stdout
+    assert r.stdout.strip() == "[9.0, 9.0]", r.stdout
     assert "EmberWarning" in r.stderr and "ImportError" not in r.stderr, r.stderr[-2000:]

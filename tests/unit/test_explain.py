@@ -44,8 +44,12 @@ def test_explain_str_is_a_readable_summary():
 
 
 def loop_item(x):
-    for i in range(2):
-        t = x[i].item()  # bound in the loop only, read after it: no graph break there
+    t = 0.0
+    try:  # a loop inside a try block: no graph break there
+        for i in range(2):
+            t += x[i].item()
+    finally:
+        pass
     return t
 
 
