@@ -218,7 +218,8 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
                           (em_is_method_load(plan.op, plan.arg) || (plan.op == EMBC_LOAD_GLOBAL && (plan.arg & 1)));
         if (pushes_null && plan.stack_after >= 2) plan.after_null[plan.stack_after - 2] = 1;
     }
-    if (!(rcode = resume_code(co, &plan, plan.next))) goto done;
+    int no_exit = R && R->loop && !R->exits; /* a loop that only returns or raises: no resume function */
+    if (!no_exit && !(rcode = resume_code(co, &plan, plan.next))) goto done;
     {
         int depths[EM_MAX_WITH];
         if (em_exc_chain(co, R ? R->cover : plan.at, depths, EM_MAX_WITH, &plan.try_) < 0) {
@@ -228,8 +229,8 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
     }
     if (plan.try_.handler >= 0 && !(rcode3 = exc_resume_code(co, &plan))) goto done;
     int closure = co->co_nfreevars || co->co_ncellvars; /* the resume code then has free variables */
-    resume = closure ? Py_NewRef(rcode) : PyFunction_New(rcode, in->globals);
-    if (!resume) goto done;
+    resume = no_exit ? NULL : closure ? Py_NewRef(rcode) : PyFunction_New(rcode, in->globals);
+    if (!resume && !no_exit) goto done;
     if (plan.jump_to >= 0) {
         if (!(rcode2 = resume_code(co, &plan, plan.jump_to))) goto done;
         resume2 = closure ? Py_NewRef(rcode2) : PyFunction_New(rcode2, in->globals);

@@ -108,6 +108,7 @@ typedef struct {
     int nspan;
     int span[2 * EM_MAX_SPAN]; /* handler blocks [span[2i], span[2i+1]) */
     int loop;       /* a loop of the function's own (em_loop_span), not a comprehension's */
+    int exits;      /* a loop: control reaches `end` (else it only returns or raises) */
     int pops;       /* values its code takes off the stack (a for loop's iterator): 1 or 0 */
 } EmRegion;
 /* Fills R for the outermost comprehension whose loop holds code unit `at`: 1; 0 when `at`
@@ -136,7 +137,8 @@ int em_break_possible(PyCodeObject *co, int at, const EmRegion *R, const char **
  * after X, or a jump's target) with the stack after X; the frame's cells and free variables
  * are its free variables (the transformed code makes it with them). New ref or NULL. */
 EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int resume_at);
-/* Transformed code of co for the break; resume is the resume function (co without cells
+/* Transformed code of co for the break; resume is the resume function (NULL: a loop region that
+ * never exits, after which nothing runs) (co without cells
  * or free variables) or its code (built over the frame's cells and closure at run time); resume2, for a
  * conditional jump at X, continues at the jump's target; rexc, for X inside a try block,
  * continues at the block's handler with the stack below it, a lasti (when the handler takes

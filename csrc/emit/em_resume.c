@@ -236,12 +236,14 @@ int em_comprehension_span(PyCodeObject *co, int at, EmRegion *R, const char **wh
  * done, 2 when a jump from [head, end) leaves past end (the walk is redone to its target, set
  * in *end), 0 with *why for a shape that cannot run on its own. */
 static int loop_walk(PyCodeObject *co, const unsigned char *code, int n, int head, int *end, int outer, char *in,
-                     int *work, const char **why) {
+                     int *work, int *exits, const char **why) {
     int top = 0;
     memset(in, 0, (size_t)n + 1);
+    *exits = 0;
     work[top++] = head;
     while (top) {
         int u = work[--top];
+        if (u == *end) *exits = 1;
         if (u == *end || (u < n && in[u])) continue;
         if (u < head || u >= n) {
             *why = "a loop whose code jumps before its head";
@@ -324,9 +326,9 @@ int em_loop_span(PyCodeObject *co, int at, EmRegion *R, const char **why) {
     if (hx.op == EMBC_FOR_ITER && em_for_iter_exit(&hx) > end) end = em_for_iter_exit(&hx);
     int outer, d, lasti;
     if (em_exc_entry(co, hx.at, &outer, &d, &lasti) != 1) outer = -1;
-    int walked = 2;
+    int walked = 2, exits = 0;
     for (int rounds = 0; walked == 2 && rounds < 64; rounds++)
-        walked = loop_walk(co, code, n, head, &end, outer, in, work, why);
+        walked = loop_walk(co, code, n, head, &end, outer, in, work, &exits, why);
     if (walked != 1) {
         if (walked == 2) *why = "a loop of unexpected shape";
         goto done;
@@ -334,6 +336,7 @@ int em_loop_span(PyCodeObject *co, int at, EmRegion *R, const char **why) {
     R->start = head; /* its EXTENDED_ARG prefixes, for the walk's marks; then its opcode's unit */
     R->end = end;
     R->loop = 1;
+    R->exits = exits;
     R->pops = hx.op == EMBC_FOR_ITER;
     rc = loop_spans(code, n, in, R, why);
     R->start = R->cover = hx.at;
@@ -642,7 +645,11 @@ EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, 
     em_asm_place(&x.A, xs);
     if (tx_x(&x, co, plan, !!resume2, &branch)) goto done;
     em_asm_place(&x.A, xe);
-    for (int side = 0; side < (resume2 ? 2 : 1); side++) {
+    if (!resume) { /* a loop that only returns or raises: nothing runs after it */
+        int none = tx_const(&x, Py_None);
+        if (none < 0 || tx_op(&x, EMBC_LOAD_CONST, none) || tx_op(&x, EMBC_RETURN_VALUE, 0)) goto done;
+    }
+    for (int side = 0; resume && side < (resume2 ? 2 : 1); side++) {
         if (side) em_asm_place(&x.A, branch);
         if (tx_call_resume(&x, plan, plan->stack_after, plan->after_null, side ? resume2 : resume)) goto done;
     }

@@ -706,6 +706,39 @@ def test_loops_over_iterators_that_run_as_python(capsys):
         compare(loop_over_enumerate_reversed, x, [x, x * 2, x * 3], capsys=capsys)
 
 
+def loop_that_only_returns(x):
+    y = x * 2
+    while True:  # no exit but the return: nothing runs after the loop
+        y = y + 1
+        if y.sum().item() > 10:
+            return y
+
+
+def loop_with_try_continue_and_else(x):
+    y = x * 2
+    for i in range(3):
+        try:
+            if y.sum().item() > 100:
+                raise ValueError
+        except ValueError:
+            continue
+        with torch.no_grad():
+            y = y + i
+            if i == 5:
+                break
+    else:
+        y = y * 3
+    return y
+
+
+def test_loops_of_other_shapes_run_as_python():
+    compare(loop_that_only_returns, torch.zeros(2))
+    compare(loop_that_only_returns, torch.full((2,), 20.0))
+    compare(loop_with_try_continue_and_else, torch.zeros(2))
+    compare(loop_with_try_continue_and_else, torch.full((2,), 60.0))
+    assert counters()["aborts"] == 0
+
+
 def loop_deletes_a_variable_read_only_in_it(x):
     tmp = x * 2
     for i in range(2):
