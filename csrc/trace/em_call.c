@@ -144,6 +144,11 @@ static EM_NEW PyObject *meta_value(EmTracer *T, EmSym *s, int *has_tensor) {
     return meta_value_at(T, s, has_tensor, 0, &left);
 }
 
+EM_NEW PyObject *em_meta_value(EmTracer *T, EmSym *s) {
+    int has_tensor = 0;
+    return meta_value(T, s, &has_tensor);
+}
+
 /* The status after meta_value returned NULL. */
 static EmStatus meta_value_status(void) { return PyErr_Occurred() ? EM_ERR : EM_ABORT; }
 

@@ -695,23 +695,25 @@ static EmStatus new_module_call(EmTracer *T, EmSym *mod, EmSym **all, int nargs,
 
 /* A lazy module of the frame (torch.nn LazyModuleMixin) not initialized yet: its parameters
  * inferred now, as its forward pre-hook would on this first call (module._infer_parameters
- * given the arguments' meta tensors; the parameters are made and initialized for real, and
- * the module becomes its cls_to_become), so that the call is traced as that of the module it
- * then is. Only tensor and constant arguments. */
+ * given the arguments' meta values: their tensors' meta tensors; the parameters are made and
+ * initialized for real, and the module becomes its cls_to_become), so that the call is traced
+ * as that of the module it then is. */
 static EmStatus lazy_init(EmTracer *T, EmSym *mod, PyObject *md, EmSym **args, int nargs, PyObject *kwnames) {
     int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
     PyObject *pos = PyTuple_New(nargs - nkw), *kw = PyDict_New(), *r = NULL;
     EmStatus st = pos && kw ? EM_OK : EM_ERR;
     for (int i = 0; st == EM_OK && i < nargs; i++) {
-        EmSym *a = args[i];
-        PyObject *v = a->kind == SYM_TENSOR ? em_sym_meta(T, a) : a->kind == SYM_CONST ? a->obj : NULL;
+        PyObject *v = em_meta_value(T, args[i]);
         if (!v) {
-            st = PyErr_Occurred() ? EM_ERR
-                                  : em_trace_fail(T, EMA_INLINE, "a lazy module given a %s", em_sym_describe(a));
+            st = PyErr_Occurred() ? EM_ERR : EM_ABORT;
             break;
         }
-        if (i < nargs - nkw) PyTuple_SET_ITEM(pos, i, Py_NewRef(v));
-        else if (PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, i - (nargs - nkw)), v)) st = EM_ERR;
+        if (i < nargs - nkw) {
+            PyTuple_SET_ITEM(pos, i, v);
+            continue;
+        }
+        if (PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, i - (nargs - nkw)), v)) st = EM_ERR;
+        Py_DECREF(v);
     }
     if (st == EM_OK && !(r = PyObject_CallMethod(mod->obj, "_infer_parameters", "OOO", mod->obj, pos, kw)))
         st = em_trace_abandon(T, EMA_INLINE, "%s: inferring its parameters raised", Py_TYPE(mod->obj)->tp_name);

@@ -403,6 +403,10 @@ EmStatus em_apply_op(EmTracer *T, EmOp op, EmSym **args, int n, EmSym **out);
 /* operator.add(a, b), operator.ior(a, b), operator.neg(a)... (the functions of the graph's
  * binary, in-place, comparison and unary ops): as the bytecode operator does, em_apply_op.
  * CALL_NEXT for other callables and arities. */
+/* The value real code sees for s: its meta tensors in place of its tensors (containers rebuilt,
+ * ints and floats their traced values). New reference, or NULL with the trace aborted (no
+ * exception) or an exception set. */
+EM_NEW PyObject *em_meta_value(EmTracer *T, EmSym *s);
 EmStatus em_operator_call(EmTracer *T, PyObject *f, EmSym **args, int n, PyObject *kwnames, EmSym **out);
 /* dict.__getitem__(d, key) on a dict (or subclass) read from the frame: the key's value
  * (guarded per key), else the subclass's __missing__ traced, else KeyError; defaultdict's C

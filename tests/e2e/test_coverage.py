@@ -1646,6 +1646,26 @@ def test_lazy_modules_infer_their_parameters_in_the_trace():
     assert_same(m.bn.running_mean, ref.bn.running_mean)
     c = counters()
     assert (c["breaks"], c["aborts"]) == (0, 0), c
+    from torch.nn.modules.lazy import LazyModuleMixin
+
+    class ListInput(LazyModuleMixin, torch.nn.Module):  # its parameter inferred from a list
+        def initialize_parameters(self, xs):
+            with torch.no_grad():
+                self.w = torch.nn.Parameter(torch.empty(xs[0].shape).fill_(0.5))
+
+        def forward(self, xs):
+            return sum(x * self.w for x in xs)
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = ListInput()
+
+        def forward(self, xs):
+            return self.inner(xs)
+
+    xs = [randn(2, 3, seed=k) for k in range(3)]
+    assert_same(ember.compile(Outer(), fullgraph=True)(xs), Outer()(xs))
     lazy = torch.nn.LazyLinear(2)  # the compiled module itself lazy
     torch.manual_seed(2)
     ref_lazy = torch.nn.LazyLinear(2)
