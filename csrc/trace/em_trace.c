@@ -173,12 +173,24 @@ static EmStatus out_node(EmTracer *T, EmRef ref) {
     return push_out(T, (EmOut){.kind = OUT_VALUE, .v = idx});
 }
 
+/* Appends OUT_CALL of ember._rules' function `name` over the nargs trees that follow. */
+static EmStatus push_helper_call(EmTracer *T, const char *name, int32_t nargs) {
+    PyObject *f = PyObject_GetAttrString(em_state.meta_run, name);
+    return f ? push_out(T, (EmOut){.kind = OUT_CALL, .v = nargs, .obj = f}) : EM_ERR;
+}
+
+/* A constant sym for the int v (NULL on error). */
+static EmSym *int_const(EmTracer *T, long v) {
+    PyObject *o = PyLong_FromLong(v);
+    EmSym *s = o ? em_sym_const(T, o) : NULL;
+    Py_XDECREF(o);
+    return s;
+}
+
 /* An nn.Parameter made in the trace (em_obj.c new_parameter): the graph's tensor made one in
  * place (ember._rules.as_parameter), every time it appears. */
 static EmStatus out_parameter(EmTracer *T, EmSym *s) {
-    PyObject *f = PyObject_GetAttrString(em_state.meta_run, "as_parameter");
-    if (!f) return EM_ERR;
-    EmStatus st = push_out(T, (EmOut){.kind = OUT_CALL, .v = 1, .obj = f});
+    EmStatus st = push_helper_call(T, "as_parameter", 1);
     return st == EM_OK ? out_node(T, s->ref) : st;
 }
 
@@ -327,22 +339,17 @@ EmStatus em_trace_build_content(EmTracer *T, EmSym *s) {
  * not changed by later code), ember._rules.zip_at. */
 static EmStatus out_zip(EmTracer *T, EmSym *s, int depth) {
     Py_ssize_t n = PyTuple_GET_SIZE(s->spec);
-    PyObject *whats = PyTuple_New(n), *pos = PyLong_FromLong(s->pos);
-    PyObject *f = PyObject_GetAttrString(em_state.meta_run, "zip_at");
-    EmSym *ps = pos ? em_sym_const(T, pos) : NULL, *ws = NULL;
+    PyObject *whats = PyTuple_New(n);
+    EmSym *ps = int_const(T, s->pos), *ws = NULL;
     for (Py_ssize_t i = 0; whats && i < n; i++) {
         PyObject *e = PyTuple_GET_ITEM(s->spec, i);
         PyTuple_SET_ITEM(whats, i, e == Py_None ? Py_NewRef(Py_None) : Py_NewRef(PyTuple_GET_ITEM(e, 0)));
     }
     if (whats) ws = em_sym_const(T, whats);
     Py_XDECREF(whats);
-    Py_XDECREF(pos);
-    if (!f || !ps || !ws) {
-        Py_XDECREF(f);
-        return EM_ERR;
-    }
+    if (!ps || !ws) return EM_ERR;
     s->out_at = T->out.len;
-    EmStatus st = push_out(T, (EmOut){.kind = OUT_CALL, .v = 2 + (int32_t)n, .obj = f});
+    EmStatus st = push_helper_call(T, "zip_at", 2 + (int32_t)n);
     if (st == EM_OK) st = build_out(T, ps, depth + 1);
     if (st == EM_OK) st = build_out(T, ws, depth + 1);
     for (Py_ssize_t i = 0; st == EM_OK && i < n; i++) {
@@ -395,18 +402,12 @@ static EmStatus out_live_iter(EmTracer *T, EmSym *s, int depth) {
                                      em_sym_describe(s->of.data[k]));
         return CALL_NEXT;
     }
-    PyObject *f = PyObject_GetAttrString(em_state.meta_run, is_enum ? "enumerate_at" : "iter_at");
-    PyObject *pos = PyLong_FromLong(s->pos);
     PyObject *w = PyUnicode_FromString(what);
-    EmSym *ps = pos ? em_sym_const(T, pos) : NULL, *ws = w ? em_sym_const(T, w) : NULL;
-    Py_XDECREF(pos);
+    EmSym *ps = int_const(T, s->pos), *ws = w ? em_sym_const(T, w) : NULL;
     Py_XDECREF(w);
-    if (!f || !ps || !ws) {
-        Py_XDECREF(f);
-        return EM_ERR;
-    }
+    if (!ps || !ws) return EM_ERR;
     s->out_at = T->out.len;
-    EmStatus st = push_out(T, (EmOut){.kind = OUT_CALL, .v = 3, .obj = f});
+    EmStatus st = push_helper_call(T, is_enum ? "enumerate_at" : "iter_at", 3);
     if (st == EM_OK) st = build_out(T, c, depth + 1);
     if (st == EM_OK) st = build_out(T, ps, depth + 1);
     return st == EM_OK ? build_out(T, is_enum ? next->items.data[0] : ws, depth + 1) : st;
