@@ -717,7 +717,7 @@ static EmStatus lazy_init(EmTracer *T, EmSym *mod, PyObject *md, EmSym **args, i
     }
     if (st == EM_OK && !(r = PyObject_CallMethod(mod->obj, "_infer_parameters", "OOO", mod->obj, pos, kw)))
         st = em_trace_abandon(T, EMA_INLINE, "%s: inferring its parameters raised", Py_TYPE(mod->obj)->tp_name);
-    T->retrace = 1;
+    if (r) T->retrace = 1; /* it changed: the guards made before may not hold (once it failed: no retrace) */
     if (st == EM_OK && PyDict_GetItemWithError(md, EM_STR(initialize_hook)))
         st = em_trace_fail(T, EMA_INLINE, "%s still lazy after inferring its parameters", Py_TYPE(mod->obj)->tp_name);
     Py_XDECREF(r);
