@@ -581,15 +581,43 @@ def _untracked_alias(inputs):
     return None
 
 
-def _self_overlap_mutated(gm, inputs):
-    """An input whose elements share memory (an expand) in a graph with in-place ops: AOTAutograd
-    writes mutated inputs back whole, which such a tensor refuses. The name of the case, or None."""
+def _has_inplace(gm):
+    """The graph has an in-place op (one that may write into an input)."""
     def mutates(n):
         if n.op == "call_method":
             return n.target.endswith("_")
         name = getattr(n.target, "__name__", "") if n.op == "call_function" else ""
-        return name.endswith("_") or name in _INPLACE
-    if not any(mutates(n) for n in gm.graph.nodes):
+        return name.endswith("_") or name in _INPLACE or "out" in n.kwargs
+    return any(mutates(n) for n in gm.graph.nodes)
+
+
+def _storage_groups(inputs):
+    """Per input, the position of the first input sharing its storage (its own when none)."""
+    first, groups = {}, []
+    for i, t in enumerate(inputs):
+        key = None
+        if isinstance(t, torch.Tensor) and t.layout == torch.strided and t.device.type != "meta":
+            try:
+                ptr = t.untyped_storage().data_ptr()
+            except Exception:  # tensor subclasses without a storage
+                ptr = 0
+            key = (t.device, ptr) if ptr else None
+        groups.append(i if key is None else first.setdefault(key, i))
+    return tuple(groups)
+
+
+def _alias_check(inputs, skip):
+    """check(*sizes, *inputs) -> bool: the tensor inputs share storage as these did. A graph
+    with in-place ops is compiled for one such pattern (AOTAutograd handles inputs that alias
+    only when it sees them alias); skip: the sizes before the inputs."""
+    want = _storage_groups(inputs)
+    return lambda *args: _storage_groups(args[skip:]) == want
+
+
+def _self_overlap_mutated(gm, inputs):
+    """An input whose elements share memory (an expand) in a graph with in-place ops: AOTAutograd
+    writes mutated inputs back whole, which such a tensor refuses. The name of the case, or None."""
+    if not _has_inplace(gm):
         return None
     for t in inputs:
         if isinstance(t, torch.Tensor) and t.layout == torch.strided and t.device.type != "meta" and \
@@ -907,6 +935,8 @@ def _compile(backend, desc, inputs, where, exact=False):
     elif symbolic:
         check = _size_check(fake_mode.shape_env, gm.meta["ember_assumed_guards"], gm.meta["ember_check_vals"], where)
         check = _and_checks(_at_least_two(desc, gm.meta["ember_sym_args"]), check)  # the ShapeEnv's (_ones)
+    if _has_inplace(gm):
+        check = _and_checks(check, _alias_check(inputs, len(gm.meta.get("ember_sym_args", ())) if symbolic else 0))
     if floats:
         fn = _FloatsAsTensors(fn, floats)
     orders = [_dense_order(desc[0][r][-1]) if desc[0][r][-2] == 0 else None for r in desc[1]]
