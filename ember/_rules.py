@@ -32,6 +32,7 @@ from . import _C
 
 UNKNOWN, GRAPH, CONST, ABORT, META_QUERY, TRUE, CTX = (_C.RULE_UNKNOWN, _C.RULE_GRAPH, _C.RULE_CONST, _C.RULE_ABORT,
                                                        _C.RULE_META_QUERY, _C.RULE_TRUE, _C.RULE_CTX)
+NUMPY = _C.RULE_NUMPY  # an ember._np wrapper: a graph call on ndarrays (csrc/trace/em_sym_np.c)
 
 RULES = {}
 META = torch.device("meta")
@@ -864,6 +865,13 @@ def meta_like(t):
 def meta_parameter(m, requires_grad):
     """The meta tensor of an nn.Parameter made in the trace (em_obj.c new_parameter)."""
     return torch.nn.Parameter(m, requires_grad=requires_grad)
+
+
+# NumPy on tensors (csrc/trace/em_sym_np.c): the wrappers of numpy functions, operators, item
+# stores and ndarray attributes, and the conversion of an ndarray leaving the trace
+from ._np import (attr_info as np_attr_info, function as np_function, operator_wrapper as np_operator,  # noqa: E402
+                  setitem_wrapper as np_setitem, to_numpy, to_numpy_scalar, probe as np_probe, Arr as NpArr,
+                  scalar_type as np_scalar_type, from_numpy as np_from_numpy)
 
 
 def as_parameter(t):

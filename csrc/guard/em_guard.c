@@ -212,6 +212,9 @@ int32_t em_guard_attr(EmGuardProg *P, int32_t base, PyObject *name) {
 int32_t em_guard_weakref(EmGuardProg *P, int32_t base) {
     return g_named(P, EMG_LOAD_WEAKREF, base, 0, NULL, "%s()", NULL, 0);
 }
+int32_t em_guard_call(EmGuardProg *P, int32_t base, PyObject *fn) {
+    return g_named(P, EMG_LOAD_CALL, base, 0, fn, "torch.from_numpy(%s)", NULL, 1);
+}
 int32_t em_guard_item(EmGuardProg *P, int32_t base, Py_ssize_t i, int is_list) {
     return g_named(P, is_list ? EMG_LOAD_LIST_ITEM : EMG_LOAD_TUPLE_ITEM, base, i, NULL, "%s[%d]", NULL, 0);
 }
@@ -783,6 +786,10 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
         case EMG_LOAD_WEAKREF:
             if (!PyWeakref_CheckRefExact(b)) return 0;
             v = PyWeakref_GetObject(b); /* borrowed; the referent is kept alive by its owners */
+            break;
+        case EMG_LOAD_CALL:
+            v = PyObject_CallOneArg(in->obj, b);
+            if (!v && PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear(); /* not convertible now: a miss */
             break;
         case EMG_TYPE: return (PyObject *)Py_TYPE(slots[in->slot]) == in->obj;
         case EMG_ID: return slots[in->slot] == in->obj;

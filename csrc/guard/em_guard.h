@@ -89,6 +89,7 @@ int32_t em_guard_attr(EmGuardProg *P, int32_t base, PyObject *name);
 int32_t em_guard_dict_keyed(EmGuardProg *P, int32_t base, int32_t key);
 int32_t em_guard_item(EmGuardProg *P, int32_t base, Py_ssize_t i, int is_list);
 int32_t em_guard_weakref(EmGuardProg *P, int32_t base); /* the referent of a weakref.ref slot */
+int32_t em_guard_call(EmGuardProg *P, int32_t base, PyObject *fn); /* fn(base), owned */
 int32_t em_guard_global_in(EmGuardProg *P, int32_t gslot, int32_t bslot, PyObject *name);
 /* A value the trace depends on through its identity (a function's globals, a closure cell);
  * label names it in dumps. */

@@ -29,7 +29,7 @@ typedef enum {
     OUT_SETITEMS, /* child 0 (a list or dict from the frame) given the items of child 1 (a new
                    * list or dict), in place; the value is None */
     OUT_CELL,     /* a new cell: v = 1, holding its child's value; v = 0, empty */
-    OUT_CALL,     /* obj(*children): weakref.ref(o) made while tracing */
+    OUT_CALL,     /* obj(*children): weakref.ref(o) made while tracing, an ember._rules helper's result */
     OUT_FUNC      /* obj = a function made while tracing: a new function like it (code, globals,
                    * names, defaults, __dict__ copied) whose closure is its first children (cells,
                    * one per free variable of its code); v one more: the last child is a tuple,

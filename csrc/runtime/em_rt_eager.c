@@ -296,7 +296,7 @@ static EM_NEW PyObject *function_like(PyObject *tmpl) {
     return f;
 }
 
-/* memo (NULL when the tree has no OUT_SAME): per position, the TUPLE/LIST/DICT/ITER/NEWOBJ/CELL/FUNC
+/* memo (NULL when the tree has no OUT_SAME): per position, the TUPLE/LIST/DICT/ITER/NEWOBJ/CELL/FUNC/CALL
  * object built there (a strong reference, released when the whole tree is built: an object
  * an effect consumed, such as the target of OUT_SETATTR, stays alive for a later OUT_SAME). */
 static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *const *slots, int32_t *at,
@@ -444,6 +444,7 @@ static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *con
             }
             PyObject *r = args ? PyObject_Call(o->obj, args, NULL) : NULL;
             Py_XDECREF(args);
+            if (r && memo) memo[pos] = Py_NewRef(r); /* an ndarray named twice: one array */
             return r;
         }
         case OUT_FUNC: {

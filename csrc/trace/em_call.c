@@ -1077,6 +1077,7 @@ static EmStatus known_len(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int 
         Py_XDECREF(len);
         return *out ? EM_OK : EM_ERR;
     }
+    if (n == 1 && !kwnames && all[0]->kind == SYM_NDARRAY) return em_np_len(T, all[0], out);
     if (n == 1 && !kwnames && all[0]->kind == SYM_TENSOR && em_int_active(T) && em_node_has_sym_dims(T, all[0]->ref) &&
         T->G->nodes.data[all[0]->ref].ndim > 0)
         return em_tensor_dim_size(T, all[0], 0, out); /* len(x): its first size */
@@ -1923,6 +1924,10 @@ static EmStatus call_by_rule(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
                    : rule_of(f);
     /* classify asks the callable itself (isinstance reads its __class__, which may raise) */
     if (rule < 0) return em_trace_abandon(T, EMA_CALL, "a %s whose class cannot be read", Py_TYPE(f)->tp_name);
+    if (rule == RULE_CONST) { /* a numpy function given tensors or ndarrays: its torch._numpy twin */
+        EmStatus st = em_np_function(T, f, all, n, kwnames, out);
+        if (st != CALL_NEXT) return st;
+    }
     if (rule == RULE_CONST && PyCFunction_Check(f)) {
         EmStatus st = consume_iter_args(T, f, all, n);
         if (st != EM_OK) return st;
@@ -1938,6 +1943,7 @@ static EmStatus call_by_rule(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         case RULE_META_QUERY: return call_eval(T, f, all, n, kwnames, rule, out);
         case RULE_TRUE: *out = em_sym_const(T, Py_True); return *out ? EM_OK : EM_ERR;
         case RULE_CTX: return em_ctx_make(T, f, all, n, kwnames, out);
+        case RULE_NUMPY: return em_np_call(T, f, all, n, kwnames, out);
         case RULE_ABORT: callable_name(f, name, sizeof(name)); return em_trace_fail(T, EMA_NOT_IN_GRAPH, "%s", name);
         default: break;
     }

@@ -290,6 +290,8 @@ static EmOp nb_op(int arg) {
 }
 
 EmStatus em_apply_op(EmTracer *T, EmOp op, EmSym **args, int n, EmSym **out) {
+    for (int i = 0; i < n; i++)
+        if (args[i]->kind == SYM_NDARRAY) return em_np_op(T, op, op_fn(op), args, n, out);
     int tens = 0; /* a tuple or list holding tensors is still a sequence: (x, 1) + (2,) concatenates */
     for (int i = 0; i < n; i++)
         tens |= args[i]->kind != SYM_TUPLE && args[i]->kind != SYM_LIST && em_sym_has_tensor(args[i]);

@@ -65,7 +65,8 @@ const char *em_sym_describe(EmSym *s) {
                                   "float (a graph input)",
                                   "cell",
                                   "set (holding tensors or objects)",
-                                  "traceback of an exception raised in the trace"};
+                                  "traceback of an exception raised in the trace",
+                                  "numpy ndarray"};
     if (s->kind == SYM_OBJ || s->kind == SYM_CONST || s->kind == SYM_NEW) return Py_TYPE(s->obj)->tp_name;
     return names[s->kind];
 }
@@ -672,6 +673,8 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
         s = wrap_seq(T, v, slot, st);
     } else if (tp == &PyDict_Type) {
         s = wrap_dict(T, v, slot, st);
+    } else if ((s = em_np_wrap(T, v, slot, st)) || *st != EM_OK) {
+        /* a numpy array: an ndarray over the tensor that shares its memory (em_sym_np.c) */
     } else {
         s = wrap_obj(T, v, slot);
         /* its class's attributes (or a class's own) as the trace resolves them */
@@ -1257,7 +1260,8 @@ static PyTypeObject *kind_type(EmSym *s) {
         case SYM_SLICE: return &PySlice_Type;
         case SYM_PARTIAL: return (PyTypeObject *)EM_KNOWN(partial);
         case SYM_ITER:
-        case SYM_SET: return (PyTypeObject *)s->seq_type;
+        case SYM_SET:
+        case SYM_NDARRAY: return (PyTypeObject *)s->seq_type;
         default: return NULL;
     }
 }
@@ -1404,7 +1408,8 @@ EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out) {
         case SYM_INT: tp = (PyObject *)&PyLong_Type; break; /* an exact int (its input's type is guarded) */
         case SYM_SLICE: tp = (PyObject *)&PySlice_Type; break;
         case SYM_FLOAT: tp = (PyObject *)&PyFloat_Type; break; /* its input's type is guarded */
-        case SYM_SET: tp = s->seq_type; break;
+        case SYM_SET:
+        case SYM_NDARRAY: tp = s->seq_type; break; /* numpy.ndarray, or a numpy scalar type */
         case SYM_DICT: tp = s->seq_type ? s->seq_type : (PyObject *)&PyDict_Type; break;
         case SYM_VIEW:
             tp = (PyObject *)(s->pos == 'k'   ? &PyDictKeys_Type

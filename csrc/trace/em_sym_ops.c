@@ -13,7 +13,7 @@ const EmSymOps *const em_sym_ops[SYM__COUNT] = {
     [SYM_ITER] = &em_iter_ops,   [SYM_NEW] = &em_new_ops,         [SYM_VIEW] = &em_view_ops,
     [SYM_BOUND] = &em_bound_ops, [SYM_PARTIAL] = &em_partial_ops, [SYM_EXIT] = &em_exit_ops,
     [SYM_INT] = &em_int_ops,     [SYM_SLICE] = &em_slice_ops,     [SYM_FLOAT] = &em_float_ops,
-    [SYM_CTX] = &em_ctx_ops,     [SYM_SET] = &em_set_ops,
+    [SYM_CTX] = &em_ctx_ops,     [SYM_SET] = &em_set_ops,         [SYM_NDARRAY] = &em_ndarray_ops,
 };
 
 /* NULL, CTX: values the trace only passes along. */
@@ -47,7 +47,7 @@ EmStatus em_sym_getitem(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
      * whatever c is, but for a tensor as a dict's key */
     int dict_key = (c->kind == SYM_OBJ && c->src >= 0 && PyDict_Check(c->obj) && em_key_of_frame(key)) ||
                    (c->kind == SYM_DICT && key->kind == SYM_TENSOR);
-    const EmSymOps *o = em_sym_has_tensor(key) && !dict_key ? &em_tensor_ops : ops_of(c);
+    const EmSymOps *o = em_sym_has_tensor(key) && !dict_key && c->kind != SYM_NDARRAY ? &em_tensor_ops : ops_of(c);
     return o->getitem ? o->getitem(T, c, key, out) : no_op(T, "subscript", c);
 }
 
@@ -252,7 +252,7 @@ EmStatus em_sym_type_method(EmTracer *T, PyTypeObject *tp, EmSym *base, PyObject
 
 static int has_tensor_at(EmSym *s, int depth, long *left) {
     if (depth > EM_MAX_NEST || --*left < 0) return 1;
-    if (s->kind == SYM_TENSOR) return 1;
+    if (s->kind == SYM_TENSOR || s->kind == SYM_NDARRAY) return 1;
     if (s->kind == SYM_TUPLE || s->kind == SYM_LIST)
         for (int32_t i = 0; i < s->items.len; i++)
             if (has_tensor_at(s->items.data[i], depth + 1, left)) return 1;

@@ -70,7 +70,7 @@ typedef struct EmSymOps {
  * em_sym_float.c (FLOAT). */
 extern const EmSymOps em_const_ops, em_tensor_ops, em_tuple_ops, em_list_ops, em_iter_ops, em_dict_ops, em_view_ops,
     em_obj_ops, em_new_ops, em_bound_ops, em_partial_ops, em_exit_ops, em_int_ops, em_slice_ops, em_float_ops,
-    em_ctx_ops, em_set_ops;
+    em_ctx_ops, em_set_ops, em_ndarray_ops;
 /* The call slots em_call.c implements for rows kept elsewhere. */
 EmStatus em_obj_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
 EmStatus em_call_by_value(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);

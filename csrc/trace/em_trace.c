@@ -472,6 +472,12 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
             return s->src < 0 && s->obj && Py_IS_TYPE(s->obj, em_state.param_type) ? out_parameter(T, s)
                                                                                    : out_node(T, s->ref);
         case SYM_INT: return out_int(T, s);
+        case SYM_NDARRAY: { /* a numpy array over the graph's tensor, one per call wherever it appears */
+            if (s->out_at >= 0) return same_out(T, s);
+            s->out_at = T->out.len;
+            EmStatus st = push_helper_call(T, s->pos ? "to_numpy_scalar" : "to_numpy", 1);
+            return st == EM_OK ? out_node(T, s->items.data[0]->ref) : st;
+        }
         case SYM_FLOAT: return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src}); /* the frame's own float */
         case SYM_CONST: return out_value(T, s);
         case SYM_SET: /* a set (or frozenset) of its items' outputs, made per call */

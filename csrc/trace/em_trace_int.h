@@ -40,6 +40,9 @@ typedef enum {
     SYM_TB,     /* the traceback a with block's __exit__ is given for an exception raised in the trace
                  * (em_exc.c): no object ember has; only `tb is None` (False) is answered and
                  * traceback.clear_frames(tb) does nothing; any other use aborts */
+    SYM_NDARRAY, /* a numpy array over a tensor (x.numpy(), numpy calls on tensors: em_sym_np.c): items[0]
+                  * the tensor sym, seq_type numpy.ndarray; pos 1: a 0-d result eager numpy gives
+                  * as a numpy scalar (np.sum(a)) */
     SYM__COUNT
 } EmSymKind;
 
@@ -571,6 +574,22 @@ EmStatus em_known_tensor_size(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, 
 EmStatus em_known_tensor_numel(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 EmStatus em_known_tensor_layout(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
                                 EmSym **out);
+EmStatus em_known_tensor_numpy(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
+EmStatus em_known_from_numpy(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
+EmStatus em_known_torch_tensor(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
+/* len(a) of an ndarray sym (em_sym_np.c). */
+EmStatus em_np_len(EmTracer *T, EmSym *a, EmSym **out);
+/* NumPy on tensors (em_sym_np.c). em_np_call: wrapper (an ember._np.NpCall) called on args,
+ * ndarrays given as their tensors, tensor results made ndarrays. em_np_function: numpy
+ * function f given tensors or ndarrays, as its torch._numpy twin (CALL_NEXT: f has none, or no
+ * argument holds a tensor). em_np_op: an operator with an ndarray operand. */
+EmStatus em_np_call(EmTracer *T, PyObject *wrapper, EmSym **args, int n, PyObject *kwnames, EmSym **out);
+EmStatus em_np_function(EmTracer *T, PyObject *f, EmSym **args, int n, PyObject *kwnames, EmSym **out);
+EmStatus em_np_op(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int n, EmSym **out);
+/* A numpy array v of the frame read from slot: an ndarray over a graph input, the tensor
+ * torch.from_numpy(v) a guard slot of its own makes per call. NULL with *st EM_OK: v is no
+ * array ember traces (the caller wraps it otherwise). */
+EmSym *em_np_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st);
 EmStatus em_known_cond(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 EmStatus em_known_minmax(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 /* The arguments of a call of fn as (fn, positional tuple, keyword (name, value) pairs) of
