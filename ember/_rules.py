@@ -21,6 +21,7 @@ import inspect
 import math
 import operator
 import os
+import re
 import sys
 import types
 import typing
@@ -872,6 +873,43 @@ def meta_parameter(m, requires_grad):
 from ._np import (attr_info as np_attr_info, function as np_function, operator_wrapper as np_operator,  # noqa: E402
                   setitem_wrapper as np_setitem, to_numpy, to_numpy_scalar, probe as np_probe, Arr as NpArr,
                   scalar_type as np_scalar_type, from_numpy as np_from_numpy)
+
+
+_ARITY = {}
+
+
+def arity_error(descr, npos, kwnames):
+    key = (descr, npos, kwnames)
+    if key not in _ARITY:
+        _ARITY[key] = _arity_error(descr, npos, kwnames)
+    return _ARITY[key]
+
+
+def _arity_error(descr, npos, kwnames):
+    """The message of the TypeError calling method descriptor `descr` of a builtin type with
+    npos positional arguments after self and these keyword names raises whatever their values
+    (too many or too few arguments, an unknown keyword), or None: CPython checks a builtin
+    method's arguments before it reads its object, so an empty instance raises it."""
+    kw = {k: None for k in kwnames or ()}
+    try:
+        inspect.signature(descr).bind(None, *([None] * npos), **kw)
+        return None
+    except ValueError:  # no signature (METH_NOARGS, METH_O): CPython's own message tells
+        pass
+    except TypeError:
+        pass
+    try:
+        descr(descr.__objclass__(), *([None] * npos), **kw)
+    except TypeError as e:
+        return str(e) if _ARITY_MESSAGE.search(str(e)) else None
+    except Exception:
+        return None
+    return None
+
+
+_ARITY_MESSAGE = re.compile(
+    r"takes (no|exactly|at most|at least) .*argument|expected (at most |at least )?\d+ argument|unexpected keyword|"
+    r"takes no keyword|missing required")
 
 
 def as_parameter(t):

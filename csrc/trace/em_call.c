@@ -1866,6 +1866,10 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         all[0]->kind != SYM_OBJ && all[0]->kind != SYM_NEW && em_sym_known_type(all[0]) &&
         PyType_IsSubtype(em_sym_known_type(all[0]), PyDescr_TYPE(f)) && PyDescr_TYPE(f) != &PyBaseObject_Type)
         return unbound_builtin_method(T, fn, all[0], all + 1, n - 1, out); /* set.__sub__(p, q) */
+    if (self && !kwnames && Py_IS_TYPE(f, &PyWrapperDescr_Type) && self->kind != SYM_OBJ && self->kind != SYM_NEW &&
+        em_sym_known_type(self) && PyType_IsSubtype(em_sym_known_type(self), PyDescr_TYPE(f)) &&
+        PyDescr_TYPE(f) != &PyBaseObject_Type)
+        return unbound_builtin_method(T, fn, self, args, nargs, out); /* d.__or__(e) */
     if (self && !kwnames && /* the methods modelled take positional arguments only */
         (self->kind == SYM_LIST || self->kind == SYM_DICT || self->kind == SYM_TUPLE || self->kind == SYM_SET ||
          (self->kind == SYM_OBJ && PyDict_CheckExact(self->obj) && self->src >= 0)) &&

@@ -898,20 +898,22 @@ int em_set_item_kind(const EmSym *x) {
     return -1;
 }
 
+EmStatus em_unhashable(EmTracer *T, EmSym *x) {
+    PyTypeObject *tp = em_sym_known_type(x);
+    if (!tp || tp->tp_hash != PyObject_HashNotImplemented) return CALL_NEXT;
+    PyObject *msg = PyUnicode_FromFormat("unhashable type: '%s'", tp->tp_name);
+    EmStatus st = msg ? em_trace_raise_new(T, PyExc_TypeError, msg) : EM_ERR;
+    Py_XDECREF(msg);
+    return st;
+}
+
 /* The index of x among set sym s's items, -1 when absent; -2 with *st set otherwise. */
 static int32_t set_find(EmTracer *T, EmSym *s, EmSym *x, EmStatus *st) {
     *st = EM_OK;
+    if (!(x = em_sym_hashable(T, x))) return *st = EM_ERR, -2;
     int kx = em_set_item_kind(x);
-    int unhashable = (x->kind == SYM_LIST && !x->seq_type) || (x->kind == SYM_DICT && !x->seq_type) ||
-                     (x->kind == SYM_SET && x->seq_type == (PyObject *)&PySet_Type);
-    if (kx < 0 && unhashable) { /* a list, dict or set made while tracing: Python's TypeError */
-        PyObject *msg = PyUnicode_FromFormat("unhashable type: '%s'", x->kind == SYM_LIST   ? "list"
-                                                                      : x->kind == SYM_DICT ? "dict"
-                                                                                            : "set");
-        *st = msg ? em_trace_raise_new(T, PyExc_TypeError, msg) : EM_ERR;
-        Py_XDECREF(msg);
-        return -2;
-    }
+    if (kx < 0 && (*st = em_unhashable(T, x)) != CALL_NEXT) return -2;
+    *st = EM_OK;
     if (kx < 0) return *st = em_trace_fail(T, EMA_VALUE, "a set holding a %s", em_sym_describe(x)), -2;
     if (kx == 0 && PyObject_Hash(x->obj) == -1) return *st = em_trace_raise_pending(T, "unhashable set item"), -2;
     for (int32_t i = 0; i < s->items.len; i++) {
@@ -953,6 +955,7 @@ static EmStatus set_to_sym(EmTracer *T, EmSym *s) {
 
 EmStatus em_set_add_item(EmTracer *T, EmSym *s, EmSym *x) {
     EmStatus st;
+    if (!(x = em_sym_hashable(T, x))) return EM_ERR;
     if (s->kind == SYM_CONST && x->kind == SYM_CONST)
         return PySet_Add(s->obj, x->obj) ? em_trace_raise_pending(T, "unhashable set item") : EM_OK;
     if (s->kind == SYM_CONST && (st = set_to_sym(T, s)) != EM_OK) return st;

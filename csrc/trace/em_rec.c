@@ -899,6 +899,16 @@ EmStatus h_format_value(EmTracer *T, const EmInstr *in) {
         return r ? em_push(T, r) : EM_ERR;
     }
     if (PyErr_Occurred()) return EM_ERR;
+    if (em_sym_user_operand(v) && (in->arg & 3) != 3 &&
+        (!spec || (spec->kind == SYM_CONST && PyUnicode_Check(spec->obj) && !PyUnicode_GET_LENGTH(spec->obj)))) {
+        /* f"{o}", f"{o!s}", f"{o!r}" of a user object whose format is object's: its str() or repr() */
+        PyObject *fmt = _PyType_Lookup(Py_TYPE(v->obj), EM_STR(dunder_format));
+        if ((in->arg & 3) || fmt == _PyType_Lookup(&PyBaseObject_Type, EM_STR(dunder_format))) {
+            EmSym *f = em_sym_known(T, (in->arg & 3) == 2 ? EM_KNOWN(repr) : EM_KNOWN(str), "str"), *r = NULL;
+            EmStatus st = f ? em_call(T, f, NULL, &v, 1, NULL, &r) : EM_ERR;
+            return st == EM_OK ? em_push(T, r) : st;
+        }
+    }
     /* a list, tuple, dict or set of constants: formatted as that value (no user code runs) */
     PyObject *known = v->kind != SYM_CONST && (!spec || spec->kind == SYM_CONST) ? plain_value(v, 0) : NULL;
     if (PyErr_Occurred()) return EM_ERR;

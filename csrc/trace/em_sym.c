@@ -198,6 +198,15 @@ EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s) {
     return sym_value_at(T, s, 0, &left);
 }
 
+EmSym *em_sym_hashable(EmTracer *T, EmSym *s) {
+    if (s->kind != SYM_TUPLE) return s;
+    PyObject *v = em_sym_value(T, s);
+    if (!v) return PyErr_Occurred() ? NULL : s;
+    EmSym *c = is_pure(v, 0) ? em_sym_const(T, v) : s;
+    Py_DECREF(v);
+    return c;
+}
+
 /* ---- tensors ---- */
 
 static int dev_code(PyObject *dev, int *type, int *index) {
@@ -1080,12 +1089,16 @@ int em_dict_has_tokens(const EmSym *d) {
 int em_dict_key(EmTracer *T, EmSym *d, EmSym *k, int make, PyObject **key, EmStatus *st) {
     *st = EM_OK;
     *key = NULL;
+    if (!(k = em_sym_hashable(T, k))) return *st = EM_ERR, -1;
+    if (k->kind == SYM_CONST && (*st = em_unhashable(T, k)) != CALL_NEXT) return -1; /* a set */
+    *st = EM_OK;
     if (k->kind == SYM_CONST) {
         *key = k->obj;
         return 0;
     }
     if (em_set_item_kind(k) != 1) {
-        *st = em_trace_fail(T, EMA_VALUE, "dict key %s", em_sym_describe(k));
+        *st = em_unhashable(T, k);
+        if (*st == CALL_NEXT) *st = em_trace_fail(T, EMA_VALUE, "dict key %s", em_sym_describe(k));
         return -1;
     }
     for (int32_t i = 0; i < d->keys.len; i++) {
@@ -1259,6 +1272,7 @@ static PyTypeObject *kind_type(EmSym *s) {
         case SYM_FLOAT: return &PyFloat_Type;
         case SYM_SLICE: return &PySlice_Type;
         case SYM_PARTIAL: return (PyTypeObject *)EM_KNOWN(partial);
+        case SYM_VIEW: return s->pos == 'k' ? &PyDictKeys_Type : s->pos == 'v' ? &PyDictValues_Type : &PyDictItems_Type;
         case SYM_ITER:
         case SYM_SET:
         case SYM_NDARRAY: return (PyTypeObject *)s->seq_type;

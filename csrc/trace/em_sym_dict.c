@@ -113,7 +113,21 @@ static EmStatus dict_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *
         return *out ? EM_OK : EM_ERR;
     }
     (void)fn;
-    if ((op != EMOP_OR && op != EMOP_IOR) || a->kind != SYM_DICT || b->kind != SYM_DICT || a->seq_type || b->seq_type)
+    if (op == EMOP_OR && a->kind == SYM_DICT && tb && !PyType_IsSubtype(tb, &PyDict_Type)) {
+        /* dict's | takes dicts only (b is no user object: em_sym_binop asked it first) */
+        PyObject *msg = PyUnicode_FromFormat("unsupported operand type(s) for |: '%s' and '%s'",
+                                             em_sym_known_type(a)->tp_name, tb->tp_name);
+        EmStatus st = msg ? em_trace_raise_new(T, PyExc_TypeError, msg) : EM_ERR;
+        Py_XDECREF(msg);
+        return st;
+    }
+    if (op == EMOP_IOR && a->kind == SYM_DICT && b->kind != SYM_DICT) { /* |= updates from any mapping or pairs */
+        EmSym *r = NULL;
+        EmStatus st = em_dict_method(T, EM_CM_update, "update", a, &b, 1, &r);
+        if (st == EM_OK) *out = a;
+        return st;
+    }
+    if ((op != EMOP_OR && op != EMOP_IOR) || a->kind != SYM_DICT || b->kind != SYM_DICT || a->seq_type != b->seq_type)
         return em_trace_fail(T, EMA_VALUE, "operator %s on %s and %s", em_op_info[op].name, em_sym_describe(a),
                              em_sym_describe(b));
     EmSym *d = a, *r = NULL;

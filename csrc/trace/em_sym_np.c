@@ -122,8 +122,8 @@ static EM_NEW PyObject *probe_value(EmTracer *T, EmSym *s, int depth, EmStatus *
 
 /* What eager numpy's call gives (ember._np.probe; result: torch._numpy's, a meta value to
  * compare, or NULL): its answer as a new str, or NULL with the status in *st. */
-static EM_NEW PyObject *probe(EmTracer *T, PyObject *wrapper, EmSym **args, int n, PyObject *kwnames,
-                              PyObject *result, EmStatus *st) {
+static EM_NEW PyObject *probe(EmTracer *T, PyObject *wrapper, EmSym **args, int n, PyObject *kwnames, PyObject *result,
+                              EmStatus *st) {
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     PyObject *pos = PyTuple_New(n - nkw), *kw = PyDict_New();
     *st = EM_ERR;

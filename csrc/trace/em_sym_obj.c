@@ -485,8 +485,35 @@ static EmStatus call_op_dunder(EmTracer *T, EmOp op, int reflected, EmSym *x, Em
 /* a <op> b where a or b is a user object (em_sym_user_operand): in-place method first, then
  * the reflected method first when b's class is a proper subclass of a's overriding it, then
  * a's, then b's reflected; == and != fall back to identity, other operators raise TypeError. */
+/* u's class keeps the builtin container's operator op (neither its method nor the reflected
+ * one, nor the binary one of an in-place op, is a Python function). */
+static int keeps_builtin_op(EmSym *u, EmOp op) {
+    if (u->kind != SYM_NEW && u->kind != SYM_OBJ) return 0;
+    EmOp ops[2] = {op, op >= EMOP_IADD && op <= EMOP_IRSHIFT ? em_op_binary_of(op) : op};
+    for (int k = 0; k < 2; k++)
+        for (int r = 0; r < 2 && (size_t)ops[k] < sizeof(op_names) / sizeof(op_names[0]); r++) {
+            const char *n = op_names[ops[k]][r];
+            PyObject *nm = n ? PyUnicode_InternFromString(n) : NULL;
+            PyObject *f = nm ? _PyType_Lookup(Py_TYPE(u->obj), nm) : NULL;
+            Py_XDECREF(nm);
+            if (f && PyFunction_Check(f)) return 0;
+        }
+    PyErr_Clear(); /* an interning failure only makes the answer "keeps" for that name */
+    return 1;
+}
+
 EmStatus em_user_binop(EmTracer *T, EmOp op, EmSym *a, EmSym *b, EmSym **out) {
     EmStatus st;
+    if ((a->kind == SYM_VIEW) != (b->kind == SYM_VIEW)) {
+        /* a dict view and a container subclass's instance keeping the builtin operator: the
+         * view's set operation or comparison reads the instance by its contents */
+        EmSym **u = a->kind == SYM_VIEW ? &b : &a, *c = NULL;
+        if (keeps_builtin_op(*u, op) && (st = em_slot_operand(T, *u, &c)) != EM_OK) return st;
+        if (c && c != *u) {
+            *u = c;
+            return em_sym_binop(T, op, PyTuple_GET_ITEM(em_state.op_fns, op), a, b, out);
+        }
+    }
     EmOp asked = op;
     if (op >= EMOP_IADD && op <= EMOP_IRSHIFT) {
         if (user_operand(a)) {

@@ -40,7 +40,13 @@ EmStatus em_sym_getattr(EmTracer *T, EmSym *base, PyObject *name, int method, Em
     return em_trace_fail(T, EMA_ATTR, "%s of %s", PyUnicode_AsUTF8(name), em_sym_describe(base));
 }
 
+/* key as a container other than a tensor or an array takes it (em_sym_hashable). */
+static EmSym *key_for(EmTracer *T, EmSym *c, EmSym *key) {
+    return c->kind == SYM_TENSOR || c->kind == SYM_NDARRAY ? key : em_sym_hashable(T, key);
+}
+
 EmStatus em_sym_getitem(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
+    if (!(key = key_for(T, c, key))) return EM_ERR;
     /* a slice with a symbolic bound stays symbolic only for a tensor */
     if (key->kind == SYM_SLICE && c->kind != SYM_TENSOR && !(key = em_slice_pinned(T, key))) return EM_ERR;
     /* before c's kind is asked: a key that holds a tensor makes the subscript a graph op,
@@ -52,6 +58,7 @@ EmStatus em_sym_getitem(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
 }
 
 EmStatus em_sym_setitem(EmTracer *T, EmSym *c, EmSym *key, EmSym *v) {
+    if (!(key = key_for(T, c, key))) return EM_ERR;
     if (key->kind == SYM_SLICE && c->kind != SYM_TENSOR && !(key = em_slice_pinned(T, key))) return EM_ERR;
     EmSym *items = NULL; /* a defaultdict (...) of the frame: its items, written back after the graph */
     EmStatus ist = em_frame_dict_items_rw(T, c, 1, &items);
@@ -63,6 +70,7 @@ EmStatus em_sym_setitem(EmTracer *T, EmSym *c, EmSym *key, EmSym *v) {
 }
 
 EmStatus em_sym_delitem(EmTracer *T, EmSym *c, EmSym *key) {
+    if (!(key = key_for(T, c, key))) return EM_ERR;
     if (key->kind == SYM_SLICE && c->kind != SYM_TENSOR && !(key = em_slice_pinned(T, key))) return EM_ERR;
     EmSym *r = NULL;
     EmStatus ist = em_frame_dict_items_rw(T, c, 1, &r);
@@ -98,12 +106,15 @@ EmStatus em_sym_store_check(EmTracer *T, EmSym *c, EmSym *key) {
     int own = em_sym_mutable(T, c);
     if (own < 0) return EM_ERR;
     if (!own) return em_trace_fail(T, EMA_SIDE_EFFECT, "item store into an input %s", em_sym_describe(c));
-    if (key->kind != SYM_CONST && !(c->kind == SYM_DICT && em_set_item_kind(key) == 1)) /* a dict's: em_dict_key */
-        return em_trace_fail(T, EMA_VALUE, "item store with key %s", em_sym_describe(key));
+    if (key->kind != SYM_CONST && !(c->kind == SYM_DICT && em_set_item_kind(key) == 1)) { /* a dict's: em_dict_key */
+        EmStatus st = c->kind == SYM_DICT ? em_unhashable(T, key) : CALL_NEXT;
+        return st != CALL_NEXT ? st : em_trace_fail(T, EMA_VALUE, "item store with key %s", em_sym_describe(key));
+    }
     return EM_OK;
 }
 
 EmStatus em_sym_contains(EmTracer *T, EmSym *c, EmSym *key, int *found) {
+    if (!(key = key_for(T, c, key))) return EM_ERR;
     const EmSymOps *o = ops_of(c);
     return o->contains ? o->contains(T, c, key, found) : no_op(T, "'in'", c);
 }
@@ -203,6 +214,16 @@ EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **arg
     if (!n) return EM_ERR;
     *out = NULL;
     const EmSymOps *o = ops_of(self);
+    if (!o->method) return em_trace_fail(T, EMA_CALL, "%s.%s", em_sym_describe(self), n);
+    /* arguments the method cannot take whatever their values: Python's TypeError */
+    PyObject *msg = PyObject_CallMethod(em_state.meta_run, "arity_error", "OnO", fn, (Py_ssize_t)nargs, Py_None);
+    if (!msg) return EM_ERR;
+    if (msg != Py_None) {
+        EmStatus st = em_trace_raise_new(T, PyExc_TypeError, msg);
+        Py_DECREF(msg);
+        return st;
+    }
+    Py_DECREF(msg);
     if (o->method) return o->method(T, cont_method(n), n, self, args, nargs, out);
     return em_trace_fail(T, EMA_CALL, "%s.%s", em_sym_describe(self), n);
 }
@@ -244,7 +265,8 @@ EmStatus em_sym_type_method(EmTracer *T, PyTypeObject *tp, EmSym *base, PyObject
                             EmSym **self) {
     /* list.append etc.: the unbound method of the builtin type, self = the sym */
     PyObject *fn = _PyType_Lookup(tp, name);
-    if (fn && Py_IS_TYPE(fn, &PyMethodDescr_Type)) return em_sym_method(T, fn, base, method, out, self);
+    if (fn && (Py_IS_TYPE(fn, &PyMethodDescr_Type) || Py_IS_TYPE(fn, &PyWrapperDescr_Type)))
+        return em_sym_method(T, fn, base, method, out, self); /* d.__or__: the slot's operation on base */
     return em_trace_fail(T, EMA_ATTR, "%s of %s", PyUnicode_AsUTF8(name), em_sym_describe(base));
 }
 

@@ -169,6 +169,12 @@ int em_identity_key(PyObject *k);
 /* Whether key is such an object known by identity (a by-identity OBJ sym): looked up as itself. */
 int em_key_by_id(const EmSym *key);
 int em_key_of_frame(const EmSym *key);
+/* s as a dict key or set item: a tuple made while tracing of constants (hashed by value) is
+ * that constant tuple; anything else is s. NULL with an exception on error. */
+EmSym *em_sym_hashable(EmTracer *T, EmSym *s);
+/* x is of a type that does not hash (a list, dict or set; a class setting __hash__ = None):
+ * Python's TypeError raised in the trace; CALL_NEXT for anything else (em_cont.c). */
+EmStatus em_unhashable(EmTracer *T, EmSym *x);
 EmStatus em_lazy_dict_get_keyed(EmTracer *T, EmSym *d, EmSym *key, int *found, EmSym **out);
 EmStatus em_dict_set(EmSym *d, PyObject *key, EmSym *v);
 /* The key of dict sym d that key sym k is: a constant's value, or for an object hashed by

@@ -1505,3 +1505,129 @@ def test_container_subclass_instances_of_the_frame_given_to_builtins_that_iterat
     exact_graph(f, randn(2), _Nums([1, 2]), _Tagset([3, 4]))
     cf = ember.compile(f)
     assert_same(cf(randn(2), _Nums([5]), _Tagset([0])), f(randn(2), _Nums([5]), _Tagset([0])))
+
+
+def test_dict_union_operators_and_their_dunder_methods():
+    """d | e, d |= e (any mapping or pairs), d.__or__(e), dict.__ior__(d, e), d.__eq__(e) on dicts
+    made in the trace; d | 1 raises TypeError and d.__or__(1) is NotImplemented, as in eager."""
+    def f(x):
+        d1, d2 = dict({"a": 1, "b": 2}), {"b": 3, "c": 4}
+        try:
+            d1 | 1
+        except TypeError as e:
+            msg = str(e)
+        d3 = d1.copy()
+        d3 |= d2
+        d4 = d1.copy()
+        d4.__ior__(d2)
+        d5 = d1.copy()
+        d5 |= [("z", 0)]
+        return (x + 1, d1 | d2, d2.__or__(d1), dict.__or__(d1, d2), msg, d3, d4, dict.__ior__(d1.copy(), d2), d5,
+                d1.__or__(1), d1.__eq__(d2), d1.__ne__(d2), list(d1.__iter__()))
+
+    exact_graph(f, randn(2))
+
+
+def test_builtin_methods_given_arguments_they_cannot_take_raise_typeerror():
+    """d.items(1), l.append(), d.pop(): Python's TypeError (its message) raised in the trace."""
+    def f(x):
+        d, lst, msgs = {"a": 1}, [1], []
+        for call in (lambda: d.items(1), lambda: lst.append(), lambda: d.pop(), lambda: d.get()):
+            try:
+                call()
+            except TypeError as e:
+                msgs.append(str(e))
+        return x + len(msgs), msgs
+
+    exact_graph(f, randn(2))
+
+
+def test_tuples_made_in_the_trace_as_dict_keys_and_set_items():
+    """A tuple of constants made in the trace hashes by value: a dict key or set item like the
+    constant tuple (d.items() yields such tuples)."""
+    def f(x):
+        d = {"a": 1, "b": 2}
+        s = set(d.items())
+        k = (str(len(d)), 1)
+        e = {k: x}
+        e[("2", 1)] = e[k] + 1
+        return s == {("a", 1), ("b", 2)}, ("a", 1) in s, e[k], len(e), k in e
+
+    exact_graph(f, randn(2))
+
+
+class _PlainSet(set):
+    pass
+
+
+@pytest.mark.parametrize("op", ["or_", "and_", "xor", "sub", "ior", "isub", "lt", "le", "eq", "ne"])
+def test_dict_views_with_set_subclass_instances(op):
+    """keys()/items() views against an instance of a set subclass made in the trace (which keeps
+    set's operators): the view's set operations and comparisons, plain sets or bools as in eager."""
+    import operator
+    fn = getattr(operator, op)
+
+    def f(x):
+        keys = {"one": 1, "two": 2, "three": 3}.keys()
+        items = {"one": 1}.items()
+        s = _PlainSet({"one", "four"})
+        return x + 1, fn(keys, s), fn(s, keys), fn(items, _PlainSet({("one", 1)}))
+
+    exact_graph(f, randn(2))
+
+
+def test_unhashable_keys_raise_typeerror_as_eager():
+    """A set, list or dict used as a dict key or set item (a set of constants too, which the
+    trace holds as a constant) raises Python's TypeError: never a dict keyed by a set."""
+    def f(x):
+        s, out = {1}, []
+        for k in (s, [1], {}):
+            for use in (lambda: {}.__setitem__(k, 1), lambda: {1: 2}.get(k), lambda: {1}.add(k),
+                        lambda: dict.fromkeys([k]), lambda: k in {1: 2}):
+                try:
+                    out.append(repr(use()))
+                except TypeError as e:
+                    out.append(str(e))
+        d = {}
+        try:
+            d[s] = 1
+        except TypeError as e:
+            out.append(str(e))
+        return x + 1, out, d
+
+    x = randn(2)
+    assert_same(ember.compile(f)(x), f(x))
+
+
+def test_a_set_as_a_dict_key_raises_in_one_graph():
+    def g(x):
+        d, s, out = {}, {1}, []
+        try:
+            d[s] = 1
+        except TypeError as e:
+            out.append(str(e))
+        try:
+            d.setdefault([1])
+        except TypeError as e:
+            out.append(str(e))
+        return x + 1, out, d
+
+    exact_graph(g, randn(2))
+
+
+class _Shown:
+    def __init__(self, v):
+        self.v = v
+
+    def __repr__(self):
+        return f"_Shown({self.v})"
+
+
+def test_fstrings_of_user_objects_use_their_str_and_repr():
+    from torch.utils._ordered_set import OrderedSet
+
+    def f(x):
+        a, p = OrderedSet([1, 2]), _Shown(3)
+        return x + 1, f"{a} != {p} {p!r} {p!s} {a!r}"
+
+    exact_graph(f, randn(2))
