@@ -469,9 +469,28 @@ def _numpy_pure(fn):
     return getattr(fn, "__name__", None) not in _NUMPY_EFFECTS
 
 
+# torch's setters of global or thread state (torch.set_num_threads, torch._C._set_default_dtype,
+# autocast and sdp flags, the dispatch and torch-function stacks...): they run at a graph break.
+# The trace models the state it reads (grad mode, autocast, default dtype) only through the
+# calls it knows (set_grad_enabled, autocast contexts: em_ctx.c); as a graph op such a setter
+# would also run while tracing and leave later ops inferred for the state before it.
+_STATE_SETTER = re.compile(r"^_?(set|push|pop|enter|exit)_")
+
+
+def _state_setter(fn):
+    if not isinstance(fn, (types.BuiltinFunctionType, types.FunctionType)):
+        return False
+    mod = getattr(fn, "__module__", None) or ""  # a method bound to a tensor has none
+    name = getattr(fn, "__name__", "")
+    return isinstance(mod, str) and (mod == "torch" or mod.startswith("torch.")) and isinstance(name, str) and \
+        bool(_STATE_SETTER.match(name))
+
+
 def _classify(fn):
     if isinstance(fn, enum.EnumMeta) and type(fn).__call__ is enum.EnumMeta.__call__:
         return CONST  # E(1): the member of that value (looked up, nothing made)
+    if _state_setter(fn):
+        return ABORT
     if _numpy_pure(fn):
         return CONST
     if isinstance(fn, type):
@@ -872,7 +891,8 @@ def meta_parameter(m, requires_grad):
 # stores and ndarray attributes, and the conversion of an ndarray leaving the trace
 from ._np import (attr_info as np_attr_info, function as np_function, operator_wrapper as np_operator,  # noqa: E402
                   setitem_wrapper as np_setitem, to_numpy, to_numpy_scalar, probe as np_probe, Arr as NpArr,
-                  scalar_type as np_scalar_type, from_numpy as np_from_numpy)
+                  scalar_type as np_scalar_type, from_numpy as np_from_numpy,
+                  contiguous_wrapper as np_contiguous)
 
 
 _ARITY = {}

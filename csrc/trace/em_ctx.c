@@ -313,6 +313,25 @@ EmStatus em_ctx_exit_input(EmTracer *T, EmSym *fn, EmSym **args, int nargs, EmSy
     return *out ? EM_OK : EM_ERR;
 }
 
+EmStatus em_known_set_grad(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (n != 1 || kwnames) return CALL_NEXT;
+    if (all[0]->kind != SYM_CONST || !PyBool_Check(all[0]->obj))
+        return em_trace_fail(T, EMA_VALUE, "torch._C._set_grad_enabled of a %s", em_sym_describe(all[0]));
+    int g = all[0]->obj == Py_True;
+    PyObject *r = PyObject_CallOneArg(em_state.set_grad_enabled, all[0]->obj);
+    if (!r) return EM_ERR;
+    Py_DECREF(r);
+    if (g != T->grad) {
+        if (T->ctx_open.len) T->grad_set_in_with = 1;
+        T->grad = g;
+        if (record_grad(T, g) != EM_OK) return EM_ERR;
+    }
+    *out = em_sym_const(T, Py_None);
+    return *out ? EM_OK : EM_ERR;
+}
+
 /* ctx(fn): a context object made while tracing and not yet entered, used as a decorator
  * (@torch.no_grad()): a partial of _rules.ctx_decorated(spec, fn), which calls fn inside a fresh
  * context made like it, as torch's decorator wrapper does. */

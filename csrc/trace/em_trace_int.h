@@ -583,6 +583,9 @@ EmStatus em_known_tensor_layout(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all
 EmStatus em_known_tensor_numpy(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 EmStatus em_known_from_numpy(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 EmStatus em_known_torch_tensor(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
+/* torch._C._set_grad_enabled(mode) called directly (a context's __exit__ inlined): the
+ * trace's grad mode changes with the real one, recorded as a graph call (em_ctx.c). */
+EmStatus em_known_set_grad(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 /* len(a) of an ndarray sym (em_sym_np.c). */
 EmStatus em_np_len(EmTracer *T, EmSym *a, EmSym **out);
 /* NumPy on tensors (em_sym_np.c). em_np_call: wrapper (an ember._np.NpCall) called on args,

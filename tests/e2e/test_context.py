@@ -400,3 +400,47 @@ def test_requires_grad_of_a_tensor_made_before_a_no_grad_block():
     x = torch.randn(3, 1, requires_grad=True)
     y = torch.randn(3, 3)
     assert ember.compile(f)(x, y) == f(x, y)
+
+
+def _nested_opposite_blocks_with_break(x):
+    with torch.no_grad():
+        with torch.enable_grad():
+            print("break")
+            a = torch.is_grad_enabled()
+        b = torch.is_grad_enabled()
+    y = x.sum()
+    return y.requires_grad, a, b, torch.is_grad_enabled()
+
+
+def _c_setter_then_context(x):
+    torch._C._set_grad_enabled(False)  # what enable_grad.__exit__ calls, inlined
+    torch.set_grad_enabled(True)
+    return x * 2, torch.is_grad_enabled()
+
+
+@pytest.mark.parametrize("fn", [_nested_opposite_blocks_with_break, _c_setter_then_context])
+def test_grad_mode_after_direct_setter_calls_is_eagers(fn, capsys):
+    """torch._C._set_grad_enabled called directly (a context's __exit__ traced in a resume
+    function) changes the trace's grad mode too: the grad mode every later op sees, and the one
+    left after the call, are eager's."""
+    x = randn(3, requires_grad=True)
+    want = fn(x)
+    assert torch.is_grad_enabled()
+    got = ember.compile(fn)(x)
+    assert torch.is_grad_enabled(), "the compiled call left grad mode off"
+    assert str(got) == str(want)
+
+
+def _state_setters(x):
+    n = torch.get_num_threads()
+    torch.set_num_threads(n)
+    torch._C._set_cudnn_benchmark(torch.backends.cudnn.benchmark)
+    return x + 1
+
+
+def test_torch_state_setters_break_the_graph():
+    """Setters of torch's global state run in Python at a graph break (never recorded as graph
+    ops that would also run while tracing)."""
+    x = randn(3)
+    torch.testing.assert_close(ember.compile(_state_setters)(x), x + 1)
+    assert counters()["breaks"] >= 1 and counters()["aborts"] == 0
