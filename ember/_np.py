@@ -163,13 +163,18 @@ class Arr:
 _PROBE_NUMEL = 1 << 22
 
 
+def _zeros_as(meta):
+    """Zeros of meta's shape, dtype and strides (results follow their arguments' layouts)."""
+    return torch.empty_strided(meta.shape, meta.stride(), dtype=meta.dtype).zero_()
+
+
 def _stand_in(v, depth=0):
-    """A probe's argument: an ndarray or a tensor of the meta tensor's shape and dtype whose
-    elements are all one zero (no memory), tuples and lists item by item."""
+    """A probe's argument: an ndarray or a tensor of the meta tensor's shape, dtype and strides
+    holding zeros, tuples and lists item by item."""
     if isinstance(v, Arr):
-        return torch.zeros((), dtype=v.meta.dtype).expand(v.meta.shape).numpy()
+        return _zeros_as(v.meta).numpy()
     if isinstance(v, torch.Tensor):
-        return torch.zeros((), dtype=v.dtype).expand(v.shape)
+        return _zeros_as(v)
     if depth < 8 and type(v) in (tuple, list):
         return type(v)(_stand_in(x, depth + 1) for x in v)
     return v
@@ -186,24 +191,36 @@ def _numel(v, depth=0):
 
 
 def _agrees(r, meta):
-    """numpy's result r has the dtypes and shapes of torch._numpy's (meta tensors, tuples of them)."""
+    """How numpy's result r compares with torch._numpy's (meta tensors, tuples of them): 0 other
+    dtypes, shapes or layouts; 1 the same; 2 the same once torch's is made C-contiguous (a
+    fresh C-ordered array where torch keeps its argument's layout: a.T.copy())."""
     if isinstance(meta, torch.Tensor):
         try:
             dt = torch.empty((), dtype=meta.dtype).numpy().dtype
         except TypeError:  # bfloat16...: no numpy dtype
-            return False
-        return isinstance(r, (np.ndarray, np.generic)) and r.dtype == dt and tuple(r.shape) == tuple(meta.shape)
+            return 0
+        if not isinstance(r, (np.ndarray, np.generic)) or r.dtype != dt or tuple(r.shape) != tuple(meta.shape):
+            return 0
+        same = [r.strides[d] == meta.stride(d) * r.itemsize for d in range(meta.dim())]
+        fresh_c = isinstance(r, np.ndarray) and r.flags.c_contiguous and r.flags.owndata
+        if all(same) or (not fresh_c and all(s or meta.shape[d] <= 1 for d, s in enumerate(same))):
+            return 1
+        return 2 if fresh_c else 0
     if type(meta) in (tuple, list):
-        return type(r) in (tuple, list) and len(r) == len(meta) and all(_agrees(a, b) for a, b in zip(r, meta))
-    return meta is None
+        if type(r) not in (tuple, list) or len(r) != len(meta):
+            return 0
+        ks = [_agrees(a, b) for a, b in zip(r, meta)]
+        return 1 if all(k == 1 for k in ks) else 0
+    return int(meta is None)
 
 
 def probe(w, args, kwargs, meta=None):
     """What eager numpy gives for wrapper w's call on values of these shapes and dtypes (Arr:
     an ndarray; a meta tensor: a torch tensor, which numpy functions take in ways of their own:
     converted, or through the tensor's methods): "array" (arrays, or tuples and lists of them),
-    "scalar" (a numpy scalar), "mismatch" (either, of other dtypes or shapes than meta, the
-    result torch._numpy gives), "other" (anything else: a tensor...), "error" (it raised), or
+    "scalar" (a numpy scalar), "array_c" (an array torch._numpy's is once made C-contiguous),
+    "mismatch" (either, of other dtypes, shapes or layouts than meta, the result torch._numpy
+    gives), "other" (anything else: a tensor...), "error" (it raised), or
     "skip" (too large to run, or w writes into its argument). The values are zeros: a result
     that depends on them is found as it would be for any values only for its type, which is
     what is asked."""
@@ -223,7 +240,19 @@ def probe(w, args, kwargs, meta=None):
         kind = "array"
     else:
         return "other"
-    return kind if meta is None or _agrees(r, meta) else "mismatch"
+    if meta is None:
+        return kind
+    return {0: "mismatch", 1: kind, 2: "array_c"}[_agrees(r, meta)]
+
+
+def _c_copy(a):
+    return tnp.ndarray(a.tensor.clone(memory_format=torch.contiguous_format))
+
+
+def contiguous_wrapper():
+    """The wrapper copying an array into C order, strides of size-1 dimensions too (numpy's
+    fresh result where torch's keeps its argument's layout)."""
+    return _wrapper(("c",), _c_copy, "np_c_copy", None)
 
 
 def scalar_type(meta):

@@ -193,9 +193,16 @@ EmStatus em_np_call(EmTracer *T, PyObject *wrapper, EmSym **args, int n, PyObjec
         st = em_trace_fail(T, EMA_NOT_IN_GRAPH, "a numpy call whose torch._numpy result differs in dtype or shape");
     else if (plain && strcmp(k, "array") && strcmp(k, "scalar"))
         st = em_trace_fail(T, EMA_NOT_IN_GRAPH, "a numpy call given a tensor (eager numpy's result: %s)", k);
-    int scalar = zero_dim && !strcmp(k, "scalar");
+    int scalar = zero_dim && !strcmp(k, "scalar"), contig = !strcmp(k, "array_c") && r->kind == SYM_TENSOR;
     Py_DECREF(kind);
     if (st != EM_OK) return st;
+    if (contig) { /* numpy made a fresh C-ordered array where torch kept the argument's layout */
+        PyObject *w = np_helper("np_contiguous", PyTuple_New(0));
+        EmSym *a = w ? ndarray_of(T, r) : NULL;
+        st = a ? em_np_call(T, w, &a, 1, NULL, out) : EM_ERR;
+        Py_XDECREF(w);
+        return st;
+    }
     if ((st = result_of(T, r, args, n, out)) != EM_OK) return st;
     return scalar && (*out)->items.data[0] == r ? make_scalar(T, *out) : EM_OK;
 }

@@ -27,6 +27,7 @@ import dataclasses
 import io
 import math
 
+import numpy as np
 import torch
 import ember
 
@@ -630,7 +631,7 @@ class Generator:
     def statement(self, depth):
         env = self.env(self.snaps)
         w = [("tensor", 30), ("binary", 18), ("view", 12), ("inplace", 10), ("scalar", 8), ("container", 10),
-             ("object", 5), ("closure", 4), ("global", 4), ("gbreak", 8), ("raise", 2), ("misc", 8)]
+             ("object", 5), ("closure", 4), ("global", 4), ("gbreak", 8), ("raise", 2), ("misc", 8), ("numpy", 4)]
         if self.module:
             w.append(("module", 12))
         if self.grad:
@@ -1017,6 +1018,31 @@ class Generator:
         if lst:
             opts += [[f"{v} = min({lst}, key=lambda e: e.numel())"], [f"{v} = sorted({lst}, key=lambda e: e.dim())[0]"],
                      [f"{self.fresh('l')} = [e for e in {lst} if isinstance(e, torch.Tensor) and e.numel() > 1]"]]
+        return self.pick(opts)
+
+    def s_numpy(self, env):
+        """NumPy on tensors (traced through torch._numpy): arrays, numpy functions, scalars,
+        writes through an array into its tensor, arrays back to tensors. Only operations torch
+        computes bit for bit as NumPy does (no transcendental functions, no float sums: their
+        last bits may differ, as under TorchDynamo)."""
+        t = self.pick(self.ftensors(env)) or self.pick(self.tensors(env))
+        if t is None:
+            return None
+        a, v, s = self.fresh("a"), self.fresh("t"), self.fresh("s")
+        src = f"{t}.detach().numpy()"
+        opts = [
+            [f"{a} = {src}", f"{v} = torch.from_numpy(np.abs({a} * 2) + 1) if {a}.dtype.kind == 'f' else {t}"],
+            [f"{a} = {src}", f"{s} = np.max({a}) if {a}.size else 0", f"{v} = {t} * 0 + torch.as_tensor({s})"],
+            [f"{a} = {src}", f"{v} = torch.from_numpy(np.where({a} > 0, {a}, {a} * 0.5)) if {a}.ndim else {t}"],
+            [f"{a} = {src}", f"{s} = ({a}.shape, {a}.ndim, {a}.dtype, len({a}) if {a}.ndim else 0)"],
+            [f"{a} = {src}", f"{s} = {a}.max(axis=0) if {a}.ndim else {a}.max()", f"{v} = torch.as_tensor({s}) + 1"],
+            [f"{a} = {t}.detach().clone().numpy()", f"{a} += 1", f"{v} = torch.from_numpy({a})"],
+            [f"{a} = {src}", f"{s} = {a}[0] if {a}.ndim else {a}.item()"],
+            [f"{a} = {src}", f"{v} = torch.tensor(np.concatenate([{a}.reshape(-1), {a}.reshape(-1)]))"],
+            [f"{a} = np.arange(3)", f"{v} = {t} + torch.from_numpy({a}).sum()"],
+            [f"{a} = {src}", f"print('np', {a}.shape, str({a}.dtype), file=OUT)", f"{v} = torch.as_tensor({a}.T.copy())"],
+            [f"{a} = {src}", f"{s} = bool(({a} > 0).any())"],
+        ]
         return self.pick(opts)
 
     def s_raise(self, env):

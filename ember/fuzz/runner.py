@@ -68,6 +68,13 @@ def compare(a, b, path, exact, seen=None, grads=False):
         if not _tensor_same(a, b, exact):
             raise Diff("value", f"{path}: values differ\n  eager:    {_short(a)}\n  compiled: {_short(b)}")
         return
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(a, (np.ndarray, np.generic)):  # the type was compared above
+        if a.dtype != b.dtype or np.shape(a) != np.shape(b):
+            raise Diff("dtype", f"{path}: {a.dtype}{np.shape(a)} vs {b.dtype}{np.shape(b)}")
+        if not _tensor_same(torch.as_tensor(np.array(a)), torch.as_tensor(np.array(b)), exact):
+            raise Diff("value", f"{path}: values differ\n  eager:    {_short(a)}\n  compiled: {_short(b)}")
+        return
     if isinstance(a, float):
         if not _float_same(a, b, exact):
             raise Diff("value", f"{path}: {a!r} vs {b!r}")

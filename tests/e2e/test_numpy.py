@@ -354,3 +354,18 @@ def test_len_and_iteration_of_a_zero_dim_array_raise_as_eager():
 
     with pytest.raises(TypeError):
         ember.compile(f)(randn(3))
+
+
+def layouts(x):
+    a = x.numpy()
+    b, c = a.T.copy(), np.copy(a.T)  # ndarray.copy: C order; np.copy: the argument's order
+    return torch.as_tensor(b), torch.as_tensor(c), a.T * 2, np.exp(a.T)
+
+
+def test_result_layouts_are_numpys():
+    x = randn(3, 4)
+    want = layouts(x)
+    got = ember.compile(layouts, fullgraph=True)(x)
+    for g, w in zip(got, want):
+        assert (g.stride() if isinstance(g, torch.Tensor) else g.strides) == \
+            (w.stride() if isinstance(w, torch.Tensor) else w.strides)

@@ -21,6 +21,9 @@ def _run_eager(src, path):
                 outs.append((model or mod.fn)(*mod.make_args(k)))
             except ValueError as e:  # deliberate raises
                 outs.append(e)
+            except (OverflowError, ZeroDivisionError, IndexError, KeyError, RuntimeError, TypeError) as e:
+                # the generator keeps a statement that raises these in some calls (Generator.try_add)
+                outs.append(e)
         return outs
     finally:
         gen.unload(mod)
