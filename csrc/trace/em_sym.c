@@ -675,6 +675,15 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
         s = wrap_tensor(T, v, slot, st);
     } else if (v == Py_None || v == Py_True || v == Py_False || v == Py_Ellipsis) {
         if (em_guard_check(T->P, EMG_ID, slot, v, 0) == 0) s = em_sym_const(T, v);
+    } else if (is_pure(v, 0) && !strcmp(tp->tp_name, "iinfo")) {
+        /* numpy.iinfo(dt): a new object per call, equal to none: guarded by its type and dtype */
+        PyObject *dt = PyObject_GetAttrString(v, "dtype"), *nm = dt ? PyUnicode_FromString("dtype") : NULL;
+        int32_t ds = nm ? em_guard_attr(T->P, slot, nm) : -1;
+        if (ds >= 0 && !em_guard_check(T->P, EMG_TYPE, slot, (PyObject *)tp, 0) &&
+            !em_guard_check(T->P, EMG_EQ, ds, dt, 0))
+            s = em_sym_const(T, v);
+        Py_XDECREF(dt);
+        Py_XDECREF(nm);
     } else if (is_pure(v, 0) || (PySet_CheckExact(v) && pure_set(v))) {
         /* a set of constants is guarded by its contents (the trace never mutates one it read) */
         if (em_guard_check(T->P, EMG_EQ, slot, v, 0) == 0) s = em_sym_const(T, v);

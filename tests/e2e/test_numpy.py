@@ -369,3 +369,17 @@ def test_result_layouts_are_numpys():
     for g, w in zip(got, want):
         assert (g.stride() if isinstance(g, torch.Tensor) else g.strides) == \
             (w.stride() if isinstance(w, torch.Tensor) else w.strides)
+
+
+def test_iinfo_arguments_equal_by_dtype_share_a_compile():
+    """numpy.iinfo(dt) is a new object per call: guarded by its dtype, not its identity."""
+    def f(a, info):
+        return a + info.max
+
+    cf = ember.compile(f)
+    a = torch.zeros(3, dtype=torch.int64)
+    for dt in (np.dtype(int), np.ones((1,), dtype=int).dtype, np.dtype("int64")):
+        torch.testing.assert_close(cf(a, np.iinfo(dt)), f(a, np.iinfo(dt)))
+    assert counters()["frames"] == 1
+    torch.testing.assert_close(cf(a, np.iinfo(np.int16)), f(a, np.iinfo(np.int16)))
+    assert counters()["frames"] == 2
