@@ -323,11 +323,9 @@ EmStatus em_known_set_grad(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int
     PyObject *r = PyObject_CallOneArg(em_state.set_grad_enabled, all[0]->obj);
     if (!r) return EM_ERR;
     Py_DECREF(r);
-    if (g != T->grad) {
-        if (T->ctx_open.len) T->grad_set_in_with = 1;
-        T->grad = g;
-        if (record_grad(T, g) != EM_OK) return EM_ERR;
-    }
+    if (g != T->grad && T->ctx_open.len) T->grad_set_in_with = 1;
+    T->grad = g;
+    if (record_grad(T, g) != EM_OK) return EM_ERR; /* also when unchanged: the program's call, as written */
     *out = em_sym_const(T, Py_None);
     return *out ? EM_OK : EM_ERR;
 }
