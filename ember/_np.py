@@ -154,10 +154,11 @@ def attr_info(meta, name):
 
 
 class Arr:
-    """In a probe's arguments: an ndarray of the trace (its meta tensor), not a tensor."""
+    """In a probe's arguments: an ndarray of the trace (its meta tensor), not a tensor; scalar:
+    one numpy gives as a numpy scalar."""
 
-    def __init__(self, meta):
-        self.meta = meta
+    def __init__(self, meta, scalar=False):
+        self.meta, self.scalar = meta, scalar
 
 
 _PROBE_NUMEL = 1 << 22
@@ -172,7 +173,8 @@ def _stand_in(v, depth=0):
     """A probe's argument: an ndarray or a tensor of the meta tensor's shape, dtype and strides
     holding zeros, tuples and lists item by item."""
     if isinstance(v, Arr):
-        return _zeros_as(v.meta).numpy()
+        a = _zeros_as(v.meta).numpy()
+        return a[()] if v.scalar else a
     if isinstance(v, torch.Tensor):
         return _zeros_as(v)
     if depth < 8 and type(v) in (tuple, list):

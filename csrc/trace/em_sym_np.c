@@ -102,7 +102,7 @@ static EmStatus result_of(EmTracer *T, EmSym *r, EmSym **args, int n, EmSym **ou
 static EM_NEW PyObject *probe_value(EmTracer *T, EmSym *s, int depth, EmStatus *st) {
     if (s->kind == SYM_NDARRAY) {
         PyObject *m = em_sym_meta(T, s->items.data[0]);
-        return m ? np_helper("NpArr", PyTuple_Pack(1, m)) : NULL;
+        return m ? np_helper("NpArr", PyTuple_Pack(2, m, s->pos ? Py_True : Py_False)) : NULL;
     }
     if (s->kind == SYM_TENSOR) return Py_XNewRef(em_sym_meta(T, s));
     if ((s->kind != SYM_TUPLE && s->kind != SYM_LIST) || s->seq_type || depth > 8) {
@@ -280,8 +280,13 @@ static EmStatus np_getattr(EmTracer *T, EmSym *a, PyObject *name, int method, Em
     PyObject *v = PyTuple_GET_ITEM(info, 1);
     EmStatus st;
     if (!kind) st = EM_ERR;
-    else if (!strcmp(kind, "method")) st = em_sym_method(T, v, a, method, out, self);
-    else if (!strcmp(kind, "graph")) st = em_np_call(T, v, &a, 1, NULL, out);
+    else if (!strcmp(kind, "method")) {
+        /* a numpy scalar's methods act on a temporary array of its value (s.fill(2) leaves s) */
+        EmSym *on = a;
+        st = a->pos ? copy_of(T, a->items.data[0], &on) : EM_OK;
+        if (st == EM_OK && a->pos) st = make_scalar(T, on);
+        if (st == EM_OK) st = em_sym_method(T, v, on, method, out, self);
+    } else if (!strcmp(kind, "graph")) st = em_np_call(T, v, &a, 1, NULL, out);
     else if (!strcmp(kind, "value")) st = meta_attr(T, a, n, v, out);
     else st = em_trace_fail(T, EMA_ATTR, "%s of a numpy ndarray", n);
     Py_DECREF(info);
@@ -329,6 +334,13 @@ static EmStatus np_items(EmTracer *T, EmSym *a, EmSym **out) {
 }
 
 static EmStatus np_setitem(EmTracer *T, EmSym *a, EmSym *key, EmSym *v) {
+    if (a->pos) { /* a numpy scalar is immutable */
+        PyObject *msg = PyUnicode_FromFormat("'%s' object does not support item assignment",
+                                             ((PyTypeObject *)a->seq_type)->tp_name);
+        EmStatus st = msg ? em_trace_raise_new(T, PyExc_TypeError, msg) : EM_ERR;
+        Py_XDECREF(msg);
+        return st;
+    }
     PyObject *w = np_helper("np_setitem", PyTuple_New(0));
     if (!w) return EM_ERR;
     EmSym *args[3] = {a, key, v}, *r = NULL;
@@ -434,12 +446,14 @@ EmStatus em_known_torch_tensor(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all,
     return st;
 }
 
-/* torch.from_numpy(a), torch.as_tensor(a) of an ndarray sym: its tensor (the same memory). */
+/* torch.from_numpy(a), torch.as_tensor(a) of an ndarray sym: its tensor (the same memory). A
+ * numpy scalar is no array: torch.as_tensor makes a tensor of its own (a copy; writes to it must
+ * not reach the immutable scalar), torch.from_numpy raises (left to Python). */
 EmStatus em_known_from_numpy(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
-    (void)T;
-    (void)fn;
-    (void)self;
     if (n != 1 || kwnames || all[0]->kind != SYM_NDARRAY) return CALL_NEXT;
+    if (all[0]->pos)
+        return fn->obj == EM_KNOWN(as_tensor) ? em_known_torch_tensor(T, fn, self, all, n, kwnames, out)
+                                              : em_trace_fail(T, EMA_CALL, "torch.from_numpy of a numpy scalar");
     *out = all[0]->items.data[0];
     return EM_OK;
 }

@@ -383,3 +383,27 @@ def test_iinfo_arguments_equal_by_dtype_share_a_compile():
     assert counters()["frames"] == 1
     torch.testing.assert_close(cf(a, np.iinfo(np.int16)), f(a, np.iinfo(np.int16)))
     assert counters()["frames"] == 2
+
+
+def scalar_made_a_tensor(x):
+    s = np.sum(x.numpy())
+    t = torch.as_tensor(s)
+    t += 1  # a tensor of its own: the numpy scalar stays
+    return s, t, torch.tensor(np.max(x.numpy()))
+
+
+def test_numpy_scalar_made_a_tensor_is_a_copy():
+    one_numpy_graph(scalar_made_a_tensor, torch.arange(4.0))
+
+
+def scalars_are_immutable(x):
+    s = np.sum(x.numpy())
+    s.fill(0)  # on a temporary array of its value
+    try:
+        s[()] = 5
+    except TypeError as e:
+        return s, str(e), s.astype(np.float64)
+
+
+def test_numpy_scalars_stay_immutable():
+    one_numpy_graph(scalars_are_immutable, torch.arange(4.0))
