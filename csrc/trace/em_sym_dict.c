@@ -167,7 +167,13 @@ static EM_NEW PyObject *view_iter_type(EmTracer *T, EmSym *s, int rev) {
     return em_iter_type_of(sample, rev);
 }
 
+/* view.__contains__, view.__iter__...: the view type's slot wrappers and methods, self = the view. */
+static EmStatus view_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
+    return em_sym_type_method(T, em_sym_known_type(base), base, name, method, out, self);
+}
+
 const EmSymOps em_view_ops = {
+    .getattr = view_attr,
     .getitem = em_sym_getitem_known,
     .contains = em_sym_contains_known,
     .items = view_items,

@@ -1631,3 +1631,12 @@ def test_fstrings_of_user_objects_use_their_str_and_repr():
         return x + 1, f"{a} != {p} {p!r} {p!s} {a!r}"
 
     exact_graph(f, randn(2))
+
+
+def test_dunder_methods_of_dict_views_made_in_the_trace():
+    def f(x):
+        d = {"a": 1, "b": 2}
+        k = d.keys()
+        return x + 1, k.__contains__("a"), k.__contains__("z"), list(k.__iter__()), list(d.items().__iter__())
+
+    exact_graph(f, randn(2))
