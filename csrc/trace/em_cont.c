@@ -901,10 +901,7 @@ int em_set_item_kind(const EmSym *x) {
 EmStatus em_unhashable(EmTracer *T, EmSym *x) {
     PyTypeObject *tp = em_sym_known_type(x);
     if (!tp || tp->tp_hash != PyObject_HashNotImplemented) return CALL_NEXT;
-    PyObject *msg = PyUnicode_FromFormat("unhashable type: '%s'", tp->tp_name);
-    EmStatus st = msg ? em_trace_raise_new(T, PyExc_TypeError, msg) : EM_ERR;
-    Py_XDECREF(msg);
-    return st;
+    return em_trace_raise_msg(T, PyExc_TypeError, "unhashable type: '%s'", tp->tp_name);
 }
 
 /* The index of x among set sym s's items, -1 when absent; -2 with *st set otherwise. */

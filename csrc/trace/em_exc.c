@@ -32,6 +32,16 @@ EmStatus em_trace_raise_new(EmTracer *T, PyObject *type, PyObject *arg) {
     return st;
 }
 
+EmStatus em_trace_raise_msg(EmTracer *T, PyObject *type, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    PyObject *msg = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
+    EmStatus st = msg ? em_trace_raise_new(T, type, msg) : EM_ERR;
+    Py_XDECREF(msg);
+    return st;
+}
+
 EmStatus em_trace_raise_pending(EmTracer *T, const char *what) {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);

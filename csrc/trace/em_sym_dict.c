@@ -115,11 +115,8 @@ static EmStatus dict_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *
     (void)fn;
     if (op == EMOP_OR && a->kind == SYM_DICT && tb && !PyType_IsSubtype(tb, &PyDict_Type)) {
         /* dict's | takes dicts only (b is no user object: em_sym_binop asked it first) */
-        PyObject *msg = PyUnicode_FromFormat("unsupported operand type(s) for |: '%s' and '%s'",
-                                             em_sym_known_type(a)->tp_name, tb->tp_name);
-        EmStatus st = msg ? em_trace_raise_new(T, PyExc_TypeError, msg) : EM_ERR;
-        Py_XDECREF(msg);
-        return st;
+        return em_trace_raise_msg(T, PyExc_TypeError, "unsupported operand type(s) for |: '%s' and '%s'",
+                                  em_sym_known_type(a)->tp_name, tb->tp_name);
     }
     if (op == EMOP_IOR && a->kind == SYM_DICT && b->kind != SYM_DICT) { /* |= updates from any mapping or pairs */
         EmSym *r = NULL;

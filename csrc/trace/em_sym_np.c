@@ -141,8 +141,7 @@ static EM_NEW PyObject *probe(EmTracer *T, PyObject *wrapper, EmSym **args, int 
                             : NULL;
     Py_XDECREF(pos);
     Py_XDECREF(kw);
-    if (r) *st = EM_OK;
-    else if (*st == EM_ABORT) *st = em_trace_fail(T, EMA_CALL, "a numpy call on values the trace cannot hand over");
+    if (r) *st = EM_OK; /* else EM_ABORT (em_meta_value recorded why) or EM_ERR */
     return r;
 }
 
@@ -311,10 +310,7 @@ static EmStatus np_items(EmTracer *T, EmSym *a, EmSym **out) {
     }
     const EmNode *node = &T->G->nodes.data[t->ref];
     if (node->ndim == 0 || a->pos) {
-        PyObject *msg = PyUnicode_FromString("iteration over a 0-d array");
-        EmStatus st = msg ? em_trace_raise_new(T, PyExc_TypeError, msg) : EM_ERR;
-        Py_XDECREF(msg);
-        return st;
+        return em_trace_raise_msg(T, PyExc_TypeError, "iteration over a 0-d array");
     }
     int64_t n = em_ir_sizes(T->G, node)[0];
     if (n > 1024) return em_trace_fail(T, EMA_VALUE, "iteration over a numpy ndarray of more than 1024 rows");
@@ -335,11 +331,8 @@ static EmStatus np_items(EmTracer *T, EmSym *a, EmSym **out) {
 
 static EmStatus np_setitem(EmTracer *T, EmSym *a, EmSym *key, EmSym *v) {
     if (a->pos) { /* a numpy scalar is immutable */
-        PyObject *msg = PyUnicode_FromFormat("'%s' object does not support item assignment",
-                                             ((PyTypeObject *)a->seq_type)->tp_name);
-        EmStatus st = msg ? em_trace_raise_new(T, PyExc_TypeError, msg) : EM_ERR;
-        Py_XDECREF(msg);
-        return st;
+        return em_trace_raise_msg(T, PyExc_TypeError, "'%s' object does not support item assignment",
+                                  ((PyTypeObject *)a->seq_type)->tp_name);
     }
     PyObject *w = np_helper("np_setitem", PyTuple_New(0));
     if (!w) return EM_ERR;
@@ -367,10 +360,7 @@ const EmSymOps em_ndarray_ops = {
 EmStatus em_np_len(EmTracer *T, EmSym *a, EmSym **out) {
     EmSym *t = a->items.data[0];
     if (T->G->nodes.data[t->ref].ndim == 0 || a->pos) {
-        PyObject *msg = PyUnicode_FromString("len() of unsized object");
-        EmStatus st = msg ? em_trace_raise_new(T, PyExc_TypeError, msg) : EM_ERR;
-        Py_XDECREF(msg);
-        return st;
+        return em_trace_raise_msg(T, PyExc_TypeError, "len() of unsized object");
     }
     return em_tensor_dim_size(T, t, 0, out);
 }

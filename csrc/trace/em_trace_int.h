@@ -358,6 +358,8 @@ void em_ctx_unwind(EmTracer *T);
  * stack and ip are set to it), 0 otherwise, -1 on error. */
 EmStatus em_trace_raise(EmTracer *T, PyObject *exc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 EmStatus em_trace_raise_new(EmTracer *T, PyObject *type, PyObject *arg);
+/* em_trace_raise_new of type with the message PyUnicode_FromFormat(fmt, ...). */
+EmStatus em_trace_raise_msg(EmTracer *T, PyObject *type, const char *fmt, ...);
 /* em_trace_raise of the Python exception pending now, which the same constants raise at run
  * time; the exception is cleared. */
 EmStatus em_trace_raise_pending(EmTracer *T, const char *what);
