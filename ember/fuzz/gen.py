@@ -1024,7 +1024,8 @@ class Generator:
         """NumPy on tensors (traced through torch._numpy): arrays, numpy functions, scalars,
         writes through an array into its tensor, arrays back to tensors. Only operations torch
         computes bit for bit as NumPy does (no transcendental functions, no float sums: their
-        last bits may differ, as under TorchDynamo)."""
+        last bits may differ, as under TorchDynamo; max over an array holding both zeros takes
+        them as np.abs'd values: torch.amax may give -0.0 where NumPy gives 0.0)."""
         t = self.pick(self.ftensors(env)) or self.pick(self.tensors(env))
         if t is None:
             return None
@@ -1032,10 +1033,10 @@ class Generator:
         src = f"{t}.detach().numpy()"
         opts = [
             [f"{a} = {src}", f"{v} = torch.from_numpy(np.abs({a} * 2) + 1) if {a}.dtype.kind == 'f' else {t}"],
-            [f"{a} = {src}", f"{s} = np.max({a}) if {a}.size else 0", f"{v} = {t} * 0 + torch.as_tensor({s})"],
+            [f"{a} = {src}", f"{s} = np.max(np.abs({a})) if {a}.size else 0", f"{v} = {t} * 0 + torch.as_tensor({s})"],
             [f"{a} = {src}", f"{v} = torch.from_numpy(np.where({a} > 0, {a}, {a} * 0.5)) if {a}.ndim else {t}"],
             [f"{a} = {src}", f"{s} = ({a}.shape, {a}.ndim, {a}.dtype, len({a}) if {a}.ndim else 0)"],
-            [f"{a} = {src}", f"{s} = {a}.max(axis=0) if {a}.ndim else {a}.max()", f"{v} = torch.as_tensor({s}) + 1"],
+            [f"{a} = {src}", f"{s} = np.abs({a}).max(axis=0) if {a}.ndim else np.abs({a}).max()", f"{v} = torch.as_tensor({s}) + 1"],
             [f"{a} = {t}.detach().clone().numpy()", f"{a} += 1", f"{v} = torch.from_numpy({a})"],
             [f"{a} = {src}", f"{s} = {a}[0] if {a}.ndim else {a}.item()"],
             [f"{a} = {src}", f"{v} = torch.tensor(np.concatenate([{a}.reshape(-1), {a}.reshape(-1)]))"],
