@@ -123,10 +123,11 @@ static PyObject *exc_resume_code(PyCodeObject *co, const EmBreakPlan *plan) {
     return r;
 }
 
-/* A loop that runs as plain Python at a break passes the resume function the locals the code
- * after it reads (live, filtered to those), as the loop leaves them: EM_OK unless one of those
- * may be unbound there (the loop deletes it, or first assigns it while it was unbound at the
- * loop's start). */
+/* A loop that runs as plain Python at a break passes the resume functions the locals the code
+ * after it reads (live, filtered to those), as the loop leaves them, and, inside a try block,
+ * those the block's handler reads (an exception raised in the loop continues there): each
+ * flagged in *maybe when it may be unbound there (the loop deletes it, or first assigns it while
+ * it was unbound at the loop's start). */
 static EmStatus region_locals(EmTracer *T, PyCodeObject *co, const EmRegion *R, int *live, int *nlive,
                               uint8_t **maybe) {
     int n = co->co_nlocals;
@@ -136,6 +137,14 @@ static EmStatus region_locals(EmTracer *T, PyCodeObject *co, const EmRegion *R, 
     if (!stored || !deleted || !after || !*maybe) st = (PyErr_NoMemory(), EM_ERR);
     if (st == EM_OK) em_region_stores(co, R, stored, deleted, n);
     if (st == EM_OK && em_trace_locals_read(T, after, n, R->end)) st = EM_ERR;
+    int depths[EM_MAX_WITH];
+    EmTry t;
+    if (st == EM_OK && em_exc_chain(co, R->cover, depths, EM_MAX_WITH, &t) >= 0 && t.handler >= 0) {
+        char *caught = malloc((size_t)n + 1);
+        if (!caught || em_trace_locals_read(T, caught, n, t.handler)) st = caught ? EM_ERR : (PyErr_NoMemory(), EM_ERR);
+        for (int i = 0; st == EM_OK && i < n; i++) after[i] |= caught[i];
+        free(caught);
+    }
     int k = 0;
     for (int j = 0; st == EM_OK && j < *nlive; j++) /* only what the code after the loop reads */
         if (live[j] < n && after[live[j]]) {

@@ -82,10 +82,6 @@ int em_break_possible(PyCodeObject *co, int at, const EmRegion *R, const char **
         *why = "inside an except clause, or blocks of unexpected shape";
         return 0;
     }
-    if (t.handler >= 0 && R) {
-        *why = R->loop ? "a loop inside a try block" : "a comprehension inside a try block";
-        return 0;
-    }
     /* inside a loop: control that leaves X (or the comprehension) can come back to it */
     PyObject *bytes = em_code_bytes(co);
     if (!bytes) {

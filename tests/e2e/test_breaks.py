@@ -811,20 +811,151 @@ def test_variables_a_loop_binds_or_deletes_are_passed_on_as_the_loop_leaves_them
         compare(loop_deletes, randn(3), capsys=capsys)
 
 
-def loop_in_try(x):
+def loop_in_try(x, stop):
     y = x * 2
     try:
-        for i in range(2):
+        for i in range(3):
             print("at", i)
             y = y + x.sum().item()
+            if i == stop:
+                raise ValueError(i)
+    except ValueError as e:
+        y = y - e.args[0]
+    return y * 3
+
+
+def loop_in_try_finally(x, stop):
+    out = []
+    try:
+        for i in range(3):
+            print("at", i)
+            last = x + i
+            out.append(last)
+            if i == stop:
+                return out
+    finally:
+        out.append(x * 10)
+    return out, last
+
+
+def loop_in_with_in_try(x, stop):
+    y = x + 1
+    try:
+        with torch.no_grad():
+            for i in range(3):
+                y = y * 2
+                print("at", i)
+                if i == stop:
+                    raise KeyError(i)
+    except KeyError:
+        y = y - 100
+    else:
+        y = y + 100
+    return y, torch.is_grad_enabled()
+
+
+def loop_in_try_exception_escapes(x):
+    try:
+        for i in range(3):
+            print("at", i)
+            if i == 1:
+                raise RuntimeError("out of the loop")
     except ValueError:
-        y = y - 1
+        return x
+    return x * 2
+
+
+def loop_in_try_in_loop_in_try(x):
+    total = x * 0
+    try:
+        for j in range(2):
+            try:
+                for i in range(3):
+                    print("at", j, i)
+                    total = total + i
+                    if i == j + 1:
+                        raise IndexError(i)
+            except IndexError as e:
+                total = total * e.args[0]
+    except ValueError:
+        total = -total
+    return total
+
+
+def test_a_break_in_a_loop_inside_a_try_block(capsys):
+    """The loop runs as Python; an exception out of it continues at the handler in a resume
+    function (the frame is not run as plain Python)."""
+    for stop in (-1, 0, 2):
+        compare(loop_in_try, randn(3), stop, capsys=capsys)
+        assert_counts(aborts=0)
+        compare(loop_in_try_finally, randn(3), stop, capsys=capsys)
+        assert_counts(aborts=0)
+        compare(loop_in_with_in_try, randn(3, requires_grad=True), stop, capsys=capsys)
+        assert_counts(aborts=0)
+    # the handler's resume function re-raises what it does not catch: that frame runs as Python
+    with pytest.raises(RuntimeError, match="out of the loop"), pytest.warns(ember.EmberWarning):
+        ember.compile(loop_in_try_exception_escapes)(randn(3))
+    assert ember.testing.entries(loop_in_try_exception_escapes)[0]["break"]
+    compare(loop_in_try_in_loop_in_try, randn(3), capsys=capsys)
+    assert_counts(aborts=0)
+    reason = ember.testing.entries(loop_in_try)[0]["break"]
+    assert f":{line_of(loop_in_try, 'for i in range')}: a loop that runs as plain Python" in reason
+
+
+def loop_in_try_binds(x, n):
+    try:
+        for i in range(n):
+            print("at", i)
+            first = x + i
+            if i == 1:
+                raise ValueError
+    except ValueError:
+        return first * 2  # bound by the loop before the raise (unbound where the loop began)
+    return x
+
+
+def test_a_loop_inside_a_try_block_hands_its_variables_to_the_handler(capsys):
+    for n in (0, 1, 3):
+        compare(loop_in_try_binds, randn(3), n, capsys=capsys)
+        assert_counts(aborts=0)
+
+
+def _checked_item(x, i, stop):
+    print("at", i)
+    if i == stop:
+        raise ValueError(i)
+    return x * i
+
+
+def comprehension_in_try(x, stop):
+    try:
+        ys = [_checked_item(x, i, stop) for i in range(3)]
+    except ValueError as e:
+        return x - e.args[0]
+    return ys
+
+
+def test_a_break_in_a_comprehension_inside_a_try_block(capsys):
+    with warnings.catch_warnings():  # _checked_item's raise runs its resume function as Python
+        warnings.simplefilter("ignore", ember.EmberWarning)
+        for stop in (-1, 1):
+            compare(comprehension_in_try, randn(3), stop, capsys=capsys)
+            assert ember.testing.code_state(comprehension_in_try)["mode"] != "fallback"
+
+
+def break_in_except(x):
+    y = x * 2
+    try:
+        raise KeyError(0)
+    except KeyError:
+        print("at")
+        y = y + x.sum().item()
     return y
 
 
-def test_a_loop_inside_a_try_block_runs_the_frame_as_python(capsys):
+def test_a_break_inside_an_except_clause_runs_the_frame_as_python(capsys):
     with pytest.warns(ember.EmberWarning):
-        compare(loop_in_try, randn(3), capsys=capsys)
+        compare(break_in_except, randn(3), capsys=capsys)
     assert counters()["aborts"] >= 1
 
 
@@ -837,20 +968,20 @@ def test_fullgraph_and_strict_raise_for_break_in_loop(capsys):
     try:
         ember.config.strict = True
         with pytest.raises(ember.Unsupported):
-            ember.compile(loop_in_try)(randn(3))
+            ember.compile(break_in_except)(randn(3))
     finally:
         ember.config.strict = old
     assert capsys.readouterr().out == ""
 
 
-def test_loop_abort_warning_names_the_item_line(capsys):
+def test_abort_warning_names_the_line(capsys):
     with pytest.warns(ember.EmberWarning) as record:
-        compare(loop_in_try, randn(3), capsys=capsys)
+        compare(break_in_except, randn(3), capsys=capsys)
     texts = [str(w.message) for w in record]
-    line = line_of(loop_in_try, 'print("at"')
-    assert any("`loop_in_try` (" in t and f"test_breaks.py:{line})" in t for t in texts), texts
-    reason = str(ember.testing.code_state(loop_in_try)["reason"])  # the details (EMBER_LOGS=breaks)
-    assert f":{line}:" in reason and "a loop inside a try block" in reason
+    line = line_of(break_in_except, 'print("at"')
+    assert any("`break_in_except` (" in t and f"test_breaks.py:{line})" in t for t in texts), texts
+    reason = str(ember.testing.code_state(break_in_except)["reason"])  # the details (EMBER_LOGS=breaks)
+    assert f":{line}:" in reason and "inside an except clause" in reason
 
 
 def no_grad_print(x, w):

@@ -231,15 +231,15 @@ def test_compile_module_item_breaks_the_graph_and_is_correct():
 
 
 class ItemInLoop(nn.Module):
-    """Reads a tensor value inside a loop body in a try block: no graph break there, plain Python."""
+    """Reads a tensor value inside a loop in an except clause: no graph break there, plain Python."""
 
     def forward(self, x):
         total = 0.0
         try:
+            raise KeyError(0)
+        except KeyError:  # a break inside an except clause: no graph break there
             for i in range(3):
                 total = total + x[i].sum().item()
-        finally:
-            pass
         return x * total
 
 
@@ -249,7 +249,7 @@ def test_compile_module_fallback_warns_and_is_correct():
     x = randn(5, 4)
     with pytest.warns(ember.EmberWarning, match="could not compile `ItemInLoop.forward`"):
         got = cm(x)
-    assert "a loop inside a try block" in str(ember.testing.code_state(m)["reason"])
+    assert "inside an except clause" in str(ember.testing.code_state(m)["reason"])
     torch.testing.assert_close(got, m(x), rtol=0, atol=0)
     assert counters()["aborts"] == 1
     assert counters()["frames"] == 0
@@ -726,11 +726,11 @@ def test_strict_config_raises_unsupported():
 
 def item_in_loop(x):
     total = 0.0
-    try:  # a loop inside a try block: no graph break there
+    try:
+        raise KeyError(0)
+    except KeyError:  # a break inside an except clause: no graph break there
         for i in range(2):
             total += x[i].item()
-    finally:
-        pass
     return total
 
 
@@ -782,30 +782,30 @@ def test_fallback_warning_points_at_call_site():
 _LIBRARY_SRC = """
 def item_loop_a(x):
     total = 0.0
-    try:  # a loop inside a try block: no graph break there
+    try:
+        raise KeyError(0)
+    except KeyError:  # a break inside an except clause: no graph break there
         for i in range(2):
             total += x[i].item()
-    finally:
-        pass
     return x * total
 
 
 def item_loop_b(x):
     total = 0.0
     try:
+        raise KeyError(0)
+    except KeyError:  # a break inside an except clause: no graph break there
         for i in range(2):
             total += x[i].item()
-    finally:
-        pass
     return x - total
 
 
 def print_loop(x):
     try:
+        raise KeyError(0)
+    except KeyError:  # a break inside an except clause: no graph break there
         for i in range(2):
             print(end="")
-    finally:
-        pass
     return x + 1
 
 
@@ -873,7 +873,7 @@ def test_breaks_log_has_the_details_the_warning_leaves_out(library, capfd, no_lo
     err = [ln for ln in capfd.readouterr().err.splitlines() if ln.startswith("[ember:breaks]")]
     for fn in ("item_loop_a", "item_loop_b"):  # every frame, not once per reason
         (ln,) = [ln for ln in err if f"] {fn} (" in ln]
-        assert "ember_test_library/core.py" in ln and "Tensor.item" in ln and "a loop inside a try block" in ln
+        assert "ember_test_library/core.py" in ln and "Tensor.item" in ln and "inside an except clause" in ln
 
 
 def test_warnings_raised_while_tracing_are_not_shown(monkeypatch, xy):
@@ -1017,11 +1017,11 @@ def test_warning_from_code_whose_globals_have_no_loader(tmp_path):
     path = str(tmp_path / "hand_run.py")
     src = ("def f(x):\n"
            "    try:\n"
+           "        raise KeyError(0)\n"
+           "    except KeyError:\n"
            "        for i in range(2):\n"
            "            print(end='')\n"
            "            x = x + i\n"
-           "    finally:\n"
-           "        pass\n"
            "    return x\n"
            "def run(cf, x):\n"
            "    return cf(x)\n")
@@ -1045,10 +1045,10 @@ def test_warning_in_a_script_read_from_stdin():
     src = ("import torch, ember\n"
            "def f(x):\n"
            "    try:\n"
+           "        raise KeyError(0)\n"
+           "    except KeyError:\n"
            "        for i in range(2):\n"
            "            x = x + float(x.sum().item())\n"
-           "    finally:\n"
-           "        pass\n"
            "    return x\n"
            "print(ember.compile(f)(torch.ones(2)).tolist())\n")
     r = subprocess.run([sys.executable, "-"], input=src, capture_output=True, text=True, cwd=root,
