@@ -10,14 +10,53 @@
 #include "../pyver/em_state.h"
 #include "em_rec.h"
 
+/* exc raised while T->handled is handled: exc.__context__ is it, as CPython sets it, cutting
+ * the handled exception's context chain where it reaches exc (no new cycle; an old cycle ends
+ * the walk). 0; -1 when the handled exception is not an object the trace has (one of the
+ * frame's: the context of a constant cannot name it). */
+static int set_context(EmTracer *T, PyObject *exc) {
+    EmSym *h = T->handled;
+    if (!h || !PyExceptionInstance_Check(exc)) return 0;
+    if (h->kind != SYM_CONST) return -1;
+    PyObject *hv = h->obj;
+    if (hv == exc || !PyExceptionInstance_Check(hv)) return 0;
+    PyObject *o = hv, *slow = hv;
+    for (int toggle = 0;;) {
+        PyObject *c = PyException_GetContext(o); /* new reference or NULL */
+        if (!c) break;
+        Py_DECREF(c); /* kept alive by o */
+        if (c == exc) {
+            PyException_SetContext(o, NULL);
+            break;
+        }
+        o = c;
+        if (o == slow) break; /* a cycle that was there before */
+        if (toggle) {
+            PyObject *s = PyException_GetContext(slow);
+            Py_XDECREF(s);
+            slow = s;
+        }
+        toggle = !toggle;
+    }
+    PyException_SetContext(exc, Py_NewRef(hv));
+    return 0;
+}
+
+/* exc raised (chain: a new raise, which sets its context; else a re-raise, which does not) */
+static EmStatus raise_obj(EmTracer *T, PyObject *exc, int chain, const char *detail) {
+    if (chain && set_context(T, exc))
+        return em_trace_fail(T, EMA_VALUE, "%s while an exception of the frame is handled", detail);
+    Py_XSETREF(T->exc, Py_NewRef(exc));
+    return em_trace_fail(T, EMA_VALUE, "%s", detail);
+}
+
 EmStatus em_trace_raise(EmTracer *T, PyObject *exc, const char *fmt, ...) {
     char detail[160];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(detail, sizeof(detail), fmt, ap);
     va_end(ap);
-    Py_XSETREF(T->exc, Py_NewRef(exc));
-    return em_trace_fail(T, EMA_VALUE, "%s", detail);
+    return raise_obj(T, exc, 1, detail);
 }
 
 EmStatus em_trace_raise_new(EmTracer *T, PyObject *type, PyObject *arg) {
@@ -111,14 +150,16 @@ EmStatus h_check_exc_match(EmTracer *T, const EmInstr *in) {
     return em_push(T, em_sym_const(T, m ? Py_True : Py_False));
 }
 
-static EmStatus raise_sym(EmTracer *T, EmSym *e) {
+/* raise e (chain: a new raise, not RERAISE or a bare `raise`) */
+static EmStatus raise_sym(EmTracer *T, EmSym *e, int chain) {
     if (e->kind == SYM_CONST && PyExceptionInstance_Check(e->obj)) {
         PyObject *r = PyObject_Repr(e->obj);
         const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
         if (!u) PyErr_Clear(); /* a repr for the message only */
-        EmStatus st = em_trace_raise(T, e->obj, "raise %s", u ? u : "?");
+        char detail[160];
+        snprintf(detail, sizeof(detail), "raise %s", u ? u : "?");
         Py_XDECREF(r);
-        return st;
+        return raise_obj(T, e->obj, chain, detail);
     }
     if ((e->kind == SYM_OBJ || e->kind == SYM_CONST) && PyExceptionClass_Check(e->obj))
         return em_trace_raise_new(T, e->obj, NULL);
@@ -128,7 +169,7 @@ static EmStatus raise_sym(EmTracer *T, EmSym *e) {
 /* RERAISE n pops the exception only (n > 0: the lasti n below it is read, not popped). */
 EmStatus h_reraise(EmTracer *T, const EmInstr *in) {
     NEED(1 + in->arg);
-    return raise_sym(T, POP());
+    return raise_sym(T, POP(), 0);
 }
 
 /* A with block left by an exception: exit(type, exc, tb) called, its result pushed (true
@@ -146,13 +187,42 @@ EmStatus h_with_except_start(EmTracer *T, const EmInstr *in) {
     return st == EM_OK ? em_push(T, r) : st;
 }
 
+/* a constant, or an exception class (known by identity) */
+static int const_exc(const EmSym *s) {
+    return s->kind == SYM_CONST || (s->kind == SYM_OBJ && PyExceptionClass_Check(s->obj));
+}
+
 EmStatus h_raise_varargs(EmTracer *T, const EmInstr *in) {
     NEED(in->arg);
     if (in->arg == 0) {
         if (!T->handled) return em_trace_fail(T, EMA_VALUE, "bare raise with no exception being handled");
-        return raise_sym(T, T->handled);
+        return raise_sym(T, T->handled, 0);
     }
     EmSym *cause = in->arg == 2 ? POP() : NULL, *e = POP();
-    (void)cause; /* __cause__ only shows in tracebacks: the real raise (an unhandled one) sets it */
-    return raise_sym(T, e);
+    if (!cause) return raise_sym(T, e, 1);
+    /* raise e from cause: e.__cause__ set (and __suppress_context__) on the exception raised */
+    if (!const_exc(cause) || !const_exc(e))
+        return em_trace_fail(T, EMA_VALUE, "raise from a %s", em_sym_describe(cause));
+    PyObject *c = cause->obj, *ev = e->obj;
+    if (PyExceptionClass_Check(ev) && !(ev = PyObject_CallNoArgs(ev))) return em_trace_raise_pending(T, "raise");
+    if (!PyExceptionClass_Check(ev)) Py_INCREF(ev);
+    if (!PyExceptionInstance_Check(ev)) {
+        Py_DECREF(ev);
+        return raise_sym(T, e, 1); /* what it raises (a TypeError) is not modelled */
+    }
+    if (PyExceptionClass_Check(c)) {
+        if (!(c = PyObject_CallNoArgs(c))) {
+            Py_DECREF(ev);
+            return em_trace_raise_pending(T, "raise from");
+        }
+    } else if (c == Py_None || PyExceptionInstance_Check(c)) {
+        c = c == Py_None ? NULL : Py_NewRef(c);
+    } else {
+        Py_DECREF(ev);
+        return em_trace_raise_msg(T, PyExc_TypeError, "exception causes must derive from BaseException");
+    }
+    PyException_SetCause(ev, c); /* steals c; sets __suppress_context__ */
+    EmSym *es = em_sym_const(T, ev);
+    Py_DECREF(ev);
+    return es ? raise_sym(T, es, 1) : EM_ERR;
 }

@@ -1875,6 +1875,10 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
         return class_attr(T, base, tp, descr, n, method, out, self);
     }
     if (descr && Py_IS_TYPE(descr, &PyMemberDescr_Type)) return slot_attr(T, base, name, n, out);
+    /* the C fields of builtin exceptions (args, __cause__, __context__): plain reads */
+    if (descr && Py_IS_TYPE(descr, &PyGetSetDescr_Type) && PyExceptionInstance_Check(o) &&
+        !(PyDescr_TYPE(descr)->tp_flags & Py_TPFLAGS_HEAPTYPE))
+        return slot_attr(T, base, name, n, out);
     if (descr && Py_TYPE(descr)->tp_descr_set)
         return em_trace_fail(T, EMA_ATTR, "%s.%s (property or descriptor)", tp->tp_name, n);
     if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
@@ -1976,7 +1980,9 @@ EmStatus em_sym_const_attr(EmTracer *T, EmSym *base, PyObject *name, int method,
         *out = d;
         return d ? EM_OK : EM_ERR;
     }
-    if (!is_pure(v, 0) && !PyCFunction_Check(v)) {
+    /* an exception's chain (__context__, __cause__) of exceptions the trace made or raised */
+    int chained = PyExceptionInstance_Check(base->obj) && PyExceptionInstance_Check(v);
+    if (!is_pure(v, 0) && !PyCFunction_Check(v) && !chained) {
         Py_DECREF(v);
         return em_trace_fail(T, EMA_ATTR, "%s.%s", Py_TYPE(base->obj)->tp_name, PyUnicode_AsUTF8(name));
     }

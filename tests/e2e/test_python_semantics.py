@@ -1640,3 +1640,75 @@ def test_dunder_methods_of_dict_views_made_in_the_trace():
         return x + 1, k.__contains__("a"), k.__contains__("z"), list(k.__iter__()), list(d.items().__iter__())
 
     exact_graph(f, randn(2))
+
+
+# ---------------------------------------------------------------------------
+# exception chains: __context__ and __cause__ as CPython sets them
+# ---------------------------------------------------------------------------
+
+
+def context_in_finally(x):
+    try:
+        try:
+            raise TypeError(1)
+        finally:
+            raise ValueError(2)
+    except ValueError as e:
+        exc = e
+    return x + 1, type(exc.__context__).__name__, exc.__context__.args, exc.__suppress_context__
+
+
+def context_in_nested_handlers(x):
+    seen = []
+    try:
+        try:
+            1 / 0
+        except ZeroDivisionError:
+            for kind in (KeyError, IndexError):
+                try:
+                    raise kind
+                except kind as e:
+                    seen.append(type(e.__context__).__name__)
+            raise
+    except ZeroDivisionError as z:
+        seen.append(z.__context__ is None)
+    return x * 2, seen
+
+
+def reraise_keeps_the_chain(x):
+    try:
+        try:
+            raise KeyError("a")
+        except KeyError as a_:
+            a = a_
+            try:
+                raise IndexError("b")
+            except IndexError as b_:
+                b = b_
+                raise a  # noqa: B904: a's context becomes b; b's chain no longer reaches a
+    except KeyError as e:
+        return x - 1, e is a, e.__context__ is b, b.__context__ is None
+
+
+def raise_from(x):
+    try:
+        try:
+            raise KeyError("k")
+        except KeyError as k:
+            raise ValueError("v") from k
+    except ValueError as e:
+        first = (type(e.__cause__).__name__, e.__suppress_context__, type(e.__context__).__name__)
+    try:
+        raise ValueError("w") from None
+    except ValueError as e:
+        second = (e.__cause__, e.__suppress_context__)
+    try:
+        raise ValueError from IndexError
+    except ValueError as e:
+        third = type(e.__cause__).__name__
+    return x + 3, first, second, third
+
+
+@pytest.mark.parametrize("fn", [context_in_finally, context_in_nested_handlers, reraise_keeps_the_chain, raise_from])
+def test_exception_chains_match_cpython(fn):
+    exact_graph(fn, randn(3))
