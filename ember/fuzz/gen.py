@@ -163,6 +163,8 @@ class Block:
         self.header = header
         self.body = body if body is not None else []
         self.orelse = orelse  # None or list
+        self.suffix = []  # statements after the filled body
+        self.handlers = []  # (header, statements) after the body: a try block's except/finally clauses
 
     def __repr__(self):
         return f"Block({self.header!r}, {self.body!r}, {self.orelse!r})"
@@ -179,8 +181,11 @@ def render_body(stmts, indent):
             out.append(pad + "_PROBE(locals())")
         elif isinstance(s, Block):
             out.append(pad + s.header)
-            inner = render_body(s.body, indent + 1)
+            inner = render_body(list(s.body) + s.suffix, indent + 1)
             out.extend(inner or [pad + "    pass"])
+            for header, stmts in s.handlers:
+                out.append(pad + header)
+                out.extend(render_body(stmts, indent + 1) or [pad + "    pass"])
             if s.orelse is not None:
                 out.append(pad + "else:")
                 out.extend(render_body(s.orelse, indent + 1) or [pad + "    pass"])
@@ -637,7 +642,7 @@ class Generator:
         if self.grad:
             w.append(("grad", 10))
         if depth < 2:
-            w += [("if", 8), ("loop", 5), ("with", 2)]
+            w += [("if", 8), ("loop", 5), ("with", 2), ("try", 3)]
         total = sum(x[1] for x in w)
         r = self.rng.uniform(0, total)
         for kind, wt in w:
@@ -982,6 +987,13 @@ class Generator:
             [f"def {g}():\n    yield {t}\n    yield {u}", f"{v} = list({g}())[-1]"],
             [f"def {g}():\n    yield {t}\n    yield {u}", f"{v} = next({g}())"],
             [f"{v} = helper(*[{t}, {s}])"], [f"{v} = helper(**{{'t': {t}, 's': {s}}})"],
+            [f"match {t}.shape:\n    case (n,):\n        {v} = {t} * n\n    case (1, m) | (m, 1):\n"
+             f"        {v} = {t} + m\n    case (n, *rest) if n > 2:\n        {v} = {t} - len(rest)\n"
+             f"    case _:\n        {v} = {t} * 2"],
+            [f"match {{'k': {s}, 'v': {t}}}:\n    case {{'k': 0 | 1 as k, **rest}}:\n        {v} = {t} + k\n"
+             f"    case {{'v': w, 'k': float(k)}} if k > 0:\n        {v} = w * k\n    case _:\n        {v} = {t} - 1"],
+            [f"match P({t}, {s}):\n    case P(a, b) if isinstance(b, int):\n        {v} = a + b\n"
+             f"    case P(a=a):\n        {v} = a * 3"],
             [f"{v} = {t}[...]"],
             [f"{v} = {t}.clone()", f"del {v}", f"{v} = {u}"],
             [f"if ({v} := {t}.sum()) is not None:\n    {self.fresh('s')} = 1"],
@@ -1125,6 +1137,26 @@ class Generator:
             blk.prefix = [f"{j} += 1"]
             return [f"{j} = 0", blk]
         return [Block(self.pick(opts), "FILL")]
+
+    def s_try(self, env):
+        """a try block around generated code (loops and breaks in it), its handler's path taken
+        when a call in it raises"""
+        t = self.pick(self.ftensors(env)) or self.pick(self.tensors(env))
+        if t is None:
+            return None
+        v, e = self.fresh("t"), self.fresh("e")
+        blk = Block("try:", "FILL")
+        form = self.rng.randrange(3)
+        if form == 2:
+            blk.handlers = [("finally:", ["G_LIST.append(2)"])]
+            return [blk]
+        blk.handlers = [(f"except ValueError as {e}:", [f"{v} = {t} + len(str({e}))"])] if form == 0 else \
+            [("except (ValueError, KeyError):", [f"{v} = {t} * 2", "G_LIST.append(3)"])]
+        if self.chance(0.6):
+            blk.suffix = [f"{self.fresh('t')} = opaque_raise({t}, {self.pick(['0.0', '0.5', '2.0'])})"]
+        if self.chance(0.3):
+            blk.orelse = "FILL"
+        return [blk]
 
     def s_with(self, env):
         return [Block(self.pick(["with torch.no_grad():", "with torch.enable_grad():",
