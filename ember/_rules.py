@@ -932,6 +932,22 @@ _ARITY_MESSAGE = re.compile(
     r"takes no keyword|missing required")
 
 
+def fresh_exception(e, _memo=None):
+    """A new exception equal to e, one made while tracing from constants: the graph's output
+    makes one per call, as each call of the Python code makes its own (its chain copied too)."""
+    import copy
+    memo = {} if _memo is None else _memo
+    if id(e) in memo:
+        return memo[id(e)]
+    new = memo[id(e)] = copy.copy(e)  # type(e)(*e.args), its __dict__ (ImportError's name)
+    if e.__cause__ is not None:
+        new.__cause__ = fresh_exception(e.__cause__, memo)
+    if e.__context__ is not None:
+        new.__context__ = fresh_exception(e.__context__, memo)
+    new.__suppress_context__ = e.__suppress_context__
+    return new
+
+
 def as_parameter(t):
     """Where an nn.Parameter made in the trace leaves it: the graph's tensor (a leaf, detached in
     the graph) made one in place, so that every reference to it, in the graph's other outputs

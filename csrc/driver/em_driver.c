@@ -227,7 +227,8 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
                           (em_is_method_load(plan.op, plan.arg) || (plan.op == EMBC_LOAD_GLOBAL && (plan.arg & 1)));
         if (pushes_null && plan.stack_after >= 2) plan.after_null[plan.stack_after - 2] = 1;
     }
-    int no_exit = R && R->loop && !R->exits; /* a loop that only returns or raises: no resume function */
+    /* a loop that only returns or raises, or a raise: no resume function */
+    int no_exit = (R && R->loop && !R->exits) || (!R && plan.op == EMBC_RAISE_VARARGS);
     if (!no_exit && !(rcode = resume_code(co, &plan, plan.next))) goto done;
     {
         int depths[EM_MAX_WITH];
@@ -295,6 +296,9 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
     if (st == EM_ABORT) {
         if (!(first_why = em_trace_abort_message(&T))) goto done;
         int at = T.abort_root_at;
+        /* an exception raised by the frame that left it through its with blocks and finally
+         * clauses: the break is at that raise (which runs them for real) */
+        if (T.exc && T.exc == T.raise_exc && T.raise_at >= 0) at = T.raise_at;
         const char *whynot = "the instruction cannot run on its own", *cwhy = NULL;
         EmInstr x;
         EmRegion R;

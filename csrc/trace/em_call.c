@@ -1017,8 +1017,47 @@ static EmStatus known_super(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, in
 
 /* str(o), repr(o) of a user object: its class's Python __str__ (else __repr__) or __repr__,
  * traced; its result must be a str. */
+/* str(e) or repr(e) of an exception of the frame whose type keeps BaseException's (or
+ * KeyError's) C __str__/__repr__: made from e.args, read through a guard, as those make it. */
+static EmStatus exc_text(EmTracer *T, PyObject *f, EmSym *e, EmSym **out) {
+    PyTypeObject *tp = Py_TYPE(e->obj), *base = (PyTypeObject *)PyExc_BaseException;
+    int is_str = f == EM_KNOWN(str);
+    int keyerr = is_str && tp->tp_str == ((PyTypeObject *)PyExc_KeyError)->tp_str;
+    if (is_str ? tp->tp_str != base->tp_str && !keyerr : tp->tp_repr != base->tp_repr) return CALL_NEXT;
+    PyObject *aname = PyUnicode_InternFromString("args");
+    EmSym *args = NULL, *unused = NULL;
+    EmStatus st = aname ? em_sym_getattr(T, e, aname, 0, &args, &unused) : EM_ERR;
+    Py_XDECREF(aname);
+    if (st != EM_OK) return st;
+    PyObject *av = em_sym_value(T, args);
+    if (!av || !PyTuple_Check(av) || !em_is_pure(av)) {
+        Py_XDECREF(av);
+        return PyErr_Occurred() ? EM_ERR
+                                : em_trace_fail(T, EMA_VALUE, "str() of an exception whose args are not constants");
+    }
+    /* the args are constants (guarded): the text is the real one */
+    PyObject *text = NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(av);
+    if (!is_str)
+        text = n == 1 ? PyUnicode_FromFormat("%s(%R)", _PyType_Name(tp), PyTuple_GET_ITEM(av, 0))
+                      : PyUnicode_FromFormat("%s%R", _PyType_Name(tp), av);
+    else if (n == 0) text = PyUnicode_FromString("");
+    else if (n == 1) text = keyerr ? PyObject_Repr(PyTuple_GET_ITEM(av, 0)) : PyObject_Str(PyTuple_GET_ITEM(av, 0));
+    else text = PyObject_Str(av);
+    Py_DECREF(av);
+    if (!text) return em_trace_raise_pending(T, "str() of an exception");
+    *out = em_sym_const(T, text);
+    Py_DECREF(text);
+    return *out ? EM_OK : EM_ERR;
+}
+
 static EmStatus known_str(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)self;
+    if (n == 1 && !kwnames && em_sym_type_guarded(all[0]) && PyExceptionInstance_Check(all[0]->obj) &&
+        (fn->obj == EM_KNOWN(str) || fn->obj == EM_KNOWN(repr))) {
+        EmStatus st = exc_text(T, fn->obj, all[0], out);
+        if (st != CALL_NEXT) return st;
+    }
     if (n != 1 || kwnames || !em_sym_user_operand(all[0])) return CALL_NEXT;
     PyTypeObject *tp = Py_TYPE(all[0]->obj);
     PyObject *s = _PyType_Lookup(tp, EM_STR(dunder_str)), *r = _PyType_Lookup(tp, EM_STR(dunder_repr));

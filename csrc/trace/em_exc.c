@@ -46,6 +46,8 @@ static int set_context(EmTracer *T, PyObject *exc) {
 static EmStatus raise_obj(EmTracer *T, PyObject *exc, int chain, const char *detail) {
     if (chain && set_context(T, exc))
         return em_trace_fail(T, EMA_VALUE, "%s while an exception of the frame is handled", detail);
+    if (!T->raised && !(T->raised = PyList_New(0))) return EM_ERR;
+    if (PyList_Append(T->raised, exc)) return EM_ERR;
     Py_XSETREF(T->exc, Py_NewRef(exc));
     return em_trace_fail(T, EMA_VALUE, "%s", detail);
 }

@@ -198,6 +198,8 @@ EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s) {
     return sym_value_at(T, s, 0, &left);
 }
 
+int em_is_pure(PyObject *v) { return is_pure(v, 0); }
+
 EmSym *em_sym_hashable(EmTracer *T, EmSym *s) {
     if (s->kind != SYM_TUPLE) return s;
     PyObject *v = em_sym_value(T, s);

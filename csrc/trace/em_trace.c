@@ -208,13 +208,24 @@ static EmStatus out_set(EmTracer *T, EmSym *s) {
     return push_out(T, (EmOut){.kind = OUT_SETCOPY, .obj = Py_NewRef(s->obj)});
 }
 
+/* An exception made while tracing (from constants): a new equal one per call
+ * (ember._rules.fresh_exception), one object wherever the tree names it. One the trace raised
+ * is not: eager's has a traceback. */
+static EmStatus out_exception(EmTracer *T, EmSym *s) {
+    int raised = T->raised ? PySequence_Contains(T->raised, s->obj) : 0;
+    if (raised < 0) return EM_ERR;
+    if (raised) return em_trace_fail(T, EMA_RETURN, "a %s raised while tracing", Py_TYPE(s->obj)->tp_name);
+    if (s->out_at >= 0) return same_out(T, s);
+    s->out_at = T->out.len;
+    EmStatus st = push_helper_call(T, "fresh_exception", 1);
+    return st == EM_OK ? push_out(T, (EmOut){.kind = OUT_CONST, .obj = Py_NewRef(s->obj)}) : st;
+}
+
 /* A constant, or an object of the frame (that very object, from its slot). */
 static EmStatus out_value(EmTracer *T, EmSym *s) {
     if (s->kind == SYM_CONST) {
         if (em_set_made(s)) return out_set(T, s); /* a fresh set per call, as Python makes */
-        /* an exception made while tracing is one object per trace: shared by every call */
-        if (PyExceptionInstance_Check(s->obj))
-            return em_trace_fail(T, EMA_RETURN, "a %s made while tracing", Py_TYPE(s->obj)->tp_name);
+        if (PyExceptionInstance_Check(s->obj)) return out_exception(T, s);
         if (PySet_CheckExact(s->obj)) return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src});
         return push_out(T, (EmOut){.kind = OUT_CONST, .obj = Py_NewRef(s->obj)});
     }
@@ -538,6 +549,10 @@ EmStatus em_trace_loop(EmTracer *T) {
         st = dispatch(T, &ins);
         EM_ASSERT(T->sp >= 0 && T->sp <= T->stack_cap, "stack depth %d of %d after %s", T->sp, T->stack_cap,
                   em_bc_names[ins.op]);
+        if (st == EM_ABORT && T->exc && T->depth == 0 && ins.op == EMBC_RAISE_VARARGS) {
+            T->raise_at = ins.at;
+            T->raise_exc = T->exc;
+        }
         if (st == EM_ABORT && T->exc) { /* a raise: does this frame handle it? */
             int c = em_trace_catch(T, ins.at);
             if (c < 0) return EM_ERR;
@@ -623,6 +638,49 @@ int em_trace_locals_read(EmTracer *T, char *read, int n, int from) {
     return 0;
 }
 
+/* Whether cell variable `slot` may be read (or deleted) by the frame's own code from code unit
+ * `from` on before it is stored: 1, 0, or -1 with an exception. Unbound at a break and not read
+ * first, it is handed on as the frame's empty cell (the resume function's free variable), which
+ * the code after the break fills. */
+static int cell_read_first(EmTracer *T, int slot, int from) {
+    char *seen = calloc((size_t)T->n_units + 1, 1);
+    int *work = malloc(sizeof(int) * (3 * (size_t)T->n_units + 3)), top = 0, found = 0;
+    if (!seen || !work) {
+        free(seen);
+        free(work);
+        PyErr_NoMemory();
+        return -1;
+    }
+    work[top++] = from;
+    while (top && !found) {
+        int at = work[--top];
+        if (at < 0 || at >= T->n_units || seen[at]) continue;
+        seen[at] = 1;
+        EmInstr in;
+        em_decode_op(T->bytes, T->n_units, at, &in);
+        int reads = in.op == EMBC_LOAD_DEREF || in.op == EMBC_DELETE_DEREF;
+#ifdef EMBC_LOAD_CLASSDEREF
+        reads |= in.op == EMBC_LOAD_CLASSDEREF;
+#endif
+#ifdef EMBC_LOAD_FROM_DICT_OR_DEREF
+        reads |= in.op == EMBC_LOAD_FROM_DICT_OR_DEREF;
+#endif
+        if (reads && in.arg == slot) found = 1;
+        if (in.op == EMBC_STORE_DEREF && in.arg == slot) continue; /* bound from here on */
+        int handler, depth, lasti, e = em_exc_entry(T->code, in.at, &handler, &depth, &lasti);
+        if (e < 0) {
+            found = 1; /* an exception table ember cannot read */
+            break;
+        }
+        if (e) work[top++] = handler;
+        if (em_bc_is_jump[in.op]) work[top++] = em_jump_target(&in);
+        if (!(em_bc_flags[in.op] & EMBCF_NO_FALLTHROUGH)) work[top++] = in.next;
+    }
+    free(seen);
+    free(work);
+    return found;
+}
+
 EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int **store_local, int **store_val,
                                 int *nstore, int **live, int *nlive) {
     int n = T->code->co_nlocals, k = 0, nslots = em_code_nlocalsplus(T->code) - em_code_nfree(T->code);
@@ -664,8 +722,12 @@ EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int *
         /* a cell variable unbound at the break: in the resume function it is a free variable,
          * whose unbound read raises NameError where the frame's raises UnboundLocalError */
         if (cell && (!s || (s->kind == SYM_CELL && s->pos != 1 && !s->items.len))) {
-            free(read);
-            return em_trace_fail(T, EMA_VALUE, "a cell variable unbound at a break");
+            int first = cell_read_first(T, i, T->brk.at);
+            if (first) {
+                free(read);
+                return first < 0 ? EM_ERR : em_trace_fail(T, EMA_VALUE, "a cell variable unbound at a break");
+            }
+            if (!s) continue; /* the transformed code's MAKE_CELL makes it empty */
         }
         if (!s) {
             if (T->arg_slots[i] >= 0) {
@@ -701,6 +763,7 @@ EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGr
     T->dyn_state = dyn_state;
     T->break_at = break_at;
     T->abort_root_at = -1;
+    T->raise_at = -1;
     T->G = G;
     T->P = P;
     T->code = code;
@@ -756,6 +819,7 @@ void em_trace_free(EmTracer *T) {
     Py_CLEAR(T->key_tokens);
     em_vec_free(&T->prog_cells);
     Py_CLEAR(T->exc);
+    Py_CLEAR(T->raised);
     for (int32_t i = 0; i < T->out.len; i++) Py_XDECREF(T->out.data[i].obj);
     em_vec_free(&T->out);
     em_vec_free(&T->input_slots);

@@ -92,6 +92,11 @@ typedef struct EmTracer {
     int broke;         /* the trace stopped at break_at (stack and locals kept) */
     EmInstr brk;       /* that instruction */
     int abort_root_at; /* code unit of the root instruction that aborted, -1 if none */
+    /* the root frame's last RAISE_VARARGS that raised (-1: none) and what it raised (kept alive
+     * by `raised`): an exception that then leaves the frame through with blocks and finally
+     * clauses breaks the graph there */
+    int raise_at;
+    PyObject *raise_exc;
     int retrace;       /* the trace changed what it read before (a lazy module initialized): the
                         * guards it made may not hold, the frame is traced again (em_driver.c) */
     int32_t *arg_slots; /* per local: guard slot of the argument it started as, or -1 */
@@ -121,6 +126,7 @@ typedef struct EmTracer {
      * value PUSH_EXC_INFO saves), NULL for none */
     PyObject *exc;
     EmSym *handled;
+    PyObject *raised; /* the exceptions raised in this trace (a list, owned; NULL: none) */
     /* symbolic sizes (em_sym_int.c): the expressions and relations, where each symbol is read
      * from, and per graph node its sizes: node_dims[r] is the first of its ndim expressions in
      * dim_exprs, EM_DIMS_STATIC (its traced sizes) or EM_DIMS_UNKNOWN (no rule gave them: a

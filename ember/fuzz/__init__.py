@@ -40,11 +40,13 @@ def fuzz_run(seed, count, backend="eager", jobs=1, out=None, minimize=False, tri
     shared = 0
     failures = []
     minimized = collections.Counter()
+    plain = 0  # programs (ok) with a frame ember ran as plain Python (an abort)
     for i, res in enumerate(results):
         index = start + i
         res["index"] = index
         if res["status"] == "ok":
             counts["ok"] += 1
+            plain += (res.get("counters") or {}).get("aborts", 0) > 0
             continue
         path = res.get("path")
         if path and os.path.exists(path):
@@ -84,12 +86,14 @@ def fuzz_run(seed, count, backend="eager", jobs=1, out=None, minimize=False, tri
                 with open(stem + ".min.py", "w") as f:
                     f.write(_minimize.repro_text(small, sres, backend))
     wall = time.monotonic() - t0
-    line = (f"{count} programs: {counts['ok']} ok, {counts['wrong']} wrong, {counts['crash']} crash, "
+    line = (f"{count} programs: {counts['ok']} ok ({plain} with a frame run as plain Python), "
+            f"{counts['wrong']} wrong, {counts['crash']} crash, "
             f"{counts['hang']} hang, {counts['internal']} internal-error")
     if triage_torch:
         line += f"; {shared} shared with torch.compile"
     line += f" ({backend}, seed {seed}, {wall:.0f} s)"
-    summary = {"counts": dict(counts), "shared": shared, "failures": failures, "line": line, "wall_s": wall}
+    summary = {"counts": dict(counts), "plain": plain, "shared": shared, "failures": failures, "line": line,
+               "wall_s": wall}
     if out:
         with open(os.path.join(out, "summary.json"), "w") as f:
             json.dump({k: v for k, v in summary.items() if k != "failures"}, f, indent=1)

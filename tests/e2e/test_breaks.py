@@ -2514,3 +2514,152 @@ def test_break_inside_a_long_comprehension_resumes():
     assert_same(got, want)
     assert got_out.getvalue() == want_out.getvalue()
     assert not [w for w in caught if "internal error" in str(w.message)], [str(w.message) for w in caught]
+
+
+# ---------------------------------------------------------------------------
+# cell variables unbound at a break; exceptions of the frame read in a handler
+# ---------------------------------------------------------------------------
+
+
+def cell_assigned_after_the_break(x):
+    y = x.sum().item()
+    k = [0.5]  # a cell: the generator expression below reads it
+    g = (v * k[0] for v in [x, x + 1])
+    k[0] = 2
+    return sum(g) + y
+
+
+def closure_over_a_cell_bound_after_the_break(x):
+    h = lambda: k * 2  # noqa: E731
+    print("brk")
+    k = x + 1
+    return h()
+
+
+def cell_bound_on_one_path(x, flag):
+    print("brk")
+    if flag:
+        k = x * 3
+
+    def g():
+        return k
+    try:
+        return g()
+    except NameError as e:  # eager: the free variable is unbound in g
+        return type(e).__name__
+
+
+def cell_read_before_assigned(x):
+    print("brk")
+    try:
+        r = k  # noqa: F821: read while unbound (UnboundLocalError, not NameError)
+    except UnboundLocalError as e:
+        r = type(e).__name__
+    k = 1
+
+    def g():
+        return k
+    return r, g()
+
+
+def test_cells_unbound_at_a_break_are_handed_on_empty(capsys):
+    compare(cell_assigned_after_the_break, randn(3), capsys=capsys)
+    assert_counts(aborts=0, breaks=1)
+    compare(closure_over_a_cell_bound_after_the_break, randn(3), capsys=capsys)
+    assert_counts(aborts=0, breaks=1)
+    compare(cell_bound_on_one_path, randn(3), True, capsys=capsys)
+    assert_counts(aborts=0)
+    with pytest.warns(ember.EmberWarning):  # g reads an unbound free variable: it runs as Python
+        compare(cell_bound_on_one_path, randn(3), False, capsys=capsys)
+    # a read of the unbound cell after the break: the frame runs as Python (the resume function's
+    # free variable would raise NameError where the frame raises UnboundLocalError)
+    with pytest.warns(ember.EmberWarning):
+        compare(cell_read_before_assigned, randn(3), capsys=capsys)
+    assert "a cell variable unbound at a break" in str(ember.testing.code_state(cell_read_before_assigned)["reason"])
+
+
+@ember.disable
+def _raises_over(t, s):
+    if float(t.sum()) > s:
+        raise ValueError(f"over {s}", s)
+    if float(t.sum()) < -s:
+        raise ValueError(f"under {s}")
+    raise KeyError("k" if s > 0 else s)
+
+
+def exception_text(x, s):
+    try:
+        _raises_over(x, s)
+    except ValueError as e:
+        return x + len(str(e)), repr(e), e.args
+    except KeyError as e:
+        return x - len(str(e)), repr(e), str(e)
+
+
+def test_str_and_repr_of_an_exception_of_the_frame_in_its_handler():
+    for x, s in ((torch.ones(3), 1.0), (-torch.ones(3), 1.0), (torch.zeros(3), 1.0), (torch.zeros(3), -1.0)):
+        compare(exception_text, x, s)
+        assert_counts(aborts=0)
+
+
+# ---------------------------------------------------------------------------
+# a raise out of the frame: the graph before it compiled, the raise run for real
+# ---------------------------------------------------------------------------
+
+
+def raises_on_flag(x, flag):
+    y = x * 2
+    G_SEEN.append(1)  # a store the graph's output replays before the raise, as eager made it
+    if flag:
+        raise ValueError("bad flag", flag)
+    return y + 1
+
+
+G_SEEN = []
+
+
+def returns_a_new_exception(x):
+    try:
+        raise KeyError("inner")
+    except KeyError:
+        e = ValueError("made")
+    return x * 2, e
+
+
+def raises_in_with(x):
+    with torch.no_grad():
+        y = x * 2
+        raise RuntimeError("in no_grad")
+    return y
+
+
+def test_a_raise_out_of_the_frame_is_a_break_without_resume_function():
+    cf = ember.compile(raises_on_flag)
+    x = randn(3)
+    assert_same(cf(x, 0), raises_on_flag(x, 0))
+    errors = []
+    for _ in range(2):
+        G_SEEN.clear()
+        with pytest.raises(ValueError, match="bad flag") as info:
+            cf(x, 1)
+        assert G_SEEN == [1] and info.value.args == ("bad flag", 1)
+        tb = traceback.extract_tb(info.value.__traceback__)
+        assert tb[-1].name == "raises_on_flag" and tb[-1].lineno == line_of(raises_on_flag, "raise ValueError")
+        errors.append(info.value)
+    assert errors[0] is not errors[1]  # a new exception per call, as eager raises
+    assert ember.testing.counters()["aborts"] == 0
+    assert_same(cf(x, 0), raises_on_flag(x, 0))
+    with pytest.raises(RuntimeError, match="in no_grad"):
+        ember.compile(raises_in_with)(x)
+    assert torch.is_grad_enabled()
+    assert ember.testing.counters()["aborts"] == 0
+
+
+def test_an_exception_made_in_the_trace_is_a_new_one_per_call():
+    cf = ember.compile(returns_a_new_exception)
+    x = randn(3)
+    (a, ea), (b, eb) = cf(x), cf(x)
+    want = returns_a_new_exception(x)[1]
+    assert ea is not eb and type(ea) is ValueError and ea.args == ("made",)
+    assert ea.__context__ is want.__context__ is None  # made, not raised, while a KeyError is handled
+    assert ember.testing.counters()["aborts"] == 0

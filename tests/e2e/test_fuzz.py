@@ -17,7 +17,8 @@ def test_fuzz_cli_summary_line(tmp_path, capsys):
     from ember.fuzz.__main__ import main
     rc = main(["--seed", "2", "--count", "3", "--start", "5", "--backend", "eager", "-q", "--out", str(tmp_path)])
     line = capsys.readouterr().out.strip().splitlines()[-1]
-    assert line.startswith("3 programs: 3 ok, 0 wrong, 0 crash, 0 hang, 0 internal-error"), line
+    assert line.startswith("3 programs: 3 ok (") and "with a frame run as plain Python), 0 wrong, 0 crash, " \
+        "0 hang, 0 internal-error" in line, line
     assert rc == 0
     assert (tmp_path / "summary.json").exists()
 
