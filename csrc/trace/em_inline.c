@@ -276,6 +276,7 @@ static PyObject *module_storage(EmTracer *T, EmSym *mod, const char *attr, int32
     PyObject *md = em_obj_dict(mod->obj);
     PyObject *d = md ? PyDict_GetItemString(md, attr) : NULL;
     if (!d || !PyDict_Check(d)) return NULL;
+    if (em_sym_mutated_of(T, d)) return NULL; /* changed in this trace: the walk would read the old */
     PyObject *name = PyUnicode_InternFromString(attr);
     if (!name) return NULL;
     *slot = em_guard_odict(T->P, mod->src, name);
@@ -296,7 +297,10 @@ EmStatus em_module_items(EmTracer *T, EmSym *mod, int want_keys, EmSym **out) {
     int32_t mslot;
     int params = !strcmp(kind, "params");
     PyObject *d = module_storage(T, mod, params ? "_parameters" : "_modules", &mslot);
-    if (!d) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "module without its storage");
+    if (!d)
+        return PyErr_Occurred()
+                   ? EM_ERR
+                   : em_trace_fail(T, EMA_VALUE, "module without its storage, or storage changed in this trace");
     EmSym *s = em_sym_new(T, SYM_TUPLE);
     if (!s) return EM_ERR;
     Py_ssize_t pos = 0;
@@ -384,7 +388,10 @@ static EmStatus walk_modules(EmTracer *T, EmSym *mod, PyObject *prefix, EmWalk *
     }
     int32_t mslot;
     PyObject *d = module_storage(T, mod, "_modules", &mslot);
-    if (!d) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "module without _modules");
+    if (!d)
+        return PyErr_Occurred()
+                   ? EM_ERR
+                   : em_trace_fail(T, EMA_VALUE, "module without _modules, or _modules changed in this trace");
     Py_ssize_t pos = 0;
     PyObject *k, *v;
     while (PyDict_Next(d, &pos, &k, &v)) {
@@ -413,7 +420,10 @@ static EmStatus walk_modules(EmTracer *T, EmSym *mod, PyObject *prefix, EmWalk *
 static EmStatus walk_storage(EmTracer *T, EmSym *mod, const char *attr, PyObject *prefix, EmWalk *w) {
     int32_t dslot;
     PyObject *d = module_storage(T, mod, attr, &dslot);
-    if (!d) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "module without %s", attr);
+    if (!d)
+        return PyErr_Occurred()
+                   ? EM_ERR
+                   : em_trace_fail(T, EMA_VALUE, "module without %s, or %s changed in this trace", attr, attr);
     Py_ssize_t pos = 0;
     PyObject *k, *v;
     while (PyDict_Next(d, &pos, &k, &v)) {

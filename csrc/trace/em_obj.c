@@ -332,6 +332,16 @@ EmSym *em_obj_stored(EmTracer *T, EmSym *base, PyObject *name) {
     return NULL;
 }
 
+EmSym *em_obj_dict_stored(EmTracer *T, PyObject *d, PyObject *name) {
+    for (int32_t i = T->stores.len - 3; i >= 0; i -= 3) {
+        EmSym *b = T->stores.data[i];
+        if (b->kind == SYM_OBJ && b->obj && em_obj_dict(b->obj) == d &&
+            PyUnicode_Compare(T->stores.data[i + 1]->obj, name) == 0)
+            return T->stores.data[i + 2];
+    }
+    return NULL;
+}
+
 EmStatus em_obj_record_store(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
     for (int32_t i = 0; i < T->stores.len; i += 3)
         if (T->stores.data[i] == base && PyUnicode_Compare(T->stores.data[i + 1]->obj, name) == 0) {

@@ -1148,6 +1148,38 @@ int em_sym_own(EmTracer *T, EmSym *s) {
     return 0;
 }
 
+EmSym *em_sym_mutated_of(EmTracer *T, PyObject *o) {
+    EmSym *s = T->mutated.len ? em_sym_seen(T, o) : NULL;
+    for (int32_t i = 0; s && i < T->mutated.len; i++)
+        if (T->mutated.data[i] == s) return s;
+    if (PyErr_Occurred()) PyErr_Clear(); /* a lookup in T->seen: not found */
+    return NULL;
+}
+
+/* name in the storage dicts of module o that the trace changed: 1 with *hit its value's sym, 0
+ * when no changed dict holds it (*gone = 1 when one held it before the trace) */
+static int module_changed_lookup(EmTracer *T, PyObject *o, PyObject *name, EmSym **hit, int *gone) {
+    static const char *const tables[] = {"_parameters", "_buffers", "_modules", NULL};
+    PyObject *od = em_obj_dict(o);
+    *hit = NULL;
+    *gone = 0;
+    for (int t = 0; od && tables[t]; t++) {
+        PyObject *tab = PyDict_GetItemString(od, tables[t]);
+        EmSym *ms = tab && PyDict_Check(tab) ? em_sym_mutated_of(T, tab) : NULL;
+        if (!ms) continue;
+        int i = em_dict_find(ms, name);
+        if (i == -2) return -1;
+        if (i >= 0) {
+            *hit = ms->items.data[i];
+            return 1;
+        }
+        int had = PyDict_Contains(tab, name);
+        if (had < 0) return -1;
+        *gone |= had;
+    }
+    return 0;
+}
+
 int em_sym_mutable(EmTracer *T, EmSym *s) {
     if (em_sym_own(T, s)) return 1;
     int rw = s->kind == SYM_DICT && s->pos == EM_POS_FRAME_ITEMS_RW; /* an OrderedDict's or defaultdict's too */
@@ -1171,6 +1203,11 @@ EmStatus em_lazy_dict_get(EmTracer *T, EmSym *d, PyObject *key, int *found, EmSy
         return EM_ERR;
     if (!is_pure(key, 0) && !em_identity_key(key))
         return em_trace_fail(T, EMA_VALUE, "dict lookup by a %s", Py_TYPE(key)->tp_name);
+    /* an instance's __dict__: the trace's stores on the instance (replayed after the graph) first */
+    if (PyUnicode_Check(key) && (*out = em_obj_dict_stored(T, d->obj, key))) {
+        *found = 1;
+        return EM_OK;
+    }
     PyObject *v = PyDict_GetItemWithError(d->obj, key);
     if (!v) {
         if (PyErr_Occurred()) return EM_ERR;
@@ -1382,11 +1419,18 @@ static int attr_absent(EmTracer *T, EmSym *base, PyObject *name, int generic) {
         return base->src < 0 || em_guard_check(T->P, EMG_ABSENT, base->src, name, 0) == 0 ? 1 : -1;
     }
     if (base->kind != SYM_OBJ || base->src < 0 || PyType_Check(base->obj) || PyModule_Check(base->obj)) return 0;
+    if (T->stores.len && em_obj_stored(T, base, name)) return 0; /* set earlier in this trace */
     PyObject *o = base->obj;
     PyTypeObject *tp = Py_TYPE(o);
     int is_mod = em_is_module(o);
     if (tp->tp_getattro != PyObject_GenericGetAttr && !is_mod && !generic) return 0;
     if (_PyType_Lookup(tp, name)) return 0;
+    if (is_mod && T->mutated.len) { /* its storage changed in this trace: the trace's copy answers */
+        EmSym *hit;
+        int gone, r = module_changed_lookup(T, o, name, &hit, &gone);
+        if (r) return r < 0 ? -1 : 0;
+        if (gone) return 0;
+    }
     PyObject *dict = em_obj_dict(o);
     if (dict) {
         int has = PyDict_Contains(dict, name);
@@ -1886,6 +1930,12 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
     if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
     PyObject *v;
     int32_t slot;
+    if (!descr && T->mutated.len && em_is_module(o)) { /* its storage changed in this trace */
+        EmSym *hit;
+        int gone, r = module_changed_lookup(T, o, name, &hit, &gone);
+        if (r) return r < 0 ? EM_ERR : (*out = hit, EM_OK);
+        if (gone) return em_trace_fail(T, EMA_ATTR, "%s.%s (removed from the module in this trace)", tp->tp_name, n);
+    }
     if (instance_value(T, base, name, descr, &v, &slot)) return EM_ERR;
     if (v) {
         if (slot < 0) return EM_ERR;

@@ -535,6 +535,11 @@ EmStatus em_obj_del_attr(EmTracer *T, EmSym *base, PyObject *name);
 EmStatus em_obj_generic_set(EmTracer *T, EmSym *base, PyObject *name, EmSym *v);
 /* The value an earlier store of this trace gave base.name, or NULL. */
 EmSym *em_obj_stored(EmTracer *T, EmSym *base, PyObject *name);
+/* The value an earlier store of this trace gave `name` on the object of the frame whose
+ * instance dict is d (o.__dict__ read after o.name = v), or NULL. */
+EmSym *em_obj_dict_stored(EmTracer *T, PyObject *d, PyObject *name);
+/* The sym of the frame's list or dict o when the trace changed it (in T->mutated), else NULL. */
+EmSym *em_sym_mutated_of(EmTracer *T, PyObject *o);
 /* Attribute of an instance made while tracing (em_sym.c). */
 EmStatus em_sym_new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self);
 /* Pushes OUT_LAST and the stores to replay when the trace made any (before the value's tree). */

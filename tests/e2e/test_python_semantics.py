@@ -1712,3 +1712,84 @@ def raise_from(x):
 @pytest.mark.parametrize("fn", [context_in_finally, context_in_nested_handlers, reraise_keeps_the_chain, raise_from])
 def test_exception_chains_match_cpython(fn):
     exact_graph(fn, randn(3))
+
+
+# ---------------------------------------------------------------------------
+# reads that must see the trace's own earlier changes (stores replayed after the graph)
+# ---------------------------------------------------------------------------
+
+
+class _Holder:
+    pass
+
+
+def dict_after_store(x, o):
+    o.c = 3
+    o.d = 5
+    return x + o.__dict__["c"], "d" in o.__dict__, o.__dict__.get("d", 7), vars(o).get("c")
+
+
+def dict_taken_before_store(x, o):
+    d = o.__dict__
+    o.c = 4
+    return x * d["c"], d.get("c")
+
+
+def hasattr_after_store(x, o):
+    o.new = 1
+    setattr(o, "other", 2)
+    return x + hasattr(o, "new") + hasattr(o, "other") + getattr(o, "other", 0)
+
+
+@pytest.mark.parametrize("fn", [dict_after_store, dict_taken_before_store, hasattr_after_store])
+def test_reads_after_attribute_stores_see_them(fn):
+    def holder():
+        h = _Holder()
+        h.c = 1
+        return h
+    x = randn(3)
+    want, o_e = fn(x, h_e := holder()), h_e
+    o_c = holder()
+    got = ember.compile(fn)(x, o_c)
+    assert_same(got, want)
+    assert o_c.__dict__ == o_e.__dict__
+
+
+class _Registers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("b", torch.zeros(2))
+
+    def forward(self, x):
+        self.register_buffer("nb", x * 2)
+        self.w = torch.nn.Parameter(x.clone())
+        self.extra = 5
+        return (x + self.nb, hasattr(self, "nb"), hasattr(self, "w"), "nb" in self._buffers,
+                len(list(self.buffers())), len(list(self.parameters())), self.w * 2)
+
+
+def test_module_storage_changed_in_the_trace_is_read_back():
+    x = randn(2)
+    m_e, m_c = _Registers(), _Registers()
+    want = m_e(x)
+    got = ember.compile(m_c)(x)
+    assert_same(got, want)
+    assert list(m_c._buffers) == list(m_e._buffers) and list(m_c._parameters) == list(m_e._parameters)
+
+
+class _Replaces(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.sub = torch.nn.Linear(2, 2)
+
+    def forward(self, x):
+        self.sub = torch.nn.Identity()  # the module's _modules changed: the new one is called
+        return self.sub(x)
+
+
+def test_a_submodule_replaced_in_forward_is_the_one_called():
+    x = randn(2)
+    m = _Replaces()
+    got = ember.compile(m)(x)
+    assert_same(got, _Replaces()(x))
+    assert isinstance(m.sub, torch.nn.Identity)
