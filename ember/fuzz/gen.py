@@ -862,7 +862,11 @@ class Generator:
             opts += [lambda: [f"{self.fresh('t')} = {o}.apply({t})"], lambda: [f"{o}.count += 1"],
                      lambda: [f"{o}.scale = {s}"], lambda: [f"{self.fresh('s')} = {o}.double"],
                      lambda: [f"{self.fresh('s')} = {o}.count"], lambda: [f"{o}.extra = {t}"],
-                     lambda: [f"{self.fresh('s')} = isinstance({o}, Acc)"]]
+                     lambda: [f"{self.fresh('s')} = isinstance({o}, Acc)"],
+                     # reads of the instance dict and hasattr after stores in the same call
+                     lambda: [f"{o}.tag = {s}", f"{self.fresh('s')} = ({o}.__dict__['tag'], hasattr({o}, 'tag'), "
+                              f"'tag' in {o}.__dict__, {o}.__dict__.get('scale', -1))"],
+                     lambda: [f"{self.fresh('s')} = (hasattr({o}, 'extra'), {o}.__dict__.get('count'))"]]
         if pairs:
             o = self.pick(pairs)
             opts += [lambda: [f"{self.fresh('t')} = {o}.a + {o}.b"], lambda: [f"{o}.b = {s}"],
@@ -1075,6 +1079,13 @@ class Generator:
                 lambda: [f"{self.fresh('gp')} = self.parameters()", ],
                 lambda: [f"{self.fresh('s')} = len(list(self.buffers()))"],
                 lambda: [f"{self.fresh('t')} = self.lin.weight.t() @ self.lin.weight"]]
+        if u is not None:  # a submodule replaced, then called in the same call
+            opts.append(lambda: [f"self.act = torch.nn.Tanh() if len(G_LIST) % 2 else torch.nn.Identity()",
+                                 f"{self.fresh('t')} = self.act({u})"])
+        if t is not None:  # the module's storage changed, then read in the same call
+            opts.append(lambda: [f"self.register_buffer('rb', {t}.detach() * 2)",
+                                 f"{self.fresh('s')} = (hasattr(self, 'rb'), 'rb' in self._buffers)",
+                                 f"{self.fresh('t')} = self.rb + 1"])
         gens = [n for n, ds in env.items() if all(d[0] == "O" and d[1] == "generator" for d in ds)]
         if gens:
             gp = self.pick(gens)
