@@ -130,6 +130,10 @@ def _generation_tag(*cls_obj):
 # operator.itemgetter/attrgetter/methodcaller made in the trace: functions doing what they do
 # (a closure over the arguments); one leaving the trace aborts (csrc/trace/em_trace.c
 # out_closure: the caller would get a function, not the operator object)
+import functools as _functools  # noqa: E402
+_functools_partial_probe = _functools.partial(print)
+
+
 def _shim_itemgetter(item, *items):
     if not items:
         def itemgetter(obj):
@@ -163,6 +167,25 @@ def _shim_methodcaller(name, /, *args, **kwargs):
     def methodcaller(obj):
         return getattr(obj, name)(*args, **kwargs)
     return methodcaller
+
+
+_GETTER_FUNCS = {}  # operator getter object -> its shim (kept alive while ember traces calls of it)
+
+
+def getter_function(g):
+    """The function doing what the itemgetter, attrgetter or methodcaller object g does (the shim
+    made from the arguments g was made with, read through its __reduce__), or None."""
+    if type(g) not in (operator.itemgetter, operator.attrgetter, operator.methodcaller):
+        return None
+    fn = _GETTER_FUNCS.get(g)
+    if fn is None:
+        ctor, args = g.__reduce__()[:2]
+        if type(ctor) is type(_functools_partial_probe):  # methodcaller with keywords: partial(cls, name, **kw)
+            fn = _shim_methodcaller(*ctor.args, *args, **ctor.keywords)
+        else:
+            fn = TRACE_AS[ctor](*args)
+        _GETTER_FUNCS[g] = fn
+    return fn
 
 
 TRACE_AS = {torch.autograd.profiler.record_function: _record_function, operator.itemgetter: _shim_itemgetter,

@@ -1104,6 +1104,14 @@ static EmStatus known_bool(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int
 static EmStatus known_len(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;
+    if (n == 1 && !kwnames && all[0]->kind == SYM_OBJ && all[0]->src >= 0 && PyDict_CheckExact(all[0]->obj)) {
+        EmSym *c = NULL; /* an instance dict read whole (em_instance_dict) */
+        EmStatus st = em_instance_dict(T, all[0], &c);
+        PyObject *len = st == EM_OK ? PyLong_FromSsize_t(c->items.len) : NULL;
+        if (len) *out = em_sym_const(T, len);
+        Py_XDECREF(len);
+        return st != EM_OK ? st : len && *out ? EM_OK : EM_ERR;
+    }
     if (n == 1 && (all[0]->kind == SYM_NEW || (all[0]->kind == SYM_OBJ && all[0]->src >= 0 && !all[0]->by_id &&
                                                !PyDict_CheckExact(all[0]->obj) && !em_is_module(all[0]->obj))))
         return em_call_dunder(T, all[0], "__len__", NULL, 0, out);
@@ -1762,6 +1770,19 @@ static EmStatus known_minmax(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
 /* em_call's second step: the callee's row in em_known.def, found by identity (a scan of
  * pointers: a dict would run a callable object's own __hash__ and __eq__, and refuse
  * unhashable ones), and its handler's answer. */
+/* A call of an operator getter object of the frame: the function doing what it does
+ * (ember._rules.getter_function, made from the getter's arguments) traced. */
+static EmStatus call_getter(EmTracer *T, EmSym *fn, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    PyObject *f = PyObject_CallMethod(em_state.meta_run, "getter_function", "O", fn->obj);
+    if (!f) return EM_ERR;
+    EmStatus st = EM_OK;
+    if (f == Py_None) st = CALL_NEXT;
+    else if (!fn->by_id && em_guard_check(T->P, EMG_ID, fn->src, fn->obj, 0)) st = EM_ERR;
+    else st = em_inline(T, f, all, n, kwnames, out); /* f lives in _rules._GETTER_FUNCS */
+    Py_DECREF(f);
+    return st;
+}
+
 static EmStatus call_known(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     static const EmCallFn handlers[EMK__COUNT] = {
 #define X(name, path, handler) handler,
@@ -1775,6 +1796,12 @@ static EmStatus call_known(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int
         PyObject *as = PyDict_GetItemWithError(em_state.trace_as, fn->obj); /* _rules.TRACE_AS */
         if (!as) PyErr_Clear(); /* an unhashable callable is in no table */
         if (as && PyFunction_Check(as)) return em_inline(T, as, all, n, kwnames, out);
+        /* an itemgetter/attrgetter/methodcaller object (immutable: its identity guarded) */
+        as = fn->kind == SYM_OBJ && (fn->src >= 0 || fn->by_id)
+                 ? PyDict_GetItemWithError(em_state.trace_as, (PyObject *)Py_TYPE(fn->obj))
+                 : NULL;
+        if (!as && PyErr_Occurred()) return EM_ERR;
+        if (as) return call_getter(T, fn, all, n, kwnames, out);
     }
     return CALL_NEXT;
 }

@@ -57,7 +57,14 @@ static EmStatus key_result(EmTracer *T, EmContMethod m, int found, EmSym *v, EmS
 /* A dict read through a slot (em_lazy_dict_get): key reads only. */
 EmStatus em_frame_dict_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym **args, int nargs,
                               EmSym **out) {
-    if (!is_key_read(m, nargs)) return em_trace_fail(T, EMA_SIDE_EFFECT, "dict.%s on an input", n);
+    if (!is_key_read(m, nargs)) {
+        int whole = nargs == 0 && (m == EM_CM_keys || m == EM_CM_values || m == EM_CM_items || m == EM_CM_copy ||
+                                   m == EM_CM___len__ || m == EM_CM___iter__);
+        if (!whole || !PyDict_CheckExact(self->obj)) return em_trace_fail(T, EMA_SIDE_EFFECT, "dict.%s on an input", n);
+        EmSym *c = NULL; /* a read of the whole dict: its copy, as the trace changed it */
+        EmStatus st = em_instance_dict(T, self, &c);
+        return st == EM_OK ? em_dict_method(T, m, n, c, args, nargs, out) : st;
+    }
     int keyed = em_key_of_frame(args[0]);
     if (args[0]->kind != SYM_CONST && !keyed && !em_key_by_id(args[0]))
         return em_trace_fail(T, EMA_VALUE, "dict.%s by a %s", n, em_sym_describe(args[0]));

@@ -43,6 +43,15 @@ void em_lazy_free(EmLazy *L) {
 
 int em_lazy_done(const EmSym *it) { return !it->lazy || it->lazy->done; }
 
+int em_lazy_parts(const EmSym *it, EmSym **fn, EmSym ***srcs, int *n) {
+    const EmLazy *L = it->lazy;
+    if (!L || L->done || (L->kind != EM_LAZY_MAP && L->kind != EM_LAZY_FILTER) || it->items.len != it->pos) return 0;
+    *fn = L->fn;
+    *srcs = L->srcs;
+    *n = L->nsrc;
+    return 1;
+}
+
 EM_NEW PyObject *em_gen_exc(PyObject *exc) {
     if (!PyErr_GivenExceptionMatches(exc, PyExc_StopIteration)) return Py_NewRef(exc);
     PyObject *r = PyObject_CallFunction(PyExc_RuntimeError, "s", "generator raised StopIteration");

@@ -332,6 +332,35 @@ EmSym *em_obj_stored(EmTracer *T, EmSym *base, PyObject *name) {
     return NULL;
 }
 
+EmStatus em_instance_dict(EmTracer *T, EmSym *d, EmSym **out) {
+    for (int32_t i = 0; i < T->idict_real.len; i++)
+        if (T->idict_real.data[i] == d->obj) return (*out = T->idict_copy.data[i]) ? EM_OK : EM_ERR;
+    PyObject *v = d->obj, *k, *item;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(v, &pos, &k, &item))
+        if (!PyUnicode_CheckExact(k))
+            return em_trace_fail(T, EMA_VALUE, "an instance dict with a %s key", Py_TYPE(k)->tp_name);
+    if (em_guard_check_keys(T->P, d->src, v)) return EM_ERR;
+    EmStatus st = EM_OK;
+    EmSym *c = em_sym_new(T, SYM_DICT);
+    for (pos = 0; c && PyDict_Next(v, &pos, &k, &item);) {
+        int32_t islot = em_guard_dict(T->P, d->src, k);
+        EmSym *is = islot < 0 ? NULL : em_sym_wrap(T, item, islot, &st);
+        if (!is) return st != EM_OK ? st : EM_ERR;
+        if (em_vec_push(&c->items, is) || em_vec_push(&c->keys, Py_NewRef(k))) return PyErr_NoMemory(), EM_ERR;
+    }
+    if (!c) return EM_ERR;
+    for (int32_t i = 0; i < T->stores.len; i += 3) { /* stores made before, in order */
+        EmSym *b = T->stores.data[i];
+        if (b->kind == SYM_OBJ && b->obj && em_obj_dict(b->obj) == v &&
+            em_dict_set(c, T->stores.data[i + 1]->obj, T->stores.data[i + 2]) != EM_OK)
+            return EM_ERR;
+    }
+    if (em_vec_push(&T->idict_real, v) || em_vec_push(&T->idict_copy, c)) return PyErr_NoMemory(), EM_ERR;
+    *out = c;
+    return EM_OK;
+}
+
 EmSym *em_obj_dict_stored(EmTracer *T, PyObject *d, PyObject *name) {
     for (int32_t i = T->stores.len - 3; i >= 0; i -= 3) {
         EmSym *b = T->stores.data[i];
@@ -342,7 +371,16 @@ EmSym *em_obj_dict_stored(EmTracer *T, PyObject *d, PyObject *name) {
     return NULL;
 }
 
+/* A store on base goes to the copy of its instance dict the trace read whole, if any. */
+static EmStatus idict_update(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
+    PyObject *d = base->kind == SYM_OBJ && base->obj && T->idict_real.len ? em_obj_dict(base->obj) : NULL;
+    for (int32_t i = 0; d && i < T->idict_real.len; i++)
+        if (T->idict_real.data[i] == d) return em_dict_set(T->idict_copy.data[i], name, v);
+    return EM_OK;
+}
+
 EmStatus em_obj_record_store(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
+    if (idict_update(T, base, name, v) != EM_OK) return EM_ERR;
     for (int32_t i = 0; i < T->stores.len; i += 3)
         if (T->stores.data[i] == base && PyUnicode_Compare(T->stores.data[i + 1]->obj, name) == 0) {
             T->stores.data[i + 2] = v;

@@ -934,9 +934,12 @@ static EmStatus class_attr(EmTracer *T, EmSym *base, PyTypeObject *tp, PyObject 
     if (Py_IS_TYPE(descr, &PyProperty_Type)) {
         PyObject *fget = PyObject_GetAttrString(descr, "fget");
         if (!fget) return EM_ERR;
-        EmStatus st = PyFunction_Check(fget)
-                          ? em_inline(T, fget, &base, 1, NULL, out)
-                          : em_trace_fail(T, EMA_ATTR, "%s.%s (property without a Python getter)", tp->tp_name, n);
+        EmSym *g = PyFunction_Check(fget) || fget == Py_None ? NULL : em_sym_known(T, fget, "fget");
+        EmStatus st = PyFunction_Check(fget) ? em_inline(T, fget, &base, 1, NULL, out)
+                      : g                    ? em_call(T, g, NULL, &base, 1, NULL, out) /* a callable object */
+                      : fget == Py_None
+                          ? em_trace_fail(T, EMA_ATTR, "%s.%s (property without a getter)", tp->tp_name, n)
+                          : EM_ERR;
         Py_DECREF(fget);
         return st;
     }

@@ -424,10 +424,27 @@ static EmStatus out_live_iter(EmTracer *T, EmSym *s, int depth) {
     return st == EM_OK ? build_out(T, is_enum ? next->items.data[0] : ws, depth + 1) : st;
 }
 
+/* A map or filter the trace has not run to its end: map(fn, *sources) (filter(fn, source)) made
+ * after the graph over its sources where the trace left them, so Python makes the rest of its
+ * items lazily, as it would have. */
+static EmStatus out_lazy_map(EmTracer *T, EmSym *s, EmSym *fn, EmSym **srcs, int n, int depth) {
+    if (s->out_at >= 0) return same_out(T, s);
+    s->out_at = T->out.len;
+    EmStatus st = push_out(T, (EmOut){.kind = OUT_CALL, .v = 1 + n, .obj = Py_NewRef(s->seq_type)});
+    EmSym *f = fn ? fn : em_sym_const(T, Py_None);
+    if (st == EM_OK) st = f ? build_out(T, f, depth + 1) : EM_ERR;
+    for (int i = 0; st == EM_OK && i < n; i++) st = build_out(T, srcs[i], depth + 1);
+    return st;
+}
+
 static EmStatus out_iter(EmTracer *T, EmSym *s, int depth) {
-    if (!em_lazy_done(s)) /* Python makes its items later, after the graph: not made here */
+    if (!em_lazy_done(s)) { /* Python makes its items later, after the graph: not made here */
+        EmSym *fn, **srcs;
+        int n;
+        if (em_lazy_parts(s, &fn, &srcs, &n)) return out_lazy_map(T, s, fn, srcs, n, depth);
         return em_trace_fail(T, EMA_RETURN, "a lazy iterator (%s) left the trace before its end",
                              ((PyTypeObject *)s->seq_type)->tp_name);
+    }
     EmStatus st = em_iter_use(T, s);
     if (st != EM_OK) return st;
     if (s->out_at >= 0) return same_out(T, s);
@@ -820,6 +837,8 @@ void em_trace_free(EmTracer *T) {
     em_vec_free(&T->prog_cells);
     Py_CLEAR(T->exc);
     Py_CLEAR(T->raised);
+    em_vec_free(&T->idict_real);
+    em_vec_free(&T->idict_copy);
     for (int32_t i = 0; i < T->out.len; i++) Py_XDECREF(T->out.data[i].obj);
     em_vec_free(&T->out);
     em_vec_free(&T->input_slots);

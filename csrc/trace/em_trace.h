@@ -127,6 +127,10 @@ typedef struct EmTracer {
     PyObject *exc;
     EmSym *handled;
     PyObject *raised; /* the exceptions raised in this trace (a list, owned; NULL: none) */
+    /* instance dicts of frame objects read whole (em_instance_dict): the real dicts (borrowed,
+     * alive in their objects) and the trace's copies, which later attribute stores update */
+    EmVec(PyObject *) idict_real;
+    EmVec(EmSym *) idict_copy;
     /* symbolic sizes (em_sym_int.c): the expressions and relations, where each symbol is read
      * from, and per graph node its sizes: node_dims[r] is the first of its ndim expressions in
      * dim_exprs, EM_DIMS_STATIC (its traced sizes) or EM_DIMS_UNKNOWN (no rule gave them: a

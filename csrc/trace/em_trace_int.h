@@ -514,6 +514,9 @@ EmStatus em_lazy_itertools(EmTracer *T, PyObject *f, EmSym **args, int n, PyObje
 EmStatus em_lazy_step(EmTracer *T, EmSym *it, int *made);
 /* 1 when lazy iterator it has made its last item. */
 int em_lazy_done(const EmSym *it);
+/* A map or filter not at its end whose items made so far were all taken: 1 with its function
+ * (NULL: filter(None, ...)) and source iterators, else 0. */
+int em_lazy_parts(const EmSym *it, EmSym **fn, EmSym ***srcs, int *n);
 /* The exception a generator frame raises for exc (new reference): PEP 479's RuntimeError for
  * a StopIteration, else exc itself. */
 EM_NEW PyObject *em_gen_exc(PyObject *exc);
@@ -538,6 +541,10 @@ EmSym *em_obj_stored(EmTracer *T, EmSym *base, PyObject *name);
 /* The value an earlier store of this trace gave `name` on the object of the frame whose
  * instance dict is d (o.__dict__ read after o.name = v), or NULL. */
 EmSym *em_obj_dict_stored(EmTracer *T, PyObject *d, PyObject *name);
+/* Frame dict d (an object's __dict__ read through a slot) read whole: a dict sym of its items
+ * (keys guarded in order, values through their slots) with the trace's stores on the object
+ * applied; one per dict, which later attribute stores on the object update. */
+EmStatus em_instance_dict(EmTracer *T, EmSym *d, EmSym **out);
 /* The sym of the frame's list or dict o when the trace changed it (in T->mutated), else NULL. */
 EmSym *em_sym_mutated_of(EmTracer *T, PyObject *o);
 /* Attribute of an instance made while tracing (em_sym.c). */

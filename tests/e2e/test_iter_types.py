@@ -16,6 +16,7 @@ import torch
 import torch.nn as nn
 
 import ember
+import ember.testing
 
 
 def same(a, b):
@@ -224,3 +225,45 @@ def test_zip_and_enumerate_over_iterators_take_items_lazily():
             total = total + v * i
         return total
     check(g, torch.ones(2))
+
+
+def _drain(r):
+    if isinstance(r, (map, filter)):
+        return (type(r).__name__, [_drain(v) for v in r])
+    if isinstance(r, tuple):
+        return tuple(_drain(v) for v in r)
+    return r
+
+
+def map_returned(a, b):
+    return map(lambda x: x.sum(), [a, b])
+
+
+def map_partly_taken(a, b):
+    m = map(lambda x, y: x * y, [a, b, a], (1, 2, 3))
+    first = next(m)
+    return first, m
+
+
+def filters_returned(a, b):
+    return filter(lambda t: t.dim() == 1, [a, b.view(2, 2), b]), filter(None, [0, 1, 2]), map(str, [1, 2])
+
+
+def map_across_a_break(a, b):
+    calls = []
+    m = map(lambda x: calls.append(1) or x + 1, [a, b])
+    print("brk")
+    return list(m), len(calls)
+
+
+@pytest.mark.parametrize("f", [map_returned, map_partly_taken, filters_returned, map_across_a_break])
+def test_map_and_filter_leave_the_trace_lazy(f, capsys):
+    def kinds(r):
+        return tuple(kinds(v) for v in r) if isinstance(r, tuple) else type(r)
+    a, b = torch.ones(4), torch.arange(4.0)
+    raw = f(a, b)
+    want_kinds, want = kinds(raw), _drain(raw)
+    got = ember.compile(f)(a, b)
+    assert kinds(got) == want_kinds  # a map is returned as a map, made lazily after the graph
+    assert same(want, _drain(got))
+    assert ember.testing.counters()["aborts"] == 0

@@ -4,6 +4,8 @@ Hugging Face configs), comprehensions and generator expressions. Each case is co
 with eager and must be one graph with no break and no fallback.
 """
 
+import operator
+
 import pytest
 import torch
 
@@ -1793,3 +1795,66 @@ def test_a_submodule_replaced_in_forward_is_the_one_called():
     got = ember.compile(m)(x)
     assert_same(got, _Replaces()(x))
     assert isinstance(m.sub, torch.nn.Identity)
+
+
+class _DoubleGetter:
+    def __call__(self, obj):
+        return obj.v * 2
+
+
+class _Props:
+    p = property(_DoubleGetter())  # a getter that is a callable object, not a function
+    r = property(functools.partial(lambda o, k: o.v + k, k=3))
+    q = property(operator.attrgetter("v"))
+
+    def __init__(self):
+        self.v = 4
+
+
+def props_with_object_getters(x, a):
+    return x + a.p + a.r + a.q
+
+
+def frame_getters(x, g, h, m, d):
+    return x + g(d)[0] * h(d) + m([1, 1, 2])
+
+
+def test_properties_with_callable_object_getters():
+    exact_graph(props_with_object_getters, randn(2), _Props())
+
+
+def test_operator_getters_passed_in_are_called_in_the_graph():
+    d = {"a": 1, "b": 5}
+    cf = ember.compile(frame_getters, fullgraph=True)
+    for g, h in ((operator.itemgetter("a", "b"), operator.itemgetter("b")),
+                 (operator.itemgetter("b", "a"), operator.attrgetter("real"))):
+        h2 = h if isinstance(h, operator.itemgetter) else (lambda dd, _h=h: _h(dd["a"]))
+        m = operator.methodcaller("count", 1)
+        x = randn(2)
+        assert_same(cf(x, g, h2, m, d), frame_getters(x, g, h2, m, d))
+
+
+def dict_read_whole_after_stores(x, o):
+    o.c = 3
+    keys = o.__dict__.keys()  # a view: it sees the store made after it
+    o.d = 4
+    return (x + len(o.__dict__), dict(o.__dict__.items()), sorted(o.__dict__.values()), list(keys),
+            o.__dict__.copy())
+
+
+def dict_copy_is_not_the_instance_dict(x, o):
+    o.__dict__.copy()["x"] = 4
+    return x, "x" in o.__dict__, dict(o.__dict__.items())
+
+
+@pytest.mark.parametrize("fn", [dict_read_whole_after_stores, dict_copy_is_not_the_instance_dict])
+def test_instance_dict_read_whole(fn):
+    def holder():
+        h = _Holder()
+        h.a, h.b = 1, 2
+        return h
+    x = randn(2)
+    want = fn(x, h_e := holder())
+    got = ember.compile(fn, fullgraph=True)(x, h_c := holder())
+    assert_same(got, want)
+    assert h_c.__dict__ == h_e.__dict__
