@@ -591,6 +591,68 @@ static int local_unchanged(EmTracer *T, int i) {
     return T->arg_slots[i] >= 0 && s->src == T->arg_slots[i];
 }
 
+/* A walk over the frame's code from code unit `from` (jumps, fall through, exception
+ * handlers), each instruction once: visit answers WALK_ON (go on to its successors), WALK_PRUNE
+ * (not past it) or WALK_STOP (end the walk). Returns WALK_ON when it ran out of code, WALK_STOP
+ * when visit stopped it, WALK_UNKNOWN at an exception table it cannot read, -1 with an exception. */
+enum { WALK_ON = 0, WALK_PRUNE = 1, WALK_STOP = 2, WALK_UNKNOWN = 3 };
+static int code_walk(EmTracer *T, int from, int (*visit)(const EmInstr *in, void *ctx), void *ctx) {
+    char *seen = calloc((size_t)T->n_units + 1, 1);
+    int *work = malloc(sizeof(int) * (3 * (size_t)T->n_units + 3)), top = 0, rc = WALK_ON;
+    if (!seen || !work) {
+        free(seen);
+        free(work);
+        PyErr_NoMemory();
+        return -1;
+    }
+    work[top++] = from;
+    while (top && rc == WALK_ON) {
+        int at = work[--top];
+        if (at < 0 || at >= T->n_units || seen[at]) continue;
+        seen[at] = 1;
+        EmInstr in;
+        em_decode_op(T->bytes, T->n_units, at, &in); /* `from` is a break's opcode unit */
+        int v = visit(&in, ctx);
+        if (v == WALK_STOP) rc = WALK_STOP;
+        if (v != WALK_ON) continue;
+        int handler, depth, lasti, e = em_exc_entry(T->code, in.at, &handler, &depth, &lasti);
+        if (e < 0) {
+            rc = WALK_UNKNOWN;
+            break;
+        }
+        if (e) work[top++] = handler;
+        if (em_bc_is_jump[in.op]) work[top++] = em_jump_target(&in);
+        if (!(em_bc_flags[in.op] & EMBCF_NO_FALLTHROUGH)) work[top++] = in.next;
+    }
+    free(seen);
+    free(work);
+    return rc;
+}
+
+typedef struct {
+    char *read;
+    int n;
+} LocalsRead;
+
+static int visit_local_reads(const EmInstr *in, void *ctx) {
+    LocalsRead *r = ctx;
+    int reads = in->op == EMBC_LOAD_FAST || in->op == EMBC_DELETE_FAST;
+#ifdef EMBC_LOAD_FAST_CHECK
+    reads |= in->op == EMBC_LOAD_FAST_CHECK;
+#endif
+#ifdef EMBC_LOAD_FAST_AND_CLEAR
+    reads |= in->op == EMBC_LOAD_FAST_AND_CLEAR;
+#endif
+#ifdef EMBC_LOAD_FAST_LOAD_FAST
+    if (in->op == EMBC_LOAD_FAST_LOAD_FAST) {
+        if ((in->arg >> 4) < r->n) r->read[in->arg >> 4] = 1;
+        if ((in->arg & 15) < r->n) r->read[in->arg & 15] = 1;
+    }
+#endif
+    if (reads && in->arg < r->n) r->read[in->arg] = 1;
+    return WALK_ON;
+}
+
 /* Marks in read[i] (n fast locals) the locals the code may read from code unit `from` on:
  * LOAD_FAST and the like, DELETE_FAST, in any instruction reachable from there (jumps, fall
  * through, exception handlers); all of them when it may read its locals by name (locals(),
@@ -612,47 +674,23 @@ int em_trace_locals_read(EmTracer *T, char *read, int n, int from) {
             }
     }
     memset(read, 0, (size_t)n);
-    char *seen = calloc((size_t)T->n_units + 1, 1);
-    int *work = malloc(sizeof(int) * (3 * (size_t)T->n_units + 3)), top = 0;
-    if (!seen || !work) {
-        free(seen);
-        free(work);
-        PyErr_NoMemory();
-        return -1;
-    }
-    work[top++] = from;
-    while (top) {
-        int at = work[--top];
-        if (at < 0 || at >= T->n_units || seen[at]) continue;
-        seen[at] = 1;
-        EmInstr in;
-        em_decode_op(T->bytes, T->n_units, at, &in); /* `from` is the break's opcode unit */
-        int reads = in.op == EMBC_LOAD_FAST || in.op == EMBC_DELETE_FAST;
-#ifdef EMBC_LOAD_FAST_CHECK
-        reads |= in.op == EMBC_LOAD_FAST_CHECK;
+    LocalsRead r = {read, n};
+    int rc = code_walk(T, from, visit_local_reads, &r);
+    if (rc == WALK_UNKNOWN) memset(read, 1, (size_t)n); /* every local may be read */
+    return rc < 0 ? -1 : 0;
+}
+
+static int visit_cell_read(const EmInstr *in, void *ctx) {
+    int slot = *(const int *)ctx;
+    int reads = in->op == EMBC_LOAD_DEREF || in->op == EMBC_DELETE_DEREF;
+#ifdef EMBC_LOAD_CLASSDEREF
+    reads |= in->op == EMBC_LOAD_CLASSDEREF;
 #endif
-#ifdef EMBC_LOAD_FAST_AND_CLEAR
-        reads |= in.op == EMBC_LOAD_FAST_AND_CLEAR;
+#ifdef EMBC_LOAD_FROM_DICT_OR_DEREF
+    reads |= in->op == EMBC_LOAD_FROM_DICT_OR_DEREF;
 #endif
-#ifdef EMBC_LOAD_FAST_LOAD_FAST
-        if (in.op == EMBC_LOAD_FAST_LOAD_FAST) {
-            if ((in.arg >> 4) < n) read[in.arg >> 4] = 1;
-            if ((in.arg & 15) < n) read[in.arg & 15] = 1;
-        }
-#endif
-        if (reads && in.arg < n) read[in.arg] = 1;
-        int handler, depth, lasti, e = em_exc_entry(T->code, in.at, &handler, &depth, &lasti);
-        if (e < 0) { /* an exception table ember cannot read: every local may be read */
-            memset(read, 1, (size_t)n);
-            break;
-        }
-        if (e) work[top++] = handler;
-        if (em_bc_is_jump[in.op]) work[top++] = em_jump_target(&in);
-        if (!(em_bc_flags[in.op] & EMBCF_NO_FALLTHROUGH)) work[top++] = in.next;
-    }
-    free(seen);
-    free(work);
-    return 0;
+    if (reads && in->arg == slot) return WALK_STOP;
+    return in->op == EMBC_STORE_DEREF && in->arg == slot ? WALK_PRUNE : WALK_ON; /* bound from there on */
 }
 
 /* Whether cell variable `slot` may be read (or deleted) by the frame's own code from code unit
@@ -660,42 +698,8 @@ int em_trace_locals_read(EmTracer *T, char *read, int n, int from) {
  * first, it is handed on as the frame's empty cell (the resume function's free variable), which
  * the code after the break fills. */
 static int cell_read_first(EmTracer *T, int slot, int from) {
-    char *seen = calloc((size_t)T->n_units + 1, 1);
-    int *work = malloc(sizeof(int) * (3 * (size_t)T->n_units + 3)), top = 0, found = 0;
-    if (!seen || !work) {
-        free(seen);
-        free(work);
-        PyErr_NoMemory();
-        return -1;
-    }
-    work[top++] = from;
-    while (top && !found) {
-        int at = work[--top];
-        if (at < 0 || at >= T->n_units || seen[at]) continue;
-        seen[at] = 1;
-        EmInstr in;
-        em_decode_op(T->bytes, T->n_units, at, &in);
-        int reads = in.op == EMBC_LOAD_DEREF || in.op == EMBC_DELETE_DEREF;
-#ifdef EMBC_LOAD_CLASSDEREF
-        reads |= in.op == EMBC_LOAD_CLASSDEREF;
-#endif
-#ifdef EMBC_LOAD_FROM_DICT_OR_DEREF
-        reads |= in.op == EMBC_LOAD_FROM_DICT_OR_DEREF;
-#endif
-        if (reads && in.arg == slot) found = 1;
-        if (in.op == EMBC_STORE_DEREF && in.arg == slot) continue; /* bound from here on */
-        int handler, depth, lasti, e = em_exc_entry(T->code, in.at, &handler, &depth, &lasti);
-        if (e < 0) {
-            found = 1; /* an exception table ember cannot read */
-            break;
-        }
-        if (e) work[top++] = handler;
-        if (em_bc_is_jump[in.op]) work[top++] = em_jump_target(&in);
-        if (!(em_bc_flags[in.op] & EMBCF_NO_FALLTHROUGH)) work[top++] = in.next;
-    }
-    free(seen);
-    free(work);
-    return found;
+    int rc = code_walk(T, from, visit_cell_read, &slot);
+    return rc < 0 ? -1 : rc != WALK_ON;
 }
 
 EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int **store_local, int **store_val,
