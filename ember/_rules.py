@@ -955,6 +955,12 @@ _ARITY_MESSAGE = re.compile(
     r"takes no keyword|missing required")
 
 
+def dict_view(d, what):
+    """d.keys(), d.values() or d.items() (what: 'k', 'v', 'i'): a view made in the trace, over
+    the dict the graph's output gives."""
+    return d.keys() if what == "k" else d.values() if what == "v" else d.items()
+
+
 def fresh_exception(e, _memo=None):
     """A new exception equal to e, one made while tracing from constants: the graph's output
     makes one per call, as each call of the Python code makes its own (its chain copied too)."""

@@ -437,6 +437,24 @@ static EmStatus out_lazy_map(EmTracer *T, EmSym *s, EmSym *fn, EmSym **srcs, int
     return st;
 }
 
+/* A view of a dict (keys(), values(), items()): that view of the dict's output, made per call.
+ * Not of an instance dict read whole: its copy is not the object's own __dict__. */
+static EmStatus out_view(EmTracer *T, EmSym *s, int depth) {
+    EmSym *d = s->items.data[0];
+    for (int32_t i = 0; i < T->idict_copy.len; i++)
+        if (T->idict_copy.data[i] == d) return em_trace_fail(T, EMA_RETURN, "a view of an instance dict");
+    if (s->out_at >= 0) return same_out(T, s);
+    char what[2] = {(char)s->pos, 0};
+    PyObject *w = PyUnicode_FromString(what);
+    EmSym *ws = w ? em_sym_const(T, w) : NULL;
+    Py_XDECREF(w);
+    if (!ws) return EM_ERR;
+    s->out_at = T->out.len;
+    EmStatus st = push_helper_call(T, "dict_view", 2);
+    if (st == EM_OK) st = build_out(T, d, depth + 1);
+    return st == EM_OK ? build_out(T, ws, depth + 1) : st;
+}
+
 static EmStatus out_iter(EmTracer *T, EmSym *s, int depth) {
     if (!em_lazy_done(s)) { /* Python makes its items later, after the graph: not made here */
         EmSym *fn, **srcs;
@@ -528,6 +546,7 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
         case SYM_LIST:
         case SYM_DICT: return out_container(T, s, depth);
         case SYM_ITER: return out_iter(T, s, depth);
+        case SYM_VIEW: return out_view(T, s, depth);
         case SYM_NEW: return out_newobj(T, s, depth);
         case SYM_BOUND: { /* a bound method: fn.__get__(self) at run time; children self, fn */
             EmStatus st = push_out(T, (EmOut){.kind = OUT_BOUND, .v = 2});

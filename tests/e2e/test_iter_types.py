@@ -267,3 +267,35 @@ def test_map_and_filter_leave_the_trace_lazy(f, capsys):
     assert kinds(got) == want_kinds  # a map is returned as a map, made lazily after the graph
     assert same(want, _drain(got))
     assert ember.testing.counters()["aborts"] == 0
+
+
+def views_returned(x):
+    d = {"a": x, "b": x * 2}
+    return d.keys(), d.values(), d.items(), d
+
+
+def view_of_a_frame_dict(x, d):
+    d["z"] = x
+    return d.keys()
+
+
+def view_across_a_break(x):
+    d = {"a": 1}
+    k = d.keys()
+    print("brk")
+    d["b"] = 2
+    return list(k)
+
+
+def test_dict_views_leave_the_trace_as_views_of_their_dict(capsys):
+    x = torch.ones(2)
+    ks, vs, its, d = ember.compile(views_returned)(x)
+    assert type(ks) is type({}.keys()) and type(vs) is type({}.values()) and type(its) is type({}.items())
+    d["c"] = 3  # live views of the dict returned with them
+    assert list(ks) == ["a", "b", "c"] and len(vs) == 3 and ("c", 3) in its
+    frame_d = {"q": 1}
+    k = ember.compile(view_of_a_frame_dict)(x, frame_d)
+    frame_d["later"] = 0
+    assert list(k) == ["q", "z", "later"]
+    assert ember.compile(view_across_a_break)(x) == ["a", "b"]
+    assert ember.testing.counters()["aborts"] == 0
