@@ -228,11 +228,12 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
         if (pushes_null && plan.stack_after >= 2) plan.after_null[plan.stack_after - 2] = 1;
     }
     /* a loop that only returns or raises, or a raise: no resume function */
-    int no_exit = (R && R->loop && !R->exits) || (!R && plan.op == EMBC_RAISE_VARARGS);
+    int no_exit = (R && R->loop && !R->exits) || (!R && (plan.op == EMBC_RAISE_VARARGS || plan.op == EMBC_RERAISE));
     if (!no_exit && !(rcode = resume_code(co, &plan, plan.next))) goto done;
     {
         int depths[EM_MAX_WITH];
-        if (em_exc_chain(co, R ? R->cover : plan.at, depths, EM_MAX_WITH, &plan.try_) < 0) {
+        if (em_exc_chain(co, R ? R->cover : em_raise_cover(co, plan.at, plan.op), depths, EM_MAX_WITH, &plan.try_) <
+            0) {
             PyErr_SetString(PyExc_SystemError, "ember: a break inside blocks it cannot leave");
             goto done;
         }

@@ -130,6 +130,12 @@ void em_region_stores(PyCodeObject *co, const EmRegion *R, char *stored, char *d
  * them (*t); returns their number, or -1 inside an except clause (or more than max blocks,
  * or an exception table of unexpected shape). */
 int em_exc_chain(PyCodeObject *co, int at, int *depths, int max, EmTry *t);
+/* The code unit whose exception entries are the blocks around a break at X (code unit at,
+ * opcode op): at, or for a RERAISE ending an except clause or a finally block's exception path,
+ * the clause's cleanup (COPY 3, POP_EXCEPT, RERAISE 1), which a break there skips: its
+ * transformed code never entered the clause, so the exception state the cleanup would restore
+ * is already the current one. */
+int em_raise_cover(PyCodeObject *co, int at, int op);
 /* Whether a frame of co can break at X (not in a loop body or a try block), or run
  * comprehension loop R there when R is not NULL. Returns 1, or 0 with a reason in why. */
 int em_break_possible(PyCodeObject *co, int at, const EmRegion *R, const char **why);

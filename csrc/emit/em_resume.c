@@ -48,6 +48,27 @@ int em_exc_chain(PyCodeObject *co, int at, int *depths, int max, EmTry *t) {
     return rc < 0 ? -1 : n;
 }
 
+int em_raise_cover(PyCodeObject *co, int at, int op) {
+    int h, d, lasti;
+    if (op != EMBC_RERAISE || em_exc_entry(co, at, &h, &d, &lasti) != 1) return at;
+    PyObject *bytes = em_code_bytes(co);
+    if (!bytes) {
+        PyErr_Clear();
+        return at;
+    }
+    const unsigned char *code = (const unsigned char *)PyBytes_AS_STRING(bytes);
+    int n = (int)(PyBytes_GET_SIZE(bytes) / 2), ok = h < n;
+    EmInstr a, b, c;
+    if (ok) em_decode(code, n, h, &a);
+    ok = ok && a.op == EMBC_COPY && a.arg == 3 && a.next < n;
+    if (ok) em_decode(code, n, a.next, &b);
+    ok = ok && b.op == EMBC_POP_EXCEPT && b.next < n;
+    if (ok) em_decode(code, n, b.next, &c);
+    ok = ok && c.op == EMBC_RERAISE;
+    Py_DECREF(bytes);
+    return ok ? h : at;
+}
+
 static int has_class_cell(PyCodeObject *co) {
     for (int i = co->co_nlocalsplus - co->co_nfreevars; i < co->co_nlocalsplus; i++)
         if (!PyUnicode_CompareWithASCIIString(em_code_name(co, i), "__class__")) return 1;
@@ -78,7 +99,20 @@ int em_break_possible(PyCodeObject *co, int at, const EmRegion *R, const char **
     }
     int depths[EM_MAX_WITH];
     EmTry t;
-    if (em_exc_chain(co, R ? R->cover : at, depths, EM_MAX_WITH, &t) < 0) {
+    int cover = R ? R->cover : at;
+    if (!R) {
+        PyObject *cb = em_code_bytes(co);
+        if (!cb) {
+            PyErr_Clear();
+            *why = "no code";
+            return 0;
+        }
+        EmInstr xi;
+        em_decode_op((const unsigned char *)PyBytes_AS_STRING(cb), (int)(PyBytes_GET_SIZE(cb) / 2), at, &xi);
+        Py_DECREF(cb);
+        cover = em_raise_cover(co, at, xi.op);
+    }
+    if (em_exc_chain(co, cover, depths, EM_MAX_WITH, &t) < 0) {
         *why = "inside an except clause, or blocks of unexpected shape";
         return 0;
     }
@@ -545,6 +579,7 @@ static int tx_x(Tx *x, PyCodeObject *co, const EmBreakPlan *plan, int cond, int 
         return 0;
     }
     if (em_bc_has_local[plan->op]) return tx_op(x, plan->op, tx_slot(x, plan->arg));
+    if (plan->op == EMBC_RERAISE) return tx_op(x, EMBC_RERAISE, 0); /* its lasti is the original code's */
     if (em_is_method_load(plan->op, plan->arg)) { /* always (NULL, bound method): the NULL is known */
         int op = plan->op, arg = plan->arg;
         em_plain_attr_load(&op, &arg);
@@ -627,7 +662,8 @@ EM_NEW PyObject *em_emit_transformed(PyCodeObject *co, const EmBreakPlan *plan, 
     PyObject *varnames = NULL, *kw = NULL, *res = NULL;
     int depths[EM_MAX_WITH], branch = -1, xs = em_asm_label(&x.A), xe = em_asm_label(&x.A);
     EmTry t;
-    int nwith = em_exc_chain(co, plan->region ? plan->cover : plan->at, depths, EM_MAX_WITH, &t);
+    int nwith = em_exc_chain(co, plan->region ? plan->cover : em_raise_cover(co, plan->at, plan->op), depths,
+                             EM_MAX_WITH, &t);
     if (!x.cells || xs < 0 || xe < 0) {
         if (!PyErr_Occurred()) PyErr_NoMemory();
         goto done;

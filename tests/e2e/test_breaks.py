@@ -892,10 +892,11 @@ def test_a_break_in_a_loop_inside_a_try_block(capsys):
         assert_counts(aborts=0)
         compare(loop_in_with_in_try, randn(3, requires_grad=True), stop, capsys=capsys)
         assert_counts(aborts=0)
-    # the handler's resume function re-raises what it does not catch: that frame runs as Python
-    with pytest.raises(RuntimeError, match="out of the loop"), pytest.warns(ember.EmberWarning):
+    # the handler's resume function re-raises what it does not catch: a break at the re-raise
+    with pytest.raises(RuntimeError, match="out of the loop"):
         ember.compile(loop_in_try_exception_escapes)(randn(3))
     assert ember.testing.entries(loop_in_try_exception_escapes)[0]["break"]
+    assert_counts(aborts=0)
     compare(loop_in_try_in_loop_in_try, randn(3), capsys=capsys)
     assert_counts(aborts=0)
     reason = ember.testing.entries(loop_in_try)[0]["break"]
@@ -2662,4 +2663,58 @@ def test_an_exception_made_in_the_trace_is_a_new_one_per_call():
     want = returns_a_new_exception(x)[1]
     assert ea is not eb and type(ea) is ValueError and ea.args == ("made",)
     assert ea.__context__ is want.__context__ is None  # made, not raised, while a KeyError is handled
+    assert ember.testing.counters()["aborts"] == 0
+
+
+def reraise_through_finally(x, s):
+    try:
+        print("in try")
+        x = _raises_or_not(x, s)
+    finally:
+        G_SEEN.append(1)
+    return x * 2
+
+
+def reraise_unmatched(x, s):
+    try:
+        x = _raises_or_not(x, s)
+    except KeyError:
+        return x
+    return x + 1
+
+
+def reraise_into_outer_handler(x, s):
+    try:
+        try:
+            x = _raises_or_not(x, s)
+        finally:
+            G_SEEN.append(2)
+    except ValueError as e:
+        return x - len(str(e))
+    return x
+
+
+@ember.disable
+def _raises_or_not(t, s):
+    if float(t.sum()) > s:
+        raise ValueError(f"over {s}")
+    return t - 1
+
+
+@pytest.mark.parametrize("fn", [reraise_through_finally, reraise_unmatched, reraise_into_outer_handler])
+def test_a_handler_that_reraises_is_compiled(fn, capsys):
+    """The resume function entered at a handler re-raises what it does not take (a finally
+    block, an except clause that does not match): a break at the re-raise, not plain Python."""
+    for s in (100.0, -100.0, -100.0):
+        G_SEEN.clear()
+        want = raised(fn, torch.ones(2), s) if s < 0 and fn is not reraise_into_outer_handler else fn(torch.ones(2), s)
+        seen = list(G_SEEN)
+        G_SEEN.clear()
+        cf = ember.compile(fn)
+        if isinstance(want, Exception):
+            got = raised(cf, torch.ones(2), s)
+            assert type(got) is type(want) and str(got) == str(want)
+        else:
+            assert_same(cf(torch.ones(2), s), want)
+        assert G_SEEN == seen
     assert ember.testing.counters()["aborts"] == 0
