@@ -394,6 +394,11 @@ static EmStatus const_truth(EmTracer *T, EmSym *s, int *out) {
 }
 
 static EmStatus const_items(EmTracer *T, EmSym *s, EmSym **out) {
+    if (em_is_pure(s->obj) && !Py_TYPE(s->obj)->tp_iter && !PySequence_Check(s->obj)) {
+        PyObject *it = PyObject_GetIter(s->obj); /* a number, None: Python's TypeError, raised here */
+        if (!it) return em_trace_raise_pending(T, "iteration over a non-iterable");
+        Py_DECREF(it);
+    }
     PyObject *seq = PySequence_Fast(s->obj, "");
     if (!seq) {
         PyErr_Clear(); /* not iterable, or iterating it raised: Python raises it again when the trace gives up */

@@ -1858,3 +1858,21 @@ def test_instance_dict_read_whole(fn):
     got = ember.compile(fn, fullgraph=True)(x, h_c := holder())
     assert_same(got, want)
     assert h_c.__dict__ == h_e.__dict__
+
+
+def iterate_a_number(x):
+    d = {"a": 1}
+    try:
+        d |= 1
+    except TypeError as e:
+        msg = str(e)
+    try:
+        for i in None:
+            x = x + i
+    except TypeError as e:
+        msg2 = str(e)
+    return x * 2, msg, msg2
+
+
+def test_iterating_a_number_raises_typeerror_as_in_python():
+    exact_graph(iterate_a_number, randn(2))
