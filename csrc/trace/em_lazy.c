@@ -250,6 +250,21 @@ EmStatus em_gen_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int 
         Py_DECREF(e);
         return st;
     }
+    /* throw(type, value[, traceback]), the legacy form contextlib's __exit__ uses: value when it
+     * is an instance of type, else type(); the traceback (one the trace has none of) left out */
+    if (!strcmp(name, "throw") && (nargs == 2 || nargs == 3) &&
+        (args[0]->kind == SYM_CONST || args[0]->kind == SYM_OBJ) && PyExceptionClass_Check(args[0]->obj) &&
+        args[1]->kind == SYM_CONST &&
+        (nargs == 2 || args[2]->kind == SYM_TB || (args[2]->kind == SYM_CONST && args[2]->obj == Py_None))) {
+        PyObject *tp = args[0]->obj, *v = args[1]->obj, *e = NULL;
+        if (v != Py_None && !PyObject_TypeCheck(v, (PyTypeObject *)tp))
+            return em_trace_fail(T, EMA_VALUE, "throw() of a value not of the type thrown");
+        e = v == Py_None ? PyObject_CallNoArgs(tp) : Py_NewRef(v);
+        if (!e) return EM_ERR;
+        EmStatus st = gen_throw(T, self, e, 0, out);
+        Py_DECREF(e);
+        return st;
+    }
     return em_trace_fail(T, EMA_CALL, "generator.%s with %d arguments", name, nargs);
 }
 

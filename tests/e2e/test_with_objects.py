@@ -240,3 +240,50 @@ def test_graph_break_inside_blocks_of_python_context_managers_resumes(capsys):
     c = counters()
     assert c["breaks"] >= 3 and c["aborts"] == 1, c  # only the frame that raises runs as Python
     capsys.readouterr()
+
+
+@contextlib.contextmanager
+def _translating():
+    try:
+        yield
+    except IndexError:
+        raise ValueError("translated")  # noqa: B904
+
+
+@contextlib.contextmanager
+def _passing():
+    try:
+        yield
+    finally:
+        pass
+
+
+@contextlib.contextmanager
+def _swallowing(log):
+    try:
+        yield
+    except KeyError as e:
+        log.append(str(e))
+
+
+def exception_through_generator_contexts(x):
+    z = 0
+    log = []
+    with _passing():
+        try:
+            with _translating():
+                raise IndexError
+        except ValueError:
+            z = 1
+        except IndexError:
+            z = 2
+    with _swallowing(log):
+        x = x + 1
+        raise KeyError("k")
+    return x * z, log
+
+
+def test_exceptions_thrown_into_contextmanager_generators():
+    """contextlib's __exit__ throws the exception into the generator (gen.throw(type, value,
+    tb) on 3.11): it is caught, translated or swallowed there as in eager."""
+    exact_graph(exception_through_generator_contexts, randn(2))
