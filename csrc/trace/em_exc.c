@@ -205,9 +205,9 @@ EmStatus h_raise_varargs(EmTracer *T, const EmInstr *in) {
     /* raise e from cause: e.__cause__ set (and __suppress_context__) on the exception raised */
     if (!const_exc(cause) || !const_exc(e))
         return em_trace_fail(T, EMA_VALUE, "raise from a %s", em_sym_describe(cause));
-    PyObject *c = cause->obj, *ev = e->obj;
-    if (PyExceptionClass_Check(ev) && !(ev = PyObject_CallNoArgs(ev))) return em_trace_raise_pending(T, "raise");
-    if (!PyExceptionClass_Check(ev)) Py_INCREF(ev);
+    PyObject *c = cause->obj;
+    PyObject *ev = PyExceptionClass_Check(e->obj) ? PyObject_CallNoArgs(e->obj) : Py_NewRef(e->obj); /* owned */
+    if (!ev) return em_trace_raise_pending(T, "raise");
     if (!PyExceptionInstance_Check(ev)) {
         Py_DECREF(ev);
         return raise_sym(T, e, 1); /* what it raises (a TypeError) is not modelled */
