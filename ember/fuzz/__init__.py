@@ -41,12 +41,14 @@ def fuzz_run(seed, count, backend="eager", jobs=1, out=None, minimize=False, tri
     failures = []
     minimized = collections.Counter()
     plain = 0  # programs (ok) with a frame ember ran as plain Python (an abort)
+    why = collections.Counter()  # their reasons (each once per program)
     for i, res in enumerate(results):
         index = start + i
         res["index"] = index
         if res["status"] == "ok":
             counts["ok"] += 1
             plain += (res.get("counters") or {}).get("aborts", 0) > 0
+            why.update(set(res.get("plain_reasons") or ()))
             continue
         path = res.get("path")
         if path and os.path.exists(path):
@@ -92,8 +94,8 @@ def fuzz_run(seed, count, backend="eager", jobs=1, out=None, minimize=False, tri
     if triage_torch:
         line += f"; {shared} shared with torch.compile"
     line += f" ({backend}, seed {seed}, {wall:.0f} s)"
-    summary = {"counts": dict(counts), "plain": plain, "shared": shared, "failures": failures, "line": line,
-               "wall_s": wall}
+    summary = {"counts": dict(counts), "plain": plain, "plain_why": why.most_common(), "shared": shared,
+               "failures": failures, "line": line, "wall_s": wall}
     if out:
         with open(os.path.join(out, "summary.json"), "w") as f:
             json.dump({k: v for k, v in summary.items() if k != "failures"}, f, indent=1)

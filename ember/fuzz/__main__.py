@@ -26,6 +26,8 @@ def main(argv=None):
                     help="how often code hitting already-known defects is generated (0..1, default 1: as often as other code)")
     ap.add_argument("--dynamic", choices=("none", "true", "false"), default="none",
                     help="ember.compile's dynamic= for every program (default None: automatic dynamic)")
+    ap.add_argument("--why", action="store_true",
+                    help="list why frames ran as plain Python (each reason, with the number of programs)")
     ap.add_argument("-q", "--quiet", action="store_true")
     a = ap.parse_args(argv)
     os.environ["EMBER_FUZZ_DYNAMIC"] = a.dynamic  # read by the workers (runner._compile)
@@ -33,6 +35,9 @@ def main(argv=None):
     summary = fuzz_run(a.seed, a.count, a.backend, jobs=a.jobs, out=a.out, minimize=a.minimize,
                        triage_torch=a.triage_torch, timeout=a.timeout, start=a.start, log=log,
                        minimize_budget=a.minimize_budget, minimize_per_kind=a.minimize_per_kind, known_rate=a.known_rate)
+    if a.why:
+        for reason, n in summary["plain_why"]:
+            print(f"{n:5d}  {reason}")
     print(summary["line"])
     return 1 if summary["counts"]["wrong"] + summary["counts"]["crash"] + summary["counts"]["hang"] \
         + summary["counts"]["internal"] else 0

@@ -6,6 +6,7 @@ import collections.abc
 import json
 import math
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -250,6 +251,8 @@ def run_source(src, path, backend="eager", compiler="ember"):
         if compiler == "ember":
             import ember.testing
             res["counters"] = ember.testing.counters()
+            if res["counters"].get("aborts"):
+                res["plain_reasons"] = _plain_reasons()
             ember.testing.reset_counters()
         gen.unload(mod_e)
         gen.unload(mod_c)
@@ -257,6 +260,18 @@ def run_source(src, path, backend="eager", compiler="ember"):
         if compiler == "torch":
             torch._dynamo.reset()
     return res
+
+
+def _plain_reasons():
+    """Why each code ember ran as plain Python did so (its abort reason, file and line left out)."""
+    from ember import _C
+    out = []
+    for code in _C._seen_codes():
+        st = _C.code_state(code)
+        if st.get("mode") == "fallback" and st.get("reason"):
+            why = re.sub(r"\(?[^\s()]+\.py:-?\d+\)?:?|0x[0-9a-f]+|_at_\d+", "", str(st["reason"]))
+            out.append(" ".join(why.split())[:200])
+    return out
 
 
 def _compile(target, backend, compiler):
