@@ -346,10 +346,27 @@ static EmStatus meta_run_failed(EmTracer *T, const char *name) {
 /* The sym of node r, whose meta result mres (on device rdev) is a tensor, a tuple/list of
  * tensors and Nones, or None (the caller checked). A tensor that is one of the arguments (an
  * in-place op) is that argument's sym, retargeted to r. */
+/* Whether node `old` is an argument of a node made before node r (a view of it may exist). */
+static int used_before(const EmGraph *G, EmRef old, EmRef r) {
+    int32_t end = G->nodes.data[r].args;
+    for (int32_t i = 0; i < end && i < G->args.len; i++)
+        if (G->args.data[i].kind == EMARG_REF && G->args.data[i].v == old) return 1;
+    return 0;
+}
+
 static EmStatus result_sym(EmTracer *T, EmRef r, PyObject *mres, PyObject *rdev, EmSym **args, int nargs, EmSym **out) {
     if (PyObject_TypeCheck(mres, em_state.tensor_type)) {
         for (int i = 0; i < nargs; i++)
             if (args[i]->kind == SYM_TENSOR && args[i]->obj == mres) {
+                /* an in-place op that made the tensor require grad (requires_grad_(), add_(w)):
+                 * views made of it before now require grad too, which their metas do not say */
+                PyObject *rg = PyObject_GetAttrString(mres, "requires_grad");
+                if (!rg) return EM_ERR;
+                int grad = rg == Py_True;
+                Py_DECREF(rg);
+                if (grad && !T->G->nodes.data[args[i]->ref].requires_grad && used_before(T->G, args[i]->ref, r))
+                    return em_trace_fail(T, EMA_VALUE,
+                                         "an in-place op making a tensor that was used before require grad");
                 if (em_sym_retarget(T, args[i], r, mres, rdev)) return EM_ERR;
                 *out = args[i];
                 return EM_OK;

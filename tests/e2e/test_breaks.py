@@ -2718,3 +2718,29 @@ def test_a_handler_that_reraises_is_compiled(fn, capsys):
             assert_same(cf(torch.ones(2), s), want)
         assert G_SEEN == seen
     assert ember.testing.counters()["aborts"] == 0
+
+
+def views_then_requires_grad(x):
+    v = x.reshape(-1)
+    w = x[0]
+    x.requires_grad_()  # v and w are views of x: they now require grad too (found by fuzz seed 2213)
+    return v.requires_grad, w.requires_grad, (v * 2).requires_grad, v * 2
+
+
+def view_then_inplace_with_grad(x, w):
+    v = x[0:2]
+    x.add_(w)  # x now requires grad, and so does its view v
+    r = v * 2
+    return v.requires_grad, r.requires_grad, r
+
+
+def test_views_made_before_a_tensor_starts_to_require_grad():
+    compare(views_then_requires_grad, randn(3, 3))
+    assert_counts(aborts=0)
+    x_e, x_c = randn(3), randn(3)
+    w_e, w_c = torch.ones(3, requires_grad=True), torch.ones(3, requires_grad=True)
+    want, got = view_then_inplace_with_grad(x_e, w_e), ember.compile(view_then_inplace_with_grad)(x_c, w_c)
+    assert got[:2] == want[:2] == (True, True)
+    got[2].sum().backward()
+    want[2].sum().backward()
+    assert_same(w_c.grad, w_e.grad)
