@@ -346,11 +346,23 @@ static EmStatus meta_run_failed(EmTracer *T, const char *name) {
 /* The sym of node r, whose meta result mres (on device rdev) is a tensor, a tuple/list of
  * tensors and Nones, or None (the caller checked). A tensor that is one of the arguments (an
  * in-place op) is that argument's sym, retargeted to r. */
+/* Whether graph argument k (a tuple or list: one of its items) is node `old`. */
+static int arg_refers(const EmGraph *G, int32_t k, EmRef old, int depth) {
+    const EmArg *a = &G->args.data[k];
+    if (a->kind == EMARG_REF) return a->v == old;
+    if ((a->kind != EMARG_TUPLE && a->kind != EMARG_LIST) || depth > 16) return 0;
+    for (int32_t c = 0; c < a->n; c++)
+        if (arg_refers(G, a->v + c, old, depth + 1)) return 1;
+    return 0;
+}
+
 /* Whether node `old` is an argument of a node made before node r (a view of it may exist). */
 static int used_before(const EmGraph *G, EmRef old, EmRef r) {
-    int32_t end = G->nodes.data[r].args;
-    for (int32_t i = 0; i < end && i < G->args.len; i++)
-        if (G->args.data[i].kind == EMARG_REF && G->args.data[i].v == old) return 1;
+    for (EmRef n = old + 1; n < r; n++) {
+        const EmNode *x = &G->nodes.data[n];
+        for (int32_t k = 0; k < x->nargs; k++)
+            if (arg_refers(G, x->args + k, old, 0)) return 1;
+    }
     return 0;
 }
 
