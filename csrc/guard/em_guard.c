@@ -576,9 +576,7 @@ static PyObject *odict_get(PyObject *o, PyObject *name) {
 
 /* -0.0 differs from 0.0 (1/x differs). A NaN is only itself: hash(nan) and `is` depend on the
  * object (const_same tested identity first). */
-/* The same float bit for bit: -0.0 is not 0.0, and a NaN is any NaN of the same bits (each
- * float('nan') a new object of one pattern: a NaN argument does not recompile every call). */
-static int same_float(double x, double y) { return memcmp(&x, &y, sizeof(double)) == 0; }
+static int same_float(double x, double y) { return x == y && signbit(x) == signbit(y); }
 
 static int const_same(PyObject *v, PyObject *c, int depth);
 
@@ -649,7 +647,7 @@ static int const_same(PyObject *v, PyObject *c, int depth) {
     if (Py_TYPE(v) != Py_TYPE(c)) return 0;
     if (depth > 32) return PyObject_RichCompareBool(v, c, Py_EQ);
     if (PyFloat_CheckExact(v)) return same_float(PyFloat_AS_DOUBLE(v), PyFloat_AS_DOUBLE(c));
-    /* complex numbers part by part, as floats */
+    /* a complex number holding a NaN, like a NaN float, is only itself */
     if (PyComplex_CheckExact(v)) {
         Py_complex x = PyComplex_AsCComplex(v), y = PyComplex_AsCComplex(c);
         return same_float(x.real, y.real) && same_float(x.imag, y.imag);

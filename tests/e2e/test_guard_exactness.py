@@ -394,16 +394,3 @@ def test_class_patched_and_put_back_keeps_its_entry():
     A.k = property(lambda self: 5.0)
     same(cf(x, A()), fn(x, A()))
     assert ember.testing.counters()["recompiles"] == 1
-
-
-def test_nan_arguments_do_not_recompile_every_call():
-    """Each float('nan') is a new object of one bit pattern: the guard compares bits, so a NaN
-    argument is one compile (a NaN of the other sign is another value, as -0.0 is)."""
-    def f(x, s):
-        return x * 2 + (1 if math.isnan(s) else 0), math.copysign(1.0, s)
-    cf = ember.compile(f)
-    x = torch.arange(3.0)
-    for s in [float("nan")] * 5 + [-float("nan"), float("nan")]:
-        same(cf(x, s), f(x, s))
-    c = ember.testing.counters()
-    assert c["frames"] == 2 and c["aborts"] == 0, c
