@@ -188,8 +188,15 @@ def getter_function(g):
     return fn
 
 
+def _log_api_usage_once(event):
+    """torch._C._log_api_usage_once in a traced frame (nn.Module.__init__): torch's usage
+    logging, once per process per event; not repeated by the graph (TorchDynamo drops it too)."""
+    return None
+
+
 TRACE_AS = {torch.autograd.profiler.record_function: _record_function, operator.itemgetter: _shim_itemgetter,
-            operator.attrgetter: _shim_attrgetter, operator.methodcaller: _shim_methodcaller}
+            operator.attrgetter: _shim_attrgetter, operator.methodcaller: _shim_methodcaller,
+            torch._C._log_api_usage_once: _log_api_usage_once}
 _mutation_guard = sys.modules.get("torch._dynamo.mutation_guard")
 if _mutation_guard is not None and hasattr(_mutation_guard, "GenerationTracker"):
     for _tag in (_mutation_guard.GenerationTracker.tag, _mutation_guard.GenerationTracker.tag.__func__):
@@ -497,7 +504,7 @@ def _numpy_pure(fn):
 # The trace models the state it reads (grad mode, autocast, default dtype) only through the
 # calls it knows (set_grad_enabled, autocast contexts: em_ctx.c); as a graph op such a setter
 # would also run while tracing and leave later ops inferred for the state before it.
-_STATE_SETTER = re.compile(r"^_?(set|push|pop|enter|exit)_")
+_STATE_SETTER = re.compile(r"^_?(set|push|pop|enter|exit)_|(^|_)(increment|decrement)_")  # _vmap_increment_nesting
 
 
 def _state_setter(fn):
@@ -506,7 +513,7 @@ def _state_setter(fn):
     mod = getattr(fn, "__module__", None) or ""  # a method bound to a tensor has none
     name = getattr(fn, "__name__", "")
     return isinstance(mod, str) and (mod == "torch" or mod.startswith("torch.")) and isinstance(name, str) and \
-        bool(_STATE_SETTER.match(name))
+        bool(_STATE_SETTER.search(name))
 
 
 def _classify(fn):
@@ -1349,7 +1356,9 @@ def run(fn, args, kwargs, device):
         try:
             out = _memo_run(fn, args, dict(kwargs, device=META))
         except TypeError:
-            out = fn(*args, **kwargs)
+            # no device to make it on: running it here would change torch's state for real
+            # (torch._C._vmap_increment_nesting...) or make real data; the call is not traced
+            raise NotImplementedError(f"{getattr(fn, '__name__', fn)} of no tensor takes no device") from None
     else:
         try:
             out = _memo_run(fn, args, kwargs)

@@ -444,3 +444,27 @@ def test_torch_state_setters_break_the_graph():
     x = randn(3)
     torch.testing.assert_close(ember.compile(_state_setters)(x), x + 1)
     assert counters()["breaks"] >= 1 and counters()["aborts"] == 0
+
+
+def _vmap_levels(x):
+    level = torch._C._functorch._vmap_increment_nesting(3, "error")
+    try:
+        y = x * level
+    finally:
+        torch._C._functorch._vmap_decrement_nesting()
+    return y
+
+
+def test_functorch_level_changes_run_once_in_python():
+    """torch._C functions that change functorch's level stack (no tensor argument, no device):
+    never run while tracing (once there, an abandoned trace left a vmap level pushed and every
+    later random op in the process failed), they run at a break."""
+    from torch._C._functorch import maybe_current_level
+
+    x = randn(3)
+    want = _vmap_levels(x)
+    assert maybe_current_level() is None
+    got = ember.compile(_vmap_levels)(x)
+    assert maybe_current_level() is None, "the compiled call left a vmap level pushed"
+    torch.testing.assert_close(got, want)
+    torch.rand(2)  # raises in vmap's randomness "error" mode
