@@ -316,6 +316,8 @@ GRAD_CTX = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
 # the graph's ops); record=True (a list of the warnings as `as w`) and module= are not modelled
 _set(CTX, GRAD_CTX + (torch.inference_mode, torch.autocast, warnings.catch_warnings))
 set_grad_enabled = torch._C._set_grad_enabled
+# `t.data = v` in the graph (em_obj.c store_data); older torch lacks the op: such stores break
+set_data = getattr(getattr(torch.ops.aten, "shallow_copy_data_", None), "default", None)
 
 
 def grad_mode(_=None):

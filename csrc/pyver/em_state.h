@@ -59,6 +59,7 @@ typedef struct {
     /* graph calls that change global state (helper attributes of the same names) */
     PyObject *object_getattribute; /* object.__getattribute__ (a slot wrapper) */
     PyObject *set_grad_enabled, *ctx_enter_fn, *ctx_exit_fn, *ctx_reenter_fn, *grad_restorer;
+    PyObject *set_data; /* aten.shallow_copy_data_ (`t.data = v` in the graph), None where torch lacks it */
     PyObject *warnings_off, *warnings_on; /* () -> None: Python warnings ignored while ember traces */
     PyObject *os_environ;   /* os.environ: lookups guarded per key on its _data dict */
     PyObject *module_trust; /* dict module -> bool: _rules.trusted_module's answer (made on first use) */

@@ -313,6 +313,15 @@ EmStatus em_ctx_exit_input(EmTracer *T, EmSym *fn, EmSym **args, int nargs, EmSy
     return *out ? EM_OK : EM_ERR;
 }
 
+EmStatus em_ctx_set_grad(EmTracer *T, int g) {
+    if (record_grad(T, g) != EM_OK) return EM_ERR;
+    PyObject *r = PyObject_CallOneArg(em_state.set_grad_enabled, g ? Py_True : Py_False);
+    if (!r) return EM_ERR;
+    Py_DECREF(r);
+    T->grad = g;
+    return EM_OK;
+}
+
 EmStatus em_known_set_grad(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;

@@ -476,9 +476,30 @@ static EmStatus store_grad(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
     return em_obj_record_store(T, base, name, v);
 }
 
+/* t.data = v: aten.shallow_copy_data_(t, v) in the graph under no_grad (t takes v's storage,
+ * sizes and strides, keeps its identity, requires_grad and version: the property's setter), so
+ * later ops see the new data and the frame's tensor is changed by the graph itself. v of another
+ * dtype or device, or a torch without the op: a break, the store runs as Python. */
+static EmStatus store_data(EmTracer *T, EmSym *base, EmSym *v) {
+    int ok = em_state.set_data != Py_None && v->kind == SYM_TENSOR && base->ref >= 0 && v->ref >= 0;
+    if (ok) {
+        int same_dev = PyObject_RichCompareBool(base->device, v->device, Py_EQ);
+        if (same_dev < 0) return EM_ERR;
+        ok = same_dev && T->G->nodes.data[base->ref].dtype == T->G->nodes.data[v->ref].dtype;
+    }
+    if (!ok) return em_trace_fail(T, EMA_SIDE_EFFECT, "Tensor.data = %s", em_sym_describe(v));
+    int g = T->grad;
+    if (g && em_ctx_set_grad(T, 0) != EM_OK) return EM_ERR;
+    EmSym *fn = em_sym_const(T, em_state.set_data), *args[2] = {base, v}, *r = NULL;
+    EmStatus st = fn ? em_call(T, fn, NULL, args, 2, NULL, &r) : EM_ERR;
+    if (st == EM_OK && r != base) st = em_trace_fail(T, EMA_SIDE_EFFECT, "Tensor.data = v not in place");
+    return st == EM_OK && g ? em_ctx_set_grad(T, 1) : st;
+}
+
 EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
     if (base->kind == SYM_TENSOR) { /* t.tag = v: an attribute of its __dict__, set after the graph ran */
         if (!PyUnicode_CompareWithASCIIString(name, "grad")) return store_grad(T, base, name, v);
+        if (!PyUnicode_CompareWithASCIIString(name, "data")) return store_data(T, base, v);
         PyObject *descr = _PyType_Lookup(em_state.tensor_type, name);
         if (descr) /* a property of Tensor (.data, .grad, .requires_grad...) or a method: not modelled */
             return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a tensor", PyUnicode_AsUTF8(name));

@@ -599,6 +599,9 @@ EmStatus em_known_tensor_layout(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all
 EmStatus em_known_tensor_numpy(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 EmStatus em_known_from_numpy(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 EmStatus em_known_torch_tensor(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
+/* Grad mode g for the ops the trace records next, recorded in the graph and set while tracing
+ * (an op the trace wraps in no_grad itself: `t.data = v`). */
+EmStatus em_ctx_set_grad(EmTracer *T, int g);
 /* torch._C._set_grad_enabled(mode) called directly (a context's __exit__ inlined): the
  * trace's grad mode changes with the real one, recorded as a graph call (em_ctx.c). */
 EmStatus em_known_set_grad(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);

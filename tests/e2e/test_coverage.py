@@ -1486,6 +1486,72 @@ def test_grad_store_of_another_shape_raises_as_eager():
     assert str(compiled.value) == str(eager.value)
 
 
+# ---- stores to Tensor.data: aten.shallow_copy_data_ in the graph, under no_grad ----
+
+
+def _data_model():
+    torch.manual_seed(0)
+    return torch.nn.Linear(3, 2)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_data_store_of_a_parameter_changes_it_in_the_graph(backend):
+    def f(m, x):
+        m.weight.data = m.weight.data.clamp(-0.1, 0.1) * 2  # the parameter keeps its identity and grad
+        y = m(x)
+        return y, m.weight.requires_grad
+
+    x = randn(4, 3)
+    me, mc = _data_model(), _data_model()
+    cf = ember.compile(f, backend=backend, fullgraph=True)
+    for _ in range(2):  # the second call reads the data the first stored
+        want, got = f(me, x), cf(mc, x)
+        assert_same(got, want)
+        assert_same(mc.weight, me.weight)
+        assert isinstance(mc.weight, torch.nn.Parameter) and mc.weight._version == me.weight._version
+    want[0].sum().backward()
+    got[0].sum().backward()
+    assert_same(mc.weight.grad, me.weight.grad)
+
+
+def test_data_store_shares_storage_and_keeps_saved_tensors_valid():
+    def f(x, w):
+        y = (w * x).sum()  # saves w for backward: .data = does not bump its version
+        t = x.clone()
+        t.data = w.detach()  # t shares w's storage now
+        t.add_(1)  # so this changes w
+        w.data = torch.zeros(2, 3)  # another shape: w's sizes follow
+        return y, t, w.shape
+
+    def args():
+        return randn(3), torch.ones(3, requires_grad=True)
+
+    (xe, we), (xc, wc) = args(), args()
+    want = f(xe, we)
+    got = ember.compile(f, fullgraph=True)(xc, wc)
+    assert_same(got, want)
+    assert_same(wc, we)
+    want[0].backward()
+    got[0].backward()
+    assert_same(wc.grad, we.grad)
+
+
+def test_data_store_under_no_grad_and_of_another_dtype():
+    def f(x, w):
+        with torch.no_grad():
+            w.data = x * 3
+        y = w * 2  # w requires grad: so does y
+        w.data = w.data.double()  # another dtype: a break, the store runs as Python
+        return y, w.dtype
+
+    x = randn(3)
+    we, wc = torch.zeros(3, requires_grad=True), torch.zeros(3, requires_grad=True)
+    want = f(x, we)
+    assert_same(ember.compile(f)(x, wc), want)
+    assert wc.dtype == torch.float64 and torch.equal(wc, we)
+    assert counters()["aborts"] == 0
+
+
 # ---- warnings.catch_warnings blocks: entered and left by the graph, filters applied in it ----
 
 
