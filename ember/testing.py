@@ -8,9 +8,10 @@ from . import _C, _rules
 
 
 def counters():
-    """{'frames', 'aborts', 'hits', 'recompiles', 'fallbacks', ..., 'backend_compiles'}: counts since the
-    last reset_counters(); backend_compiles: graphs a Python backend compiled (a graph with symbolic
-    sizes may have several variants, ember/backends/fx.py)."""
+    """{'frames', 'graphs', 'aborts', 'hits', 'recompiles', 'fallbacks', ..., 'backend_compiles'}: counts
+    since the last reset_counters(); graphs: compiled frames whose graph has an op (TorchDynamo's
+    frame_count: it compiles no empty graph); backend_compiles: graphs a Python backend compiled (a
+    graph with symbolic sizes may have several variants, ember/backends/fx.py)."""
     from .backends import fx
     return {**_C.counters(), "backend_compiles": fx.COUNTS["compiles"]}
 

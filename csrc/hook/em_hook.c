@@ -471,6 +471,7 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
     switch (dr) {
         case EMD_OK:
             em_state.n_frames++;
+            em_state.n_graphs += ne->op_count > 0;
             em_entry_incref(ne); /* ours while it runs; the list takes the other */
             em_cache_push(x, ne);
             em_cache_unlock();

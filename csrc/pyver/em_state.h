@@ -96,6 +96,7 @@ typedef struct {
 
     /* counters for ember.testing */
     long long n_frames, n_aborts, n_hits, n_recompiles, n_fallbacks, n_breaks;
+    long long n_graphs; /* compiled frames whose graph has an op (n_frames counts empty ones too) */
 } EmState;
 
 enum {

@@ -49,6 +49,20 @@ EmStatus h_load_assertion_error(EmTracer *T, const EmInstr *in) {
     (void)in;
     return em_push(T, em_sym_const(T, PyExc_AssertionError));
 }
+/* builtins.__build_class__, guarded as a global lookup that finds it in the builtins: the class
+ * statement's call of it is a break (each call makes a new class), run by the generated code. */
+EmStatus h_load_build_class(EmTracer *T, const EmInstr *in) {
+    (void)in;
+    PyObject *name = EM_STR(dunder_build_class);
+    int in_globals = PyDict_Contains(T->globals, name);
+    PyObject *v = in_globals || !PyDict_Check(T->builtins) ? NULL : PyDict_GetItemWithError(T->builtins, name);
+    if (!v) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "__build_class__ not found in builtins");
+    int32_t slot = T->gslot < 0 ? em_guard_global(T->P, name) : em_guard_global_in(T->P, T->gslot, T->bslot, name);
+    if (slot < 0) return EM_ERR;
+    EmStatus st;
+    EmSym *s = em_sym_wrap(T, v, slot, &st);
+    return s ? em_push(T, s) : st;
+}
 EmStatus h_load_fast(EmTracer *T, const EmInstr *in) {
     EmStatus st;
     EmSym *s = em_local_get(T, in->arg, &st);

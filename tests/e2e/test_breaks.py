@@ -2744,3 +2744,31 @@ def test_views_made_before_a_tensor_starts_to_require_grad():
     got[2].sum().backward()
     want[2].sum().backward()
     assert_same(w_c.grad, w_e.grad)
+
+
+def test_a_class_statement_is_a_break_that_makes_a_new_class_each_call():
+    def f(x, k):
+        y = x * 2
+
+        class Scaled(torch.nn.Module):
+            scale = k
+
+            def __init__(self):
+                super().__init__()  # the class body's __class__ cell
+                self.w = y  # a cell of the frame
+
+            def forward(self, t):
+                return t * self.scale + self.w
+
+        return Scaled()(y) + 1, Scaled
+
+    x = randn(3)
+    cf = ember.compile(f)
+    got2, got3 = cf(x, 2), cf(x, 3)
+    want2, want3 = f(x, 2), f(x, 3)
+    for got, want in ((got2, want2), (got3, want3)):
+        helpers.assert_same(got[0], want[0])
+        assert got[1].__qualname__ == want[1].__qualname__ and got[1].scale == want[1].scale
+    assert got2[1] is not got3[1]
+    c = counters()
+    assert c["aborts"] == 0 and c["breaks"] >= 1 and c["graphs"] >= 2
