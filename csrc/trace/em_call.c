@@ -110,7 +110,7 @@ static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, in
                 else PyList_SET_ITEM(r, i, v);
             }
             if (r && s->kind == SYM_TUPLE && s->seq_type) r = em_seq_retype(s->seq_type, r); /* x.shape: a Size */
-            if (r && s->kind == SYM_LIST && s->seq_type) Py_SETREF(r, PyObject_CallOneArg(s->seq_type, r)); /* deque */
+            if (r && s->kind == SYM_LIST && s->seq_type) r = em_deque_from(s, r);
             return r;
         }
         case SYM_DICT: {
@@ -1418,8 +1418,32 @@ static EmStatus known_dict_of(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, 
 
 static EmStatus known_deque(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)self;
-    if (kwnames || n > 1) return CALL_NEXT; /* maxlen: not modelled */
-    return em_make_deque(T, fn->obj, n ? all[0] : NULL, out);
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = n - nkw;
+    EmSym *bound[2] = {NULL, NULL}; /* iterable, maxlen */
+    if (npos > 2) return CALL_NEXT;
+    for (Py_ssize_t i = 0; i < npos; i++) bound[i] = all[i];
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *k = PyTuple_GET_ITEM(kwnames, i);
+        int at = !PyUnicode_CompareWithASCIIString(k, "iterable") ? 0
+                 : !PyUnicode_CompareWithASCIIString(k, "maxlen") ? 1
+                                                                  : -1;
+        if (at < 0 || bound[at]) return CALL_NEXT; /* Python's TypeError, from the call run as Python */
+        bound[at] = all[npos + i];
+    }
+    PyObject *max = bound[1] ? bound[1]->obj : NULL;
+    if (bound[1] && (bound[1]->kind != SYM_CONST || (max != Py_None && !PyLong_CheckExact(max))))
+        return em_trace_fail(T, EMA_VALUE, "deque(maxlen=%s)", em_sym_describe(bound[1]));
+    if (max && max != Py_None) {
+        Py_ssize_t m = PyLong_AsSsize_t(max);
+        if (m == -1 && PyErr_Occurred()) return EM_ERR;
+        if (m < 0) {
+            PyObject *msg = PyUnicode_FromString("maxlen must be non-negative");
+            EmStatus st = msg ? em_trace_raise_new(T, PyExc_ValueError, msg) : EM_ERR;
+            Py_XDECREF(msg);
+            return st;
+        }
+    }
+    return em_make_deque(T, fn->obj, bound[0], max, out);
 }
 
 /* set(it), frozenset(it) of an iterable sym (constants: the rule evaluates it) */

@@ -185,6 +185,7 @@ static EmStatus cont_copy(EmTracer *T, EmSym *self, EmSym **out) {
     if (c && self->kind != SYM_TUPLE &&
         self->seq_type) { /* an OrderedDict's, defaultdict's, deque's copy keeps its type */
         c->seq_type = Py_NewRef(self->seq_type);
+        if (self->kind == SYM_LIST) c->spec = Py_XNewRef(self->spec); /* a deque's maxlen */
         if (self->of.len && em_vec_push(&c->of, self->of.data[0])) return PyErr_NoMemory(), EM_ERR;
     }
     for (int32_t i = 0; c && i < self->items.len; i++)
@@ -374,18 +375,66 @@ static EmStatus deque_method(EmTracer *T, const char *n, EmSym *self, EmSym **ar
     return CALL_NEXT;
 }
 
-EmStatus em_make_deque(EmTracer *T, PyObject *type, EmSym *src, EmSym **out) {
+/* A bounded deque's maxlen (its spec), or -1. */
+static Py_ssize_t deque_maxlen(const EmSym *s) {
+    return s->kind == SYM_LIST && s->seq_type && s->spec ? PyLong_AsSsize_t(s->spec) : -1;
+}
+
+/* Drops items of a bounded deque beyond its maxlen: from the left (append, extend), or from the
+ * right (appendleft, extendleft), as the deque itself drops them one at a time. */
+static void deque_trim(EmSym *s, int from_left) {
+    Py_ssize_t max = deque_maxlen(s);
+    while (max >= 0 && s->items.len > max) list_drop(s, from_left ? 0 : s->items.len - 1);
+}
+
+EmStatus em_make_deque(EmTracer *T, PyObject *type, EmSym *src, PyObject *maxlen, EmSym **out) {
     EmSym *items = NULL, *d = em_sym_new(T, SYM_LIST);
     EmStatus st = !d ? EM_ERR : src && src->kind == SYM_ITER ? em_iter_use(T, src) : EM_OK;
     if (st != EM_OK || (src && (st = em_seq_items(T, src, &items)) != EM_OK)) return st;
     for (int32_t i = 0; items && i < items->items.len; i++)
         if (em_vec_push(&d->items, items->items.data[i])) return PyErr_NoMemory(), EM_ERR;
     d->seq_type = Py_NewRef(type);
+    d->spec = maxlen && maxlen != Py_None ? Py_NewRef(maxlen) : NULL;
+    deque_trim(d, 1);
     *out = d;
     return EM_OK;
 }
 
+EM_NEW PyObject *em_deque_maker(const EmSym *s) {
+    if (!s->spec) return Py_NewRef(s->seq_type);
+    PyObject *args = PyTuple_Pack(1, s->seq_type), *kw = Py_BuildValue("{sO}", "maxlen", s->spec);
+    PyObject *r = args && kw ? PyObject_Call(EM_KNOWN(partial), args, kw) : NULL;
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    return r;
+}
+
+EM_NEW PyObject *em_deque_from(const EmSym *s, EM_STEALS PyObject *items) {
+    PyObject *make = items ? em_deque_maker(s) : NULL, *d = make ? PyObject_CallOneArg(make, items) : NULL;
+    Py_XDECREF(make);
+    Py_XDECREF(items);
+    return d;
+}
+
+static EmStatus list_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym **args, int nargs,
+                            EmSym **out);
+
+/* A bounded deque keeps its last maxlen items; insert into a full one raises. */
 EmStatus em_list_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym **args, int nargs, EmSym **out) {
+    Py_ssize_t max = deque_maxlen(self);
+    if (max >= 0 && m == EM_CM_insert && nargs == 2 && self->items.len >= max) {
+        PyObject *msg = PyUnicode_FromString("deque already at its maximum size");
+        EmStatus st = msg ? em_trace_raise_new(T, PyExc_IndexError, msg) : EM_ERR;
+        Py_XDECREF(msg);
+        return st;
+    }
+    EmStatus st = list_method(T, m, n, self, args, nargs, out);
+    if (st == EM_OK && max >= 0) deque_trim(self, strcmp(n, "appendleft") && strcmp(n, "extendleft"));
+    return st;
+}
+
+static EmStatus list_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym **args, int nargs,
+                            EmSym **out) {
     if (self->seq_type && (m == EM_CM__COUNT || m == EM_CM_pop)) { /* a deque */
         EmStatus dst = mutation_of(T, self, n);
         if (dst == EM_OK) dst = deque_method(T, n, self, args, nargs, out);

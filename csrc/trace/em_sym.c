@@ -157,11 +157,7 @@ static EM_NEW PyObject *sym_value_at(EmTracer *T, EmSym *s, int depth, long *lef
                 if (!t) PyErr_Clear(); /* its type refused these values: not a known value (NULL, no error) */
                 return t;
             }
-            if (s->kind == SYM_LIST && s->seq_type) { /* a deque: str(d) is "deque([...])" */
-                PyObject *d = PyObject_CallOneArg(s->seq_type, r);
-                Py_DECREF(r);
-                return d;
-            }
+            if (s->kind == SYM_LIST && s->seq_type) return em_deque_from(s, r); /* str(d) is "deque([...])" */
             return r;
         }
         case SYM_VIEW: { /* a view of a dict of known values, as the dict holds them now */

@@ -79,11 +79,11 @@ static EmStatus tuple_attr(EmTracer *T, EmSym *base, PyObject *name, int method,
     return em_sym_type_method(T, &PyTuple_Type, base, name, method, out, self);
 }
 
-/* Methods of its type: list's, or a deque's own (maxlen: None, the only deque modelled). */
+/* Methods of its type: list's, or a deque's own, and a deque's maxlen. */
 static EmStatus list_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
     if (base->seq_type && !PyUnicode_CompareWithASCIIString(name, "maxlen")) {
         *self = NULL;
-        return (*out = em_sym_const(T, Py_None)) ? EM_OK : EM_ERR;
+        return (*out = em_sym_const(T, base->spec ? base->spec : Py_None)) ? EM_OK : EM_ERR;
     }
     return em_sym_type_method(T, base->seq_type ? (PyTypeObject *)base->seq_type : &PyList_Type, base, name, method,
                               out, self);

@@ -322,7 +322,8 @@ static EmStatus out_container(EmTracer *T, EmSym *s, int depth) {
     if (s->kind == SYM_DICT && (s->seq_type || em_dict_has_tokens(s))) return out_dict_of(T, s, depth);
     if (s->kind == SYM_LIST && s->seq_type) { /* a deque: deque(items) at run time */
         s->out_at = T->out.len;
-        EmStatus st = push_out(T, (EmOut){.kind = OUT_ITER, .obj = Py_NewRef(s->seq_type), .v = s->items.len});
+        PyObject *make = em_deque_maker(s);
+        EmStatus st = make ? push_out(T, (EmOut){.kind = OUT_ITER, .obj = make, .v = s->items.len}) : EM_ERR;
         return st == EM_OK ? out_children(T, s->items.data, 0, s->items.len, depth) : st;
     }
     EmOut o = {.kind = s->kind == SYM_TUPLE ? OUT_TUPLE : s->kind == SYM_LIST ? OUT_LIST : OUT_DICT, .v = s->items.len};

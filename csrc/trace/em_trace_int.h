@@ -89,8 +89,8 @@ struct EmSym {
     EmRef ref;      /* TENSOR: graph node */
     PyObject *seq_type; /* TUPLE: namedtuple/structseq type; ITER: the iterator's Python type (a
                          * generator, list_iterator, zip...), NULL when unknown; DICT: OrderedDict
-                         * or defaultdict, NULL for a dict; LIST: collections.deque (without a
-                         * maxlen), NULL for a list (owned) */
+                         * or defaultdict, NULL for a dict; LIST: collections.deque (its maxlen
+                         * in spec), NULL for a list (owned) */
     EmVec(EmSym *) items;
     EmVec(PyObject *) keys; /* DICT: owned keys, parallel to items */
     int32_t pos;    /* ITER: position; PARTIAL: bound positional count; VIEW: 'k', 'v', 'i';
@@ -113,7 +113,8 @@ struct EmSym {
     /* CTX: (cls, args, kwargs pairs) to make it again (owned); grad mode to restore on exit;
      * ctx_state an EmCtxState; grad_family: its changes are recorded as _set_grad_enabled
      * calls (else as enter/exit helper calls, ref = the enter node). TENSOR read from the
-     * frame: the tensor itself (owned), for reads of its state (x.grad). */
+     * frame: the tensor itself (owned), for reads of its state (x.grad). LIST (a bounded deque):
+     * its maxlen, an int. */
     PyObject *spec;
     int8_t prev_grad, ctx_state, grad_family;
     int32_t out_at; /* TUPLE/LIST/DICT/ITER made while tracing: its entry in the output tree, or -1 */
@@ -438,8 +439,14 @@ EmStatus em_make_dict_of(EmTracer *T, PyObject *type, EmSym *factory, EmSym *src
 /* d[key] of a missing key of a defaultdict sym with a factory: factory() stored and returned;
  * CALL_NEXT when d has none (KeyError). */
 EmStatus em_dict_missing(EmTracer *T, EmSym *d, PyObject *key, EmSym **out);
-/* deque(src) (src NULL: deque()) as a list sym of type deque. */
-EmStatus em_make_deque(EmTracer *T, PyObject *type, EmSym *src, EmSym **out);
+/* deque(src, maxlen) (src NULL: deque(); maxlen NULL or None: unbounded, else an int >= 0) as a
+ * list sym of type deque (its maxlen the sym's spec). */
+EmStatus em_make_deque(EmTracer *T, PyObject *type, EmSym *src, PyObject *maxlen, EmSym **out);
+/* What makes deque sym s's type at run time from its items: deque, or a partial of it with s's
+ * maxlen. */
+EM_NEW PyObject *em_deque_maker(const EmSym *s);
+/* The deque deque sym s stands for, of the list `items` (stolen; NULL: returns NULL). */
+EM_NEW PyObject *em_deque_from(const EmSym *s, EM_STEALS PyObject *items);
 /* d.update(other, **kw) of a dict sym made while tracing (nargs counts the keywords' values). */
 EmStatus em_dict_update(EmTracer *T, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
 /* dict.fromkeys(keys[, value]) of an iterable of constants; value NULL: None. */

@@ -952,6 +952,42 @@ def test_deque_made_in_the_trace():
     assert type(got[1]) is collections.deque and type(got[9]) is collections.deque
 
 
+def test_bounded_deque_made_in_the_trace():
+    import collections
+
+    def f(x):
+        q = collections.deque([1, 2, 3], maxlen=3)
+        q.append(4)  # drops 1
+        q.rotate(1)
+        r = collections.deque(maxlen=2)
+        r.extend([x, x + 1, x + 2])  # keeps the last two
+        r.appendleft(x * 10)  # drops from the right
+        r.extendleft([7, 8, 9])
+        z = collections.deque([], 0)
+        z.append(x)
+        c = q.copy()  # keeps maxlen
+        c.append(5)
+        try:
+            q.insert(0, 9)  # a full bounded deque
+        except IndexError as e:
+            msg = str(e)
+        return (x * q[0] + len(q), q, r, c, q.maxlen, str(q), len(z), msg, collections.deque(range(5), 2),
+                collections.deque(iterable=[1, 2], maxlen=None))
+
+    got = one_graph(f, randn(3))
+    assert got[1].maxlen == 3 and got[2].maxlen == 2 and got[9].maxlen is None
+
+
+def test_bounded_deque_of_a_negative_maxlen_raises_as_eager():
+    import collections
+
+    def f(x, n):
+        return collections.deque([x], maxlen=n)
+
+    with pytest.raises(ValueError, match="maxlen must be non-negative"):
+        ember.compile(f)(randn(3), -1)
+
+
 # ---- decorators and context managers written in Python ----
 
 
