@@ -1358,9 +1358,12 @@ def run(fn, args, kwargs, device):
         try:
             out = _memo_run(fn, args, dict(kwargs, device=META))
         except TypeError:
-            # no device to make it on: running it here would change torch's state for real
-            # (torch._C._vmap_increment_nesting...) or make real data; the call is not traced
-            raise NotImplementedError(f"{getattr(fn, '__name__', fn)} of no tensor takes no device") from None
+            # no device to make it on: a builtin run here could change torch's state for real
+            # (torch._C._vmap_increment_nesting...); the call is not traced. torch's Python
+            # functions of constants (torch._check(True)) run
+            if not isinstance(fn, types.FunctionType):
+                raise NotImplementedError(f"{getattr(fn, '__name__', fn)} of no tensor takes no device") from None
+            out = fn(*args, **kwargs)
     else:
         try:
             out = _memo_run(fn, args, kwargs)
