@@ -16,6 +16,7 @@ tracked by ember, since meta tensors have none).
 """
 import abc
 import builtins
+import collections
 import enum
 import inspect
 import math
@@ -201,6 +202,30 @@ _mutation_guard = sys.modules.get("torch._dynamo.mutation_guard")
 if _mutation_guard is not None and hasattr(_mutation_guard, "GenerationTracker"):
     for _tag in (_mutation_guard.GenerationTracker.tag, _mutation_guard.GenerationTracker.tag.__func__):
         TRACE_AS[_tag] = _generation_tag  # the bound classmethod (equal per access) and its function
+
+
+# ---- classes made in the trace (csrc/trace/em_obj.c known_namedtuple) ----
+
+def namedtuple_again(spec):
+    """A namedtuple class made by the call the trace saw (spec: its arguments), made per call as
+    eager makes one."""
+    args, kwargs = spec
+    return collections.namedtuple(*args, **kwargs)
+
+
+def namedtuple_make(cls, items):
+    return cls._make(items)
+
+
+def class_dict(cls):
+    """cls.__dict__ where the trace's read of it (csrc/trace/em_sym.c class_dict) leaves it."""
+    return cls.__dict__
+
+
+def call_kw(fn, args, kwargs):
+    """fn(*args, **kwargs): a generator not started where it leaves the trace, made again by
+    the call that made it (csrc/trace/em_trace.c out_iter)."""
+    return fn(*args, **kwargs)
 
 
 # ---- torch.cond with a tensor predicate (csrc/trace/em_hop.c) ----
@@ -951,7 +976,11 @@ def _arity_error(descr, npos, kwnames):
     except TypeError:
         pass
     try:
-        descr(descr.__objclass__(), *([None] * npos), **kw)
+        empty = descr.__objclass__()
+    except Exception:  # a type with no empty instance (mappingproxy)
+        return None
+    try:
+        descr(empty, *([None] * npos), **kw)
     except TypeError as e:
         return str(e) if _ARITY_MESSAGE.search(str(e)) else None
     except Exception:

@@ -910,9 +910,12 @@ EmStatus em_obj_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int narg
         return call_input_method(T, fn, all, nargs + 1, kwnames, out);
     }
     if (self) return em_call_by_value(T, fn, self, args, nargs, kwnames, out);
-    if (em_weakref_made(fn)) { /* r() of weakref.ref(o) made while tracing: o (alive: the frame holds it) */
+    if (em_weakref_made(fn)) { /* r() of weakref.ref(o) made while tracing: o, while something holds it */
         if (nargs || kwnames) return em_trace_fail(T, EMA_CALL, "a weakref called with arguments");
-        return (*out = fn->items.data[0]), EM_OK;
+        EmSym *o = fn->items.data[0];
+        if (o->src < 0 && !em_frames_hold(T, o)) /* made in the trace and maybe dead: Python answers */
+            return em_trace_fail(T, EMA_VALUE, "a weakref to a %s the frames may no longer hold", em_sym_describe(o));
+        return (*out = o), EM_OK;
     }
     if (fn->src < 0) return CALL_NEXT;
     if (Py_TYPE(fn->obj) == (PyTypeObject *)EM_KNOWN(partial)) {
@@ -1453,6 +1456,20 @@ static EmStatus known_set(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int 
     return em_make_set(T, fn->obj, n ? all[0] : NULL, out);
 }
 
+/* id(o) of an object made in the trace: a negative int of its own, the same for every id(o). */
+static EmStatus fake_id(EmTracer *T, EmSym *o, EmSym **out) {
+    if (!T->fake_ids && !(T->fake_ids = PyDict_New())) return EM_ERR;
+    PyObject *key = PyLong_FromVoidPtr(o), *v = key ? PyDict_GetItemWithError(T->fake_ids, key) : NULL;
+    if (v) Py_INCREF(v);
+    else if (key && !PyErr_Occurred() && (v = PyLong_FromSsize_t(-16 * (PyDict_GET_SIZE(T->fake_ids) + 1))) &&
+             PyDict_SetItem(T->fake_ids, key, v))
+        Py_CLEAR(v);
+    Py_XDECREF(key);
+    *out = v ? em_sym_const(T, v) : NULL;
+    Py_XDECREF(v);
+    return *out ? EM_OK : EM_ERR;
+}
+
 static EmStatus known_id(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;
@@ -1462,6 +1479,9 @@ static EmStatus known_id(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n
                     : o->kind == SYM_OBJ && (o->src >= 0 || o->by_id) ? o->obj
                     : o->kind == SYM_TENSOR && o->src >= 0            ? o->spec
                                                                       : NULL;
+    if (!kwnames && o && !obj && o->kind == SYM_CONST && !em_set_made(o) && !PyExceptionInstance_Check(o->obj))
+        obj = o->obj; /* a constant: that object wherever it appears (OUT_CONST) */
+    if (!kwnames && o && !obj && o->src < 0 && o->kind != SYM_NULL) return fake_id(T, o, out);
     if (kwnames || !obj) return em_trace_fail(T, EMA_CALL, "id() of a %s", o ? em_sym_describe(o) : "call");
     if (o->src >= 0 && em_guard_check(T->P, EMG_ID, o->src, obj, 0)) return EM_ERR;
     PyObject *v = PyLong_FromVoidPtr(obj);
@@ -1470,8 +1490,9 @@ static EmStatus known_id(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n
     return *out ? EM_OK : EM_ERR;
 }
 
-/* weakref.ref(o) of an object or tensor of the frame (no callback): a sym holding o, made
- * again per call when it leaves the trace (em_trace.c). */
+/* weakref.ref(o) of an object or tensor of the frame or made in the trace (no callback): a sym
+ * holding o, made again per call when it leaves the trace (em_trace.c); r() of one made in the
+ * trace is o only while a frame provably holds o (em_frames_hold). */
 static EmStatus known_weakref(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;
@@ -1479,7 +1500,10 @@ static EmStatus known_weakref(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, 
     PyObject *obj = !o                                                           ? NULL
                     : o->kind == SYM_OBJ && o->src >= 0 && !PyType_Check(o->obj) ? o->obj
                     : o->kind == SYM_TENSOR && o->src >= 0                       ? o->spec
+                    : o->kind == SYM_NEW && o->src < 0                           ? o->obj /* made here */
+                    : o->kind == SYM_TENSOR && o->src < 0                        ? em_sym_meta(T, o)
                                                                                  : NULL;
+    if (!obj && PyErr_Occurred()) return EM_ERR;
     if (!obj || !PyType_SUPPORTS_WEAKREFS(Py_TYPE(obj)))
         return em_trace_fail(T, EMA_CALL, "weakref.ref of a %s", o ? em_sym_describe(o) : "call with a callback");
     PyObject *r = PyWeakref_NewRef(obj, NULL);

@@ -186,6 +186,20 @@ static EmStatus frame_globals(EmTracer *T, PyFunctionObject *fn, const EmFrame *
     return T->gslot < 0 || T->bslot < 0 ? EM_ERR : EM_OK;
 }
 
+/* The arguments of a call as a tuple sym (positional args tuple, keyword args dict), for a
+ * generator it makes (em_gen_call). NULL on error. */
+static EmSym *gen_call(EmTracer *T, EmSym **args, int nargs, PyObject *kwnames) {
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    EmSym *call = em_sym_new(T, SYM_TUPLE), *pos = em_sym_new(T, SYM_TUPLE), *kw = em_sym_new(T, SYM_DICT);
+    if (!call || !pos || !kw) return NULL;
+    int bad = em_vec_push(&call->items, pos) || em_vec_push(&call->items, kw);
+    for (int i = 0; !bad && i < npos; i++) bad = em_vec_push(&pos->items, args[i]);
+    for (int i = 0; !bad && i < nkw; i++)
+        bad = em_vec_push(&kw->items, args[npos + i]) ||
+              em_vec_push(&kw->keys, Py_NewRef(PyTuple_GET_ITEM(kwnames, i)));
+    return bad ? (PyErr_NoMemory(), NULL) : call;
+}
+
 EmStatus em_inline_closure(EmTracer *T, PyObject *func, EmSym *closure, EmSym **args, int nargs, PyObject *kwnames,
                            EmSym **out) {
     PyFunctionObject *fn = (PyFunctionObject *)func;
@@ -230,7 +244,13 @@ EmStatus em_inline_closure(EmTracer *T, PyObject *func, EmSym *closure, EmSym **
     if (is_gen) {
         const EmFrame gen = T->frame;
         T->frame = saved;
-        st = em_gen_make(T, &gen, eh, out); /* takes locals, stack and bytes */
+        EmSym *call = gen_call(T, args, nargs, kwnames);
+        st = call ? em_gen_make(T, &gen, eh, func, closure, call, out) : EM_ERR; /* takes locals, stack, bytes */
+        if (!call) {
+            free(gen.locals);
+            free(gen.stack);
+            Py_XDECREF(gen.code_bytes);
+        }
         locals = NULL;
         stack = NULL;
         bytes = NULL;

@@ -21,6 +21,9 @@ struct EmLazy {
     EmFrame fr;      /* GEN: the suspended frame (locals, stack, code_bytes owned) */
     EmSym *yielded;  /* GEN: the value of the yield that suspended it, while handing it over */
     EmSym *retval;   /* GEN: the value its return gave (StopIteration.value), NULL: None */
+    EmSym *call;     /* GEN: the call that made it, a tuple sym (args tuple, kwargs dict) of... */
+    PyObject *func;  /* GEN: ...this function (owned), made in the trace as `closure` (or NULL) */
+    EmSym *closure;
     EmSym *fn;       /* MAP, FILTER: the function (FILTER: NULL for filter(None, ...)) */
     EmSym **srcs;    /* MAP, FILTER, ZIP, ENUM: their iterators (malloc'd) */
     int nsrc;
@@ -38,10 +41,21 @@ void em_lazy_free(EmLazy *L) {
     free(L->srcs);
     Py_XDECREF(L->next);
     Py_XDECREF(L->step);
+    Py_XDECREF(L->func);
     free(L);
 }
 
 int em_lazy_done(const EmSym *it) { return !it->lazy || it->lazy->done; }
+
+EmSym *em_gen_call(EmTracer *T, const EmSym *it, EmSym **fn) {
+    const EmLazy *L = it->lazy;
+    if (!L || L->kind != EM_LAZY_GEN || L->started || L->done || it->items.len || !L->call) return NULL;
+    /* the function: the one made in the trace with a closure, the frame's own (its slot), or
+     * that object (a constant of the output: held, unlike a weak identity guard) */
+    *fn = L->closure ? L->closure : em_sym_seen(T, L->func);
+    if (!*fn && !PyErr_Occurred()) *fn = em_sym_const(T, L->func);
+    return *fn ? L->call : NULL;
+}
 
 int em_lazy_parts(const EmSym *it, EmSym **fn, EmSym ***srcs, int *n) {
     const EmLazy *L = it->lazy;
@@ -70,7 +84,7 @@ static EmSym *new_lazy_iter(EmTracer *T, EmLazyKind kind, PyObject *type) {
     return it;
 }
 
-EmStatus em_gen_make(EmTracer *T, const EmFrame *fr, int eh, EmSym **out) {
+EmStatus em_gen_make(EmTracer *T, const EmFrame *fr, int eh, PyObject *func, EmSym *closure, EmSym *call, EmSym **out) {
     EmSym *it = new_lazy_iter(T, EM_LAZY_GEN, (PyObject *)&PyGen_Type);
     if (!it) {
         free(fr->locals);
@@ -81,6 +95,9 @@ EmStatus em_gen_make(EmTracer *T, const EmFrame *fr, int eh, EmSym **out) {
     it->lazy->fr = *fr;
     it->lazy->fr.parent = NULL;
     it->lazy->eh = eh;
+    it->lazy->call = call;
+    it->lazy->func = Py_NewRef(func);
+    it->lazy->closure = closure;
     *out = it;
     return EM_OK;
 }

@@ -268,6 +268,55 @@ static EmStatus new_parameter(EmTracer *T, EmSym **args, int nargs, PyObject *kw
     return EM_OK;
 }
 
+/* The value of argument s of a namedtuple() call, or NULL (an error set, or none: not a known
+ * immutable value). Field names may be a list (a tuple of them is kept). */
+static EM_NEW PyObject *namedtuple_arg(EmTracer *T, EmSym *s, int field_names) {
+    PyObject *v = em_sym_value(T, s);
+    if (v && field_names && PyList_Check(v)) Py_SETREF(v, PySequence_Tuple(v));
+    if (v && !em_is_pure(v)) Py_CLEAR(v);
+    return v;
+}
+
+EmStatus em_known_namedtuple(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    (void)self;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = n - nkw;
+    PyObject *args = PyTuple_New(npos), *kw = PyDict_New(), *cls = NULL, *spec = NULL;
+    EmStatus st = args && kw ? EM_OK : EM_ERR;
+    for (Py_ssize_t i = 0; st == EM_OK && i < n; i++) {
+        PyObject *k = i < npos ? NULL : PyTuple_GET_ITEM(kwnames, i - npos);
+        PyObject *v = namedtuple_arg(T, all[i], k ? !PyUnicode_CompareWithASCIIString(k, "field_names") : i == 1);
+        if (!v) {
+            st = PyErr_Occurred()
+                     ? EM_ERR
+                     : em_trace_fail(T, EMA_CALL, "collections.namedtuple of a %s", em_sym_describe(all[i]));
+        } else if (!k) {
+            PyTuple_SET_ITEM(args, i, v);
+        } else {
+            st = PyDict_SetItem(kw, k, v) ? EM_ERR : EM_OK;
+            Py_DECREF(v);
+        }
+    }
+    PyObject *mod = st == EM_OK ? PyDict_GetItemString(kw, "module") : NULL;
+    if (st == EM_OK && (!mod || mod == Py_None)) { /* namedtuple's own default: its caller's module */
+        PyObject *name = PyDict_GetItemWithError(T->globals, EM_STR(dunder_name));
+        if (!name && PyErr_Occurred()) st = EM_ERR;
+        else if (PyDict_SetItemString(kw, "module", name ? name : EM_STR(dunder_main))) st = EM_ERR;
+    }
+    if (st == EM_OK && !(cls = PyObject_Call(fn->obj, args, kw)))
+        st = em_trace_abandon(T, EMA_CALL, "collections.namedtuple raised");
+    /* the entry keeps the twin alive: guards watch its functions' globals, whose death would
+     * invalidate it */
+    if (st == EM_OK && em_guard_const_owned(T->P, cls, "namedtuple class") < 0) st = EM_ERR;
+    if (st == EM_OK && !T->made_classes && !(T->made_classes = PyDict_New())) st = EM_ERR;
+    if (st == EM_OK && (!(spec = PyTuple_Pack(2, args, kw)) || PyDict_SetItem(T->made_classes, cls, spec))) st = EM_ERR;
+    if (st == EM_OK && !(*out = em_sym_const(T, cls))) st = EM_ERR;
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    Py_XDECREF(cls);
+    Py_XDECREF(spec);
+    return st;
+}
+
 EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out, int *handled) {
     *handled = 0;
     if (!PyType_Check(cls)) return EM_OK;

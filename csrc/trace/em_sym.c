@@ -1180,6 +1180,7 @@ static int module_changed_lookup(EmTracer *T, PyObject *o, PyObject *name, EmSym
 }
 
 int em_sym_mutable(EmTracer *T, EmSym *s) {
+    if (s->kind == SYM_DICT && s->seq_type == (PyObject *)&PyDictProxy_Type) return 0; /* a class's __dict__ */
     if (em_sym_own(T, s)) return 1;
     int rw = s->kind == SYM_DICT && s->pos == EM_POS_FRAME_ITEMS_RW; /* an OrderedDict's or defaultdict's too */
     if ((s->kind != SYM_LIST && s->kind != SYM_DICT) || (s->seq_type && !rw) || s->src < 0 ||
@@ -1538,7 +1539,31 @@ static EmStatus describing_attr(EmTracer *T, EmSym *base, PyObject *name, const 
  * plain values guarded through the owning class's __dict__), else the metaclass. */
 /* cls.__name__ (__qualname__, __module__, __doc__), a data descriptor of type: its constant
  * value (unguarded: README, limitations); other metaclass data descriptors abort. */
+/* cls.__dict__: a read-only DICT sym (seq_type mappingproxy, spec the class) of the class's own
+ * namespace, its entries as they are now: the class's version tag is guarded (any change to
+ * the class moves it). Values are constants or objects known by identity. */
+static EmStatus class_dict(EmTracer *T, PyTypeObject *cls, EmSym **out) {
+    EmStatus st;
+    if (em_guard_class(T, cls, &st) != EM_OK) return st;
+    PyObject *k, *v, *ns = cls->tp_dict;
+    Py_ssize_t pos = 0;
+    EmSym *d = em_sym_new(T, SYM_DICT);
+    if (!d) return EM_ERR;
+    d->seq_type = Py_NewRef((PyObject *)&PyDictProxy_Type);
+    d->spec = Py_NewRef((PyObject *)cls);
+    while (PyDict_Next(ns, &pos, &k, &v)) {
+        if (!PyUnicode_Check(k))
+            return em_trace_fail(T, EMA_ATTR, "%s.__dict__ with a %s key", cls->tp_name, Py_TYPE(k)->tp_name);
+        EmSym *is = is_pure(v, 0) ? em_sym_const(T, v) : em_sym_known(T, v, Py_TYPE(v)->tp_name);
+        if (!is) return EM_ERR;
+        if (em_vec_push(&d->items, is) || em_vec_push(&d->keys, Py_NewRef(k))) return PyErr_NoMemory(), EM_ERR;
+    }
+    *out = d;
+    return EM_OK;
+}
+
 static EmStatus type_name_attr(EmTracer *T, PyTypeObject *cls, PyObject *name, const char *n, EmSym **out) {
+    if (!strcmp(n, "__dict__")) return class_dict(T, cls, out);
     int classes = !strcmp(n, "__mro__") || !strcmp(n, "__bases__") || !strcmp(n, "__base__");
     if (!classes && strcmp(n, "__name__") && strcmp(n, "__qualname__") && strcmp(n, "__module__") &&
         strcmp(n, "__doc__"))

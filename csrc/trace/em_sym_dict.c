@@ -76,7 +76,8 @@ static EmStatus dict_items(EmTracer *T, EmSym *s, EmSym **out) {
 static EmStatus dict_iter(EmTracer *T, EmSym *s, EmSym **out) { return em_iter_over(T, s, 'k', out); }
 
 static EM_NEW PyObject *dict_iter_type(EmTracer *T, EmSym *s, int rev) { /* an OrderedDict's are its own */
-    return em_iter_type_of(s->seq_type ? PyObject_CallNoArgs(s->seq_type) : PyDict_New(), rev);
+    int own_type = s->seq_type && s->seq_type != (PyObject *)&PyDictProxy_Type; /* a class __dict__'s: dict's */
+    return em_iter_type_of(own_type ? PyObject_CallNoArgs(s->seq_type) : PyDict_New(), rev);
 }
 
 /* d | e (a new dict of d's type: copy, then update) and d |= e (d itself updated, as

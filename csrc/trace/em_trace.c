@@ -221,10 +221,94 @@ static EmStatus out_exception(EmTracer *T, EmSym *s) {
     return st == EM_OK ? push_out(T, (EmOut){.kind = OUT_CONST, .obj = Py_NewRef(s->obj)}) : st;
 }
 
+/* The spec (borrowed) of a class made in the trace (T->made_classes), or NULL. */
+static PyObject *made_class_spec(EmTracer *T, PyObject *cls) {
+    return T->made_classes && PyType_Check(cls) ? PyDict_GetItemWithError(T->made_classes, cls) : NULL;
+}
+
+/* A class made in the trace: made again per call (ember._rules.namedtuple_again), one object
+ * wherever the tree names it (its instances' class too). */
+static EmStatus out_made_class(EmTracer *T, PyObject *cls, PyObject *spec) {
+    if (!T->made_out && !(T->made_out = PyDict_New())) return EM_ERR;
+    PyObject *at = PyDict_GetItemWithError(T->made_out, cls);
+    if (at) return push_out(T, (EmOut){.kind = OUT_SAME, .v = (int32_t)PyLong_AsLong(at)});
+    PyObject *here = PyErr_Occurred() ? NULL : PyLong_FromSsize_t(T->out.len);
+    int bad = !here || PyDict_SetItem(T->made_out, cls, here);
+    Py_XDECREF(here);
+    if (bad) return EM_ERR;
+    EmStatus st = push_helper_call(T, "namedtuple_again", 1);
+    return st == EM_OK ? push_out(T, (EmOut){.kind = OUT_CONST, .obj = Py_NewRef(spec)}) : st;
+}
+
+/* 1 when constant v is, holds or is an instance of a class made in the trace (containers
+ * looked into a few levels deep), 0 if not, -1 on error. */
+static int holds_made(EmTracer *T, PyObject *v, int depth) {
+    if (made_class_spec(T, v) || made_class_spec(T, (PyObject *)Py_TYPE(v))) return 1;
+    if (PyErr_Occurred()) return -1;
+    if (depth > 4) return 0;
+    PyObject *items = PyDict_Check(v)                                            ? PyDict_Items(v)
+                      : PyTuple_Check(v) || PyList_Check(v) || PyAnySet_Check(v) ? PySequence_List(v)
+                                                                                 : NULL;
+    if (!items) return PyErr_Occurred() ? -1 : 0;
+    int r = 0;
+    for (Py_ssize_t i = 0; r == 0 && i < PyList_GET_SIZE(items); i++)
+        r = holds_made(T, PyList_GET_ITEM(items, i), depth + 1);
+    Py_DECREF(items);
+    return r;
+}
+
+/* 1 when sym o is item `depth` levels down of s (a container's item, an object's attribute, a
+ * cell's value). */
+static int holds(const EmSym *s, const EmSym *o, int depth) {
+    if (s == o) return 1;
+    if (!s || depth > 4 || s->kind == SYM_TENSOR || s->kind == SYM_CONST || s->kind == SYM_ITER ||
+        em_weakref_made(s)) /* a weakref does not hold its referent */
+        return 0;
+    for (int32_t i = 0; i < s->items.len; i++)
+        if (holds(s->items.data[i], o, depth + 1)) return 1;
+    return 0;
+}
+
+int em_frames_hold(EmTracer *T, const EmSym *o) {
+    for (const EmFrame *f = &T->frame; f; f = f->parent) {
+        for (int i = 0; i < f->nlocals; i++)
+            if (holds(f->locals[i], o, 0)) return 1;
+        for (int i = 0; i < f->sp; i++)
+            if (holds(f->stack[i], o, 0)) return 1;
+    }
+    return 0;
+}
+
+/* The object sym whose id() in the trace is int v (T->fake_ids), or NULL (an error set, or not
+ * such an int). */
+static EmSym *fake_id_of(EmTracer *T, PyObject *v) {
+    if (!T->fake_ids || !PyLong_CheckExact(v) || _PyLong_Sign(v) >= 0) return NULL;
+    PyObject *k, *fake;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(T->fake_ids, &pos, &k, &fake)) {
+        int eq = PyObject_RichCompareBool(fake, v, Py_EQ);
+        if (eq) return eq < 0 ? NULL : (EmSym *)PyLong_AsVoidPtr(k);
+    }
+    return NULL;
+}
+
 /* A constant, or an object of the frame (that very object, from its slot). */
 static EmStatus out_value(EmTracer *T, EmSym *s) {
     if (s->kind == SYM_CONST) {
         if (em_set_made(s)) return out_set(T, s); /* a fresh set per call, as Python makes */
+        EmSym *of = fake_id_of(T, s->obj);
+        if (of || PyErr_Occurred()) { /* id(o) of an object made in the trace: id() of o's output */
+            PyObject *id = of ? PyDict_GetItemString(PyEval_GetBuiltins(), "id") : NULL;
+            EmStatus st = id ? push_out(T, (EmOut){.kind = OUT_CALL, .v = 1, .obj = Py_NewRef(id)}) : EM_ERR;
+            return st == EM_OK ? build_out(T, of, 0) : st;
+        }
+        if (T->made_classes) {
+            PyObject *spec = made_class_spec(T, s->obj);
+            if (spec) return out_made_class(T, s->obj, spec);
+            int held = PyErr_Occurred() ? -1 : holds_made(T, s->obj, 0);
+            if (held)
+                return held < 0 ? EM_ERR : em_trace_fail(T, EMA_RETURN, "a constant holding a class made in the trace");
+        }
         if (PyExceptionInstance_Check(s->obj)) return out_exception(T, s);
         if (PySet_CheckExact(s->obj)) return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src});
         return push_out(T, (EmOut){.kind = OUT_CONST, .obj = Py_NewRef(s->obj)});
@@ -319,13 +403,30 @@ static EmStatus out_dict_of(EmTracer *T, EmSym *s, int depth) {
 static EmStatus out_container(EmTracer *T, EmSym *s, int depth) {
     if (s->src >= 0) return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src}); /* never mutated while tracing */
     if (s->out_at >= 0) return same_out(T, s);
-    if (s->kind == SYM_DICT && (s->seq_type || em_dict_has_tokens(s))) return out_dict_of(T, s, depth);
+    if (s->kind == SYM_DICT && s->seq_type == (PyObject *)&PyDictProxy_Type) { /* cls.__dict__, read per call */
+        s->out_at = T->out.len;
+        EmStatus st = push_helper_call(T, "class_dict", 1);
+        return st == EM_OK ? push_out(T, (EmOut){.kind = OUT_CONST, .obj = Py_NewRef(s->spec)}) : st;
+    }
+    int fake_keys = 0; /* keys that are id()s of objects made in the trace: built per call too */
+    for (int32_t i = 0; s->kind == SYM_DICT && T->fake_ids && !fake_keys && i < s->keys.len; i++)
+        if (!(fake_keys = fake_id_of(T, s->keys.data[i]) != NULL) && PyErr_Occurred()) return EM_ERR;
+    if (s->kind == SYM_DICT && (s->seq_type || fake_keys || em_dict_has_tokens(s))) return out_dict_of(T, s, depth);
     if (s->kind == SYM_LIST && s->seq_type) { /* a deque: deque(items) at run time */
         s->out_at = T->out.len;
         PyObject *make = em_deque_maker(s);
         EmStatus st = make ? push_out(T, (EmOut){.kind = OUT_ITER, .obj = make, .v = s->items.len}) : EM_ERR;
         return st == EM_OK ? out_children(T, s->items.data, 0, s->items.len, depth) : st;
     }
+    PyObject *made = s->kind == SYM_TUPLE && s->seq_type ? made_class_spec(T, s->seq_type) : NULL;
+    if (made) { /* an instance of a class made in the trace: of the class made for this call */
+        s->out_at = T->out.len;
+        EmStatus st = push_helper_call(T, "namedtuple_make", 2);
+        if (st == EM_OK) st = out_made_class(T, s->seq_type, made);
+        if (st == EM_OK) st = push_out(T, (EmOut){.kind = OUT_TUPLE, .v = s->items.len});
+        return st == EM_OK ? out_children(T, s->items.data, 0, s->items.len, depth) : st;
+    }
+    if (PyErr_Occurred()) return EM_ERR;
     EmOut o = {.kind = s->kind == SYM_TUPLE ? OUT_TUPLE : s->kind == SYM_LIST ? OUT_LIST : OUT_DICT, .v = s->items.len};
     if (s->kind == SYM_TUPLE && s->seq_type) o.obj = Py_NewRef(s->seq_type);
     if (s->kind == SYM_DICT && !(o.obj = dict_keys_tuple(s))) return EM_ERR;
@@ -458,9 +559,17 @@ static EmStatus out_view(EmTracer *T, EmSym *s, int depth) {
 
 static EmStatus out_iter(EmTracer *T, EmSym *s, int depth) {
     if (!em_lazy_done(s)) { /* Python makes its items later, after the graph: not made here */
-        EmSym *fn, **srcs;
+        EmSym *fn, **srcs, *call;
         int n;
         if (em_lazy_parts(s, &fn, &srcs, &n)) return out_lazy_map(T, s, fn, srcs, n, depth);
+        if ((call = em_gen_call(T, s, &fn))) { /* a generator not started: made by its call again */
+            if (s->out_at >= 0) return same_out(T, s);
+            s->out_at = T->out.len;
+            EmStatus st = push_helper_call(T, "call_kw", 3);
+            if (st == EM_OK) st = build_out(T, fn, depth + 1);
+            return st == EM_OK ? out_children(T, call->items.data, 0, 2, depth) : st;
+        }
+        if (PyErr_Occurred()) return EM_ERR;
         return em_trace_fail(T, EMA_RETURN, "a lazy iterator (%s) left the trace before its end",
                              ((PyTypeObject *)s->seq_type)->tp_name);
     }
@@ -861,6 +970,9 @@ void em_trace_free(EmTracer *T) {
     em_vec_free(&T->prog_cells);
     Py_CLEAR(T->exc);
     Py_CLEAR(T->raised);
+    Py_CLEAR(T->made_classes);
+    Py_CLEAR(T->made_out);
+    Py_CLEAR(T->fake_ids);
     em_vec_free(&T->idict_real);
     em_vec_free(&T->idict_copy);
     for (int32_t i = 0; i < T->out.len; i++) Py_XDECREF(T->out.data[i].obj);

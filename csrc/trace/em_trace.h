@@ -127,6 +127,16 @@ typedef struct EmTracer {
     PyObject *exc;
     EmSym *handled;
     PyObject *raised; /* the exceptions raised in this trace (a list, owned; NULL: none) */
+    /* classes made in the trace (collections.namedtuple): dict class -> (args, kwargs) to make
+     * it again (owned; NULL: none). The class is the trace's twin; where it (or an instance)
+     * leaves the trace a new class is made per call, once per output tree (made_out: dict class
+     * -> the index of its entry in T->out). */
+    PyObject *made_classes, *made_out;
+    /* id() of objects made in the trace (no object of the frame is them): dict sym address ->
+     * a negative int unique in this trace (no real id is negative; owned; NULL: none). Such an
+     * int leaving the trace is id() of the object's output (em_trace.c out_value); a value
+     * computed from it is not (README, limitations). */
+    PyObject *fake_ids;
     /* instance dicts of frame objects read whole (em_instance_dict): the real dicts (borrowed,
      * alive in their objects) and the trace's copies, which later attribute stores update */
     EmVec(PyObject *) idict_real;

@@ -90,7 +90,8 @@ struct EmSym {
     PyObject *seq_type; /* TUPLE: namedtuple/structseq type; ITER: the iterator's Python type (a
                          * generator, list_iterator, zip...), NULL when unknown; DICT: OrderedDict
                          * or defaultdict, NULL for a dict; LIST: collections.deque (its maxlen
-                         * in spec), NULL for a list (owned) */
+                         * in spec), NULL for a list; DICT: mappingproxy for a class's
+                         * __dict__ (read-only) (owned) */
     EmVec(EmSym *) items;
     EmVec(PyObject *) keys; /* DICT: owned keys, parallel to items */
     int32_t pos;    /* ITER: position; PARTIAL: bound positional count; VIEW: 'k', 'v', 'i';
@@ -114,7 +115,7 @@ struct EmSym {
      * ctx_state an EmCtxState; grad_family: its changes are recorded as _set_grad_enabled
      * calls (else as enter/exit helper calls, ref = the enter node). TENSOR read from the
      * frame: the tensor itself (owned), for reads of its state (x.grad). LIST (a bounded deque):
-     * its maxlen, an int. */
+     * its maxlen, an int. DICT of seq_type mappingproxy (a class's __dict__): the class. */
     PyObject *spec;
     int8_t prev_grad, ctx_state, grad_family;
     int32_t out_at; /* TUPLE/LIST/DICT/ITER made while tracing: its entry in the output tree, or -1 */
@@ -479,6 +480,9 @@ static inline int em_set_of_frame(const EmSym *s) {
 /* A set of the frame the trace changed (EM_POS_SET_CHANGED): only uses that do not depend on its
  * order are answered (its copy may iterate in another order than the caller's set). */
 static inline int em_set_changed(const EmSym *s) { return em_set_of_frame(s) && s->pos == EM_POS_SET_CHANGED; }
+/* 1 when a local or stack value of the frame being traced or of a caller holds sym o (a few
+ * levels into containers, attributes and cells): o is alive then. 0: not known to be. */
+int em_frames_hold(EmTracer *T, const EmSym *o);
 /* weakref.ref(o) made while tracing (em_call.c known_weakref): items[0] is o. */
 static inline int em_weakref_made(const EmSym *s) {
     return s->kind == SYM_OBJ && s->src < 0 && PyWeakref_CheckRefExact(s->obj) && s->items.len == 1;
@@ -500,8 +504,13 @@ EmStatus em_make_set(EmTracer *T, PyObject *type, EmSym *src, EmSym **out);
 /* ---- lazy iterators (em_lazy.c) ---- */
 /* A generator object for the frame fr of a generator function's call, set up but not run (its
  * locals, stack and code_bytes taken over, freed on error too; eh: its code has an exception
- * table): an ITER sym whose body runs up to its next yield each time an item is taken. */
-EmStatus em_gen_make(EmTracer *T, const EmFrame *fr, int eh, EmSym **out);
+ * table): an ITER sym whose body runs up to its next yield each time an item is taken. func
+ * (made in the trace as closure, or NULL) was called with `call` (em_gen_call). */
+EmStatus em_gen_make(EmTracer *T, const EmFrame *fr, int eh, PyObject *func, EmSym *closure, EmSym *call, EmSym **out);
+/* The arguments of the call of *fn that made generator `it` (a tuple sym: positional tuple,
+ * keyword dict) while it has not started, else NULL (an error set, or none): where it leaves
+ * the trace, that call made again gives the same generator. */
+EmSym *em_gen_call(EmTracer *T, const EmSym *it, EmSym **fn);
 /* YIELD_VALUE in the generator being run: suspends it with v as the item taken. */
 EmStatus em_gen_yield(EmTracer *T, EmSym *v);
 /* gen.send(v) (v NULL: next(gen)): the value yielded, or *out NULL and *ret (may be NULL) the
@@ -606,6 +615,10 @@ EmStatus em_known_tensor_layout(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all
 EmStatus em_known_tensor_numpy(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 EmStatus em_known_from_numpy(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 EmStatus em_known_torch_tensor(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
+/* collections.namedtuple(...) of known immutable values: the class made now, the trace's twin
+ * (T->made_classes keeps the call's arguments, module= filled in as namedtuple would from its
+ * caller's globals), made again per call where it leaves the trace. */
+EmStatus em_known_namedtuple(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 /* Grad mode g for the ops the trace records next, recorded in the graph and set while tracing
  * (an op the trace wraps in no_grad itself: `t.data = v`). */
 EmStatus em_ctx_set_grad(EmTracer *T, int g);

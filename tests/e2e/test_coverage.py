@@ -988,6 +988,111 @@ def test_bounded_deque_of_a_negative_maxlen_raises_as_eager():
         ember.compile(f)(randn(3), -1)
 
 
+def _namedtuple_in_trace(a, b):
+    P = collections.namedtuple("P", ["x", "y"], defaults=(None, 1))
+    t = P(a)
+    t2 = t._replace(x=b)
+    Q = collections.namedtuple("Q", "u v")  # a second class: its own per call
+    return t, t2, P, type(t) is P, t._asdict(), P._fields, (t, P), Q(a, 2), Q
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_namedtuple_class_made_in_the_trace_is_a_new_class_per_call(backend):
+    x, y = randn(3), randn(3)
+    want = _namedtuple_in_trace(x, y)
+    cf = ember.compile(_namedtuple_in_trace, backend=backend, fullgraph=True)
+    got1, got2 = cf(x, y), cf(x, y)
+    for got in (got1, got2):
+        assert repr(got) == repr(want)
+        P, Q = got[2], got[8]
+        assert type(got[0]) is P and type(got[1]) is P and got[6][1] is P and type(got[7]) is Q
+        assert P.__module__ == want[2].__module__ and P._field_defaults == {"x": None, "y": 1}
+    assert got1[2] is not got2[2] and got1[8] is not got2[8]  # as eager: one class per call
+    c = counters()
+    assert (c["frames"], c["hits"], c["aborts"]) == (1, 1, 0), c
+
+
+def test_namedtuple_made_in_the_trace_of_bad_names_raises_as_eager():
+    def f(x):
+        return collections.namedtuple("P", ["x", "1y"])(x, x)
+
+    with pytest.raises(ValueError) as eager:
+        f(randn(2))
+    with pytest.raises(ValueError) as compiled:
+        ember.compile(f)(randn(2))
+    assert str(compiled.value) == str(eager.value)
+
+
+class _WithAttrs:
+    k = 3
+
+    def meth(self, t):
+        return t * 2
+
+    @staticmethod
+    def sm(t):
+        return t + 1
+
+
+def test_class_dict_is_read_in_the_trace_and_guarded():
+    import types
+
+    def f(x):
+        d = _WithAttrs.__dict__
+        r = x * d["k"] + ("k" in d) + ("zz" in d) + d.get("k", 0) + d.get("zz", 5) + len(_WithAttrs.__mro__)
+        r = d["meth"](None, r) + d["sm"].__func__(r)
+        names = sorted(k for k in d if not k.startswith("__"))
+        return r, type(d) is types.MappingProxyType, names, isinstance(d, dict), d, "meth" in d.keys()
+
+    x = randn(3)
+    got = one_graph(f, x)
+    assert type(got[4]) is types.MappingProxyType and got[4]["k"] == 3
+    _WithAttrs.k = 4  # the class's version moves: a recompile sees the new value
+    try:
+        assert_same(ember.compile(f)(x)[0], f(x)[0])
+    finally:
+        _WithAttrs.k = 3
+
+
+def test_class_dict_stays_read_only():
+    def store(x):
+        try:
+            _WithAttrs.__dict__["new"] = 1
+        except TypeError as e:
+            return x + 1, str(e)
+        return x, ""
+
+    def pop(x):
+        return x, _WithAttrs.__dict__.pop("k", None)
+
+    x = randn(3)
+    assert_same(ember.compile(store)(x), store(x))
+    with pytest.raises(AttributeError, match="'mappingproxy' object has no attribute 'pop'"):
+        ember.compile(pop)(x)
+    assert "new" not in _WithAttrs.__dict__ and _WithAttrs.k == 3
+
+
+def test_id_of_objects_made_in_the_trace():
+    def f(x):
+        a = [1]
+        b, c = a, [1]
+        y = x * 2
+        memo = {id(y): "y", id(a): "a"}
+        seen = {id(a), id(b), id(c)}
+        return x * (id(a) == id(b)) + (id(a) != id(c)), memo[id(y)], memo.get(id(c), "none"), id(a) in memo, len(seen)
+
+    one_graph(f, randn(3))
+
+
+def test_id_of_an_object_made_in_the_trace_leaving_it_is_its_output_s_id():
+    def f(x):
+        a = [x]
+        return a, {id(a): 1}, id(a), id(a) == id(a)
+
+    got = ember.compile(f, fullgraph=True)(randn(3))
+    assert list(got[1]) == [id(got[0])] and got[2] == id(got[0]) and got[3] is True
+
+
 # ---- decorators and context managers written in Python ----
 
 
@@ -2096,6 +2201,36 @@ def test_weakref_ref_of_objects_of_the_frame(capsys):
         assert_same(got[0], x * o.v)
         assert got[1]() is o
     capsys.readouterr()
+
+
+class _Box:
+    pass
+
+
+def test_weakref_ref_of_objects_made_in_the_trace():
+    """weakref.ref(o) of an object or tensor the trace made: r() is o while a local (or a
+    container or object a local holds) keeps o alive; a weakref to a temporary is answered by
+    Python (a break): eager's r() is None there."""
+    import weakref
+
+    def alive(x):
+        a = _Box()
+        a.v = x
+        y = x * 2
+        held = [_Box()]
+        r, s, u = weakref.ref(a), weakref.ref(y), weakref.ref(held[0])
+        return x * (r() is a) + s() + r().v, u() is held[0], r, s
+
+    def temporary(x):
+        r = weakref.ref(x * 2)  # nothing holds the product
+        return x + 1, r() is None
+
+    x = randn(3)
+    got = ember.compile(alive, fullgraph=True)(x)
+    want = alive(x)
+    assert_same(got[:2], want[:2])
+    assert got[2]() is None and got[3]() is None  # their objects died with the frame, as eager's
+    assert_same(ember.compile(temporary)(x), temporary(x))
 
 
 def test_set_subclass_instances_from_the_frame_are_read_by_their_contents():

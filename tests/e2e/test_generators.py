@@ -214,9 +214,40 @@ def test_generator_consumed_by_an_inlined_function_and_builtins():
     one_graph(f, randn(3))
 
 
-def test_generator_left_unfinished_runs_as_python():
+def test_generator_not_started_leaves_the_trace_made_by_its_call_again():
+    """A generator returned (or alive at a break) before it ran: its call made again per call,
+    after the graph, so it runs lazily as eager's does; the closure's cells are the frame's."""
+
+    def genexpr(x):
+        ys = [x, x + 1]
+        return (y * 2 for y in ys), ys
+
+    def gen_fn(x):
+        def g(k, *, scale=1):
+            yield x * k * scale
+            yield x + k
+
+        return g(2, scale=3)
+
+    x = randn(3)
+    for f in (genexpr, gen_fn):
+        cf = ember.compile(f, fullgraph=True)
+        for _ in range(2):
+            got, want = cf(x), f(x)
+            if f is genexpr:
+                got[1].append(x * 10)  # the generator reads the list lazily, as eager's
+                want[1].append(x * 10)
+                got, want = got[0], want[0]
+            assert_same(list(got), list(want))
+    c = counters()
+    assert c["aborts"] == 0 and c["frames"] == 2 and c["hits"] == 2
+
+
+def test_generator_left_after_it_started_runs_as_python():
     def f(x):
-        return (t for t in [x, x + 1])
+        it = (t for t in [x, x + 1])
+        next(it)
+        return it
 
     x = randn(3)
     got = ember.compile(f)(x)
