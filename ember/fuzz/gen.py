@@ -26,6 +26,7 @@ import collections
 import dataclasses
 import io
 import math
+import weakref
 
 import numpy as np
 import torch
@@ -636,7 +637,8 @@ class Generator:
     def statement(self, depth):
         env = self.env(self.snaps)
         w = [("tensor", 30), ("binary", 18), ("view", 12), ("inplace", 10), ("scalar", 8), ("container", 10),
-             ("object", 5), ("closure", 4), ("global", 4), ("gbreak", 8), ("raise", 2), ("misc", 8), ("numpy", 4)]
+             ("object", 5), ("closure", 4), ("global", 4), ("gbreak", 8), ("raise", 2), ("misc", 8), ("numpy", 4),
+             ("newer", 4)]
         if self.module:
             w.append(("module", 12))
         if self.grad:
@@ -1034,6 +1036,34 @@ class Generator:
         if lst:
             opts += [[f"{v} = min({lst}, key=lambda e: e.numel())"], [f"{v} = sorted({lst}, key=lambda e: e.dim())[0]"],
                      [f"{self.fresh('l')} = [e for e in {lst} if isinstance(e, torch.Tensor) and e.numel() > 1]"]]
+        return self.pick(opts)
+
+    def s_newer(self, env):
+        """Bounded deques, `.data` stores, namedtuple classes made in the function, a class's
+        __dict__, id() compared, weakrefs (to held objects and to temporaries)."""
+        ts = self.tensors(env)
+        t, u = self.pick(ts), self.pick(ts)
+        if t is None:
+            return None
+        s = self.scalar_expr(env)
+        v, q, n, o = self.fresh("t"), self.fresh("q"), self.fresh("N"), self.fresh("o")
+        deques = [name for name, ds in env.items() if all(d[0] == "O" and d[1] == "deque" for d in ds)]
+        opts = [
+            [f"{q} = collections.deque([{t}, {s}], maxlen=2)", f"{q}.append({u})"],
+            [f"{q} = collections.deque(maxlen=3)", f"{q}.extend([{t}, {u}, {t} * 2, {s}])", f"{q}.appendleft({u})"],
+            [f"{v} = {t}.detach().clone()", f"{v}.data = {u}.detach() * 2"],
+            [f"{t}.data = {t}.data * 2"],
+            [f"{n} = collections.namedtuple('{n}', ['a', 'b'])", f"{self.fresh('o')} = {n}({t}, {s})._replace(b=3)"],
+            [f"{self.fresh('s')} = ('K' in Acc.__dict__, Acc.__dict__.get('K', 0), "
+             f"len([k for k in Acc.__dict__ if not k.startswith('_')]))"],
+            [f"{self.fresh('s')} = (id({t}) == id({u}), id({t}) in {{id({u}): 1}})"],
+            [f"{self.fresh('s')} = weakref.ref({t} * 2)() is None"],
+            [f"{o} = Acc({s})", f"{self.fresh('s')} = weakref.ref({o})() is {o}"],
+        ]
+        if deques:
+            dq = self.pick(deques)
+            opts += [[f"{dq}.append({t})"], [f"{v} = {dq}[0] if {dq} else {t}"], [f"{self.fresh('s')} = len({dq})"],
+                     [f"{dq}.rotate(1)"], [f"{self.fresh('s')} = {dq}.maxlen"]]
         return self.pick(opts)
 
     def s_numpy(self, env):

@@ -100,6 +100,10 @@ def compare(a, b, path, exact, seen=None, grads=False):
     if isinstance(a, (collections.abc.KeysView, collections.abc.ValuesView, collections.abc.ItemsView)):
         compare(list(a), list(b), f"list({path})", exact, seen, grads)  # dict views: same type, then items
         return
+    if isinstance(a, collections.deque):
+        compare(a.maxlen, b.maxlen, f"{path}.maxlen", exact, seen, grads)
+        compare(list(a), list(b), f"list({path})", exact, seen, grads)
+        return
     if isinstance(a, (list, tuple)):
         if len(a) != len(b):
             raise Diff("len", f"{path}: len {len(a)} vs {len(b)} ({_short(a)} vs {_short(b)})")
