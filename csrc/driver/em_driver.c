@@ -323,6 +323,18 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
                 whynot = lwhy;
             }
         }
+        if (!possible && allow_break && T.abort_root_at >= 0 && !cwhy) { /* in an except clause: the try statement */
+            const char *twhy = NULL;
+            int tr = em_try_span(co, T.abort_root_at, &R, &twhy);
+            if (tr < 0) goto done;
+            if (tr) {
+                region = 1;
+                at = R.start;
+                possible = em_break_possible(co, at, &R, &whynot);
+            } else if (twhy) {
+                whynot = twhy;
+            }
+        }
         if (!possible) {
             *why = allow_break ? PyUnicode_FromFormat("%U (no graph break: %s)", first_why, whynot)
                                : Py_NewRef(first_why);
@@ -348,8 +360,8 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
             int inner = where && !PyUnicode_Tailmatch(first_why, where, 0, PyUnicode_GET_LENGTH(where), -1);
             PyObject *reason = !where ? NULL
                                : region && R.loop
-                                   ? PyUnicode_FromFormat("%Ua loop that runs as plain Python (inside it, at %U)",
-                                                          where, first_why)
+                                   ? PyUnicode_FromFormat("%Ua %s that runs as plain Python (inside it, at %U)", where,
+                                                          R.is_try ? "try statement" : "loop", first_why)
                                : inner
                                    ? PyUnicode_FromFormat("%Ua call that cannot be captured whole (inside it, at %U)",
                                                           where, first_why)

@@ -110,6 +110,7 @@ typedef struct {
     int loop;       /* a loop of the function's own (em_loop_span), not a comprehension's */
     int exits;      /* a loop: control reaches `end` (else it only returns or raises) */
     int pops;       /* values its code takes off the stack (a for loop's iterator): 1 or 0 */
+    int is_try;     /* a try statement (em_try_span), run as a loop is (`loop` set too) */
 } EmRegion;
 /* Fills R for the outermost comprehension whose loop holds code unit `at`: 1; 0 when `at`
  * is in none (or the interpreter inlines none); 0 with *why when it is in one that cannot run
@@ -121,6 +122,12 @@ int em_comprehension_span(PyCodeObject *co, int at, EmRegion *R, const char **wh
  * reach outside it (the handler of a block around the loop excluded): 1; 0 when `at` is in no
  * loop, or with *why in one of a shape that cannot run on its own; -1 on error. */
 int em_loop_span(PyCodeObject *co, int at, EmRegion *R, const char **why);
+/* Fills R for the try statement one of whose except (or finally) clauses holds code unit
+ * `at`, which a break inside the clause runs whole as plain Python (the try block and its
+ * handlers, as a loop region: from the try block's first unit to where its handlers continue,
+ * with handler blocks laid out elsewhere as spans): 1; 0 when `at` is in no handler, or with
+ * *why for a shape that cannot run on its own; -1 on error. */
+int em_try_span(PyCodeObject *co, int at, EmRegion *R, const char **why);
 /* The local slots loop region R stores (stored[i]) and deletes (deleted[i]), for i < n. */
 void em_region_stores(PyCodeObject *co, const EmRegion *R, char *stored, char *deleted, int n);
 

@@ -138,14 +138,15 @@ int em_break_possible(PyCodeObject *co, int at, const EmRegion *R, const char **
     em_decode_op(code, n, at, &x); /* `at` is the opcode's unit: its EXTENDED_ARG prefixes count */
     int first = at; /* the instruction's first unit: a jump back to a prefix is a jump to it */
     while (first > 0 && code[2 * (first - 1)] == EMBC_EXTENDED_ARG) first--;
-    int lo = R ? R->cover : first, hi = R ? R->end : x.next;
+    int cu = R ? R->cover : first; /* a unit in the blocks around the region (a try's: its cleanup) */
+    int lo = R && R->start < cu ? R->start : cu, hi = R ? R->end : x.next;
     if (R) {
         work[top++] = R->end;
     } else {
         if (!em_asm_is_terminal(x.op)) work[top++] = x.next;
         if (em_bc_is_jump[x.op]) work[top++] = em_jump_target(&x);
     }
-    if (em_exc_entry(co, lo, &h, &d, &lasti) == 1) work[top++] = h;
+    if (em_exc_entry(co, cu, &h, &d, &lasti) == 1) work[top++] = h;
     while (top && ok) {
         int u = work[--top];
         if (u < 0 || u >= n || seen[u]) continue;
@@ -327,24 +328,76 @@ static int loop_spans(const unsigned char *code, int n, const char *in, EmRegion
     return 1;
 }
 
+/* 1 when the instruction at unit `to` is reached from unit `from` (falling through, jumping,
+ * and through exception handlers); seen and work hold n + 1 and 3n + 4 entries. */
+static int reaches(PyCodeObject *co, const unsigned char *code, int n, int from, int to, char *seen, int *work) {
+    int top = 0;
+    memset(seen, 0, (size_t)n + 1);
+    work[top++] = from;
+    while (top) {
+        int u = work[--top];
+        if (u < 0 || u >= n || seen[u]) continue;
+        seen[u] = 1;
+        EmInstr x;
+        em_decode(code, n, u, &x);
+        if (x.at == to) return 1;
+        int h, d, lasti;
+        if (em_exc_entry(co, x.at, &h, &d, &lasti) == 1) work[top++] = h;
+        if (em_bc_is_jump[x.op]) work[top++] = em_jump_target(&x);
+        if (!em_asm_is_terminal(x.op)) work[top++] = x.next;
+    }
+    return 0;
+}
+
 int em_loop_span(PyCodeObject *co, int at, EmRegion *R, const char **why) {
     memset(R, 0, sizeof(*R));
     PyObject *bytes = em_code_bytes(co);
     if (!bytes) return -1;
     const unsigned char *code = (const unsigned char *)PyBytes_AS_STRING(bytes);
     int n = (int)(PyBytes_GET_SIZE(bytes) / 2), head = -1, end = -1, rc = 0;
+    char *reach_seen = malloc((size_t)n + 1);
+    int *reach_work = malloc(sizeof(int) * (3 * (size_t)n + 4));
+    if (!reach_seen || !reach_work) {
+        free(reach_seen);
+        free(reach_work);
+        Py_DECREF(bytes);
+        PyErr_NoMemory();
+        return -1;
+    }
     for (int u = 0; u < n;) { /* the outermost loop: the lowest backward target at or before `at` */
         EmInstr x;
         em_decode(code, n, u, &x);
         if (em_bc_is_jump[x.op] && em_bc_is_backward[x.op]) {
             int t = em_jump_target(&x);
-            if (t <= at && at <= x.at && (head < 0 || t < head)) {
+            /* a back edge the code from its target comes back to (3.12's handlers laid out at the
+             * code's end jump back to where a try statement continues: no loop) */
+            if (t <= at && at <= x.at && (head < 0 || t < head) &&
+                reaches(co, code, n, t, x.at, reach_seen, reach_work)) {
                 head = t;
                 end = x.next;
             }
         }
         u = x.next;
     }
+    /* `at` past every back edge around it: in a handler block laid out after the loop (3.12),
+     * which the loop's walk reaches */
+    for (int u = 0; u < n && at < n;) { /* the outermost: the lowest head */
+        EmInstr x;
+        em_decode(code, n, u, &x);
+        if (em_bc_is_jump[x.op] && em_bc_is_backward[x.op] && x.at < at && (head < 0 || em_jump_target(&x) < head)) {
+            int t = em_jump_target(&x), lend = x.next, ex = 0, out = -1, od, ol;
+            if (em_exc_entry(co, t, &out, &od, &ol) != 1) out = -1;
+            if (reaches(co, code, n, t, x.at, reach_seen, reach_work) &&
+                loop_walk(co, code, n, t, &lend, out, reach_seen, reach_work, &ex, why) == 1 && reach_seen[at]) {
+                head = t;
+                end = x.next;
+            }
+            *why = NULL;
+        }
+        u = x.next;
+    }
+    free(reach_seen);
+    free(reach_work);
     char *in = head >= 0 ? malloc((size_t)n + 1) : NULL;
     int *work = head >= 0 ? malloc(sizeof(int) * (3 * (size_t)n + 4)) : NULL;
     if (head < 0 || !in || !work) {
@@ -370,6 +423,116 @@ int em_loop_span(PyCodeObject *co, int at, EmRegion *R, const char **why) {
     R->pops = hx.op == EMBC_FOR_ITER;
     rc = loop_spans(code, n, in, R, why);
     R->start = R->cover = hx.at;
+done:
+    free(in);
+    free(work);
+    Py_DECREF(bytes);
+    if (rc != 1) R->nspan = 0;
+    return rc;
+}
+
+/* The unit where the handlers of the try block whose handler starts at h0 continue when one
+ * completes: the target of the jump after a POP_EXCEPT (and the `as` name's deletion), found
+ * walking the handler code from h0 (not its exception edges); -1 when none completes. */
+static int try_join(const unsigned char *code, int n, int h0, char *seen, int *work) {
+    int top = 0, join = -1;
+    memset(seen, 0, (size_t)n + 1);
+    work[top++] = h0;
+    while (top && join < 0) {
+        int u = work[--top];
+        if (u < 0 || u >= n || seen[u]) continue;
+        seen[u] = 1;
+        EmInstr x;
+        em_decode(code, n, u, &x);
+        if (x.op == EMBC_POP_EXCEPT) { /* POP_EXCEPT [LOAD_CONST None, STORE_FAST e, DELETE_FAST e] jump */
+            EmInstr y = x;
+            for (int k = 0; k < 4 && y.next < n; k++) {
+                em_decode(code, n, y.next, &y);
+                if (y.op != EMBC_LOAD_CONST && y.op != EMBC_STORE_FAST && y.op != EMBC_DELETE_FAST) break;
+            }
+            if (em_bc_is_jump[y.op] && em_asm_is_terminal(y.op)) join = em_jump_target(&y);
+            continue;
+        }
+        if (em_bc_is_jump[x.op]) work[top++] = em_jump_target(&x);
+        if (!em_asm_is_terminal(x.op)) work[top++] = x.next;
+    }
+    return join;
+}
+
+int em_try_span(PyCodeObject *co, int at, EmRegion *R, const char **why) {
+    memset(R, 0, sizeof(*R));
+    int h, d, lasti, rc = 0;
+    if (em_exc_entry(co, at, &h, &d, &lasti) != 1) return 0;
+    PyObject *bytes = em_code_bytes(co);
+    if (!bytes) return -1;
+    const unsigned char *code = (const unsigned char *)PyBytes_AS_STRING(bytes);
+    int n = (int)(PyBytes_GET_SIZE(bytes) / 2);
+    char *in = malloc((size_t)n + 1);
+    int *work = malloc(sizeof(int) * (3 * (size_t)n + 4));
+    if (!in || !work) {
+        rc = (PyErr_NoMemory(), -1);
+        goto done;
+    }
+    /* the try statement whose handler code holds `at`: `at` is covered by the statement's
+     * cleanup (COPY 3, POP_EXCEPT, RERAISE 1), directly or through the block that deletes an
+     * `as` name (covered by the cleanup itself); its handler's PUSH_EXC_INFO is covered by that
+     * cleanup too, and its protected range (the try block) by the handler */
+    int head = -1, h0 = -1, join = -1, c = h;
+    for (int k = 0; k < 4 && c >= 0; k++) {
+        EmInstr a;
+        if (c >= n) goto done;
+        em_decode(code, n, c, &a);
+        if (a.op == EMBC_PUSH_EXC_INFO) goto done; /* `at` is in a try block, not a handler */
+        if (a.op == EMBC_COPY && a.arg == 3) break;
+        int hc, dc, lc; /* a block deleting an `as` name: its own cover is the cleanup */
+        c = em_exc_entry(co, c, &hc, &dc, &lc) == 1 ? hc : -1;
+    }
+    for (int u = 0; u < n && c >= 0 && h0 < 0;) {
+        EmInstr x;
+        em_decode(code, n, u, &x);
+        int hx, dx, lx;
+        if (x.op == EMBC_PUSH_EXC_INFO && em_exc_entry(co, x.at, &hx, &dx, &lx) == 1 && hx == c) h0 = x.at;
+        u = x.next;
+    }
+    int bend = -1; /* the first unit after the try block's last */
+    for (int u = 0; u < n && h0 >= 0;) {
+        EmInstr x;
+        em_decode(code, n, u, &x);
+        int hx, dx, lx;
+        if (em_exc_entry(co, x.at, &hx, &dx, &lx) == 1 && hx == h0) {
+            if (head < 0) head = x.at;
+            bend = x.next;
+        }
+        u = x.next;
+    }
+    if (head <= 0 || bend < 0 || bend >= n) goto done;
+    *why = "an except clause of a try statement of unexpected shape";
+    join = try_join(code, n, h0, in, work);
+    if (join < 0 && bend != h0) { /* no handler completes: where the try block's own path goes on */
+        EmInstr b; /* (a return whose value the block computes ends it: no statement boundary) */
+        em_decode(code, n, bend, &b);
+        int jump = em_bc_is_jump[b.op] && em_asm_is_terminal(b.op);
+        join = jump ? em_jump_target(&b) : em_asm_is_terminal(b.op) ? -1 : b.at;
+    }
+    if (join < 0) join = n; /* every path returns or raises: the region runs to the code's end */
+    /* the blocks around the statement: those its cleanup reports to (the region's cover), whose
+     * handler the walk leaves out */
+    int outer, od, ol;
+    int eo = em_exc_entry(co, c, &outer, &od, &ol);
+    if (eo < 0) goto done;
+    if (eo == 0) outer = -1;
+    int cover = c;
+    int end = join, walked = 2, exits = 0;
+    for (int rounds = 0; walked == 2 && rounds < 64; rounds++)
+        walked = loop_walk(co, code, n, head, &end, outer, in, work, &exits, why);
+    if (walked != 1) goto done;
+    R->start = head;
+    R->end = end;
+    R->loop = R->is_try = 1; /* the function's own code: the locals it assigns are handed on as a loop's */
+    R->exits = exits;
+    rc = loop_spans(code, n, in, R, why);
+    R->cover = cover;
+    if (rc == 1) *why = NULL;
 done:
     free(in);
     free(work);

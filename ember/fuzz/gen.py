@@ -959,7 +959,12 @@ class Generator:
              f"    {v} = {t} + len(str({e}))"],
             [f"{v} = {t}\ntry:\n    print('try', {s}, file=OUT)\n    {v} = opaque_raise({v}, 0.0)\nfinally:\n"
              f"    G_LIST.append(1)"],
-            [f"try:\n    {v} = {t}.sum().item() + {s}\nexcept ZeroDivisionError:\n    {v} = 0.0"]]
+            [f"try:\n    {v} = {t}.sum().item() + {s}\nexcept ZeroDivisionError:\n    {v} = 0.0"],
+            # breaks inside except clauses: the try statement runs as Python
+            [f"try:\n    {v} = opaque_raise({t}, 0.5)\nexcept ValueError as {e}:\n"
+             f"    print('handler', len(str({e})), file=OUT)\n    {v} = {t} * 2"],
+            [f"try:\n    if {s} > 1:\n        raise KeyError({s})\n    {v} = {t} + 1\nexcept KeyError:\n"
+             f"    {v} = {t} * {t}.sum().item()"]]
         return self.pick(opts)
 
     def s_grad(self, env):

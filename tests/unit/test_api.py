@@ -4,6 +4,7 @@ CompiledModule, and the errors and warnings they raise.
 tests/conftest.py resets ember's caches and counters before and after every test.
 """
 import os
+import threading
 import warnings
 
 import pytest
@@ -230,26 +231,26 @@ def test_compile_module_item_breaks_the_graph_and_is_correct():
     assert counters()["aborts"] == 0  # (the resume function specializes on the .item() value)
 
 
-class ItemInLoop(nn.Module):
-    """Reads a tensor value inside a loop in an except clause: no graph break there, plain Python."""
+class LockedItem(nn.Module):
+    """Reads a tensor value inside a with block of a C context manager (a lock): no graph break
+    there, plain Python."""
+
+    lock = threading.Lock()
 
     def forward(self, x):
-        total = 0.0
-        try:
-            raise KeyError(0)
-        except KeyError:  # a break inside an except clause: no graph break there
-            for i in range(3):
-                total = total + x[i].sum().item()
-        return x * total
+        y = x * 2
+        with self.lock:
+            s = y.sum().item()
+        return y + s
 
 
 def test_compile_module_fallback_warns_and_is_correct():
-    m = ItemInLoop()
+    m = LockedItem()
     cm = ember.compile(m)
     x = randn(5, 4)
-    with pytest.warns(ember.EmberWarning, match="could not compile `ItemInLoop.forward`"):
+    with pytest.warns(ember.EmberWarning, match="could not compile `LockedItem.forward`"):
         got = cm(x)
-    assert "inside an except clause" in str(ember.testing.code_state(m)["reason"])
+    assert "the instruction cannot run on its own" in str(ember.testing.code_state(m)["reason"])
     torch.testing.assert_close(got, m(x), rtol=0, atol=0)
     assert counters()["aborts"] == 1
     assert counters()["frames"] == 0
@@ -724,11 +725,12 @@ def test_strict_config_raises_unsupported():
     assert f"{THIS_FILE}:{_line_of(uses_item, '# <-- unsupported')}" in msg
 
 
+LOCK = threading.Lock()
+
+
 def item_in_loop(x):
     total = 0.0
-    try:
-        raise KeyError(0)
-    except KeyError:  # a break inside an except clause: no graph break there
+    with LOCK:  # a break inside a with block of a C context manager: no graph break there
         for i in range(2):
             total += x[i].item()
     return total
@@ -780,11 +782,13 @@ def test_fallback_warning_points_at_call_site():
 
 
 _LIBRARY_SRC = """
+import threading
+LOCK, RLOCK = threading.Lock(), threading.RLock()
+
+
 def item_loop_a(x):
     total = 0.0
-    try:
-        raise KeyError(0)
-    except KeyError:  # a break inside an except clause: no graph break there
+    with LOCK:  # a break inside a with block of a C context manager: no graph break there
         for i in range(2):
             total += x[i].item()
     return x * total
@@ -792,18 +796,14 @@ def item_loop_a(x):
 
 def item_loop_b(x):
     total = 0.0
-    try:
-        raise KeyError(0)
-    except KeyError:  # a break inside an except clause: no graph break there
+    with LOCK:  # a break inside a with block of a C context manager: no graph break there
         for i in range(2):
             total += x[i].item()
     return x - total
 
 
 def print_loop(x):
-    try:
-        raise KeyError(0)
-    except KeyError:  # a break inside an except clause: no graph break there
+    with RLOCK:  # another reason: its own class's __enter__
         for i in range(2):
             print(end="")
     return x + 1
@@ -873,7 +873,7 @@ def test_breaks_log_has_the_details_the_warning_leaves_out(library, capfd, no_lo
     err = [ln for ln in capfd.readouterr().err.splitlines() if ln.startswith("[ember:breaks]")]
     for fn in ("item_loop_a", "item_loop_b"):  # every frame, not once per reason
         (ln,) = [ln for ln in err if f"] {fn} (" in ln]
-        assert "ember_test_library/core.py" in ln and "Tensor.item" in ln and "inside an except clause" in ln
+        assert "ember_test_library/core.py" in ln and "_thread.lock.__enter__" in ln and "cannot run on its own" in ln
 
 
 def test_warnings_raised_while_tracing_are_not_shown(monkeypatch, xy):
@@ -1015,10 +1015,10 @@ def test_warning_from_code_whose_globals_have_no_loader(tmp_path):
     test runner or fuzzer may do) calling a function ember gives up on: the EmberWarning at that
     call site stays a warning, never an exception (3.12's warnings refuse such module globals)."""
     path = str(tmp_path / "hand_run.py")
-    src = ("def f(x):\n"
-           "    try:\n"
-           "        raise KeyError(0)\n"
-           "    except KeyError:\n"
+    src = ("import threading\n"
+           "LOCK = threading.Lock()\n"
+           "def f(x):\n"
+           "    with LOCK:\n"
            "        for i in range(2):\n"
            "            print(end='')\n"
            "            x = x + i\n"
@@ -1042,11 +1042,10 @@ def test_warning_in_a_script_read_from_stdin():
     import subprocess
     import sys
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    src = ("import torch, ember\n"
+    src = ("import threading, torch, ember\n"
+           "LOCK = threading.Lock()\n"
            "def f(x):\n"
-           "    try:\n"
-           "        raise KeyError(0)\n"
-           "    except KeyError:\n"
+           "    with LOCK:\n"
            "        for i in range(2):\n"
            "            x = x + float(x.sum().item())\n"
            "    return x\n"
