@@ -55,6 +55,7 @@ _set(CONST, [getattr(builtins, n) for n in (
     "len", "max", "min", "ord", "pow", "repr", "round", "sorted", "str", "sum", "tuple", "list", "range",
     "slice", "callable", "reversed", "enumerate", "zip", "hash", "type", "complex", "bin", "hex", "oct", "ascii")])
 _set(CONST, [v for v in vars(math).values() if callable(v)])
+_set(CONST, [sys.intern])  # of a str constant: the interned one (the same object at run time)
 _set(CONST, [v for k, v in vars(operator).items() if callable(v) and not k.startswith("_")])
 _set(CONST, [torch.Size, torch.Size.numel, torch.device, torch.get_default_dtype, torch.is_grad_enabled,
              torch.is_autocast_enabled, torch.is_inference_mode_enabled, torch.finfo, torch.iinfo,

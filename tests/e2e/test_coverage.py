@@ -1093,6 +1093,16 @@ def test_id_of_an_object_made_in_the_trace_leaving_it_is_its_output_s_id():
     assert list(got[1]) == [id(got[0])] and got[2] == id(got[0]) and got[3] is True
 
 
+def test_sys_intern_of_strings():
+    import sys
+
+    def f(x, s):
+        return x * len(sys.intern(s)), sys.intern(s) is sys.intern("ab" + "c"), sys.intern(s)
+
+    got = one_graph(f, randn(3), "".join(["a", "bc"]))
+    assert got[2] is sys.intern("abc")
+
+
 # ---- decorators and context managers written in Python ----
 
 
