@@ -626,6 +626,19 @@ def _self_overlap_mutated(gm, inputs):
     return None
 
 
+def _aliased_mutated(gm, inputs):
+    """Inputs that share storage (a view and its base) in a graph with in-place ops: AOTAutograd
+    reads the others as they were before the mutation (`v.zero_(); y * 2` with v a view of y
+    gives y's old values, under torch.compile too), so such a graph runs on ember's executor.
+    The name of the case, or None."""
+    if not _has_inplace(gm):
+        return None
+    groups = _storage_groups(inputs)
+    if any(g != i for i, g in enumerate(groups)):
+        return "inputs that share storage (a view and its base) in a graph with in-place ops"
+    return None
+
+
 def build_graph_module(desc, inputs, fake_mode, float_inputs=True):
     """(GraphModule, number of ops) for an exported graph and its real inputs. float_inputs: False
     when float inputs must be constants (an exact variant is exported instead)."""
@@ -852,7 +865,7 @@ def _compile(backend, desc, inputs, where, exact=False):
         gm, n_ops = build_graph_module(desc, inputs, fake_mode, float_inputs=not backend.cudagraphs)
         placeholder_vals = [n.meta["val"] for n in gm.graph.find_nodes(op="placeholder")]
         symbolic = len(desc) > 2 and desc[2] is not None
-        overlap = _self_overlap_mutated(gm, inputs)
+        overlap = _self_overlap_mutated(gm, inputs) or _aliased_mutated(gm, inputs)
         if overlap:
             raise _Unexportable(overlap)
     except _NeedsStatic as e:

@@ -522,6 +522,32 @@ def test_overlapping_views_passed_after_a_compile_with_distinct_tensors():
     torch.testing.assert_close(cf(torch.zeros(3), torch.zeros(3)), f(torch.zeros(3), torch.zeros(3)))
 
 
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_view_and_its_base_as_inputs_of_a_graph_that_mutates_one(backend):
+    """A view and its base both inputs of a graph with an in-place op on the view (a resume
+    function's locals): AOTAutograd reads the base as it was before the write (torch.compile
+    gives the stale values too), so the graph runs on ember's executor: eager's values."""
+
+    def f(y, v):
+        v.zero_()
+        return y * 2
+
+    def with_break(y):
+        v = y[1:, 1:]
+        print("break")
+        v.mul_(3)
+        return y + 1
+
+    for fn, make in ((f, lambda y: (y, y[1:, 1:])), (with_break, lambda y: (y,))):
+        y1 = randn(3, 3)
+        y2 = y1.clone()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ember.EmberWarning)
+            got = ember.compile(fn, backend=backend)(*make(y2))
+        torch.testing.assert_close(got, fn(*make(y1)), rtol=0, atol=0)
+        torch.testing.assert_close(y2, y1, rtol=0, atol=0)
+
+
 def test_cache_hits_through_a_python_backend_do_not_leak():
     x, y = randn(4), randn(4, seed=1)
     cf = ember.compile(add_relu, backend=Counting())
