@@ -311,28 +311,18 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
         if (at >= 0) em_decode_op(T.bytes, T.n_units, at, &x);
         int possible = allow_break && at >= 0 && !cwhy && (region || breakable_op(x.op)) &&
                        em_break_possible(co, at, region ? &R : NULL, &whynot);
-        if (!possible && allow_break && T.abort_root_at >= 0 && !cwhy) { /* inside a loop: the loop runs as Python */
-            const char *lwhy = NULL;
-            int lr = em_loop_span(co, T.abort_root_at, &R, &lwhy);
-            if (lr < 0) goto done;
-            if (lr) {
+        /* inside a loop: the loop runs as Python; in an except clause: the try statement */
+        static int (*const spans[])(PyCodeObject *, int, EmRegion *, const char **) = {em_loop_span, em_try_span};
+        for (size_t k = 0; !possible && allow_break && T.abort_root_at >= 0 && !cwhy && k < 2; k++) {
+            const char *swhy = NULL;
+            int sr = spans[k](co, T.abort_root_at, &R, &swhy);
+            if (sr < 0) goto done;
+            if (sr) {
                 region = 1;
                 at = R.start;
                 possible = em_break_possible(co, at, &R, &whynot);
-            } else if (lwhy) {
-                whynot = lwhy;
-            }
-        }
-        if (!possible && allow_break && T.abort_root_at >= 0 && !cwhy) { /* in an except clause: the try statement */
-            const char *twhy = NULL;
-            int tr = em_try_span(co, T.abort_root_at, &R, &twhy);
-            if (tr < 0) goto done;
-            if (tr) {
-                region = 1;
-                at = R.start;
-                possible = em_break_possible(co, at, &R, &whynot);
-            } else if (twhy) {
-                whynot = twhy;
+            } else if (swhy) {
+                whynot = swhy;
             }
         }
         if (!possible) {
