@@ -346,7 +346,9 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
                 }
                 goto done;
             }
-            PyObject *where = PyUnicode_FromFormat("%U:%d: ", co->co_filename, PyCode_Addr2Line(co, at * 2));
+            int line = PyCode_Addr2Line(co, at * 2); /* a handler's PUSH_EXC_INFO has none: the break's */
+            if (line < 0) line = PyCode_Addr2Line(co, T.abort_root_at * 2);
+            PyObject *where = PyUnicode_FromFormat("%U:%d: ", co->co_filename, line);
             int inner = where && !PyUnicode_Tailmatch(first_why, where, 0, PyUnicode_GET_LENGTH(where), -1);
             PyObject *reason = !where ? NULL
                                : region && R.loop

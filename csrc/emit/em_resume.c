@@ -521,12 +521,22 @@ int em_try_span(PyCodeObject *co, int at, EmRegion *R, const char **why) {
     int eo = em_exc_entry(co, c, &outer, &od, &ol);
     if (eo < 0) goto done;
     if (eo == 0) outer = -1;
-    int cover = c;
+    int cover = c, start = head, pops = 0;
+    if (!reaches(co, code, n, 0, head, in, work)) {
+        /* a resume function entered at the handler (the exception came through a graph break in
+         * the try block): it never reaches the try block, so the region starts at the handler,
+         * the exception (and a lasti) on the stack; laid out before the join point (3.11) only */
+        int hh, dh, lh;
+        if (em_exc_entry(co, head, &hh, &dh, &lh) != 1 || join <= h0) goto done;
+        start = h0;
+        pops = 1 + !!lh;
+    }
     int end = join, walked = 2, exits = 0;
     for (int rounds = 0; walked == 2 && rounds < 64; rounds++)
-        walked = loop_walk(co, code, n, head, &end, outer, in, work, &exits, why);
+        walked = loop_walk(co, code, n, start, &end, outer, in, work, &exits, why);
     if (walked != 1) goto done;
-    R->start = head;
+    R->start = start;
+    R->pops = pops;
     R->end = end;
     R->loop = R->is_try = 1; /* the function's own code: the locals it assigns are handed on as a loop's */
     R->exits = exits;

@@ -2924,3 +2924,37 @@ def test_a_break_inside_an_except_clause_runs_the_try_statement_as_python(fn, ca
     # function, which runs as Python when the clause breaks (it cannot start at the try block)
     if fn not in (_exc_with_cells, _exc_in_with_and_try):
         assert counters()["aborts"] == 0, counters()
+
+
+def _raises_over(t, s):
+    if float(t.float().sum()) > s:  # a graph break (float of a tensor): the raise happens at run time
+        raise ValueError(f"over {s}")
+    return t - 1
+
+
+def _handler_resume_with_a_break(x):
+    y = x * 2
+    try:
+        v = _raises_over(y, 0.5)
+        v = v * 2
+    except ValueError as e:
+        print("handler", len(str(e)))
+        v = y * 3
+    return v + 1
+
+
+def test_a_break_in_the_except_clause_of_a_handler_resume_function(capsys):
+    """The exception comes through a graph break in the try block: the handler continues in a
+    resume function that starts at the handler, where a break in the clause runs the handler (not
+    the try block, which that code never reaches) as plain Python (3.11's layout; on 3.12, whose
+    handlers are laid out after the join point, that resume function runs as plain Python)."""
+    import sys
+
+    cf = ember.compile(_handler_resume_with_a_break)
+    for x in (torch.ones(3), -torch.ones(3), torch.ones(3) * 2, -torch.ones(3)):
+        want = _handler_resume_with_a_break(x)
+        eager_out = capsys.readouterr().out
+        assert_same(cf(x), want)
+        assert capsys.readouterr().out == eager_out
+    if sys.version_info[:2] == (3, 11):
+        assert counters()["aborts"] == 0, counters()
