@@ -500,6 +500,7 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
                 em_cache_unlock();
                 return NULL;
             }
+            em_state.n_internal++;
             why = PyUnicode_FromFormat("%U:%d: internal error %S", co->co_filename, co->co_firstlineno,
                                        ev ? ev : Py_None);
             Py_XDECREF(et);

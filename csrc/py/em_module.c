@@ -278,16 +278,17 @@ static PyObject *m_after_fork_child(PyObject *self, PyObject *args) {
 static PyObject *m_counters(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
-    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "frames", em_state.n_frames, "aborts", em_state.n_aborts,
-                         "hits", em_state.n_hits, "recompiles", em_state.n_recompiles, "fallbacks",
-                         em_state.n_fallbacks, "breaks", em_state.n_breaks, "graphs", em_state.n_graphs);
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "frames", em_state.n_frames, "aborts",
+                         em_state.n_aborts, "hits", em_state.n_hits, "recompiles", em_state.n_recompiles, "fallbacks",
+                         em_state.n_fallbacks, "breaks", em_state.n_breaks, "graphs", em_state.n_graphs, "internal",
+                         em_state.n_internal);
 }
 
 static PyObject *m_reset_counters(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
     em_state.n_frames = em_state.n_aborts = em_state.n_hits = em_state.n_recompiles = em_state.n_fallbacks = 0;
-    em_state.n_breaks = em_state.n_graphs = 0;
+    em_state.n_breaks = em_state.n_graphs = em_state.n_internal = 0;
     Py_RETURN_NONE;
 }
 

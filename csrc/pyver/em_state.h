@@ -97,6 +97,7 @@ typedef struct {
     /* counters for ember.testing */
     long long n_frames, n_aborts, n_hits, n_recompiles, n_fallbacks, n_breaks;
     long long n_graphs; /* compiled frames whose graph has an op (n_frames counts empty ones too) */
+    long long n_internal; /* frames run as plain Python after an internal error of ember's */
 } EmState;
 
 enum {
