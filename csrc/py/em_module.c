@@ -278,8 +278,8 @@ static PyObject *m_after_fork_child(PyObject *self, PyObject *args) {
 static PyObject *m_counters(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
-    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "frames", em_state.n_frames, "aborts",
-                         em_state.n_aborts, "hits", em_state.n_hits, "recompiles", em_state.n_recompiles, "fallbacks",
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "frames", em_state.n_frames, "aborts", em_state.n_aborts,
+                         "hits", em_state.n_hits, "recompiles", em_state.n_recompiles, "fallbacks",
                          em_state.n_fallbacks, "breaks", em_state.n_breaks, "graphs", em_state.n_graphs, "internal",
                          em_state.n_internal);
 }
