@@ -182,8 +182,9 @@ EmStatus em_frame_dict_empty_view(EmTracer *T, PyObject *f, EmSym *self, int nar
 static EmStatus cont_copy(EmTracer *T, EmSym *self, EmSym **out) {
     int is_dict = self->kind == SYM_DICT;
     EmSym *c = em_sym_new(T, self->kind);
-    if (c && self->kind != SYM_TUPLE &&
-        self->seq_type) { /* an OrderedDict's, defaultdict's, deque's copy keeps its type */
+    if (c && self->kind != SYM_TUPLE && self->seq_type &&
+        self->seq_type != (PyObject *)&PyDictProxy_Type) { /* an OrderedDict's, defaultdict's, deque's copy keeps
+                                                             * its type (a class __dict__'s is a dict) */
         c->seq_type = Py_NewRef(self->seq_type);
         if (self->kind == SYM_LIST) c->spec = Py_XNewRef(self->spec); /* a deque's maxlen */
         if (self->of.len && em_vec_push(&c->of, self->of.data[0])) return PyErr_NoMemory(), EM_ERR;

@@ -404,6 +404,7 @@ static EmStatus out_container(EmTracer *T, EmSym *s, int depth) {
     if (s->src >= 0) return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src}); /* never mutated while tracing */
     if (s->out_at >= 0) return same_out(T, s);
     if (s->kind == SYM_DICT && s->seq_type == (PyObject *)&PyDictProxy_Type) { /* cls.__dict__, read per call */
+        if (!s->spec) return em_trace_fail(T, EMA_RETURN, "a mappingproxy of no class");
         s->out_at = T->out.len;
         EmStatus st = push_helper_call(T, "class_dict", 1);
         return st == EM_OK ? push_out(T, (EmOut){.kind = OUT_CONST, .obj = Py_NewRef(s->spec)}) : st;

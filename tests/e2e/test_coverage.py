@@ -1042,7 +1042,8 @@ def test_class_dict_is_read_in_the_trace_and_guarded():
         r = x * d["k"] + ("k" in d) + ("zz" in d) + d.get("k", 0) + d.get("zz", 5) + len(_WithAttrs.__mro__)
         r = d["meth"](None, r) + d["sm"].__func__(r)
         names = sorted(k for k in d if not k.startswith("__"))
-        return r, type(d) is types.MappingProxyType, names, isinstance(d, dict), d, "meth" in d.keys()
+        c = d.copy()  # a dict, as mappingproxy.copy() gives
+        return r, type(d) is types.MappingProxyType, names, isinstance(d, dict), d, "meth" in d.keys(), c
 
     x = randn(3)
     got = one_graph(f, x)
@@ -1065,8 +1066,13 @@ def test_class_dict_stays_read_only():
     def pop(x):
         return x, _WithAttrs.__dict__.pop("k", None)
 
+    def union(x):  # a new dict (a break), the class's untouched
+        u = _WithAttrs.__dict__ | {"z": 1}
+        return x + 1, type(u).__name__, u["z"], u["k"]
+
     x = randn(3)
     assert_same(ember.compile(store)(x), store(x))
+    assert_same(ember.compile(union)(x), union(x))
     with pytest.raises(AttributeError, match="'mappingproxy' object has no attribute 'pop'"):
         ember.compile(pop)(x)
     assert "new" not in _WithAttrs.__dict__ and _WithAttrs.k == 3
