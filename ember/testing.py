@@ -11,7 +11,9 @@ def counters():
     """{'frames', 'graphs', 'aborts', 'hits', 'recompiles', 'fallbacks', ..., 'backend_compiles'}: counts
     since the last reset_counters(); graphs: compiled frames whose graph has an op (TorchDynamo's
     frame_count: it compiles no empty graph); backend_compiles: graphs a Python backend compiled (a
-    graph with symbolic sizes may have several variants, ember/backends/fx.py)."""
+    graph with symbolic sizes may have several variants, ember/backends/fx.py); reruns: calls
+    whose graph raised and that ran again as plain Python (a graph changing nothing outside
+    itself; the side effects before the failing op are then eager's)."""
     from .backends import fx
     return {**_C.counters(), "backend_compiles": fx.COUNTS["compiles"]}
 

@@ -171,9 +171,20 @@ static PyObject *transformed_func(EmEntry *e, PyFunctionObject *fn) {
 
 /* Runs an entry: the graph, then for a graph break the transformed code with the frame's
  * arguments and the graph's values (with this thread's hook flags back on, so the resume
- * function and everything called from plain Python are intercepted again). */
-static PyObject *run_entry(EmEntry *e, PyObject **slots, EmPyFrame *f, PyFunctionObject *fn, int flags) {
-    PyObject *r = em_rt_call((EmCompiled *)e->compiled, slots); /* hook already off (em_eval) */
+ * function and everything called from plain Python are intercepted again). NULL with an
+ * exception; or NULL without one and *rerun set: the graph's ops raised an Exception before
+ * anything of the frame ran (its side effects and the code after the graph run after it) and
+ * changed nothing outside the graph, so the frame runs as plain Python instead, raising where
+ * and as eager does, after the side effects that come before it. */
+static PyObject *run_entry(EmEntry *e, PyObject **slots, EmPyFrame *f, PyFunctionObject *fn, int flags, int *rerun) {
+    int ops_raised;
+    PyObject *r = em_rt_call((EmCompiled *)e->compiled, slots, &ops_raised); /* hook already off (em_eval) */
+    if (!r && ops_raised && e->rerun_ok && PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        em_state.n_reruns++;
+        *rerun = 1;
+        return NULL;
+    }
     if (!r || !e->tcode) return r;
     PyObject *vals = r, *stack_argv[17], **argv = stack_argv;
     PyObject *func = transformed_func(e, fn);
@@ -200,8 +211,8 @@ static PyObject *run_entry(EmEntry *e, PyObject **slots, EmPyFrame *f, PyFunctio
 
 /* Runs an entry whose guards passed (the caller holds it), then releases the slots' owned
  * references. */
-static PyObject *run_guarded(EmEntry *e, PyObject **slots, EmPyFrame *f, PyFunctionObject *fn, int flags) {
-    PyObject *res = run_entry(e, slots, f, fn, flags);
+static PyObject *run_guarded(EmEntry *e, PyObject **slots, EmPyFrame *f, PyFunctionObject *fn, int flags, int *rerun) {
+    PyObject *res = run_entry(e, slots, f, fn, flags, rerun);
     em_guard_release_slots(&e->P, slots);
     return res;
 }
@@ -277,11 +288,11 @@ typedef struct {
 } EmMiss;
 
 /* Runs the first entry whose guards pass: 1 (*res is the frame's result, or NULL with an
- * exception), 0 on a miss (m filled in; the caller drops m->first_fail), -1 on error. Each
+ * exception, or NULL with *rerun set: see run_entry), 0 on a miss (m filled in; the caller drops m->first_fail), -1 on error. Each
  * entry is held while its guards and graph run (either may let other threads run, or run
  * code that resets or invalidates), and the walk goes on through the entry it stood on. */
 static int lookup(EmExtra *x, const EmFrameIn *in, EmPyFrame *f, PyFunctionObject *fn, int flags, int32_t backend,
-                  EmMiss *m, PyObject **res) {
+                  EmMiss *m, PyObject **res, int *rerun) {
     PyObject *stack_slots[HOOK_STACK_SLOTS], **slots = stack_slots;
     m->n_mine = 0;
     m->first_fail = NULL;
@@ -303,7 +314,7 @@ static int lookup(EmExtra *x, const EmFrameIn *in, EmPyFrame *f, PyFunctionObjec
                 em_state.n_hits++;
                 e->hits++;
                 em_cache_move_front(x, e);
-                *res = run_guarded(e, slots, f, fn, flags);
+                *res = run_guarded(e, slots, f, fn, flags, rerun);
                 if (slots != stack_slots) PyMem_Free(slots);
                 em_entry_decref(e);
                 return 1;
@@ -338,9 +349,11 @@ static PyObject *run_fresh(PyThreadState *ts, EmPyFrame *f, int throwflag, EmExt
     if (!slots) return PyErr_NoMemory();
     int32_t failed = -1;
     int ok = ne->P.dead ? 0 : em_guard_run(&ne->P, in, slots, &failed);
-    if (ok == 1) res = run_guarded(ne, slots, f, em_frame_func(f), flags);
+    int rerun = 0;
+    if (ok == 1) res = run_guarded(ne, slots, f, em_frame_func(f), flags, &rerun);
     else em_guard_release_slots(&ne->P, slots);
     if (slots != stack_slots) PyMem_Free(slots);
+    if (rerun) return eval_plain(ts, f, throwflag, flags, handed);
     if (ok == 1) return res;
     if (ne->P.dead) { /* an object it guards died already: just this call runs as plain Python */
         PyErr_Clear();
@@ -392,7 +405,9 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
     EmMiss m;
     int had_fail;
     for (;;) {
-        int r = lookup(x, &in, f, fn, flags, backend, &m, &res);
+        int rerun = 0;
+        int r = lookup(x, &in, f, fn, flags, backend, &m, &res, &rerun);
+        if (rerun) return eval_plain(ts, f, throwflag, flags, handed);
         if (r) return r > 0 ? res : NULL;
         if (x->mode == EMX_FALLBACK) {
             em_entry_decref(m.first_fail);

@@ -171,11 +171,12 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
     Py_XSETREF(em_state.object_getattribute,
                PyObject_GetAttrString((PyObject *)&PyBaseObject_Type, "__getattribute__"));
     if (!em_state.object_getattribute) return NULL;
-    static const char *names[] = {"set_grad_enabled", "enter_ctx",    "exit_ctx",    "reenter", "grad_restorer",
-                                  "environ",          "warnings_off", "warnings_on", "set_data"};
+    static const char *names[] = {"set_grad_enabled", "enter_ctx",    "exit_ctx",    "reenter",  "grad_restorer",
+                                  "environ",          "warnings_off", "warnings_on", "set_data", "rerun_safe"};
     PyObject **slots[] = {&em_state.set_grad_enabled, &em_state.ctx_enter_fn,  &em_state.ctx_exit_fn,
                           &em_state.ctx_reenter_fn,   &em_state.grad_restorer, &em_state.os_environ,
-                          &em_state.warnings_off,     &em_state.warnings_on,   &em_state.set_data};
+                          &em_state.warnings_off,     &em_state.warnings_on,   &em_state.set_data,
+                          &em_state.rerun_safe};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         PyObject *f = PyObject_GetAttrString(helper, names[i]);
         if (!f) return NULL;
@@ -278,17 +279,17 @@ static PyObject *m_after_fork_child(PyObject *self, PyObject *args) {
 static PyObject *m_counters(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
-    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "frames", em_state.n_frames, "aborts", em_state.n_aborts,
-                         "hits", em_state.n_hits, "recompiles", em_state.n_recompiles, "fallbacks",
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "frames", em_state.n_frames, "aborts",
+                         em_state.n_aborts, "hits", em_state.n_hits, "recompiles", em_state.n_recompiles, "fallbacks",
                          em_state.n_fallbacks, "breaks", em_state.n_breaks, "graphs", em_state.n_graphs, "internal",
-                         em_state.n_internal);
+                         em_state.n_internal, "reruns", em_state.n_reruns);
 }
 
 static PyObject *m_reset_counters(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
     em_state.n_frames = em_state.n_aborts = em_state.n_hits = em_state.n_recompiles = em_state.n_fallbacks = 0;
-    em_state.n_breaks = em_state.n_graphs = em_state.n_internal = 0;
+    em_state.n_breaks = em_state.n_graphs = em_state.n_internal = em_state.n_reruns = 0;
     Py_RETURN_NONE;
 }
 

@@ -59,6 +59,7 @@ typedef struct {
     /* graph calls that change global state (helper attributes of the same names) */
     PyObject *object_getattribute; /* object.__getattribute__ (a slot wrapper) */
     PyObject *set_grad_enabled, *ctx_enter_fn, *ctx_exit_fn, *ctx_reenter_fn, *grad_restorer;
+    PyObject *rerun_safe; /* fn -> bool: a graph call of fn changes nothing beyond its result */
     PyObject *set_data; /* aten.shallow_copy_data_ (`t.data = v` in the graph), None where torch lacks it */
     PyObject *warnings_off, *warnings_on; /* () -> None: Python warnings ignored while ember traces */
     PyObject *os_environ;   /* os.environ: lookups guarded per key on its _data dict */
@@ -98,6 +99,7 @@ typedef struct {
     long long n_frames, n_aborts, n_hits, n_recompiles, n_fallbacks, n_breaks;
     long long n_graphs; /* compiled frames whose graph has an op (n_frames counts empty ones too) */
     long long n_internal; /* frames run as plain Python after an internal error of ember's */
+    long long n_reruns;   /* calls run again as plain Python after their graph raised (em_hook.c) */
 } EmState;
 
 enum {

@@ -238,7 +238,7 @@ static int inputs_repeat(PyObject **argv, int32_t n) {
     return rep;
 }
 
-int em_rt_py_run(EmCompiled *C, PyObject *const *slots, PyObject **vals) {
+int em_rt_py_run(EmCompiled *C, PyObject *const *slots, PyObject **vals, int *ops_raised) {
     PyObject *stack[PY_STACK_ARGS], **argv = stack, *res = NULL, *seq = NULL;
     int32_t nin = C->G.ninputs, k = 0, nsym = 0;
     int rc = -1;
@@ -283,6 +283,7 @@ int em_rt_py_run(EmCompiled *C, PyObject *const *slots, PyObject **vals) {
     }
     res = PyObject_Vectorcall(fn, argv, (size_t)(nsym + nin), NULL);
     Py_DECREF(fn);
+    *ops_raised = !res;
     if (!res || !(seq = PySequence_Fast(res, "ember: a compiled graph must return a sequence"))) goto error;
     if (PySequence_Fast_GET_SIZE(seq) != C->n_fx_out) {
         PyErr_Format(PyExc_RuntimeError, "ember: the backend's compiled graph of %S returned %zd values, expected %d",

@@ -61,8 +61,10 @@ typedef enum {
 EmCompiled *em_rt_compile(EmGraph *G, EmOut *out, int32_t nout, const int32_t *input_slots, int32_t nin);
 void em_rt_free(EmCompiled *C);
 /* Runs the graph on the guard slots of a passed guard program; returns the frame's return
- * value (new reference) or NULL with an exception set. */
-EM_NEW PyObject *em_rt_call(EmCompiled *C, PyObject *const *slots);
+ * value (new reference) or NULL with an exception set; *ops_raised is then 1 when the
+ * exception came from one of the graph's ops (no output, store or other side effect of the
+ * output tree ran), else 0. */
+EM_NEW PyObject *em_rt_call(EmCompiled *C, PyObject *const *slots, int *ops_raised);
 /* Makes C run on Python backend number `backend` (> 0); where names the frame (borrowed).
  * 0 or -1 with an exception. */
 int em_rt_use_backend(EmCompiled *C, int32_t backend, PyObject *EM_BORROWED where);
@@ -78,6 +80,6 @@ EM_NEW PyObject *em_rt_export(const EmCompiled *C);
  * runs here), else runs the compiled callable and stores its outputs in vals (new
  * references, indexed by node). 0 done, 1 run the graph here (not exportable, or this call
  * passes one tensor as two inputs), -1 error. */
-int em_rt_py_run(EmCompiled *C, PyObject *const *slots, PyObject **vals);
+int em_rt_py_run(EmCompiled *C, PyObject *const *slots, PyObject **vals, int *ops_raised);
 
 #endif

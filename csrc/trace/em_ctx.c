@@ -21,7 +21,7 @@ static EmRef record(EmTracer *T, PyObject *fn, const char *name, int32_t a0, int
         return -1;
     }
     T->G->nodes.data[r].vkind = (uint8_t)vkind;
-    T->state_ops = 1;
+    T->state_ops |= fn == em_state.set_grad_enabled ? EM_STATE_GRAD : EM_STATE_OTHER;
     return r;
 }
 

@@ -130,6 +130,21 @@ int em_graph_mutated(EmGraph *G, int32_t from) {
     return 0;
 }
 
+int em_trace_rerun_ok(EmTracer *T) {
+    EmGraph *G = T->G;
+    if ((T->state_ops & EM_STATE_OTHER) || em_graph_mutated(G, 0)) return 0;
+    for (int32_t r = 0; r < G->nodes.len; r++) {
+        const EmNode *n = &G->nodes.data[r];
+        if (n->op != EMOP_CALL) continue;
+        if (T->state_ops && (PyObject *)G->consts.data[n->fn].obj == em_state.set_grad_enabled) continue;
+        PyObject *ok = PyObject_CallOneArg(em_state.rerun_safe, (PyObject *)G->consts.data[n->fn].obj);
+        int t = ok ? PyObject_IsTrue(ok) : -1;
+        Py_XDECREF(ok);
+        if (t <= 0) return t;
+    }
+    return 1;
+}
+
 EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
     return em_inline_closure(T, func, NULL, args, nargs, kwnames, out);
 }

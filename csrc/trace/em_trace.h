@@ -66,6 +66,8 @@ typedef struct EmFrame {
     EM_FRAME_FIELDS
 } EmFrame;
 
+enum { EM_STATE_GRAD = 1, EM_STATE_OTHER = 2 };
+
 typedef struct EmTracer {
     EmGraph *G;
     EmGuardProg *P;
@@ -104,7 +106,7 @@ typedef struct EmTracer {
     /* global state (em_ctx.c) */
     int grad;          /* grad mode at the current point of the trace */
     int start_grad;    /* grad mode when the trace started (restored when it ends) */
-    int state_ops;     /* the graph changes global state */
+    int state_ops;     /* the graph changes global state: EM_STATE_GRAD | EM_STATE_OTHER */
     int grad_set_in_with; /* set_grad_enabled() was called inside an open with block */
     int autocast;      /* autocast is on at the current point of the trace */
     EmVec(EmSym *) ctx_open; /* contexts entered (their twins really entered), innermost last */
@@ -183,6 +185,9 @@ void em_trace_free(EmTracer *T);
  * rows (value: a constant's, a symbol's traced value); relations: (EmSizeCmp, lhs, rhs) rows,
  * all of which the guards check. New reference, NULL with an exception on error. */
 EM_NEW PyObject *em_trace_input_syms(const EmTracer *T);
+/* 1 when the traced graph changes nothing outside its results (no in-place op, no random
+ * draw, no global state but grad mode), 0 otherwise, -1 with an exception (em_inline.c). */
+int em_trace_rerun_ok(EmTracer *T);
 /* Formats the abort as "file:line: reason". Returns a new str. */
 EM_NEW PyObject *em_trace_abort_message(const EmTracer *T);
 /* Records an abort (why, the message) at the current instruction: EM_ABORT, or EM_ERR when a
