@@ -71,6 +71,16 @@ static int breakable_op(int op) {
     }
 }
 
+/* x reads a variable the trace found unbound (it raised UnboundLocalError or NameError there):
+ * run as plain Python, it raises the same, so a break there makes progress. */
+static int unbound_read(const EmTracer *T, const EmInstr *x) {
+    int load = x->op == EMBC_LOAD_FAST || x->op == EMBC_LOAD_DEREF;
+#ifdef EMBC_LOAD_FAST_CHECK
+    load |= x->op == EMBC_LOAD_FAST_CHECK;
+#endif
+    return load && T->exc && T->abort_root_at == x->at && PyErr_GivenExceptionMatches(T->exc, PyExc_NameError);
+}
+
 /* Stack slots instruction (op, arg) pops when known exactly, else -1 (em_break_ops.def). */
 static int consumed(int op, int arg) {
     if (is_cond_jump(op)) return 1;
@@ -309,7 +319,7 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
         if (region) at = R.start;
         if (cwhy) whynot = cwhy;
         if (at >= 0) em_decode_op(T.bytes, T.n_units, at, &x);
-        int possible = allow_break && at >= 0 && !cwhy && (region || breakable_op(x.op)) &&
+        int possible = allow_break && at >= 0 && !cwhy && (region || breakable_op(x.op) || unbound_read(&T, &x)) &&
                        em_break_possible(co, at, region ? &R : NULL, &whynot);
         /* inside a loop: the loop runs as Python; in an except clause: the try statement */
         static int (*const spans[])(PyCodeObject *, int, EmRegion *, const char **) = {em_loop_span, em_try_span};

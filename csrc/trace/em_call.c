@@ -608,6 +608,26 @@ static EmStatus iterated_args(EmTracer *T, PyObject *fn, EmSym **all, int nargs,
     return EM_OK;
 }
 
+/* s is a constant, or a plain tuple or list of such (depth levels at most). */
+static int all_const(const EmSym *s, int depth) {
+    if (s->kind == SYM_CONST) return 1;
+    if ((s->kind != SYM_TUPLE && s->kind != SYM_LIST) || s->seq_type || s->spec || depth <= 0) return 0;
+    for (int32_t i = 0; i < s->items.len; i++)
+        if (!all_const(s->items.data[i], depth - 1)) return 0;
+    return 1;
+}
+
+/* call_eval's callable raised (the exception pending): a pure function of constants raises
+ * the same in Python, so the trace raises it; else the trace is abandoned. */
+static EmStatus eval_raised(EmTracer *T, int rule, int has_tensor, EmSym **args, int nargs, const char *name) {
+    int known = rule == RULE_CONST && !has_tensor;
+    for (int i = 0; i < nargs && known; i++) known = all_const(args[i], 4);
+    if (known && PyErr_ExceptionMatches(PyExc_Exception) && !PyErr_ExceptionMatches(PyExc_MemoryError) &&
+        !PyErr_ExceptionMatches(PyExc_RecursionError))
+        return em_trace_raise_pending(T, "a call raised on constants");
+    return em_trace_abandon(T, rule == RULE_META_QUERY ? EMA_META : EMA_CALL, "%s on these arguments", name);
+}
+
 /* Evaluates fn on the known values of args (meta tensors in place of tensors). Tensor
  * results become graph calls; pure results constants; errors abort. */
 static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **all, int nargs, PyObject *kwnames, int rule, EmSym **out) {
@@ -645,7 +665,7 @@ static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **all, int nargs, PyO
         }
     PyObject *r = PyObject_Vectorcall(fn, stack, (size_t)(nargs - nkw), kwnames);
     if (!r) {
-        st = em_trace_abandon(T, rule == RULE_META_QUERY ? EMA_META : EMA_CALL, "%s on these arguments", name);
+        st = eval_raised(T, rule, has_tensor, args, nargs, name);
         goto done;
     }
     if (has_tensor && rule == RULE_CONST &&
@@ -1607,6 +1627,9 @@ static EmStatus known_sequence(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all,
     (void)self;
     /* of constants too: the iterator is made per call (a constant one would be shared) */
     if (!kwnames && n >= 1 && n <= 8) return em_call_sequence(T, fn->obj, all, n, 0, out);
+    if (kwnames && n == 2 && PyTuple_GET_SIZE(kwnames) == 1 && fn->obj == (PyObject *)&PyEnum_Type &&
+        PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "start") == 0)
+        return em_call_sequence(T, fn->obj, all, n, 0, out); /* enumerate(xs, start=k) */
     return CALL_NEXT;
 }
 

@@ -164,8 +164,15 @@ EmSym *em_local_value(EmTracer *T, int i, EmStatus *st) {
     if (c->pos == 1) return prog_cell_value(T, c, em_code_name(T->code, i), st);
     *st = EM_OK;
     if (c->items.len) return c->items.data[0];
-    *st = em_trace_fail(T, EMA_VALUE, "read of the unbound closure variable %s",
-                        PyUnicode_AsUTF8(em_code_name(T->code, i)));
+    if (em_code_kind(T->code, i) & EM_CO_FAST_FREE)
+        *st = em_trace_raise_msg(T, PyExc_NameError,
+                                 "cannot access free variable '%U' where it is not associated with a value in "
+                                 "enclosing scope",
+                                 em_code_name(T->code, i));
+    else
+        *st = em_trace_raise_msg(T, PyExc_UnboundLocalError,
+                                 "cannot access local variable '%U' where it is not associated with a value",
+                                 em_code_name(T->code, i));
     return NULL;
 }
 
@@ -324,7 +331,16 @@ EmStatus em_operator_call(EmTracer *T, PyObject *f, EmSym **args, int n, PyObjec
         int binary = op_nb[op] >= 0 || (op >= EMOP_LT && op <= EMOP_GE);
         return (unary && n == 1) || (binary && n == 2) ? em_apply_op(T, (EmOp)op, args, n, out) : CALL_NEXT;
     }
-    return CALL_NEXT;
+    /* the operators without a graph op: identity, membership, truth */
+    const char *name = ((PyCFunctionObject *)f)->m_ml->ml_name;
+    int is = !strcmp(name, "is_"), is_not = !strcmp(name, "is_not"), r = 0;
+    EmStatus st = CALL_NEXT;
+    if ((is || is_not) && n == 2) st = em_sym_is(T, args[0], args[1], &r), r ^= is_not;
+    else if (!strcmp(name, "contains") && n == 2) st = em_sym_contains(T, args[0], args[1], &r);
+    else if ((!strcmp(name, "truth") || !strcmp(name, "not_")) && n == 1)
+        st = em_sym_truth(T, args[0], &r), r ^= name[0] == 'n';
+    if (st == EM_OK) *out = em_sym_const(T, r ? Py_True : Py_False);
+    return st;
 }
 
 EmStatus h_binary_op(EmTracer *T, const EmInstr *in) {

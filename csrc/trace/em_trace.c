@@ -109,8 +109,10 @@ static EmStatus setup_locals(EmTracer *T) {
 EmSym *em_local_get(EmTracer *T, int i, EmStatus *st) {
     EmSym *s = T->locals[i];
     *st = EM_OK;
-    if (!s) {
-        *st = em_trace_fail(T, EMA_VALUE, "read of unbound local %s", PyUnicode_AsUTF8(em_code_name(T->code, i)));
+    if (!s) { /* CPython's error (the driver breaks at such a read in the frame itself: it raises there) */
+        *st = em_trace_raise_msg(T, PyExc_UnboundLocalError,
+                                 "cannot access local variable '%U' where it is not associated with a value",
+                                 em_code_name(T->code, i));
         return NULL;
     }
     if (s->kind == SYM_NULL && s->pos == EM_POS_LAZY_ARG) {

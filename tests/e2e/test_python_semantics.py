@@ -1877,3 +1877,91 @@ def iterate_a_number(x):
 
 def test_iterating_a_number_raises_typeerror_as_in_python():
     exact_graph(iterate_a_number, randn(2))
+
+
+# ---- operator functions without a graph op, enumerate(start=), errors of pure calls ----
+
+
+def operator_identity_and_membership(x, xs):
+    return (operator.is_(-10, x), operator.is_not(x, x), operator.is_(xs[1], x), operator.contains(xs, 3),
+            operator.contains((1, 2), 5), operator.not_(xs), operator.truth(x.shape[0]), x + 1)
+
+
+def test_operator_is_contains_not_truth_are_the_operators():
+    x = randn(2)
+    exact_graph(operator_identity_and_membership, x, [3, x])
+
+
+def enumerate_from(a, b):
+    return list(enumerate([a, b], start=1)), list(enumerate((a, 3), start=-2)), a + 1
+
+
+def test_enumerate_with_start_by_keyword():
+    exact_graph(enumerate_from, randn(2), randn(2, seed=1))
+
+
+def pure_calls_that_raise(x):
+    p, q = map(frozenset, ["abc", "bef"])
+    caught = []
+    for bad in (1, [[]]):
+        try:
+            p.union(bad)
+        except TypeError as e:
+            caught.append(str(e))
+    try:
+        int("x1")
+    except ValueError as e:
+        caught.append(str(e))
+    return caught, x + len(caught)
+
+
+def test_a_pure_call_on_constants_that_raises_raises_in_the_graph():
+    """Python raises the same error for the same constants: the trace raises it where the
+    program catches it (it used to run the frame as plain Python)."""
+    exact_graph(pure_calls_that_raise, randn(2))
+
+
+def reads_unbound(x):
+    try:
+        r = later + x  # noqa: F821 - bound below: UnboundLocalError here
+    except UnboundLocalError as e:
+        r = x * 2
+        msg = str(e)
+    later = 1
+
+    def inner():
+        return z
+
+    try:
+        inner()
+    except NameError as e:
+        msg = msg + str(e)
+    z = 3
+    return r, msg, later + z
+
+
+def test_reads_of_unbound_variables_raise_as_cpython_in_the_graph():
+    exact_graph(reads_unbound, randn(2))
+
+
+def unbound_after_break(x):
+    if x.sum() > 0:  # a break: the resume function reads t unbound
+        return x, t  # noqa: F821
+    t = x + 1
+    return t
+
+
+def test_an_unbound_read_in_the_frame_raises_there_after_a_break():
+    cf = ember.compile(unbound_after_break)
+    for sign in (1, -1):
+        x = randn(2).abs() * sign
+        try:
+            want = unbound_after_break(x)
+        except UnboundLocalError as e:
+            want = repr(e)
+        try:
+            got = cf(x)
+        except UnboundLocalError as e:
+            got = repr(e)
+        assert_same(got, want)
+    assert ember.testing.counters()["aborts"] == 0
