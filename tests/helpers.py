@@ -66,6 +66,8 @@ def assert_same(got, expected, path="out", *, rtol=None, atol=None, equal_nan=Tr
         assert list(got.keys()) == list(expected.keys()), f"{path}: keys {list(got)} != {list(expected)}"
         for k in expected:
             assert_same(got[k], expected[k], f"{path}[{k!r}]", **kw)
+    elif isinstance(expected, float) and expected != expected and equal_nan:
+        assert got != got, f"{path}: {got!r} != {expected!r}"
     elif isinstance(expected, float):
         assert got == pytest.approx(expected, rel=float_rel, abs=float_abs), f"{path}: {got!r} != {expected!r}"
     else:

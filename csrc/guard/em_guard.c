@@ -215,6 +215,14 @@ int32_t em_guard_weakref(EmGuardProg *P, int32_t base) {
 int32_t em_guard_call(EmGuardProg *P, int32_t base, PyObject *fn) {
     return g_named(P, EMG_LOAD_CALL, base, 0, fn, "torch.from_numpy(%s)", NULL, 1);
 }
+int32_t em_guard_op(EmGuardProg *P, PyObject *fn, const char *sym, int32_t left, int32_t right) {
+    PyObject *s = right < 0 ? PyUnicode_FromFormat("(%s%s)", sym, P->names.data[left])
+                            : PyUnicode_FromFormat("(%s %s %s)", P->names.data[left], sym, P->names.data[right]);
+    const char *u = s ? PyUnicode_AsUTF8(s) : NULL;
+    int32_t r = u ? g_load(P, EMG_LOAD_OP, left, right, fn, u, 1) : -1;
+    Py_XDECREF(s);
+    return r;
+}
 int32_t em_guard_item(EmGuardProg *P, int32_t base, Py_ssize_t i, int is_list) {
     return g_named(P, is_list ? EMG_LOAD_LIST_ITEM : EMG_LOAD_TUPLE_ITEM, base, i, NULL, "%s[%d]", NULL, 0);
 }
@@ -225,6 +233,8 @@ static const EmGInstr *load_of(const EmGuardProg *P, int32_t slot) {
         if (P->ins.data[i].slot == slot && g_is_load[P->ins.data[i].op]) return &P->ins.data[i];
     return NULL;
 }
+
+const EmGInstr *em_guard_load_of(const EmGuardProg *P, int32_t slot) { return load_of(P, slot); }
 
 int em_guard_is_buffer(const EmGuardProg *P, int32_t slot) {
     const EmGInstr *in = load_of(P, slot), *tab = in && in->op == EMG_LOAD_DICT ? load_of(P, in->base) : NULL;
@@ -244,6 +254,12 @@ int em_guard_check(EmGuardProg *P, EmGuardOp op, int32_t slot, PyObject *obj, Py
     }
     if (g_find(P, (uint8_t)op, slot, op == EMG_TENSOR ? 0 : a, obj)) return 0;
     return g_push(P, op, slot, -1, a, obj);
+}
+
+int em_guard_compare(EmGuardProg *P, int32_t left, int cmp, int32_t right, int expected) {
+    Py_ssize_t a = (Py_ssize_t)right * 16 + cmp * 2 + !!expected;
+    if (g_find(P, EMG_COMPARE, left, a, NULL)) return 0;
+    return g_push(P, EMG_COMPARE, left, -1, a, NULL);
 }
 
 int em_guard_check_tensor(EmGuardProg *P, int32_t slot, PyObject *tensor) {
@@ -740,6 +756,18 @@ static int func_match(PyObject *v, PyObject *spec) {
     return 1;
 }
 
+/* EMG_COMPARE: 1 when the comparison gives the expected truth, else 0 (one that raises too).
+ * No identity shortcut: a NaN compares unequal to itself, as in Python. */
+static int compare_holds(PyObject **slots, const EmGInstr *in) {
+    PyObject *r = PyObject_RichCompare(slots[in->slot], slots[in->a >> 4], (int)((in->a >> 1) & 7));
+    int t = r ? PyObject_IsTrue(r) : -1;
+    Py_XDECREF(r);
+    if (t < 0) PyErr_Clear();
+    return t == (int)(in->a & 1);
+}
+
+static const char *const cmp_names[] = {"<", "<=", "==", "!=", ">", ">="};
+
 /* Returns 1 pass, 0 fail, -1 error. */
 static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, PyObject **slots) {
     PyObject *v = NULL, *b = in->base >= 0 ? slots[in->base] : NULL;
@@ -791,6 +819,13 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
             v = PyObject_CallOneArg(in->obj, b);
             if (!v && PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear(); /* not convertible now: a miss */
             break;
+        case EMG_LOAD_OP: {
+            PyObject *args[2] = {b, in->a >= 0 ? slots[in->a] : NULL};
+            v = PyObject_Vectorcall(in->obj, args, in->a >= 0 ? 2 : 1, NULL);
+            if (!v && PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear(); /* 1.0 / 0.0: a miss */
+            break;
+        }
+        case EMG_COMPARE: return compare_holds(slots, in);
         case EMG_TYPE: return (PyObject *)Py_TYPE(slots[in->slot]) == in->obj;
         case EMG_ID: return slots[in->slot] == in->obj;
         case EMG_FUNC: return func_match(slots[in->slot], in->obj);
@@ -893,6 +928,11 @@ EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int3
             break;
         case EMG_ID: res = PyUnicode_FromFormat("%s is %R, expected the object %R", name, v, in->obj); break;
         case EMG_EQ: res = PyUnicode_FromFormat("%s == %R, expected %R", name, v, in->obj); break;
+        case EMG_COMPARE:
+            res = PyUnicode_FromFormat("%s %s %s is %s (%s is %R), expected the opposite", name,
+                                       cmp_names[(in->a >> 1) & 7], P->names.data[in->a >> 4],
+                                       in->a & 1 ? "False" : "True", name, v);
+            break;
         case EMG_FUNC:
             res = PyUnicode_FromFormat("%s is %R, expected a function of code %R with defaults %R, %R", name, v,
                                        PyTuple_GET_ITEM(in->obj, 0), PyTuple_GET_ITEM(in->obj, 1),
@@ -1026,6 +1066,10 @@ int em_guard_dump(const EmGuardProg *P, EmStrBuf *o) {
                 break;
             case EMG_ID: rc = dump_repr(o, "  ID_MATCH %s %s\n", name, in->obj); break;
             case EMG_EQ: rc = dump_repr(o, "  EQUALS %s == %s\n", name, in->obj); break;
+            case EMG_COMPARE:
+                rc = em_sb_printf(o, "  COMPARE (%s %s %s) is %s\n", name, cmp_names[(in->a >> 1) & 7],
+                                  P->names.data[in->a >> 4], in->a & 1 ? "True" : "False");
+                break;
             case EMG_FUNC:
                 rc = dump_repr(o, "  FUNCTION_MATCH %s (code, defaults, kwdefaults) %s\n", name, in->obj);
                 break;

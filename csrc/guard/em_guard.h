@@ -90,6 +90,9 @@ int32_t em_guard_dict_keyed(EmGuardProg *P, int32_t base, int32_t key);
 int32_t em_guard_item(EmGuardProg *P, int32_t base, Py_ssize_t i, int is_list);
 int32_t em_guard_weakref(EmGuardProg *P, int32_t base); /* the referent of a weakref.ref slot */
 int32_t em_guard_call(EmGuardProg *P, int32_t base, PyObject *fn); /* fn(base), owned */
+/* fn(slots[left]) (right < 0) or fn(slots[left], slots[right]), owned; sym names the operator
+ * in the slot's name ("+", "-" for a unary minus). */
+int32_t em_guard_op(EmGuardProg *P, PyObject *fn, const char *sym, int32_t left, int32_t right);
 int32_t em_guard_global_in(EmGuardProg *P, int32_t gslot, int32_t bslot, PyObject *name);
 /* A value the trace depends on through its identity (a function's globals, a closure cell);
  * label names it in dumps. */
@@ -100,6 +103,10 @@ int32_t em_guard_cell(EmGuardProg *P, int32_t base, PyObject *name);
 
 /* Checks: 0 or -1 with an exception set. Duplicates are dropped. */
 int em_guard_check(EmGuardProg *P, EmGuardOp op, int32_t slot, PyObject *obj, Py_ssize_t a);
+/* The rich comparison cmp (Py_LT...) of slots left and right gives `expected`. */
+int em_guard_compare(EmGuardProg *P, int32_t left, int cmp, int32_t right, int expected);
+/* The load instruction that fills slot, or NULL. */
+const EmGInstr *em_guard_load_of(const EmGuardProg *P, int32_t slot);
 /* 1 when slot is loaded as an nn.Module's buffer (module.__dict__['_buffers'][name]), else 0. */
 int em_guard_is_buffer(const EmGuardProg *P, int32_t slot);
 int em_guard_check_tensor(EmGuardProg *P, int32_t slot, PyObject *tensor);

@@ -219,8 +219,21 @@ int em_dyn_int(EmTracer *T, PyObject *v, int32_t slot) {
     return changed < 0 ? -1 : changed && x >= 2;
 }
 
+/* slot is a local's, or an item of a list, tuple or dict reached from one (at most 4 deep). */
+static int local_item_slot(const EmGuardProg *P, int32_t slot) {
+    for (int depth = 0; depth <= 4 && slot >= 0; depth++) {
+        const EmGInstr *in = em_guard_load_of(P, slot);
+        if (!in) return 0;
+        if (in->op == EMG_LOAD_LOCAL || in->op == EMG_LOAD_CLOSURE) return 1;
+        if (in->op != EMG_LOAD_LIST_ITEM && in->op != EMG_LOAD_TUPLE_ITEM && in->op != EMG_LOAD_DICT) return 0;
+        slot = in->base;
+    }
+    return 0;
+}
+
 int em_dyn_float(EmTracer *T, PyObject *v, int32_t slot) {
-    if (T->dyn_mode == EM_DYN_STATIC || !PyFloat_CheckExact(v) || T->depth || !local_slot(T->P, slot)) return 0;
+    /* a float in a container of the frame too: a list of .item() values crossing a break */
+    if (T->dyn_mode == EM_DYN_STATIC || !PyFloat_CheckExact(v) || T->depth || !local_item_slot(T->P, slot)) return 0;
     return T->dyn_mode == EM_DYN_ALL ? 1 : scalar_changed(T, v, slot);
 }
 

@@ -147,7 +147,8 @@ EmStatus em_sym_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, Em
     if ((em_set_changed(a) || em_set_changed(b)) && !(op >= EMOP_LT && op <= EMOP_GE) &&
         !(op >= EMOP_IADD && op <= EMOP_IRSHIFT && em_set_of_frame(a))) /* a new set in its copy's order */
         return em_trace_fail(T, EMA_VALUE, "%s of a set of the frame the trace changed", em_op_info[op].name);
-    int right = b->kind == SYM_INT || (a->kind == SYM_CONST && (b->kind == SYM_TUPLE || b->kind == SYM_LIST));
+    int right = b->kind == SYM_INT ||
+                (a->kind == SYM_CONST && (b->kind == SYM_TUPLE || b->kind == SYM_LIST || b->kind == SYM_FLOAT));
     const EmSymOps *o = ops_of(right ? b : a);
     if (o->binop) return o->binop(T, op, fn, a, b, out);
     if (op >= EMOP_IADD && op <= EMOP_IRSHIFT && em_set_of_frame(a)) { /* s |= t: the method, replayed */

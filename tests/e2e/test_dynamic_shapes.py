@@ -746,6 +746,88 @@ def test_float_crossing_a_graph_break_compiles_the_resume_function_once():
     assert frames() <= 3  # the frame, the resume function twice (a value, then any)
 
 
+def test_arithmetic_and_branches_on_a_changing_float_compile_per_outcome():
+    """Arithmetic on a float input (with constants and other such floats) is computed by the
+    guard with Python's operators, and a comparison or truth test guards its outcome, not the
+    value: a new value compiles only when a branch goes the other way."""
+    def f(x, lr, m):
+        t = lr + 0.5
+        u = -t * 2 / m
+        if t > 1:
+            y = x * u
+        else:
+            y = x - u
+        if u:
+            y = y + 1
+        t += m
+        return y, t, u // 3, u % 2.5, t ** 2, 3 - t
+
+    cf = ember.compile(f)
+    vals = [(0.25, 2.0), (0.75, 2.0), (1.5, 3.0), (2.0, 0.5), (-0.5, 4.0), (1.25, 1.5), (0.6, 2.5),
+            (0.1, -1.0), (-0.5, 1.0), (float("nan"), 2.0)]
+    run_all(f, cf, [(randn(2), lr, m) for lr, m in vals])
+    # static; lr an input; lr and m inputs (t > 1, u != 0); (t <= 1, u == 0); (t <= 1, u != 0),
+    # which nan takes too (it compares false, and is true)
+    assert frames() == 5, counters()
+    guards = "".join(e["guards"] for e in ember.testing.entries(f))
+    assert "COMPARE ((L['lr'] + 0.5) > 1) is True" in guards
+
+
+def test_float_arithmetic_that_raises_or_leaves_floats_for_a_value():
+    """A value for which the guard's arithmetic raises (1 / 0) or gives no float (a complex
+    power) fails the guard: the next compile sees it as eager does."""
+    def f(x, s):
+        try:
+            r = 1.0 / (s - 1.0)
+        except ZeroDivisionError:
+            r = -1.0
+        return x * r, (s - 2.0) ** 0.5
+
+    cf = ember.compile(f)
+    run_all(f, cf, [(randn(2), s) for s in (3.0, 4.0, 5.0, 1.0, 6.0, 1.5)])
+    assert counters()["fallbacks"] == 0
+
+
+def test_item_value_crossing_a_break_used_in_arithmetic_compiles_once():
+    """`v = loss.item()` handed to the resume function, then scaled and tested: the resume
+    function compiles for the value, then once for any value (per outcome of `if`)."""
+    def f(x):
+        v = x.sum().item()  # a graph break
+        w = v * 0.5 + 1
+        if w:
+            return x * w, w
+        return x, w
+
+    cf = ember.compile(f)
+    run_all(f, cf, [(randn(4, seed=k),) for k in range(8)])
+    assert frames() <= 3, counters()
+
+
+def test_floats_in_a_list_crossing_a_break_are_inputs_once_they_change():
+    """x.tolist() hands the resume function a list of floats: an item whose value changed is a
+    graph input at the next compile, as a float argument is."""
+    def f(x):
+        vals = x.tolist()  # a graph break
+        return x * vals[0] + vals[1], vals[2] * 2
+
+    cf = ember.compile(f)
+    run_all(f, cf, [(randn(3, seed=k),) for k in range(8)])
+    assert frames() <= 3, counters()
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_python_backend_takes_float_arithmetic_as_an_input(backend):
+    def f(x, s):
+        t = s * 2 - 1
+        return (x * t).sin(), t
+
+    cf = ember.compile(f, backend=backend)
+    for k, s in enumerate((0.5, 1.5, 2.5, -3.0)):
+        x = randn(3, seed=k)
+        assert_same(cf(x, s), f(x, s), rtol=1e-5, atol=1e-6)
+    assert frames() == 2 and counters()["backend_compiles"] == 2
+
+
 @pytest.mark.parametrize("dynamic", [True, False])
 def test_float_inputs_with_dynamic_true_and_false(dynamic):
     def f(x, s):
