@@ -361,6 +361,7 @@ static PyObject *run_fresh(PyThreadState *ts, EmPyFrame *f, int throwflag, EmExt
     }
     /* the new guards must hold for the frame they came from */
     PyErr_Clear();
+    em_state.n_internal++;
     PyObject *why = PyUnicode_FromFormat("%U:%d: guards of a fresh compile failed (internal error)", co->co_filename,
                                          co->co_firstlineno);
     if (!why || fall_back(x, co, why, 0, "internal") < 0) return NULL;

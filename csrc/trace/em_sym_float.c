@@ -91,7 +91,9 @@ static EmStatus float_op(EmTracer *T, PyObject *fn, const char *sym, EmSym *a, E
     if (la < 0 || (b && lb < 0)) return PyErr_Occurred() ? EM_ERR : CALL_NEXT;
     PyObject *args[2] = {a->obj, b ? b->obj : NULL};
     PyObject *r = PyObject_Vectorcall(fn, args, b ? 2 : 1, NULL);
-    if (!r || !PyFloat_CheckExact(r)) { /* an error or another type (a complex power): pinned, raised */
+    /* an error or another type (a complex power): pinned, raised; a nan: only itself passes
+     * an equality guard, and each guard run computes a new one (its operands are pinned) */
+    if (!r || !PyFloat_CheckExact(r) || Py_IS_NAN(PyFloat_AS_DOUBLE(r))) {
         Py_XDECREF(r);
         PyErr_Clear();
         return CALL_NEXT;

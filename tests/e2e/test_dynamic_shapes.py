@@ -788,6 +788,18 @@ def test_float_arithmetic_that_raises_or_leaves_floats_for_a_value():
     assert counters()["fallbacks"] == 0
 
 
+def test_float_arithmetic_giving_nan_pins_its_operands():
+    """A nan passes an equality guard only as the same object, and the guard would compute a
+    new one per call: arithmetic that gives nan pins its operands instead (found by the fuzzer:
+    the fresh guards failed on their own frame)."""
+    def f(x, s):
+        t = s + float("nan")
+        return x * 2, t != t, str(t)
+
+    cf = ember.compile(f)
+    run_all(f, cf, [(randn(2), s) for s in (0.5, 1.5, 1.5, 2.5)])
+
+
 def test_item_value_crossing_a_break_used_in_arithmetic_compiles_once():
     """`v = loss.item()` handed to the resume function, then scaled and tested: the resume
     function compiles for the value, then once for any value (per outcome of `if`)."""
