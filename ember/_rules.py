@@ -993,6 +993,71 @@ def arity_error(descr, npos, kwnames):
     return _ARITY[key]
 
 
+_STUBS = {}
+
+
+def _stub_of(fn):
+    """A function with fn's parameters (names, kinds, how many defaults, qualname) and an empty
+    body: binding arguments to it raises what binding them to fn raises, without running fn."""
+    code = fn.__code__
+    stub = _STUBS.get(code)
+    if stub is None:
+        names = code.co_varnames
+        npos, nposonly, nkwonly = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
+        params = list(names[:npos])
+        if nposonly:
+            params.insert(nposonly, "/")
+        at = npos + nkwonly
+        if code.co_flags & inspect.CO_VARARGS:
+            params.append("*" + names[at])
+            at += 1
+        elif nkwonly:
+            params.append("*")
+        params[len(params):] = names[npos:npos + nkwonly]
+        if code.co_flags & inspect.CO_VARKEYWORDS:
+            params.append("**" + names[at])
+        ns = {}
+        try:
+            exec(f"def stub({', '.join(params)}):\n    pass\n", ns)  # noqa: S102 - names from a code object
+        except SyntaxError:  # a parameter that is no identifier (a comprehension's .0)
+            return None
+        stub = ns["stub"]
+        if len(_STUBS) > 512:
+            _STUBS.clear()
+        _STUBS[code] = stub
+    return stub
+
+
+def kwargs_twice_error(fn, key):
+    """The TypeError of f(k=..., **{k: ...}): CPython names the callable as _PyObject_FunctionStr
+    does (module.qualname(), no module for builtins)."""
+    try:
+        qual = fn.__qualname__
+    except Exception:  # noqa: BLE001 - CPython falls back to str() on any error
+        name = str(fn)
+    else:
+        mod = getattr(fn, "__module__", None)
+        name = f"{mod}.{qual}()" if mod is not None and mod != "builtins" else f"{qual}()"
+    return TypeError(f"{name} got multiple values for keyword argument '{key}'")
+
+
+def call_arity_error(fn, npos, kwnames):
+    """The TypeError CPython raises binding npos positional arguments and these keyword names to
+    Python function fn whatever their values (too many or too few, an unknown or repeated
+    keyword), or None when they bind. fn does not run: its stub is called."""
+    stub = _stub_of(fn)
+    if stub is None:
+        return None
+    stub.__qualname__ = fn.__qualname__
+    stub.__defaults__ = (None,) * len(fn.__defaults__ or ())
+    stub.__kwdefaults__ = dict.fromkeys(fn.__kwdefaults__) if fn.__kwdefaults__ else None
+    try:
+        stub(*([None] * npos), **dict.fromkeys(kwnames or ()))
+    except TypeError as e:
+        return e
+    return None
+
+
 def _arity_error(descr, npos, kwnames):
     """The message of the TypeError calling method descriptor `descr` of a builtin type with
     npos positional arguments after self and these keyword names raises whatever their values

@@ -45,6 +45,21 @@ static EmSym *default_sym(EmTracer *T, PyFunctionObject *fn, PyObject *v, Py_ssi
     return s;
 }
 
+/* Arguments that do not bind to fn's parameters (what names the first problem): the TypeError
+ * CPython raises for them, raised in the trace (_rules.call_arity_error binds them to a stub of
+ * fn's signature); where that finds none, the trace fails. */
+static EmStatus arity_fail(EmTracer *T, PyFunctionObject *fn, int nargs, PyObject *kwnames, const char *what) {
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *e = PyObject_CallMethod(em_state.meta_run, "call_arity_error", "OnO", (PyObject *)fn, nargs - nkw,
+                                      kwnames ? kwnames : Py_None);
+    if (!e) return EM_ERR;
+    EmStatus st = e != Py_None ? em_trace_raise(T, e, "raises %s", Py_TYPE(e)->tp_name)
+                               : em_trace_fail(T, EMA_INLINE, "%s (%s)",
+                                               PyUnicode_AsUTF8(((PyCodeObject *)fn->func_code)->co_qualname), what);
+    Py_DECREF(e);
+    return st;
+}
+
 /* Binds call arguments to the parameters of `fn` (Python's rules for positional, keyword,
  * default, *args and **kwargs parameters); def_syms: the positional defaults of a function made
  * while tracing (fn holds placeholders), else NULL. Returns EM_OK with locals filled. */
@@ -62,24 +77,20 @@ static EmStatus bind_args(EmTracer *T, PyFunctionObject *fn, EmSym **def_syms, E
         if (i < npos_params) locals[i] = args[i];
         else if (varargs) {
             if (em_vec_push(&varargs->items, args[i])) return PyErr_NoMemory(), EM_ERR;
-        } else
-            return em_trace_fail(T, EMA_INLINE, "%s (too many positional arguments)",
-                                 PyUnicode_AsUTF8(co->co_qualname));
+        } else return arity_fail(T, fn, nargs, kwnames, "too many positional arguments");
     }
     for (int k = 0; k < nkw; k++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, k);
         int at = kw_index(co, name, co->co_posonlyargcount, npos_params + nkwonly);
         if (at == -2) return EM_ERR;
         if (at >= 0) {
-            if (locals[at])
-                return em_trace_fail(T, EMA_INLINE, "%s (argument given twice)", PyUnicode_AsUTF8(co->co_qualname));
+            if (locals[at]) return arity_fail(T, fn, nargs, kwnames, "argument given twice");
             locals[at] = args[npos + k];
         } else if (varkw) {
             if (em_vec_push(&varkw->keys, Py_NewRef(name)) || em_vec_push(&varkw->items, args[npos + k]))
                 return PyErr_NoMemory(), EM_ERR;
         } else {
-            return em_trace_fail(T, EMA_INLINE, "%s (unexpected keyword %s)", PyUnicode_AsUTF8(co->co_qualname),
-                                 PyUnicode_AsUTF8(name));
+            return arity_fail(T, fn, nargs, kwnames, "unexpected keyword");
         }
     }
     PyObject *defs = fn->func_defaults;
@@ -87,7 +98,7 @@ static EmStatus bind_args(EmTracer *T, PyFunctionObject *fn, EmSym **def_syms, E
     for (int i = 0; i < npos_params; i++) {
         if (locals[i]) continue;
         int d = i - (npos_params - ndefs);
-        if (d < 0) return em_trace_fail(T, EMA_INLINE, "%s (missing argument)", PyUnicode_AsUTF8(co->co_qualname));
+        if (d < 0) return arity_fail(T, fn, nargs, kwnames, "missing argument");
         EmStatus st = EM_OK;
         if (!(locals[i] = def_syms ? def_syms[d] : default_sym(T, fn, PyTuple_GET_ITEM(defs, d), d, NULL, &st)))
             return st;
@@ -97,10 +108,7 @@ static EmStatus bind_args(EmTracer *T, PyFunctionObject *fn, EmSym **def_syms, E
         PyObject *v = fn->func_kwdefaults
                           ? PyDict_GetItemWithError(fn->func_kwdefaults, PyTuple_GET_ITEM(co->co_localsplusnames, i))
                           : NULL;
-        if (!v)
-            return PyErr_Occurred() ? EM_ERR
-                                    : em_trace_fail(T, EMA_INLINE, "%s (missing keyword argument)",
-                                                    PyUnicode_AsUTF8(co->co_qualname));
+        if (!v) return PyErr_Occurred() ? EM_ERR : arity_fail(T, fn, nargs, kwnames, "missing keyword argument");
         EmStatus st = EM_OK;
         if (!(locals[i] = default_sym(T, fn, v, 0, PyTuple_GET_ITEM(co->co_localsplusnames, i), &st))) return st;
     }

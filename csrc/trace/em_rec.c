@@ -755,6 +755,17 @@ EmStatus h_map_add(EmTracer *T, const EmInstr *in) {
     return dict_put(T, d, k, v);
 }
 
+/* f(k=..., **{k: ...}): CPython's TypeError, naming f (a constant or an object's sym); any other
+ * callable sym fails the trace. */
+static EmStatus twice_error(EmTracer *T, EmSym *f, PyObject *key) {
+    if (!f->obj || em_sym_placeholder(f) || (f->kind != SYM_CONST && f->kind != SYM_OBJ))
+        return em_trace_fail(T, EMA_VALUE, "keyword argument given twice");
+    PyObject *e = PyObject_CallMethod(em_state.meta_run, "kwargs_twice_error", "OO", f->obj, key);
+    EmStatus st = e ? em_trace_raise(T, e, "raises TypeError") : EM_ERR;
+    Py_XDECREF(e);
+    return st;
+}
+
 /* DICT_MERGE (f(**a, **b): a repeated key is an error) and DICT_UPDATE ({**a, **b}) into a
  * dict made while tracing, from a dict sym whose keys are known. */
 EmStatus h_dict_merge(EmTracer *T, const EmInstr *in) {
@@ -771,8 +782,7 @@ EmStatus h_dict_merge(EmTracer *T, const EmInstr *in) {
         for (int32_t i = 0; merge && i < d->keys.len; i++) {
             int eq = PyObject_RichCompareBool(d->keys.data[i], src->keys.data[k], Py_EQ);
             if (eq < 0) return EM_ERR;
-            if (eq) /* Python raises TypeError: let it, as plain Python */
-                return em_trace_fail(T, EMA_VALUE, "keyword argument given twice");
+            if (eq) return twice_error(T, TOP(in->arg + 2), src->keys.data[k]);
         }
         EmSym *key = em_dict_key_sym(T, src->keys.data[k]);
         EmStatus st = key ? dict_put(T, d, key, src->items.data[k]) : EM_ERR;

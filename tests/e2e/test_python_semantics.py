@@ -1965,3 +1965,30 @@ def test_an_unbound_read_in_the_frame_raises_there_after_a_break():
             got = repr(e)
         assert_same(got, want)
     assert ember.testing.counters()["aborts"] == 0
+
+
+class Adder:
+    def add(self, e):
+        return e
+
+
+def kw_only(a, *, b):
+    return a + b
+
+
+def bad_arity_calls(x):
+    msgs = []
+    calls = (lambda: Adder.add(), lambda: Adder().add(1, 2), lambda: kw_only(1), lambda: kw_only(1, c=2),
+             lambda: kw_only(1, 2, b=3), lambda: kw_only(b=1, a=2, **{"a": 3}))
+    for call in calls:
+        try:
+            call()
+        except TypeError as e:
+            msgs.append(str(e))
+    return x + len(msgs), msgs
+
+
+def test_calls_with_arguments_that_do_not_bind_raise_cpythons_typeerror():
+    """Too many or too few arguments, unknown or repeated keywords: CPython's TypeError, raised
+    in the trace where the program catches it (it ran the frame as plain Python)."""
+    exact_graph(bad_arity_calls, randn(2))
