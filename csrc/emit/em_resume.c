@@ -525,9 +525,11 @@ int em_try_span(PyCodeObject *co, int at, EmRegion *R, const char **why) {
     if (!reaches(co, code, n, 0, head, in, work)) {
         /* a resume function entered at the handler (the exception came through a graph break in
          * the try block): it never reaches the try block, so the region starts at the handler,
-         * the exception (and a lasti) on the stack; laid out before the join point (3.11) only */
+         * the exception (and a lasti) on the stack. Laid out after the join point (3.12's cold
+         * handler blocks), its code is all spans: [start, end) is empty, and jumps to the join
+         * point leave the region */
         int hh, dh, lh;
-        if (em_exc_entry(co, head, &hh, &dh, &lh) != 1 || join <= h0) goto done;
+        if (em_exc_entry(co, head, &hh, &dh, &lh) != 1) goto done;
         start = h0;
         pops = 1 + !!lh;
     }
