@@ -605,6 +605,20 @@ EmStatus h_before_with(EmTracer *T, const EmInstr *in) {
 
 /* ---- functions made while tracing: comprehensions, generator expressions, lambdas ---- */
 
+/* A cell variable's cell is made on its first capture (h_load_closure). A free variable's slot
+ * holds its program cell, but for 3.12's inlined comprehension that saved it away
+ * (LOAD_FAST_AND_CLEAR): MAKE_CELL there makes a new cell of the comprehension's own. */
+EmStatus h_make_cell(EmTracer *T, const EmInstr *in) {
+    if (!(em_code_kind(T->code, in->arg) & EM_CO_FAST_FREE) || cell_of(T, in->arg)) return EM_OK;
+    EmStatus st = EM_OK;
+    EmSym *v = T->locals[in->arg] ? em_local_get(T, in->arg, &st) : NULL, *c = NULL;
+    if (st != EM_OK) return st;
+    if (!(c = em_sym_new(T, SYM_CELL))) return EM_ERR;
+    if (v && em_vec_push(&c->items, v)) return PyErr_NoMemory(), EM_ERR;
+    T->locals[in->arg] = c;
+    return EM_OK;
+}
+
 /* The variable's cell, made on its first capture with the local's value (an unbound local: an
  * empty cell); a free variable's is its program cell's, which then gets a guard slot (a
  * closure over it may leave the trace). */

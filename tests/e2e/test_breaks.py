@@ -2955,3 +2955,19 @@ def test_a_break_in_the_except_clause_of_a_handler_resume_function(capsys):
         assert_same(cf(x), want)
         assert capsys.readouterr().out == eager_out
     assert counters()["aborts"] == 0, counters()
+
+
+def _closure_over_a_comprehension_variable_after_a_break(x):
+    print("break")
+    fs = [lambda: i for i in range(3)]  # 3.12 inlines it: i a cell of the frame
+    return x + sum(f() for f in fs), [(lambda: i * 2)() for i in range(2)]
+
+
+def test_a_resume_function_with_a_comprehension_closing_over_its_variable(capsys):
+    """In the resume function the frame's cells are free variables; 3.12's inlined comprehension
+    saves one away and makes a cell of its own (MAKE_CELL on the free variable's slot)."""
+    x = torch.ones(2)
+    want = _closure_over_a_comprehension_variable_after_a_break(x)
+    assert_same(ember.compile(_closure_over_a_comprehension_variable_after_a_break)(x), want)
+    c = counters()
+    assert (c["breaks"], c["aborts"]) == (1, 0), c
