@@ -102,7 +102,9 @@ static PyObject *resume_code(PyCodeObject *co, const EmBreakPlan *plan, int resu
     PyObject *nulls = PyBytes_FromStringAndSize((const char *)plan->after_null, plan->stack_after);
     PyObject *maybe = plan->maybe ? PyBytes_FromStringAndSize((const char *)plan->maybe, plan->nlive)
                                   : Py_NewRef(Py_None);
-    key = nulls && maybe ? Py_BuildValue("(OiiOOO)", co, resume_at, plan->stack_after, live, nulls, maybe) : NULL;
+    key = nulls && maybe ? Py_BuildValue("(OiiOOOK)", co, resume_at, plan->stack_after, live, nulls, maybe,
+                                         (unsigned long long)plan->priv)
+                         : NULL;
     Py_XDECREF(nulls);
     Py_XDECREF(maybe);
     Py_DECREF(live);
@@ -181,7 +183,9 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
     int rc = -1;
     PyObject *rcode = NULL, *resume = NULL, *rcode2 = NULL, *resume2 = NULL, *rcode3 = NULL, *resume3 = NULL;
     *st = em_trace_break_outputs(T, &plan.stack_val, &plan.nstack, &plan.store_local, &plan.store_val, &plan.nstore,
-                                 &plan.live, &plan.nlive);
+                                 &plan.live, &plan.nlive, &plan.priv);
+    /* code run as plain Python before the resume function (a region) may fill the frame's cell */
+    if (*st == EM_OK && R && plan.priv) *st = em_trace_fail(T, EMA_VALUE, "a cell variable unbound at a break");
     if (*st != EM_OK) goto done;
     plan.at = T->brk.at;
     plan.next = T->brk.next;

@@ -83,6 +83,8 @@ typedef struct {
     int *store_val;   /* ... and the index of each value */
     int nlive;
     int *live;        /* plain locals passed to the resume function, in order */
+    uint64_t priv;    /* bit i: cell variable i is the resume functions' own cell, not a free variable
+                       * (unbound at the break, held by no closure: em_trace_break_outputs) */
     uint8_t *maybe;   /* per live local (NULL: none): 1 when it may be unbound there (a loop run as
                        * Python assigned it first or deleted it): passed as em_state.unbound then,
                        * which the resume function deletes */

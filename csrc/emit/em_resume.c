@@ -683,13 +683,17 @@ static int tx_call_resume(Tx *x, const EmBreakPlan *plan, int depth, const uint8
     }
     if (tx_op(x, EMBC_PUSH_NULL, 0) || tx_op(x, EMBC_SWAP, 2) || (k = tx_const(x, r)) < 0) return -1;
     if (x->ncell + x->nfree) { /* the resume function's closure: the cells, then the free variables */
-        for (int c = 0; c < x->ncell; c++)
+        int n = 0;
+        for (int c = 0; c < x->ncell; c++, n++) {
+            if (x->cells[c] < 64 && ((plan->priv >> x->cells[c]) & 1)) { /* its own cell */
+                n--;
+                continue;
+            }
             if (tx_op(x, EMBC_LOAD_CLOSURE, tx_slot(x, x->cells[c]))) return -1;
-        for (int f = 0; f < x->nfree; f++)
+        }
+        for (int f = 0; f < x->nfree; f++, n++)
             if (tx_op(x, EMBC_LOAD_CLOSURE, tx_slot(x, x->nslots + f))) return -1;
-        if (tx_op(x, EMBC_BUILD_TUPLE, x->ncell + x->nfree) || tx_op(x, EMBC_LOAD_CONST, k) ||
-            tx_op(x, EMBC_MAKE_FUNCTION, 8))
-            return -1;
+        if (tx_op(x, EMBC_BUILD_TUPLE, n) || tx_op(x, EMBC_LOAD_CONST, k) || tx_op(x, EMBC_MAKE_FUNCTION, 8)) return -1;
     } else if (tx_op(x, EMBC_LOAD_CONST, k)) {
         return -1;
     }
@@ -885,21 +889,23 @@ EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int r
     EmAsm A;
     em_asm_init(&A);
     int line = plan->line, nfree = co->co_nfreevars, nlocals = co->co_nlocals, nplus = co->co_nlocalsplus;
-    int ncell = cell_slots(co, NULL), ncellarg = 0;
+    int ncell = cell_slots(co, NULL), ncellarg = 0, npriv = 0;
+    for (int i = 0; i < nplus && i < 64; i++) npriv += (int)((plan->priv >> i) & 1);
     int m = 0; /* stack values passed as arguments: the NULLs are pushed by the prologue */
     for (int t = 0; t < plan->stack_after; t++) m += !plan->after_null[t];
     for (int i = 0; i < nlocals; i++) ncellarg += !!(em_code_kind(co, i) & EM_CO_FAST_CELL);
     int nnew = m + nlocals - ncellarg;
     int *map = malloc(sizeof(int) * ((size_t)nplus + 1));
-    PyObject *varnames = PyTuple_New(nnew), *freevars = PyTuple_New(ncell + nfree), *empty = PyTuple_New(0);
-    PyObject *kw = NULL, *res = NULL, *name = NULL, *qual = NULL;
-    if (!map || !varnames || !freevars || !empty) {
+    PyObject *varnames = PyTuple_New(nnew), *freevars = PyTuple_New(ncell - npriv + nfree);
+    PyObject *cellvars = PyTuple_New(npriv), *kw = NULL, *res = NULL, *name = NULL, *qual = NULL;
+    if (!map || !varnames || !freevars || !cellvars) {
         if (!map) PyErr_NoMemory();
         goto done;
     }
     /* varnames: the live locals (in their order, so a live local 0 stays local 0, which
-     * zero-argument super() reads), then the stack values, then the other locals; the
-     * frame's cells, then its free variables, are the free variables */
+     * zero-argument super() reads), then the stack values, then the other locals; the cells
+     * of its own (plan->priv), then the frame's other cells and its free variables, which
+     * are the free variables */
     for (int i = 0; i < nplus; i++) map[i] = -1;
     int at = 0;
     for (int j = 0; j < plan->nlive; j++) map[plan->live[j]] = at++;
@@ -908,10 +914,13 @@ EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int r
         if (!nm) goto done;
         PyTuple_SET_ITEM(varnames, at, nm);
     }
-    for (int i = 0, f = 0; i < nplus; i++) {
+    for (int i = 0, f = 0, p = 0; i < nplus; i++) {
         int kind = em_code_kind(co, i);
-        if (kind & (EM_CO_FAST_CELL | EM_CO_FAST_FREE)) {
-            map[i] = nnew + f;
+        if (i < 64 && ((plan->priv >> i) & 1)) {
+            map[i] = nnew + p;
+            PyTuple_SET_ITEM(cellvars, p++, Py_NewRef(em_code_name(co, i)));
+        } else if (kind & (EM_CO_FAST_CELL | EM_CO_FAST_FREE)) {
+            map[i] = nnew + npriv + f;
             PyTuple_SET_ITEM(freevars, f++, Py_NewRef(em_code_name(co, i)));
         } else if (map[i] < 0) {
             map[i] = at++;
@@ -922,7 +931,8 @@ EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int r
     /* prologue */
     int body = em_asm_label(&A);
     if (body < 0) goto nomem;
-    if (ncell + nfree) OP(EMBC_COPY_FREE_VARS, ncell + nfree);
+    for (int p = 0; p < npriv; p++) OP(EMBC_MAKE_CELL, nnew + p);
+    if (ncell - npriv + nfree) OP(EMBC_COPY_FREE_VARS, ncell - npriv + nfree);
     OP(EMBC_RESUME, 0);
     int nconsts = (int)PyTuple_GET_SIZE(co->co_consts), maybe = 0; /* the unbound marker: a const after co's */
     for (int j = 0; plan->maybe && j < plan->nlive; j++) { /* a local passed as unbound: deleted */
@@ -959,7 +969,7 @@ EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int r
     qual = PyUnicode_FromFormat("%U.__resume_at_%d", co->co_qualname, rline > 0 ? rline : plan->line);
     if (!name || !qual) goto done;
     kw = Py_BuildValue("{s:O,s:O,s:O,s:i,s:i,s:i,s:i,s:O,s:O,s:i}", "co_varnames", varnames, "co_freevars", freevars,
-                       "co_cellvars", empty, "co_argcount", m + plan->nlive, "co_posonlyargcount", 0,
+                       "co_cellvars", cellvars, "co_argcount", m + plan->nlive, "co_posonlyargcount", 0,
                        "co_kwonlyargcount", 0, "co_flags", FLAGS_NO_STAR(co->co_flags), "co_name", name, "co_qualname",
                        qual, "co_nlocals", nnew);
     if (kw && maybe) {
@@ -979,7 +989,7 @@ done:
     free(map);
     Py_XDECREF(varnames);
     Py_XDECREF(freevars);
-    Py_XDECREF(empty);
+    Py_XDECREF(cellvars);
     Py_XDECREF(kw);
     Py_XDECREF(name);
     Py_XDECREF(qual);

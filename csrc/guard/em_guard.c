@@ -826,6 +826,7 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
             break;
         }
         case EMG_COMPARE: return compare_holds(slots, in);
+        case EMG_CELL_EMPTY: return PyCell_Check(slots[in->slot]) && !PyCell_GET(slots[in->slot]);
         case EMG_TYPE: return (PyObject *)Py_TYPE(slots[in->slot]) == in->obj;
         case EMG_ID: return slots[in->slot] == in->obj;
         case EMG_FUNC: return func_match(slots[in->slot], in->obj);
@@ -928,6 +929,7 @@ EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int3
             break;
         case EMG_ID: res = PyUnicode_FromFormat("%s is %R, expected the object %R", name, v, in->obj); break;
         case EMG_EQ: res = PyUnicode_FromFormat("%s == %R, expected %R", name, v, in->obj); break;
+        case EMG_CELL_EMPTY: res = PyUnicode_FromFormat("%s now holds a value, expected it empty", name); break;
         case EMG_COMPARE:
             res = PyUnicode_FromFormat("%s %s %s is %s (%s is %R), expected the opposite", name,
                                        cmp_names[(in->a >> 1) & 7], P->names.data[in->a >> 4],
@@ -1066,6 +1068,7 @@ int em_guard_dump(const EmGuardProg *P, EmStrBuf *o) {
                 break;
             case EMG_ID: rc = dump_repr(o, "  ID_MATCH %s %s\n", name, in->obj); break;
             case EMG_EQ: rc = dump_repr(o, "  EQUALS %s == %s\n", name, in->obj); break;
+            case EMG_CELL_EMPTY: rc = em_sb_printf(o, "  CELL_EMPTY %s\n", name); break;
             case EMG_COMPARE:
                 rc = em_sb_printf(o, "  COMPARE (%s %s %s) is %s\n", name, cmp_names[(in->a >> 1) & 7],
                                   P->names.data[in->a >> 4], in->a & 1 ? "True" : "False");

@@ -138,6 +138,16 @@ int32_t em_prog_cell_slot(EmTracer *T, EmSym *c, PyObject *name, int32_t via) {
 static EmSym *prog_cell_value(EmTracer *T, EmSym *c, PyObject *name, EmStatus *st) {
     *st = EM_OK;
     if (c->items.len) return c->items.data[0];
+    if (!PyCell_GET(c->obj)) { /* empty, guarded so: the free variable's read raises NameError */
+        int32_t cell = em_prog_cell_slot(T, c, name, -1);
+        *st = cell < 0 || em_guard_check(T->P, EMG_CELL_EMPTY, cell, NULL, 0)
+                  ? EM_ERR
+                  : em_trace_raise_msg(T, PyExc_NameError,
+                                       "cannot access free variable '%U' where it is not associated with a value "
+                                       "in enclosing scope",
+                                       name);
+        return NULL;
+    }
     int fi = top_index(T, c->obj);
     int32_t cs = fi >= 0 ? -1 : em_prog_cell_slot(T, c, name, -1);
     int32_t slot = fi >= 0 ? em_guard_closure(T->P, fi, name) : cs < 0 ? -1 : em_guard_cell(T->P, cs, name);

@@ -835,7 +835,8 @@ static int cell_read_first(EmTracer *T, int slot, int from) {
 }
 
 EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int **store_local, int **store_val,
-                                int *nstore, int **live, int *nlive) {
+                                int *nstore, int **live, int *nlive, uint64_t *priv) {
+    *priv = 0;
     int n = T->code->co_nlocals, k = 0, nslots = em_code_nlocalsplus(T->code) - em_code_nfree(T->code);
     *stack_val = malloc(sizeof(int) * ((size_t)T->sp + 1));
     *store_local = malloc(sizeof(int) * ((size_t)nslots + 1));
@@ -873,9 +874,14 @@ EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int *
         EmSym *s = T->locals[i];
         int cell = !!(em_code_kind(co, i) & EM_CO_FAST_CELL);
         /* a cell variable unbound at the break: in the resume function it is a free variable,
-         * whose unbound read raises NameError where the frame's raises UnboundLocalError */
+         * whose unbound read raises NameError where the frame's raises UnboundLocalError; one no
+         * closure holds yet is the resume function's own cell then (*priv) */
         if (cell && (!s || (s->kind == SYM_CELL && s->pos != 1 && !s->items.len))) {
             int first = cell_read_first(T, i, T->brk.at);
+            if (first > 0 && !s && i < 64 && em_code_kind(co, i) == EM_CO_FAST_CELL) {
+                *priv |= (uint64_t)1 << i;
+                continue;
+            }
             if (first) {
                 free(read);
                 return first < 0 ? EM_ERR : em_trace_fail(T, EMA_VALUE, "a cell variable unbound at a break");

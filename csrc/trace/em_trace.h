@@ -174,9 +174,12 @@ EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGr
 int em_trace_locals_read(EmTracer *T, char *read, int n, int from);
 /* After a trace that broke: the output tree is a tuple of the stack values (NULLs skipped)
  * then the changed locals (for a cell variable its cell: OUT_CELL); fills the plan's stack,
- * store and live lists (malloc'd; live: plain locals only). */
+ * store and live lists (malloc'd; live: plain locals only). *priv: bit i set for cell variable i
+ * (not an argument) unbound at the break that the code after it may read before it stores it:
+ * the resume function makes a cell of its own for it (an unbound read there raises
+ * UnboundLocalError, as the frame's does, where a free variable's raises NameError). */
 EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int **store_local, int **store_val,
-                                int *nstore, int **live, int *nlive);
+                                int *nstore, int **live, int *nlive, uint64_t *priv);
 void em_trace_free(EmTracer *T);
 /* After a trace, for the FX export (which makes the symbols SymInts): None for a trace without
  * symbols or float inputs, else (inputs, (exprs, relations)). inputs: per graph input, a tuple of per-dimension

@@ -1992,3 +1992,31 @@ def test_calls_with_arguments_that_do_not_bind_raise_cpythons_typeerror():
     """Too many or too few arguments, unknown or repeated keywords: CPython's TypeError, raised
     in the trace where the program catches it (it ran the frame as plain Python)."""
     exact_graph(bad_arity_calls, randn(2))
+
+
+def _closure_over_an_empty_cell():
+    def g(x):
+        try:
+            return x + k
+        except NameError as e:
+            return x - 1, str(e)
+
+    def set_k(v):
+        nonlocal k
+        k = v
+
+    return g, set_k
+    k = 0  # noqa: unreachable: makes k a cell of this function, empty until set_k
+
+
+def test_a_free_variable_read_while_its_cell_is_empty_raises_nameerror():
+    """The cell's emptiness is guarded: once the enclosing function fills it, the next call
+    compiles again and reads the value."""
+    g, set_k = _closure_over_an_empty_cell()
+    cg = ember.compile(g, fullgraph=True)
+    x = randn(2)
+    assert_same(cg(x), g(x))
+    set_k(3.0)
+    assert_same(cg(x), g(x))
+    c = ember.testing.counters()
+    assert (c["frames"], c["aborts"], c["recompiles"]) == (2, 0, 1), c
