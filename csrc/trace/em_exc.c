@@ -181,11 +181,13 @@ EmStatus h_with_except_start(EmTracer *T, const EmInstr *in) {
     (void)in;
     NEED(4);
     EmSym *exit_fn = TOP(4), *exc = TOP(1);
-    if (exit_fn->kind != SYM_EXIT || exc->kind != SYM_CONST || !PyExceptionInstance_Check(exc->obj))
+    if (exc->kind != SYM_CONST || !PyExceptionInstance_Check(exc->obj))
         return em_trace_fail(T, EMA_VALUE, "a with block left by an exception (%s)", em_sym_describe(exc));
     EmSym *args[3] = {em_sym_const(T, (PyObject *)Py_TYPE(exc->obj)), exc, em_sym_new(T, SYM_TB)}, *r = NULL;
     if (!args[0] || !args[2]) return EM_ERR;
-    EmStatus st = em_ctx_exit_call(T, exit_fn, args, 3, &r);
+    /* a block entered before a break: the resume function holds its __exit__, called as a call */
+    EmStatus st = exit_fn->kind == SYM_EXIT ? em_ctx_exit_call(T, exit_fn, args, 3, &r)
+                                            : em_call(T, exit_fn, NULL, args, 3, NULL, &r);
     return st == EM_OK ? em_push(T, r) : st;
 }
 
