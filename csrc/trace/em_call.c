@@ -1153,6 +1153,13 @@ static EmStatus known_bool(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int
     return (*out = em_sym_const(T, t ? Py_True : Py_False)) ? EM_OK : EM_ERR;
 }
 
+int em_module_own_dunder(PyObject *o, PyObject *name) {
+    PyObject *f = _PyType_Lookup(Py_TYPE(o), name);
+    if (!f || !PyFunction_Check(f)) return 0;
+    PyObject *mod = ((PyFunctionObject *)f)->func_module;
+    return !mod || !PyUnicode_Check(mod) || !PyUnicode_Tailmatch(mod, EM_STR(torch_nn_prefix), 0, 8, -1);
+}
+
 static EmStatus known_len(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;
@@ -1181,6 +1188,8 @@ static EmStatus known_len(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int 
         T->G->nodes.data[all[0]->ref].ndim > 0)
         return em_tensor_dim_size(T, all[0], 0, out); /* len(x): its first size */
     if (n == 1 && all[0]->kind == SYM_OBJ && em_is_module(all[0]->obj)) {
+        if (em_module_own_dunder(all[0]->obj, EM_STR(dunder_len)))
+            return em_call_dunder(T, all[0], "__len__", NULL, 0, out);
         EmSym *items = NULL;
         EmStatus st = em_module_items(T, all[0], 1, &items);
         if (st != EM_OK) return st;

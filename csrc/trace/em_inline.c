@@ -623,7 +623,8 @@ static EmStatus module_hooks(EmTracer *T, EmSym *mod, PyObject *md, PyObject *hd
 }
 
 /* self.forward as _call_impl reads it: the instance's own (*own_fwd, guarded by identity) or
- * the class's (*fwd, a Python function; the instance's guarded absent). */
+ * the class's (*fwd, a Python function, or a staticmethod's: *fwd its function, called without
+ * self; the instance's guarded absent). */
 static EmStatus module_forward(EmTracer *T, EmSym *mod, PyObject *md, PyObject **fwd, EmSym **own_fwd) {
     PyTypeObject *tp = Py_TYPE(mod->obj);
     PyObject *fwd_name = PyUnicode_InternFromString("forward");
@@ -640,6 +641,16 @@ static EmStatus module_forward(EmTracer *T, EmSym *mod, PyObject *md, PyObject *
         st = EM_ERR;
     }
     Py_DECREF(fwd_name);
+    if (st == EM_OK && !*own_fwd && *fwd && Py_IS_TYPE(*fwd, &PyStaticMethod_Type)) {
+        PyObject *fn = PyObject_GetAttrString(*fwd, "__func__"); /* held by the staticmethod */
+        Py_XDECREF(fn);
+        if (fn && PyFunction_Check(fn)) {
+            *fwd = fn;
+            *own_fwd = NULL;
+            return CALL_NEXT; /* a static forward */
+        }
+        PyErr_Clear();
+    }
     if (st == EM_OK && !*own_fwd && (!*fwd || !PyFunction_Check(*fwd)))
         return em_trace_fail(T, EMA_INLINE, "%s.forward (not a Python function)", tp->tp_name);
     return st;
@@ -801,8 +812,10 @@ EmStatus em_module_call_impl(EmTracer *T, EmSym *mod, EmSym **args, int nargs, P
     PyObject *hdict[4] = {NULL, NULL, NULL, NULL}, *fwd;
     int32_t hslot[2] = {-1, -1};
     EmSym *own_fwd;
-    if ((st = module_hooks(T, mod, md, hdict, hslot)) != EM_OK || (st = module_forward(T, mod, md, &fwd, &own_fwd)))
-        return st;
+    int is_static = 0;
+    if ((st = module_hooks(T, mod, md, hdict, hslot)) != EM_OK) return st;
+    if ((st = module_forward(T, mod, md, &fwd, &own_fwd)) == CALL_NEXT) is_static = 1, st = EM_OK;
+    if (st != EM_OK) return st;
     EmSym *all[65];
     if (nargs + 1 > 65) return em_trace_fail(T, EMA_CALL, "call with too many arguments");
     all[0] = mod;
@@ -828,8 +841,9 @@ EmStatus em_module_call_impl(EmTracer *T, EmSym *mod, EmSym **args, int nargs, P
         }
         nargs = pos->items.len + kw->items.len;
     }
-    st = own_fwd ? em_call(T, own_fwd, NULL, all + 1, nargs, names, out)
-                 : em_inline(T, fwd, all, nargs + 1, names, out);
+    st = own_fwd     ? em_call(T, own_fwd, NULL, all + 1, nargs, names, out)
+         : is_static ? em_inline(T, fwd, all + 1, nargs, names, out)
+                     : em_inline(T, fwd, all, nargs + 1, names, out);
     if (st == EM_OK && hdict[1]) st = run_hooks(T, mod, hdict[1], hslot[1], hdict[3], 1, &pos, &kw, out);
 done:
     Py_XDECREF(names);

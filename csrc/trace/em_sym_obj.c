@@ -88,6 +88,8 @@ static EmStatus obj_getitem(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
     int mod = name_key || index_key ? obj_is_module(c) : 0;
     if (mod < 0) return EM_ERR;
     if (mod && name_key) return em_call_dunder(T, c, "__getitem__", &key, 1, out); /* ModuleDict[name]: traced */
+    if (mod && em_module_own_dunder(c->obj, EM_STR(dunder_getitem))) /* a user module's own: traced */
+        return em_call_dunder(T, c, "__getitem__", &key, 1, out);
     if (mod && index_key) { /* ModuleList[i], Sequential[i]; a slice is a list of the modules */
         EmSym *items = NULL;
         EmStatus st = em_module_items(T, c, 0, &items);

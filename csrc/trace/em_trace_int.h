@@ -548,6 +548,9 @@ EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v);
 /* 1 when graph nodes from `from` on change a value in place (in-place operators, item stores,
  * torch's trailing-underscore methods, out= arguments) (em_inline.c). */
 int em_graph_mutated(EmGraph *G, int32_t from);
+/* Module o's class has its own `name` method: a Python function from outside torch.nn (whose
+ * containers' ModuleList.__len__ and such are read from their members) (em_call.c). */
+int em_module_own_dunder(PyObject *o, PyObject *name);
 /* del base.name of an instance made while tracing (object's __delattr__). */
 EmStatus em_obj_del_attr(EmTracer *T, EmSym *base, PyObject *name);
 /* object.__setattr__ semantics on base (the type's own __setattr__ already traced). */

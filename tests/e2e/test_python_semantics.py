@@ -2020,3 +2020,42 @@ def test_a_free_variable_read_while_its_cell_is_empty_raises_nameerror():
     assert_same(cg(x), g(x))
     c = ember.testing.counters()
     assert (c["frames"], c["aborts"], c["recompiles"]) == (2, 0, 1), c
+
+
+class _StaticForward(torch.nn.Module):
+    @staticmethod
+    def forward(x):
+        return x * torch.sigmoid(x)
+
+
+class _CallsStaticForward(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mod = _StaticForward()
+
+    def forward(self, x):
+        return self.mod(x) + 1
+
+
+class _OwnGetItemModule(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 4)])
+
+    def __getitem__(self, idx):
+        return self.layers[idx]
+
+    def __len__(self):
+        return len(self.layers)
+
+    def forward(self, x):
+        for i in range(len(self)):
+            x = self[i](x)
+        return x
+
+
+@pytest.mark.parametrize("make", [_StaticForward, _CallsStaticForward, _OwnGetItemModule])
+def test_modules_with_a_static_forward_or_their_own_len_and_getitem(make):
+    """A staticmethod forward is called without self; a module class's own __len__ and
+    __getitem__ are traced (not read as a container module's members)."""
+    exact_graph(make(), randn(2, 4))
