@@ -124,6 +124,12 @@ static EmStatus seq_getitem(EmTracer *T, EmSym *c, EmSym *k, EmSym **out) {
 
 /* lst[a:b] = seq on a list made while tracing (step 1; an extended slice keeps the length). */
 static EmStatus list_store_slice(EmTracer *T, EmSym *c, PyObject *slice, EmSym *v) {
+    if (v->kind == SYM_ITER) { /* lst[a:b] = map(...): its items, as list() would take them */
+        EmSym *items = NULL;
+        EmStatus ist = em_seq_items(T, v, &items);
+        if (ist != EM_OK) return ist;
+        v = items;
+    }
     if (v->kind != SYM_LIST && v->kind != SYM_TUPLE)
         return em_trace_fail(T, EMA_VALUE, "slice store of %s", em_sym_describe(v));
     Py_ssize_t start, stop, step, n = c->items.len, m = v->items.len;
@@ -217,7 +223,37 @@ static EmStatus list_inplace(EmTracer *T, EmOp op, EmSym *a, EmSym *b, EmSym **o
 
 /* a + b of two plain tuples (a += b too) or two lists: the items of both, whatever they are;
  * other operators on known values. */
+/* a seq_type whose == is tuple's own: none, a namedtuple, torch.Size */
+static int plain_eq(PyObject *seq_type) {
+    return !seq_type || seq_type == EM_KNOWN(torch_Size) || em_is_namedtuple_type((PyTypeObject *)seq_type);
+}
+
+/* a == b / a != b of two tuples (or two lists) as Python compares them: lengths, then item by
+ * item, each `x is y or x == y`: items that are the same sym are equal, constants are
+ * compared; any other pair CALL_NEXT (a tensor's == would be read). */
+static EmStatus seq_equal(EmTracer *T, EmOp op, EmSym *a, EmSym *b, EmSym **out) {
+    int eq = a->items.len == b->items.len;
+    for (int32_t i = 0; eq && i < a->items.len; i++) {
+        EmSym *x = a->items.data[i], *y = b->items.data[i];
+        if (x == y) continue;
+        if (x->kind != SYM_CONST || y->kind != SYM_CONST) return CALL_NEXT;
+        int r = PyObject_RichCompareBool(x->obj, y->obj, Py_EQ);
+        if (r < 0) {
+            PyErr_Clear();
+            return CALL_NEXT;
+        }
+        eq = r;
+    }
+    *out = em_sym_const(T, eq == (op == EMOP_EQ) ? Py_True : Py_False);
+    return *out ? EM_OK : EM_ERR;
+}
+
 static EmStatus seq_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out) {
+    if ((op == EMOP_EQ || op == EMOP_NE) && a->kind == b->kind && (a->kind == SYM_TUPLE || a->kind == SYM_LIST) &&
+        plain_eq(a->seq_type) && plain_eq(b->seq_type) && !(a->kind == SYM_LIST && (a->seq_type || b->seq_type))) {
+        EmStatus est = seq_equal(T, op, a, b, out);
+        if (est != CALL_NEXT) return est;
+    }
     if ((a->kind == SYM_LIST && a->seq_type) || (b->kind == SYM_LIST && b->seq_type))
         return em_trace_fail(T, EMA_VALUE, "an operator on a deque");
     if (a->kind == SYM_LIST && (op == EMOP_IADD || op == EMOP_IMUL)) return list_inplace(T, op, a, b, out);

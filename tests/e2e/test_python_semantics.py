@@ -2059,3 +2059,26 @@ def test_modules_with_a_static_forward_or_their_own_len_and_getitem(make):
     """A staticmethod forward is called without self; a module class's own __len__ and
     __getitem__ are traced (not read as a container module's members)."""
     exact_graph(make(), randn(2, 4))
+
+
+_Pair = collections.namedtuple("_Pair", "a b")
+
+
+def tuples_compared_item_by_item(a, b):
+    m1, m2 = _Pair(a, b), _Pair(a, b)
+    r = 1.0 + a if m1 == m2 else a  # the same tensors: equal without comparing their values
+    return r, (a, 1) == (a, 1), (a, 1) != (a, 2), [a] == [a], (a,) == (a, b), _Pair(1, 2) == (1, 2)
+
+
+def test_tuples_of_the_same_tensors_compare_equal_without_reading_them():
+    exact_graph(tuples_compared_item_by_item, randn(2), randn(2, seed=1))
+
+
+def slice_store_of_a_map(a, b, c, d, e):
+    lst = [a, b, c]
+    lst[1:2] = map(lambda x: x + 1, [d, e])
+    return lst
+
+
+def test_slice_store_of_an_iterator():
+    exact_graph(slice_store_of_a_map, *[randn(2, seed=k) for k in range(5)])
