@@ -215,6 +215,9 @@ int32_t em_guard_weakref(EmGuardProg *P, int32_t base) {
 int32_t em_guard_call(EmGuardProg *P, int32_t base, PyObject *fn) {
     return g_named(P, EMG_LOAD_CALL, base, 0, fn, "torch.from_numpy(%s)", NULL, 1);
 }
+int32_t em_guard_view_dict(EmGuardProg *P, int32_t base) {
+    return g_named(P, EMG_LOAD_VIEW_DICT, base, 0, NULL, "%s.mapping", NULL, 0);
+}
 int32_t em_guard_op(EmGuardProg *P, PyObject *fn, const char *sym, int32_t left, int32_t right) {
     PyObject *s = right < 0 ? PyUnicode_FromFormat("(%s%s)", sym, P->names.data[left])
                             : PyUnicode_FromFormat("(%s %s %s)", P->names.data[left], sym, P->names.data[right]);
@@ -818,6 +821,12 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
         case EMG_LOAD_CALL:
             v = PyObject_CallOneArg(in->obj, b);
             if (!v && PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear(); /* not convertible now: a miss */
+            break;
+        case EMG_LOAD_VIEW_DICT:
+            if (!Py_IS_TYPE(b, &PyDictKeys_Type) && !Py_IS_TYPE(b, &PyDictValues_Type) &&
+                !Py_IS_TYPE(b, &PyDictItems_Type))
+                return 0;
+            v = (PyObject *)((_PyDictViewObject *)b)->dv_dict;
             break;
         case EMG_LOAD_OP: {
             PyObject *args[2] = {b, in->a >= 0 ? slots[in->a] : NULL};

@@ -90,6 +90,7 @@ int32_t em_guard_dict_keyed(EmGuardProg *P, int32_t base, int32_t key);
 int32_t em_guard_item(EmGuardProg *P, int32_t base, Py_ssize_t i, int is_list);
 int32_t em_guard_weakref(EmGuardProg *P, int32_t base); /* the referent of a weakref.ref slot */
 int32_t em_guard_call(EmGuardProg *P, int32_t base, PyObject *fn); /* fn(base), owned */
+int32_t em_guard_view_dict(EmGuardProg *P, int32_t base); /* the dict of a dict view */
 /* fn(slots[left]) (right < 0) or fn(slots[left], slots[right]), owned; sym names the operator
  * in the slot's name ("+", "-" for a unary minus). */
 int32_t em_guard_op(EmGuardProg *P, PyObject *fn, const char *sym, int32_t left, int32_t right);

@@ -391,6 +391,24 @@ static EmSym *wrap_dict(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
     return s;
 }
 
+static EmSym *wrap_obj(EmTracer *T, PyObject *v, int32_t slot);
+
+/* A view of a dict read from slot (d.keys() passed in): the view over the dict, read through the
+ * view's own slot as any dict of the frame; the view object itself where it leaves the trace.
+ * A dict the trace reads as an object (keys it cannot hold) leaves the view an object. */
+static EmSym *wrap_view(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
+    PyTypeObject *tp = Py_TYPE(v);
+    if (em_guard_check(T->P, EMG_TYPE, slot, (PyObject *)tp, 0)) return NULL;
+    int32_t dslot = em_guard_view_dict(T->P, slot);
+    EmSym *d = dslot < 0 ? NULL : em_sym_wrap(T, (PyObject *)((_PyDictViewObject *)v)->dv_dict, dslot, st);
+    if (!d) return NULL;
+    if (d->kind != SYM_DICT) return wrap_obj(T, v, slot);
+    EmSym *s = em_sym_new(T, SYM_VIEW);
+    if (!s || em_vec_push(&s->items, d)) return s ? (PyErr_NoMemory(), NULL) : NULL;
+    s->pos = tp == &PyDictKeys_Type ? 'k' : tp == &PyDictValues_Type ? 'v' : 'i';
+    return s;
+}
+
 /* The items of a list subclass's instance from the frame (em_frame_items): its type and length
  * guarded, each item through its index's slot; changes are written back after the graph. */
 static EmStatus frame_list_items(EmTracer *T, EmSym *self, EmSym **out) {
@@ -689,6 +707,9 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
         s = wrap_seq(T, v, slot, st);
     } else if (tp == &PyDict_Type) {
         s = wrap_dict(T, v, slot, st);
+    } else if ((tp == &PyDictKeys_Type || tp == &PyDictValues_Type || tp == &PyDictItems_Type) &&
+               PyDict_CheckExact((PyObject *)((_PyDictViewObject *)v)->dv_dict)) {
+        s = wrap_view(T, v, slot, st);
     } else if ((s = em_np_wrap(T, v, slot, st)) || *st != EM_OK) {
         /* a numpy array: an ndarray over the tensor that shares its memory (em_sym_np.c) */
     } else {

@@ -2082,3 +2082,20 @@ def slice_store_of_a_map(a, b, c, d, e):
 
 def test_slice_store_of_an_iterator():
     exact_graph(slice_store_of_a_map, *[randn(2, seed=k) for k in range(5)])
+
+
+def dict_views_passed_in(x, d, keys, items, values):
+    r = x + d["c"] if "c" in keys else x * len(keys)
+    d["z"] = 3  # the views are live: they see it
+    return r, list(keys), "z" in keys, sum(v for _, v in items), sorted(values), [k for k in keys]
+
+
+def test_dict_views_passed_to_the_frame_are_views_of_its_dict():
+    for d in ({"a": 1, "b": 2}, {"a": 1, "c": 5}):
+        got_d, want_d = dict(d), dict(d)
+        got = ember.compile(dict_views_passed_in, fullgraph=True)(
+            randn(2), got_d, got_d.keys(), got_d.items(), got_d.values())
+        want = dict_views_passed_in(randn(2), want_d, want_d.keys(), want_d.items(), want_d.values())
+        assert_same(got, want)
+        assert got_d == want_d
+    assert ember.testing.counters()["aborts"] == 0
