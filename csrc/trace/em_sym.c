@@ -393,6 +393,26 @@ static EmSym *wrap_dict(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
 
 static EmSym *wrap_obj(EmTracer *T, PyObject *v, int32_t slot);
 
+/* numpy.iinfo(dt): a new object per call, equal to none: guarded by its type and dtype. */
+static EmSym *wrap_iinfo(EmTracer *T, PyObject *v, int32_t slot) {
+    EmSym *s = NULL;
+    PyObject *dt = PyObject_GetAttrString(v, "dtype"), *nm = dt ? PyUnicode_FromString("dtype") : NULL;
+    int32_t ds = nm ? em_guard_attr(T->P, slot, nm) : -1;
+    if (ds >= 0 && !em_guard_check(T->P, EMG_TYPE, slot, (PyObject *)Py_TYPE(v), 0) &&
+        !em_guard_check(T->P, EMG_EQ, ds, dt, 0))
+        s = em_sym_const(T, v);
+    Py_XDECREF(dt);
+    Py_XDECREF(nm);
+    return s;
+}
+
+/* v is a view of an exact dict */
+static int is_dict_view(PyObject *v) {
+    PyTypeObject *tp = Py_TYPE(v);
+    return (tp == &PyDictKeys_Type || tp == &PyDictValues_Type || tp == &PyDictItems_Type) &&
+           PyDict_CheckExact((PyObject *)((_PyDictViewObject *)v)->dv_dict);
+}
+
 /* A view of a dict read from slot (d.keys() passed in): the view over the dict, read through the
  * view's own slot as any dict of the frame; the view object itself where it leaves the trace.
  * A dict the trace reads as an object (keys it cannot hold) leaves the view an object. */
@@ -692,14 +712,7 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
     } else if (v == Py_None || v == Py_True || v == Py_False || v == Py_Ellipsis) {
         if (em_guard_check(T->P, EMG_ID, slot, v, 0) == 0) s = em_sym_const(T, v);
     } else if (is_pure(v, 0) && !strcmp(tp->tp_name, "iinfo")) {
-        /* numpy.iinfo(dt): a new object per call, equal to none: guarded by its type and dtype */
-        PyObject *dt = PyObject_GetAttrString(v, "dtype"), *nm = dt ? PyUnicode_FromString("dtype") : NULL;
-        int32_t ds = nm ? em_guard_attr(T->P, slot, nm) : -1;
-        if (ds >= 0 && !em_guard_check(T->P, EMG_TYPE, slot, (PyObject *)tp, 0) &&
-            !em_guard_check(T->P, EMG_EQ, ds, dt, 0))
-            s = em_sym_const(T, v);
-        Py_XDECREF(dt);
-        Py_XDECREF(nm);
+        s = wrap_iinfo(T, v, slot);
     } else if (is_pure(v, 0) || (PySet_CheckExact(v) && pure_set(v))) {
         /* a set of constants is guarded by its contents (the trace never mutates one it read) */
         if (em_guard_check(T->P, EMG_EQ, slot, v, 0) == 0) s = em_sym_const(T, v);
@@ -707,8 +720,7 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
         s = wrap_seq(T, v, slot, st);
     } else if (tp == &PyDict_Type) {
         s = wrap_dict(T, v, slot, st);
-    } else if ((tp == &PyDictKeys_Type || tp == &PyDictValues_Type || tp == &PyDictItems_Type) &&
-               PyDict_CheckExact((PyObject *)((_PyDictViewObject *)v)->dv_dict)) {
+    } else if (is_dict_view(v)) {
         s = wrap_view(T, v, slot, st);
     } else if ((s = em_np_wrap(T, v, slot, st)) || *st != EM_OK) {
         /* a numpy array: an ndarray over the tensor that shares its memory (em_sym_np.c) */
