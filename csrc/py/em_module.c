@@ -186,6 +186,7 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
     if (!known) return NULL;
     Py_XSETREF(em_state.known, known);
     Py_XSETREF(em_state.rules, Py_NewRef(rules));
+    if (!em_state.rerun_memo && !(em_state.rerun_memo = PyDict_New())) return NULL;
     Py_XSETREF(em_state.meta_run, Py_NewRef(helper));
     Py_XSETREF(em_state.warn, Py_NewRef(warn));
     Py_XSETREF(em_state.log, Py_NewRef(log));

@@ -60,6 +60,7 @@ typedef struct {
     PyObject *object_getattribute; /* object.__getattribute__ (a slot wrapper) */
     PyObject *set_grad_enabled, *ctx_enter_fn, *ctx_exit_fn, *ctx_reenter_fn, *grad_restorer;
     PyObject *rerun_safe; /* fn -> bool: a graph call of fn changes nothing beyond its result */
+    PyObject *rerun_memo; /* dict fn -> True: the torch callables rerun_safe said so of */
     PyObject *set_data; /* aten.shallow_copy_data_ (`t.data = v` in the graph), None where torch lacks it */
     PyObject *warnings_off, *warnings_on; /* () -> None: Python warnings ignored while ember traces */
     PyObject *os_environ;   /* os.environ: lookups guarded per key on its _data dict */

@@ -145,9 +145,21 @@ int em_trace_rerun_ok(EmTracer *T) {
         const EmNode *n = &G->nodes.data[r];
         if (n->op != EMOP_CALL) continue;
         if (T->state_ops && (PyObject *)G->consts.data[n->fn].obj == em_state.set_grad_enabled) continue;
-        PyObject *ok = PyObject_CallOneArg(em_state.rerun_safe, (PyObject *)G->consts.data[n->fn].obj);
-        int t = ok ? PyObject_IsTrue(ok) : -1;
-        Py_XDECREF(ok);
+        PyObject *f = (PyObject *)G->consts.data[n->fn].obj;
+        PyObject *ok = em_state.rerun_memo ? PyDict_GetItemWithError(em_state.rerun_memo, f) : NULL; /* borrowed */
+        int t;
+        if (ok) {
+            t = PyObject_IsTrue(ok);
+        } else {
+            PyErr_Clear(); /* unhashable: asked each time */
+            if (!(ok = PyObject_CallOneArg(em_state.rerun_safe, f))) return -1;
+            t = PyObject_IsTrue(ok);
+            /* torch's callables, which live as long as the program (a user's may not) */
+            if (t == 1 && em_state.rerun_memo && PyDict_GET_SIZE(em_state.rerun_memo) < 4096 &&
+                PyDict_SetItem(em_state.rerun_memo, f, ok))
+                PyErr_Clear();
+            Py_DECREF(ok);
+        }
         if (t <= 0) return t;
     }
     return 1;
