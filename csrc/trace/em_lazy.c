@@ -364,10 +364,35 @@ static EmStatus islice_next(EmTracer *T, EmLazy *L, EmSym **v) {
     return EM_OK;
 }
 
-/* The next item of a MAP, FILTER, ZIP, ENUM, COUNT, CHAIN or ISLICE iterator in *v (NULL: at its end). */
+EmStatus em_lazy_next_of(EmTracer *T, EmSym *obj, EmSym **out) {
+    EmSym *it = new_lazy_iter(T, EM_LAZY_NEXT, (PyObject *)Py_TYPE(obj->obj));
+    if (!it) return EM_ERR;
+    it->lazy->fn = obj;
+    *out = it;
+    return EM_OK;
+}
+
+EmSym *em_lazy_next_obj(const EmSym *it) {
+    const EmLazy *L = it->lazy;
+    return L && L->kind == EM_LAZY_NEXT && !L->done && it->pos == it->items.len ? L->fn : NULL;
+}
+
+/* obj.__next__() traced: its value, or *v NULL at the StopIteration it raises. */
+static EmStatus next_dunder(EmTracer *T, EmSym *obj, EmSym **v) {
+    EmStatus st = em_call_dunder(T, obj, "__next__", NULL, 0, v);
+    if (st == EM_ABORT && T->exc && PyErr_GivenExceptionMatches(T->exc, PyExc_StopIteration)) {
+        Py_CLEAR(T->exc);
+        *v = NULL;
+        return EM_OK;
+    }
+    return st;
+}
+
+/* The next item of a MAP, FILTER, ZIP, ENUM, COUNT, CHAIN, ISLICE or NEXT iterator in *v (NULL: at its end). */
 static EmStatus lazy_next(EmTracer *T, EmLazy *L, EmSym **v) {
     EmSym *items[9];
     *v = NULL;
+    if (L->kind == EM_LAZY_NEXT) return next_dunder(T, L->fn, v);
     if (L->kind == EM_LAZY_ISLICE) return islice_next(T, L, v);
     for (; L->kind == EM_LAZY_CHAIN && L->cur < L->nsrc; L->cur++) {
         EmStatus st = em_iter_take(T, L->srcs[L->cur], v);

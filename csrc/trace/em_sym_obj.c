@@ -43,8 +43,14 @@ static EmStatus obj_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
         EmSym *r = NULL;
         EmStatus st = em_call_dunder(T, s, "__iter__", NULL, 0, &r);
         if (st != EM_OK) return st;
-        if (r == s || r->kind == SYM_OBJ || r->kind == SYM_NEW)
-            return em_trace_fail(T, EMA_VALUE, "iteration over %s (its __iter__ returns an object)", tp->tp_name);
+        if (r == s || r->kind == SYM_OBJ || r->kind == SYM_NEW) { /* an iterator object: stepped to its end */
+            PyObject *nx = _PyType_Lookup(Py_TYPE(r->obj), EM_STR(dunder_next));
+            if (!nx || !PyFunction_Check(nx))
+                return em_trace_fail(T, EMA_VALUE, "iteration over %s (its __iter__ returns an object)", tp->tp_name);
+            EmSym *it = NULL;
+            if ((st = em_lazy_next_of(T, r, &it)) != EM_OK) return st;
+            r = it;
+        }
         return em_seq_items(T, r, tmp_out);
     }
     EmSym *items = em_sym_new(T, SYM_TUPLE);
@@ -64,6 +70,25 @@ static EmStatus obj_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
     }
     *tmp_out = items;
     return EM_OK;
+}
+
+/* iter() of a user object (made while tracing, or an opaque input): its class's own __iter__,
+ * traced; an object it returns that has a Python __next__ is stepped lazily (em_lazy_next_of),
+ * interleaved with the loop as in Python. Anything else: its items (em_iter_over). */
+static EmStatus obj_iter(EmTracer *T, EmSym *s, EmSym **out) {
+    int user = s->kind == SYM_NEW ? 1 : obj_is_opaque_input(s);
+    if (user < 0) return EM_ERR;
+    PyObject *it_fn = user ? _PyType_Lookup(Py_TYPE(s->obj), EM_STR(dunder_iter)) : NULL;
+    if (!it_fn || !PyFunction_Check(it_fn)) return em_iter_over(T, s, 0, out);
+    EmSym *r = NULL;
+    EmStatus st = em_call_dunder(T, s, "__iter__", NULL, 0, &r);
+    if (st != EM_OK) return st;
+    if (r->kind != SYM_OBJ && r->kind != SYM_NEW) return em_iter_of(T, r, out);
+    PyObject *nx = _PyType_Lookup(Py_TYPE(r->obj), EM_STR(dunder_next));
+    if (!nx || !PyFunction_Check(nx))
+        return em_trace_fail(T, EMA_VALUE, "iteration over %s (its __iter__ returns an object)",
+                             Py_TYPE(s->obj)->tp_name);
+    return em_lazy_next_of(T, r, out);
 }
 
 /* ---- objects (OBJ) ---- */
@@ -165,6 +190,7 @@ const EmSymOps em_obj_ops = {
     .contains = obj_contains,
     .truth = obj_truth,
     .items = obj_items_of,
+    .iter = obj_iter,
     .iter_type = obj_iter_type,
     .method = em_frame_dict_method,
     .call = em_obj_call,
@@ -181,13 +207,23 @@ static EmStatus new_setitem(EmTracer *T, EmSym *c, EmSym *key, EmSym *v) {
     return em_call_dunder(T, c, "__setitem__", kv, 2, &out);
 }
 
+/* `key in c`: its class's __contains__ (the result's truth), else iteration as Python falls back
+ * to: item by item (lazily: an iterator's state is as Python leaves it), `is` then ==. */
 static EmStatus new_contains(EmTracer *T, EmSym *c, EmSym *key, int *found) {
-    EmSym *r = NULL;
-    EmStatus st = em_call_dunder(T, c, "__contains__", &key, 1, &r);
-    if (st != EM_OK) return st;
-    if (r->kind != SYM_CONST || !PyBool_Check(r->obj)) return em_trace_fail(T, EMA_VALUE, "__contains__ result");
-    *found = r->obj == Py_True;
-    return EM_OK;
+    EmSym *r = NULL, *it = NULL;
+    if (_PyType_Lookup(Py_TYPE(c->obj), EM_STR(dunder_contains))) {
+        EmStatus st = em_call_dunder(T, c, "__contains__", &key, 1, &r);
+        return st == EM_OK ? em_sym_truth(T, r, found) : st;
+    }
+    EmStatus st = em_iter_of(T, c, &it);
+    for (*found = 0; st == EM_OK && !*found;) {
+        EmSym *v = NULL, *one = NULL;
+        if ((st = em_iter_next(T, it, &v)) != EM_OK || !v) break;
+        if (!(one = em_sym_new(T, SYM_TUPLE)) || em_vec_push(&one->items, v))
+            return one ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
+        st = em_sym_contains(T, one, key, found);
+    }
+    return st;
 }
 
 /* True without __bool__ and __len__; the contents' truth for a builtin container's subclass. */
@@ -240,6 +276,7 @@ const EmSymOps em_new_ops = {
     .contains = new_contains,
     .truth = new_truth,
     .items = obj_items,
+    .iter = obj_iter,
 };
 
 /* ---- operators of user objects: their classes' dunder methods, as Python dispatches ---- */

@@ -565,6 +565,8 @@ static EmStatus out_iter(EmTracer *T, EmSym *s, int depth) {
         EmSym *fn, **srcs, *call;
         int n;
         if (em_lazy_parts(s, &fn, &srcs, &n)) return out_lazy_map(T, s, fn, srcs, n, depth);
+        EmSym *obj = em_lazy_next_obj(s); /* a user iterator: the object itself, in its state */
+        if (obj) return build_out(T, obj, depth + 1);
         if ((call = em_gen_call(T, s, &fn))) { /* a generator not started: made by its call again */
             if (s->out_at >= 0) return same_out(T, s);
             s->out_at = T->out.len;

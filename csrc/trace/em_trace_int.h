@@ -70,7 +70,8 @@ typedef enum {
     EM_LAZY_COUNT,
     EM_LAZY_CHAIN,
     EM_LAZY_ISLICE,
-    EM_LAZY_STARMAP
+    EM_LAZY_STARMAP,
+    EM_LAZY_NEXT /* a user object's iterator: its class's __next__, traced per item */
 } EmLazyKind;
 typedef struct EmLazy EmLazy;
 /* ctx_state of a CTX sym. */
@@ -533,6 +534,12 @@ int em_lazy_done(const EmSym *it);
 /* A map or filter not at its end whose items made so far were all taken: 1 with its function
  * (NULL: filter(None, ...)) and source iterators, else 0. */
 int em_lazy_parts(const EmSym *it, EmSym **fn, EmSym ***srcs, int *n);
+/* Iteration over user object obj (an instance made while tracing or from the frame) whose class
+ * has a Python __next__: a lazy ITER sym calling it per item (StopIteration ends it). */
+EmStatus em_lazy_next_of(EmTracer *T, EmSym *obj, EmSym **out);
+/* The object a NEXT iterator steps, when every item it made was taken (it can leave the trace
+ * as that object), else NULL. */
+EmSym *em_lazy_next_obj(const EmSym *it);
 /* The exception a generator frame raises for exc (new reference): PEP 479's RuntimeError for
  * a StopIteration, else exc itself. */
 EM_NEW PyObject *em_gen_exc(PyObject *exc);

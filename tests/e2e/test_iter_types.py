@@ -299,3 +299,58 @@ def test_dict_views_leave_the_trace_as_views_of_their_dict(capsys):
     assert list(k) == ["q", "z", "later"]
     assert ember.compile(view_across_a_break)(x) == ["a", "b"]
     assert ember.testing.counters()["aborts"] == 0
+
+
+class _Counter:
+    """A user iterator: its own __iter__ and __next__, state in attributes."""
+
+    def __init__(self, n):
+        self.i = 0
+        self.n = n
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.i >= self.n:
+            raise StopIteration
+        self.i += 1
+        return self.i
+
+
+class _Box:
+    def __init__(self, xs):
+        self.xs = xs
+
+    def __iter__(self):
+        return _Counter(len(self.xs))
+
+
+def _loop_changing_its_iterator(x, it):
+    for v in it:
+        x = x + v
+        it.i += 10  # Python takes the next item after this: the loop ends after one
+    return x, it.i
+
+
+def _user_iterables_consumed(x, box):
+    return x * sum([v for v in box]), list(_Counter(2)), tuple(box), 3 in _Counter(5), sorted(_Counter(3))
+
+
+def _membership_stops_early(x):
+    it = _Counter(5)
+    return x + 1, 2 in it, it.i
+
+
+@pytest.mark.parametrize("fn,make", [
+    (_loop_changing_its_iterator, lambda: (torch.ones(2), _Counter(5))),
+    (_user_iterables_consumed, lambda: (torch.ones(2), _Box([1, 2, 3]))),
+    (_membership_stops_early, lambda: (torch.ones(2),)),
+])
+def test_user_iterators_are_stepped_item_by_item(fn, make):
+    """An object whose __iter__ returns an object with a Python __next__ is stepped one item per
+    loop iteration (interleaved with the body, as Python does); `in` without __contains__
+    iterates until it finds the key. One graph, eager's values and iterator state."""
+    want = fn(*make())
+    got = ember.compile(fn, fullgraph=True)(*make())
+    assert same(got, want), (got, want)
