@@ -947,8 +947,8 @@ EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int stri
  * to collide). */
 int em_set_item_kind(const EmSym *x) {
     if (x->kind == SYM_CONST) return 0;
-    if (x->kind == SYM_TENSOR) return 1;
-    if ((x->kind == SYM_OBJ || x->kind == SYM_NEW) && !PyType_Check(x->obj)) {
+    if (x->kind == SYM_TENSOR || x->kind == SYM_PARTIAL) return 1; /* a partial hashes by identity */
+    if (x->kind == SYM_OBJ || x->kind == SYM_NEW) { /* a class too, unless its metaclass hashes */
         PyTypeObject *tp = Py_TYPE(x->obj);
         return tp->tp_hash == PyBaseObject_Type.tp_hash && tp->tp_richcompare == PyBaseObject_Type.tp_richcompare ? 1
                                                                                                                   : -1;

@@ -1262,7 +1262,11 @@ int em_identity_key(PyObject *k) {
 
 int em_key_by_id(const EmSym *key) { return key->kind == SYM_OBJ && key->by_id == 1 && em_identity_key(key->obj); }
 
-int em_key_of_frame(const EmSym *key) { return key->kind == SYM_TENSOR && key->src >= 0 && key->spec; }
+int em_key_of_frame(const EmSym *key) {
+    if (key->kind == SYM_TENSOR) return key->src >= 0 && key->spec;
+    /* an instance of the frame hashed by identity (guarded by its type only): looked up as itself */
+    return key->kind == SYM_OBJ && key->src >= 0 && !key->by_id && !PyType_Check(key->obj) && em_identity_key(key->obj);
+}
 
 EmStatus em_lazy_dict_get_keyed(EmTracer *T, EmSym *d, EmSym *key, int *found, EmSym **out) {
     *found = 0;
@@ -1271,7 +1275,7 @@ EmStatus em_lazy_dict_get_keyed(EmTracer *T, EmSym *d, EmSym *key, int *found, E
         return em_trace_fail(T, EMA_VALUE, "lookup in %s by %s", em_sym_describe(d), em_sym_describe(key));
     if (!PyDict_CheckExact(d->obj) && em_guard_check(T->P, EMG_TYPE, d->src, (PyObject *)Py_TYPE(d->obj), 0))
         return EM_ERR;
-    PyObject *v = PyDict_GetItemWithError(d->obj, key->spec);
+    PyObject *v = PyDict_GetItemWithError(d->obj, key->kind == SYM_TENSOR ? key->spec : key->obj);
     if (!v) {
         if (PyErr_Occurred()) return EM_ERR;
         return em_guard_check(T->P, EMG_ABSENT_KEYED, d->src, NULL, key->src) ? EM_ERR : EM_OK;

@@ -2099,3 +2099,41 @@ def test_dict_views_passed_to_the_frame_are_views_of_its_dict():
         assert_same(got, want)
         assert got_d == want_d
     assert ember.testing.counters()["aborts"] == 0
+
+
+_REGISTRY = {}
+
+
+class _Handle:
+    pass
+
+
+def registry_lookup(a, x):
+    _REGISTRY[a]["foo"] = x
+    return x + 1, a in _REGISTRY, _REGISTRY.get(a) is _REGISTRY[a]
+
+
+def test_a_frame_dict_looked_up_by_an_instance_of_the_frame():
+    """A global dict keyed by objects that hash by identity, looked up by an argument: the key
+    is the argument's own slot (guarded present or absent), per call."""
+    cf = ember.compile(registry_lookup, fullgraph=True)
+    for _ in range(2):
+        a = _Handle()
+        _REGISTRY[a] = {}
+        x = randn(2)
+        assert_same(cf(a, x), (x + 1, True, True))
+        assert _REGISTRY[a]["foo"] is x
+    assert ember.testing.counters()["frames"] == 1
+
+
+def classes_and_partials_as_keys(x):
+    import functools
+
+    d = {float: x * 2, int: x * 3}
+    gn = functools.partial(torch.add, other=1)
+    e = {gn: 5}
+    return d[float] + d[int], d, x * e[gn], gn in {gn}, len(e)
+
+
+def test_classes_and_partials_are_keys_by_identity():
+    exact_graph(classes_and_partials_as_keys, randn(2))
