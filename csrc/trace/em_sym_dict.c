@@ -97,10 +97,44 @@ static EM_NEW PyObject *dict_value(EmSym *d) {
     return r;
 }
 
+/* dict a == dict b as CPython compares them: lengths, then a's items in order, each key looked
+ * up in b and the values compared `is`, then == (constants only: a pair of distinct non-constant
+ * values, tensors, leaves it undecided: CALL_NEXT); two OrderedDicts equal as dicts then compare
+ * their keys' order. Constant keys only. */
+static EmStatus dict_equal(EmSym *a, EmSym *b, int *eq) {
+    if (a->kind != SYM_DICT || b->kind != SYM_DICT || em_dict_has_tokens(a) || em_dict_has_tokens(b)) return CALL_NEXT;
+    *eq = a->keys.len == b->keys.len;
+    for (int32_t i = 0; *eq && i < a->keys.len; i++) {
+        int32_t j = -1;
+        for (int32_t k = 0; j < 0 && k < b->keys.len; k++) {
+            int r = PyObject_RichCompareBool(a->keys.data[i], b->keys.data[k], Py_EQ);
+            if (r < 0) return PyErr_Clear(), CALL_NEXT;
+            if (r) j = k;
+        }
+        if (j < 0) return (*eq = 0), EM_OK;
+        EmSym *x = a->items.data[i], *y = b->items.data[j];
+        if (x == y) continue;
+        if (x->kind != SYM_CONST || y->kind != SYM_CONST) return CALL_NEXT;
+        int r = PyObject_RichCompareBool(x->obj, y->obj, Py_EQ);
+        if (r < 0) return PyErr_Clear(), CALL_NEXT;
+        *eq = r;
+    }
+    int od = a->seq_type == EM_KNOWN(OrderedDict) && b->seq_type == EM_KNOWN(OrderedDict);
+    for (int32_t i = 0; *eq && od && i < a->keys.len; i++) {
+        int r = PyObject_RichCompareBool(a->keys.data[i], b->keys.data[i], Py_EQ);
+        if (r < 0) return PyErr_Clear(), CALL_NEXT;
+        *eq = r;
+    }
+    return EM_OK;
+}
+
 static EmStatus dict_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out) {
     PyTypeObject *tb = em_sym_known_type(b);
     if ((op == EMOP_EQ || op == EMOP_NE) && tb && !PyType_IsSubtype(tb, &PyDict_Type))
         return (*out = em_sym_const(T, op == EMOP_NE ? Py_True : Py_False)) ? EM_OK : EM_ERR; /* never equal */
+    int eq = 0;
+    if ((op == EMOP_EQ || op == EMOP_NE) && dict_equal(a, b, &eq) == EM_OK)
+        return (*out = em_sym_const(T, eq == (op == EMOP_EQ) ? Py_True : Py_False)) ? EM_OK : EM_ERR;
     if (op == EMOP_EQ || op == EMOP_NE) { /* on known values: a tensor value is not one */
         PyObject *va = dict_value(a), *vb = va ? dict_value(b) : NULL;
         PyObject *r = vb ? PyObject_RichCompare(va, vb, op == EMOP_EQ ? Py_EQ : Py_NE) : NULL;

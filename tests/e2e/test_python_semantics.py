@@ -2137,3 +2137,16 @@ def classes_and_partials_as_keys(x):
 
 def test_classes_and_partials_are_keys_by_identity():
     exact_graph(classes_and_partials_as_keys, randn(2))
+
+
+def dicts_compared_item_by_item(x, y):
+    od = collections.OrderedDict
+    a, b = {"a": x, "b": 1}, {"b": 1, "a": x}
+    return (a == b, a != {"a": x}, od(a) == od(b), od(a) == b, {"a": x, "b": 2} == {"a": y, "b": 3, "c": 1},
+            {"k": x} == {"j": x}, {"a": 1, "b": x} == {"a": 2, "b": y})
+
+
+def test_dicts_of_the_same_tensors_compare_without_reading_them():
+    """Lengths, then each key's values `is`-or-==, stopping at the first difference, as CPython;
+    OrderedDicts compare their order too."""
+    exact_graph(dicts_compared_item_by_item, randn(1), randn(1, seed=1))
