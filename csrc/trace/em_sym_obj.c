@@ -215,6 +215,9 @@ static EmStatus new_contains(EmTracer *T, EmSym *c, EmSym *key, int *found) {
         EmStatus st = em_call_dunder(T, c, "__contains__", &key, 1, &r);
         return st == EM_OK ? em_sym_truth(T, r, found) : st;
     }
+    PyTypeObject *tp = Py_TYPE(c->obj);
+    if (!_PyType_Lookup(tp, EM_STR(dunder_iter)) && !_PyType_Lookup(tp, EM_STR(dunder_getitem)))
+        return em_trace_raise_msg(T, PyExc_TypeError, "argument of type '%s' is not iterable", tp->tp_name);
     EmStatus st = em_iter_of(T, c, &it);
     for (*found = 0; st == EM_OK && !*found;) {
         EmSym *v = NULL, *one = NULL;

@@ -354,3 +354,21 @@ def test_user_iterators_are_stepped_item_by_item(fn, make):
     want = fn(*make())
     got = ember.compile(fn, fullgraph=True)(*make())
     assert same(got, want), (got, want)
+
+
+class _Plain:
+    pass
+
+
+def _in_a_plain_object(x):
+    try:
+        r = 1 in _Plain()
+    except TypeError as e:
+        r = str(e)
+    return x + 1, r
+
+
+def test_in_on_an_object_that_is_not_iterable_raises_pythons_typeerror():
+    want = _in_a_plain_object(torch.ones(2))
+    got = ember.compile(_in_a_plain_object, fullgraph=True)(torch.ones(2))
+    assert same(got, want), (got, want)
