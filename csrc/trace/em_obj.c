@@ -374,6 +374,16 @@ EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObjec
     return EM_OK;
 }
 
+EmSym *em_global_stored(EmTracer *T, PyObject *gdict, PyObject *name) {
+    for (int32_t i = T->stores.len - 3; i >= 0; i -= 3) {
+        PyObject *o = T->stores.data[i]->obj;
+        if ((o == gdict || (o && PyModule_Check(o) && PyModule_GetDict(o) == gdict)) &&
+            PyUnicode_Compare(T->stores.data[i + 1]->obj, name) == 0)
+            return T->stores.data[i + 2];
+    }
+    return NULL;
+}
+
 EmSym *em_obj_stored(EmTracer *T, EmSym *base, PyObject *name) {
     for (int32_t i = T->stores.len - 3; i >= 0; i -= 3)
         if (T->stores.data[i] == base && PyUnicode_Compare(T->stores.data[i + 1]->obj, name) == 0)

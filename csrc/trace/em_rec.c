@@ -248,7 +248,7 @@ EmStatus h_store_global(EmTracer *T, const EmInstr *in) {
 EmStatus h_load_global(EmTracer *T, const EmInstr *in) {
     PyObject *name = PyTuple_GET_ITEM(T->code->co_names, in->arg >> 1);
     if ((in->arg & 1) && em_push(T, em_sym_null(T)) != EM_OK) return EM_ERR;
-    EmSym *g = T->stores.len ? globals_stored(T) : NULL, *stored = g ? em_obj_stored(T, g, name) : NULL;
+    EmSym *stored = T->stores.len ? em_global_stored(T, T->globals, name) : NULL;
     if (stored) return em_push(T, stored);
     PyObject *v = PyDict_GetItemWithError(T->globals, name);
     if (!v && !PyErr_Occurred() && PyDict_Check(T->builtins)) v = PyDict_GetItemWithError(T->builtins, name);

@@ -1803,6 +1803,9 @@ static EmStatus module_getattr(EmTracer *T, PyObject *o, PyObject *name, const c
  * modules (ember/_rules.py trusted_module; README limitations) and those that say
  * __ember_trusted__. */
 static EmStatus module_attr(EmTracer *T, EmSym *base, PyObject *name, const char *n, EmSym **out) {
+    /* stored earlier in this trace: as a global of the module's functions, or as its attribute */
+    EmSym *stored = T->stores.len ? em_global_stored(T, PyModule_GetDict(base->obj), name) : NULL;
+    if (stored) return (*out = stored), EM_OK;
     PyObject *o = base->obj, *v = PyDict_GetItemWithError(PyModule_GetDict(o), name);
     if (!v) return PyErr_Occurred() ? EM_ERR : module_getattr(T, o, name, n, out);
     if (base->src >= 0 && !PyObject_HasAttrString(o, "__ember_trusted__")) {

@@ -555,6 +555,9 @@ EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v);
 /* 1 when graph nodes from `from` on change a value in place (in-place operators, item stores,
  * torch's trailing-underscore methods, out= arguments) (em_inline.c). */
 int em_graph_mutated(EmGraph *G, int32_t from);
+/* The value the trace last stored as global `name` of the module whose dict is gdict (a global
+ * store in a function of that module, or an attribute store on the module), or NULL (em_obj.c). */
+EmSym *em_global_stored(EmTracer *T, PyObject *gdict, PyObject *name);
 /* Module o's class has its own `name` method: a Python function from outside torch.nn (whose
  * containers' ModuleList.__len__ and such are read from their members) (em_call.c). */
 int em_module_own_dunder(PyObject *o, PyObject *name);

@@ -2150,3 +2150,32 @@ def test_dicts_of_the_same_tensors_compare_without_reading_them():
     """Lengths, then each key's values `is`-or-==, stopping at the first difference, as CPython;
     OrderedDicts compare their order too."""
     exact_graph(dicts_compared_item_by_item, randn(1), randn(1, seed=1))
+
+
+counter = 0  # the same name as _globals_mod's global: each module's own
+
+
+def globals_of_two_modules(x):
+    from tests.e2e import _globals_mod as other
+
+    global counter
+    counter += 1
+    a = other.bump(x)  # stores the other module's `counter`
+    return x * a * (counter + other.counter), other.counter
+
+
+def test_global_stores_of_another_module_are_read_back_as_its_attributes():
+    """A global store in a function of another module is read back through that module's
+    attribute, as the trace stored it (it read the module's dict as the call found it: a wrong
+    result, found by TorchDynamo's test_globals_change_in_other_file). One graph."""
+    global counter
+    from tests.e2e import _globals_mod as other
+
+    results = []
+    for compiled in (False, True):
+        counter = other.counter = 0
+        fn = ember.compile(globals_of_two_modules) if compiled else globals_of_two_modules
+        results.append((fn(randn(2)), counter, other.counter))
+    assert_same(results[1], results[0])
+    c = ember.testing.counters()
+    assert (c["graphs"], c["breaks"], c["aborts"]) == (1, 0, 0), c
