@@ -384,10 +384,32 @@ EmSym *em_global_stored(EmTracer *T, PyObject *gdict, PyObject *name) {
     return NULL;
 }
 
+/* An instance of the frame with an instance dict (not a class or module): its dict, else NULL. */
+static PyObject *frame_instance_dict(const EmSym *s) {
+    return s->kind == SYM_OBJ && s->src >= 0 && s->obj && !PyType_Check(s->obj) && !PyModule_Check(s->obj)
+               ? em_obj_dict(s->obj)
+               : NULL;
+}
+
+/* Whether instances a and b of the frame share their instance dict (torch.fx's AttrProxy shares
+ * its module's __dict__), guarded either way: 1, 0, or -1 with an exception. */
+static int same_instance_dict(EmTracer *T, EmSym *a, EmSym *b) {
+    int32_t da = em_guard_attr(T->P, a->src, EM_STR(dunder_dict));
+    int32_t db = da < 0 ? -1 : em_guard_attr(T->P, b->src, EM_STR(dunder_dict));
+    if (db < 0) return -1;
+    int same = em_obj_dict(a->obj) == em_obj_dict(b->obj);
+    return em_guard_check(T->P, same ? EMG_SAME : EMG_DISTINCT, da, NULL, db) ? -1 : same;
+}
+
 EmSym *em_obj_stored(EmTracer *T, EmSym *base, PyObject *name) {
-    for (int32_t i = T->stores.len - 3; i >= 0; i -= 3)
-        if (T->stores.data[i] == base && PyUnicode_Compare(T->stores.data[i + 1]->obj, name) == 0)
-            return T->stores.data[i + 2];
+    PyObject *d = frame_instance_dict(base);
+    for (int32_t i = T->stores.len - 3; i >= 0; i -= 3) {
+        EmSym *b = T->stores.data[i];
+        if (PyUnicode_Compare(T->stores.data[i + 1]->obj, name) != 0) continue;
+        if (b == base) return T->stores.data[i + 2];
+        /* a store into another instance's dict that may be this one's (guarded so) */
+        if (d && frame_instance_dict(b) && same_instance_dict(T, base, b) == 1) return T->stores.data[i + 2];
+    }
     return NULL;
 }
 

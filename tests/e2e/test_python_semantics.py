@@ -2179,3 +2179,34 @@ def test_global_stores_of_another_module_are_read_back_as_its_attributes():
     assert_same(results[1], results[0])
     c = ember.testing.counters()
     assert (c["graphs"], c["breaks"], c["aborts"]) == (1, 0, 0), c
+
+
+class _Slotless:
+    pass
+
+
+def store_then_read_another(a, b, x):
+    a.value = x
+    return b.value + 1
+
+
+def test_objects_sharing_an_instance_dict_see_each_others_stores():
+    """torch.fx's AttrProxy shares its module's __dict__: a store through one object is read
+    through the other; whether two objects share it is guarded, so an entry made for distinct
+    objects never serves a shared pair, nor the reverse (found by TorchDynamo's
+    test_attr_proxy_cross_scope_reuse_guard)."""
+    cf = ember.compile(store_then_read_another)
+
+    def pair(shared):
+        a, b = _Slotless(), _Slotless()
+        a.value, b.value = torch.tensor(-1.0), torch.tensor(7.0)
+        if shared:
+            b.__dict__ = a.__dict__
+        return a, b
+
+    for shared in (True, False, True, False):
+        ea, eb = pair(shared)
+        ca, cb = pair(shared)
+        x = torch.tensor(2.0)
+        assert_same(cf(ca, cb, x), store_then_read_another(ea, eb, x))
+        assert_same((ca.value, cb.value), (ea.value, eb.value))
