@@ -702,6 +702,22 @@ EmStatus em_mapping_as_dict(EmTracer *T, EmSym *m, EmSym **out) {
     return EM_OK;
 }
 
+/* Item i of dict()'s or update()'s iterable that is not a (key, value) pair: CPython's error for
+ * the first item (for a later one, update() would have stored the ones before: the trace fails);
+ * a number or None is no sequence (TypeError), a tuple or list of another length a ValueError. */
+static EmStatus bad_pair(EmTracer *T, EmSym *p, int32_t i) {
+    int seq = p->kind == SYM_TUPLE || p->kind == SYM_LIST;
+    int num = p->kind == SYM_CONST && (PyLong_Check(p->obj) || PyFloat_Check(p->obj) || p->obj == Py_None);
+    if (i == 0 && seq)
+        return em_trace_raise_msg(T, PyExc_ValueError,
+                                  "dictionary update sequence element #0 has length %zd; 2 is required",
+                                  (Py_ssize_t)p->items.len);
+    if (i == 0 && num)
+        return em_trace_raise_msg(T, PyExc_TypeError,
+                                  "cannot convert dictionary update sequence element #0 to a sequence");
+    return em_trace_fail(T, EMA_VALUE, "dict() of an item that is not a (key, value) pair");
+}
+
 /* dict(src, **kw) made while tracing: src a dict sym or an iterable of (key, value) pairs
  * with constant keys; then the keywords. */
 EmStatus em_make_dict(EmTracer *T, EmSym *src, EmSym **kwvals, PyObject *kwnames, EmSym **out) {
@@ -717,8 +733,7 @@ EmStatus em_make_dict(EmTracer *T, EmSym *src, EmSym **kwvals, PyObject *kwnames
         for (int32_t i = 0; st == EM_OK && i < pairs->items.len; i++) {
             EmSym *p = pairs->items.data[i];
             if (p->kind == SYM_CONST && PyTuple_CheckExact(p->obj) && (st = em_seq_items(T, p, &p)) != EM_OK) return st;
-            if ((p->kind != SYM_TUPLE && p->kind != SYM_LIST) || p->items.len != 2)
-                return em_trace_fail(T, EMA_VALUE, "dict() of an item that is not a (key, value) pair");
+            if ((p->kind != SYM_TUPLE && p->kind != SYM_LIST) || p->items.len != 2) return bad_pair(T, p, i);
             PyObject *key;
             if (em_dict_key(T, d, p->items.data[0], 1, &key, &st) < 0) return st;
             st = em_dict_set(d, key, p->items.data[1]);

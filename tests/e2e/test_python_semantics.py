@@ -2210,3 +2210,23 @@ def test_objects_sharing_an_instance_dict_see_each_others_stores():
         x = torch.tensor(2.0)
         assert_same(cf(ca, cb, x), store_then_read_another(ea, eb, x))
         assert_same((ca.value, cb.value), (ea.value, eb.value))
+
+
+def dict_from_bad_pairs(x):
+    out = []
+    for a in ([(1, 2, 3)], [1], [[1]], [(1, x)], [["k", 2]]):
+        try:
+            d = {}
+            d.update(a)
+            out.append(len(d))
+        except (ValueError, TypeError) as e:
+            out.append((type(e).__name__, str(e)))
+        try:
+            out.append(len(dict(a)))
+        except (ValueError, TypeError) as e:
+            out.append((type(e).__name__, str(e)))
+    return x + 1, out
+
+
+def test_dict_of_items_that_are_not_pairs_raises_cpythons_error():
+    exact_graph(dict_from_bad_pairs, randn(1))
