@@ -2060,12 +2060,15 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         EmStatus st = exc_with_traceback(T, f, self, all, n, out);
         if (st != CALL_NEXT) return st;
     }
-    if (self && kwnames && (self->kind == SYM_DICT || self->kind == SYM_OBJ) && Py_IS_TYPE(f, &PyMethodDescr_Type) &&
-        (PyDescr_TYPE(f) == &PyDict_Type || PyDescr_TYPE(f) == &PyODict_Type) &&
-        !PyUnicode_CompareWithASCIIString(PyDescr_NAME(f), "update")) { /* d.update(k=v) */
-        EmSym *d = self;
-        EmStatus st = self->kind == SYM_OBJ ? em_frame_dict_items_rw(T, self, 1, &d) : EM_OK;
-        if (st != CALL_NEXT) return st == EM_OK ? em_dict_update(T, d, args, nargs, kwnames, out) : st;
+    EmSym *us = self ? self : n >= 1 ? all[0] : NULL; /* d.update(k=v), dict.update(d, k=v) */
+    if (us && kwnames && (us->kind == SYM_DICT || us->kind == SYM_OBJ) && Py_IS_TYPE(f, &PyMethodDescr_Type) &&
+        (PyDescr_TYPE(f) == &PyDict_Type || PyDescr_TYPE(f) == &PyODict_Type) && em_sym_known_type(us) &&
+        PyType_IsSubtype(em_sym_known_type(us), PyDescr_TYPE(f)) &&
+        !PyUnicode_CompareWithASCIIString(PyDescr_NAME(f), "update")) {
+        EmSym *d = us;
+        EmStatus st = us->kind == SYM_OBJ ? em_frame_dict_items_rw(T, us, 1, &d) : EM_OK;
+        if (st != CALL_NEXT)
+            return st == EM_OK ? em_dict_update(T, d, self ? args : all + 1, self ? nargs : n - 1, kwnames, out) : st;
     }
     if (!self && PyCFunction_Check(f)) {
         EmStatus st = em_obj_base_new(T, f, all, n, kwnames, out);

@@ -2230,3 +2230,17 @@ def dict_from_bad_pairs(x):
 
 def test_dict_of_items_that_are_not_pairs_raises_cpythons_error():
     exact_graph(dict_from_bad_pairs, randn(1))
+
+
+def dict_updates_with_keywords(x):
+    d = {"a": 1}
+    d.update(f=7, g=8)
+    dict.update(d, h=9)
+    od = collections.OrderedDict(a=1)
+    od.update({"b": 2}, c=3)
+    collections.OrderedDict.update(od, e=5)
+    return x + 1, d, od
+
+
+def test_dict_update_with_keywords_bound_or_not():
+    exact_graph(dict_updates_with_keywords, randn(1))
