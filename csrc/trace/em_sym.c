@@ -2007,6 +2007,15 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
         return *out ? EM_OK : st;
     }
     if (!descr && getattr_hook) return inline_attr_hook(T, getattr_hook, base, name, out);
+    if (!descr && em_is_module(o)) { /* a module class's own __getattr__ (nn.Module's reads the tables) */
+        PyObject *ga = _PyType_Lookup(tp, EM_STR(dunder_getattr));
+        if (ga && PyFunction_Check(ga) &&
+            ga != _PyType_Lookup((PyTypeObject *)em_state.nn_module_type, EM_STR(dunder_getattr))) {
+            int absent = attr_absent(T, base, name, 1);
+            if (absent < 0) return EM_ERR;
+            if (absent) return inline_attr_hook(T, ga, base, name, out);
+        }
+    }
     if (!descr) return attr_not_found(T, base, name, n);
     if (Py_TYPE(descr)->tp_descr_get) return class_attr(T, base, tp, descr, n, method, out, self);
     /* a plain class attribute: guard its value through a generic getattr */

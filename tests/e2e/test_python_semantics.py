@@ -2244,3 +2244,35 @@ def dict_updates_with_keywords(x):
 
 def test_dict_update_with_keywords_bound_or_not():
     exact_graph(dict_updates_with_keywords, randn(1))
+
+
+class _GetattrModule(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_parameter("a", torch.nn.Parameter(torch.ones(4) * 2))
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)  # nn.Module's: parameters, buffers, submodules
+        except AttributeError:
+            if name == "a_copy":
+                return self.a
+            raise
+
+    def forward(self, x):
+        r = x * self.a * self.a_copy
+        try:
+            self.missing
+        except AttributeError as e:
+            return r + 1, str(e)
+        return r, ""
+
+
+def test_a_module_class_with_its_own_getattr():
+    """A name the module's dict and tables lack (guarded absent) goes to its class's own
+    __getattr__, traced (nn.Module.__getattr__ inside it raises AttributeError as eager)."""
+    m = _GetattrModule()
+    x = randn(4)
+    want = m(x)
+    got = ember.compile(m, fullgraph=True)(x)
+    assert_same(got, want)
