@@ -431,17 +431,10 @@ def grad_restorer(mode):
 _RERUN_UNSAFE = re.compile(r"rand|dropout|bernoulli|multinomial|^normal|log_normal|poisson|uniform|"
                            r"exponential|cauchy|geometric|gumbel|rrelu|shuffle|seed|backward|"
                            r"scaled_dot_product|attention|hook|^grad|grad$|cuda|stream|event|synchronize")
-_RERUN_SAFE = {}
-
-
 def rerun_safe(fn):
     """Whether a graph call of fn changes nothing outside its result (no random stream drawn,
     no state changed), so that a graph made of such calls that raised may run its frame again
     as plain Python. Unknown callables (not torch's) are not."""
-    try:
-        return _RERUN_SAFE[fn]
-    except (KeyError, TypeError):
-        pass
     name = getattr(fn, "__name__", None)
     owner = getattr(fn, "__objclass__", None)
     mod = getattr(owner if owner is not None else fn, "__module__", None)
@@ -449,11 +442,7 @@ def rerun_safe(fn):
           and not isinstance(fn, (torch._ops.OpOverload, torch._ops.OpOverloadPacket,
                                   torch._ops.HigherOrderOperator))
           and not _RERUN_UNSAFE.search(name.lower()))
-    try:
-        _RERUN_SAFE[fn] = ok
-    except TypeError:
-        pass
-    return ok
+    return ok  # memoized in C for torch's callables (a user's may die: not held here)
 
 
 def imported(name, globals_, fromlist, level):

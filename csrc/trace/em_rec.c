@@ -7,8 +7,6 @@
 
 #include "../pyver/em_state.h"
 
-static PyObject *op_fn(EmOp op) { return PyTuple_GET_ITEM(em_state.op_fns, op); }
-
 /* ---- stack ---- */
 
 EmStatus h_nop(EmTracer *T, const EmInstr *in) {
@@ -322,21 +320,21 @@ static EmOp nb_op(int arg) {
 
 EmStatus em_apply_op(EmTracer *T, EmOp op, EmSym **args, int n, EmSym **out) {
     for (int i = 0; i < n; i++)
-        if (args[i]->kind == SYM_NDARRAY) return em_np_op(T, op, op_fn(op), args, n, out);
+        if (args[i]->kind == SYM_NDARRAY) return em_np_op(T, op, em_op_fn(op), args, n, out);
     int tens = 0; /* a tuple or list holding tensors is still a sequence: (x, 1) + (2,) concatenates */
     for (int i = 0; i < n; i++)
         tens |= args[i]->kind != SYM_TUPLE && args[i]->kind != SYM_LIST && em_sym_has_tensor(args[i]);
-    if (tens) return em_op_record(T, op, NULL, args, n, NULL, op_fn(op), out);
-    if (n == 2) return em_sym_binop(T, op, op_fn(op), args[0], args[1], out);
-    return n == 1 ? em_sym_unop(T, op, op_fn(op), args[0], out) : em_sym_eval(T, op_fn(op), args, n, out);
+    if (tens) return em_op_record(T, op, NULL, args, n, NULL, em_op_fn(op), out);
+    if (n == 2) return em_sym_binop(T, op, em_op_fn(op), args[0], args[1], out);
+    return n == 1 ? em_sym_unop(T, op, em_op_fn(op), args[0], out) : em_sym_eval(T, em_op_fn(op), args, n, out);
 }
 
 EmStatus em_operator_call(EmTracer *T, PyObject *f, EmSym **args, int n, PyObject *kwnames, EmSym **out) {
     if (kwnames || !PyCFunction_Check(f) || n < 1 || n > 2) return CALL_NEXT;
-    PyObject *add = op_fn(EMOP_ADD); /* a function of the operator module: bound to that module */
+    PyObject *add = em_op_fn(EMOP_ADD); /* a function of the operator module: bound to that module */
     if (!PyCFunction_Check(add) || PyCFunction_GET_SELF(f) != PyCFunction_GET_SELF(add)) return CALL_NEXT;
     for (int op = 0; op < EMOP__COUNT; op++) {
-        if (op_fn((EmOp)op) != f) continue;
+        if (em_op_fn((EmOp)op) != f) continue;
         int unary = op == EMOP_NEG || op == EMOP_POS || op == EMOP_INVERT;
         int binary = op_nb[op] >= 0 || (op >= EMOP_LT && op <= EMOP_GE);
         return (unary && n == 1) || (binary && n == 2) ? em_apply_op(T, (EmOp)op, args, n, out) : CALL_NEXT;

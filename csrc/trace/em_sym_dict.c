@@ -112,12 +112,7 @@ static EmStatus dict_equal(EmSym *a, EmSym *b, int *eq) {
             if (r) j = k;
         }
         if (j < 0) return (*eq = 0), EM_OK;
-        EmSym *x = a->items.data[i], *y = b->items.data[j];
-        if (x == y) continue;
-        if (x->kind != SYM_CONST || y->kind != SYM_CONST) return CALL_NEXT;
-        int r = PyObject_RichCompareBool(x->obj, y->obj, Py_EQ);
-        if (r < 0) return PyErr_Clear(), CALL_NEXT;
-        *eq = r;
+        if (em_sym_items_eq(a->items.data[i], b->items.data[j], eq) != EM_OK) return CALL_NEXT;
     }
     int od = a->seq_type == EM_KNOWN(OrderedDict) && b->seq_type == EM_KNOWN(OrderedDict);
     for (int32_t i = 0; *eq && od && i < a->keys.len; i++) {

@@ -66,8 +66,6 @@ int32_t em_float_arg(EmTracer *T, EmSym *s, EmStatus *st) {
 
 /* ---- the kind's operations ---- */
 
-static PyObject *op_fn(EmOp op) { return PyTuple_GET_ITEM(em_state.op_fns, op); }
-
 _Static_assert(EMOP_POW - EMOP_ADD == 6, "ORDER OP: + - * / // % ** (float_binop's names)");
 _Static_assert(EMOP_LE - EMOP_LT == Py_LE - Py_LT && EMOP_GE - EMOP_LT == Py_GE - Py_LT,
                "ORDER OP: the comparisons in rich-comparison order");
@@ -151,7 +149,7 @@ static EmStatus float_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym 
     static const char *const syms[] = {"+", "-", "*", "/", "//", "%", "**"};
     EmOp bin = op >= EMOP_IADD && op <= EMOP_IRSHIFT ? em_op_binary_of(op) : op; /* x += v of floats: x + v */
     EmStatus st = CALL_NEXT;
-    if (bin >= EMOP_ADD && bin <= EMOP_POW) st = float_op(T, op_fn(bin), syms[bin - EMOP_ADD], a, b, out);
+    if (bin >= EMOP_ADD && bin <= EMOP_POW) st = float_op(T, em_op_fn(bin), syms[bin - EMOP_ADD], a, b, out);
     else if (op >= EMOP_LT && op <= EMOP_GE) st = float_compare(T, Py_LT + (op - EMOP_LT), a, b, out);
     if (st != CALL_NEXT) return st;
     st = em_float_pin(T, a);
@@ -161,7 +159,7 @@ static EmStatus float_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym 
 }
 
 static EmStatus float_unary(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym **out) {
-    EmStatus st = op == EMOP_NEG || op == EMOP_POS ? float_op(T, op_fn(op), op == EMOP_NEG ? "-" : "+", a, NULL, out)
+    EmStatus st = op == EMOP_NEG || op == EMOP_POS ? float_op(T, em_op_fn(op), op == EMOP_NEG ? "-" : "+", a, NULL, out)
                                                    : CALL_NEXT;
     if (st != CALL_NEXT) return st;
     st = em_float_pin(T, a);

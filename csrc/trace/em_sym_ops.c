@@ -29,7 +29,16 @@ static EmStatus no_op(EmTracer *T, const char *what, EmSym *s) {
     return em_trace_fail(T, EMA_VALUE, "%s of %s", what, em_sym_describe(s));
 }
 
-static PyObject *op_fn(EmOp op) { return PyTuple_GET_ITEM(em_state.op_fns, op); }
+PyObject *em_op_fn(EmOp op) { return PyTuple_GET_ITEM(em_state.op_fns, op); }
+
+EmStatus em_sym_items_eq(const EmSym *x, const EmSym *y, int *eq) {
+    if (x == y) return (*eq = 1), EM_OK;
+    if (x->kind != SYM_CONST || y->kind != SYM_CONST) return CALL_NEXT;
+    int r = PyObject_RichCompareBool(x->obj, y->obj, Py_EQ);
+    if (r < 0) return PyErr_Clear(), CALL_NEXT; /* Python raises it: not decided here */
+    *eq = r;
+    return EM_OK;
+}
 
 /* ---- dispatch ---- */
 
@@ -349,7 +358,7 @@ done:
 
 EmStatus em_sym_getitem_known(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
     EmSym *args[2] = {c, key};
-    return em_sym_eval(T, op_fn(EMOP_SUBSCR), args, 2, out);
+    return em_sym_eval(T, em_op_fn(EMOP_SUBSCR), args, 2, out);
 }
 
 EmStatus em_sym_contains_known(EmTracer *T, EmSym *c, EmSym *key, int *found) {
@@ -435,12 +444,12 @@ const EmSymOps em_const_ops = {
 /* c[key] for a tensor c, or for a key that holds a tensor (whatever c is). */
 static EmStatus tensor_getitem(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
     EmSym *args[2] = {c, key};
-    return em_op_record(T, EMOP_SUBSCR, NULL, args, 2, NULL, op_fn(EMOP_SUBSCR), out);
+    return em_op_record(T, EMOP_SUBSCR, NULL, args, 2, NULL, em_op_fn(EMOP_SUBSCR), out);
 }
 
 static EmStatus tensor_setitem(EmTracer *T, EmSym *c, EmSym *key, EmSym *v) {
     EmSym *args[3] = {c, key, v}, *out = NULL;
-    return em_op_record(T, EMOP_SETITEM, NULL, args, 3, NULL, op_fn(EMOP_SETITEM), &out);
+    return em_op_record(T, EMOP_SETITEM, NULL, args, 3, NULL, em_op_fn(EMOP_SETITEM), &out);
 }
 
 static EmStatus tensor_truth(EmTracer *T, EmSym *s, int *out) {

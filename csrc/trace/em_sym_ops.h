@@ -99,6 +99,9 @@ EmStatus em_sym_contains_known(EmTracer *T, EmSym *c, EmSym *key, int *found);
 EmStatus em_frame_dict_getitem(EmTracer *T, EmSym *d, EmSym *key, EmSym **out);
 /* iter(src): an ITER sym over src's items (taken now: em_seq_items), of the Python type of
  * iter(src), watching src (what: as em_iter_watch) (em_sym_seq.c). */
+/* Items x and y compared as tuple and dict comparisons do, `x is y or x == y`: *eq set; the same
+ * sym is equal, two constants are compared; CALL_NEXT for any other pair (em_sym_ops.c). */
+EmStatus em_sym_items_eq(const EmSym *x, const EmSym *y, int *eq);
 EmStatus em_iter_over(EmTracer *T, EmSym *src, char what, EmSym **out);
 /* type(iter(sample)) (rev: of reversed(sample)) by ember/_rules.py iter_type; steals sample (NULL:
  * making it failed, the exception is set). A new reference, or NULL (with an exception only on

@@ -233,17 +233,8 @@ static int plain_eq(PyObject *seq_type) {
  * compared; any other pair CALL_NEXT (a tensor's == would be read). */
 static EmStatus seq_equal(EmTracer *T, EmOp op, EmSym *a, EmSym *b, EmSym **out) {
     int eq = a->items.len == b->items.len;
-    for (int32_t i = 0; eq && i < a->items.len; i++) {
-        EmSym *x = a->items.data[i], *y = b->items.data[i];
-        if (x == y) continue;
-        if (x->kind != SYM_CONST || y->kind != SYM_CONST) return CALL_NEXT;
-        int r = PyObject_RichCompareBool(x->obj, y->obj, Py_EQ);
-        if (r < 0) {
-            PyErr_Clear();
-            return CALL_NEXT;
-        }
-        eq = r;
-    }
+    for (int32_t i = 0; eq && i < a->items.len; i++)
+        if (em_sym_items_eq(a->items.data[i], b->items.data[i], &eq) != EM_OK) return CALL_NEXT;
     *out = em_sym_const(T, eq == (op == EMOP_EQ) ? Py_True : Py_False);
     return *out ? EM_OK : EM_ERR;
 }

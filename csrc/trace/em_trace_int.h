@@ -555,6 +555,8 @@ EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v);
 /* 1 when graph nodes from `from` on change a value in place (in-place operators, item stores,
  * torch's trailing-underscore methods, out= arguments) (em_inline.c). */
 int em_graph_mutated(EmGraph *G, int32_t from);
+/* The Python operator function of graph op `op` (operator.add...), borrowed (em_sym_ops.c). */
+PyObject *em_op_fn(EmOp op);
 /* The value the trace last stored as global `name` of the module whose dict is gdict (a global
  * store in a function of that module, or an attribute store on the module), or NULL (em_obj.c). */
 EmSym *em_global_stored(EmTracer *T, PyObject *gdict, PyObject *name);
