@@ -153,6 +153,62 @@ static int fall_back(EmExtra *x, PyCodeObject *co, PyObject *EM_STEALS why, int 
     return 0;
 }
 
+/* Whether o holds something ember compiles: a tensor, an nn.Module (or its class), a numpy
+ * array, in lists, tuples, dicts and namedtuples down to a few levels. *budget bounds the walk;
+ * spent, the answer is yes. Other objects count as holding none (TorchDynamo's has_tensor). */
+static int holds_torch(PyObject *o, int depth, int *budget) {
+    if (--*budget < 0 || depth > 6) return 1;
+    PyTypeObject *tp = Py_TYPE(o);
+    if (PyType_IsSubtype(tp, em_state.tensor_type) || PyType_IsSubtype(tp, (PyTypeObject *)em_state.nn_module_type) ||
+        (PyType_Check(o) && PyType_IsSubtype((PyTypeObject *)o, (PyTypeObject *)em_state.nn_module_type)) ||
+        !strcmp(tp->tp_name, "numpy.ndarray"))
+        return 1;
+    if (PyList_CheckExact(o) || PyTuple_Check(o)) { /* a namedtuple is a tuple of its fields */
+        PyObject *seq = PySequence_Fast(o, "");
+        for (Py_ssize_t i = 0; seq && i < PySequence_Fast_GET_SIZE(seq); i++)
+            if (holds_torch(PySequence_Fast_GET_ITEM(seq, i), depth + 1, budget)) {
+                Py_DECREF(seq);
+                return 1;
+            }
+        if (!seq) PyErr_Clear();
+        Py_XDECREF(seq);
+        return !seq;
+    }
+    if (PyDict_CheckExact(o)) {
+        PyObject *vals = PyDict_Values(o); /* a copy: the walk runs no code, but stays safe */
+        int r = !vals;
+        for (Py_ssize_t i = 0; vals && !r && i < PyList_GET_SIZE(vals); i++)
+            r = holds_torch(PyList_GET_ITEM(vals, i), depth + 1, budget);
+        if (!vals) PyErr_Clear();
+        Py_XDECREF(vals);
+        return r;
+    }
+    if (PyCell_Check(o)) return PyCell_GET(o) && holds_torch(PyCell_GET(o), depth, budget);
+    return 0;
+}
+
+/* Whether a frame has nothing ember compiles: no torch or numpy module among the globals its
+ * code names, nothing holds_torch takes in its locals (TorchDynamo's has_tensor_in_frame). A
+ * callee of plain Python that cannot be traced (a comprehension over a real dict iterator under
+ * a frame that made no graph) then runs as plain Python without a word, even with fullgraph. */
+static int frame_without_torch(EmPyFrame *f, PyCodeObject *co) {
+    PyObject *g = em_frame_globals(f);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(co->co_names); i++) {
+        PyObject *v = PyDict_GetItemWithError(g, PyTuple_GET_ITEM(co->co_names, i));
+        if (!v && PyErr_Occurred()) return PyErr_Clear(), 0;
+        if (!v || !PyModule_Check(v)) continue;
+        const char *n = PyModule_GetName(v);
+        if (!n) return PyErr_Clear(), 0;
+        if (!strcmp(n, "torch") || !strncmp(n, "torch.", 6) || !strcmp(n, "numpy") || !strncmp(n, "numpy.", 6))
+            return 0;
+    }
+    PyObject *const *loc = em_frame_locals(f);
+    int budget = 4096;
+    for (int i = 0; i < em_code_nlocalsplus(co); i++)
+        if (loc[i] && holds_torch(loc[i], 0, &budget)) return 0;
+    return 1;
+}
+
 /* The function object of an entry's transformed code for this frame (new reference). Cached
  * on the entry for a function without a closure; a closure holds user objects (the cells of
  * the frame's function), which an entry must not keep alive, so one is made per call then. */
@@ -499,6 +555,12 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
             em_cache_unlock();
             return eval_plain(ts, f, throwflag, flags, handed);
         case EMD_ABORT: {
+            if (root->x != x && frame_without_torch(f, co)) { /* nothing to compile: plain Python, silently */
+                x->mode = EMX_FALLBACK;
+                Py_XSETREF(x->reason, why);
+                em_cache_unlock();
+                return eval_plain(ts, f, throwflag, flags, handed);
+            }
             int bad = fall_back(x, co, why, flags, "abort") < 0;
             em_cache_unlock();
             return bad ? NULL : eval_plain(ts, f, throwflag, flags, handed);

@@ -2163,11 +2163,12 @@ static EmStatus call_lru_cached(EmTracer *T, PyObject *f, EmSym **all, int n, Py
             return em_trace_fail(T, EMA_CALL, "an lru_cache function given a %s", em_sym_describe(all[i]));
     PyObject *w = PyObject_GetAttrString(f, "__wrapped__");
     if (!w) return em_trace_abandon(T, EMA_CALL, "an lru_cache function without __wrapped__");
-    int32_t stores0 = T->stores.len, nodes0 = T->G->nodes.len;
+    uint32_t stores0 = T->store_ver;
+    int32_t nodes0 = T->G->nodes.len;
     EmStatus st = PyFunction_Check(w) ? em_inline(T, w, all, n, kwnames, out)
                                       : em_trace_fail(T, EMA_CALL, "an lru_cache of a %s", Py_TYPE(w)->tp_name);
     Py_DECREF(w);
-    if (st == EM_OK && (T->stores.len != stores0 || em_graph_mutated(T->G, nodes0)))
+    if (st == EM_OK && (T->store_ver != stores0 || em_graph_mutated(T->G, nodes0)))
         st = em_trace_fail(T, EMA_CALL, "an lru_cache function with side effects");
     return st;
 }

@@ -681,6 +681,7 @@ EmStatus em_dict_fromkeys(EmTracer *T, EmSym *keys, EmSym *value, EmSym **out) {
  * Mapping mixin's keys() iterates the mapping itself), then m[k] for each, traced. CALL_NEXT
  * when m is not such an object. */
 EmStatus em_mapping_as_dict(EmTracer *T, EmSym *m, EmSym **out) {
+    if (m->kind == SYM_OBJ && m->pos == EM_POS_IDICT) return em_instance_dict(T, m, out);
     if (!em_sym_user_operand(m) || PyDict_Check(m->obj)) return CALL_NEXT;
     PyObject *kf = _PyType_Lookup(Py_TYPE(m->obj), EM_STR(keys));
     if (!kf || !PyFunction_Check(kf)) return CALL_NEXT;

@@ -73,8 +73,9 @@ static PyObject *result_meta(EmTracer *T, EmSym *r, int32_t nodes0) {
  * value (new reference). EM_OK, EM_ABORT (the reason recorded) or EM_ERR. */
 static EmStatus trace_branch(EmTracer *T, EmSym *fn, EmSym *ops, PyObject **meta) {
     EmGraph *G = T->G;
-    int32_t nodes0 = G->nodes.len, inputs0 = G->ninputs, syms0 = T->syms.len, stores0 = T->stores.len,
-            mutated0 = T->mutated.len, ctx0 = T->ctx_open.len;
+    int32_t nodes0 = G->nodes.len, inputs0 = G->ninputs, syms0 = T->syms.len, mutated0 = T->mutated.len,
+            ctx0 = T->ctx_open.len;
+    uint32_t stores0 = T->store_ver;
     int grad0 = T->grad;
     uint64_t v0 = versions(T, syms0);
     EmSym *ret = NULL, *cells0[64];
@@ -91,12 +92,12 @@ static EmStatus trace_branch(EmTracer *T, EmSym *fn, EmSym *ops, PyObject **meta
         return em_trace_fail(T, EMA_CALL, "torch.cond: a branch that raises");
     }
     if (st != EM_OK) return st;
-    const char *why = G->ninputs != inputs0                                    ? "reads a tensor new to the graph"
-                      : T->stores.len != stores0 || T->mutated.len != mutated0 ? "changes an object"
-                      : T->grad != grad0 || T->ctx_open.len != ctx0            ? "changes grad mode"
-                      : versions(T, syms0) != v0                               ? "changes a container"
-                      : em_graph_mutated(G, nodes0)                            ? "changes a tensor in place"
-                                                                               : NULL;
+    const char *why = G->ninputs != inputs0                                   ? "reads a tensor new to the graph"
+                      : T->store_ver != stores0 || T->mutated.len != mutated0 ? "changes an object"
+                      : T->grad != grad0 || T->ctx_open.len != ctx0           ? "changes grad mode"
+                      : versions(T, syms0) != v0                              ? "changes a container"
+                      : em_graph_mutated(G, nodes0)                           ? "changes a tensor in place"
+                                                                              : NULL;
     if (why) return em_trace_fail(T, EMA_CALL, "torch.cond: a branch that %s", why);
     *meta = result_meta(T, ret, nodes0);
     if (!*meta)

@@ -401,14 +401,35 @@ static int same_instance_dict(EmTracer *T, EmSym *a, EmSym *b) {
     return em_guard_check(T->P, same ? EMG_SAME : EMG_DISTINCT, da, NULL, db) ? -1 : same;
 }
 
+/* Whether frame instance a's __dict__ is the instance dict d (EM_POS_IDICT), guarded either
+ * way: 1, 0, or -1 with an exception. */
+static int dict_of_instance(EmTracer *T, EmSym *a, EmSym *d) {
+    int32_t da = em_guard_attr(T->P, a->src, EM_STR(dunder_dict));
+    if (da < 0) return -1;
+    int same = em_obj_dict(a->obj) == d->obj;
+    return da == d->src || !em_guard_check(T->P, same ? EMG_SAME : EMG_DISTINCT, da, NULL, d->src) ? same : -1;
+}
+
+/* A data descriptor of o's type named name (a property): it, not the instance dict, answers o.name. */
+static int data_descr(PyObject *o, PyObject *name) {
+    PyObject *descr = _PyType_Lookup(Py_TYPE(o), name);
+    return descr && Py_TYPE(descr)->tp_descr_set;
+}
+
 EmSym *em_obj_stored(EmTracer *T, EmSym *base, PyObject *name) {
     PyObject *d = frame_instance_dict(base);
     for (int32_t i = T->stores.len - 3; i >= 0; i -= 3) {
         EmSym *b = T->stores.data[i];
         if (PyUnicode_Compare(T->stores.data[i + 1]->obj, name) != 0) continue;
         if (b == base) return T->stores.data[i + 2];
-        /* a store into another instance's dict that may be this one's (guarded so) */
-        if (d && frame_instance_dict(b) && same_instance_dict(T, base, b) == 1) return T->stores.data[i + 2];
+        /* a store into another instance's dict that may be this one's (guarded so), or into
+         * its __dict__ as a dict (o.__dict__[name] = v), unless a data descriptor answers */
+        int same = !d                                                       ? 0
+                   : frame_instance_dict(b)                                 ? same_instance_dict(T, base, b)
+                   : b->pos == EM_POS_IDICT && !data_descr(base->obj, name) ? dict_of_instance(T, base, b)
+                                                                            : 0;
+        if (same == 1) return T->stores.data[i + 2];
+        if (same < 0) return PyErr_Clear(), NULL;
     }
     return NULL;
 }
@@ -433,7 +454,7 @@ EmStatus em_instance_dict(EmTracer *T, EmSym *d, EmSym **out) {
     if (!c) return EM_ERR;
     for (int32_t i = 0; i < T->stores.len; i += 3) { /* stores made before, in order */
         EmSym *b = T->stores.data[i];
-        if (b->kind == SYM_OBJ && b->obj && em_obj_dict(b->obj) == v &&
+        if (b->kind == SYM_OBJ && b->obj && (em_obj_dict(b->obj) == v || (b->pos == EM_POS_IDICT && b->obj == v)) &&
             em_dict_set(c, T->stores.data[i + 1]->obj, T->stores.data[i + 2]) != EM_OK)
             return EM_ERR;
     }
@@ -445,7 +466,7 @@ EmStatus em_instance_dict(EmTracer *T, EmSym *d, EmSym **out) {
 EmSym *em_obj_dict_stored(EmTracer *T, PyObject *d, PyObject *name) {
     for (int32_t i = T->stores.len - 3; i >= 0; i -= 3) {
         EmSym *b = T->stores.data[i];
-        if (b->kind == SYM_OBJ && b->obj && em_obj_dict(b->obj) == d &&
+        if (b->kind == SYM_OBJ && b->obj && (em_obj_dict(b->obj) == d || (b->pos == EM_POS_IDICT && b->obj == d)) &&
             PyUnicode_Compare(T->stores.data[i + 1]->obj, name) == 0)
             return T->stores.data[i + 2];
     }
@@ -454,7 +475,9 @@ EmSym *em_obj_dict_stored(EmTracer *T, PyObject *d, PyObject *name) {
 
 /* A store on base goes to the copy of its instance dict the trace read whole, if any. */
 static EmStatus idict_update(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
-    PyObject *d = base->kind == SYM_OBJ && base->obj && T->idict_real.len ? em_obj_dict(base->obj) : NULL;
+    PyObject *d = base->kind != SYM_OBJ || !base->obj || !T->idict_real.len ? NULL
+                  : base->pos == EM_POS_IDICT                               ? base->obj
+                                                                            : em_obj_dict(base->obj);
     for (int32_t i = 0; d && i < T->idict_real.len; i++)
         if (T->idict_real.data[i] == d) return em_dict_set(T->idict_copy.data[i], name, v);
     return EM_OK;
@@ -462,13 +485,19 @@ static EmStatus idict_update(EmTracer *T, EmSym *base, PyObject *name, EmSym *v)
 
 EmStatus em_obj_record_store(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
     if (idict_update(T, base, name, v) != EM_OK) return EM_ERR;
+    T->store_ver++;
+    EmSym *ns = NULL;
     for (int32_t i = 0; i < T->stores.len; i += 3)
         if (T->stores.data[i] == base && PyUnicode_Compare(T->stores.data[i + 1]->obj, name) == 0) {
-            T->stores.data[i + 2] = v;
-            return EM_OK;
+            /* moved to the end: the stores stay in the order of their last writes, which the
+             * replay and the newest-first reads (em_obj_stored) rely on where two entries name
+             * one dict (o.a = 1; o.__dict__["a"] = 2; o.a = 3) */
+            ns = T->stores.data[i + 1];
+            memmove(&T->stores.data[i], &T->stores.data[i + 3], (size_t)(T->stores.len - i - 3) * sizeof(EmSym *));
+            T->stores.len -= 3;
+            break;
         }
-    EmSym *ns = em_sym_const(T, name);
-    if (!ns) return EM_ERR;
+    if (!ns && !(ns = em_sym_const(T, name))) return EM_ERR;
     if (em_vec_push(&T->stores, base) || em_vec_push(&T->stores, ns) || em_vec_push(&T->stores, v))
         return PyErr_NoMemory(), EM_ERR;
     return EM_OK;

@@ -1837,6 +1837,7 @@ static EmStatus dunder_attr(EmTracer *T, EmSym *base, PyObject *name, int method
         if (!d) return EM_ERR;
         d->obj = Py_NewRef(od);
         d->src = ds;
+        d->pos = EM_POS_IDICT;
         *out = d;
         return EM_OK;
     }

@@ -76,6 +76,11 @@ static EmStatus obj_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
  * traced; an object it returns that has a Python __next__ is stepped lazily (em_lazy_next_of),
  * interleaved with the loop as in Python. Anything else: its items (em_iter_over). */
 static EmStatus obj_iter(EmTracer *T, EmSym *s, EmSym **out) {
+    if (s->pos == EM_POS_IDICT) { /* an instance __dict__: its copy, as the trace changed it */
+        EmSym *c = NULL;
+        EmStatus st = em_instance_dict(T, s, &c);
+        return st == EM_OK ? em_iter_of(T, c, out) : st;
+    }
     int user = s->kind == SYM_NEW ? 1 : obj_is_opaque_input(s);
     if (user < 0) return EM_ERR;
     PyObject *it_fn = user ? _PyType_Lookup(Py_TYPE(s->obj), EM_STR(dunder_iter)) : NULL;
@@ -145,6 +150,11 @@ static EmStatus obj_contains(EmTracer *T, EmSym *c, EmSym *key, int *found) {
 static EmStatus user_truth(EmTracer *T, EmSym *s, int *out);
 
 static EmStatus obj_truth(EmTracer *T, EmSym *s, int *out) {
+    if (s->pos == EM_POS_IDICT) {
+        EmSym *c = NULL;
+        EmStatus st = em_instance_dict(T, s, &c);
+        return st == EM_OK ? em_sym_truth(T, c, out) : st;
+    }
     if (em_sym_user_operand(s) && !PyDict_CheckExact(s->obj)) return user_truth(T, s, out); /* its class's methods */
     if (!Py_TYPE(s->obj)->tp_as_number && !Py_TYPE(s->obj)->tp_as_mapping && !Py_TYPE(s->obj)->tp_as_sequence) {
         *out = 1;

@@ -72,6 +72,10 @@ EmStatus em_sym_setitem(EmTracer *T, EmSym *c, EmSym *key, EmSym *v) {
     EmSym *items = NULL; /* a defaultdict (...) of the frame: its items, written back after the graph */
     EmStatus ist = em_frame_dict_items_rw(T, c, 1, &items);
     if (ist != CALL_NEXT) return ist == EM_OK ? em_sym_setitem(T, items, key, v) : ist;
+    if (c->kind == SYM_OBJ && c->pos == EM_POS_IDICT) { /* o.__dict__[k] = v: a store on o's dict */
+        if (key->kind == SYM_CONST && PyUnicode_CheckExact(key->obj)) return em_obj_record_store(T, c, key->obj, v);
+        return em_trace_fail(T, EMA_SIDE_EFFECT, "item store into an instance __dict__ by %s", em_sym_describe(key));
+    }
     const EmSymOps *o = ops_of(c);
     if (o->setitem) return o->setitem(T, c, key, v);
     EmStatus st = em_sym_store_check(T, c, key);

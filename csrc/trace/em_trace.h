@@ -111,8 +111,10 @@ typedef struct EmTracer {
     int autocast;      /* autocast is on at the current point of the trace */
     EmVec(EmSym *) ctx_open; /* contexts entered (their twins really entered), innermost last */
     /* attribute stores on objects from the frame, replayed by the output tree (em_obj.c):
-     * triples (object, name constant, value) */
+     * triples (object, name constant, value), in the order of their last writes; store_ver
+     * counts the writes (a write to a name stored before leaves stores.len as it was) */
     EmVec(EmSym *) stores;
+    uint32_t store_ver;
     /* lists and dicts from the frame the trace changed (em_sym_mutable): their items are
      * written back after the graph ran (OUT_SETITEMS) */
     EmVec(EmSym *) mutated;

@@ -54,9 +54,11 @@ enum {
                                * (em_frame_items) */
     EM_POS_FRAME_ITEMS_RW = -6, /* DICT: the same for a type em_dict_type_writable takes: the trace may
                                  * change them (written back after the graph, em_sym_mutable) */
-    EM_POS_SET_CHANGED = -7     /* CONST: a set of the frame the trace changed: obj is the trace's copy,
+    EM_POS_SET_CHANGED = -7,    /* CONST: a set of the frame the trace changed: obj is the trace's copy,
                                  * `of` the calls (method, arguments) replayed on the caller's set
                                  * after the graph (em_cont.c own_frame_set) */
+    EM_POS_IDICT = -8           /* OBJ: a frame instance's __dict__ read through its slot: item stores
+                                 * by str keys are recorded as stores on it (em_obj_record_store) */
 };
 /* A lazy iterator's producer (em_lazy.c), owned by its ITER sym: a generator made while
  * tracing (its suspended frame), map(), filter(), itertools.count(), or zip()/enumerate() over
