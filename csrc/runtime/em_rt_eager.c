@@ -382,7 +382,7 @@ static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *con
             for (Py_ssize_t i = 0; base->tp_flags & Py_TPFLAGS_HEAPTYPE && i < PyTuple_GET_SIZE(tp->tp_mro); i++)
                 base = (PyTypeObject *)PyTuple_GET_ITEM(tp->tp_mro, i); /* its builtin base's __new__: no user code */
             PyObject *filler = PyTuple_GET_ITEM(o->obj, 1), *contents = NULL;
-            int frozen = base == &PyFrozenSet_Type;
+            int frozen = base == &PyFrozenSet_Type || base == &PyTuple_Type; /* __new__ takes the contents */
             if (frozen && !(contents = rebuild_out(C, vals, slots, at, memo))) return NULL;
             PyObject *args = frozen ? PyTuple_Pack(1, contents) : PyTuple_New(0);
             PyObject *inst = args ? base->tp_new(tp, args, NULL) : NULL;

@@ -1160,6 +1160,29 @@ int em_module_own_dunder(PyObject *o, PyObject *name) {
     return !mod || !PyUnicode_Check(mod) || !PyUnicode_Tailmatch(mod, EM_STR(torch_nn_prefix), 0, 8, -1);
 }
 
+/* hash(o) of an instance (made in the trace or from the frame): its class's Python __hash__,
+ * traced (an int, as hash() requires); a tuple or frozenset subclass keeping its base's, the
+ * hash of its items (the base hashes only those). */
+static EmStatus known_hash(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    (void)self;
+    EmSym *a = n == 1 && !kwnames ? all[0] : NULL, *items = NULL;
+    if (!a || (a->kind != SYM_NEW && (a->kind != SYM_OBJ || a->src < 0 || a->by_id))) return CALL_NEXT;
+    PyTypeObject *tp = Py_TYPE(a->obj);
+    PyObject *h = _PyType_Lookup(tp, EM_STR(dunder_hash));
+    if (h && PyFunction_Check(h)) {
+        EmStatus st = em_call_dunder(T, a, "__hash__", NULL, 0, out);
+        if (st != EM_OK || ((*out)->kind == SYM_CONST && PyLong_CheckExact((*out)->obj))) return st;
+        return em_trace_fail(T, EMA_CALL, "hash() of a %s (its __hash__ gave %s)", tp->tp_name, em_sym_describe(*out));
+    }
+    PyTypeObject *base = PyType_IsSubtype(tp, &PyTuple_Type)       ? &PyTuple_Type
+                         : PyType_IsSubtype(tp, &PyFrozenSet_Type) ? &PyFrozenSet_Type
+                                                                   : NULL;
+    if (!base || h != _PyType_Lookup(base, EM_STR(dunder_hash))) return CALL_NEXT;
+    EmStatus st = em_slot_operand(T, a, &items);
+    if (st != EM_OK || items == a) return st != EM_OK ? st : CALL_NEXT;
+    return em_call(T, fn, NULL, &items, 1, NULL, out);
+}
+
 static EmStatus known_len(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;
@@ -2010,9 +2033,13 @@ static EmStatus exc_with_traceback(EmTracer *T, PyObject *f, EmSym *self, EmSym 
         return CALL_NEXT;
     }
     EmSym *tb = all[n - 1];
-    if (e->kind != SYM_CONST || !PyExceptionInstance_Check(e->obj) || tb->kind != SYM_CONST || tb->obj != Py_None ||
-        ((PyBaseExceptionObject *)e->obj)->traceback)
+    if (e->kind != SYM_CONST || !PyExceptionInstance_Check(e->obj) || tb->kind != SYM_CONST || tb->obj != Py_None)
         return CALL_NEXT;
+    if (((PyBaseExceptionObject *)e->obj)->traceback) { /* one this trace raised never leaves it: cleared now */
+        int raised = T->raised ? PySequence_Contains(T->raised, e->obj) : 0;
+        if (raised <= 0) return raised < 0 ? EM_ERR : CALL_NEXT;
+        if (PyException_SetTraceback(e->obj, Py_None)) return EM_ERR;
+    }
     *out = e;
     return EM_OK;
 }

@@ -668,6 +668,7 @@ EmStatus em_dict_fromkeys(EmTracer *T, EmSym *keys, EmSym *value, EmSym **out) {
     if (!value && !(value = em_sym_const(T, Py_None))) return EM_ERR;
     for (int32_t i = 0; st == EM_OK && i < items->items.len; i++) {
         EmSym *k = items->items.data[i];
+        if (k->kind != SYM_CONST && (st = em_unhashable(T, k)) != CALL_NEXT) return st; /* [[]]: Python's TypeError */
         if (k->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "dict.fromkeys of a %s", em_sym_describe(k));
         if (PyObject_Hash(k->obj) == -1) return em_trace_raise_pending(T, "unhashable dict.fromkeys key");
         st = em_dict_set(d, k->obj, value);

@@ -1,5 +1,5 @@
 /* em_obj.c: Python objects the trace changes. Instances made while tracing (a class whose
- * __new__ is object's or a builtin container's: dict, OrderedDict, set, frozenset, list, and
+ * __new__ is object's or a builtin container's: dict, OrderedDict, set, frozenset, list, tuple, and
  * whose metaclass keeps type.__call__) are SYM_NEW syms whose attributes and container contents
  * are tracked; the output tree makes them at run time. Attribute stores on objects from the frame are recorded and replayed by the output
  * tree (OUT_SETATTR) after the graph ran; reads in the same trace see the stored value.
@@ -31,7 +31,7 @@ static PyTypeObject *builtin_base(PyTypeObject *cls, int *custom) {
         PyTypeObject *b = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
         if (b->tp_flags & Py_TPFLAGS_HEAPTYPE) continue;
         int ok = b == &PyBaseObject_Type || b == &PyDict_Type || b == &PySet_Type || b == &PyFrozenSet_Type ||
-                 b == &PyList_Type || b == (PyTypeObject *)EM_KNOWN(OrderedDict);
+                 b == &PyList_Type || b == &PyTuple_Type || b == (PyTypeObject *)EM_KNOWN(OrderedDict);
         if (!ok || (cls->tp_alloc != b->tp_alloc && cls->tp_alloc != PyType_GenericAlloc)) return NULL;
         if (cls->tp_new == b->tp_new) return b;
         *custom = py_new_func(cls) != NULL;
@@ -58,7 +58,15 @@ static EmStatus make_content(EmTracer *T, PyTypeObject *base, EmSym **args, int 
     EmSym *ctor = em_sym_known(T, dict ? (PyObject *)&PyDict_Type : (PyObject *)base, base->tp_name);
     EmStatus st = ctor ? em_call(T, ctor, NULL, args, nargs, kwnames, out) : EM_ERR;
     if (st != EM_OK) return st;
-    EmSymKind want = dict ? SYM_DICT : base == &PyList_Type ? SYM_LIST : SYM_SET;
+    EmSymKind want = dict ? SYM_DICT : base == &PyList_Type ? SYM_LIST : base == &PyTuple_Type ? SYM_TUPLE : SYM_SET;
+    if (want == SYM_TUPLE && (*out)->kind == SYM_CONST && PyTuple_CheckExact((*out)->obj)) { /* tuple of constants */
+        EmSym *t = em_sym_new(T, SYM_TUPLE);
+        for (Py_ssize_t i = 0; t && i < PyTuple_GET_SIZE((*out)->obj); i++) {
+            EmSym *c = em_sym_const(T, PyTuple_GET_ITEM((*out)->obj, i));
+            if (!c || em_vec_push(&t->items, c)) t = c ? (PyErr_NoMemory(), NULL) : NULL;
+        }
+        if (!(*out = t)) return EM_ERR;
+    }
     int ok = (*out)->kind == want && !(*out)->seq_type;
     if (want == SYM_SET)
         ok = (*out)->kind == SYM_SET ? (*out)->seq_type == (PyObject *)base
@@ -102,7 +110,7 @@ static EmStatus init_content(EmTracer *T, EmSym *s, PyTypeObject *base, EmSym **
 static EM_NEW PyObject *new_like(EmTracer *T, EmSym *s, PyTypeObject *ct) {
     PyObject *c = em_sym_value(T, s->items.data[1]);
     if (!c) return NULL;
-    PyObject *args = ct == &PyFrozenSet_Type ? PyTuple_Pack(1, c) : PyTuple_New(0);
+    PyObject *args = em_new_frozen(ct) ? PyTuple_Pack(1, c) : PyTuple_New(0);
     PyObject *inst = args ? ct->tp_new(Py_TYPE(s->obj), args, NULL) : NULL, *k, *v;
     Py_XDECREF(args);
     int rc = inst ? 0 : -1;
@@ -116,7 +124,7 @@ static EM_NEW PyObject *new_like(EmTracer *T, EmSym *s, PyTypeObject *ct) {
         Py_XDECREF(it);
     } else if (inst && ct == &PyList_Type) {
         for (Py_ssize_t i = 0; !rc && i < PyList_GET_SIZE(c); i++) rc = PyList_Append(inst, PyList_GET_ITEM(c, i));
-    } else if (inst && ct != &PyFrozenSet_Type) {
+    } else if (inst && !em_new_frozen(ct)) {
         Py_ssize_t p = 0;
         while (!rc && PyDict_Next(c, &p, &k, &v)) rc = PyDict_SetItem(inst, k, v);
     }
@@ -183,15 +191,15 @@ EmStatus em_obj_base_new(EmTracer *T, PyObject *f, EmSym **all, int n, PyObject 
     PyObject *b = PyCFunction_GET_SELF(f), *cls = all[0]->obj;
     if ((all[0]->kind != SYM_CONST && all[0]->kind != SYM_OBJ) || !PyType_Check(cls) || !PyType_Check(b))
         return CALL_NEXT;
-    /* object.__new__ takes the class only; frozenset's its contents; the others ignore the rest */
-    if ((b == (PyObject *)&PyBaseObject_Type && n != 1) || (b == (PyObject *)&PyFrozenSet_Type && n > 2))
+    /* object.__new__ takes the class only; frozenset's and tuple's its contents; the others ignore the rest */
+    if ((b == (PyObject *)&PyBaseObject_Type && n != 1) || (em_new_frozen((PyTypeObject *)b) && n > 2))
         return CALL_NEXT;
     int custom;
     if (builtin_base((PyTypeObject *)cls, &custom) != (PyTypeObject *)b) return CALL_NEXT;
     EmStatus gst;
     if (em_guard_class(T, (PyTypeObject *)cls, &gst) != EM_OK) return gst;
     EmStatus st = make_instance(T, (PyTypeObject *)cls, (PyTypeObject *)b, out);
-    if (st == EM_OK && b == (PyObject *)&PyFrozenSet_Type && n == 2)
+    if (st == EM_OK && em_new_frozen((PyTypeObject *)b) && n == 2)
         st = init_content(T, *out, (PyTypeObject *)b, all + 1, 1, NULL);
     return st;
 }
@@ -352,11 +360,12 @@ EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObjec
             return em_trace_fail(T, EMA_CALL, "%s: a builtin __init__ with arguments", tp->tp_name);
     } else {
         EmStatus st = make_instance(T, tp, base, &s);
-        if (st == EM_OK && base == &PyFrozenSet_Type) /* frozenset's __new__ takes the contents */
+        if (st == EM_OK && em_new_frozen(base) &&
+            (nargs || kwnames)) /* frozenset's and tuple's __new__ take the contents */
             st = init_content(T, s, base, args, nargs, kwnames);
         if (st != EM_OK) return st;
     }
-    if (!py_init && base != &PyBaseObject_Type && base != &PyFrozenSet_Type && (nargs || kwnames)) {
+    if (!py_init && base != &PyBaseObject_Type && !em_new_frozen(base) && (nargs || kwnames)) {
         EmStatus st = init_content(T, s, base, args, nargs, kwnames); /* the container's own __init__ */
         if (st != EM_OK) return st;
     }

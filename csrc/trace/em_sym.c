@@ -343,6 +343,27 @@ int em_is_namedtuple_type(PyTypeObject *tp) {
            _PyType_Lookup(tp, EM_STR(make)) && tp->tp_basicsize == PyTuple_Type.tp_basicsize;
 }
 
+EmStatus em_tuple_field(EmTracer *T, PyObject *descr, EmSym *items, EmSym **out) {
+    if (!descr || strcmp(Py_TYPE(descr)->tp_name, "_collections._tuplegetter")) return CALL_NEXT;
+    PyObject *red = PyObject_CallMethod(descr, "__reduce__", NULL); /* (type, (index, doc)) */
+    PyObject *args = red && PyTuple_Check(red) && PyTuple_GET_SIZE(red) == 2 ? PyTuple_GET_ITEM(red, 1) : NULL;
+    Py_ssize_t i = args && PyTuple_Check(args) && PyTuple_GET_SIZE(args) >= 1
+                       ? PyNumber_AsSsize_t(PyTuple_GET_ITEM(args, 0), PyExc_OverflowError)
+                       : -1;
+    Py_XDECREF(red);
+    if (PyErr_Occurred()) return EM_ERR;
+    if (items->kind != SYM_TUPLE || i < 0)
+        return em_trace_fail(T, EMA_ATTR, "a namedtuple field of %s", em_sym_describe(items));
+    if (i >= items->items.len) { /* Python's own error for a tuple shorter than its fields */
+        PyObject *msg = PyUnicode_FromString("tuple index out of range");
+        EmStatus st = msg ? em_trace_raise_new(T, PyExc_IndexError, msg) : EM_ERR;
+        Py_XDECREF(msg);
+        return st;
+    }
+    *out = items->items.data[i];
+    return EM_OK;
+}
+
 /* Wraps the object read from guard slot `slot`. Installs the guards that make its use sound:
  * tensors TENSOR_MATCH, constants EQUALS or ID, containers TYPE+LEN (items wrapped too),
  * modules and callables ID, other objects TYPE. */
@@ -429,20 +450,23 @@ static EmSym *wrap_view(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
     return s;
 }
 
-/* The items of a list subclass's instance from the frame (em_frame_items): its type and length
- * guarded, each item through its index's slot; changes are written back after the graph. */
+/* The items of a list or tuple subclass's instance from the frame (em_frame_items): its type and
+ * length guarded, each item through its index's slot; a list's changes are written back after
+ * the graph. */
 static EmStatus frame_list_items(EmTracer *T, EmSym *self, EmSym **out) {
     PyObject *v = self->obj;
-    Py_ssize_t n = PyList_GET_SIZE(v);
+    int is_list = PyList_Check(v); /* else a tuple subclass's: its items, immutable */
+    Py_ssize_t n = is_list ? PyList_GET_SIZE(v) : PyTuple_GET_SIZE(v);
     if (em_guard_check(T->P, EMG_TYPE, self->src, (PyObject *)Py_TYPE(v), 0) ||
         em_guard_check(T->P, EMG_LEN, self->src, NULL, n))
         return EM_ERR;
     EmStatus st = EM_OK;
-    EmSym *l = em_sym_new(T, SYM_LIST);
-    if (l) l->src = self->src;
-    for (Py_ssize_t i = 0; l && i < n && i < PyList_GET_SIZE(v); i++) {
-        int32_t islot = em_guard_item(T->P, self->src, i, 1);
-        EmSym *is = islot < 0 ? NULL : em_sym_wrap(T, PyList_GET_ITEM(v, i), islot, &st);
+    EmSym *l = em_sym_new(T, is_list ? SYM_LIST : SYM_TUPLE);
+    if (l && is_list) l->src = self->src; /* a tuple's items are a new tuple where they leave the trace */
+    for (Py_ssize_t i = 0; l && i < n && i < (is_list ? PyList_GET_SIZE(v) : PyTuple_GET_SIZE(v)); i++) {
+        int32_t islot = em_guard_item(T->P, self->src, i, is_list);
+        PyObject *item = is_list ? PyList_GET_ITEM(v, i) : PyTuple_GET_ITEM(v, i);
+        EmSym *is = islot < 0 ? NULL : em_sym_wrap(T, item, islot, &st);
         if (!is || em_vec_push(&l->items, is)) l = NULL;
     }
     if (!l) {
@@ -558,9 +582,9 @@ static EmStatus frame_set_items(EmTracer *T, EmSym *self, EmSym **out) {
 
 EmStatus em_frame_items(EmTracer *T, EmSym *self, EmSym **out) {
     if (self->of.len) return (*out = self->of.data[0]), EM_OK;
-    EmStatus st = PyList_Check(self->obj)     ? frame_list_items(T, self, out)
-                  : PyAnySet_Check(self->obj) ? frame_set_items(T, self, out)
-                                              : frame_dict_items(T, self, out);
+    EmStatus st = PyList_Check(self->obj) || PyTuple_Check(self->obj) ? frame_list_items(T, self, out)
+                  : PyAnySet_Check(self->obj)                         ? frame_set_items(T, self, out)
+                                                                      : frame_dict_items(T, self, out);
     if (st == EM_OK && em_vec_push(&self->of, *out)) return PyErr_NoMemory(), EM_ERR;
     return st;
 }
@@ -570,6 +594,7 @@ int em_frame_items_method(const EmSym *self, PyObject *fn) {
     if (!Py_IS_TYPE(fn, &PyMethodDescr_Type) && !Py_IS_TYPE(fn, &PyWrapperDescr_Type)) return 0;
     PyTypeObject *owner = PyDescr_TYPE(fn);
     if (PyList_Check(self->obj) && !PyList_CheckExact(self->obj)) return owner == &PyList_Type;
+    if (PyTuple_Check(self->obj) && !PyTuple_CheckExact(self->obj)) return owner == &PyTuple_Type;
     if (PyAnySet_Check(self->obj)) /* a subclass's (exact sets are constants of the frame) */
         return !PySet_CheckExact(self->obj) && !PyFrozenSet_CheckExact(self->obj) &&
                PyObject_TypeCheck(self->obj, owner) && (owner == &PySet_Type || owner == &PyFrozenSet_Type) &&
@@ -1990,6 +2015,11 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
     if (descr && Py_IS_TYPE(descr, &PyGetSetDescr_Type) && PyExceptionInstance_Check(o) &&
         !(PyDescr_TYPE(descr)->tp_flags & Py_TPFLAGS_HEAPTYPE))
         return slot_attr(T, base, name, n, out);
+    if (descr && PyTuple_Check(o) && !strcmp(Py_TYPE(descr)->tp_name, "_collections._tuplegetter")) {
+        EmSym *items = NULL; /* a namedtuple subclass's field: its items, guarded (em_frame_items) */
+        if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
+        return (st = em_frame_items(T, base, &items)) == EM_OK ? em_tuple_field(T, descr, items, out) : st;
+    }
     if (descr && Py_TYPE(descr)->tp_descr_set)
         return em_trace_fail(T, EMA_ATTR, "%s.%s (property or descriptor)", tp->tp_name, n);
     if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
@@ -2042,6 +2072,10 @@ static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, E
     EmSym *attrs = base->items.data[0];
     int slot = em_new_slot(base, descr); /* read from attrs; unset: as if no descriptor (__getattr__) */
     if (slot) descr = NULL;
+    if (descr && em_new_content_type(base) == &PyTuple_Type) { /* a namedtuple subclass's field */
+        EmStatus st = em_tuple_field(T, descr, base->items.data[1], out);
+        if (st != CALL_NEXT) return *self = NULL, st;
+    }
     if (descr && Py_TYPE(descr)->tp_descr_set) { /* data descriptors come first */
         if (Py_IS_TYPE(descr, &PyProperty_Type)) return class_attr(T, base, tp, descr, n, method, out, self);
         if (!strcmp(n, "__dict__")) {

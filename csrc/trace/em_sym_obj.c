@@ -361,8 +361,8 @@ static int slot_reads_items(const EmSym *x) {
     if (x->kind != SYM_NEW && (x->kind != SYM_OBJ || x->src < 0 || x->by_id)) return 0;
     PyTypeObject *tp = Py_TYPE(x->obj);
     if (x->kind == SYM_NEW ? !em_new_content_type(x)
-                           : !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) ||
-                                 !(PyList_Check(x->obj) || PyDict_Check(x->obj) || PyAnySet_Check(x->obj)))
+                           : !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) || !(PyList_Check(x->obj) || PyTuple_Check(x->obj) ||
+                                                                        PyDict_Check(x->obj) || PyAnySet_Check(x->obj)))
         return 0;
     PyObject *it = _PyType_Lookup(tp, EM_STR(dunder_iter));
     return !it || !PyFunction_Check(it);

@@ -373,6 +373,9 @@ EmStatus em_sym_contains_known(EmTracer *T, EmSym *c, EmSym *key, int *found) {
         *found = 0;
         return EM_OK;
     }
+    int hashed = c->kind == SYM_DICT || (c->kind == SYM_CONST && (PyAnySet_Check(c->obj) || PyDict_Check(c->obj)));
+    EmStatus ust = hashed && key->kind != SYM_CONST ? em_unhashable(T, key) : CALL_NEXT; /* [] in d: TypeError */
+    if (ust != CALL_NEXT) return ust;
     EmIdent ik = ops_of(key)->ident;
     if (ik != EM_IDENT_OBJ && ik != EM_IDENT_CONST)
         return em_trace_fail(T, EMA_VALUE, "'in' with %s", em_sym_describe(key));

@@ -601,10 +601,10 @@ static EmStatus out_iter(EmTracer *T, EmSym *s, int depth) {
 static EmStatus out_newobj(EmTracer *T, EmSym *s, int depth) {
     if (s->out_at >= 0) return same_out(T, s);
     PyTypeObject *ct = em_new_content_type(s);
-    const char *fill = !ct || ct == &PyFrozenSet_Type ? NULL
-                       : ct == &PySet_Type            ? "update"
-                       : ct == &PyList_Type           ? "extend"
-                                                      : "__setitem__";
+    const char *fill = !ct || em_new_frozen(ct) ? NULL
+                       : ct == &PySet_Type      ? "update"
+                       : ct == &PyList_Type     ? "extend"
+                                                : "__setitem__";
     PyObject *filler = Py_None;
     if (fill) {
         PyObject *name = PyUnicode_InternFromString(fill);
@@ -616,7 +616,7 @@ static EmStatus out_newobj(EmTracer *T, EmSym *s, int depth) {
     s->out_at = T->out.len;
     PyObject *spec = PyTuple_Pack(2, (PyObject *)Py_TYPE(s->obj), filler);
     EmStatus st = spec ? push_out(T, (EmOut){.kind = OUT_NEWOBJ, .v = s->items.len, .obj = spec}) : EM_ERR;
-    int frozen = ct == &PyFrozenSet_Type;
+    int frozen = em_new_frozen(ct);
     if (st == EM_OK && frozen) st = build_out(T, s->items.data[1], depth + 1);
     if (st == EM_OK) st = build_out(T, s->items.data[0], depth + 1);
     if (st == EM_OK && ct && !frozen) st = build_out(T, s->items.data[1], depth + 1);

@@ -207,6 +207,12 @@ EmSym *em_key_token_sym(PyObject *key);
 /* 1 when dict sym d has a key that is a token. */
 int em_dict_has_tokens(const EmSym *d);
 int em_is_namedtuple_type(PyTypeObject *tp);
+/* A namedtuple field's descriptor (collections' _tuplegetter) read on an instance whose items
+ * are TUPLE sym items: *out its item; CALL_NEXT when descr is no such descriptor. */
+EmStatus em_tuple_field(EmTracer *T, PyObject *descr, EmSym *items, EmSym **out);
+/* A builtin container whose __new__ takes the contents (an instance made in the trace gets
+ * them at once, em_obj.c): frozenset, tuple. */
+static inline int em_new_frozen(const PyTypeObject *b) { return b == &PyFrozenSet_Type || b == &PyTuple_Type; }
 EmStatus em_env_lookup(EmTracer *T, EmSym *env, EmSym *key, int *found, EmSym **out);
 EmStatus em_lazy_dict_get(EmTracer *T, EmSym *d, PyObject *key, int *found, EmSym **out);
 int em_sym_attr_absent(EmTracer *T, EmSym *base, PyObject *name);

@@ -2647,3 +2647,108 @@ def test_frame_without_torch_under_a_frame_with_no_graph_runs_as_python():
     cf = ember.compile(f, fullgraph=True)
     for _ in range(2):
         assert cf(o, ("a", "b")) == f(o, ("a", "b"))
+
+
+class _Tup(tuple):
+    def twice_len(self):
+        return len(self) * 2
+
+
+class _TupNew(tuple):
+    def __new__(cls, *args):
+        return super().__new__(cls, [1, 2, 3])
+
+
+class _TupContains(_Tup):
+    def __contains__(self, v):
+        self.checked = True  # a store on an input: replayed after the graph
+        return super().__contains__(v)
+
+
+class _FieldsSub(collections.namedtuple("_FieldsBase", "first second")):
+    def total(self):
+        return self.first + self.second
+
+
+class _FieldsSubNew(_FieldsSub):
+    def __new__(cls, a, b):
+        return super().__new__(cls, a, b)
+
+    def __add__(self, other):
+        return _FieldsSubNew(self.first + other.first, self.second + other.second)
+
+
+def test_tuple_subclass_instances_made_in_the_trace():
+    # items from tuple's __new__ (or the class's own, traced), tuple's methods and operators
+    # on the items, attributes in the instance's __dict__, the instance itself returned
+    def f(x):
+        t = _Tup([x, x + 1])
+        a, b = t
+        s = 0
+        for v in t:
+            s = s + v
+        u = _TupNew()
+        u.tag = "u"
+        c = _Tup(i * 2 for i in range(3))
+        return (a + b + s + u[2], t, u, u.tag, c, c.twice_len(), u == (1, 2, 3), hash(u) == hash((1, 2, 3)),
+                isinstance(t, tuple), repr(c), c + (6,), c[1:], c.count(2), list(u))
+
+    got = one_graph(f, randn(3))
+    assert type(got[1]) is _Tup and type(got[2]) is _TupNew and got[2].tag == "u"
+    assert type(got[-4]) is tuple and type(got[-3]) is tuple
+
+
+def test_tuple_subclass_instances_passed_in():
+    def f(x, t, p):
+        if 3 in t:  # the class's own __contains__, which calls tuple's
+            x = x.cos()
+        a, b = p
+        return x * t.twice_len(), t[0], tuple(t), (*t, 5), sorted(t), p.total(), p.first, p[1], a + b, len(p)
+
+    t1, t2 = _TupContains([1, 2, 3]), _TupContains([1, 2, 3])
+    x = randn(3)
+    want = f(x, t1, _FieldsSub(randn(2), 2))
+    got = ember.compile(f, fullgraph=True)(x, t2, _FieldsSub(randn(2), 2))
+    assert_same(got, want)
+    assert t1.checked and t2.checked
+
+
+def test_namedtuple_subclass_with_a_dict_and_its_own_new():
+    def f(a, b, p, q):
+        t = _FieldsSub(a, b)
+        t.x = a
+        t.z = b
+        t.z = a
+        r = _FieldsSub._make([3, 4])
+        return hasattr(t, "x"), t.x + t.second, t.z, t.total(), t._asdict(), t._replace(first=b), t, r, p + q
+
+    a, b = randn(2), randn(2, seed=1)
+    got = one_graph(f, a, b, _FieldsSubNew(a, b), _FieldsSubNew(b, a))
+    assert type(got[6]) is _FieldsSub and got[6].x is got[6].first and type(got[-1]) is _FieldsSubNew
+
+
+def test_tuple_new_of_a_subclass_passed_in():
+    def g(x, klass):  # tuple.__new__ of a subclass passed in
+        sc = tuple.__new__(klass, [x * 2])
+        if isinstance(sc, _Tup):
+            sc.attr = 3
+        return sc, sc.attr
+
+    got = one_graph(g, randn(3), _Tup)
+    assert type(got[0]) is _Tup and got[0].attr == 3
+
+
+def test_unhashable_keys_raise_and_a_caught_exception_drops_its_traceback():
+    # dict.fromkeys([[]]) and [] in d raise Python's TypeError in the trace; the exception
+    # caught keeps no traceback after with_traceback(None) (unittest's assertRaises does this)
+    def f(x, d):
+        out = []
+        for bad in (lambda: dict.fromkeys([[1]]), lambda: [1] in d, lambda: [1] in {1: 2}):
+            try:
+                bad()
+            except TypeError as e:
+                e2 = e.with_traceback(None)
+                out.append((str(e2), e2 is e, e2.__traceback__ is None))
+        return x + 1, out
+
+    one_graph(f, randn(3), {1: 2})
