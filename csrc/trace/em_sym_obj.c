@@ -113,6 +113,14 @@ static EmStatus obj_getitem(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
     if (obj_is_frame_dict_or_subclass(c)) return em_frame_dict_getitem(T, c, key, out);
     int opaque = obj_is_opaque_input(c);
     if (opaque) return opaque < 0 ? EM_ERR : em_call_dunder(T, c, "__getitem__", &key, 1, out);
+    if (key->kind == SYM_INT && c->src >= 0) { /* ModuleList[i] of a symbolic i: the module it picks, i pinned */
+        int mod = obj_is_module(c);
+        PyObject *v = mod == 1 ? em_int_value(T, key) : NULL;
+        if (mod < 0 || (mod && !v)) return EM_ERR;
+        key = v ? em_sym_const(T, v) : key;
+        Py_XDECREF(v);
+        if (!key) return EM_ERR;
+    }
     int name_key = key->kind == SYM_CONST && PyUnicode_Check(key->obj) && c->src >= 0;
     int index_key = key->kind == SYM_CONST && (PyLong_CheckExact(key->obj) || PySlice_Check(key->obj));
     int mod = name_key || index_key ? obj_is_module(c) : 0;

@@ -91,6 +91,12 @@ static EmStatus list_attr(EmTracer *T, EmSym *base, PyObject *name, int method, 
 
 /* seq[k] for an int or slice constant k. */
 static EmStatus seq_getitem(EmTracer *T, EmSym *c, EmSym *k, EmSym **out) {
+    if (k->kind == SYM_INT) { /* a symbolic index: the item it picks, the index pinned */
+        PyObject *v = em_int_value(T, k);
+        k = v ? em_sym_const(T, v) : NULL;
+        Py_XDECREF(v);
+        if (!k) return EM_ERR;
+    }
     if (k->kind != SYM_CONST) return em_trace_fail(T, EMA_VALUE, "index by %s", em_sym_describe(k));
     Py_ssize_t n = c->items.len;
     if (PyLong_Check(k->obj)) {

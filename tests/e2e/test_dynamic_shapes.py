@@ -962,3 +962,24 @@ def test_sdpa_with_grouped_heads_keeps_sizes_symbolic():
     run_all(f, cf, [(randn(2, 8, s, 16, seed=s), randn(2, 2, s, 16, seed=s + 1), randn(2, 2, s, 16, seed=s + 2))
                     for s in (5, 7, 9)])
     assert frames() == 1
+
+
+def test_symbolic_int_indexing_a_container_is_pinned():
+    # dynamic=True makes the int symbolic; picking a module of a ModuleList or Sequential, or an
+    # item of a list or tuple, by it pins it (a guard): each index compiles once, answers eager's
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleList([torch.nn.Linear(2, 2) for _ in range(3)])
+            self.acts = torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Tanh())
+
+        def forward(self, x, c):
+            return self.layers[c](x), self.acts[c - 1](x), [1, 2, 3][c] * x, (4, 5, 6)[c], self.layers[c:][0](x)
+
+    m = M()
+    f = ember.compile(m, fullgraph=True, dynamic=True)
+    x = randn(2)
+    for c in (1, 2, 1):
+        assert_same(f(x, c), m(x, c))
+    c = counters()
+    assert c["frames"] == 2 and c["hits"] == 1, c
