@@ -1645,10 +1645,15 @@ static EmStatus known_lazy(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int
         return em_lazy_make(T, EM_LAZY_MAP, all[0], all + 1, n - 1, NULL, NULL, out);
     if (fn->obj == EM_KNOWN(it_starmap) && n == 2)
         return em_lazy_make(T, EM_LAZY_STARMAP, all[0], all + 1, 1, NULL, NULL, out);
-    if (fn->obj == EM_KNOWN(filter) && n == 2) {
+    int ff = fn->obj == EM_KNOWN(it_filterfalse);
+    if ((fn->obj == EM_KNOWN(filter) || ff) && n == 2) {
         int none = all[0]->kind == SYM_CONST && all[0]->obj == Py_None;
-        return em_lazy_make(T, EM_LAZY_FILTER, none ? NULL : all[0], all + 1, 1, NULL, NULL, out);
+        return em_lazy_make(T, ff ? EM_LAZY_FILTERFALSE : EM_LAZY_FILTER, none ? NULL : all[0], all + 1, 1, NULL, NULL,
+                            out);
     }
+    if ((fn->obj == EM_KNOWN(it_takewhile) || fn->obj == EM_KNOWN(it_dropwhile)) && n == 2)
+        return em_lazy_make(T, fn->obj == EM_KNOWN(it_takewhile) ? EM_LAZY_TAKEWHILE : EM_LAZY_DROPWHILE, all[0],
+                            all + 1, 1, NULL, NULL, out);
     return CALL_NEXT;
 }
 

@@ -292,11 +292,15 @@ EmStatus em_lazy_make(EmTracer *T, EmLazyKind kind, EmSym *fn, EmSym **srcs, int
                                           [EM_LAZY_ZIP] = &PyZip_Type,
                                           [EM_LAZY_ENUM] = &PyEnum_Type};
     if (kind == EM_LAZY_GEN || n > 8) return em_trace_fail(T, EMA_CALL, "a lazy iterator over %d iterables", n);
-    PyObject *type = kind == EM_LAZY_COUNT     ? EM_KNOWN(it_count)
-                     : kind == EM_LAZY_STARMAP ? EM_KNOWN(it_starmap)
-                     : kind == EM_LAZY_CHAIN   ? EM_KNOWN(it_chain)
-                     : kind == EM_LAZY_ISLICE  ? EM_KNOWN(it_islice)
-                                               : (PyObject *)types[kind];
+    PyObject *type = kind == EM_LAZY_COUNT         ? EM_KNOWN(it_count)
+                     : kind == EM_LAZY_STARMAP     ? EM_KNOWN(it_starmap)
+                     : kind == EM_LAZY_CHAIN       ? EM_KNOWN(it_chain)
+                     : kind == EM_LAZY_ISLICE      ? EM_KNOWN(it_islice)
+                     : kind == EM_LAZY_FILTERFALSE ? EM_KNOWN(it_filterfalse)
+                     : kind == EM_LAZY_TAKEWHILE   ? EM_KNOWN(it_takewhile)
+                     : kind == EM_LAZY_DROPWHILE   ? EM_KNOWN(it_dropwhile)
+                     : kind == EM_LAZY_REPEAT      ? EM_KNOWN(it_repeat)
+                                                   : (PyObject *)types[kind];
     EmSym *it = new_lazy_iter(T, kind, type);
     if (!it) return EM_ERR;
     EmLazy *L = it->lazy;
@@ -324,9 +328,42 @@ static int slice_arg(EmSym *s, long long *v) {
     return *v >= 0;
 }
 
+/* repeat(x) for ever, or more times than the stand-ins take: lazy. CALL_NEXT for other calls. */
+static EmStatus lazy_repeat(EmTracer *T, EmSym **args, int n, PyObject *kwnames, EmSym **out) {
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    EmSym *bound[2] = {NULL, NULL}; /* object, times */
+    for (int i = 0; i < n && i < 2; i++) {
+        PyObject *k = i < n - nkw ? NULL : PyTuple_GET_ITEM(kwnames, i - (n - nkw));
+        int at = !k                                               ? i
+                 : !PyUnicode_CompareWithASCIIString(k, "times")  ? 1
+                 : !PyUnicode_CompareWithASCIIString(k, "object") ? 0
+                                                                  : -1;
+        if (at < 0 || bound[at]) return CALL_NEXT;
+        bound[at] = args[i];
+    }
+    long long times = -1;
+    if (n > 2 || !bound[0] || (bound[1] && (bound[1]->kind != SYM_CONST || !PyLong_CheckExact(bound[1]->obj))))
+        return CALL_NEXT;
+    if (bound[1] && ((times = PyLong_AsLongLong(bound[1]->obj)) == -1 && PyErr_Occurred())) return EM_ERR;
+    if (times != -1 && times <= 4096) return CALL_NEXT; /* a few: the stand-ins (em_call_itertools) */
+    EmStatus st = em_lazy_make(T, EM_LAZY_REPEAT, bound[0], NULL, 0, NULL, NULL, out);
+    if (st == EM_OK) (*out)->lazy->stop = times < 0 && bound[1] ? 0 : times; /* repeat(x, -3) is empty */
+    return st;
+}
+
 EmStatus em_lazy_itertools(EmTracer *T, PyObject *f, EmSym **args, int n, PyObject *kwnames, EmSym **out) {
+    if (f == EM_KNOWN(it_repeat)) return lazy_repeat(T, args, n, kwnames, out);
     int lazy = 0, chain = f == EM_KNOWN(it_chain), islice = f == EM_KNOWN(it_islice);
     for (int i = 0; i < n; i++) lazy |= args[i]->kind == SYM_ITER && !em_lazy_done(args[i]);
+    if (lazy && (f == EM_KNOWN(it_product) || f == EM_KNOWN(it_permutations) || f == EM_KNOWN(it_combinations) ||
+                 f == EM_KNOWN(it_combinations_r))) { /* they take their iterables whole when made, as here */
+        for (int i = 0; i < n; i++)
+            for (int made = 1; made && args[i]->kind == SYM_ITER && args[i]->lazy;) {
+                EmStatus st = em_lazy_step(T, args[i], &made);
+                if (st != EM_OK) return st;
+            }
+        return CALL_NEXT;
+    }
     if (!lazy || kwnames || (!chain && !islice)) return CALL_NEXT;
     if (chain) return em_lazy_make(T, EM_LAZY_CHAIN, NULL, args, n, NULL, NULL, out);
     long long start = 0, stop = -1, step = 1; /* islice(it, stop) / islice(it, start, stop[, step]) */
@@ -389,6 +426,26 @@ static EmStatus next_dunder(EmTracer *T, EmSym *obj, EmSym **v) {
 }
 
 /* The next item of a MAP, FILTER, ZIP, ENUM, COUNT, CHAIN, ISLICE or NEXT iterator in *v (NULL: at its end). */
+/* takewhile's next: the source's item while the predicate holds, then none for ever (cnt 1);
+ * dropwhile's: the source's items from the first the predicate refuses (cnt 1 once it did). */
+static EmStatus while_next(EmTracer *T, EmLazy *L, EmSym **v) {
+    int take = L->kind == EM_LAZY_TAKEWHILE;
+    if (take && L->cnt) return EM_OK;
+    for (;;) {
+        EmSym *x = NULL, *r = NULL;
+        EmStatus st = em_iter_take(T, L->srcs[0], &x);
+        if (st != EM_OK || !x || (!take && L->cnt)) return st == EM_OK ? (*v = x), EM_OK : st;
+        int t = 0;
+        if ((st = em_call(T, L->fn, NULL, &x, 1, NULL, &r)) != EM_OK || (st = em_sym_truth(T, r, &t)) != EM_OK)
+            return st;
+        if (take) return t ? ((*v = x), EM_OK) : ((L->cnt = 1), EM_OK);
+        if (!t) {
+            L->cnt = 1;
+            return (*v = x), EM_OK;
+        }
+    }
+}
+
 static EmStatus lazy_next(EmTracer *T, EmLazy *L, EmSym **v) {
     EmSym *items[9];
     *v = NULL;
@@ -399,6 +456,12 @@ static EmStatus lazy_next(EmTracer *T, EmLazy *L, EmSym **v) {
         if (st != EM_OK || *v) return st;
     }
     if (L->kind == EM_LAZY_CHAIN) return EM_OK;
+    if (L->kind == EM_LAZY_REPEAT) { /* fn, stop times (-1: for ever) */
+        if (L->stop != -1 && L->cnt >= L->stop) return EM_OK;
+        L->cnt++;
+        return (*v = L->fn), EM_OK;
+    }
+    if (L->kind == EM_LAZY_TAKEWHILE || L->kind == EM_LAZY_DROPWHILE) return while_next(T, L, v);
     if (L->kind == EM_LAZY_STARMAP) { /* fn(*item) */
         EmSym *item = NULL, *args = NULL;
         EmStatus st = em_iter_take(T, L->srcs[0], &item);
@@ -424,7 +487,7 @@ static EmStatus lazy_next(EmTracer *T, EmLazy *L, EmSym **v) {
         }
         int k = base + L->nsrc;
         if (L->kind == EM_LAZY_MAP) return em_call(T, L->fn, NULL, items, k, NULL, v);
-        if (L->kind == EM_LAZY_FILTER) {
+        if (L->kind == EM_LAZY_FILTER || L->kind == EM_LAZY_FILTERFALSE) {
             EmSym *keep = items[0];
             if (L->fn) {
                 EmStatus st = em_call(T, L->fn, NULL, items, 1, NULL, &keep);
@@ -433,7 +496,7 @@ static EmStatus lazy_next(EmTracer *T, EmLazy *L, EmSym **v) {
             int t = 0;
             EmStatus st = em_sym_truth(T, keep, &t);
             if (st != EM_OK) return st;
-            if (!t) continue;
+            if (!t == (L->kind == EM_LAZY_FILTER)) continue;
             return (*v = items[0]), EM_OK;
         }
         EmSym *tup = em_sym_new(T, SYM_TUPLE); /* ZIP, ENUM */

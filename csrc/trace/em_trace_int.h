@@ -73,6 +73,10 @@ typedef enum {
     EM_LAZY_CHAIN,
     EM_LAZY_ISLICE,
     EM_LAZY_STARMAP,
+    EM_LAZY_FILTERFALSE, /* itertools.filterfalse: FILTER's items its predicate refuses */
+    EM_LAZY_TAKEWHILE,   /* itertools.takewhile / dropwhile: fn the predicate */
+    EM_LAZY_DROPWHILE,
+    EM_LAZY_REPEAT,      /* itertools.repeat(x[, times]): fn x */
     EM_LAZY_NEXT /* a user object's iterator: its class's __next__, traced per item */
 } EmLazyKind;
 typedef struct EmLazy EmLazy;

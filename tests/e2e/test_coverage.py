@@ -195,6 +195,37 @@ def test_itertools_over_tensors_and_constants():
     one_graph(f, randn(3))
 
 
+def test_itertools_lazy_predicates_repeat_and_eager_consumers_of_lazy_iterators():
+    # filterfalse/takewhile/dropwhile call their predicate per item taken, interleaved with the
+    # consumer as in Python; repeat(x) for ever or many times is lazy; product/permutations/
+    # combinations take a lazy map/filter whole when made, running its function then
+    import itertools
+
+    def f(x):
+        log = []
+
+        def big(v):
+            log.append(v)
+            return v > 1
+
+        t = itertools.takewhile(big, [2, 3, 0, 5])
+        first = next(t)
+        log.append("mid")
+        rest = list(t)
+        ff = list(itertools.filterfalse(lambda v: v > 0, [-1, 0, 2])) + list(itertools.filterfalse(None, [0, 1]))
+        dw = list(itertools.dropwhile(lambda v: v < 3, [1, 2, 3, 1]))
+        it = itertools.repeat(2)
+        s = 0
+        for _ in range(5000):
+            s += next(it)
+        z = list(zip(range(3), itertools.repeat(x)))
+        p = list(itertools.product([x], map(lambda v: v * 2, [1, 2])))
+        q = list(itertools.permutations(filter(lambda v: v % 2, range(6)), 2))
+        return x * s + p[1][1], first, rest, log, ff, dw, z[2][1] is x, q, list(itertools.repeat(1, -1))
+
+    one_graph(f, randn(3))
+
+
 def test_itertools_cases_python_keeps():
     """accumulate of tensors (its additions would run lazily), an iterator islice leaves partly
     consumed, a list changed after chain() took it: Python runs them, with Python's results."""
