@@ -436,6 +436,9 @@ def rerun_safe(fn):
     no state changed), so that a graph made of such calls that raised may run its frame again
     as plain Python. Unknown callables (not torch's) are not."""
     name = getattr(fn, "__name__", None)
+    from ._np import NpCall
+    if type(fn) is NpCall:  # torch._numpy's function of tensors; a name ending in "_" writes an argument
+        return not name.endswith("_") and not _RERUN_UNSAFE.search(name.lower())
     owner = getattr(fn, "__objclass__", None)
     mod = getattr(owner if owner is not None else fn, "__module__", None)
     ok = (isinstance(name, str) and isinstance(mod, str) and mod.split(".")[0] == "torch"

@@ -53,6 +53,20 @@ def test_side_effects_before_an_op_that_raises_when_the_graph_runs(backend):
     assert (c["frames"], c["reruns"]) == (1, 3), c
 
 
+def appends_then_raises_with_numpy(x):
+    LOG.append(1)
+    a = x.numpy()
+    m = a.max()  # torch._numpy's function of tensors: changes nothing outside its result
+    LOG.append(m.ndim)
+    return torch.nn.functional.gelu(torch.arange(x.numel()))  # no Long kernel: raises when run
+
+
+def test_a_graph_with_numpy_calls_that_raises_runs_again_as_python():
+    eager, compiled = run_both(appends_then_raises_with_numpy, lambda: (randn(4),))
+    assert compiled == eager
+    assert eager[0][0][0] is NotImplementedError and eager[0][1] == [1, 0]
+
+
 def stores_then_indexes(x, i, box):
     box.seen = x.sum()
     box.n = 3
