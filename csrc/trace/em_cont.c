@@ -967,6 +967,10 @@ int em_set_item_kind(const EmSym *x) {
     if (x->kind == SYM_TENSOR || x->kind == SYM_PARTIAL) return 1; /* a partial hashes by identity */
     if (x->kind == SYM_OBJ || x->kind == SYM_NEW) { /* a class too, unless its metaclass hashes */
         PyTypeObject *tp = Py_TYPE(x->obj);
+        /* a module's builtin function (torch.add): hashed and compared by its module and C function, one
+         * object per function */
+        if (PyCFunction_Check(x->obj) && (!PyCFunction_GET_SELF(x->obj) || PyModule_Check(PyCFunction_GET_SELF(x->obj))))
+            return 1;
         return tp->tp_hash == PyBaseObject_Type.tp_hash && tp->tp_richcompare == PyBaseObject_Type.tp_richcompare ? 1
                                                                                                                   : -1;
     }

@@ -2783,3 +2783,14 @@ def test_unhashable_keys_raise_and_a_caught_exception_drops_its_traceback():
         return x + 1, out
 
     one_graph(f, randn(3), {1: 2})
+
+
+def test_builtin_functions_as_dict_keys_and_set_items():
+    import math
+
+    def f(x, y):
+        d = {torch.add: x * 2, torch.mul: y * 3, math.sqrt: 1, len: 2}
+        s = {torch.add, torch.add, len}
+        return d[torch.add] + d[torch.mul] + d[math.sqrt] + d[len], len(s), torch.add in d, torch.div in d, list(d)
+
+    one_graph(f, randn(4), randn(4, seed=1))
