@@ -182,14 +182,6 @@ EmStatus em_dyn_ranges(EmTracer *T, PyObject *v, EmRef ref, uint64_t dyn) {
 }
 
 /* Whether the guard loads slot from the frame: an argument, or a free variable's contents. */
-static int local_slot(const EmGuardProg *P, int32_t slot) {
-    for (int32_t i = 0; i < P->ins.len; i++)
-        if (P->ins.data[i].slot == slot &&
-            (P->ins.data[i].op == EMG_LOAD_LOCAL || P->ins.data[i].op == EMG_LOAD_CLOSURE))
-            return 1;
-    return 0;
-}
-
 /* Automatic dynamic of a scalar argument v in slot: 1 when it changed since the code's last
  * compile (its value kept in dyn_state by source name; None once it changed), else 0; -1 on
  * error. */
@@ -206,35 +198,42 @@ static int scalar_changed(EmTracer *T, PyObject *v, int32_t slot) {
     return rc < 0 ? -1 : changed;
 }
 
+/* Where slot is read from, for automatic dynamic: 2 a local or closure variable of the frame or
+ * an item of a list, tuple or dict held by one; 1 something reached from one or from a global
+ * through attributes too (an nn.Module's step counter); 0 anything else. At most 6 deep. */
+static int dyn_source_slot(const EmGuardProg *P, int32_t slot) {
+    int direct = 2;
+    for (int depth = 0; depth <= 6 && slot >= 0; depth++) {
+        const EmGInstr *in = em_guard_load_of(P, slot);
+        if (!in) return 0;
+        if (in->op == EMG_LOAD_LOCAL || in->op == EMG_LOAD_CLOSURE) return direct;
+        if (in->op == EMG_LOAD_GLOBAL) return 1;
+        if (in->op == EMG_LOAD_ODICT || in->op == EMG_LOAD_ATTR) direct = 1;
+        else if (in->op != EMG_LOAD_LIST_ITEM && in->op != EMG_LOAD_TUPLE_ITEM && in->op != EMG_LOAD_DICT) return 0;
+        slot = in->base;
+    }
+    return 0;
+}
+
 int em_dyn_int(EmTracer *T, PyObject *v, int32_t slot) {
-    if (T->dyn_mode == EM_DYN_STATIC || !PyLong_CheckExact(v) || T->depth || !local_slot(T->P, slot)) return 0;
+    int src = T->dyn_mode == EM_DYN_STATIC || !PyLong_CheckExact(v) ? 0 : dyn_source_slot(T->P, slot);
+    if (!src) return 0;
     int overflow = 0;
     long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
     if (overflow || (x == -1 && PyErr_Occurred())) {
         PyErr_Clear(); /* beyond int64: a constant */
         return 0;
     }
-    if (T->dyn_mode == EM_DYN_ALL) return x >= 2;
+    if (T->dyn_mode == EM_DYN_ALL && src == 2) return x >= 2; /* dynamic=True: arguments; attributes once they change */
     int changed = scalar_changed(T, v, slot);
     return changed < 0 ? -1 : changed && x >= 2;
 }
 
-/* slot is a local's, or an item of a list, tuple or dict reached from one (at most 4 deep). */
-static int local_item_slot(const EmGuardProg *P, int32_t slot) {
-    for (int depth = 0; depth <= 4 && slot >= 0; depth++) {
-        const EmGInstr *in = em_guard_load_of(P, slot);
-        if (!in) return 0;
-        if (in->op == EMG_LOAD_LOCAL || in->op == EMG_LOAD_CLOSURE) return 1;
-        if (in->op != EMG_LOAD_LIST_ITEM && in->op != EMG_LOAD_TUPLE_ITEM && in->op != EMG_LOAD_DICT) return 0;
-        slot = in->base;
-    }
-    return 0;
-}
-
 int em_dyn_float(EmTracer *T, PyObject *v, int32_t slot) {
     /* a float in a container of the frame too: a list of .item() values crossing a break */
-    if (T->dyn_mode == EM_DYN_STATIC || !PyFloat_CheckExact(v) || T->depth || !local_item_slot(T->P, slot)) return 0;
-    return T->dyn_mode == EM_DYN_ALL ? 1 : scalar_changed(T, v, slot);
+    int src = T->dyn_mode == EM_DYN_STATIC || !PyFloat_CheckExact(v) ? 0 : dyn_source_slot(T->P, slot);
+    if (!src) return 0;
+    return T->dyn_mode == EM_DYN_ALL && src == 2 ? 1 : scalar_changed(T, v, slot);
 }
 
 /* ---- result sizes ---- */

@@ -983,3 +983,37 @@ def test_symbolic_int_indexing_a_container_is_pinned():
         assert_same(f(x, c), m(x, c))
     c = counters()
     assert c["frames"] == 2 and c["hits"] == 1, c
+
+
+_STEP = 0
+
+
+def test_int_and_float_attributes_and_globals_that_change_become_symbolic():
+    # a module's step counter, a decaying float attribute and a global counter, each changed
+    # per call: automatic dynamic makes them inputs (as TorchDynamo does), not a recompile per
+    # value until the cache limit; 0 and 1 stay specialized, as for arguments
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.steps = 0
+            self.temp = 1.0
+
+        def forward(self, x):
+            global _STEP
+            _STEP += 1
+            self.steps += 1
+            self.temp *= 0.9
+            return x * self.steps + _STEP + x * self.temp
+
+    global _STEP
+    m, m2 = Net(), Net()
+    om = ember.compile(m2)
+    x = randn(3)
+    for _ in range(12):
+        g0 = _STEP
+        want = m(x)
+        _STEP = g0
+        assert_same(om(x), want)
+        assert (m.steps, m.temp) == (m2.steps, m2.temp)
+    c = counters()
+    assert c["frames"] == 3 and c["hits"] == 9, c

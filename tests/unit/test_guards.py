@@ -187,9 +187,9 @@ def test_changed_module_attribute():
     same(out, (x * m.weight) * 3.5)
     assert counters()["recompiles"] == 1
     assert counters()["frames"] == 2
-    cm.scale = -1.0  # set through the wrapper
+    cm.scale = -1.0  # set through the wrapper; it changed before: a graph input now (automatic dynamic)
     same(cm(x), (x * m.weight) * -1.0)
-    assert counters()["frames"] == 3
+    assert counters()["frames"] == 2
 
 
 def test_replaced_parameter_object():
