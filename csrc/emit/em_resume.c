@@ -886,6 +886,14 @@ done:
     } while (0)
 
 EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int resume_at) {
+    PyObject *bytes = PyCode_GetCode(co);
+    if (!bytes) return NULL;
+    /* a point given at an instruction's EXTENDED_ARG prefix (after a call, a long jump): the
+     * decoded instruction is named by its opcode's unit */
+    while ((Py_ssize_t)resume_at * 2 + 1 < PyBytes_GET_SIZE(bytes) &&
+           (unsigned char)PyBytes_AS_STRING(bytes)[2 * resume_at] == EMBC_EXTENDED_ARG)
+        resume_at++;
+    Py_DECREF(bytes);
     EmAsm A;
     em_asm_init(&A);
     int line = plan->line, nfree = co->co_nfreevars, nlocals = co->co_nlocals, nplus = co->co_nlocalsplus;

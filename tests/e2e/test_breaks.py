@@ -3003,3 +3003,21 @@ def test_a_cell_variable_unbound_at_a_break_is_the_resume_functions_own(capsys):
         assert_same(cf(x, flag), _cell_unbound_at_a_break(x, flag))
     c = counters()
     assert (c["breaks"], c["aborts"]) == (1, 0), c
+
+
+def test_break_before_a_jump_with_an_extended_arg():
+    # bool() of a tensor breaks right before a conditional jump over more than 255 code units:
+    # the jump has an EXTENDED_ARG prefix, where the resume function starts
+    body = "\n".join(f"        y = y * 1.0 + {i}" for i in range(40))
+    src = f"def f(x, y):\n    if bool(x.sum() > 0):\n{body}\n        return y\n    return y - 1\n"
+    ns = {}
+    exec(compile(src, "<extended_arg>", "exec"), ns)
+    f = ns["f"]
+    import dis
+    assert any(i.opname == "EXTENDED_ARG" for i in dis.get_instructions(f))
+    cf = ember.compile(f)
+    for s in (1.0, -1.0):
+        x, y = torch.full((2,), s), torch.ones(2)
+        assert torch.equal(cf(x, y), f(x, y))
+    c = counters()
+    assert c["internal"] == 0 and c["breaks"] == 1, c
