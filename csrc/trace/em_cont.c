@@ -969,7 +969,8 @@ int em_set_item_kind(const EmSym *x) {
         PyTypeObject *tp = Py_TYPE(x->obj);
         /* a module's builtin function (torch.add): hashed and compared by its module and C function, one
          * object per function */
-        if (PyCFunction_Check(x->obj) && (!PyCFunction_GET_SELF(x->obj) || PyModule_Check(PyCFunction_GET_SELF(x->obj))))
+        if (PyCFunction_Check(x->obj) &&
+            (!PyCFunction_GET_SELF(x->obj) || PyModule_Check(PyCFunction_GET_SELF(x->obj))))
             return 1;
         return tp->tp_hash == PyBaseObject_Type.tp_hash && tp->tp_richcompare == PyBaseObject_Type.tp_richcompare ? 1
                                                                                                                   : -1;

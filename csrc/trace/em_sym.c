@@ -339,12 +339,13 @@ static int pure_set(PyObject *v) {
 
 /* A namedtuple class: a tuple subclass with _fields and _make, and tuple's own storage. */
 int em_is_namedtuple_type(PyTypeObject *tp) {
+    /* no instance dict (3.12 keeps a subclass's managed dict out of its basic size) */
     return PyType_IsSubtype(tp, &PyTuple_Type) && _PyType_Lookup(tp, EM_STR(fields)) &&
-           _PyType_Lookup(tp, EM_STR(make)) && tp->tp_basicsize == PyTuple_Type.tp_basicsize;
+           _PyType_Lookup(tp, EM_STR(make)) && tp->tp_basicsize == PyTuple_Type.tp_basicsize && !tp->tp_dictoffset;
 }
 
 EmStatus em_tuple_field(EmTracer *T, PyObject *descr, EmSym *items, EmSym **out) {
-    if (!descr || strcmp(Py_TYPE(descr)->tp_name, "_collections._tuplegetter")) return CALL_NEXT;
+    if (!descr || (PyObject *)Py_TYPE(descr) != EM_KNOWN(tuplegetter)) return CALL_NEXT;
     PyObject *red = PyObject_CallMethod(descr, "__reduce__", NULL); /* (type, (index, doc)) */
     PyObject *args = red && PyTuple_Check(red) && PyTuple_GET_SIZE(red) == 2 ? PyTuple_GET_ITEM(red, 1) : NULL;
     Py_ssize_t i = args && PyTuple_Check(args) && PyTuple_GET_SIZE(args) >= 1
@@ -2015,7 +2016,7 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
     if (descr && Py_IS_TYPE(descr, &PyGetSetDescr_Type) && PyExceptionInstance_Check(o) &&
         !(PyDescr_TYPE(descr)->tp_flags & Py_TPFLAGS_HEAPTYPE))
         return slot_attr(T, base, name, n, out);
-    if (descr && PyTuple_Check(o) && !strcmp(Py_TYPE(descr)->tp_name, "_collections._tuplegetter")) {
+    if (descr && PyTuple_Check(o) && (PyObject *)Py_TYPE(descr) == EM_KNOWN(tuplegetter)) {
         EmSym *items = NULL; /* a namedtuple subclass's field: its items, guarded (em_frame_items) */
         if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
         return (st = em_frame_items(T, base, &items)) == EM_OK ? em_tuple_field(T, descr, items, out) : st;
