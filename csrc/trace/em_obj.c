@@ -494,6 +494,7 @@ static EmStatus idict_update(EmTracer *T, EmSym *base, PyObject *name, EmSym *v)
 
 EmStatus em_obj_record_store(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
     if (idict_update(T, base, name, v) != EM_OK) return EM_ERR;
+    if (base->kind == SYM_TENSOR && base->src >= 0 && em_trace_meta_changed(T, base)) return EM_ERR; /* t.tag = v */
     T->store_ver++;
     EmSym *ns = NULL;
     for (int32_t i = 0; i < T->stores.len; i += 3)

@@ -254,11 +254,40 @@ EmSym *em_sym_tensor(EmTracer *T, EmRef r, PyObject *m, PyObject *dev) {
     return s;
 }
 
+/* Whether nodes a and b differ in sizes, strides or requires_grad. */
+static int layout_differs(const EmGraph *G, EmRef a, EmRef b) {
+    const EmNode *x = &G->nodes.data[a], *y = &G->nodes.data[b];
+    if (x->ndim != y->ndim || x->requires_grad != y->requires_grad) return 1;
+    for (int i = 0; i < x->ndim; i++)
+        if (em_ir_sizes(G, x)[i] != em_ir_sizes(G, y)[i] || em_ir_strides(G, x)[i] != em_ir_strides(G, y)[i]) return 1;
+    return 0;
+}
+
 int em_sym_retarget(EmTracer *T, EmSym *s, EmRef r, PyObject *m, PyObject *dev) {
+    EmRef old = s->ref;
     s->ref = r;
     Py_SETREF(s->obj, Py_NewRef(m));
     Py_SETREF(s->device, Py_NewRef(dev));
-    return set_meta(T, r, m, dev);
+    if (set_meta(T, r, m, dev)) return -1;
+    return s->src >= 0 && layout_differs(T->G, old, r) ? em_trace_meta_changed(T, s) : 0;
+}
+
+int em_trace_meta_changed(EmTracer *T, EmSym *s) {
+    for (int32_t i = 0; i < T->meta_mut.len; i++)
+        if (T->meta_mut.data[i] == s) return 0;
+    return em_vec_push(&T->meta_mut, s) ? (PyErr_NoMemory(), -1) : 0;
+}
+
+int em_trace_alias_guards(EmTracer *T) {
+    for (int32_t i = 0; i < T->meta_mut.len; i++) {
+        EmSym *m = T->meta_mut.data[i];
+        for (int32_t j = 0; j < T->syms.len; j++) {
+            EmSym *o = T->syms.data[j];
+            if (o == m || o->kind != SYM_TENSOR || o->src < 0 || o->src == m->src) continue;
+            if (em_guard_check(T->P, EMG_DISTINCT, m->src, NULL, o->src)) return -1;
+        }
+    }
+    return 0;
 }
 
 PyObject *em_sym_meta(EmTracer *T, EmSym *s) {

@@ -977,6 +977,7 @@ void em_trace_free(EmTracer *T) {
     em_vec_free(&T->ctx_open);
     em_vec_free(&T->stores);
     em_vec_free(&T->mutated);
+    em_vec_free(&T->meta_mut);
     Py_CLEAR(T->key_tokens);
     em_vec_free(&T->prog_cells);
     Py_CLEAR(T->exc);

@@ -118,6 +118,9 @@ typedef struct EmTracer {
     /* lists and dicts from the frame the trace changed (em_sym_mutable): their items are
      * written back after the graph ran (OUT_SETITEMS) */
     EmVec(EmSym *) mutated;
+    /* tensors of the frame whose sizes or strides an in-place op changed (x.t_(), resize_):
+     * em_trace_alias_guards guards them to be no other tensor input */
+    EmVec(EmSym *) meta_mut;
     PyObject *key_tokens; /* list (NULL until one is made): the dict-key tokens (em_dict_key) */
     /* program cells the trace reached (em_prog_cell), one SYM_CELL each */
     EmVec(EmSym *) prog_cells;
@@ -193,6 +196,9 @@ EM_NEW PyObject *em_trace_input_syms(const EmTracer *T);
 /* 1 when the traced graph changes nothing outside its results (no in-place op, no random
  * draw, no global state but grad mode), 0 otherwise, -1 with an exception (em_inline.c). */
 int em_trace_rerun_ok(EmTracer *T);
+/* Guards each tensor of the frame whose metadata the trace changed in place to be none of the
+ * other tensor inputs (the trace read the other's sizes as its own). 0, or -1 with an exception. */
+int em_trace_alias_guards(EmTracer *T);
 /* Formats the abort as "file:line: reason". Returns a new str. */
 EM_NEW PyObject *em_trace_abort_message(const EmTracer *T);
 /* Records an abort (why, the message) at the current instruction: EM_ABORT, or EM_ERR when a

@@ -214,6 +214,9 @@ int em_is_namedtuple_type(PyTypeObject *tp);
 /* A namedtuple field's descriptor (collections' _tuplegetter) read on an instance whose items
  * are TUPLE sym items: *out its item; CALL_NEXT when descr is no such descriptor. */
 EmStatus em_tuple_field(EmTracer *T, PyObject *descr, EmSym *items, EmSym **out);
+/* Records that tensor s of the frame changed in a way another input that is the same object
+ * would show (its layout, requires_grad, an attribute): em_trace_alias_guards. 0 or -1. */
+int em_trace_meta_changed(EmTracer *T, EmSym *s);
 /* A builtin container whose __new__ takes the contents (an instance made in the trace gets
  * them at once, em_obj.c): frozenset, tuple. */
 static inline int em_new_frozen(const PyTypeObject *b) { return b == &PyFrozenSet_Type || b == &PyTuple_Type; }
