@@ -184,8 +184,10 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
     PyObject *rcode = NULL, *resume = NULL, *rcode2 = NULL, *resume2 = NULL, *rcode3 = NULL, *resume3 = NULL;
     *st = em_trace_break_outputs(T, &plan.stack_val, &plan.nstack, &plan.store_local, &plan.store_val, &plan.nstore,
                                  &plan.live, &plan.nlive, &plan.priv);
-    /* code run as plain Python before the resume function (a region) may fill the frame's cell */
-    if (*st == EM_OK && R && plan.priv) *st = em_trace_fail(T, EMA_VALUE, "a cell variable unbound at a break");
+    /* code run as plain Python before the resume function (a region) that fills the frame's cell
+     * or captures it: the resume function's own cell would not be that one */
+    if (*st == EM_OK && R && (plan.priv & em_region_cells(co, R)))
+        *st = em_trace_fail(T, EMA_VALUE, "a cell variable unbound at a break");
     if (*st != EM_OK) goto done;
     plan.at = T->brk.at;
     plan.next = T->brk.next;
@@ -402,7 +404,7 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
         res = *why ? EMD_ABORT : EMD_ERR;
         goto done;
     }
-    if (em_guard_check_shape(&e->P, &T.sizes)) goto done;
+    if (em_guard_check_shape(&e->P, &T.sizes) || em_trace_alias_guards(&T)) goto done;
     /* the guard dump (reprs of every object the guards check) is made when asked: entries()
      * or EMBER_LOGS=guards */
     if (em_ir_dump(&G, &gtxt) || ((em_state.logs & EM_LOG_GUARDS) && em_guard_dump(&e->P, &ktxt))) {

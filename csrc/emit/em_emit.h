@@ -132,6 +132,9 @@ int em_loop_span(PyCodeObject *co, int at, EmRegion *R, const char **why);
 int em_try_span(PyCodeObject *co, int at, EmRegion *R, const char **why);
 /* The local slots loop region R stores (stored[i]) and deletes (deleted[i]), for i < n. */
 void em_region_stores(PyCodeObject *co, const EmRegion *R, char *stored, char *deleted, int n);
+/* The cell slots (localsplus indices below 64; all bits when unknown) region R stores into,
+ * deletes or captures in a closure. */
+uint64_t em_region_cells(PyCodeObject *co, const EmRegion *R);
 
 #define EM_MAX_WITH 16
 /* Stack depths (exception-table depth: the block's __exit__ is the value below it) of the

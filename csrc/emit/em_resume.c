@@ -578,6 +578,29 @@ void em_region_stores(PyCodeObject *co, const EmRegion *R, char *stored, char *d
     Py_DECREF(bytes);
 }
 
+uint64_t em_region_cells(PyCodeObject *co, const EmRegion *R) {
+    PyObject *bytes = em_code_bytes(co);
+    if (!bytes) {
+        PyErr_Clear();
+        return ~(uint64_t)0;
+    }
+    const unsigned char *code = (const unsigned char *)PyBytes_AS_STRING(bytes);
+    int units = (int)(PyBytes_GET_SIZE(bytes) / 2);
+    uint64_t cells = 0;
+    for (int r = -1; r < R->nspan; r++) {
+        int lo = r < 0 ? R->start : R->span[2 * r], hi = r < 0 ? R->end : R->span[2 * r + 1];
+        for (int u = lo; u < hi && u < units;) {
+            EmInstr x;
+            em_decode(code, units, u, &x);
+            if (x.op == EMBC_STORE_DEREF || x.op == EMBC_DELETE_DEREF || x.op == EMBC_LOAD_CLOSURE)
+                cells |= x.arg < 64 ? (uint64_t)1 << x.arg : ~(uint64_t)0;
+            u = x.next;
+        }
+    }
+    Py_DECREF(bytes);
+    return cells;
+}
+
 static int n_arg_slots(PyCodeObject *co) {
     return co->co_argcount + co->co_kwonlyargcount + !!(co->co_flags & CO_VARARGS) + !!(co->co_flags & CO_VARKEYWORDS);
 }

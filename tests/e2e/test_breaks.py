@@ -3021,3 +3021,27 @@ def test_break_before_a_jump_with_an_extended_arg():
         assert torch.equal(cf(x, y), f(x, y))
     c = counters()
     assert c["internal"] == 0 and c["breaks"] == 1, c
+
+
+def test_cell_unbound_at_a_loop_break_the_loop_does_not_touch():
+    # the loop runs as plain Python (its body raises NameError); a closure's variable the code
+    # after it binds is unbound there: the resume function's own cell, as the loop neither
+    # stores nor captures it (fuzz seed 2504 #562 ran the frame as plain Python)
+    def f(x, n):
+        for _ in range(n):
+            t35 = _undefined_in_the_loop  # noqa: F821, F841
+        try:
+            t40 = x
+        except ValueError as e37:  # noqa: F841
+            pass
+
+        def g46():
+            return t40
+
+        return g46()
+
+    with pytest.raises(NameError):
+        ember.compile(f)(torch.randn(3), 3)
+    c = counters()
+    assert (c["aborts"], c["breaks"]) == (0, 1), c
+    assert torch.equal(ember.compile(f)(torch.ones(2), 0), torch.ones(2))
