@@ -163,16 +163,19 @@ static int holds_torch(PyObject *o, int depth, int *budget) {
         (PyType_Check(o) && PyType_IsSubtype((PyTypeObject *)o, (PyTypeObject *)em_state.nn_module_type)) ||
         !strcmp(tp->tp_name, "numpy.ndarray"))
         return 1;
-    if (PyList_CheckExact(o) || PyTuple_Check(o)) { /* a namedtuple is a tuple of its fields */
-        PyObject *seq = PySequence_Fast(o, "");
-        for (Py_ssize_t i = 0; seq && i < PySequence_Fast_GET_SIZE(seq); i++)
-            if (holds_torch(PySequence_Fast_GET_ITEM(seq, i), depth + 1, budget)) {
-                Py_DECREF(seq);
-                return 1;
-            }
-        if (!seq) PyErr_Clear();
-        Py_XDECREF(seq);
-        return !seq;
+    if (PyTuple_Check(o)) { /* a namedtuple's fields too: the tuple's storage, no user code */
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++)
+            if (holds_torch(PyTuple_GET_ITEM(o, i), depth + 1, budget)) return 1;
+        return 0;
+    }
+    if (PyList_CheckExact(o)) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o); i++) {
+            PyObject *it = Py_NewRef(PyList_GET_ITEM(o, i)); /* held: the walk runs no code, but stays safe */
+            int r = holds_torch(it, depth + 1, budget);
+            Py_DECREF(it);
+            if (r) return 1;
+        }
+        return 0;
     }
     if (PyDict_CheckExact(o)) {
         PyObject *vals = PyDict_Values(o); /* a copy: the walk runs no code, but stays safe */

@@ -1171,8 +1171,20 @@ static EmStatus known_hash(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int
     PyObject *h = _PyType_Lookup(tp, EM_STR(dunder_hash));
     if (h && PyFunction_Check(h)) {
         EmStatus st = em_call_dunder(T, a, "__hash__", NULL, 0, out);
-        if (st != EM_OK || ((*out)->kind == SYM_CONST && PyLong_CheckExact((*out)->obj))) return st;
-        return em_trace_fail(T, EMA_CALL, "hash() of a %s (its __hash__ gave %s)", tp->tp_name, em_sym_describe(*out));
+        if (st != EM_OK) return st;
+        if ((*out)->kind != SYM_CONST || !PyLong_CheckExact((*out)->obj))
+            return em_trace_fail(T, EMA_CALL, "hash() of a %s (its __hash__ gave %s)", tp->tp_name,
+                                 em_sym_describe(*out));
+        /* as CPython's slot: an int beyond Py_hash_t hashed as an int, -1 made -2 */
+        Py_hash_t hv = PyLong_AsSsize_t((*out)->obj);
+        if (hv == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            hv = PyObject_Hash((*out)->obj);
+        }
+        PyObject *hr = PyLong_FromSsize_t(hv == -1 ? -2 : hv);
+        *out = hr ? em_sym_const(T, hr) : NULL;
+        Py_XDECREF(hr);
+        return *out ? EM_OK : EM_ERR;
     }
     PyTypeObject *base = PyType_IsSubtype(tp, &PyTuple_Type)       ? &PyTuple_Type
                          : PyType_IsSubtype(tp, &PyFrozenSet_Type) ? &PyFrozenSet_Type

@@ -344,7 +344,10 @@ static EmStatus lazy_repeat(EmTracer *T, EmSym **args, int n, PyObject *kwnames,
     long long times = -1;
     if (n > 2 || !bound[0] || (bound[1] && (bound[1]->kind != SYM_CONST || !PyLong_CheckExact(bound[1]->obj))))
         return CALL_NEXT;
-    if (bound[1] && ((times = PyLong_AsLongLong(bound[1]->obj)) == -1 && PyErr_Occurred())) return EM_ERR;
+    int overflow = 0;
+    if (bound[1] && (times = PyLong_AsLongLongAndOverflow(bound[1]->obj, &overflow)) == -1 && PyErr_Occurred())
+        return EM_ERR;
+    if (overflow) times = overflow > 0 ? LLONG_MAX : 0; /* beyond int64: for ever, or none */
     if (times != -1 && times <= 4096) return CALL_NEXT; /* a few: the stand-ins (em_call_itertools) */
     EmStatus st = em_lazy_make(T, EM_LAZY_REPEAT, bound[0], NULL, 0, NULL, NULL, out);
     if (st == EM_OK) (*out)->lazy->stop = times < 0 && bound[1] ? 0 : times; /* repeat(x, -3) is empty */

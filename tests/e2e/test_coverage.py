@@ -2794,3 +2794,20 @@ def test_builtin_functions_as_dict_keys_and_set_items():
         return d[torch.add] + d[torch.mul] + d[math.sqrt] + d[len], len(s), torch.add in d, torch.div in d, list(d)
 
     one_graph(f, randn(4), randn(4, seed=1))
+
+
+class _Hashed:
+    def __init__(self, v):
+        self.v = v
+
+    def __hash__(self):
+        return self.v
+
+
+def test_hash_of_objects_with_their_own_hash():
+    # the class's __hash__ traced; hash() reduces it as CPython does (-1 is -2, beyond 64 bits
+    # the int's hash)
+    def f(x, a, b, c):
+        return x + 1, hash(a), hash(b), hash(c)
+
+    one_graph(f, randn(2), _Hashed(-1), _Hashed(2**70), _Hashed(5))
