@@ -33,6 +33,7 @@ void em_guard_free(EmGuardProg *P) {
     em_vec_free(&P->specs);
     em_vec_free(&P->names);
     em_vec_free(&P->owned);
+    em_vec_free(&P->load_ins);
     em_size_free(&P->sizes);
     free(P->index);
     P->index = NULL;
@@ -151,6 +152,7 @@ static int32_t g_load(EmGuardProg *P, EmGuardOp op, int32_t base, Py_ssize_t a, 
     }
     P->nslots++;
     if (g_push(P, op, slot, base, a, obj)) return -1;
+    if (em_vec_push(&P->load_ins, P->ins.len - 1)) return PyErr_NoMemory(), -1;
     return slot;
 }
 
@@ -232,9 +234,7 @@ int32_t em_guard_item(EmGuardProg *P, int32_t base, Py_ssize_t i, int is_list) {
 
 /* The load instruction writing slot, or NULL. */
 static const EmGInstr *load_of(const EmGuardProg *P, int32_t slot) {
-    for (int32_t i = 0; i < P->ins.len; i++)
-        if (P->ins.data[i].slot == slot && g_is_load[P->ins.data[i].op]) return &P->ins.data[i];
-    return NULL;
+    return slot >= 0 && slot < P->load_ins.len ? &P->ins.data[P->load_ins.data[slot]] : NULL;
 }
 
 const EmGInstr *em_guard_load_of(const EmGuardProg *P, int32_t slot) { return load_of(P, slot); }

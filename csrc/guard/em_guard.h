@@ -56,6 +56,7 @@ typedef struct EmGuardProg {
     EmVec(EmTensorSpec) specs;
     EmVec(char *) names; /* per slot: printable source path, owned */
     EmVec(uint8_t) owned; /* per slot: 1 when the load returns an owned reference */
+    EmVec(int32_t) load_ins; /* per slot: the index in ins of the load that writes it */
     PyObject *weakrefs; /* owned list: the weak references em_guard_weaken made, or NULL */
     int32_t nslots;
     int dead; /* invalidated: every run fails (set while the program may be running) */
