@@ -198,18 +198,20 @@ static int scalar_changed(EmTracer *T, PyObject *v, int32_t slot) {
     return rc < 0 ? -1 : changed;
 }
 
-/* Where slot is read from, for automatic dynamic: 2 a local or closure variable of the frame or
- * an item of a list, tuple or dict held by one; 1 something reached from one or from a global
- * through attributes too (an nn.Module's step counter); 0 anything else. At most 6 deep. */
+/* Where slot is read from, for automatic dynamic: 3 a local or closure variable of the frame,
+ * 2 an item of a list, tuple or dict held by one, 1 something reached from one or from a global
+ * through attributes too (an nn.Module's step counter), 0 anything else. At most 6 deep. */
 static int dyn_source_slot(const EmGuardProg *P, int32_t slot) {
-    int direct = 2;
+    int kind = 3;
     for (int depth = 0; depth <= 6 && slot >= 0; depth++) {
         const EmGInstr *in = em_guard_load_of(P, slot);
         if (!in) return 0;
-        if (in->op == EMG_LOAD_LOCAL || in->op == EMG_LOAD_CLOSURE) return direct;
+        if (in->op == EMG_LOAD_LOCAL || in->op == EMG_LOAD_CLOSURE) return kind;
         if (in->op == EMG_LOAD_GLOBAL) return 1;
-        if (in->op == EMG_LOAD_ODICT || in->op == EMG_LOAD_ATTR) direct = 1;
-        else if (in->op != EMG_LOAD_LIST_ITEM && in->op != EMG_LOAD_TUPLE_ITEM && in->op != EMG_LOAD_DICT) return 0;
+        if (in->op == EMG_LOAD_ODICT || in->op == EMG_LOAD_ATTR) kind = 1;
+        else if (in->op == EMG_LOAD_LIST_ITEM || in->op == EMG_LOAD_TUPLE_ITEM || in->op == EMG_LOAD_DICT)
+            kind = kind < 2 ? kind : 2;
+        else return 0;
         slot = in->base;
     }
     return 0;
@@ -224,7 +226,7 @@ int em_dyn_int(EmTracer *T, PyObject *v, int32_t slot) {
         PyErr_Clear(); /* beyond int64: a constant */
         return 0;
     }
-    if (T->dyn_mode == EM_DYN_ALL && src == 2) return x >= 2; /* dynamic=True: arguments; attributes once they change */
+    if (T->dyn_mode == EM_DYN_ALL && src == 3) return x >= 2; /* dynamic=True: arguments; others once they change */
     int changed = scalar_changed(T, v, slot);
     return changed < 0 ? -1 : changed && x >= 2;
 }
@@ -233,7 +235,7 @@ int em_dyn_float(EmTracer *T, PyObject *v, int32_t slot) {
     /* a float in a container of the frame too: a list of .item() values crossing a break */
     int src = T->dyn_mode == EM_DYN_STATIC || !PyFloat_CheckExact(v) ? 0 : dyn_source_slot(T->P, slot);
     if (!src) return 0;
-    return T->dyn_mode == EM_DYN_ALL && src == 2 ? 1 : scalar_changed(T, v, slot);
+    return T->dyn_mode == EM_DYN_ALL && src >= 2 ? 1 : scalar_changed(T, v, slot); /* and their items */
 }
 
 /* ---- result sizes ---- */
