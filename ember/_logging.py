@@ -71,14 +71,16 @@ def user_warning(text, key):
     import warnings
     from . import EmberWarning
     f = _user_frame(sys._getframe(1))
-    site = (f.f_code.co_filename, f.f_lineno) if f is not None else None
+    # a resume function's instruction may have no line (f_lineno None): its code's first line
+    line = (f.f_lineno or f.f_code.co_firstlineno or 0) if f is not None else 0
+    site = (f.f_code.co_filename, line) if f is not None else None
     if (key, site) in _warned:
         return
     _warned.add((key, site))
     if f is None:
         warnings.warn(text, EmberWarning, stacklevel=2)
         return
-    args = (text, EmberWarning, f.f_code.co_filename, f.f_lineno)
+    args = (text, EmberWarning, f.f_code.co_filename, line)
     kw = dict(module=f.f_globals.get("__name__"), registry=f.f_globals.setdefault("__warningregistry__", {}))
     try:
         warnings.warn_explicit(*args, **kw, module_globals=f.f_globals)

@@ -1160,3 +1160,31 @@ def test_eager_layouts_wrapper_copies_only_what_differs():
         a = randn(n, 4)
         r = wrapped(a)
         assert r[0].stride() == (4, 1) and torch.equal(r[0], a) and r[1] is a
+
+
+@ember.disable
+def _raise_over(t, s):
+    if float(t.float().sum()) > s:
+        raise ValueError(f"over {s}")
+    return t - 1
+
+
+def test_warning_from_a_resume_function_at_an_instruction_without_a_line():
+    # the graph after a handled exception (two resume functions deep) is refused by aot_eager
+    # (detach_ of an input that requires grad): the warning names the calling resume function,
+    # whose current instruction has no line (fuzz seed 2507 #173 raised TypeError from
+    # warnings.warn_explicit)
+    def fn(x, y):
+        try:
+            _raise_over(x, 0)
+        except ValueError:
+            print("", end="")
+        y.detach_()
+        return x + 1
+
+    x = torch.ones(2)
+    y1, y2 = torch.randn(2, requires_grad=True), torch.randn(2, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = ember.compile(fn, backend="aot_eager")(x, y1)
+    assert torch.equal(got, fn(x, y2)) and not y1.requires_grad
