@@ -470,10 +470,51 @@ static EmStatus walk_modules(EmTracer *T, EmSym *mod, PyObject *prefix, EmWalk *
     return EM_OK;
 }
 
+/* Appends member m named prefix.k to w; 0, or -1 with an exception. */
+static int walk_add(EmWalk *w, EmSym *m, PyObject *prefix, PyObject *k) {
+    PyObject *nm = join_name(prefix, k);
+    if (!nm) return -1;
+    if (em_vec_push(&w->syms, m)) {
+        Py_DECREF(nm);
+        return PyErr_NoMemory(), -1;
+    }
+    if (em_vec_push(&w->names, nm)) {
+        Py_DECREF(nm);
+        w->syms.len--;
+        return PyErr_NoMemory(), -1;
+    }
+    return 0;
+}
+
+/* walk_storage over the trace's copy c of a storage dict the trace changed (self.buf = t in
+ * forward): its entries as they are now, each object once (one read from the frame by identity,
+ * guarded; one made in the trace by its sym). */
+static EmStatus walk_changed_storage(EmTracer *T, EmSym *c, const char *attr, PyObject *prefix, EmWalk *w) {
+    for (int32_t i = 0; i < c->keys.len; i++) {
+        PyObject *k = c->keys.data[i];
+        EmSym *v = c->items.data[i];
+        if (v->kind == SYM_CONST && v->obj == Py_None) continue;
+        if (!PyUnicode_Check(k)) return em_trace_fail(T, EMA_VALUE, "a %s entry with a non-str name", attr);
+        if (v->kind != SYM_TENSOR) return em_trace_fail(T, EMA_VALUE, "a %s entry %s", attr, em_sym_describe(v));
+        int dup = 0;
+        for (int32_t j = 0; j < w->syms.len && !dup; j++) dup = w->syms.data[j] == v;
+        PyObject *real = v->src >= 0 ? v->spec : NULL; /* a tensor read from the frame: itself */
+        if (!dup && v->src >= 0 && !real) return em_trace_fail(T, EMA_VALUE, "a %s entry not known as an object", attr);
+        int r = dup || !real ? 0 : walk_seen(T, w, real, v->src);
+        if (r < 0) return EM_ERR;
+        if (dup || r) continue;
+        if (walk_add(w, v, prefix, k)) return EM_ERR;
+    }
+    return EM_OK;
+}
+
 /* Appends the entries of mod's storage dict `attr` to w as nn.Module's _named_members does:
  * None entries skipped (guarded None), each object once (walk_seen), named prefix.key. */
 static EmStatus walk_storage(EmTracer *T, EmSym *mod, const char *attr, PyObject *prefix, EmWalk *w) {
     int32_t dslot;
+    PyObject *md = em_obj_dict(mod->obj), *cur = md ? PyDict_GetItemString(md, attr) : NULL;
+    EmSym *changed = cur && PyDict_Check(cur) ? em_sym_mutated_of(T, cur) : NULL;
+    if (changed && changed->kind == SYM_DICT) return walk_changed_storage(T, changed, attr, prefix, w);
     PyObject *d = module_storage(T, mod, attr, &dslot);
     if (!d)
         return PyErr_Occurred()
@@ -497,17 +538,7 @@ static EmStatus walk_storage(EmTracer *T, EmSym *mod, const char *attr, PyObject
             if (r < 0) return EM_ERR;
             continue;
         }
-        PyObject *nm = join_name(prefix, k);
-        if (!nm) return EM_ERR;
-        if (em_vec_push(&w->syms, m)) {
-            Py_DECREF(nm);
-            return PyErr_NoMemory(), EM_ERR;
-        }
-        if (em_vec_push(&w->names, nm)) {
-            Py_DECREF(nm);
-            w->syms.len--;
-            return PyErr_NoMemory(), EM_ERR;
-        }
+        if (walk_add(w, m, prefix, k)) return EM_ERR;
     }
     return EM_OK;
 }

@@ -2811,3 +2811,32 @@ def test_hash_of_objects_with_their_own_hash():
         return x + 1, hash(a), hash(b), hash(c)
 
     one_graph(f, randn(2), _Hashed(-1), _Hashed(2**70), _Hashed(5))
+
+
+class _EmaBuffers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("running", torch.zeros(3))
+        self.register_buffer("spare", None)
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        self.running = self.running * 0.9 + x.mean(0) * 0.1  # a buffer assigned in forward
+        self.spare = x[0] * 2  # a None buffer filled
+        self.register_buffer("alias", self.running)  # the same tensor again: walked once
+        n = sum(b.numel() for b in self.buffers())
+        names = [k for k, _ in self.named_buffers()]
+        return self.lin(x) + self.running, n, names, [k for k, _ in self.named_parameters()]
+
+
+def test_member_walks_after_buffers_changed_in_forward():
+    # named_buffers()/buffers() after the trace changed _buffers walk the trace's copy, as
+    # nn.Module's _named_members does: None skipped, each tensor once, in the dict's order
+    m1, m2 = _EmaBuffers(), _EmaBuffers()
+    m2.load_state_dict(m1.state_dict())
+    cm = ember.compile(m2, fullgraph=True)
+    x = randn(4, 3)
+    for _ in range(3):
+        want, got = m1(x), cm(x)
+        assert_same(got, want)
+        assert torch.equal(m1.running, m2.running) and torch.equal(m1.spare, m2.spare) and m2.alias is m2.running
