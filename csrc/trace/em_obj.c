@@ -443,6 +443,12 @@ EmSym *em_obj_stored(EmTracer *T, EmSym *base, PyObject *name) {
     return NULL;
 }
 
+/* The dict a store recorded on b writes into: b's instance dict, or b itself (an instance
+ * __dict__ stored into as a dict, EM_POS_IDICT); NULL for other bases. Borrowed. */
+static PyObject *store_dict(const EmSym *b) {
+    return b->kind != SYM_OBJ || !b->obj ? NULL : b->pos == EM_POS_IDICT ? b->obj : em_obj_dict(b->obj);
+}
+
 EmStatus em_instance_dict(EmTracer *T, EmSym *d, EmSym **out) {
     for (int32_t i = 0; i < T->idict_real.len; i++)
         if (T->idict_real.data[i] == d->obj) return (*out = T->idict_copy.data[i]) ? EM_OK : EM_ERR;
@@ -463,8 +469,7 @@ EmStatus em_instance_dict(EmTracer *T, EmSym *d, EmSym **out) {
     if (!c) return EM_ERR;
     for (int32_t i = 0; i < T->stores.len; i += 3) { /* stores made before, in order */
         EmSym *b = T->stores.data[i];
-        if (b->kind == SYM_OBJ && b->obj && (em_obj_dict(b->obj) == v || (b->pos == EM_POS_IDICT && b->obj == v)) &&
-            em_dict_set(c, T->stores.data[i + 1]->obj, T->stores.data[i + 2]) != EM_OK)
+        if (store_dict(b) == v && em_dict_set(c, T->stores.data[i + 1]->obj, T->stores.data[i + 2]) != EM_OK)
             return EM_ERR;
     }
     if (em_vec_push(&T->idict_real, v) || em_vec_push(&T->idict_copy, c)) return PyErr_NoMemory(), EM_ERR;
@@ -475,8 +480,7 @@ EmStatus em_instance_dict(EmTracer *T, EmSym *d, EmSym **out) {
 EmSym *em_obj_dict_stored(EmTracer *T, PyObject *d, PyObject *name) {
     for (int32_t i = T->stores.len - 3; i >= 0; i -= 3) {
         EmSym *b = T->stores.data[i];
-        if (b->kind == SYM_OBJ && b->obj && (em_obj_dict(b->obj) == d || (b->pos == EM_POS_IDICT && b->obj == d)) &&
-            PyUnicode_Compare(T->stores.data[i + 1]->obj, name) == 0)
+        if (store_dict(b) == d && PyUnicode_Compare(T->stores.data[i + 1]->obj, name) == 0)
             return T->stores.data[i + 2];
     }
     return NULL;
@@ -484,9 +488,7 @@ EmSym *em_obj_dict_stored(EmTracer *T, PyObject *d, PyObject *name) {
 
 /* A store on base goes to the copy of its instance dict the trace read whole, if any. */
 static EmStatus idict_update(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
-    PyObject *d = base->kind != SYM_OBJ || !base->obj || !T->idict_real.len ? NULL
-                  : base->pos == EM_POS_IDICT                               ? base->obj
-                                                                            : em_obj_dict(base->obj);
+    PyObject *d = T->idict_real.len ? store_dict(base) : NULL;
     for (int32_t i = 0; d && i < T->idict_real.len; i++)
         if (T->idict_real.data[i] == d) return em_dict_set(T->idict_copy.data[i], name, v);
     return EM_OK;
