@@ -985,6 +985,33 @@ def arity_error(descr, npos, kwnames):
     return _ARITY[key]
 
 
+_KW_ORDER = {}
+
+
+def kw_order(descr, npos, kwnames):
+    """For a call of builtin method descriptor `descr` with npos positional arguments after
+    self and keyword arguments kwnames: the index in kwnames of each argument in the order of
+    the method's positional-or-keyword parameters npos, npos + 1, ..., when the keywords name
+    exactly those parameters (`od.move_to_end(k, last=False)`, `od.popitem(last=False)`): the
+    call is then the same call with positional arguments. None otherwise."""
+    key = (descr, npos, kwnames)
+    if key not in _KW_ORDER:
+        _KW_ORDER[key] = _kw_order(descr, npos, kwnames)
+    return _KW_ORDER[key]
+
+
+def _kw_order(descr, npos, kwnames):
+    try:
+        params = list(inspect.signature(descr).parameters.values())[1:]
+    except (ValueError, TypeError):
+        return None
+    where = {p.name: i for i, p in enumerate(params) if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD}
+    at = [where.get(k, -1) for k in kwnames]
+    if sorted(at) != list(range(npos, npos + len(kwnames))):
+        return None
+    return tuple(at.index(npos + j) for j in range(len(kwnames)))
+
+
 _STUBS = {}
 
 

@@ -2061,6 +2061,26 @@ static EmStatus exc_with_traceback(EmTracer *T, PyObject *f, EmSym *self, EmSym 
     return EM_OK;
 }
 
+static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
+
+/* A builtin method descriptor called with keywords that name its next positional-or-keyword
+ * parameters (_rules.kw_order: `od.move_to_end(k, last=False)`) is the same call with them
+ * positional: call_by_type again without keywords. CALL_NEXT when the keywords are others. */
+static EmStatus kw_as_positional(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                 EmSym **out) {
+    int npos = n - (int)PyTuple_GET_SIZE(kwnames);
+    if (npos < 1 || n > 16) return CALL_NEXT;
+    PyObject *order = PyObject_CallMethod(em_state.meta_run, "kw_order", "OnO", fn->obj, (Py_ssize_t)(npos - 1),
+                                          kwnames);
+    if (!order) return EM_ERR;
+    EmSym *pos[16];
+    for (int i = 0; order != Py_None && i < n; i++)
+        pos[i] = i < npos ? all[i] : all[npos + PyLong_AsLong(PyTuple_GET_ITEM(order, i - npos))];
+    int none = order == Py_None;
+    Py_DECREF(order);
+    return none ? CALL_NEXT : call_by_type(T, fn, self, pos, n, NULL, out);
+}
+
 /* em_call's third step: callees recognized by their type. The bound __exit__ of a grad-mode
  * context from the frame; a builtin method descriptor called on an instance (made while
  * tracing or from the frame) or on a container sym; a namedtuple class. */
@@ -2069,6 +2089,10 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
     int nargs = self ? n - 1 : n;
     PyObject *f = fn->obj;
     if (fn->kind == SYM_OBJ && fn->src >= 0 && em_ctx_is_grad_exit(f)) return em_ctx_exit_input(T, fn, all, n, out);
+    if (kwnames && Py_IS_TYPE(f, &PyMethodDescr_Type)) {
+        EmStatus st = kw_as_positional(T, fn, self, all, n, kwnames, out);
+        if (st != CALL_NEXT) return st;
+    }
     if (self && !kwnames) {
         EmStatus st = em_frame_dict_empty_view(T, f, self, nargs, out);
         if (st != CALL_NEXT) return st;

@@ -885,6 +885,15 @@ static EmStatus watch_args(EmTracer *T, EmSym *r, EmSym **all, int n, int spec) 
     return EM_OK;
 }
 
+/* The length of a container sym or a sized constant, known without taking its items; -1 when not. */
+static Py_ssize_t sized_len(const EmSym *s) {
+    if (s->kind == SYM_TUPLE || s->kind == SYM_LIST || s->kind == SYM_DICT || s->kind == SYM_SET) return s->items.len;
+    if (s->kind != SYM_CONST || !PySequence_Check(s->obj)) return -1;
+    Py_ssize_t n = PyObject_Size(s->obj);
+    if (n < 0) PyErr_Clear();
+    return n;
+}
+
 EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int strict, EmSym **out) {
     int is_enum = f == (PyObject *)&PyEnum_Type, is_zip = f == (PyObject *)&PyZip_Type;
     long start = 0;
@@ -899,9 +908,12 @@ EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int stri
         return em_trace_fail(T, EMA_CALL, "reversed() of an iterator");
     int lazy = 0; /* zip/enumerate over a lazy iterator: lazy too, taking an item per item taken */
     for (int i = 0; (is_enum || is_zip) && i < n; i++) lazy |= all[i]->kind == SYM_ITER && !em_lazy_done(all[i]);
-    if (lazy && strict) return em_trace_fail(T, EMA_CALL, "zip(strict=True) over a lazy iterator");
+    for (int i = 1; strict && !lazy && i < n; i++) { /* unequal lengths raise at the end: taken lazily */
+        Py_ssize_t a = sized_len(all[0]), b = sized_len(all[i]);
+        lazy = a >= 0 && b >= 0 && a != b;
+    }
     if (lazy) {
-        PyObject *from = is_enum ? PyLong_FromLong(start) : NULL;
+        PyObject *from = is_enum ? PyLong_FromLong(start) : Py_XNewRef(strict ? Py_True : NULL);
         if (is_enum && !from) return EM_ERR;
         EmStatus st = em_lazy_make(T, is_enum ? EM_LAZY_ENUM : EM_LAZY_ZIP, NULL, all, n, from, NULL, out);
         Py_XDECREF(from);
@@ -920,8 +932,8 @@ EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int stri
     for (int i = 0; i < n; i++) {
         EmStatus st = em_seq_items(T, all[i], &seqs[i]);
         if (st != EM_OK) return st;
-        if (strict && len >= 0 && seqs[i]->items.len != len) /* Python raises once iteration gets there */
-            return em_trace_fail(T, EMA_CALL, "zip(strict=True) over sequences of different lengths");
+        if (strict && len >= 0 && seqs[i]->items.len != len) /* an iterator's items: Python raises at the end */
+            return em_trace_fail(T, EMA_CALL, "zip(strict=True) over iterators of different lengths");
         if (len < 0 || seqs[i]->items.len < len) len = seqs[i]->items.len;
     }
     EmSymKind kind = f == (PyObject *)&PyTuple_Type ? SYM_TUPLE : f == (PyObject *)&PyList_Type ? SYM_LIST : SYM_ITER;

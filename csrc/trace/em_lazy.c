@@ -27,6 +27,7 @@ struct EmLazy {
     EmSym *fn;       /* MAP, FILTER: the function (FILTER: NULL for filter(None, ...)) */
     EmSym **srcs;    /* MAP, FILTER, ZIP, ENUM: their iterators (malloc'd) */
     int nsrc;
+    int strict;            /* ZIP: zip(strict=True) (sources of unequal lengths raise ValueError) */
     PyObject *next, *step; /* ENUM (next), COUNT (next, step): owned */
     int cur;               /* CHAIN: the source being taken from */
     long long cnt, nxt, stop, stride; /* ISLICE: items taken, index of the next one given, stop (-1:
@@ -305,6 +306,8 @@ EmStatus em_lazy_make(EmTracer *T, EmLazyKind kind, EmSym *fn, EmSym **srcs, int
     if (!it) return EM_ERR;
     EmLazy *L = it->lazy;
     L->fn = fn;
+    L->strict = kind == EM_LAZY_ZIP && start == Py_True;
+    if (L->strict) start = NULL;
     L->next = start ? Py_NewRef(start) : PyLong_FromLong(0);
     L->step = step ? Py_NewRef(step) : PyLong_FromLong(1);
     if (!L->next || !L->step) return EM_ERR;
@@ -449,6 +452,24 @@ static EmStatus while_next(EmTracer *T, EmLazy *L, EmSym **v) {
     }
 }
 
+/* zip(strict=True) at the end of source i: CPython's ValueError unless every source ends
+ * together (the later ones are asked for one more item, as CPython asks). */
+static EmStatus strict_end(EmTracer *T, EmLazy *L, int i) {
+    const char *shorter = "shorter";
+    for (int j = 1; !i && j < L->nsrc; j++) {
+        EmSym *x = NULL;
+        EmStatus st = em_iter_take(T, L->srcs[j], &x);
+        if (st != EM_OK) return st;
+        if (x) {
+            i = j;
+            shorter = "longer";
+        }
+    }
+    if (!i) return EM_OK;
+    return em_trace_raise_msg(T, PyExc_ValueError, "zip() argument %d is %s than argument%s%d", i + 1, shorter,
+                              i == 1 ? " " : "s 1-", i);
+}
+
 static EmStatus lazy_next(EmTracer *T, EmLazy *L, EmSym **v) {
     EmSym *items[9];
     *v = NULL;
@@ -486,7 +507,8 @@ static EmStatus lazy_next(EmTracer *T, EmLazy *L, EmSym **v) {
         for (int i = 0; i < L->nsrc; i++) {
             EmStatus st = em_iter_take(T, L->srcs[i], &items[base + i]);
             if (st != EM_OK) return st;
-            if (!items[base + i]) return EM_OK; /* the shortest source ends it (zip, map) */
+            if (!items[base + i]) /* the shortest source ends it (zip, map) */
+                return L->strict ? strict_end(T, L, i) : EM_OK;
         }
         int k = base + L->nsrc;
         if (L->kind == EM_LAZY_MAP) return em_call(T, L->fn, NULL, items, k, NULL, v);

@@ -196,11 +196,22 @@ EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s) {
 
 int em_is_pure(PyObject *v) { return is_pure(v, 0); }
 
+/* A tuple subclass instance (a namedtuple) that hashes and compares as its tuple of constants:
+ * as a dict key or set item it is that value. */
+static int tuple_key(PyObject *v) {
+    PyTypeObject *t = Py_TYPE(v);
+    if (!PyTuple_Check(v) || t->tp_hash != PyTuple_Type.tp_hash || t->tp_richcompare != PyTuple_Type.tp_richcompare)
+        return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(v); i++)
+        if (!is_pure(PyTuple_GET_ITEM(v, i), 1)) return 0;
+    return 1;
+}
+
 EmSym *em_sym_hashable(EmTracer *T, EmSym *s) {
     if (s->kind != SYM_TUPLE) return s;
     PyObject *v = em_sym_value(T, s);
     if (!v) return PyErr_Occurred() ? NULL : s;
-    EmSym *c = is_pure(v, 0) ? em_sym_const(T, v) : s;
+    EmSym *c = is_pure(v, 0) || tuple_key(v) ? em_sym_const(T, v) : s;
     Py_DECREF(v);
     return c;
 }
@@ -1166,11 +1177,101 @@ EmStatus em_dict_set(EmSym *d, PyObject *key, EmSym *v) {
  * values of dicts holding them are not known (em_sym_value, meta values), outputs rebuild them
  * from their syms. */
 static const char key_token_name[] = "ember.dict_key";
+/* A key hashed by its class's Python __hash__ (a frozen dataclass made while tracing): a token
+ * of this name, its context the hash the key had when stored (as CPython keeps it). */
+static const char value_token_name[] = "ember.dict_value_key";
 
 EmSym *em_key_token_sym(PyObject *key) {
-    return PyCapsule_CheckExact(key) && PyCapsule_IsValid(key, key_token_name)
-               ? (EmSym *)PyCapsule_GetPointer(key, key_token_name)
-               : NULL;
+    if (!PyCapsule_CheckExact(key)) return NULL;
+    if (PyCapsule_IsValid(key, key_token_name)) return (EmSym *)PyCapsule_GetPointer(key, key_token_name);
+    return PyCapsule_IsValid(key, value_token_name) ? (EmSym *)PyCapsule_GetPointer(key, value_token_name) : NULL;
+}
+
+/* The hash a dict key has: a value token's stored hash, a constant's own; 0 (no error set) for
+ * an identity token, whose hash no value key can share. */
+static int key_hash(PyObject *key, Py_hash_t *h) {
+    if (PyCapsule_CheckExact(key)) {
+        if (!PyCapsule_IsValid(key, value_token_name)) return 0;
+        *h = (Py_hash_t)(intptr_t)PyCapsule_GetContext(key);
+        return 1;
+    }
+    *h = PyObject_Hash(key);
+    if (*h == -1) PyErr_Clear();
+    return *h != -1;
+}
+
+int em_value_hashed(const EmSym *k) {
+    if (k->kind != SYM_NEW) return 0;
+    PyTypeObject *tp = Py_TYPE(k->obj);
+    PyObject *h = _PyType_Lookup(tp, EM_STR(dunder_hash));
+    if (h && PyFunction_Check(h)) return 1;
+    return (PyType_IsSubtype(tp, &PyTuple_Type) && h == _PyType_Lookup(&PyTuple_Type, EM_STR(dunder_hash))) ||
+           (PyType_IsSubtype(tp, &PyFrozenSet_Type) && h == _PyType_Lookup(&PyFrozenSet_Type, EM_STR(dunder_hash)));
+}
+
+/* Python's lookup of key k hashed h among d's keys: the first stored key of hash h that is k
+ * or compares equal to it (the stored key's __eq__ first, traced). Its index, -1 none, -2 with
+ * *st set on an abort or error. */
+static int32_t value_lookup(EmTracer *T, EmSym *d, EmSym *k, Py_hash_t h, EmStatus *st) {
+    for (int32_t i = 0; i < d->keys.len; i++) {
+        PyObject *kk = d->keys.data[i];
+        Py_hash_t kh;
+        if (em_key_token_sym(kk) == k) return i;
+        if (!key_hash(kk, &kh) || kh != h) continue;
+        EmSym *stored = em_dict_key_sym(T, kk), *r = NULL;
+        int eq = 0;
+        if (!stored) return *st = EM_ERR, -2;
+        if ((*st = em_sym_binop(T, EMOP_EQ, em_op_fn(EMOP_EQ), stored, k, &r)) != EM_OK ||
+            (*st = em_sym_truth(T, r, &eq)) != EM_OK)
+            return -2;
+        if (eq) return i;
+    }
+    return -1;
+}
+
+/* em_dict_key of a key hashed by value (value_hashed): its traced hash, then value_lookup. */
+static int value_key(EmTracer *T, EmSym *d, EmSym *k, int make, PyObject **key, EmStatus *st) {
+    EmSym *hf = em_sym_known(T, EM_KNOWN(hash), "hash"), *hv = NULL;
+    if ((*st = hf ? em_call(T, hf, NULL, &k, 1, NULL, &hv) : EM_ERR) != EM_OK) return -1;
+    if (hv->kind != SYM_CONST || !PyLong_CheckExact(hv->obj))
+        return *st = em_trace_fail(T, EMA_VALUE, "dict key %s hashed to %s", em_sym_describe(k), em_sym_describe(hv)),
+               -1;
+    Py_hash_t h = PyLong_AsSsize_t(hv->obj);
+    int32_t i = h == -1 && PyErr_Occurred() ? -2 : value_lookup(T, d, k, h, st);
+    if (i == -2 && *st == EM_OK) *st = EM_ERR;
+    if (i != -1) return i == -2 ? -1 : ((*key = d->keys.data[i]), 0);
+    if (!make) return 1;
+    PyObject *tok = PyCapsule_New(k, value_token_name, NULL);
+    if (!tok || PyCapsule_SetContext(tok, (void *)(intptr_t)h) ||
+        (!T->key_tokens && !(T->key_tokens = PyList_New(0))) || PyList_Append(T->key_tokens, tok)) {
+        Py_XDECREF(tok);
+        return *st = EM_ERR, -1;
+    }
+    Py_DECREF(tok); /* T->key_tokens holds it */
+    *key = tok;
+    return 0;
+}
+
+/* A constant key k of dict d: a stored value key of the same hash that compares equal to it
+ * (`d[(1, 2)]` finding a key whose __eq__ takes tuples) is the key found, else k itself. */
+static int const_key(EmTracer *T, EmSym *d, EmSym *k, PyObject **key, EmStatus *st) {
+    *key = k->obj;
+    int tokens = 0;
+    for (int32_t i = 0; !tokens && i < d->keys.len; i++) tokens = PyCapsule_IsValid(d->keys.data[i], value_token_name);
+    Py_hash_t h;
+    if (!tokens || !key_hash(k->obj, &h)) return 0;
+    for (int32_t i = 0; i < d->keys.len; i++) {
+        Py_hash_t kh;
+        if (!PyCapsule_IsValid(d->keys.data[i], value_token_name) || !key_hash(d->keys.data[i], &kh) || kh != h)
+            continue;
+        EmSym *r = NULL;
+        int eq = 0;
+        if ((*st = em_sym_binop(T, EMOP_EQ, em_op_fn(EMOP_EQ), em_key_token_sym(d->keys.data[i]), k, &r)) != EM_OK ||
+            (*st = em_sym_truth(T, r, &eq)) != EM_OK)
+            return -1;
+        if (eq) return (*key = d->keys.data[i]), 0;
+    }
+    return 0;
 }
 
 EmSym *em_dict_key_sym(EmTracer *T, PyObject *key) {
@@ -1190,10 +1291,8 @@ int em_dict_key(EmTracer *T, EmSym *d, EmSym *k, int make, PyObject **key, EmSta
     if (!(k = em_sym_hashable(T, k))) return *st = EM_ERR, -1;
     if (k->kind == SYM_CONST && (*st = em_unhashable(T, k)) != CALL_NEXT) return -1; /* a set */
     *st = EM_OK;
-    if (k->kind == SYM_CONST) {
-        *key = k->obj;
-        return 0;
-    }
+    if (k->kind == SYM_CONST) return const_key(T, d, k, key, st);
+    if (em_set_item_kind(k) != 1 && em_value_hashed(k)) return value_key(T, d, k, make, key, st);
     if (em_set_item_kind(k) != 1) {
         *st = em_unhashable(T, k);
         if (*st == CALL_NEXT) *st = em_trace_fail(T, EMA_VALUE, "dict key %s", em_sym_describe(k));
@@ -2142,10 +2241,18 @@ static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, E
 EmStatus em_sym_const_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
     if (em_set_made(base) ||
         em_set_of_frame(base)) { /* s.add: set's descriptor with self, so the call knows which set */
-        PyObject *d = _PyType_Lookup(&PySet_Type, name);
-        if (d && Py_IS_TYPE(d, &PyMethodDescr_Type)) return em_sym_method(T, d, base, method, out, self);
+        PyObject *d = _PyType_Lookup(&PySet_Type, name); /* s.__eq__ too: the slot's operation on s */
+        if (d && (Py_IS_TYPE(d, &PyMethodDescr_Type) || Py_IS_TYPE(d, &PyWrapperDescr_Type)))
+            return em_sym_method(T, d, base, method, out, self);
     }
+    PyObject *slot = PyType_Check(base->obj) || Py_TYPE(base->obj)->tp_dictoffset
+                         ? NULL
+                         : _PyType_Lookup(Py_TYPE(base->obj), name);
+    if (slot && Py_IS_TYPE(slot, &PyWrapperDescr_Type)) /* r.__iter__: the slot's operation on r */
+        return em_sym_method(T, slot, base, method, out, self);
     PyObject *v = PyObject_GetAttr(base->obj, name);
+    if (!v && !(Py_TYPE(base->obj)->tp_flags & Py_TPFLAGS_HEAPTYPE) && PyErr_ExceptionMatches(PyExc_AttributeError))
+        return em_trace_raise_pending(T, "attribute"); /* a builtin type's lookup: the same each time */
     if (!v) {
         PyErr_Clear(); /* whatever a constant's lookup raises, Python raises again when the trace gives up */
         return em_trace_fail(T, EMA_ATTR, "%s.%s", Py_TYPE(base->obj)->tp_name, PyUnicode_AsUTF8(name));
@@ -2155,6 +2262,7 @@ EmStatus em_sym_const_attr(EmTracer *T, EmSym *base, PyObject *name, int method,
         PyObject *items = PyMapping_Items(v);
         Py_DECREF(v);
         EmSym *d = items ? em_sym_new(T, SYM_DICT) : NULL;
+        if (d) d->seq_type = Py_NewRef((PyObject *)&PyDictProxy_Type); /* read-only, as the proxy */
         for (Py_ssize_t i = 0; d && i < PyList_GET_SIZE(items); i++) {
             PyObject *kv = PyList_GET_ITEM(items, i);
             PyObject *k = PyTuple_GET_ITEM(kv, 0), *iv = PyTuple_GET_ITEM(kv, 1);

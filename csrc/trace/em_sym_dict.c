@@ -45,7 +45,8 @@ static EmStatus dict_setitem(EmTracer *T, EmSym *d, EmSym *key, EmSym *v) {
 }
 
 static EmStatus dict_contains(EmTracer *T, EmSym *d, EmSym *key, int *found) {
-    if (key->kind != SYM_CONST && em_set_item_kind(key) != 1) return em_sym_contains_known(T, d, key, found);
+    if (key->kind != SYM_CONST && em_set_item_kind(key) != 1 && !em_value_hashed(key))
+        return em_sym_contains_known(T, d, key, found);
     PyObject *k;
     EmStatus st;
     int absent = em_dict_key(T, d, key, 0, &k, &st);
@@ -123,6 +124,16 @@ static EmStatus dict_equal(EmSym *a, EmSym *b, int *eq) {
     return EM_OK;
 }
 
+/* What a dict sym's type is to `|`: 0 dict (a subclass too, whose __or__ is dict's: its result
+ * is a dict), 1 OrderedDict, 2 defaultdict; -1 anything else (a mapping proxy, their subclasses,
+ * no dict sym). */
+static int or_kind(const EmSym *s) {
+    if (s->kind != SYM_DICT) return -1;
+    if (!s->seq_type) return 0;
+    if (s->seq_type == (PyObject *)&PyODict_Type) return 1;
+    return strcmp(((PyTypeObject *)s->seq_type)->tp_name, "collections.defaultdict") ? -1 : 2;
+}
+
 static EmStatus dict_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out) {
     PyTypeObject *tb = em_sym_known_type(b);
     if ((op == EMOP_EQ || op == EMOP_NE) && tb && !PyType_IsSubtype(tb, &PyDict_Type))
@@ -148,17 +159,22 @@ static EmStatus dict_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *
         return em_trace_raise_msg(T, PyExc_TypeError, "unsupported operand type(s) for |: '%s' and '%s'",
                                   em_sym_known_type(a)->tp_name, tb->tp_name);
     }
-    if (op == EMOP_IOR && a->kind == SYM_DICT && b->kind != SYM_DICT) { /* |= updates from any mapping or pairs */
-        EmSym *r = NULL;
+    if (op == EMOP_IOR && a->kind == SYM_DICT && a->seq_type != (PyObject *)&PyDictProxy_Type) {
+        EmSym *r = NULL; /* |= updates from any mapping or pairs, in place */
         EmStatus st = em_dict_method(T, EM_CM_update, "update", a, &b, 1, &r);
         if (st == EM_OK) *out = a;
         return st;
     }
-    if ((op != EMOP_OR && op != EMOP_IOR) || a->kind != SYM_DICT || b->kind != SYM_DICT || a->seq_type != b->seq_type)
+    int ka = or_kind(a), kb = or_kind(b);
+    if (op != EMOP_OR || ka < 0 || kb < 0)
         return em_trace_fail(T, EMA_VALUE, "operator %s on %s and %s", em_op_info[op].name, em_sym_describe(a),
                              em_sym_describe(b));
-    EmSym *d = a, *r = NULL;
-    EmStatus st = op == EMOP_OR ? em_dict_method(T, EM_CM_copy, "copy", a, NULL, 0, &d) : EM_OK;
+    /* a | b: a copy of a of the type whose __or__ answers (b's, an OrderedDict or defaultdict,
+     * when a is a plain dict: it is a subclass overriding the slot), with that operand's
+     * default factory; then updated from b (dict_or, odict_or, defdict_or) */
+    EmSym *by = ka == 0 && kb > 0 ? b : a, *d = NULL, *r = NULL;
+    EmStatus st = by->seq_type ? em_make_dict_of(T, by->seq_type, by->of.len ? by->of.data[0] : NULL, a, NULL, NULL, &d)
+                               : em_make_dict(T, a, NULL, NULL, &d);
     if (st == EM_OK) st = em_dict_method(T, EM_CM_update, "update", d, &b, 1, &r);
     if (st == EM_OK) *out = d;
     return st;

@@ -119,7 +119,8 @@ EmStatus em_sym_store_check(EmTracer *T, EmSym *c, EmSym *key) {
     int own = em_sym_mutable(T, c);
     if (own < 0) return EM_ERR;
     if (!own) return em_trace_fail(T, EMA_SIDE_EFFECT, "item store into an input %s", em_sym_describe(c));
-    if (key->kind != SYM_CONST && !(c->kind == SYM_DICT && em_set_item_kind(key) == 1)) { /* a dict's: em_dict_key */
+    if (key->kind != SYM_CONST &&
+        !(c->kind == SYM_DICT && (em_set_item_kind(key) == 1 || em_value_hashed(key)))) { /* a dict's: em_dict_key */
         EmStatus st = c->kind == SYM_DICT ? em_unhashable(T, key) : CALL_NEXT;
         return st != CALL_NEXT ? st : em_trace_fail(T, EMA_VALUE, "item store with key %s", em_sym_describe(key));
     }
@@ -148,6 +149,27 @@ static EmSym *tuple_sym(EmTracer *T, EmSym *c) {
     return s;
 }
 
+/* Which family of builtin types tp's == is: 1 set/frozenset, 2 dict, 3 list, 4 tuple (their
+ * subclasses keeping the base's ==), 5 str, bytes, int, float, bool or None; 0 any other. */
+static int eq_family(PyTypeObject *tp) {
+    static PyTypeObject *const bases[] = {&PySet_Type, &PyFrozenSet_Type, &PyDict_Type, &PyList_Type, &PyTuple_Type};
+    static const int family[] = {1, 1, 2, 3, 4};
+    for (int i = 0; tp && i < 5; i++)
+        if (PyType_IsSubtype(tp, bases[i])) return tp->tp_richcompare == bases[i]->tp_richcompare ? family[i] : 0;
+    return tp == &PyUnicode_Type || tp == &PyBytes_Type || tp == &PyLong_Type || tp == &PyFloat_Type ||
+                   tp == &PyBool_Type || tp == Py_TYPE(Py_None)
+               ? 5
+               : 0;
+}
+
+/* Whether a == b is False whatever their values: each one's == answers NotImplemented for the
+ * other's type ([1] == (1,), a set and a dict), so Python compares identities, and objects of
+ * different types are different objects. */
+static int never_equal(EmSym *a, EmSym *b) {
+    int fa = eq_family(em_sym_known_type(a)), fb = eq_family(em_sym_known_type(b));
+    return fa && fb && fa != fb;
+}
+
 EmStatus em_sym_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out) {
     if ((op == EMOP_ADD || op == EMOP_IADD) && a->kind != b->kind) { /* (-1,) + x.shape[1:] */
         if (a->kind == SYM_CONST && PyTuple_CheckExact(a->obj) && b->kind == SYM_TUPLE && !(a = tuple_sym(T, a)))
@@ -160,6 +182,8 @@ EmStatus em_sym_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, Em
     if ((em_set_changed(a) || em_set_changed(b)) && !(op >= EMOP_LT && op <= EMOP_GE) &&
         !(op >= EMOP_IADD && op <= EMOP_IRSHIFT && em_set_of_frame(a))) /* a new set in its copy's order */
         return em_trace_fail(T, EMA_VALUE, "%s of a set of the frame the trace changed", em_op_info[op].name);
+    if ((op == EMOP_EQ || op == EMOP_NE) && never_equal(a, b))
+        return (*out = em_sym_const(T, op == EMOP_NE ? Py_True : Py_False)) ? EM_OK : EM_ERR;
     int right = b->kind == SYM_INT ||
                 (a->kind == SYM_CONST && (b->kind == SYM_TUPLE || b->kind == SYM_LIST || b->kind == SYM_FLOAT));
     const EmSymOps *o = ops_of(right ? b : a);
@@ -251,6 +275,16 @@ static EmStatus guard_identity(EmTracer *T, const EmSym *a, const EmSym *b, int 
     return em_guard_check(T->P, same ? EMG_SAME : EMG_DISTINCT, a->src, NULL, b->src) ? EM_ERR : EM_OK;
 }
 
+/* Whether s is a list, dict or set the trace made (a new object: one sym stands for it), not
+ * a read-only stand-in for a mapping proxy nor the trace's copy of an instance dict. */
+static int made_container(const EmTracer *T, const EmSym *s) {
+    if ((s->kind != SYM_LIST && s->kind != SYM_DICT && s->kind != SYM_SET) || s->src >= 0) return 0;
+    if (s->seq_type == (PyObject *)&PyDictProxy_Type) return 0;
+    for (int32_t i = 0; i < T->idict_copy.len; i++)
+        if (T->idict_copy.data[i] == s) return 0;
+    return 1;
+}
+
 EmStatus em_sym_is(EmTracer *T, EmSym *a, EmSym *b, int *same) {
     EmIdent ia = ops_of(a)->ident, ib = ops_of(b)->ident;
     int by_obj = (ia == EM_IDENT_OBJ || ia == EM_IDENT_CONST) && (ib == EM_IDENT_OBJ || ib == EM_IDENT_CONST);
@@ -263,7 +297,9 @@ EmStatus em_sym_is(EmTracer *T, EmSym *a, EmSym *b, int *same) {
         return guard_identity(T, a, b, 0);
     }
     PyTypeObject *ta = em_sym_known_type(a), *tb = em_sym_known_type(b);
-    if (ta && tb && ta != tb) { /* objects of different types are different objects */
+    if ((ta && tb && ta != tb) || made_container(T, a) || made_container(T, b)) {
+        /* objects of different types are different objects, as is a container made while tracing
+         * from any object another sym stands for */
         *same = 0;
         return EM_OK;
     }
@@ -281,6 +317,9 @@ EmStatus em_sym_type_method(EmTracer *T, PyTypeObject *tp, EmSym *base, PyObject
     PyObject *fn = _PyType_Lookup(tp, name);
     if (fn && (Py_IS_TYPE(fn, &PyMethodDescr_Type) || Py_IS_TYPE(fn, &PyWrapperDescr_Type)))
         return em_sym_method(T, fn, base, method, out, self); /* d.__or__: the slot's operation on base */
+    if (!fn && (!tp->tp_dictoffset || made_container(T, base)) && tp->tp_getattro == PyObject_GenericGetAttr)
+        /* nowhere else to find it: no instance dict, or the empty one of an OrderedDict made here */
+        return em_trace_raise_msg(T, PyExc_AttributeError, "'%s' object has no attribute '%U'", tp->tp_name, name);
     return em_trace_fail(T, EMA_ATTR, "%s of %s", PyUnicode_AsUTF8(name), em_sym_describe(base));
 }
 

@@ -183,6 +183,10 @@ int em_key_of_frame(const EmSym *key);
 /* s as a dict key or set item: a tuple made while tracing of constants (hashed by value) is
  * that constant tuple; anything else is s. NULL with an exception on error. */
 EmSym *em_sym_hashable(EmTracer *T, EmSym *s);
+/* Whether object sym k (made while tracing) hashes by a Python __hash__ of its class, or as a
+ * tuple or frozenset subclass by its items: a dict key by value (em_dict_key traces its hash
+ * and the == of stored keys of that hash, as CPython's lookup). */
+int em_value_hashed(const EmSym *k);
 /* x is of a type that does not hash (a list, dict or set; a class setting __hash__ = None):
  * Python's TypeError raised in the trace; CALL_NEXT for anything else (em_cont.c). */
 EmStatus em_unhashable(EmTracer *T, EmSym *x);
@@ -534,9 +538,10 @@ EmStatus em_gen_yield(EmTracer *T, EmSym *v);
 EmStatus em_gen_send(EmTracer *T, EmSym *it, EmSym *v, EmSym **out, EmSym **ret);
 /* gen.send/close/throw/__next__ called as a method f of ITER sym self. CALL_NEXT: not one. */
 EmStatus em_gen_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int nargs, EmSym **out);
-/* map(fn, *srcs) (kind MAP), itertools.starmap(fn, src) (STARMAP), filter(fn or None, src) (FILTER), zip(*srcs) (ZIP),
- * enumerate(src, start) (ENUM, start in `start`), itertools.count(start, step) (COUNT, no
- * srcs): a lazy ITER sym; srcs are iterables (iter() is taken of each). */
+/* map(fn, *srcs) (kind MAP), itertools.starmap(fn, src) (STARMAP), filter(fn or None, src) (FILTER), zip(*srcs) (ZIP,
+ * `start` Py_True for strict=True), enumerate(src, start) (ENUM, start in `start`),
+ * itertools.count(start, step) (COUNT, no srcs): a lazy ITER sym; srcs are iterables (iter()
+ * is taken of each). */
 EmStatus em_lazy_make(EmTracer *T, EmLazyKind kind, EmSym *fn, EmSym **srcs, int n, PyObject *start, PyObject *step,
                       EmSym **out);
 /* itertools.chain(*its) / islice(it, ...) (args: the call's arguments) when one of the

@@ -4,6 +4,8 @@ Hugging Face configs), comprehensions and generator expressions. Each case is co
 with eager and must be one graph with no break and no fallback.
 """
 
+import collections
+import dataclasses
 import operator
 
 import pytest
@@ -2276,3 +2278,145 @@ def test_a_module_class_with_its_own_getattr():
     want = m(x)
     got = ember.compile(m, fullgraph=True)(x)
     assert_same(got, want)
+
+
+def test_builtin_methods_given_keywords_for_positional_parameters():
+    def f(x):
+        d = collections.OrderedDict(a=1, b=2, c=3)
+        d.move_to_end("a")
+        d.move_to_end("c", last=False)
+        k = d.popitem(last=False)
+        return x + 1, list(d.items()), k
+    exact_graph(f, torch.ones(2))
+
+
+def test_dict_or_gives_the_type_whose_or_answers():
+    OD, DD = collections.OrderedDict, collections.defaultdict
+
+    def f(x):
+        a, b, c = OD(a=1), {"b": 2}, DD(list, c=3)
+        r = [a | b, b | a, c | b, b | c, a | c, c | a, b | b]
+        a |= c
+        b |= a
+        c |= [("z", 1)]
+        r += [a, b, c]
+        return x + 1, [(type(v), list(v.items()), getattr(v, "default_factory", None)) for v in r]
+    exact_graph(f, torch.ones(2))
+
+
+def test_is_between_containers_made_in_the_trace():
+    def f(x, inp):
+        a, d, s = [1], {}, set()
+        b = a
+        return x + 1, a is b, a is [1], d is {}, s is set(), a is not d, inp is a, d is d, a is inp
+    exact_graph(f, torch.ones(2), [1])
+
+
+def test_equality_between_builtin_families_is_identity():
+    class SetSub(set):
+        pass
+
+    def f(x):
+        p, q = set("abc"), set("bef")
+        r = [p != q, p == frozenset("abc"), p == SetSub("abc"), p == {"a": 1}, [1] == (1,), (1,) != [1],
+             {"a": 1} != ["a"], p != 1, "ab" == ["a", "b"], set.__ne__(p, q), p.__eq__(frozenset(p)),
+             frozenset.__eq__(frozenset(p), p)]
+        return x + 1, r
+    exact_graph(f, torch.ones(2))
+
+
+def test_slot_wrappers_of_constants():
+    def f(x):
+        it = range(5).__iter__()
+        s = {3}
+        return x + next(it) + next(s.__iter__()), "abc".__len__(), (1, 2).__contains__(2)
+    exact_graph(f, torch.ones(2))
+
+
+def test_missing_attribute_of_a_builtin_container_raises_attribute_error():
+    def f(x):
+        out = []
+        for v in ({"a": 1}, collections.OrderedDict(a=1), [1], (1,), {1}):
+            try:
+                v.nope
+            except AttributeError as e:
+                out.append(str(e))
+            out.append(hasattr(v, "keys"))
+        return x + 1, out
+    exact_graph(f, torch.ones(2))
+
+
+def test_zip_strict_raises_at_the_end_of_the_shortest():
+    def f(x, a, b, c=None):
+        r = []
+        try:
+            for p in (zip(a, b, strict=True) if c is None else zip(a, b, c, strict=True)):
+                r.append(p)
+        except ValueError as e:
+            return x + 1, r, str(e)
+        return x, r
+    for args in [([1, 2], [1]), ([1], [1, 2]), ([1, 2], [3, 4]), ([1, 2], [3, 4], [5]), ([1, 2], [3, 4], [5, 6, 7]),
+                 ((1, 2), "ab", "xyz")]:
+        ember.reset()
+        ember.testing.reset_counters()
+        exact_graph(f, torch.ones(1), *args)
+
+    def g(x):
+        try:
+            return list(zip(map(lambda v: v * x, [1, 2]), [1], strict=True))
+        except ValueError as e:
+            return x, str(e)
+    ember.reset()
+    ember.testing.reset_counters()
+    exact_graph(g, torch.ones(1))
+
+
+@dataclasses.dataclass(frozen=True)
+class _FrozenPoint:
+    x: int
+    y: int
+
+
+class _EqToTuple:
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+    def __hash__(self):
+        return hash((self.a, self.b))
+
+    def __eq__(self, o):
+        return (self.a, self.b) == (o if isinstance(o, tuple) else (o.a, o.b))
+
+
+_NT = collections.namedtuple("_NT", "a b")
+
+
+class _TupleSub(tuple):
+    pass
+
+
+def test_dict_keys_hashed_by_their_class():
+    def f(t):
+        d = {_FrozenPoint(1, 2): t * 2, _FrozenPoint(3, 4): t * 3}
+        d[_FrozenPoint(1, 2)] = d[_FrozenPoint(1, 2)] + 1
+        return (d[_FrozenPoint(1, 2)] + d[_FrozenPoint(3, 4)], _FrozenPoint(1, 2) in d, _FrozenPoint(5, 5) in d,
+                len(d), d)
+    exact_graph(f, torch.ones(2))
+
+    def g(x):  # a constant key found by a stored key's __eq__, and the other way round
+        d = {_EqToTuple(1, 2): 1, (3, 4): 2}
+        d[(1, 2)] = 7
+        d[_EqToTuple(3, 4)] = 9
+        return x + 1, list(d.values()), len(d), type(next(iter(d))).__name__
+
+    ember.reset()
+    ember.testing.reset_counters()
+    exact_graph(g, torch.ones(2))
+
+    def h(x):  # namedtuples and tuple subclasses hash as their tuples
+        d = {_NT(1, 2): x, _TupleSub((3,)): x * 2}
+        return d[(1, 2)] + d[(3,)], d.get(_NT(3, 4)), (3,) in d, _NT(1, 2) in d
+
+    ember.reset()
+    ember.testing.reset_counters()
+    exact_graph(h, torch.ones(2))
