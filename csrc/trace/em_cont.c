@@ -213,10 +213,13 @@ static EmStatus none_out(EmTracer *T, EmSym **out) {
     return *out ? EM_OK : EM_ERR;
 }
 
+static EmStatus extend_lazily(EmTracer *T, EmSym *self, EmSym *it, int left, EmSym **out);
+
 /* list.extend(src): src a list, tuple or dict view, or any iterable whose items the trace knows
- * (an iterator is consumed, as Python consumes it). */
+ * (an iterator is consumed, as Python consumes it: a lazy one an item at a time). */
 static EmStatus list_extend(EmTracer *T, EmSym *self, EmSym *src, EmSym **out) {
     EmSym *seq = src;
+    if (src->kind == SYM_ITER && !em_lazy_done(src)) return extend_lazily(T, self, src, 0, out);
     if (src->kind != SYM_LIST && src->kind != SYM_TUPLE) {
         EmStatus st = src->kind == SYM_ITER ? em_iter_use(T, src) : EM_OK;
         if (st != EM_OK || (st = em_seq_items(T, src, &seq)) != EM_OK) return st;
@@ -348,6 +351,8 @@ static EmStatus deque_method(EmTracer *T, const char *n, EmSym *self, EmSym **ar
         Py_XDECREF(zero);
         return at ? list_insert(T, self, ins, out) : EM_ERR;
     }
+    if (!strcmp(n, "extendleft") && nargs == 1 && args[0]->kind == SYM_ITER && !em_lazy_done(args[0]))
+        return extend_lazily(T, self, args[0], 1, out);
     if (!strcmp(n, "extendleft") && nargs == 1) {
         EmSym *items = NULL;
         EmStatus st = args[0]->kind == SYM_ITER ? em_iter_use(T, args[0]) : EM_OK;
@@ -386,6 +391,23 @@ static Py_ssize_t deque_maxlen(const EmSym *s) {
 static void deque_trim(EmSym *s, int from_left) {
     Py_ssize_t max = deque_maxlen(s);
     while (max >= 0 && s->items.len > max) list_drop(s, from_left ? 0 : s->items.len - 1);
+}
+
+/* l.extend(it) (deque.extendleft(it): left) of a lazy iterator: CPython's loop takes an item,
+ * adds it (a bounded deque dropping one at the other end), then takes the next, so code the
+ * iterator runs (a map's function, a generator) sees self grow. */
+static EmStatus extend_lazily(EmTracer *T, EmSym *self, EmSym *it, int left, EmSym **out) {
+    for (;;) {
+        EmSym *v = NULL;
+        EmStatus st = em_iter_take(T, it, &v);
+        if (st != EM_OK) return st;
+        if (!v) return none_out(T, out);
+        if (em_vec_push(&self->items, v)) return PyErr_NoMemory(), EM_ERR;
+        for (int32_t k = self->items.len - 1; left && k > 0; k--) self->items.data[k] = self->items.data[k - 1];
+        if (left) self->items.data[0] = v;
+        self->mver++;
+        deque_trim(self, !left);
+    }
 }
 
 EmStatus em_make_deque(EmTracer *T, PyObject *type, EmSym *src, PyObject *maxlen, EmSym **out) {
@@ -633,14 +655,26 @@ EmStatus em_dict_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self,
     return em_trace_fail(T, EMA_CALL, "%s.%s", em_sym_describe(self), n);
 }
 
+static EmStatus dict_add_pair(EmTracer *T, EmSym *d, EmSym *p, int32_t i);
+
 EmStatus em_dict_update(EmTracer *T, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
     EmStatus st = mutation_of(T, self, "update");
     if (st != EM_OK) return st;
     if (npos > 1) return em_trace_fail(T, EMA_CALL, "dict.update with %d positional arguments", (int)npos);
     if (npos == 1 && args[0]->kind == SYM_DICT && !nkw) return dict_update(T, self, args[0], out);
+    for (int32_t i = 0; npos == 1 && args[0]->kind == SYM_ITER && !em_lazy_done(args[0]); i++) {
+        EmSym *p = NULL; /* pairs of a lazy iterator stored as taken, as CPython's loop does */
+        if ((st = em_iter_take(T, args[0], &p)) != EM_OK) return st;
+        if (!p) {
+            npos = 0;
+            break;
+        }
+        if ((st = dict_add_pair(T, self, p, i)) != EM_OK) return st;
+    }
+    if (npos == 0 && !nkw) return none_out(T, out);
     EmSym *tmp = NULL; /* the other mapping or pairs, then the keywords, as dict() would take them */
-    st = em_make_dict(T, npos ? args[0] : NULL, args + npos, kwnames, &tmp);
+    st = em_make_dict(T, npos ? args[0] : NULL, args + (nargs - nkw), kwnames, &tmp);
     return st == EM_OK ? dict_update(T, self, tmp, out) : st;
 }
 
@@ -720,6 +754,16 @@ static EmStatus bad_pair(EmTracer *T, EmSym *p, int32_t i) {
     return em_trace_fail(T, EMA_VALUE, "dict() of an item that is not a (key, value) pair");
 }
 
+/* Pair p (item i of an iterable of pairs) stored into dict sym d, as dict(pairs) stores it. */
+static EmStatus dict_add_pair(EmTracer *T, EmSym *d, EmSym *p, int32_t i) {
+    EmStatus st;
+    if (p->kind == SYM_CONST && PyTuple_CheckExact(p->obj) && (st = em_seq_items(T, p, &p)) != EM_OK) return st;
+    if ((p->kind != SYM_TUPLE && p->kind != SYM_LIST) || p->items.len != 2) return bad_pair(T, p, i);
+    PyObject *key;
+    if (em_dict_key(T, d, p->items.data[0], 1, &key, &st) < 0) return st;
+    return em_dict_set(d, key, p->items.data[1]);
+}
+
 /* dict(src, **kw) made while tracing: src a dict sym or an iterable of (key, value) pairs
  * with constant keys; then the keywords. */
 EmStatus em_make_dict(EmTracer *T, EmSym *src, EmSym **kwvals, PyObject *kwnames, EmSym **out) {
@@ -732,14 +776,7 @@ EmStatus em_make_dict(EmTracer *T, EmSym *src, EmSym **kwvals, PyObject *kwnames
     } else if (src) {
         EmSym *pairs = NULL;
         if ((st = em_seq_items(T, src, &pairs)) != EM_OK) return st;
-        for (int32_t i = 0; st == EM_OK && i < pairs->items.len; i++) {
-            EmSym *p = pairs->items.data[i];
-            if (p->kind == SYM_CONST && PyTuple_CheckExact(p->obj) && (st = em_seq_items(T, p, &p)) != EM_OK) return st;
-            if ((p->kind != SYM_TUPLE && p->kind != SYM_LIST) || p->items.len != 2) return bad_pair(T, p, i);
-            PyObject *key;
-            if (em_dict_key(T, d, p->items.data[0], 1, &key, &st) < 0) return st;
-            st = em_dict_set(d, key, p->items.data[1]);
-        }
+        for (int32_t i = 0; st == EM_OK && i < pairs->items.len; i++) st = dict_add_pair(T, d, pairs->items.data[i], i);
     }
     for (Py_ssize_t i = 0; st == EM_OK && kwnames && i < PyTuple_GET_SIZE(kwnames); i++)
         st = em_dict_set(d, PyTuple_GET_ITEM(kwnames, i), kwvals[i]);
@@ -1138,6 +1175,8 @@ static EmStatus set_method(EmTracer *T, EmContMethod m, const char *n, EmSym *se
         }
     } else if (!strcmp(n, "clear") && !nargs) {
         self->items.len = 0;
+    } else if (!strcmp(n, "update") && nargs == 1 && args[0]->kind == SYM_ITER && !em_lazy_done(args[0])) {
+        for (EmSym *v = NULL; (st = em_iter_take(T, args[0], &v)) == EM_OK && v;) st = em_set_add_item(T, self, v);
     } else if (!strcmp(n, "update") && nargs == 1) {
         EmSym *items = NULL;
         if ((st = em_seq_items(T, args[0], &items)) != EM_OK) return st;
@@ -1268,6 +1307,17 @@ static EmStatus record_set_call(EmTracer *T, PyObject *f, int elem, EmSym *self,
     return em_vec_push(&self->of, fs) || em_vec_push(&self->of, as) ? (PyErr_NoMemory(), EM_ERR) : EM_OK;
 }
 
+/* s.update(it) / s.difference_update(it) of a lazy iterator: CPython adds (discards) each item
+ * before taking the next, so code the iterator runs sees s change: s.add / s.discard (name)
+ * per item. */
+static EmStatus set_update_lazily(EmTracer *T, EmSym *self, EmSym *it, PyObject *name, EmSym **out) {
+    PyObject *f = _PyType_Lookup(&PySet_Type, name);
+    EmStatus st = EM_OK;
+    for (EmSym *v = NULL; st == EM_OK && (st = em_iter_take(T, it, &v)) == EM_OK && v;)
+        st = em_set_method(T, f, self, &v, 1, out);
+    return st == EM_OK ? none_out(T, out) : st;
+}
+
 EmStatus em_set_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int nargs, EmSym **out) {
     if (!Py_IS_TYPE(f, &PyMethodDescr_Type) || !PyObject_TypeCheck(self->obj, PyDescr_TYPE(f)) ||
         (PyDescr_TYPE(f) != &PySet_Type && PyDescr_TYPE(f) != &PyFrozenSet_Type))
@@ -1285,6 +1335,9 @@ EmStatus em_set_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int 
     } else if (em_set_of_frame(self) && !em_set_reads(f)) {
         return em_trace_fail(T, EMA_SIDE_EFFECT, "set.%s of a set of the frame", n);
     }
+    if (nargs == 1 && args[0]->kind == SYM_ITER && !em_lazy_done(args[0]) &&
+        (!strcmp(n, "update") || !strcmp(n, "difference_update")))
+        return set_update_lazily(T, self, args[0], n[0] == 'u' ? EM_STR(add) : EM_STR(discard), out);
     if (!consts && nargs == 1 && em_set_made(self) && (!strcmp(n, "add") || !strcmp(n, "update"))) {
         /* s.add(t), s.update(ts) of something not a constant: s becomes a SET sym */
         EmSym *items = NULL;

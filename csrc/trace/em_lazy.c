@@ -17,6 +17,7 @@ struct EmLazy {
     uint8_t done;    /* no more items */
     uint8_t running; /* GEN: its frame is on the trace's stack (a resume of it aborts) */
     uint8_t started; /* GEN: ran to its first yield at least */
+    uint8_t fin;     /* GEN: in T->fin_gens (suspended where closing it runs a handler) */
     int eh;          /* GEN: its code has an exception table */
     EmFrame fr;      /* GEN: the suspended frame (locals, stack, code_bytes owned) */
     EmSym *yielded;  /* GEN: the value of the yield that suspended it, while handing it over */
@@ -111,6 +112,26 @@ EmStatus em_gen_yield(EmTracer *T, EmSym *v) {
     return EM_OK;
 }
 
+/* Whether closing generator L, suspended at a yield, runs a handler there: one covers the
+ * yield, other than the one CPython 3.12 wraps every generator in (which only turns a
+ * StopIteration into a RuntimeError). */
+static int cleanup_pending(const EmLazy *L) {
+    int h, d, lasti;
+    if (em_exc_entry(L->fr.code, L->fr.cur, &h, &d, &lasti) != 1) return 0;
+    EmInstr at;
+    em_decode(L->fr.bytes, L->fr.n_units, h, &at);
+#ifdef EMBC_CALL_INTRINSIC_1
+    if (at.op == EMBC_CALL_INTRINSIC_1 && at.arg == 3) return 0; /* INTRINSIC_STOPITERATION_ERROR */
+#endif
+    return 1;
+}
+
+static EmStatus fin_add(EmTracer *T, EmSym *it) {
+    if (em_vec_push(&T->fin_gens, it)) return PyErr_NoMemory(), EM_ERR;
+    it->lazy->fin = 1;
+    return EM_OK;
+}
+
 /* Runs generator it's frame from where it stopped: with v pushed (the value of the yield it
  * is suspended at; NULL at its start) or, exc non-NULL, with exc raised at that yield. *out: the
  * next value yielded, or NULL when it returned (L->retval) or raised (the abort). */
@@ -157,7 +178,7 @@ static EmStatus gen_run(EmTracer *T, EmSym *it, EmSym *v, PyObject *exc, EmSym *
     if (L->yielded) {
         *out = L->yielded;
         L->yielded = NULL;
-        return EM_OK;
+        return L->eh && !L->fin && cleanup_pending(L) ? fin_add(T, it) : EM_OK;
     }
     L->done = 1;
     L->retval = L->fr.retval;
@@ -191,6 +212,16 @@ EmStatus em_gen_send(EmTracer *T, EmSym *it, EmSym *v, EmSym **out, EmSym **ret)
         it->pos = it->items.len;
     }
     if (st == EM_OK && !*out) *ret = L->retval;
+    return st;
+}
+
+/* The StopIteration a generator that returned ret (NULL: None) raises to send()/throw(). */
+static EmStatus stop_iteration(EmTracer *T, EmSym *ret) {
+    PyObject *rv = ret ? em_sym_value(T, ret) : Py_NewRef(Py_None);
+    if (!rv) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "a generator's return value");
+    EmStatus st = rv == Py_None ? em_trace_raise_new(T, PyExc_StopIteration, NULL)
+                                : em_trace_raise_new(T, PyExc_StopIteration, rv);
+    Py_DECREF(rv);
     return st;
 }
 
@@ -231,7 +262,111 @@ static EmStatus gen_throw(EmTracer *T, EmSym *it, PyObject *exc, int closing, Em
         *out = v;
         return EM_OK;
     }
-    return em_trace_raise_new(T, PyExc_StopIteration, NULL);
+    return stop_iteration(T, L->retval);
+}
+
+/* ---- closing generators no one refers to (em_gen_finalize) ---- */
+
+#define EM_MAX_FIN_VISITS 4000000L /* syms all reachability walks of one trace visit at most */
+
+typedef EmVec(EmSym *) SymStack;
+
+static int reach(EmTracer *T, SymStack *todo, EmSym *s) {
+    if (!s || s->mark == T->walk_epoch) return 0;
+    s->mark = T->walk_epoch;
+    return em_vec_push(todo, s) ? (PyErr_NoMemory(), -1) : 0;
+}
+
+static int reach_all(EmTracer *T, SymStack *todo, EmSym **v, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (reach(T, todo, v[i])) return -1;
+    return 0;
+}
+
+/* What sym s refers to: its items, key tokens, `of` syms and a lazy producer's parts (a
+ * suspended generator's frame; a running one's is a frame of the chain). */
+static int reach_parts(EmTracer *T, SymStack *todo, EmSym *s) {
+    if (reach_all(T, todo, s->items.data, s->items.len) || reach_all(T, todo, s->of.data, s->of.len)) return -1;
+    for (int32_t i = 0; i < s->keys.len; i++)
+        if (reach(T, todo, em_key_token_sym(s->keys.data[i]))) return -1;
+    const EmLazy *L = s->lazy;
+    if (!L) return 0;
+    EmSym *parts[6] = {L->fn, L->closure, L->call, L->yielded, L->retval, L->fr.retval};
+    if (reach_all(T, todo, parts, 6) || reach_all(T, todo, L->srcs, L->nsrc)) return -1;
+    if (L->kind != EM_LAZY_GEN || L->running) return 0;
+    return reach_all(T, todo, L->fr.locals, L->fr.nlocals) || reach_all(T, todo, L->fr.stack, L->fr.sp) ? -1 : 0;
+}
+
+/* Marks (s->mark = T->walk_epoch) every sym the program can still reach: the frames' locals
+ * and stacks (a caller's whole stack: the arguments of the call in progress are above its top),
+ * the trace's stores, the lists and dicts of the frame it changed, the program's cells, open
+ * contexts; at the root's return its return value instead of its frame. 1 done, 0 too many
+ * syms visited, -1 error. */
+static int mark_live(EmTracer *T, int at_return) {
+    SymStack todo = {0};
+    T->walk_epoch++;
+    int r = 0;
+    for (const EmFrame *f = at_return ? NULL : &T->frame; !r && f; f = f->parent) {
+        r = reach_all(T, &todo, f->locals, f->nlocals) ||
+            reach_all(T, &todo, f->stack, f == &T->frame ? f->sp : f->stack_cap) || reach(T, &todo, f->gen_items);
+    }
+    if (!r)
+        r = reach(T, &todo, T->retval) || reach_all(T, &todo, T->stores.data, T->stores.len) ||
+            reach_all(T, &todo, T->mutated.data, T->mutated.len) ||
+            reach_all(T, &todo, T->prog_cells.data, T->prog_cells.len) ||
+            reach_all(T, &todo, T->ctx_open.data, T->ctx_open.len) || reach(T, &todo, T->handled) ||
+            reach_all(T, &todo, T->idict_copy.data, T->idict_copy.len);
+    while (!r && todo.len) {
+        if (++T->walk_visits > EM_MAX_FIN_VISITS) {
+            em_vec_free(&todo);
+            return 0;
+        }
+        r = reach_parts(T, &todo, todo.data[--todo.len]);
+    }
+    em_vec_free(&todo);
+    return r ? -1 : 1;
+}
+
+/* gen.close() of a generator CPython finalizes: what its handlers raise CPython reports as
+ * unraisable and goes on, which the trace does not model (an abort). */
+static EmStatus finalize_one(EmTracer *T, EmSym *it) {
+    PyObject *e = PyObject_CallNoArgs(PyExc_GeneratorExit);
+    EmSym *out = NULL;
+    EmStatus st = e ? gen_throw(T, it, e, 1, &out) : EM_ERR;
+    Py_XDECREF(e);
+    if (st == EM_ABORT && T->exc) {
+        Py_CLEAR(T->exc);
+        st = em_trace_fail(T, EMA_VALUE, "a generator whose cleanup raises when it is finalized");
+    }
+    return st;
+}
+
+EmStatus em_gen_finalize(EmTracer *T, int at_return) {
+    if (T->finalizing) return EM_OK;
+    for (int round = 0; round < 16; round++) {
+        int32_t n = 0; /* the suspended ones left, in the order they were suspended */
+        for (int32_t i = 0; i < T->fin_gens.len; i++) {
+            EmSym *g = T->fin_gens.data[i];
+            if (g->lazy->done || (!g->lazy->running && !cleanup_pending(g->lazy))) g->lazy->fin = 0;
+            else T->fin_gens.data[n++] = g;
+        }
+        T->fin_gens.len = n;
+        if (!n) return EM_OK;
+        int m = mark_live(T, at_return);
+        if (m <= 0)
+            return m < 0 ? EM_ERR : em_trace_fail(T, EMA_TOO_LONG, "finding which suspended generators are still used");
+        EmSym *dead = NULL;
+        for (int32_t i = 0; !dead && i < n; i++)
+            if (T->fin_gens.data[i]->mark != T->walk_epoch && !T->fin_gens.data[i]->lazy->running)
+                dead = T->fin_gens.data[i];
+        if (!dead) return EM_OK;
+        T->finalizing = 1;
+        EmStatus st = finalize_one(T, dead);
+        T->finalizing = 0;
+        dead->lazy->done = 1;
+        if (st != EM_OK) return st;
+    }
+    return em_trace_fail(T, EMA_VALUE, "generators finalized one after another");
 }
 
 EmStatus em_gen_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int nargs, EmSym **out) {
@@ -243,13 +378,7 @@ EmStatus em_gen_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int 
     EmSym *ret = NULL;
     if ((!strcmp(name, "send") && nargs == 1) || (!strcmp(name, "__next__") && nargs == 0)) {
         EmStatus st = em_gen_send(T, self, nargs ? args[0] : NULL, out, &ret);
-        if (st != EM_OK || *out) return st;
-        PyObject *rv = ret ? em_sym_value(T, ret) : Py_NewRef(Py_None);
-        if (!rv) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "a generator's return value");
-        st = rv == Py_None ? em_trace_raise_new(T, PyExc_StopIteration, NULL)
-                           : em_trace_raise_new(T, PyExc_StopIteration, rv);
-        Py_DECREF(rv);
-        return st;
+        return st != EM_OK || *out ? st : stop_iteration(T, ret);
     }
     if (!strcmp(name, "close") && nargs == 0) {
         PyObject *e = PyObject_CallNoArgs(PyExc_GeneratorExit);

@@ -712,6 +712,7 @@ EmStatus em_trace_loop(EmTracer *T) {
                 continue;
             }
         }
+        if (st == EM_OK && T->fin_gens.len) st = em_gen_finalize(T, 0);
         if (st == EM_ABORT && T->depth == 0) T->abort_root_at = ins.at;
     }
     return st;
@@ -942,6 +943,7 @@ EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGr
     T->gslot = T->bslot = -1;
     EmStatus st = setup_locals(T);
     if (st == EM_OK) st = em_trace_loop(T);
+    if (st == EM_OK && !T->broke && T->fin_gens.len) st = em_gen_finalize(T, 1);
     em_ctx_unwind(T);
     if (st == EM_OK && !T->broke && T->ctx_open.len) st = em_trace_fail(T, EMA_VALUE, "returned inside a with block");
     if (st == EM_OK && !T->broke) st = em_obj_effects_head(T);
@@ -980,6 +982,7 @@ void em_trace_free(EmTracer *T) {
     em_vec_free(&T->meta_mut);
     Py_CLEAR(T->key_tokens);
     em_vec_free(&T->prog_cells);
+    em_vec_free(&T->fin_gens);
     Py_CLEAR(T->exc);
     Py_CLEAR(T->raised);
     Py_CLEAR(T->made_classes);

@@ -122,6 +122,12 @@ typedef struct EmTracer {
      * em_trace_alias_guards guards them to be no other tensor input */
     EmVec(EmSym *) meta_mut;
     PyObject *key_tokens; /* list (NULL until one is made): the dict-key tokens (em_dict_key) */
+    /* generators suspended with cleanup code pending (em_gen_finalize); the walk's stamp, how
+     * many syms walks have visited (capped), and whether a close is being traced */
+    EmVec(struct EmSym *) fin_gens;
+    uint32_t walk_epoch;
+    long walk_visits;
+    int finalizing;
     /* program cells the trace reached (em_prog_cell), one SYM_CELL each */
     EmVec(EmSym *) prog_cells;
     /* getattr(o, n, default) / hasattr through Python code: the generic lookup found no such

@@ -128,6 +128,7 @@ struct EmSym {
     int32_t out_at; /* TUPLE/LIST/DICT/ITER made while tracing: its entry in the output tree, or -1 */
     int32_t expr;   /* INT: its expression in T->sizes */
     EmLazy *lazy;   /* ITER: its producer when lazy (owned), else NULL */
+    uint32_t mark;  /* the last reachability walk that reached it (em_gen_finalize) */
 };
 
 /* Frames inlined (and generator frames resumed) at most, one inside another. */
@@ -536,6 +537,13 @@ EmStatus em_gen_yield(EmTracer *T, EmSym *v);
 /* gen.send(v) (v NULL: next(gen)): the value yielded, or *out NULL and *ret (may be NULL) the
  * value the generator returned: StopIteration. Also for a plain iterator (v NULL or None). */
 EmStatus em_gen_send(EmTracer *T, EmSym *it, EmSym *v, EmSym **out, EmSym **ret);
+/* Generators made in the trace that are suspended where a handler would run if they were
+ * closed (a try/finally or with block around the yield): CPython closes one when its last
+ * reference goes. Called after each instruction while there are such generators (T->fin_gens)
+ * and at the root frame's return (at_return: its locals are gone, only its return value and
+ * the trace's stores reach objects): each one no frame, store or reachable object refers to
+ * any longer is closed now, its finally code traced. EM_OK, EM_ABORT or EM_ERR. */
+EmStatus em_gen_finalize(EmTracer *T, int at_return);
 /* gen.send/close/throw/__next__ called as a method f of ITER sym self. CALL_NEXT: not one. */
 EmStatus em_gen_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int nargs, EmSym **out);
 /* map(fn, *srcs) (kind MAP), itertools.starmap(fn, src) (STARMAP), filter(fn or None, src) (FILTER), zip(*srcs) (ZIP,

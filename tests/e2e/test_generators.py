@@ -9,6 +9,7 @@ import itertools
 import torch
 
 import ember
+import ember.testing
 from tests.helpers import assert_same, counters, randn
 from tests.helpers import exact_graph as one_graph
 
@@ -299,3 +300,122 @@ def test_set_methods_stop_at_the_deciding_item_of_a_generator():
     got, want = run(True), run(False)
     assert want[1:] == (False, False, True, 12)
     assert got[1:] == want[1:] and torch.equal(got[0], want[0])
+
+
+def _reset():
+    ember.reset()
+    ember.testing.reset_counters()
+
+
+def test_extending_a_container_takes_a_lazy_iterators_items_one_at_a_time():
+    """CPython's extend/update loops add each item before taking the next: a map's function or
+    a generator that reads the container sees it grow."""
+    import collections
+
+    def lst(a):
+        y = [1]
+        y.extend(map(lambda z: z + y[-1], range(3)))
+        y += (z + y[-1] for z in range(2))
+        return a + 1, y
+
+    def deq(a):
+        y = collections.deque([1])
+        y.extendleft(map(lambda z: z + y[0], range(3)))
+        b = collections.deque([1], maxlen=2)
+        b.extend(map(lambda z: z + b[0], range(3)))
+        return a + 1, y, b
+
+    def sets(a):
+        s = {0}
+        s.update(len(s) + i for i in range(3))
+        s.difference_update(x for x in range(9) if len(s) > 3)
+        return a + 1, sorted(s)
+
+    def dicts(a):
+        d = {"x": 0}
+        d.update((str(i), len(d)) for i in range(3))
+        d.update(((str(i), len(d)) for i in range(5, 6)), k=len(d))
+        return a + 1, d
+
+    for f in (lst, deq, sets, dicts):
+        _reset()
+        one_graph(f, randn(2))
+
+
+_FIN = []
+
+
+def _fin_gen(t):
+    try:
+        yield t
+        yield t
+    finally:
+        _FIN.append("fin")
+
+
+def test_a_suspended_generator_is_closed_when_its_last_reference_goes():
+    """CPython closes a generator when nothing refers to it any more (its finally clause runs
+    then): at the frame's return, after the call that took a temporary one, when its variable is
+    rebound, when the helper frame holding it returns."""
+    def at_return(t):
+        gen = _fin_gen(t)
+        next(gen)
+        return t + 1
+
+    def temporary(t):
+        v = next(_fin_gen(t))
+        _FIN.append("after")
+        return v + 1
+
+    def helper(t):
+        g = _fin_gen(t)
+        return next(g) * 2
+
+    def in_helper(t):
+        r = helper(t)
+        _FIN.append("after")
+        return r
+
+    def rebound(t):
+        g = _fin_gen(t)
+        next(g)
+        g = None
+        _FIN.append("after")
+        h = _fin_gen(t)
+        next(h)
+        kept = [h]
+        del h
+        _FIN.append("kept")
+        return t + 1, len(kept)
+
+    for f in (at_return, temporary, in_helper, rebound):
+        _FIN.clear()
+        want = f(randn(2))
+        want_log = list(_FIN)
+        _FIN.clear()
+        _reset()
+        got = ember.compile(f, fullgraph=True)(randn(2))
+        assert_same(got, want)
+        assert _FIN == want_log, (f.__name__, _FIN, want_log)
+        c = counters()
+        assert (c["frames"], c["breaks"], c["aborts"]) == (1, 0, 0), c
+
+
+def test_throw_into_a_generator_that_returns_raises_stop_iteration_with_its_value():
+    def whoo():
+        try:
+            yield 1
+        except ValueError:
+            return 2  # noqa: B901
+        finally:
+            return 3  # noqa: B012, SIM107, B901
+
+    def f(t):
+        gen = whoo()
+        next(gen)
+        try:
+            gen.throw(ValueError)
+        except StopIteration as e:
+            return t + e.args[0], e.value
+
+    one_graph(f, randn(2))
