@@ -30,7 +30,7 @@ setup: $(DEPS) $(SO)
 
 $(DEPS): pyproject.toml Makefile
 	test -x $(VPY) || $(PY) -m venv $(VENV)
-	$(VPY) -m pip install -q torch==2.14.1 torchvision==0.29.1 transformers matplotlib pytest coverage numpy setuptools wheel \
+	$(VPY) -m pip install -q torch==2.14.1 torchvision==0.29.1 transformers matplotlib pytest expecttest coverage numpy setuptools wheel \
 	  clang-format==$(CLANG_FORMAT_VERSION)
 	touch $@
 

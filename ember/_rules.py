@@ -56,6 +56,10 @@ _set(CONST, [getattr(builtins, n) for n in (
     "slice", "callable", "reversed", "enumerate", "zip", "hash", "type", "complex", "bin", "hex", "oct", "ascii")])
 _set(CONST, [v for v in vars(math).values() if callable(v)])
 _set(CONST, [sys.intern])  # of a str constant: the interned one (the same object at run time)
+# a compiled pattern's searches and a match's reads (re's cache hands the same Pattern back):
+# functions of their constants (sub/subn are not: a callable replacement would run now)
+_set(CONST, [re.Pattern.search, re.Pattern.match, re.Pattern.fullmatch, re.Pattern.findall, re.Pattern.split,
+             re.Match.group, re.Match.groups, re.Match.groupdict, re.Match.span, re.Match.start, re.Match.end])
 _set(CONST, [v for k, v in vars(operator).items() if callable(v) and not k.startswith("_")])
 _set(CONST, [torch.Size, torch.Size.numel, torch.device, torch.get_default_dtype, torch.is_grad_enabled,
              torch.is_autocast_enabled, torch.is_inference_mode_enabled, torch.finfo, torch.iinfo,
@@ -609,6 +613,8 @@ def _classify(fn):
         if mod == "torch" or mod.startswith("torch.") and not mod.startswith(("torch._dynamo", "torch.compiler")):
             return GRAPH
     if mod.startswith("torch._dynamo") and callable(fn):
+        if mod == "torch._dynamo.test_case" and isinstance(fn, types.FunctionType):
+            return UNKNOWN  # its TestCase's assertEqual, Python code TorchDynamo traces too
         if getattr(fn, "__qualname__", None) == "install_generation_tagging_init.<locals>.patched_init":
             return UNKNOWN  # nn.Module.__init__ once TorchDynamo ran: the original, then a tag (_generation_tag)
         return ABORT  # TorchDynamo's machinery (disable wrappers, set_eval_frame): runs at a break
@@ -924,9 +930,9 @@ def warnings_on():
 _NUMPY_VALUES = (_np.generic, _np.dtype, _np.finfo, _np.iinfo) if _np is not None else ()
 PURE_TYPES = (torch.dtype, torch.device, torch.Size, torch.memory_format, torch.layout, torch.finfo,
               torch.iinfo, type(Ellipsis), type(None), enum.Enum, inspect.Signature, inspect.Parameter,
-              typing._Final, types.GenericAlias, type(sys.version_info)) + _NUMPY_VALUES
+              typing._Final, types.GenericAlias, type(sys.version_info), re.Pattern, re.Match) + _NUMPY_VALUES
 _SCALARS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), slice, range, torch.dtype,
-            torch.device, torch.memory_format, torch.layout, torch.finfo, torch.iinfo) + _NUMPY_VALUES
+            torch.device, torch.memory_format, torch.layout, torch.finfo, torch.iinfo, re.Pattern, re.Match) + _NUMPY_VALUES
 
 
 def is_const(v, depth=0):

@@ -196,14 +196,14 @@ EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s) {
 
 int em_is_pure(PyObject *v) { return is_pure(v, 0); }
 
-/* A tuple subclass instance (a namedtuple) that hashes and compares as its tuple of constants:
- * as a dict key or set item it is that value. */
+/* A tuple (a namedtuple too) that hashes and compares as its tuple of constants, classes and
+ * functions (re's cache key (type(p), p, flags)): as a dict key or set item it is that value. */
 static int tuple_key(PyObject *v) {
     PyTypeObject *t = Py_TYPE(v);
     if (!PyTuple_Check(v) || t->tp_hash != PyTuple_Type.tp_hash || t->tp_richcompare != PyTuple_Type.tp_richcompare)
         return 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(v); i++)
-        if (!is_pure(PyTuple_GET_ITEM(v, i), 1)) return 0;
+        if (!set_item_pure(PyTuple_GET_ITEM(v, i), 1)) return 0;
     return 1;
 }
 
@@ -1388,7 +1388,7 @@ EmStatus em_lazy_dict_get(EmTracer *T, EmSym *d, PyObject *key, int *found, EmSy
         return em_trace_fail(T, EMA_VALUE, "lookup in %s", em_sym_describe(d));
     if (!PyDict_CheckExact(d->obj) && em_guard_check(T->P, EMG_TYPE, d->src, (PyObject *)Py_TYPE(d->obj), 0))
         return EM_ERR;
-    if (!is_pure(key, 0) && !em_identity_key(key))
+    if (!is_pure(key, 0) && !em_identity_key(key) && !tuple_key(key))
         return em_trace_fail(T, EMA_VALUE, "dict lookup by a %s", Py_TYPE(key)->tp_name);
     /* an instance's __dict__: the trace's stores on the instance (replayed after the graph) first */
     if (PyUnicode_Check(key) && (*out = em_obj_dict_stored(T, d->obj, key))) {
@@ -2225,7 +2225,9 @@ static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, E
     if (!descr) {
         PyObject *gattr = _PyType_Lookup(tp, EM_STR(dunder_getattr));
         if (gattr && PyFunction_Check(gattr)) return inline_attr_hook(T, gattr, base, name, out);
-        T->missing_attr = 1; /* the trace owns every attribute of this object */
+        if (!gattr) /* the trace owns every attribute of this object: none of that name */
+            return em_trace_raise_msg(T, PyExc_AttributeError, "'%s' object has no attribute '%U'", tp->tp_name, name);
+        T->missing_attr = 1;
         T->missing_handlers = T->handlers;
         return em_trace_fail(T, EMA_ATTR, "%s.%s (not set)", tp->tp_name, n);
     }

@@ -2420,3 +2420,35 @@ def test_dict_keys_hashed_by_their_class():
     ember.reset()
     ember.testing.reset_counters()
     exact_graph(h, torch.ones(2))
+
+
+class _Plain:
+    def __init__(self):
+        self.a = 1
+
+
+def test_a_missing_attribute_of_an_object_made_in_the_trace_raises_attribute_error():
+    def f(x):
+        o = _Plain()
+        try:
+            o.b
+        except AttributeError as e:
+            msg = str(e)
+        return x + o.a, msg, getattr(o, "c", 5), hasattr(o, "a")
+    exact_graph(f, torch.ones(2))
+
+
+_TYPE_KEYED = {(int, "a"): 1, (str, "b"): 2}
+
+
+def test_regular_expressions_and_class_tuple_keys():
+    import re
+
+    pat = re.compile(r"(\d+)-(\w+)")
+
+    def f(x):
+        m = pat.search("id 12-ab here")
+        n = re.match(r"x+", "xxy")
+        return (x + int(m.group(1)), m.groups(), m.span(), n.end(), pat.fullmatch("1-a") is not None,
+                _TYPE_KEYED[(int, "a")], (str, "b") in _TYPE_KEYED, (str, "c") in _TYPE_KEYED)
+    exact_graph(f, torch.ones(2))

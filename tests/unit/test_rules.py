@@ -61,3 +61,17 @@ def test_torch_module_attributes_stay_unguarded():
     ember.compile(f)(torch.ones(2))
     guards = ember.testing.entries(f)[0]["guards"]
     assert "G['m'].scale" in guards and "relu" not in guards
+
+
+def test_torch_dynamo_test_case_methods_are_inlined_and_re_searches_are_constants():
+    import re
+
+    import pytest
+    pytest.importorskip("expecttest")
+    import torch._dynamo.test_case as tc
+
+    assert _rules.classify(tc.TestCase.assertEqual) == _rules.UNKNOWN  # Python code, inlined
+    assert _rules.classify(torch._dynamo.graph_break) == _rules.ABORT  # TorchDynamo's machinery
+    assert _rules.RULES[re.Pattern.search] == _rules.CONST
+    assert re.Pattern.sub not in _rules.RULES  # a callable replacement would run while tracing
+    assert _rules.is_const(re.compile("a").search("a"))
