@@ -1625,6 +1625,8 @@ class TracedCtx:
     def __init__(self, needs_input_grad):
         self.needs_input_grad = needs_input_grad
         self._ember_saved = ()
+        self._ember_nondiff = ()
+        self._ember_materialize = True
 
     def save_for_backward(self, *tensors):
         self._ember_saved = tensors
@@ -1636,11 +1638,10 @@ class TracedCtx:
         not_modelled()
 
     def mark_non_differentiable(self, *tensors):
-        not_modelled()
+        self._ember_nondiff = self._ember_nondiff + tensors
 
     def set_materialize_grads(self, value):
-        if not value:
-            not_modelled()
+        self._ember_materialize = bool(value)
 
 
 def not_modelled():
@@ -1649,8 +1650,9 @@ def not_modelled():
 
 
 class _ReplayState:
-    def __init__(self, cls, saved, attrs, outs):
+    def __init__(self, cls, saved, attrs, outs, nondiff=(), materialize=True):
         self.cls, self.saved, self.attrs, self.outs = cls, saved, attrs, outs
+        self.nondiff, self.materialize = nondiff, materialize
 
 
 class _BackwardCtx:
@@ -1665,6 +1667,8 @@ class _Replay(torch.autograd.Function):
     def forward(ctx, state, *args):
         ctx.state = state
         ctx.save_for_backward(*state.saved)
+        ctx.mark_non_differentiable(*[state.outs[i] for i in state.nondiff])
+        ctx.set_materialize_grads(state.materialize)
         return state.outs
 
     @staticmethod
@@ -1674,17 +1678,26 @@ class _Replay(torch.autograd.Function):
             setattr(user, k, v)
         user.saved_tensors = ctx.saved_tensors
         user.needs_input_grad = ctx.needs_input_grad[1:]
-        user.materialize_grads = True
+        user.materialize_grads = st.materialize
         res = st.cls.backward(user, *grads)
         return (None,) + (tuple(res) if isinstance(res, tuple) else (res,))
 
 
-def replay_function(cls, saved, attrs, args, out):
-    """Graph call: the outputs `out` of cls.forward (traced) given cls's backward: cls.apply's
-    outputs for the same values."""
-    single = isinstance(out, torch.Tensor)
-    r = _Replay.apply(_ReplayState(cls, saved, attrs, (out,) if single else tuple(out)), *args)
-    return r[0] if single else r
+def replay_function(cls, saved, attrs, args, out, consts=(), nondiff=(), materialize=True):
+    """Graph call: the tensor outputs `out` of cls.forward (traced) given cls's backward:
+    cls.apply's tensor outputs for the same values. consts: (position, value) of forward's
+    outputs that are not tensors (handed to backward's count of gradients as eager's are);
+    nondiff: positions of the outputs forward marked non-differentiable; materialize: its
+    set_materialize_grads."""
+    single = isinstance(out, torch.Tensor) and not consts
+    outs = [out] if isinstance(out, torch.Tensor) else list(out)
+    for i, v in consts:
+        outs.insert(i, v)
+    r = _Replay.apply(_ReplayState(cls, saved, attrs, tuple(outs), nondiff, materialize), *args)
+    if single:
+        return r[0]
+    at = {i for i, _ in consts}
+    return tuple(v for i, v in enumerate(r) if i not in at)
 
 
 def _traced_apply(cls, args):
@@ -1698,14 +1711,23 @@ def _traced_apply(cls, args):
         else:
             out = cls.forward(ctx, *args)
     outs = (out,) if isinstance(out, torch.Tensor) else out
-    if not isinstance(outs, tuple) or not all(isinstance(o, torch.Tensor) for o in outs):
-        not_modelled()  # non-tensor outputs
-    for o in outs:
-        for a in args:
-            if o is a:
-                not_modelled()  # an input returned as is (eager makes it a view)
-    attrs = tuple((k, v) for k, v in ctx.__dict__.items() if k not in ("needs_input_grad", "_ember_saved"))
-    return replay_function(cls, ctx._ember_saved, attrs, args, out)
+    if not isinstance(outs, tuple) or not any(isinstance(o, torch.Tensor) for o in outs):
+        not_modelled()  # no tensor output
+    if any(o is a for o in outs for a in args):  # an input returned as is: eager's output is a view of it
+        with torch.no_grad():
+            outs = tuple(o.view_as(o) if any(o is a for a in args) else o for o in outs)
+        out = outs[0] if isinstance(out, torch.Tensor) else outs
+    consts = tuple((i, o) for i, o in enumerate(outs) if not isinstance(o, torch.Tensor))
+    tensors = tuple(o for o in outs if isinstance(o, torch.Tensor))
+    nondiff = tuple(i for i, o in enumerate(outs) if any(o is t for t in ctx._ember_nondiff))
+    attrs = tuple((k, v) for k, v in ctx.__dict__.items() if not k.startswith("_ember_") and k != "needs_input_grad")
+    if not consts:
+        return replay_function(cls, ctx._ember_saved, attrs, args, out, (), nondiff, ctx._ember_materialize)
+    r = replay_function(cls, ctx._ember_saved, attrs, args, tensors, consts, nondiff, ctx._ember_materialize)
+    r = list(r)
+    for i, v in consts:
+        r.insert(i, v)
+    return tuple(r)
 
 
 _set(GRAPH, [replay_function])
@@ -1725,8 +1747,20 @@ def function_apply(cls, *args, **kwargs):
             return _traced_apply(cls, args)
         return _FUNCTION_APPLY.__get__(None, cls)(*args, **kwargs)
     ctx = InferenceCtx(len(args))
-    if cls.setup_context is not _SETUP_CONTEXT:  # forward(*args) with a separate setup_context
-        out = cls.forward(*args, **kwargs)
-        cls.setup_context(ctx, args, out)
-        return out
-    return cls.forward(ctx, *args, **kwargs)
+    with torch.no_grad():  # as apply runs forward
+        if cls.setup_context is not _SETUP_CONTEXT:  # forward(*args) with a separate setup_context
+            out = cls.forward(*args, **kwargs)
+            cls.setup_context(ctx, args, out)
+        else:
+            out = cls.forward(ctx, *args, **kwargs)
+        return _not_inputs(out, args)
+
+
+def _not_inputs(out, args):
+    """apply's outputs where forward returned an input as is: a view of it, or (an input that
+    requires grad, with grad mode off) a detached alias; never the input itself."""
+    def fresh(o):
+        if not isinstance(o, torch.Tensor) or not any(o is a for a in args):
+            return o
+        return o.detach() if o.requires_grad else o.view_as(o)
+    return tuple(fresh(o) for o in out) if type(out) is tuple else fresh(out)

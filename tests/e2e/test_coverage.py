@@ -2045,6 +2045,65 @@ def test_autograd_function_forms_not_modelled_run_the_real_apply():
     torch.testing.assert_close(xc.grad, xe.grad)  # mark_dirty's in-place semantics kept
 
 
+class _Identity(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x, [1, 2, 3]  # an input returned as is, and a list
+
+    @staticmethod
+    def backward(ctx, g, g_list):
+        assert g_list is None
+        return g * 0.5
+
+
+class _NonDiff(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y):
+        a, b = x.sin(), y * 2
+        ctx.mark_non_differentiable(b)
+        ctx.set_materialize_grads(False)
+        return a, b
+
+    @staticmethod
+    def backward(ctx, ga, gb):
+        assert gb is None  # not materialized
+        return ga * 3, None
+
+
+def test_autograd_function_outputs_as_eagers():
+    """Forward runs under no_grad; an input returned as is comes back as a view of it (a
+    detached alias where grad mode is off); non-tensor outputs, mark_non_differentiable and
+    set_materialize_grads(False) are kept."""
+    def f(x, y):
+        out, lst = _Identity.apply(x)
+        a, b = _NonDiff.apply(x, y)
+        return out * 2 + a, lst, b, b.requires_grad
+
+    def no_grad(x):
+        with torch.no_grad():
+            y, _ = _Identity.apply(x)
+        return y, y.requires_grad
+
+    for backend in ("eager", "aot_eager"):
+        x, y = randn(3), randn(3)
+        xe, ye = x.clone().requires_grad_(), y.clone().requires_grad_()
+        xc, yc = x.clone().requires_grad_(), y.clone().requires_grad_()
+        want = f(xe, ye)
+        want[0].sum().backward()
+        ember.reset()
+        ember.testing.reset_counters()
+        got = ember.compile(f, backend=backend, fullgraph=True)(xc, yc)
+        got[0].sum().backward()
+        assert_same(got, want)
+        torch.testing.assert_close(xc.grad, xe.grad)
+        assert counters()["frames"] == 1
+    for rg in (True, False):
+        x = randn(3).requires_grad_(rg)
+        want, got = no_grad(x), ember.compile(no_grad, fullgraph=True)(x)
+        assert_same(got, want)
+        assert got[0] is not x and got[0].data_ptr() == x.data_ptr() and got[0]._is_view() == want[0]._is_view()
+
+
 def test_meta_results_from_the_memo_are_not_leaves():
     """The meta run's memo rebuilds an op's result that requires grad as a non-leaf: an in-place
     op on it traces as on the op's own result (a leaf made the in-place op raise while tracing:
