@@ -155,7 +155,7 @@ static EmStatus gen_run(EmTracer *T, EmSym *it, EmSym *v, PyObject *exc, EmSym *
         int c = L->started ? em_trace_catch(T, T->cur) : 0;
         if (c < 0) st = EM_ERR;
         else if (!c) st = em_trace_fail(T, EMA_VALUE, "an exception thrown into a generator");
-    } else if (L->started) {
+    } else if (L->started && v) { /* v NULL: resumed where its frame was set to go on */
         st = em_push(T, v);
     }
     L->started = 1;
@@ -225,6 +225,80 @@ static EmStatus stop_iteration(EmTracer *T, EmSym *ret) {
     return st;
 }
 
+static EmStatus gen_throw(EmTracer *T, EmSym *it, PyObject *exc, int closing, EmSym **out);
+
+/* The target of the SEND the `yield from` generator L is suspended in loops back to. */
+static int send_target(const EmLazy *L) {
+    EmInstr resume, back, send;
+    em_decode(L->fr.bytes, L->fr.n_units, L->fr.ip, &resume);
+    em_decode(L->fr.bytes, L->fr.n_units, resume.next, &back);
+    if (back.op != EMBC_JUMP_BACKWARD_NO_INTERRUPT) return -1;
+    em_decode(L->fr.bytes, L->fr.n_units, em_jump_target(&back), &send);
+    return send.op == EMBC_SEND ? em_jump_target(&send) : -1;
+}
+
+/* throw()/close() into generator it suspended in `yield from`, as CPython's _gen_throw: a
+ * GeneratorExit closes the inner iterator, then is raised in it (or what closing raised is);
+ * another exception is thrown into an inner generator (a plain iterator has no throw(): it is
+ * raised in it), whose next value it yields (EM_OK, *v), or whose return value ends the loop
+ * (it resumes past the SEND with that value: EM_OK, *v NULL, *own Py_None), or whose exception
+ * is raised in it (*own: raised where the loop's handler would raise it). CALL_NEXT with *own
+ * (or none: exc) when exc is to be raised in it at its yield. */
+static EmStatus delegate_throw(EmTracer *T, EmSym *it, PyObject *exc, int closing, EmSym **v, PyObject **own) {
+    EmLazy *L = it->lazy;
+    EmSym *sub = L->fr.sp > 0 ? L->fr.stack[L->fr.sp - 1] : NULL;
+    if (!sub || sub->kind != SYM_ITER) return em_trace_fail(T, EMA_VALUE, "throw() into a yield from a non-iterator");
+    int gen = sub->lazy && sub->lazy->kind == EM_LAZY_GEN;
+    EmSym *ignored = NULL;
+    EmStatus st = EM_OK;
+    *v = NULL;
+    if (closing || PyErr_GivenExceptionMatches(exc, PyExc_GeneratorExit)) {
+        PyObject *e = gen ? PyObject_CallNoArgs(PyExc_GeneratorExit) : NULL;
+        if (gen && !e) return EM_ERR;
+        st = gen ? gen_throw(T, sub, e, 1, &ignored) : EM_OK;
+        Py_XDECREF(e);
+    } else if (gen) {
+        st = gen_throw(T, sub, exc, 0, v);
+        if (st == EM_OK) return EM_OK;
+    }
+    if (st == EM_OK) return CALL_NEXT;
+    if (st != EM_ABORT || !T->exc) return st;
+    *own = T->exc; /* what the inner one raised */
+    T->exc = NULL;
+    int target = send_target(L);
+    if (target < 0) return em_trace_fail(T, EMA_VALUE, "a yield from of an unknown shape");
+    if (!closing && PyErr_GivenExceptionMatches(*own, PyExc_StopIteration)) { /* it returned */
+        PyObject *rv = ((PyStopIterationObject *)*own)->value;
+        EmSym *r = em_sym_const(T, rv ? rv : Py_None);
+        Py_SETREF(*own, Py_NewRef(Py_None));
+        if (!r) return EM_ERR;
+#ifdef EMBC_END_SEND
+        L->fr.stack[L->fr.sp++] = r; /* [receiver, value]: END_SEND drops the receiver */
+#else
+        L->fr.stack[L->fr.sp - 1] = r;
+#endif
+        L->fr.ip = target;
+        return CALL_NEXT;
+    }
+    return CALL_NEXT;
+}
+
+/* An exception raised in generator L at the yield of its `yield from` loop: 3.12 raises it at
+ * the loop's CLEANUP_THROW (the handler of that yield), which re-raises it to the handler
+ * around the loop; 3.11 at the yield. */
+static void raise_in_loop(EmLazy *L) {
+#ifdef EMBC_CLEANUP_THROW
+    int h, d, lasti;
+    if (em_exc_entry(L->fr.code, L->fr.cur, &h, &d, &lasti) == 1) {
+        EmInstr at;
+        em_decode(L->fr.bytes, L->fr.n_units, h, &at);
+        if (at.op == EMBC_CLEANUP_THROW) L->fr.cur = h;
+    }
+#else
+    (void)L;
+#endif
+}
+
 /* gen.throw(exc) and gen.close() (exc GeneratorExit). */
 static EmStatus gen_throw(EmTracer *T, EmSym *it, PyObject *exc, int closing, EmSym **out) {
     EmLazy *L = it->lazy;
@@ -240,10 +314,25 @@ static EmStatus gen_throw(EmTracer *T, EmSym *it, PyObject *exc, int closing, Em
     }
     EmInstr next;
     em_decode(L->fr.bytes, L->fr.n_units, L->fr.ip, &next);
-    if (next.op == EMBC_RESUME && next.arg >= 2) /* suspended in `yield from`: the inner one gets it */
-        return em_trace_fail(T, EMA_VALUE, "throw() into a generator delegating with yield from");
     EmSym *v = NULL;
-    EmStatus st = gen_run(T, it, NULL, exc, &v);
+    PyObject *own = NULL; /* the exception raised in it instead of exc (owned) */
+    EmStatus st = EM_OK;
+    if (next.op == EMBC_RESUME && next.arg >= 2) { /* suspended in `yield from`: the inner one first */
+        st = delegate_throw(T, it, exc, closing, &v, &own);
+        if (st != CALL_NEXT) {
+            if (st != EM_OK || !v) return st;
+            if (em_vec_push(&it->items, v)) return PyErr_NoMemory(), EM_ERR;
+            it->pos = it->items.len;
+            *out = v;
+            return EM_OK;
+        }
+        st = EM_OK;
+        v = NULL;
+        if (own != Py_None) raise_in_loop(L);
+    }
+    if (own && own != Py_None) exc = own;
+    st = own == Py_None ? gen_run(T, it, NULL, NULL, &v) : gen_run(T, it, NULL, exc, &v);
+    Py_XDECREF(own);
     if (closing) {
         if (st == EM_OK && v) return em_trace_fail(T, EMA_VALUE, "a generator that yields when closed");
         if (st == EM_ABORT && T->exc &&

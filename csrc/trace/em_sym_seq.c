@@ -456,7 +456,22 @@ static EmStatus iter_attr(EmTracer *T, EmSym *base, PyObject *name, int method, 
     return em_sym_type_method(T, (PyTypeObject *)base->seq_type, base, name, method, out, self);
 }
 
+/* `x in it`: CPython takes items until one is x or equal to it (item == x), the rest left. */
+static EmStatus iter_contains(EmTracer *T, EmSym *it, EmSym *x, int *found) {
+    *found = 0;
+    for (;;) {
+        EmSym *v = NULL, *r = NULL;
+        EmStatus st = em_iter_take(T, it, &v);
+        if (st != EM_OK || !v) return st;
+        if (v == x || (v->kind == SYM_CONST && x->kind == SYM_CONST && v->obj == x->obj)) return (*found = 1), EM_OK;
+        if ((st = em_sym_binop(T, EMOP_EQ, em_op_fn(EMOP_EQ), v, x, &r)) != EM_OK ||
+            (st = em_sym_truth(T, r, found)) != EM_OK || *found)
+            return st;
+    }
+}
+
 const EmSymOps em_iter_ops = {
+    .contains = iter_contains,
     .getattr = iter_attr,
     .items = iter_items,
     .iter = iter_self,

@@ -419,3 +419,92 @@ def test_throw_into_a_generator_that_returns_raises_stop_iteration_with_its_valu
             return t + e.args[0], e.value
 
     one_graph(f, randn(2))
+
+
+def test_in_takes_an_iterators_items_up_to_the_one_found():
+    def f(x):
+        log = []
+
+        def g():
+            for i in range(5):
+                log.append(i)
+                yield i
+
+        it = g()
+        a = 2 in it
+        b = list(it)
+        return x + 1, a, b, 9 in iter([1, 2]), 1 in map(lambda v: v - 1, [3, 2, 1]), log
+
+    one_graph(f, randn(2))
+
+
+_YF = []
+
+
+def _yf_inner():
+    try:
+        yield 1
+        yield 2
+    except ValueError:
+        _YF.append("inner caught")
+        yield 10
+    finally:
+        _YF.append("inner fin")
+    return 7
+
+
+def _yf_outer():
+    try:
+        r = yield from _yf_inner()
+        _YF.append(("got", r))
+        yield r
+    except KeyError:
+        _YF.append("outer caught")
+        yield 99
+    finally:
+        _YF.append("outer fin")
+
+
+def _yf_plain():
+    r = yield from [1, 2]
+    return r
+
+
+def test_throw_and_close_into_a_generator_delegating_with_yield_from():
+    """As CPython's _gen_throw: the inner generator gets the exception first (its return value
+    ends the yield from, its exception goes on in the outer one); close() closes the inner one,
+    then the outer; a plain iterator has no throw(): the outer one gets it."""
+    def caught_inside(x):
+        g = _yf_outer()
+        a = next(g)
+        b = g.throw(ValueError)
+        c = next(g)
+        return x + a + b + c, list(_YF)
+
+    def caught_outside(x):
+        g = _yf_outer()
+        a = next(g)
+        return x + a + g.throw(KeyError), list(_YF)
+
+    def closed(x):
+        g = _yf_outer()
+        next(g)
+        g.close()
+        return x + 1, list(_YF)
+
+    def plain(x):
+        g = _yf_plain()
+        next(g)
+        try:
+            g.throw(ValueError("v"))
+        except ValueError as e:
+            return x + 1, str(e)
+
+    for f in (caught_inside, caught_outside, closed, plain):
+        _YF.clear()
+        want = f(randn(2))
+        _YF.clear()
+        _reset()
+        got = ember.compile(f, fullgraph=True)(randn(2))
+        assert_same(got, want)
+        assert counters()["frames"] == 1
