@@ -156,6 +156,30 @@ static int32_t g_load(EmGuardProg *P, EmGuardOp op, int32_t base, Py_ssize_t a, 
     return slot;
 }
 
+/* Whether repr(o) is Python's own for a value of a builtin type (no user __repr__ runs). */
+static int plain_value(PyObject *o, int depth) {
+    PyTypeObject *t = Py_TYPE(o);
+    if (o == Py_None || o == Py_Ellipsis || t == &PyBool_Type || t == &PyLong_Type || t == &PyFloat_Type ||
+        t == &PyComplex_Type || t == &PyUnicode_Type || t == &PyBytes_Type || t == &PyCode_Type ||
+        t == &PyCFunction_Type || t == &PyFunction_Type || t == &PyType_Type || t == &PyRange_Type)
+        return 1;
+    if ((t == &PyTuple_Type || t == &PyList_Type) && depth < 4 && PySequence_Fast_GET_SIZE(o) <= 64) {
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); i++)
+            if (!plain_value(PySequence_Fast_GET_ITEM(o, i), depth + 1)) return 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* repr(o) for guard names and messages without running user code (a __repr__ with side effects,
+ * or in which an object a guard holds weakly dies): Python's for builtin values, else
+ * "<type object at address>". New reference, NULL with an exception. */
+static EM_NEW PyObject *safe_repr(PyObject *o) {
+    if (!o) return PyUnicode_FromString("?");
+    if (plain_value(o, 0)) return PyObject_Repr(o);
+    return PyUnicode_FromFormat("<%s object at %p>", Py_TYPE(o)->tp_name, (void *)o);
+}
+
 static int32_t g_named(EmGuardProg *P, EmGuardOp op, int32_t base, Py_ssize_t a, PyObject *obj, const char *fmt,
                        PyObject *fmtarg, int owned) {
     EmGInstr *prev = g_find(P, (uint8_t)op, base, a, obj);
@@ -199,7 +223,12 @@ int32_t em_guard_odict(EmGuardProg *P, int32_t base, PyObject *name) {
     return g_named(P, EMG_LOAD_ODICT, base, 0, name, "%s.%U", name, 0);
 }
 int32_t em_guard_dict(EmGuardProg *P, int32_t base, PyObject *key) {
-    return g_named(P, EMG_LOAD_DICT, base, 0, key, "%s[%R]", key, 0);
+    EmGInstr *prev = g_find(P, EMG_LOAD_DICT, base, 0, key);
+    if (prev) return prev->slot;
+    PyObject *k = safe_repr(key);
+    int32_t r = k ? g_named(P, EMG_LOAD_DICT, base, 0, key, "%s[%U]", k, 0) : -1;
+    Py_XDECREF(k);
+    return r;
 }
 int32_t em_guard_dict_keyed(EmGuardProg *P, int32_t base, int32_t key) {
     PyObject *s = PyUnicode_FromFormat("%s[%s]", P->names.data[base], P->names.data[key]);
@@ -916,7 +945,17 @@ void em_guard_release_slots(const EmGuardProg *P, PyObject **slots) {
 
 static EM_NEW PyObject *shape_why(const EmGuardProg *P, PyObject **slots);
 
-EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int32_t at) {
+EM_NEW /* fmt (a %s for name, then two %U) with safe_repr of a and b (b NULL: an empty string). */
+    static EM_NEW PyObject *
+    describe2(const char *name, const char *fmt, PyObject *a, PyObject *b) {
+    PyObject *ra = safe_repr(a), *rb = b ? safe_repr(b) : PyUnicode_FromString("");
+    PyObject *res = ra && rb ? PyUnicode_FromFormat(fmt, name, ra, rb) : NULL;
+    Py_XDECREF(ra);
+    Py_XDECREF(rb);
+    return res;
+}
+
+PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int32_t at) {
     if (P->dead) return PyUnicode_FromString("an object the guards checked by identity died");
     const EmGInstr *in = &P->ins.data[at];
     const char *name = in->slot >= 0 ? P->names.data[in->slot] : "";
@@ -936,24 +975,25 @@ EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int3
             res = PyUnicode_FromFormat("type(%s) is %s, expected %s", name, v ? Py_TYPE(v)->tp_name : "?",
                                        ((PyTypeObject *)in->obj)->tp_name);
             break;
-        case EMG_ID: res = PyUnicode_FromFormat("%s is %R, expected the object %R", name, v, in->obj); break;
-        case EMG_EQ: res = PyUnicode_FromFormat("%s == %R, expected %R", name, v, in->obj); break;
+        case EMG_ID: res = describe2(name, "%s is %U, expected the object %U", v, in->obj); break;
+        case EMG_EQ: res = describe2(name, "%s == %U, expected %U", v, in->obj); break;
         case EMG_CELL_EMPTY: res = PyUnicode_FromFormat("%s now holds a value, expected it empty", name); break;
-        case EMG_COMPARE:
-            res = PyUnicode_FromFormat("%s %s %s is %s (%s is %R), expected the opposite", name,
-                                       cmp_names[(in->a >> 1) & 7], P->names.data[in->a >> 4],
-                                       in->a & 1 ? "False" : "True", name, v);
-            break;
+        case EMG_COMPARE: {
+            PyObject *rv = safe_repr(v);
+            res = rv ? PyUnicode_FromFormat("%s %s %s is %s (%s is %U), expected the opposite", name,
+                                            cmp_names[(in->a >> 1) & 7], P->names.data[in->a >> 4],
+                                            in->a & 1 ? "False" : "True", name, rv)
+                     : NULL;
+            Py_XDECREF(rv);
+        } break;
         case EMG_FUNC:
-            res = PyUnicode_FromFormat("%s is %R, expected a function of code %R with defaults %R, %R", name, v,
-                                       PyTuple_GET_ITEM(in->obj, 0), PyTuple_GET_ITEM(in->obj, 1),
-                                       PyTuple_GET_ITEM(in->obj, 2));
+            res = describe2(name, "%s is %U, expected a function of code %U", v, PyTuple_GET_ITEM(in->obj, 0));
             break;
         case EMG_LEN: res = PyUnicode_FromFormat("len(%s) changed, expected %zd", name, in->a); break;
         case EMG_KEYS:
-            res = PyUnicode_FromFormat("the keys of %s changed, expected %R in this order", name, in->obj);
+            res = describe2(name, "the keys of %s changed, expected %U in this order%U", in->obj, NULL);
             break;
-        case EMG_ABSENT: res = PyUnicode_FromFormat("%s now has %R, expected it absent", name, in->obj); break;
+        case EMG_ABSENT: res = describe2(name, "%s now has %U, expected it absent%U", in->obj, NULL); break;
         case EMG_ABSENT_KEYED:
             res = PyUnicode_FromFormat("%s now has %s, expected it absent", name, P->names.data[in->a]);
             break;
@@ -999,7 +1039,7 @@ EM_NEW PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int3
 
 /* Appends fmt with the slot's name and repr(obj) ("?" if repr fails). 0 or -1. */
 static int dump_repr(EmStrBuf *o, const char *fmt, const char *name, PyObject *obj) {
-    PyObject *r = PyObject_Repr(obj);
+    PyObject *r = safe_repr(obj);
     const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
     if (!u) PyErr_Clear();
     int rc = em_sb_printf(o, fmt, name, u ? u : "?");

@@ -426,3 +426,29 @@ def test_two_tensor_arguments_that_are_one_object(fn):
         assert got[0] == want[0]
         assert torch.equal(got[1].detach(), want[1].detach())
     assert ember.testing.counters()["frames"] == 2
+
+
+_KEEP = []
+
+
+class _ClearsOnRepr:
+    def __repr__(self):
+        _KEEP.clear()  # the object an identity guard expects dies here
+        return "_ClearsOnRepr()"
+
+
+def test_explaining_a_guard_miss_runs_no_user_code():
+    """The explanation of a guard's miss (kept for EMBER_LOGS=recompiles) names objects of user
+    classes by type and address: repr() of them ran user code, a side effect eager has not (here
+    emptying _KEEP), in which an object an identity guard holds weakly could die and then be
+    read freed (fuzz 2603 #897: a crash)."""
+    def f(x, o):
+        return x + 1, (o is _KEEP[0]) if _KEEP else None
+
+    cf = ember.compile(f)
+    o1 = _ClearsOnRepr()
+    _KEEP.append(o1)
+    assert cf(torch.ones(1), o1)[1] is True
+    del o1
+    got = cf(torch.ones(1), _ClearsOnRepr())
+    assert got[1] is False and len(_KEEP) == 1 and torch.equal(got[0], torch.full((1,), 2.0))
