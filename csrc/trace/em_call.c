@@ -1911,8 +1911,40 @@ static EmStatus known_list_sort(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all
     return EM_OK;
 }
 
+/* min(a, b, ...) / max(...) (or of one iterable) where a float graph input is among the values:
+ * Python's loop, comparing each item with the best so far (item < best for min, item > best
+ * for max), each comparison guarded as the trace decides it: the float is not pinned to its
+ * value. The best item itself is the result. CALL_NEXT when no float input is among them. */
+static EmStatus float_minmax(EmTracer *T, EmSym *fn, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    EmSym *seq = NULL, **items = all;
+    int len = n;
+    if (kwnames || n < 1) return CALL_NEXT;
+    if (n == 1) {
+        if (all[0]->kind != SYM_LIST && all[0]->kind != SYM_TUPLE) return CALL_NEXT;
+        seq = all[0];
+        items = seq->items.data;
+        len = (int)seq->items.len;
+    }
+    int floats = 0;
+    for (int i = 0; i < len; i++) floats |= items[i]->kind == SYM_FLOAT;
+    if (!floats || len < 1) return CALL_NEXT;
+    EmOp op = fn->obj == EM_KNOWN(min) ? EMOP_LT : EMOP_GT;
+    EmSym *best = items[0];
+    for (int i = 1; i < len; i++) {
+        EmSym *r = NULL;
+        int better = 0;
+        EmStatus st = em_sym_binop(T, op, em_op_fn(op), items[i], best, &r);
+        if (st == EM_OK) st = em_sym_truth(T, r, &better);
+        if (st != EM_OK) return st;
+        if (better) best = items[i];
+    }
+    *out = best;
+    return EM_OK;
+}
+
 static EmStatus known_minmax(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     EmStatus st = known_keyed(T, fn, self, all, n, kwnames, out);
+    if (st == CALL_NEXT) st = float_minmax(T, fn, all, n, kwnames, out);
     return st == CALL_NEXT ? em_known_minmax(T, fn, self, all, n, kwnames, out) : st;
 }
 

@@ -773,6 +773,18 @@ def test_arithmetic_and_branches_on_a_changing_float_compile_per_outcome():
     assert "COMPARE ((L['lr'] + 0.5) > 1) is True" in guards
 
 
+def test_min_and_max_of_a_changing_float_guard_their_comparisons():
+    """min()/max() given a float input compare as Python's loop does, each comparison guarded:
+    the float is not pinned to its value (it recompiled on every new value, fuzz 2604 #322)."""
+    def f(x, s):
+        return x * min([s, 2.0, 2]) + max(s, 0.5), min(s, 7)
+
+    cf = ember.compile(f)
+    run_all(f, cf, [(randn(2), s) for s in (1.5, 0.25, 3.0, 1.75, 0.1, -2.0, 2.5, float("nan"))])
+    # static; then per outcome of (s < 2.0, s > 0.5): (T, T), (T, F), (F, T)
+    assert frames() == 4, counters()
+
+
 def test_float_arithmetic_that_raises_or_leaves_floats_for_a_value():
     """A value for which the guard's arithmetic raises (1 / 0) or gives no float (a complex
     power) fails the guard: the next compile sees it as eager does."""
