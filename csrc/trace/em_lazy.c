@@ -18,6 +18,11 @@ struct EmLazy {
     uint8_t running; /* GEN: its frame is on the trace's stack (a resume of it aborts) */
     uint8_t started; /* GEN: ran to its first yield at least */
     uint8_t fin;     /* GEN: in T->fin_gens (suspended where closing it runs a handler) */
+    /* GEN in T->fin_gens: where the last reachability walk found it from (em_gen_finalize's
+     * quick check): hint, the sym at local (hint_stack 0) or stack slot hint_idx of the frame at
+     * depth hint_depth; NULL when only the trace's stores or cells reached it */
+    EmSym *hint;
+    int hint_depth, hint_idx, hint_stack;
     int eh;          /* GEN: its code has an exception table */
     EmFrame fr;      /* GEN: the suspended frame (locals, stack, code_bytes owned) */
     EmSym *yielded;  /* GEN: the value of the yield that suspended it, while handing it over */
@@ -386,34 +391,90 @@ static int reach_parts(EmTracer *T, SymStack *todo, EmSym *s) {
     return reach_all(T, todo, L->fr.locals, L->fr.nlocals) || reach_all(T, todo, L->fr.stack, L->fr.sp) ? -1 : 0;
 }
 
-/* Marks (s->mark = T->walk_epoch) every sym the program can still reach: the frames' locals
- * and stacks (a caller's whole stack: the arguments of the call in progress are above its top),
- * the trace's stores, the lists and dicts of the frame it changed, the program's cells, open
- * contexts; at the root's return its return value instead of its frame. 1 done, 0 too many
- * syms visited, -1 error. */
+/* Marks what todo's syms reach (the walk's stamp). 1 done, 0 too many syms visited, -1 error. */
+static int drain(EmTracer *T, SymStack *todo) {
+    while (todo->len) {
+        if (++T->walk_visits > EM_MAX_FIN_VISITS) return 0;
+        if (reach_parts(T, todo, todo->data[--todo->len])) return -1;
+    }
+    return 1;
+}
+
+/* After the walk from the sym at (depth, stack, idx): the suspended generators it reached
+ * first keep it as their hint. */
+static void note_hints(EmTracer *T, EmSym *root, int depth, int stack, int idx) {
+    for (int32_t i = 0; i < T->fin_gens.len; i++) {
+        EmLazy *L = T->fin_gens.data[i]->lazy;
+        if (T->fin_gens.data[i]->mark != T->walk_epoch || L->hint_depth != -1) continue; /* not yet hinted */
+        L->hint = root;
+        L->hint_depth = depth < 0 ? -2 : depth; /* -2: found this walk, from the trace's stores */
+        L->hint_stack = stack;
+        L->hint_idx = idx;
+    }
+}
+
+/* The frames' slots (locals, then the stack: a caller's whole stack, the arguments of the call
+ * in progress being above its top) and each frame's running generator, one root at a time. */
+static int mark_frames(EmTracer *T, SymStack *todo) {
+    int depth = T->depth, r = 1;
+    for (const EmFrame *f = &T->frame; r == 1 && f; f = f->parent, depth--) {
+        int nstack = f == &T->frame ? f->sp : f->stack_cap;
+        for (int i = 0; r == 1 && i < f->nlocals + nstack; i++) {
+            EmSym *s = i < f->nlocals ? f->locals[i] : f->stack[i - f->nlocals];
+            if (!s || s->mark == T->walk_epoch) continue;
+            if (reach(T, todo, s) || (r = drain(T, todo)) < 0) return -1;
+            if (r == 1) note_hints(T, s, depth, i >= f->nlocals, i < f->nlocals ? i : i - f->nlocals);
+        }
+        if (r == 1 && (reach(T, todo, f->gen_items) || (r = drain(T, todo)) < 0)) return -1;
+    }
+    return r;
+}
+
+/* Marks (s->mark = T->walk_epoch) every sym the program can still reach: the frames' slots
+ * (mark_frames), the trace's stores, the lists and dicts of the frame it changed, the
+ * program's cells, open contexts; at the root's return its return value instead of its frame.
+ * Each suspended generator found from a frame slot keeps it as a hint. 1 done, 0 too many syms
+ * visited, -1 error. */
 static int mark_live(EmTracer *T, int at_return) {
     SymStack todo = {0};
     T->walk_epoch++;
-    int r = 0;
-    for (const EmFrame *f = at_return ? NULL : &T->frame; !r && f; f = f->parent) {
-        r = reach_all(T, &todo, f->locals, f->nlocals) ||
-            reach_all(T, &todo, f->stack, f == &T->frame ? f->sp : f->stack_cap) || reach(T, &todo, f->gen_items);
+    for (int32_t i = 0; i < T->fin_gens.len; i++) {
+        T->fin_gens.data[i]->lazy->hint = NULL;
+        T->fin_gens.data[i]->lazy->hint_depth = -1;
     }
-    if (!r)
-        r = reach(T, &todo, T->retval) || reach_all(T, &todo, T->stores.data, T->stores.len) ||
-            reach_all(T, &todo, T->mutated.data, T->mutated.len) ||
-            reach_all(T, &todo, T->prog_cells.data, T->prog_cells.len) ||
-            reach_all(T, &todo, T->ctx_open.data, T->ctx_open.len) || reach(T, &todo, T->handled) ||
-            reach_all(T, &todo, T->idict_copy.data, T->idict_copy.len);
-    while (!r && todo.len) {
-        if (++T->walk_visits > EM_MAX_FIN_VISITS) {
-            em_vec_free(&todo);
-            return 0;
-        }
-        r = reach_parts(T, &todo, todo.data[--todo.len]);
+    int r = at_return ? 1 : mark_frames(T, &todo);
+    if (r == 1 && (reach(T, &todo, T->retval) || reach_all(T, &todo, T->stores.data, T->stores.len) ||
+                   reach_all(T, &todo, T->mutated.data, T->mutated.len) ||
+                   reach_all(T, &todo, T->prog_cells.data, T->prog_cells.len) ||
+                   reach_all(T, &todo, T->ctx_open.data, T->ctx_open.len) || reach(T, &todo, T->handled) ||
+                   reach_all(T, &todo, T->idict_copy.data, T->idict_copy.len)))
+        r = -1;
+    if (r == 1) r = drain(T, &todo);
+    if (r == 1) note_hints(T, NULL, -1, 0, 0);
+    em_vec_free(&todo);
+    return r;
+}
+
+/* Whether suspended generator g is still reached from the frame slot of its hint: that slot
+ * holds the same sym, from which a walk finds g (cheap: what one root reaches). 1 yes, 0 not
+ * known so, -1 error. */
+static int still_held(EmTracer *T, EmSym *g) {
+    const EmLazy *L = g->lazy;
+    if (!L->hint || L->hint_depth < 0 || L->hint_depth > T->depth) return 0;
+    const EmFrame *f = &T->frame;
+    for (int d = T->depth; f && d > L->hint_depth; d--) f = f->parent;
+    if (!f) return 0;
+    int n = L->hint_stack ? (f == &T->frame ? f->sp : f->stack_cap) : f->nlocals;
+    if (L->hint_idx >= n || (L->hint_stack ? f->stack : f->locals)[L->hint_idx] != L->hint) return 0;
+    SymStack todo = {0};
+    T->walk_epoch++;
+    int r = reach(T, &todo, L->hint) ? -1 : 1;
+    while (r == 1 && todo.len && g->mark != T->walk_epoch) {
+        if (++T->walk_visits > EM_MAX_FIN_VISITS) r = 0;
+        else if (reach_parts(T, &todo, todo.data[--todo.len])) r = -1;
     }
     em_vec_free(&todo);
-    return r ? -1 : 1;
+    return r == 1 ? g->mark == T->walk_epoch : r;
 }
 
 /* gen.close() of a generator CPython finalizes: what its handlers raise CPython reports as
@@ -441,6 +502,11 @@ EmStatus em_gen_finalize(EmTracer *T, int at_return) {
         }
         T->fin_gens.len = n;
         if (!n) return EM_OK;
+        int held = !at_return;
+        for (int32_t i = 0; held == 1 && i < n; i++)
+            held = T->fin_gens.data[i]->lazy->running ? 1 : still_held(T, T->fin_gens.data[i]);
+        if (held < 0) return EM_ERR;
+        if (held) return EM_OK;
         int m = mark_live(T, at_return);
         if (m <= 0)
             return m < 0 ? EM_ERR : em_trace_fail(T, EMA_TOO_LONG, "finding which suspended generators are still used");
