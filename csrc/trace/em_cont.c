@@ -1084,6 +1084,7 @@ EmStatus em_set_add_item(EmTracer *T, EmSym *s, EmSym *x) {
     if (!(x = em_sym_hashable(T, x))) return EM_ERR;
     if (s->kind == SYM_CONST && x->kind == SYM_CONST)
         return PySet_Add(s->obj, x->obj) ? em_trace_raise_pending(T, "unhashable set item") : EM_OK;
+    if ((st = em_unhashable(T, x)) != CALL_NEXT) return st; /* s.add([1]): TypeError, s unchanged */
     if (s->kind == SYM_CONST && (st = set_to_sym(T, s)) != EM_OK) return st;
     int32_t at = set_find(T, s, x, &st);
     if (at == -2) return st;

@@ -178,12 +178,12 @@ EmStatus em_sym_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, Em
             return EM_ERR;
     }
     /* a symbolic int decides, on either side; so does a sequence times a constant (2 * [x]) */
+    if ((op == EMOP_EQ || op == EMOP_NE) && never_equal(a, b))
+        return (*out = em_sym_const(T, op == EMOP_NE ? Py_True : Py_False)) ? EM_OK : EM_ERR;
     if (em_sym_user_operand(a) || em_sym_user_operand(b)) return em_user_binop(T, op, a, b, out);
     if ((em_set_changed(a) || em_set_changed(b)) && !(op >= EMOP_LT && op <= EMOP_GE) &&
         !(op >= EMOP_IADD && op <= EMOP_IRSHIFT && em_set_of_frame(a))) /* a new set in its copy's order */
         return em_trace_fail(T, EMA_VALUE, "%s of a set of the frame the trace changed", em_op_info[op].name);
-    if ((op == EMOP_EQ || op == EMOP_NE) && never_equal(a, b))
-        return (*out = em_sym_const(T, op == EMOP_NE ? Py_True : Py_False)) ? EM_OK : EM_ERR;
     int right = b->kind == SYM_INT ||
                 (a->kind == SYM_CONST && (b->kind == SYM_TUPLE || b->kind == SYM_LIST || b->kind == SYM_FLOAT));
     const EmSymOps *o = ops_of(right ? b : a);

@@ -2452,3 +2452,19 @@ def test_regular_expressions_and_class_tuple_keys():
         return (x + int(m.group(1)), m.groups(), m.span(), n.end(), pat.fullmatch("1-a") is not None,
                 _TYPE_KEYED[(int, "a")], (str, "b") in _TYPE_KEYED, (str, "c") in _TYPE_KEYED)
     exact_graph(f, torch.ones(2))
+
+
+class _SetSub(set):
+    pass
+
+
+def test_set_add_of_an_unhashable_item_raises_and_leaves_the_set():
+    def f(x):
+        p = set("abc")
+        try:
+            p.add(["ab"])
+        except TypeError as e:
+            msg = str(e)
+        q = _SetSub("abc")
+        return x + 1, p == {"a", "b", "c"}, msg, q != dict.fromkeys("abc"), q == frozenset("abc")
+    exact_graph(f, torch.ones(2))
