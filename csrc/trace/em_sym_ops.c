@@ -127,8 +127,27 @@ EmStatus em_sym_store_check(EmTracer *T, EmSym *c, EmSym *key) {
     return EM_OK;
 }
 
+/* `k in s` of a set or frozenset s with a set k (a subclass's instance too): CPython looks up
+ * frozenset(k) (set_contains), here when k's items are constants: *key replaced. EM_OK, EM_ABORT
+ * or EM_ERR. */
+static EmStatus set_key_frozen(EmTracer *T, EmSym *c, EmSym **key) {
+    PyTypeObject *ct = em_sym_known_type(c), *kt = em_sym_known_type(*key);
+    if (!ct || !kt || !PyType_IsSubtype(kt, &PySet_Type) ||
+        !(PyType_IsSubtype(ct, &PySet_Type) || PyType_IsSubtype(ct, &PyFrozenSet_Type)))
+        return EM_OK;
+    EmSym *items = *key;
+    EmStatus st = (*key)->kind == SYM_NEW ? em_slot_operand(T, *key, &items) : EM_OK;
+    if (st != EM_OK || items->kind != SYM_CONST || !PyAnySet_Check(items->obj)) return st;
+    PyObject *fz = PyFrozenSet_New(items->obj);
+    EmSym *r = fz ? em_sym_const(T, fz) : NULL;
+    Py_XDECREF(fz);
+    return r ? ((*key = r), EM_OK) : EM_ERR;
+}
+
 EmStatus em_sym_contains(EmTracer *T, EmSym *c, EmSym *key, int *found) {
     if (!(key = key_for(T, c, key))) return EM_ERR;
+    EmStatus fst = set_key_frozen(T, c, &key);
+    if (fst != EM_OK) return fst;
     const EmSymOps *o = ops_of(c);
     return o->contains ? o->contains(T, c, key, found) : no_op(T, "'in'", c);
 }

@@ -2468,3 +2468,10 @@ def test_set_add_of_an_unhashable_item_raises_and_leaves_the_set():
         q = _SetSub("abc")
         return x + 1, p == {"a", "b", "c"}, msg, q != dict.fromkeys("abc"), q == frozenset("abc")
     exact_graph(f, torch.ones(2))
+
+
+def test_a_set_looked_up_in_a_set_is_its_frozenset():
+    def f(x):
+        return (x + 1, set("abc") in {frozenset("abc")}, _SetSub("abc") in _SetSub([frozenset("abc")]),
+                _SetSub("ab") in frozenset([frozenset("ab"), 1]), set("zz") in {1})
+    exact_graph(f, torch.ones(1))
