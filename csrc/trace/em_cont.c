@@ -764,6 +764,33 @@ static EmStatus dict_add_pair(EmTracer *T, EmSym *d, EmSym *p, int32_t i) {
     return em_dict_set(d, key, p->items.data[1]);
 }
 
+/* An object (made in the trace or of the frame, not a dict) whose class has a keys(): dict()
+ * and update() take it as a mapping, as CPython's dict_update_arg. */
+static int mapping_like(const EmSym *src) {
+    if ((src->kind != SYM_NEW && src->kind != SYM_OBJ) || !src->obj || PyDict_Check(src->obj) ||
+        PyType_Check(src->obj) || PyModule_Check(src->obj))
+        return 0;
+    return _PyType_Lookup(Py_TYPE(src->obj), EM_STR(keys)) != NULL;
+}
+
+/* d updated from mapping src as CPython's dict_merge does for a non-dict: for each key of
+ * src.keys(), d[key] = src[key] (keys(), its iteration and __getitem__ traced). */
+static EmStatus merge_mapping(EmTracer *T, EmSym *d, EmSym *src) {
+    EmSym *fn = NULL, *self = NULL, *keys = NULL, *it = NULL;
+    EmStatus st = em_sym_getattr(T, src, EM_STR(keys), 1, &fn, &self);
+    if (st == EM_OK) st = em_call(T, fn, self, NULL, 0, NULL, &keys);
+    if (st == EM_OK) st = em_iter_of(T, keys, &it);
+    for (int32_t i = 0; st == EM_OK; i++) {
+        EmSym *k = NULL, *v = NULL;
+        PyObject *key;
+        if ((st = em_iter_take(T, it, &k)) != EM_OK || !k) return st;
+        if ((st = em_sym_getitem(T, src, k, &v)) != EM_OK) return st;
+        if (em_dict_key(T, d, k, 1, &key, &st) < 0) return st;
+        st = em_dict_set(d, key, v);
+    }
+    return st;
+}
+
 /* dict(src, **kw) made while tracing: src a dict sym or an iterable of (key, value) pairs
  * with constant keys; then the keywords. */
 EmStatus em_make_dict(EmTracer *T, EmSym *src, EmSym **kwvals, PyObject *kwnames, EmSym **out) {
@@ -773,6 +800,8 @@ EmStatus em_make_dict(EmTracer *T, EmSym *src, EmSym **kwvals, PyObject *kwnames
     if (src && src->kind == SYM_DICT) {
         for (int32_t i = 0; st == EM_OK && i < src->items.len; i++)
             st = em_dict_set(d, src->keys.data[i], src->items.data[i]);
+    } else if (src && mapping_like(src)) {
+        st = merge_mapping(T, d, src);
     } else if (src) {
         EmSym *pairs = NULL;
         if ((st = em_seq_items(T, src, &pairs)) != EM_OK) return st;

@@ -2475,3 +2475,25 @@ def test_a_set_looked_up_in_a_set_is_its_frozenset():
         return (x + 1, set("abc") in {frozenset("abc")}, _SetSub("abc") in _SetSub([frozenset("abc")]),
                 _SetSub("ab") in frozenset([frozenset("ab"), 1]), set("zz") in {1})
     exact_graph(f, torch.ones(1))
+
+
+class _MappingLike:
+    def __init__(self, x):
+        self.d = {"a": x, "b": x + 1}
+
+    def keys(self):
+        return self.d.keys()
+
+    def __getitem__(self, key):
+        return self.d[key]
+
+
+_ML = _MappingLike(5)
+
+
+def test_dict_and_update_take_an_object_with_keys_as_a_mapping():
+    def f(x):
+        d = {"a": x - 1}
+        result = d.update(_MappingLike(x))
+        return d["a"], d["b"], result is None, dict(_MappingLike(x * 2), c=3), dict(_ML)
+    exact_graph(f, torch.ones(1))
