@@ -1746,14 +1746,20 @@ def function_apply(cls, *args, **kwargs):
         if torch.compiler.is_compiling() and not kwargs:
             return _traced_apply(cls, args)
         return _FUNCTION_APPLY.__get__(None, cls)(*args, **kwargs)
+    if torch.is_grad_enabled():
+        with torch.no_grad():  # as apply runs forward
+            return _inference_apply(cls, args, kwargs)
+    return _inference_apply(cls, args, kwargs)
+
+
+def _inference_apply(cls, args, kwargs):
     ctx = InferenceCtx(len(args))
-    with torch.no_grad():  # as apply runs forward
-        if cls.setup_context is not _SETUP_CONTEXT:  # forward(*args) with a separate setup_context
-            out = cls.forward(*args, **kwargs)
-            cls.setup_context(ctx, args, out)
-        else:
-            out = cls.forward(ctx, *args, **kwargs)
-        return _not_inputs(out, args)
+    if cls.setup_context is not _SETUP_CONTEXT:  # forward(*args) with a separate setup_context
+        out = cls.forward(*args, **kwargs)
+        cls.setup_context(ctx, args, out)
+    else:
+        out = cls.forward(ctx, *args, **kwargs)
+    return _not_inputs(out, args)
 
 
 def _not_inputs(out, args):

@@ -2070,6 +2070,19 @@ class _NonDiff(torch.autograd.Function):
         return ga * 3, None
 
 
+_PARAM = torch.nn.Parameter(torch.ones(3))
+
+
+class _UsesParam(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * _PARAM
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
 def test_autograd_function_outputs_as_eagers():
     """Forward runs under no_grad; an input returned as is comes back as a view of it (a
     detached alias where grad mode is off); non-tensor outputs, mark_non_differentiable and
@@ -2102,6 +2115,12 @@ def test_autograd_function_outputs_as_eagers():
         want, got = no_grad(x), ember.compile(no_grad, fullgraph=True)(x)
         assert_same(got, want)
         assert got[0] is not x and got[0].data_ptr() == x.data_ptr() and got[0]._is_view() == want[0]._is_view()
+
+    def param_inside(x):  # no input needs a gradient: forward's use of a parameter is not recorded
+        return _UsesParam.apply(x).requires_grad
+
+    x = randn(3)
+    assert ember.compile(param_inside, fullgraph=True)(x) is param_inside(x) is False
 
 
 def test_meta_results_from_the_memo_are_not_leaves():
