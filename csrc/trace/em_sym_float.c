@@ -49,6 +49,10 @@ int32_t em_float_arg(EmTracer *T, EmSym *s, EmStatus *st) {
         if ((*st = em_float_pin(T, s)) != EM_OK) return -1;
         return em_sym_arg(T, s, st);
     }
+    for (int32_t i = 0; s->ref < 0 && i < T->input_slots.len; i++) /* its slot an input already (read twice) */
+        if (T->input_slots.data[i] == s->src)
+            for (EmRef r = 0; s->ref < 0 && r < T->G->nodes.len; r++)
+                if (T->G->nodes.data[r].op == EMOP_INPUT && T->G->nodes.data[r].aux == i) s->ref = r;
     if (s->ref < 0) {
         EmRef r = em_ir_node(T->G, EMOP_INPUT, 0, 0, -1, 0, -1);
         if (r < 0 || em_vec_push(&T->input_slots, s->src)) return *st = EM_ERR, PyErr_NoMemory(), -1;

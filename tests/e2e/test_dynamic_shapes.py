@@ -785,6 +785,29 @@ def test_min_and_max_of_a_changing_float_guard_their_comparisons():
     assert frames() == 4, counters()
 
 
+class _Cfg:
+    def __init__(self, val):
+        self.val = val
+
+
+def test_a_float_attribute_read_many_times_is_one_graph_input():
+    """Each read of a changing float attribute is the same graph input (three inputs of one
+    name made the torch.fx export fail: duplicate argument 'L_cfg_val')."""
+    def f(x, cfg):
+        for _ in range(3):
+            x = x + cfg.val
+        return x
+
+    import warnings
+
+    cf = ember.compile(f, backend="aot_eager")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        run_all(f, cf, [(randn(2), _Cfg(v)) for v in (1.0, 0.5, 2.0, -1.5)])
+    assert frames() == 2, counters()
+    assert not [w for w in seen if "could not hand a graph" in str(w.message)], [str(w.message) for w in seen]
+
+
 def test_float_arithmetic_that_raises_or_leaves_floats_for_a_value():
     """A value for which the guard's arithmetic raises (1 / 0) or gives no float (a complex
     power) fails the guard: the next compile sees it as eager does."""
