@@ -68,7 +68,7 @@ _set(CONST, [torch.Size, torch.Size.numel, torch.device, torch.get_default_dtype
              getattr(torch, "get_autocast_dtype", None), getattr(torch, "get_autocast_cpu_dtype", None),
              getattr(torch, "get_autocast_gpu_dtype", None),
              torch.broadcast_shapes, torch.is_tensor, torch.is_floating_point, torch.is_complex,
-             torch.numel, torch.promote_types, torch.result_type, torch.can_cast,
+             torch.promote_types, torch.result_type, torch.can_cast,
              torch.jit.is_scripting, torch.jit.is_tracing, torch.cuda.is_available,
              getattr(torch, "get_default_device", None), torch._C._get_tracing_state,
              # no torch dispatch mode is active while ember's graphs run (README, limitations)
@@ -95,7 +95,7 @@ _set(TRUE, [torch.compiler.is_compiling, getattr(torch._dynamo, "is_compiling", 
 _T = torch.Tensor
 _set(META_QUERY, [getattr(_T, n, None) for n in (
     "size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous", "element_size",
-    "is_floating_point", "is_complex", "is_signed", "storage_offset", "__len__", "has_names")])
+    "is_floating_point", "is_complex", "is_signed", "storage_offset", "__len__", "has_names")] + [torch.numel])
 # queries whose answer for a tensor does not depend on its sizes: asked of a tensor with symbolic
 # sizes, they do not pin them (csrc/trace/em_call.c call_eval)
 SIZE_FREE = {getattr(_T, n) for n in ("dim", "ndimension", "element_size", "is_floating_point", "is_complex",

@@ -1534,14 +1534,29 @@ static EmStatus fake_id(EmTracer *T, EmSym *o, EmSym **out) {
     return *out ? EM_OK : EM_ERR;
 }
 
+/* The frame's object that sym s (a list or dict of the frame, wrapped whole) was made for
+ * (T->seen read backwards), or NULL. Borrowed: the frame holds it. */
+static PyObject *frame_object_of(EmTracer *T, const EmSym *s) {
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (s->src >= 0 && T->seen && PyDict_Next(T->seen, &pos, &k, &v)) {
+        Py_ssize_t i = PyLong_AsSsize_t(v);
+        if (i >= 0 && i < T->syms.len && T->syms.data[i] == s) return PyLong_AsVoidPtr(k);
+    }
+    if (PyErr_Occurred()) PyErr_Clear(); /* an index that is no int: not this one */
+    return NULL;
+}
+
 static EmStatus known_id(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;
-    /* an object known by identity, or one of the frame: a tensor too (its identity guarded) */
+    /* an object known by identity, or one of the frame: a tensor, list or dict too (its identity
+     * guarded) */
     EmSym *o = n == 1 ? all[0] : NULL;
     PyObject *obj = !o                                                ? NULL
                     : o->kind == SYM_OBJ && (o->src >= 0 || o->by_id) ? o->obj
                     : o->kind == SYM_TENSOR && o->src >= 0            ? o->spec
+                    : o->kind == SYM_LIST || o->kind == SYM_DICT      ? frame_object_of(T, o)
                                                                       : NULL;
     if (!kwnames && o && !obj && o->kind == SYM_CONST && !em_set_made(o) && !PyExceptionInstance_Check(o->obj))
         obj = o->obj; /* a constant: that object wherever it appears (OUT_CONST) */

@@ -7,7 +7,8 @@ import torch
 import torch.nn.functional as F
 
 import ember
-from tests.helpers import assert_same, counters, randn
+import ember.testing
+from tests.helpers import assert_same, counters, one_graph, randn
 
 
 def run_all(f, cf, calls):
@@ -1052,3 +1053,15 @@ def test_int_and_float_attributes_and_globals_that_change_become_symbolic():
         assert (m.steps, m.temp) == (m2.steps, m2.temp)
     c = counters()
     assert c["frames"] == 3 and c["hits"] == 9, c
+
+
+def test_torch_numel_as_the_method():
+    def f(a):
+        return a + torch.numel(a) + a.numel() + a.nelement()
+
+    one_graph(f, randn(3), fullgraph=True)
+    ember.reset()
+    ember.testing.reset_counters()
+    cf = ember.compile(f, dynamic=True, fullgraph=True)
+    run_all(f, cf, [(randn(n),) for n in (3, 4, 5)])
+    assert frames() == 1, counters()

@@ -2497,3 +2497,17 @@ def test_dict_and_update_take_an_object_with_keys_as_a_mapping():
         result = d.update(_MappingLike(x))
         return d["a"], d["b"], result is None, dict(_MappingLike(x * 2), c=3), dict(_ML)
     exact_graph(f, torch.ones(1))
+
+
+_ID_DICT = {"a": 1, "b": 2}
+_ID_LIST = [1.0, 2.0]
+
+
+def test_id_of_a_list_or_dict_of_the_frame():
+    def f(x, lst):
+        memo = {id(_ID_DICT): True, id(_ID_LIST): 2}
+        return x + 1.0, id(_ID_DICT) in memo, memo.get(id(lst)), id(lst) == id(_ID_LIST)
+
+    cf = ember.compile(f, fullgraph=True)
+    for lst in (_ID_LIST, [1.0, 2.0], _ID_LIST):
+        assert_same(cf(torch.ones(1), lst), f(torch.ones(1), lst))
