@@ -1983,6 +1983,12 @@ static EmStatus dunder_attr(EmTracer *T, EmSym *base, PyObject *name, int method
     *done = 1;
     if (PyUnicode_Compare(name, EM_STR(dunder_dict)) == 0 && !method) {
         PyObject *od = em_obj_dict(o);
+        if (!od && _PyObject_GetDictPtr(o)) {
+            PyObject *made = PyObject_GenericGetDict(o, NULL); /* made on first use, as o.__dict__ does */
+            if (!made) return EM_ERR;
+            Py_DECREF(made);
+            od = em_obj_dict(o);
+        }
         if (!od || !PyDict_CheckExact(od))
             return em_trace_fail(T, EMA_ATTR, "%s.__dict__ (no plain instance dict)", tp->tp_name);
         if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;

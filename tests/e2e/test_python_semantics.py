@@ -2511,3 +2511,26 @@ def test_id_of_a_list_or_dict_of_the_frame():
     cf = ember.compile(f, fullgraph=True)
     for lst in (_ID_LIST, [1.0, 2.0], _ID_LIST):
         assert_same(cf(torch.ones(1), lst), f(torch.ones(1), lst))
+
+
+class _TrackedOD(collections.OrderedDict):
+    pass
+
+
+class _LazyMapping(dict):
+    pass
+
+
+def test_the_instance_dict_of_a_dict_subclass_made_on_first_use():
+    def f(d):
+        if "tracker" not in d.__dict__:
+            d.__dict__["tracker"] = []
+        d.__dict__["tracker"].append(1)
+        return len(d.__dict__["tracker"])
+
+    for cls in (_TrackedOD, _LazyMapping):
+        ember.reset()
+        ember.testing.reset_counters()
+        want, mine = cls(), cls()
+        assert ember.compile(f, fullgraph=True)(mine) == f(want) == 1
+        assert mine.__dict__ == want.__dict__ == {"tracker": [1]}
