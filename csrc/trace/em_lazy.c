@@ -339,7 +339,8 @@ static EmStatus gen_throw(EmTracer *T, EmSym *it, PyObject *exc, int closing, Em
     st = own == Py_None ? gen_run(T, it, NULL, NULL, &v) : gen_run(T, it, NULL, exc, &v);
     Py_XDECREF(own);
     if (closing) {
-        if (st == EM_OK && v) return em_trace_fail(T, EMA_VALUE, "a generator that yields when closed");
+        if (st == EM_OK && v) /* it stays suspended at that yield, as CPython's */
+            return em_trace_raise_msg(T, PyExc_RuntimeError, "generator ignored GeneratorExit");
         if (st == EM_ABORT && T->exc &&
             (PyErr_GivenExceptionMatches(T->exc, PyExc_GeneratorExit) ||
              PyErr_GivenExceptionMatches(T->exc, PyExc_StopIteration))) {

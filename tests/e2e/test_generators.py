@@ -508,3 +508,23 @@ def test_throw_and_close_into_a_generator_delegating_with_yield_from():
         got = ember.compile(f, fullgraph=True)(randn(2))
         assert_same(got, want)
         assert counters()["frames"] == 1
+
+
+def test_close_of_a_generator_that_yields_raises_runtime_error():
+    def g():
+        try:
+            yield 1
+        except GeneratorExit:
+            yield 2
+        yield 3
+
+    def f(x):
+        it = g()
+        next(it)
+        try:
+            it.close()
+        except RuntimeError as e:
+            m = str(e)
+        return x + next(it), m
+
+    one_graph(f, randn(2))
