@@ -15,13 +15,15 @@ def counters():
     whose graph raised and that ran again as plain Python (a graph changing nothing outside
     itself; the side effects before the failing op are then eager's)."""
     from .backends import fx
-    return {**_C.counters(), "backend_compiles": fx.COUNTS["compiles"]}
+    c = _C.counters()
+    # an internal error exporting a graph to torch.fx (it ran on ember's executor) counts too
+    return {**c, "internal": c["internal"] + fx.COUNTS["export_internal"], "backend_compiles": fx.COUNTS["compiles"]}
 
 
 def reset_counters():
     from .backends import fx
     _C.reset_counters()
-    fx.COUNTS["compiles"] = 0
+    fx.COUNTS["compiles"] = fx.COUNTS["export_internal"] = 0
 
 
 def entries(fn):

@@ -783,7 +783,7 @@ def _full_sym_args(desc):
 # compiled graphs one ember graph may have for the sizes its backend assumed
 _MAX_VARIANTS = 8
 # graphs handed to a backend and compiled (ember.testing.counters()["backend_compiles"])
-COUNTS = {"compiles": 0}
+COUNTS = {"compiles": 0, "export_internal": 0}
 
 
 class _Variants:
@@ -881,6 +881,7 @@ def _compile(backend, desc, inputs, where, exact=False):
                 _logging.log("dynamic", f"the graph of {where} is compiled for its inputs' sizes: torch could "
                                         f"not run it with symbolic sizes ({type(e).__name__}: {e})")
             return _compile(backend, _static_desc(desc), inputs, where, exact=True)
+        COUNTS["export_internal"] += internal
         reason = f"internal error exporting to torch.fx: {type(e).__name__}: {e}" if internal else \
             f"not exported to torch.fx: {e}"
         _warn_executor(where, backend, reason, internal)
