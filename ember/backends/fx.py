@@ -924,6 +924,13 @@ def _compile(backend, desc, inputs, where, exact=False):
             reason = f"torch.ops.higher_order.cond did not compile ({type(e).__name__}: {e})"
             _warn_executor(where, backend, reason)
             return None, reason, None, ()
+        if symbolic and not exact and "modified by an inplace operation" not in str(e):
+            # the backend could not take the graph with symbolic sizes (AOTAutograd's views of
+            # inputs that alias each other): compiled for these sizes, as with static shapes
+            if "dynamic" in _logging.enabled:
+                _logging.log("dynamic", f"the graph of {where} is compiled for its inputs' sizes: the backend "
+                                        f"failed with symbolic sizes ({type(e).__name__}: {e})")
+            return _compile(backend, _static_desc(desc), inputs, where, exact=True)
         if "modified by an inplace operation" not in str(e):
             raise BackendCompilerFailed(f"ember: backend {backend.name!r} failed to compile the graph of {where}: "
                                         f"{type(e).__name__}: {e}") from e

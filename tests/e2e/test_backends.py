@@ -1190,3 +1190,26 @@ def test_warning_from_a_resume_function_at_an_instruction_without_a_line():
         warnings.simplefilter("ignore")
         got = ember.compile(fn, backend="aot_eager")(x, y1)
     assert torch.equal(got, fn(x, y2)) and not y1.requires_grad
+
+
+@ember.disable
+def _opaque(t):
+    return None
+
+
+def test_a_graph_the_backend_cannot_take_with_symbolic_sizes_is_compiled_for_its_sizes():
+    """After a break, a graph given an input and a view of it (aliases) that writes into the
+    view: AOTAutograd failed on it with symbolic sizes (fuzz 2608 #134, BackendCompilerFailed);
+    it is compiled for the inputs' sizes instead, as with static shapes."""
+    def f(x, n):
+        o = x
+        v = x[1, 1:]
+        _opaque(x)
+        v[0] = n
+        return o
+
+    cf = ember.compile(f, backend="aot_eager")
+    for shape, n in (((2, 4), 1), ((2, 3), 0), ((2, 5), 2)):
+        a = torch.randn(shape, dtype=torch.float64)
+        b = a.clone()
+        assert_same(cf(a, n), f(b, n))
