@@ -401,17 +401,38 @@ static int drain(EmTracer *T, SymStack *todo) {
     return 1;
 }
 
-/* After the walk from the sym at (depth, stack, idx): the suspended generators it reached
- * first keep it as their hint. */
+/* After the walk from root, the sym at (depth, stack, idx) of a frame (depth -2: one of the
+ * trace's own roots, global_roots): the suspended generators it reached first keep it as their
+ * hint. */
 static void note_hints(EmTracer *T, EmSym *root, int depth, int stack, int idx) {
     for (int32_t i = 0; i < T->fin_gens.len; i++) {
         EmLazy *L = T->fin_gens.data[i]->lazy;
         if (T->fin_gens.data[i]->mark != T->walk_epoch || L->hint_depth != -1) continue; /* not yet hinted */
         L->hint = root;
-        L->hint_depth = depth < 0 ? -2 : depth; /* -2: found this walk, from the trace's stores */
+        L->hint_depth = depth;
         L->hint_stack = stack;
         L->hint_idx = idx;
     }
+}
+
+/* The roots outside the frames: the return value, the exception being handled, the trace's
+ * stores, the lists and dicts of the frame it changed, the program's cells, open contexts,
+ * instance dict copies. 0, or -1 with an exception. */
+static int push_roots(SymStack *roots, EmSym *const *v, int32_t n) {
+    for (int32_t i = 0; i < n; i++)
+        if (v[i] && em_vec_push(roots, v[i])) return PyErr_NoMemory(), -1;
+    return 0;
+}
+
+static int global_roots(EmTracer *T, SymStack *roots) {
+    EmSym *one[2] = {T->retval, T->handled};
+    return push_roots(roots, one, 2) || push_roots(roots, T->stores.data, T->stores.len) ||
+                   push_roots(roots, T->mutated.data, T->mutated.len) ||
+                   push_roots(roots, T->prog_cells.data, T->prog_cells.len) ||
+                   push_roots(roots, T->ctx_open.data, T->ctx_open.len) ||
+                   push_roots(roots, T->idict_copy.data, T->idict_copy.len)
+               ? -1
+               : 0;
 }
 
 /* The frames' slots (locals, then the stack: a caller's whole stack, the arguments of the call
@@ -443,15 +464,15 @@ static int mark_live(EmTracer *T, int at_return) {
         T->fin_gens.data[i]->lazy->hint = NULL;
         T->fin_gens.data[i]->lazy->hint_depth = -1;
     }
+    SymStack roots = {0};
     int r = at_return ? 1 : mark_frames(T, &todo);
-    if (r == 1 && (reach(T, &todo, T->retval) || reach_all(T, &todo, T->stores.data, T->stores.len) ||
-                   reach_all(T, &todo, T->mutated.data, T->mutated.len) ||
-                   reach_all(T, &todo, T->prog_cells.data, T->prog_cells.len) ||
-                   reach_all(T, &todo, T->ctx_open.data, T->ctx_open.len) || reach(T, &todo, T->handled) ||
-                   reach_all(T, &todo, T->idict_copy.data, T->idict_copy.len)))
-        r = -1;
-    if (r == 1) r = drain(T, &todo);
-    if (r == 1) note_hints(T, NULL, -1, 0, 0);
+    if (r == 1 && global_roots(T, &roots)) r = -1;
+    for (int32_t i = 0; r == 1 && i < roots.len; i++) {
+        if (roots.data[i]->mark == T->walk_epoch) continue;
+        if (reach(T, &todo, roots.data[i]) || (r = drain(T, &todo)) < 0) r = -1;
+        else if (r == 1) note_hints(T, roots.data[i], -2, 0, i);
+    }
+    em_vec_free(&roots);
     em_vec_free(&todo);
     return r;
 }
@@ -461,12 +482,21 @@ static int mark_live(EmTracer *T, int at_return) {
  * known so, -1 error. */
 static int still_held(EmTracer *T, EmSym *g) {
     const EmLazy *L = g->lazy;
-    if (!L->hint || L->hint_depth < 0 || L->hint_depth > T->depth) return 0;
-    const EmFrame *f = &T->frame;
-    for (int d = T->depth; f && d > L->hint_depth; d--) f = f->parent;
-    if (!f) return 0;
-    int n = L->hint_stack ? (f == &T->frame ? f->sp : f->stack_cap) : f->nlocals;
-    if (L->hint_idx >= n || (L->hint_stack ? f->stack : f->locals)[L->hint_idx] != L->hint) return 0;
+    if (!L->hint || L->hint_depth == -1 || L->hint_depth > T->depth) return 0;
+    if (L->hint_depth == -2) { /* one of the trace's own roots: still one of them */
+        SymStack roots = {0};
+        int found = 0;
+        if (global_roots(T, &roots)) return em_vec_free(&roots), -1;
+        for (int32_t i = 0; !found && i < roots.len; i++) found = roots.data[i] == L->hint;
+        em_vec_free(&roots);
+        if (!found) return 0;
+    } else {
+        const EmFrame *f = &T->frame;
+        for (int d = T->depth; f && d > L->hint_depth; d--) f = f->parent;
+        if (!f) return 0;
+        int n = L->hint_stack ? (f == &T->frame ? f->sp : f->stack_cap) : f->nlocals;
+        if (L->hint_idx >= n || (L->hint_stack ? f->stack : f->locals)[L->hint_idx] != L->hint) return 0;
+    }
     SymStack todo = {0};
     T->walk_epoch++;
     int r = reach(T, &todo, L->hint) ? -1 : 1;

@@ -388,7 +388,23 @@ def test_a_suspended_generator_is_closed_when_its_last_reference_goes():
         _FIN.append("kept")
         return t + 1, len(kept)
 
-    for f in (at_return, temporary, in_helper, rebound):
+    class Holder:
+        pass
+
+    holder = Holder()
+
+    def stored(t):  # held by an attribute store across a long stretch, then dropped
+        g = _fin_gen(t)
+        next(g)
+        holder.g = g
+        del g
+        for _ in range(50):
+            t = t + 1
+        holder.g = None
+        _FIN.append("after")
+        return t
+
+    for f in (at_return, temporary, in_helper, rebound, stored):
         _FIN.clear()
         want = f(randn(2))
         want_log = list(_FIN)
