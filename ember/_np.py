@@ -142,6 +142,8 @@ def attr_info(meta, name):
         v = getattr(a, name)
     except AttributeError:
         return "none", None
+    if isinstance(v, type):  # a class (a.__class__ is answered by the tracer): not a method
+        return "none", None
     if callable(v) and not isinstance(v, (tnp.ndarray, tnp.DType)):
         m = _method(name)
         return "method", _wrapper(("m", name), m, f"np_{name}{'_' if name in _WRITES else ''}", m)

@@ -271,6 +271,7 @@ static EmStatus meta_attr(EmTracer *T, EmSym *a, const char *n, PyObject *v, EmS
 }
 
 static EmStatus np_getattr(EmTracer *T, EmSym *a, PyObject *name, int method, EmSym **out, EmSym **self) {
+    if (PyUnicode_Compare(name, EM_STR(dunder_class)) == 0) return *self = NULL, em_sym_type(T, a, out); /* type(a) */
     const char *n = PyUnicode_AsUTF8(name);
     PyObject *m = n ? em_sym_meta(T, a->items.data[0]) : NULL;
     PyObject *info = m ? np_helper("np_attr_info", PyTuple_Pack(2, m, name)) : NULL;

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import ember
-from tests.helpers import clone_tree, counters, randn
+from tests.helpers import clone_tree, counters, exact_graph, randn
 
 
 def _same_arrays(got, want):
@@ -407,3 +407,10 @@ def scalars_are_immutable(x):
 
 def test_numpy_scalars_stay_immutable():
     one_numpy_graph(scalars_are_immutable, torch.arange(4.0))
+
+
+def test_class_of_an_array_is_its_type():
+    def f(x):
+        return x.__class__, issubclass(x.__class__, np.ndarray), type(x), np.sum(x).__class__
+
+    exact_graph(f, np.ones(3))
