@@ -626,6 +626,16 @@ def _self_overlap_mutated(gm, inputs):
     return None
 
 
+def _swaps_storage(gm):
+    """`t.data = v` (aten.shallow_copy_data_) of an input: AOTAutograd replays a storage swap of
+    an input from the final value of the tensor it took the storage of, which a later swap of
+    that one changes (`x.data = y; y.data = z` left x with z's data). The case, or None."""
+    from .. import _rules
+    if _rules.set_data is not None and gm.graph.find_nodes(op="call_function", target=_rules.set_data):
+        return "a t.data = v store (a storage swap), which AOTAutograd replays from the final values"
+    return None
+
+
 def _aliased_mutated(gm, inputs):
     """Inputs that share storage (a view and its base) in a graph with in-place ops: AOTAutograd
     reads the others as they were before the mutation (`v.zero_(); y * 2` with v a view of y
@@ -865,7 +875,7 @@ def _compile(backend, desc, inputs, where, exact=False):
         gm, n_ops = build_graph_module(desc, inputs, fake_mode, float_inputs=not backend.cudagraphs)
         placeholder_vals = [n.meta["val"] for n in gm.graph.find_nodes(op="placeholder")]
         symbolic = len(desc) > 2 and desc[2] is not None
-        overlap = _self_overlap_mutated(gm, inputs) or _aliased_mutated(gm, inputs)
+        overlap = _self_overlap_mutated(gm, inputs) or _aliased_mutated(gm, inputs) or _swaps_storage(gm)
         if overlap:
             raise _Unexportable(overlap)
     except _NeedsStatic as e:

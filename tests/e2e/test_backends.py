@@ -1213,3 +1213,25 @@ def test_a_graph_the_backend_cannot_take_with_symbolic_sizes_is_compiled_for_its
         a = torch.randn(shape, dtype=torch.float64)
         b = a.clone()
         assert_same(cf(a, n), f(b, n))
+
+
+def test_storage_swaps_of_inputs_run_as_eager():
+    """`x.data = y; y.data = z`: AOTAutograd replays x's swap from y's final storage (x ended
+    with z's data where eager's keeps y's); such a graph runs on ember's executor."""
+    def f(x, y):
+        x.data = y
+        y.data = torch.zeros([0])
+        return x
+
+    import warnings
+    for backend in ("eager", "aot_eager"):
+        ember.reset()
+        ea, eb = torch.ones([6], requires_grad=True), torch.ones([6], requires_grad=True)
+        ca, cb = torch.ones([6], requires_grad=True), torch.ones([6], requires_grad=True)
+        want = f(ea, eb)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = ember.compile(f, backend=backend, fullgraph=True)(ca, cb)
+        assert got is ca
+        assert (tuple(ca.shape), tuple(cb.shape), tuple(got.shape)) == (tuple(ea.shape), tuple(eb.shape),
+                                                                        tuple(want.shape)) == ((6,), (0,), (6,))
