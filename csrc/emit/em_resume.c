@@ -93,6 +93,10 @@ int em_break_possible(PyCodeObject *co, int at, const EmRegion *R, const char **
         *why = "super() in a method whose first argument an inner function captures";
         return 0;
     }
+    if (co->co_argcount == 0 && has_class_cell(co)) { /* there super() raises; a resume function has arguments */
+        *why = "super() in a function without a first argument";
+        return 0;
+    }
     if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {
         *why = "generator or coroutine";
         return 0;

@@ -3045,3 +3045,24 @@ def test_cell_unbound_at_a_loop_break_the_loop_does_not_touch():
     c = counters()
     assert (c["aborts"], c["breaks"]) == (0, 1), c
     assert torch.equal(ember.compile(f)(torch.ones(2), 0), torch.ones(2))
+
+
+class _StaticSuper:
+    @staticmethod
+    def foo():
+        return super().__init__()  # RuntimeError: super(): no arguments
+
+
+def test_zero_argument_super_in_a_function_without_arguments_raises_as_eager():
+    """A resume function has arguments, so a break before super() in a function without one
+    made super() read its first argument (TypeError where eager raises RuntimeError)."""
+    def f(obj):
+        return obj.foo()
+
+    for fn in (_StaticSuper.foo, f):
+        args = () if fn is _StaticSuper.foo else (_StaticSuper(),)
+        with pytest.raises(RuntimeError, match="no arguments"):
+            fn(*args)
+        ember.reset()
+        with pytest.raises(RuntimeError, match="no arguments"):
+            ember.compile(fn)(*args)
