@@ -375,6 +375,45 @@ EmStatus em_iter_watch(EmTracer *T, EmSym *it, EmSym *src, char what) {
     return EM_OK;
 }
 
+/* Iterator it (iter() or enumerate() of one list made in the trace or changed list of the
+ * frame, not lazy) after that list changed: CPython's reads the list by index at each next, so
+ * the items from it->pos on are the list's (enumerate's numbered on); its version taken anew.
+ * 1 done, 0 not such an iterator, -1 error. */
+static int refresh_list_iter(EmTracer *T, EmSym *it) {
+    EmSym *l = it->of.len == 1 ? it->of.data[0] : NULL;
+    if (it->lazy || it->of_what || !l || l->kind != SYM_LIST || l->seq_type || !it->seq_type) return 0;
+    int enumerated = it->seq_type == (PyObject *)&PyEnum_Type;
+    if (!enumerated && it->seq_type != (PyObject *)&PyListIter_Type) return 0;
+    long start = 0;
+    if (enumerated) { /* one list argument (its spec: ('l', 0)); numbered from its first item's number */
+        PyObject *e = it->spec && PyTuple_Check(it->spec) && PyTuple_GET_SIZE(it->spec) == 1
+                          ? PyTuple_GET_ITEM(it->spec, 0)
+                          : NULL;
+        EmSym *first = it->items.len ? it->items.data[0] : NULL;
+        if (!e || !PyTuple_Check(e) || PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(e, 0), "l") != 0 || !first ||
+            first->kind != SYM_TUPLE || first->items.len != 2 || first->items.data[0]->kind != SYM_CONST ||
+            !PyLong_CheckExact(first->items.data[0]->obj))
+            return PyErr_Occurred() ? (PyErr_Clear(), 0) : 0;
+        start = PyLong_AsLong(first->items.data[0]->obj);
+        if (start == -1 && PyErr_Occurred()) return PyErr_Clear(), 0;
+    }
+    it->items.len = it->pos <= it->items.len ? it->pos : it->items.len;
+    for (int32_t k = it->items.len; k < l->items.len; k++) {
+        EmSym *v = l->items.data[k];
+        if (enumerated) {
+            PyObject *n = PyLong_FromLong(start + k);
+            EmSym *c = n ? em_sym_const(T, n) : NULL, *t = c ? em_sym_new(T, SYM_TUPLE) : NULL;
+            Py_XDECREF(n);
+            if (!t || em_vec_push(&t->items, c) || em_vec_push(&t->items, v))
+                return PyErr_Occurred() ? -1 : (PyErr_NoMemory(), -1);
+            v = t;
+        }
+        if (em_vec_push(&it->items, v)) return PyErr_NoMemory(), -1;
+    }
+    it->of_ver.data[0] = l->mver;
+    return 1;
+}
+
 /* Before each use of an iterator: one lent to zip()/enumerate() aborts; one over lists or dicts
  * made while tracing aborts if they changed since it was made (Python reads them lazily: it
  * may raise RuntimeError, stop early or see new items), except that a dict iterated directly
@@ -395,7 +434,9 @@ static EmStatus iter_check(EmTracer *T, EmSym *it) {
             if (c->kver != it->of_ver.data[0] || c->items.len != it->items.len)
                 return em_trace_fail(T, EMA_VALUE, "a dict changed size during iteration");
         } else if (c->mver != it->of_ver.data[k]) {
-            return em_trace_fail(T, EMA_VALUE, "a %s changed during iteration over it", em_sym_describe(c));
+            int r = refresh_list_iter(T, it);
+            if (r < 0) return EM_ERR;
+            if (!r) return em_trace_fail(T, EMA_VALUE, "a %s changed during iteration over it", em_sym_describe(c));
         }
     }
     EmSym *d = it->of.len ? it->of.data[0] : NULL;
@@ -427,6 +468,8 @@ EmStatus em_iter_take(EmTracer *T, EmSym *it, EmSym **out) {
         if ((st = em_lazy_step(T, it, &made)) != EM_OK) return st;
     }
     if (it->pos < it->items.len) *out = it->items.data[it->pos++];
+    else if (!it->lazy && (it->seq_type == (PyObject *)&PyListIter_Type || it->seq_type == (PyObject *)&PyEnum_Type))
+        it->of.len = it->of_ver.len = 0; /* CPython's list iterator, once at its end, stays there */
     return EM_OK;
 }
 

@@ -372,3 +372,44 @@ def test_in_on_an_object_that_is_not_iterable_raises_pythons_typeerror():
     want = _in_a_plain_object(torch.ones(2))
     got = ember.compile(_in_a_plain_object, fullgraph=True)(torch.ones(2))
     assert same(got, want), (got, want)
+
+
+def test_list_iterators_read_the_list_as_it_is_at_each_step():
+    """iter(l) and enumerate(l) of a list the loop changes read it by index at each step, as
+    CPython's (they aborted on any change: `for i, t in enumerate(l): l[i] = t * x`); once at
+    their end they stay there."""
+    from tests.helpers import exact_graph, randn
+
+    def stores(a, b, c, x):
+        l = [a, b, c]
+        for i, t in enumerate(l):
+            l[i] = t * x
+        return l
+
+    def grows_and_shrinks(x):
+        l = [x, x + 1, x + 2]
+        out = []
+        for t in l:
+            out.append(t)
+            if len(l) < 5:
+                l.append(t * 10)
+        m = [x, x + 1, x + 2]
+        for i, t in enumerate(m, 3):
+            if i == 3:
+                m.pop()
+            m[0] = t + i
+        return out, l, m
+
+    def exhausted(x):
+        l = [x]
+        it = iter(l)
+        a = next(it)
+        b = next(it, None)
+        l.append(x + 5)
+        return a, b, list(it), l
+
+    for f, args in ((stores, (randn(2), randn(2, seed=1), randn(2, seed=2), randn(2, seed=3))),
+                    (grows_and_shrinks, (randn(2),)), (exhausted, (randn(2),))):
+        ember.reset()
+        ember.testing.reset_counters()
+        exact_graph(f, *args)
