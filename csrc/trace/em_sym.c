@@ -1218,12 +1218,10 @@ static int32_t value_lookup(EmTracer *T, EmSym *d, EmSym *k, Py_hash_t h, EmStat
         Py_hash_t kh;
         if (em_key_token_sym(kk) == k) return i;
         if (!key_hash(kk, &kh) || kh != h) continue;
-        EmSym *stored = em_dict_key_sym(T, kk), *r = NULL;
+        EmSym *stored = em_dict_key_sym(T, kk);
         int eq = 0;
         if (!stored) return *st = EM_ERR, -2;
-        if ((*st = em_sym_binop(T, EMOP_EQ, em_op_fn(EMOP_EQ), stored, k, &r)) != EM_OK ||
-            (*st = em_sym_truth(T, r, &eq)) != EM_OK)
-            return -2;
+        if ((*st = em_sym_eq_truth(T, stored, k, &eq)) != EM_OK) return -2;
         if (eq) return i;
     }
     return -1;
@@ -1264,11 +1262,8 @@ static int const_key(EmTracer *T, EmSym *d, EmSym *k, PyObject **key, EmStatus *
         Py_hash_t kh;
         if (!PyCapsule_IsValid(d->keys.data[i], value_token_name) || !key_hash(d->keys.data[i], &kh) || kh != h)
             continue;
-        EmSym *r = NULL;
         int eq = 0;
-        if ((*st = em_sym_binop(T, EMOP_EQ, em_op_fn(EMOP_EQ), em_key_token_sym(d->keys.data[i]), k, &r)) != EM_OK ||
-            (*st = em_sym_truth(T, r, &eq)) != EM_OK)
-            return -1;
+        if ((*st = em_sym_eq_truth(T, em_key_token_sym(d->keys.data[i]), k, &eq)) != EM_OK) return -1;
         if (eq) return (*key = d->keys.data[i]), 0;
     }
     return 0;

@@ -31,6 +31,12 @@ static EmStatus no_op(EmTracer *T, const char *what, EmSym *s) {
 
 PyObject *em_op_fn(EmOp op) { return PyTuple_GET_ITEM(em_state.op_fns, op); }
 
+EmStatus em_sym_eq_truth(EmTracer *T, EmSym *a, EmSym *b, int *eq) {
+    EmSym *r = NULL;
+    EmStatus st = em_sym_binop(T, EMOP_EQ, em_op_fn(EMOP_EQ), a, b, &r);
+    return st == EM_OK ? em_sym_truth(T, r, eq) : st;
+}
+
 EmStatus em_sym_items_eq(const EmSym *x, const EmSym *y, int *eq) {
     if (x == y) return (*eq = 1), EM_OK;
     if (x->kind != SYM_CONST || y->kind != SYM_CONST) return CALL_NEXT;

@@ -503,13 +503,11 @@ static EmStatus iter_attr(EmTracer *T, EmSym *base, PyObject *name, int method, 
 static EmStatus iter_contains(EmTracer *T, EmSym *it, EmSym *x, int *found) {
     *found = 0;
     for (;;) {
-        EmSym *v = NULL, *r = NULL;
+        EmSym *v = NULL;
         EmStatus st = em_iter_take(T, it, &v);
         if (st != EM_OK || !v) return st;
         if (v == x || (v->kind == SYM_CONST && x->kind == SYM_CONST && v->obj == x->obj)) return (*found = 1), EM_OK;
-        if ((st = em_sym_binop(T, EMOP_EQ, em_op_fn(EMOP_EQ), v, x, &r)) != EM_OK ||
-            (st = em_sym_truth(T, r, found)) != EM_OK || *found)
-            return st;
+        if ((st = em_sym_eq_truth(T, v, x, found)) != EM_OK || *found) return st;
     }
 }
 

@@ -266,6 +266,8 @@ EmStatus em_sym_contains(EmTracer *T, EmSym *c, EmSym *key, int *found);
 EmStatus em_sym_truth(EmTracer *T, EmSym *s, int *out);
 /* a <op> b, fn being op's Python operator, for operands that hold no tensor. */
 EmStatus em_sym_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out);
+/* bool(a == b), traced (a's __eq__ first, as Python's ==): *eq. EM_OK, EM_ABORT or EM_ERR. */
+EmStatus em_sym_eq_truth(EmTracer *T, EmSym *a, EmSym *b, int *eq);
 /* <op> a for an operand that holds no tensor (NEG, POS, INVERT). */
 EmStatus em_sym_unop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym **out);
 /* `a is b`: *same 0 or 1. */
