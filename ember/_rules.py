@@ -19,6 +19,7 @@ import builtins
 import collections
 import enum
 import inspect
+import itertools
 import math
 import operator
 import os
@@ -699,8 +700,17 @@ def zip_at(pos, whats, *args):
     return zip(*[iter(a) if w is None else iter_at(a, pos, w) for a, w in zip(args, whats)])
 
 
+def _pairwise(items):
+    return itertools.pairwise([items[0][0], *(p[1] for p in items)] if items else ())
+
+
+# an iterator of each type over the items left (a list made in the trace), of that type
 ITER_REBUILD = {
     types.GeneratorType: lambda items: (x for x in items),
+    itertools.repeat: lambda items: itertools.repeat(items[0], len(items)) if items else itertools.repeat(None, 0),
+    itertools.chain: lambda items: itertools.chain(items),
+    itertools.islice: lambda items: itertools.islice(items, None),
+    itertools.pairwise: _pairwise,
     type(iter([])): lambda items: iter(list(items)),
     type(iter(())): iter,
     type(reversed([])): lambda items: reversed(list(items)[::-1]),

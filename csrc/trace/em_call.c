@@ -1643,11 +1643,6 @@ static EmStatus known_size_numel(EmTracer *T, EmSym *fn, EmSym *self, EmSym **al
 static EmStatus known_itertools(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
                                 EmSym **out) {
     (void)self;
-    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    int func = fn->obj == EM_KNOWN(it_accumulate) && n - nkw >= 2;
-    for (Py_ssize_t i = 0; fn->obj == EM_KNOWN(it_accumulate) && i < nkw; i++)
-        func |= PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), "func") == 0;
-    if (func) return em_trace_fail(T, EMA_CALL, "itertools.accumulate with a function");
     EmStatus st = em_lazy_itertools(T, fn->obj, all, n, kwnames, out); /* chain/islice over a generator */
     return st != CALL_NEXT ? st : em_call_itertools(T, fn->obj, all, n, kwnames, out);
 }

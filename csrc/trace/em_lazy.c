@@ -37,7 +37,11 @@ struct EmLazy {
     PyObject *next, *step; /* ENUM (next), COUNT (next, step): owned */
     int cur;               /* CHAIN: the source being taken from */
     long long cnt, nxt, stop, stride; /* ISLICE: items taken, index of the next one given, stop (-1:
-                                       * none), step: as CPython's islice keeps them */
+                                       * none), step: as CPython's islice keeps them; ACCUMULATE,
+                                       * CYCLE: cnt the items given; CHAIN: nxt the sources
+                                       * iter() was taken of (when reached, as CPython's) */
+    EmSym *total;           /* ACCUMULATE: the last item given (or the initial one), NULL before */
+    EmVec(EmSym *) saved;   /* CYCLE: the source's items, given again once it ends (cur 1) */
 };
 
 void em_lazy_free(EmLazy *L) {
@@ -46,6 +50,7 @@ void em_lazy_free(EmLazy *L) {
     free(L->fr.stack);
     Py_XDECREF(L->fr.code_bytes);
     free(L->srcs);
+    em_vec_free(&L->saved);
     Py_XDECREF(L->next);
     Py_XDECREF(L->step);
     Py_XDECREF(L->func);
@@ -71,6 +76,24 @@ int em_lazy_parts(const EmSym *it, EmSym **fn, EmSym ***srcs, int *n) {
     *srcs = L->srcs;
     *n = L->nsrc;
     return 1;
+}
+
+int em_lazy_remake(EmTracer *T, const EmSym *it, EmSym **args, int *n) {
+    const EmLazy *L = it->lazy;
+    if (!L || L->done || it->items.len != it->pos || (L->kind != EM_LAZY_REPEAT && L->kind != EM_LAZY_COUNT)) return 0;
+    if (L->kind == EM_LAZY_COUNT) { /* count(next, step) */
+        args[0] = em_sym_const(T, L->next);
+        args[1] = args[0] ? em_sym_const(T, L->step) : NULL;
+        *n = 2;
+        return args[1] ? 1 : -1;
+    }
+    args[0] = L->fn; /* repeat(x) for ever, repeat(x, times left) */
+    *n = 1;
+    if (L->stop == -1) return 1;
+    PyObject *left = PyLong_FromLongLong(L->stop - L->cnt);
+    args[(*n)++] = left ? em_sym_const(T, left) : NULL;
+    Py_XDECREF(left);
+    return args[1] ? 1 : -1;
 }
 
 EM_NEW PyObject *em_gen_exc(PyObject *exc) {
@@ -386,8 +409,10 @@ static int reach_parts(EmTracer *T, SymStack *todo, EmSym *s) {
         if (reach(T, todo, em_key_token_sym(s->keys.data[i]))) return -1;
     const EmLazy *L = s->lazy;
     if (!L) return 0;
-    EmSym *parts[6] = {L->fn, L->closure, L->call, L->yielded, L->retval, L->fr.retval};
-    if (reach_all(T, todo, parts, 6) || reach_all(T, todo, L->srcs, L->nsrc)) return -1;
+    EmSym *parts[7] = {L->fn, L->closure, L->call, L->yielded, L->retval, L->fr.retval, L->total};
+    if (reach_all(T, todo, parts, 7) || reach_all(T, todo, L->srcs, L->nsrc) ||
+        reach_all(T, todo, L->saved.data, L->saved.len))
+        return -1;
     if (L->kind != EM_LAZY_GEN || L->running) return 0;
     return reach_all(T, todo, L->fr.locals, L->fr.nlocals) || reach_all(T, todo, L->fr.stack, L->fr.sp) ? -1 : 0;
 }
@@ -616,6 +641,8 @@ EmStatus em_lazy_make(EmTracer *T, EmLazyKind kind, EmSym *fn, EmSym **srcs, int
                      : kind == EM_LAZY_TAKEWHILE   ? EM_KNOWN(it_takewhile)
                      : kind == EM_LAZY_DROPWHILE   ? EM_KNOWN(it_dropwhile)
                      : kind == EM_LAZY_REPEAT      ? EM_KNOWN(it_repeat)
+                     : kind == EM_LAZY_ACCUMULATE  ? EM_KNOWN(it_accumulate)
+                     : kind == EM_LAZY_CYCLE       ? EM_KNOWN(it_cycle)
                                                    : (PyObject *)types[kind];
     EmSym *it = new_lazy_iter(T, kind, type);
     if (!it) return EM_ERR;
@@ -627,8 +654,8 @@ EmStatus em_lazy_make(EmTracer *T, EmLazyKind kind, EmSym *fn, EmSym **srcs, int
     L->step = step ? Py_NewRef(step) : PyLong_FromLong(1);
     if (!L->next || !L->step) return EM_ERR;
     if (n && !(L->srcs = calloc((size_t)n, sizeof(EmSym *)))) return PyErr_NoMemory(), EM_ERR;
-    for (int i = 0; i < n; i++) {
-        EmStatus st = em_iter_of(T, srcs[i], &L->srcs[i]);
+    for (int i = 0; i < n; i++) { /* chain takes iter() of each when it reaches it (chain_next) */
+        EmStatus st = kind == EM_LAZY_CHAIN ? ((L->srcs[i] = srcs[i]), EM_OK) : em_iter_of(T, srcs[i], &L->srcs[i]);
         if (st != EM_OK) return st;
         L->nsrc++;
     }
@@ -672,10 +699,35 @@ static EmStatus lazy_repeat(EmTracer *T, EmSym **args, int n, PyObject *kwnames,
     return st;
 }
 
+/* accumulate(iterable, func=None, *, initial=None), by position or keyword. */
+static EmStatus lazy_accumulate(EmTracer *T, EmSym **args, int n, PyObject *kwnames, EmSym **out) {
+    static const char *const names[] = {"iterable", "func", "initial"};
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    EmSym *bound[3] = {NULL, NULL, NULL};
+    if (n - nkw > 2) return CALL_NEXT; /* Python's TypeError, from the stand-ins */
+    for (int i = 0; i < n; i++) {
+        int at = i < n - nkw ? i : -1;
+        for (int k = 0; at < 0 && k < 3; k++)
+            if (!PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i - (n - nkw)), names[k])) at = k;
+        if (at < 0 || bound[at]) return CALL_NEXT;
+        bound[at] = args[i];
+    }
+    if (!bound[0]) return CALL_NEXT;
+    EmStatus st = em_lazy_make(T, EM_LAZY_ACCUMULATE, is_none(bound[1]) ? NULL : bound[1], bound, 1, NULL, NULL, out);
+    if (st == EM_OK && !is_none(bound[2])) (*out)->lazy->total = bound[2];
+    return st;
+}
+
 EmStatus em_lazy_itertools(EmTracer *T, PyObject *f, EmSym **args, int n, PyObject *kwnames, EmSym **out) {
     if (f == EM_KNOWN(it_repeat)) return lazy_repeat(T, args, n, kwnames, out);
-    int lazy = 0, chain = f == EM_KNOWN(it_chain), islice = f == EM_KNOWN(it_islice);
+    if (f == EM_KNOWN(it_accumulate)) return lazy_accumulate(T, args, n, kwnames, out);
+    if (f == EM_KNOWN(it_cycle) && n == 1 && !kwnames)
+        return em_lazy_make(T, EM_LAZY_CYCLE, NULL, args, 1, NULL, NULL, out);
+    int lazy = 0, chain = f == EM_KNOWN(it_chain), islice = f == EM_KNOWN(it_islice), shared = 0;
     for (int i = 0; i < n; i++) lazy |= args[i]->kind == SYM_ITER && !em_lazy_done(args[i]);
+    for (int i = 0; i < n && (chain || islice); i++) /* an iterator the caller goes on using, a list it changes */
+        shared |= args[i]->kind == SYM_ITER || args[i]->kind == SYM_LIST || args[i]->kind == SYM_DICT ||
+                  args[i]->kind == SYM_SET;
     if (lazy && (f == EM_KNOWN(it_product) || f == EM_KNOWN(it_permutations) || f == EM_KNOWN(it_combinations) ||
                  f == EM_KNOWN(it_combinations_r))) { /* they take their iterables whole when made, as here */
         for (int i = 0; i < n; i++)
@@ -685,7 +737,7 @@ EmStatus em_lazy_itertools(EmTracer *T, PyObject *f, EmSym **args, int n, PyObje
             }
         return CALL_NEXT;
     }
-    if (!lazy || kwnames || (!chain && !islice)) return CALL_NEXT;
+    if (!(lazy || shared) || kwnames || (!chain && !islice)) return CALL_NEXT;
     if (chain) return em_lazy_make(T, EM_LAZY_CHAIN, NULL, args, n, NULL, NULL, out);
     long long start = 0, stop = -1, step = 1; /* islice(it, stop) / islice(it, start, stop[, step]) */
     int ok = n == 2 ? slice_arg(args[1], &stop)
@@ -785,13 +837,41 @@ static EmStatus strict_end(EmTracer *T, EmLazy *L, int i) {
                               i == 1 ? " " : "s 1-", i);
 }
 
+/* accumulate's next, as CPython's: the initial value first, then each item added (or given to
+ * func) to the last given; the first item as it is when there is no initial value. */
+static EmStatus accumulate_next(EmTracer *T, EmLazy *L, EmSym **v) {
+    EmSym *x = NULL;
+    if (L->cnt++ == 0 && L->total) return (*v = L->total), EM_OK;
+    EmStatus st = em_iter_take(T, L->srcs[0], &x);
+    if (st != EM_OK || !x) return st;
+    EmSym *ab[2] = {L->total, x};
+    if (L->total) st = L->fn ? em_call(T, L->fn, NULL, ab, 2, NULL, &x) : em_apply_op(T, EMOP_ADD, ab, 2, &x);
+    if (st == EM_OK) *v = L->total = x;
+    return st;
+}
+
+/* cycle's next, as CPython's: the source's items (each saved), then the saved ones in turn. */
+static EmStatus cycle_next(EmTracer *T, EmLazy *L, EmSym **v) {
+    if (!L->cur) {
+        EmStatus st = em_iter_take(T, L->srcs[0], v);
+        if (st != EM_OK || *v) return st == EM_OK && em_vec_push(&L->saved, *v) ? (PyErr_NoMemory(), EM_ERR) : st;
+        L->cur = 1;
+    }
+    if (L->saved.len) *v = L->saved.data[L->cnt++ % L->saved.len];
+    return EM_OK;
+}
+
 static EmStatus lazy_next(EmTracer *T, EmLazy *L, EmSym **v) {
     EmSym *items[9];
     *v = NULL;
     if (L->kind == EM_LAZY_NEXT) return next_dunder(T, L->fn, v);
+    if (L->kind == EM_LAZY_ACCUMULATE) return accumulate_next(T, L, v);
+    if (L->kind == EM_LAZY_CYCLE) return cycle_next(T, L, v);
     if (L->kind == EM_LAZY_ISLICE) return islice_next(T, L, v);
     for (; L->kind == EM_LAZY_CHAIN && L->cur < L->nsrc; L->cur++) {
-        EmStatus st = em_iter_take(T, L->srcs[L->cur], v);
+        EmStatus st = L->cur < L->nxt ? EM_OK : em_iter_of(T, L->srcs[L->cur], &L->srcs[L->cur]);
+        L->nxt = L->cur + 1;
+        if (st == EM_OK) st = em_iter_take(T, L->srcs[L->cur], v);
         if (st != EM_OK || *v) return st;
     }
     if (L->kind == EM_LAZY_CHAIN) return EM_OK;

@@ -77,6 +77,8 @@ typedef enum {
     EM_LAZY_TAKEWHILE,   /* itertools.takewhile / dropwhile: fn the predicate */
     EM_LAZY_DROPWHILE,
     EM_LAZY_REPEAT,      /* itertools.repeat(x[, times]): fn x */
+    EM_LAZY_ACCUMULATE,  /* itertools.accumulate(it[, func][, initial]): fn func (NULL: +) */
+    EM_LAZY_CYCLE,       /* itertools.cycle(it): its items, then those saved, for ever */
     EM_LAZY_NEXT /* a user object's iterator: its class's __next__, traced per item */
 } EmLazyKind;
 typedef struct EmLazy EmLazy;
@@ -564,6 +566,9 @@ int em_lazy_done(const EmSym *it);
 /* A map or filter not at its end whose items made so far were all taken: 1 with its function
  * (NULL: filter(None, ...)) and source iterators, else 0. */
 int em_lazy_parts(const EmSym *it, EmSym **fn, EmSym ***srcs, int *n);
+/* The arguments that make a lazy itertools.repeat or count in the state it was left in (args
+ * room for 2): 1 with args[0..*n) set, 0 for other iterators, -1 on error. */
+int em_lazy_remake(EmTracer *T, const EmSym *it, EmSym **args, int *n);
 /* Iteration over user object obj (an instance made while tracing or from the frame) whose class
  * has a Python __next__: a lazy ITER sym calling it per item (StopIteration ends it). */
 EmStatus em_lazy_next_of(EmTracer *T, EmSym *obj, EmSym **out);

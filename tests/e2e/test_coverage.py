@@ -226,30 +226,74 @@ def test_itertools_lazy_predicates_repeat_and_eager_consumers_of_lazy_iterators(
     one_graph(f, randn(3))
 
 
-def test_itertools_cases_python_keeps():
-    """accumulate of tensors (its additions would run lazily), an iterator islice leaves partly
-    consumed, a list changed after chain() took it: Python runs them, with Python's results."""
+@pytest.mark.parametrize("case", ["acc", "cyc", "sliced", "changed", "chained_dict"])
+def test_itertools_accumulate_cycle_and_shared_sources_are_lazy(case):
+    """accumulate (of tensors, with a function, an initial value) and cycle make an item per item
+    taken; islice/chain over an iterator the caller goes on using, or a list it changes
+    afterwards, take from it only as they are consumed, as Python's do."""
     import itertools
+    import operator
 
     def acc(x):
-        return list(itertools.accumulate([x, x * 2]))
+        log = []
+
+        def f(a, b):
+            log.append(len(log))
+            return a * b + 1
+
+        it = itertools.accumulate((x * i for i in range(1, 4)), f, initial=x)
+        first = next(it)
+        mid = len(log)
+        return (list(itertools.accumulate([x, x * 2])), first, mid, list(it), list(log),
+                list(itertools.accumulate(iterable=[x, x], func=operator.mul)), list(itertools.accumulate([])),
+                list(itertools.accumulate([], initial=x)), list(itertools.accumulate(["a", "b"])))
+
+    def chained_dict(x):
+        d = {"a": x}
+        c = itertools.chain([1], d)
+        d["b"] = x  # chain takes iter(d) when it reaches d
+        return list(c)
+
+    def cyc(x):
+        it = itertools.cycle(x * i for i in range(2))
+        return ([t * c for t, c in zip([x, x, x], itertools.cycle((1, 2)))], [next(it) for _ in range(5)],
+                list(zip(range(3), itertools.cycle([]))))
 
     def sliced(x):
         it = iter([x, x + 1, x + 2])
-        return list(itertools.islice(it, 1)), next(it)
+        return list(itertools.islice(it, 1)), next(it), list(itertools.islice(it, None))
 
     def changed(x):
         lst = [x]
         c = itertools.chain(lst, [1])
         lst.append(x * 2)
-        return list(c)
+        s = itertools.islice(lst, 1, None)
+        lst.append(x * 3)
+        return list(c), list(s)
+
+    one_graph(locals()[case], randn(3))
+
+
+def test_itertools_repeat_and_count_left_partly_consumed_are_returned_in_their_state():
+    import itertools
+
+    def fn(a):
+        it1, it2 = itertools.repeat(1), itertools.count(2)
+        it3, it4 = itertools.repeat(a, 10), itertools.count(0.5, 0.25)
+        for _ in range(3):
+            a = a + next(it1) + next(it2)
+            next(it3)
+            next(it4)
+        return it1, it2, a, it3, it4, itertools.repeat(a, 2), itertools.pairwise((1, 2, 3)), itertools.islice((1, 2), 1)
 
     x = randn(3)
-    for fn in (acc, sliced, changed):
-        assert_same(ember.compile(fn)(x), fn(x))
-    ember.reset()
-    with pytest.raises(ember.Unsupported):
-        ember.compile(acc, fullgraph=True)(x)
+    want, got = fn(x), ember.compile(fn, fullgraph=True)(x)
+    assert [type(v) for v in got] == [type(v) for v in want]
+    assert next(got[0]) == next(want[0]) and next(got[1]) == next(want[1]) and next(got[4]) == next(want[4])
+    assert_same(got[2], want[2])
+    assert len(list(got[3])) == len(list(want[3])) == 7
+    assert_same(list(got[5]), list(want[5]))
+    assert list(got[6]) == list(want[6]) and list(got[7]) == list(want[7])
 
 
 @pytest.mark.parametrize("dynamic", [False, True])
