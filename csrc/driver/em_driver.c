@@ -486,9 +486,9 @@ static int out_dump(const EmTracer *T, int32_t *at, int depth, EmStrBuf *b) {
     int32_t pos = (*at)++;
     const EmOut *o = &T->out.data[pos];
     static const char *const kinds[] = {/* in EmOutKind's order */
-                                        "value",  "const",   "slot",     "tuple", "list", "dict",
-                                        "iter",   "reenter", "same",     "bound", "last", "setattr",
-                                        "newobj", "setcopy", "setitems", "cell",  "call", "func"};
+                                        "value",    "const", "slot",  "tuple", "list",    "dict",   "iter",
+                                        "reenter",  "same",  "bound", "last",  "setattr", "newobj", "setcopy",
+                                        "setitems", "cell",  "call",  "func",  "delattr"};
     EM_ASSERT((size_t)o->kind < sizeof(kinds) / sizeof(kinds[0]), "output kind %d", o->kind);
     int nchild = 0, rc = em_sb_printf(b, "%3d: %*s%s", pos, 2 * depth, "", kinds[o->kind]);
     switch (o->kind) {
@@ -498,6 +498,7 @@ static int out_dump(const EmTracer *T, int32_t *at, int depth, EmStrBuf *b) {
         case OUT_BOUND:
         case OUT_SETATTR:
         case OUT_SETITEMS: nchild = 2; break;
+        case OUT_DELATTR: nchild = 1; break;
         case OUT_CONST:
         case OUT_SETCOPY:
         case OUT_REENTER: break;

@@ -30,10 +30,11 @@ typedef enum {
                    * list or dict), in place; the value is None */
     OUT_CELL,     /* a new cell: v = 1, holding its child's value; v = 0, empty */
     OUT_CALL,     /* obj(*children): weakref.ref(o) made while tracing, an ember._rules helper's result */
-    OUT_FUNC      /* obj = a function made while tracing: a new function like it (code, globals,
+    OUT_FUNC,     /* obj = a function made while tracing: a new function like it (code, globals,
                    * names, defaults, __dict__ copied) whose closure is its first children (cells,
                    * one per free variable of its code); v one more: the last child is a tuple,
                    * its defaults */
+    OUT_DELATTR   /* `del child 0.obj` replayed: obj removed from child 0's __dict__ if there; None */
 } EmOutKind;
 typedef struct {
     uint8_t kind;

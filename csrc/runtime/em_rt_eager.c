@@ -41,7 +41,8 @@ EmCompiled *em_rt_compile(EmGraph *G, EmOut *out, int32_t nout, const int32_t *i
     for (int32_t i = 0; i < nout; i++) C->has_same |= C->out[i].kind == OUT_SAME;
     int effects = 0;
     for (int32_t i = 0; i < nout; i++)
-        effects |= C->out[i].kind == OUT_SETITEMS || C->out[i].kind == OUT_SETATTR || C->out[i].kind == OUT_CALL;
+        effects |= C->out[i].kind == OUT_SETITEMS || C->out[i].kind == OUT_SETATTR || C->out[i].kind == OUT_CALL ||
+                   C->out[i].kind == OUT_DELATTR;
     for (int32_t i = 0; effects && i < nout; i++) {
         if (C->out[i].kind != OUT_SLOT) continue;
         int seen = 0;
@@ -367,6 +368,15 @@ static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *con
                                                  : PyObject_GenericSetAttr(target, o->obj, v);
             Py_XDECREF(target);
             Py_XDECREF(v);
+            return rc ? NULL : Py_NewRef(Py_None);
+        }
+        case OUT_DELATTR: { /* gone from its __dict__ (stored in the trace only: not there) */
+            PyObject *target = rebuild_out(C, vals, slots, at, memo);
+            PyObject *d = target ? PyObject_GenericGetDict(target, NULL) : NULL;
+            int rc = d ? PyDict_DelItem(d, o->obj) : -1;
+            if (rc && d && PyErr_ExceptionMatches(PyExc_KeyError)) rc = (PyErr_Clear(), 0);
+            Py_XDECREF(target);
+            Py_XDECREF(d);
             return rc ? NULL : Py_NewRef(Py_None);
         }
         case OUT_SETITEMS: {

@@ -1237,10 +1237,16 @@ static EmStatus known_len(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int 
     return CALL_NEXT;
 }
 
-/* getattr(o, "name"[, default]) and hasattr(o, "name") */
+/* getattr(o, "name"[, default]), hasattr(o, "name") and vars(o) */
 static EmStatus known_getattr(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)self;
     PyObject *f = fn->obj;
+    PyObject *o = all[0]->obj; /* vars(o) of an object with no __dict__ raises TypeError: Python's */
+    if (f == EM_KNOWN(vars) && n == 1 && !kwnames && o && (all[0]->kind == SYM_OBJ || all[0]->kind == SYM_NEW) &&
+        (PyType_Check(o) || PyModule_Check(o) || _PyObject_GetDictPtr(o))) {
+        EmSym *self_out = NULL;
+        return em_sym_getattr(T, all[0], EM_STR(dunder_dict), 0, out, &self_out);
+    }
     int is_hasattr = f == EM_KNOWN(hasattr) && n == 2;
     if ((is_hasattr || (f == EM_KNOWN(getattr) && (n == 2 || n == 3))) && !kwnames && all[1]->kind == SYM_CONST &&
         PyUnicode_Check(all[1]->obj)) {

@@ -449,6 +449,15 @@ static PyObject *store_dict(const EmSym *b) {
     return b->kind != SYM_OBJ || !b->obj ? NULL : b->pos == EM_POS_IDICT ? b->obj : em_obj_dict(b->obj);
 }
 
+/* A recorded store (or deletion: em_store_deleted) applied to c, a copy of an instance dict. */
+static EmStatus idict_apply(EmSym *c, PyObject *name, EmSym *v) {
+    if (!em_store_deleted(v)) return em_dict_set(c, name, v);
+    int i = em_dict_find(c, name);
+    if (i == -2) return EM_ERR;
+    if (i >= 0) em_dict_remove(c, i);
+    return EM_OK;
+}
+
 EmStatus em_instance_dict(EmTracer *T, EmSym *d, EmSym **out) {
     for (int32_t i = 0; i < T->idict_real.len; i++)
         if (T->idict_real.data[i] == d->obj) return (*out = T->idict_copy.data[i]) ? EM_OK : EM_ERR;
@@ -469,7 +478,7 @@ EmStatus em_instance_dict(EmTracer *T, EmSym *d, EmSym **out) {
     if (!c) return EM_ERR;
     for (int32_t i = 0; i < T->stores.len; i += 3) { /* stores made before, in order */
         EmSym *b = T->stores.data[i];
-        if (store_dict(b) == v && em_dict_set(c, T->stores.data[i + 1]->obj, T->stores.data[i + 2]) != EM_OK)
+        if (store_dict(b) == v && idict_apply(c, T->stores.data[i + 1]->obj, T->stores.data[i + 2]) != EM_OK)
             return EM_ERR;
     }
     if (em_vec_push(&T->idict_real, v) || em_vec_push(&T->idict_copy, c)) return PyErr_NoMemory(), EM_ERR;
@@ -490,7 +499,7 @@ EmSym *em_obj_dict_stored(EmTracer *T, PyObject *d, PyObject *name) {
 static EmStatus idict_update(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
     PyObject *d = T->idict_real.len ? store_dict(base) : NULL;
     for (int32_t i = 0; d && i < T->idict_real.len; i++)
-        if (T->idict_real.data[i] == d) return em_dict_set(T->idict_copy.data[i], name, v);
+        if (T->idict_real.data[i] == d) return idict_apply(T->idict_copy.data[i], name, v);
     return EM_OK;
 }
 
@@ -554,24 +563,52 @@ EmStatus em_obj_generic_set(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) 
     return em_obj_record_store(T, base, name, v);
 }
 
+static EmStatus no_attribute(EmTracer *T, PyTypeObject *tp, PyObject *name) {
+    return em_trace_raise_msg(T, PyExc_AttributeError, "'%s' object has no attribute '%U'", tp->tp_name, name);
+}
+
+/* del o.name of an instance of the frame whose class keeps object's __setattr__/__delattr__ and
+ * has no data descriptor of that name: recorded as a store of a deleted marker (em_store_deleted),
+ * replayed as the removal from its __dict__ after the graph. The attribute must be there: stored
+ * in this trace, or in the instance dict (guarded there), else AttributeError as Python's. */
+static EmStatus del_frame_attr(EmTracer *T, EmSym *base, PyObject *name) {
+    PyTypeObject *tp = Py_TYPE(base->obj);
+    PyObject *d = em_obj_dict(base->obj);
+    if (!d || !PyDict_Check(d) || em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
+    EmSym *stored = T->stores.len ? em_obj_stored(T, base, name) : NULL;
+    if (em_store_deleted(stored)) return no_attribute(T, tp, name);
+    if (!stored) {
+        int has = PyDict_Contains(d, name);
+        if (has < 0) return EM_ERR;
+        if (!has) return em_guard_check(T->P, EMG_ABSENT, base->src, name, 0) ? EM_ERR : no_attribute(T, tp, name);
+        if (em_guard_odict(T->P, base->src, name) < 0) return EM_ERR; /* there (the load fails if not) */
+    }
+    EmSym *gone = em_sym_new(T, SYM_NULL);
+    if (!gone) return EM_ERR;
+    gone->pos = EM_POS_DELETED;
+    return em_obj_record_store(T, base, name, gone);
+}
+
 EmStatus em_obj_del_attr(EmTracer *T, EmSym *base, PyObject *name) {
     const char *n = PyUnicode_AsUTF8(name);
     if (!n) return EM_ERR;
     PyTypeObject *tp = Py_TYPE(base->obj);
+    int object_delattr = tp->tp_setattro == PyObject_GenericSetAttr &&
+                         _PyType_Lookup(tp, EM_STR(dunder_delattr)) ==
+                             _PyType_Lookup(&PyBaseObject_Type, EM_STR(dunder_delattr));
+    if (base->kind == SYM_OBJ && base->src >= 0 && object_delattr && !PyType_Check(base->obj) &&
+        !PyModule_Check(base->obj) && _PyObject_GetDictPtr(base->obj)) {
+        PyObject *descr = _PyType_Lookup(tp, name);
+        if (!descr || !Py_TYPE(descr)->tp_descr_set) return del_frame_attr(T, base, name);
+    }
     PyObject *descr = base->kind == SYM_NEW ? _PyType_Lookup(tp, name) : NULL;
-    if (base->kind != SYM_NEW || tp->tp_setattro != PyObject_GenericSetAttr ||
-        _PyType_Lookup(tp, EM_STR(dunder_delattr)) != _PyType_Lookup(&PyBaseObject_Type, EM_STR(dunder_delattr)) ||
+    if (base->kind != SYM_NEW || !object_delattr ||
         (descr && Py_TYPE(descr)->tp_descr_set && !em_new_slot(base, descr)))
         return em_trace_fail(T, EMA_SIDE_EFFECT, "del .%s of a %s", n, em_sym_describe(base));
     EmSym *attrs = base->items.data[0];
     int i = em_dict_find(attrs, name);
     if (i == -2) return EM_ERR;
-    if (i < 0) {
-        PyObject *msg = PyUnicode_FromFormat("'%s' object has no attribute '%s'", tp->tp_name, n);
-        EmStatus st = msg ? em_trace_raise_new(T, PyExc_AttributeError, msg) : EM_ERR;
-        Py_XDECREF(msg);
-        return st;
-    }
+    if (i < 0) return no_attribute(T, tp, name);
     em_dict_remove(attrs, i);
     return EM_OK;
 }
@@ -681,13 +718,15 @@ EmStatus em_obj_effects_head(EmTracer *T) {
         if (st != EM_OK) return st;
     }
     for (int32_t i = 0; i < T->stores.len; i += 3) {
-        EmOut so = {.kind = OUT_SETATTR, .v = 2, .obj = Py_NewRef(T->stores.data[i + 1]->obj)};
+        int del = em_store_deleted(T->stores.data[i + 2]);
+        EmOut so = {
+            .kind = del ? OUT_DELATTR : OUT_SETATTR, .v = 2 - del, .obj = Py_NewRef(T->stores.data[i + 1]->obj)};
         if (em_vec_push(&T->out, so)) {
             Py_DECREF(so.obj);
             return PyErr_NoMemory(), EM_ERR;
         }
         EmStatus st = em_trace_build_out(T, T->stores.data[i], 1);
-        if (st == EM_OK) st = em_trace_build_out(T, T->stores.data[i + 2], 1);
+        if (st == EM_OK && !del) st = em_trace_build_out(T, T->stores.data[i + 2], 1);
         if (st != EM_OK) return st;
     }
     return EM_OK;

@@ -1387,7 +1387,8 @@ EmStatus em_lazy_dict_get(EmTracer *T, EmSym *d, PyObject *key, int *found, EmSy
         return em_trace_fail(T, EMA_VALUE, "dict lookup by a %s", Py_TYPE(key)->tp_name);
     /* an instance's __dict__: the trace's stores on the instance (replayed after the graph) first */
     if (PyUnicode_Check(key) && (*out = em_obj_dict_stored(T, d->obj, key))) {
-        *found = 1;
+        *found = !em_store_deleted(*out);
+        if (!*found) *out = NULL;
         return EM_OK;
     }
     PyObject *v = PyDict_GetItemWithError(d->obj, key);
@@ -1605,9 +1606,13 @@ static int attr_absent(EmTracer *T, EmSym *base, PyObject *name, int generic) {
         return base->src < 0 || em_guard_check(T->P, EMG_ABSENT, base->src, name, 0) == 0 ? 1 : -1;
     }
     if (base->kind != SYM_OBJ || base->src < 0 || PyType_Check(base->obj) || PyModule_Check(base->obj)) return 0;
-    if (T->stores.len && em_obj_stored(T, base, name)) return 0; /* set earlier in this trace */
     PyObject *o = base->obj;
     PyTypeObject *tp = Py_TYPE(o);
+    EmSym *stored = T->stores.len ? em_obj_stored(T, base, name) : NULL;
+    if (em_store_deleted(stored)) /* deleted in this trace: its class's lookup alone decides */
+        return tp->tp_getattro == PyObject_GenericGetAttr && !_PyType_Lookup(tp, name) &&
+               !_PyType_Lookup(tp, EM_STR(dunder_getattr));
+    if (stored) return 0; /* set earlier in this trace */
     int is_mod = em_is_module(o);
     if (tp->tp_getattro != PyObject_GenericGetAttr && !is_mod && !generic) return 0;
     if (_PyType_Lookup(tp, name)) return 0;
@@ -2108,6 +2113,16 @@ static EmStatus trusted_class_attr(EmTracer *T, EmSym *base, PyObject *name, con
     return *out ? EM_OK : EM_ERR;
 }
 
+/* o.name after `del o.name` in this trace: AttributeError where o's class has no attribute of
+ * that name and no __getattr__ (object's lookup then ends at the instance dict). */
+static EmStatus deleted_attr(EmTracer *T, EmSym *base, PyObject *name, const char *n) {
+    PyTypeObject *tp = Py_TYPE(base->obj);
+    if (tp->tp_getattro != PyObject_GenericGetAttr || _PyType_Lookup(tp, name) ||
+        _PyType_Lookup(tp, EM_STR(dunder_getattr)))
+        return em_trace_fail(T, EMA_ATTR, "%s.%s after del of it in this trace", tp->tp_name, n);
+    return em_trace_raise_msg(T, PyExc_AttributeError, "'%s' object has no attribute '%U'", tp->tp_name, name);
+}
+
 /* generic: object.__getattribute__ semantics even when the type overrides it. */
 static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self,
                               int generic) {
@@ -2119,6 +2134,7 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
     if (PyModule_Check(o)) return module_attr(T, base, name, n, out);
     int done;
     EmSym *stored = T->stores.len ? em_obj_stored(T, base, name) : NULL;
+    if (em_store_deleted(stored)) return deleted_attr(T, base, name, n);
     if (stored) { /* written earlier in this trace (replayed after the graph) */
         *out = stored;
         return EM_OK;

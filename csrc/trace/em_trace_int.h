@@ -57,8 +57,9 @@ enum {
     EM_POS_SET_CHANGED = -7,    /* CONST: a set of the frame the trace changed: obj is the trace's copy,
                                  * `of` the calls (method, arguments) replayed on the caller's set
                                  * after the graph (em_cont.c own_frame_set) */
-    EM_POS_IDICT = -8           /* OBJ: a frame instance's __dict__ read through its slot: item stores
+    EM_POS_IDICT = -8,          /* OBJ: a frame instance's __dict__ read through its slot: item stores
                                  * by str keys are recorded as stores on it (em_obj_record_store) */
+    EM_POS_DELETED = -9         /* NULL: the value of a recorded store that is `del o.name` */
 };
 /* A lazy iterator's producer (em_lazy.c), owned by its ITER sym: a generator made while
  * tracing (its suspended frame), map(), filter(), itertools.count(), or zip()/enumerate() over
@@ -604,6 +605,8 @@ EmStatus em_obj_del_attr(EmTracer *T, EmSym *base, PyObject *name);
 EmStatus em_obj_generic_set(EmTracer *T, EmSym *base, PyObject *name, EmSym *v);
 /* The value an earlier store of this trace gave base.name, or NULL. */
 EmSym *em_obj_stored(EmTracer *T, EmSym *base, PyObject *name);
+/* Whether a stored value (em_obj_stored, em_obj_dict_stored) is a deletion: the attribute is gone. */
+static inline int em_store_deleted(const EmSym *v) { return v && v->kind == SYM_NULL && v->pos == EM_POS_DELETED; }
 /* The value an earlier store of this trace gave `name` on the object of the frame whose
  * instance dict is d (o.__dict__ read after o.name = v), or NULL. */
 EmSym *em_obj_dict_stored(EmTracer *T, PyObject *d, PyObject *name);

@@ -1250,6 +1250,76 @@ def test_del_attribute_of_an_instance_made_in_the_trace():
     one_graph(f, randn(3))
 
 
+class _AttrBox:
+    k = 5
+
+    def __init__(self, x):
+        self.a = 1
+        self.t = x
+
+
+def test_del_attribute_of_an_instance_from_the_frame():
+    """del o.a of an object passed in: o.a and hasattr see it gone, o.__dict__ and vars(o) lose
+    it, and its removal is replayed after the graph (an attribute stored in the trace and then
+    deleted never reaches the object); one graph."""
+
+    def f(x, o):
+        o.b = 2
+        del o.a
+        gone = not hasattr(o, "a")
+        try:
+            o.a
+        except AttributeError as e:
+            msg = str(e)
+        del o.b
+        o.c = 3
+        del o.t
+        o.t = x * 2
+        return x + o.c, gone, msg, sorted(vars(o)), "b" in o.__dict__, o.k
+
+    x = randn(3)
+    want_o, got_o = _AttrBox(x), _AttrBox(x)
+    want = f(x, want_o)
+    cf = ember.compile(f, fullgraph=True)
+    assert_same(cf(x, got_o), want)
+    assert vars(got_o).keys() == vars(want_o).keys()
+    torch.testing.assert_close(got_o.t, want_o.t)
+    assert_same(cf(x, _AttrBox(x)), want)
+    c = counters()
+    assert (c["frames"], c["breaks"], c["hits"]) == (1, 0, 1), c
+
+
+def test_del_attribute_of_a_frame_instance_raises_as_python():
+    # a missing attribute or one of the class raises AttributeError; caught in the trace, one graph
+    def f(x, o):
+        try:
+            del o.k
+        except AttributeError:
+            x = x + 1
+        del o.a
+        try:
+            del o.a
+        except AttributeError:
+            x = x * 2
+        return x
+
+    x = randn(3)
+    cf = ember.compile(f, fullgraph=True)
+    for _ in range(2):
+        o = _AttrBox(1)
+        assert_same(cf(x, o), f(x, _AttrBox(1)))
+        assert not hasattr(o, "a")
+    c = counters()
+    assert (c["frames"], c["breaks"], c["hits"]) == (1, 0, 1), c
+
+    def g(x, o):
+        del o.missing
+        return x
+
+    with pytest.raises(AttributeError, match="missing"):
+        ember.compile(g)(randn(3), _AttrBox(1))
+
+
 @functools.lru_cache(maxsize=None)
 def _cached_double(n):
     return n * 2
