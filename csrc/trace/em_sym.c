@@ -1049,7 +1049,8 @@ static EmStatus class_attr(EmTracer *T, EmSym *base, PyTypeObject *tp, PyObject 
         if (!is_static && !bound) return EM_ERR;
         if (!method && !is_static) return em_sym_method(T, fn, bound, 0, out, self);
     } else if (descr == em_state.object_getattribute || PyFunction_Check(descr) ||
-               Py_IS_TYPE(descr, &PyMethodDescr_Type) || Py_IS_TYPE(descr, &PyWrapperDescr_Type)) {
+               Py_IS_TYPE(descr, &PyMethodDescr_Type) || Py_IS_TYPE(descr, &PyWrapperDescr_Type) ||
+               Py_IS_TYPE(descr, (PyTypeObject *)EM_KNOWN(lru_wrapper))) { /* its __get__ binds as a function's */
         if (!method) return em_sym_method(T, fn, bound, 0, out, self);
     } else {
         return em_trace_fail(T, EMA_ATTR, "%s.%s (descriptor)", tp->tp_name, n);
@@ -1803,7 +1804,8 @@ static EmStatus class_function_attr(EmTracer *T, EmSym *base, PyObject *v, int32
 }
 
 /* A non-data descriptor v read on a class: torch.autograd.Function.apply (a C classmethod)
- * becomes ember._rules.function_apply bound to the class; others abort. */
+ * becomes ember._rules.function_apply bound to the class; a C classmethod is bound; an
+ * lru_cache method is itself; others abort. */
 static EmStatus class_descr_attr(EmTracer *T, EmSym *base, PyObject *v, int32_t slot, const char *n, int method,
                                  EmSym **out, EmSym **self) {
     static PyObject *fn_apply, *helper; /* owned for the process */
@@ -1822,6 +1824,11 @@ static EmStatus class_descr_attr(EmTracer *T, EmSym *base, PyObject *v, int32_t 
     if (v == fn_apply && PyFunction_Check(helper)) {
         if (em_guard_check(T->P, EMG_ID, slot, v, 0)) return EM_ERR;
         return em_sym_method(T, helper, base, method, out, self);
+    }
+    if (Py_IS_TYPE(v, (PyTypeObject *)EM_KNOWN(lru_wrapper))) { /* an lru_cache method: itself, as a function */
+        if (em_guard_check(T->P, EMG_ID, slot, v, 0)) return EM_ERR;
+        *self = NULL;
+        return (*out = by_id_sym(T, v)) ? EM_OK : EM_ERR;
     }
     if (Py_IS_TYPE(v, &PyClassMethodDescr_Type)) { /* dict.fromkeys: the C method bound to the class */
         if (em_guard_check(T->P, EMG_ID, slot, v, 0)) return EM_ERR;
@@ -2249,7 +2256,8 @@ static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, E
         return em_trace_fail(T, EMA_ATTR, "%s.%s (not set)", tp->tp_name, n);
     }
     if (PyFunction_Check(descr) || Py_IS_TYPE(descr, &PyStaticMethod_Type) || Py_IS_TYPE(descr, &PyClassMethod_Type) ||
-        Py_IS_TYPE(descr, &PyMethodDescr_Type) || Py_IS_TYPE(descr, &PyWrapperDescr_Type))
+        Py_IS_TYPE(descr, &PyMethodDescr_Type) || Py_IS_TYPE(descr, &PyWrapperDescr_Type) ||
+        Py_IS_TYPE(descr, (PyTypeObject *)EM_KNOWN(lru_wrapper)))
         return class_attr(T, base, tp, descr, n, method, out, self);
     EmSym *cls = em_sym_known(T, (PyObject *)tp, tp->tp_name), *ignored = NULL;
     return cls ? type_attr(T, cls, name, 0, out, &ignored) : EM_ERR;

@@ -1343,6 +1343,48 @@ def test_lru_cache_function_of_constants_is_inlined():
     assert_same(ember.compile(g)(x), g(x))
 
 
+class _CachedScale(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = 2
+
+    @functools.lru_cache(None)
+    def factor(self, n):
+        return n * self.scale
+
+    @functools.lru_cache
+    def shift(self, n):
+        return n + 1
+
+    def forward(self, x):
+        return x * self.factor(3) + self.shift(1) + _CachedScale.factor(self, 1)
+
+
+class _CachedPlain:
+    @functools.lru_cache(None)
+    def twice(self, n):
+        return n * 2
+
+
+def test_lru_cache_methods_are_inlined():
+    # an lru_cache method binds as a function does: read on a module, an instance made in the
+    # trace, an instance passed in, and on the class
+    def made(x):
+        return x + _CachedPlain().twice(2)
+
+    def bound(x, p):
+        m = p.twice
+        return x + m(5)
+
+    one_graph(_CachedScale(), randn(3))
+    ember.reset()
+    ember.testing.reset_counters()
+    one_graph(made, randn(3))
+    ember.reset()
+    ember.testing.reset_counters()
+    one_graph(bound, randn(3), _CachedPlain())
+
+
 @functools.lru_cache
 def _cached_bump(o):
     o.n = o.n + 1
