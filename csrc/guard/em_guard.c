@@ -260,6 +260,9 @@ int32_t em_guard_op(EmGuardProg *P, PyObject *fn, const char *sym, int32_t left,
 int32_t em_guard_item(EmGuardProg *P, int32_t base, Py_ssize_t i, int is_list) {
     return g_named(P, is_list ? EMG_LOAD_LIST_ITEM : EMG_LOAD_TUPLE_ITEM, base, i, NULL, "%s[%d]", NULL, 0);
 }
+int32_t em_guard_deque_item(EmGuardProg *P, int32_t base, Py_ssize_t i, PyObject *deque_type) {
+    return g_named(P, EMG_LOAD_LIST_ITEM, base, i, deque_type, "%s[%d]", NULL, 0);
+}
 
 /* The load instruction writing slot, or NULL. */
 static const EmGInstr *load_of(const EmGuardProg *P, int32_t slot) {
@@ -840,6 +843,12 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
             v = PyTuple_GET_ITEM(b, in->a);
             break;
         case EMG_LOAD_LIST_ITEM: /* the storage of a list (a subclass's too: its type is guarded) */
+            if (in->obj) { /* of an exact deque (obj its type): borrowed, as the deque holds it */
+                if (!Py_IS_TYPE(b, (PyTypeObject *)in->obj) || in->a >= PyObject_Length(b)) return 0;
+                v = PySequence_GetItem(b, in->a);
+                Py_XDECREF(v);
+                break;
+            }
             if (!PyList_Check(b) || in->a >= PyList_GET_SIZE(b)) return 0;
             v = PyList_GET_ITEM(b, in->a);
             break;

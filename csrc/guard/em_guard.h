@@ -89,6 +89,8 @@ int32_t em_guard_attr(EmGuardProg *P, int32_t base, PyObject *name);
 /* slots[base][slots[key]]: a dict's item whose key is another slot's object (a tensor) */
 int32_t em_guard_dict_keyed(EmGuardProg *P, int32_t base, int32_t key);
 int32_t em_guard_item(EmGuardProg *P, int32_t base, Py_ssize_t i, int is_list);
+/* item i of an exact collections.deque (deque_type: kept alive by its module) */
+int32_t em_guard_deque_item(EmGuardProg *P, int32_t base, Py_ssize_t i, PyObject *deque_type);
 int32_t em_guard_weakref(EmGuardProg *P, int32_t base); /* the referent of a weakref.ref slot */
 int32_t em_guard_call(EmGuardProg *P, int32_t base, PyObject *fn); /* fn(base), owned */
 int32_t em_guard_view_dict(EmGuardProg *P, int32_t base); /* the dict of a dict view */

@@ -254,6 +254,12 @@ static int set_mapping_items(PyObject *target, PyObject *items) {
 static int set_items(PyObject *target, PyObject *items) {
     if (PyList_Check(target) && PyList_CheckExact(items)) /* a list subclass's storage as list's methods change it */
         return PyList_SetSlice(target, 0, PY_SSIZE_T_MAX, items);
+    if (!PyList_Check(target) && PySequence_Check(target) && PyList_CheckExact(items)) { /* an exact deque */
+        PyObject *r = PyObject_CallMethod(target, "clear", NULL);
+        Py_XSETREF(r, r ? PyObject_CallMethod(target, "extend", "(O)", items) : NULL);
+        Py_XDECREF(r);
+        return r ? 0 : -1;
+    }
     if (PyDict_Check(target) && !PyDict_CheckExact(target) && PyDict_CheckExact(items))
         return set_mapping_items(target, items);
     if (!PyDict_CheckExact(target) || !PyDict_CheckExact(items)) {

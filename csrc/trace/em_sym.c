@@ -427,6 +427,35 @@ static EmSym *wrap_seq(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
     return s;
 }
 
+/* An exact collections.deque read from slot: a LIST sym (seq_type deque, spec its maxlen) of its
+ * items, its length and maxlen guarded, each item through its index's slot; its changes are
+ * written back after the graph (em_sym_mutable). NULL with *st set on failure. */
+static EmSym *wrap_deque(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
+    PyTypeObject *tp = Py_TYPE(v);
+    Py_ssize_t n = PyObject_Length(v);
+    PyObject *max = n < 0 ? NULL : PyObject_GetAttrString(v, "maxlen");
+    PyObject *mname = max ? PyUnicode_InternFromString("maxlen") : NULL;
+    int32_t mslot = mname ? em_guard_attr(T->P, slot, mname) : -1;
+    Py_XDECREF(mname);
+    EmSym *s = mslot < 0 || em_guard_check(T->P, EMG_TYPE, slot, (PyObject *)tp, 0) ||
+                       em_guard_check(T->P, EMG_LEN, slot, NULL, n) || em_guard_check(T->P, EMG_EQ, mslot, max, 0)
+                   ? NULL
+                   : em_sym_new(T, SYM_LIST);
+    if (s) {
+        s->seq_type = Py_NewRef((PyObject *)tp);
+        s->spec = max != Py_None ? Py_NewRef(max) : NULL;
+    }
+    Py_XDECREF(max);
+    for (Py_ssize_t i = 0; s && i < n; i++) {
+        PyObject *item = PySequence_GetItem(v, i);
+        int32_t islot = item ? em_guard_deque_item(T->P, slot, i, (PyObject *)tp) : -1;
+        EmSym *is = islot < 0 ? NULL : em_sym_wrap(T, item, islot, st);
+        Py_XDECREF(item);
+        if (!is || em_vec_push(&s->items, is)) s = NULL;
+    }
+    return s;
+}
+
 /* A dict read from slot: its type and keys (constants, in order) guarded, each value wrapped
  * from its own slot. A dict with another key (a tensor's: an optimizer's state) is an object
  * guarded by its type, looked up per key (em_lazy_dict_get, em_lazy_dict_get_keyed). NULL with
@@ -767,7 +796,8 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
     }
     EmSym *s = NULL;
     PyTypeObject *tp = Py_TYPE(v);
-    int container = tp == &PyTuple_Type || tp == &PyList_Type || tp == &PyDict_Type ||
+    int is_deque = (PyObject *)tp == EM_KNOWN(deque);
+    int container = tp == &PyTuple_Type || tp == &PyList_Type || tp == &PyDict_Type || is_deque ||
                     (PyTuple_Check(v) && em_is_namedtuple_type(tp));
     if (container && (*st = mark_wrapping(T, key, tp)) != EM_OK) {
         Py_DECREF(key);
@@ -786,6 +816,8 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
         s = wrap_seq(T, v, slot, st);
     } else if (tp == &PyDict_Type) {
         s = wrap_dict(T, v, slot, st);
+    } else if (is_deque) {
+        s = wrap_deque(T, v, slot, st);
     } else if (is_dict_view(v)) {
         s = wrap_view(T, v, slot, st);
     } else if ((s = em_np_wrap(T, v, slot, st)) || *st != EM_OK) {
@@ -1366,7 +1398,8 @@ int em_sym_mutable(EmTracer *T, EmSym *s) {
     if (s->kind == SYM_DICT && s->seq_type == (PyObject *)&PyDictProxy_Type) return 0; /* a class's __dict__ */
     if (em_sym_own(T, s)) return 1;
     int rw = s->kind == SYM_DICT && s->pos == EM_POS_FRAME_ITEMS_RW; /* an OrderedDict's or defaultdict's too */
-    if ((s->kind != SYM_LIST && s->kind != SYM_DICT) || (s->seq_type && !rw) || s->src < 0 ||
+    int deque = s->kind == SYM_LIST && s->seq_type == EM_KNOWN(deque); /* a frame's exact deque (wrap_deque) */
+    if ((s->kind != SYM_LIST && s->kind != SYM_DICT) || (s->seq_type && !rw && !deque) || s->src < 0 ||
         s->pos == EM_POS_FRAME_ITEMS)
         return 0;
     for (int32_t i = 0; i < T->mutated.len; i++)

@@ -1063,6 +1063,53 @@ def test_bounded_deque_of_a_negative_maxlen_raises_as_eager():
         ember.compile(f)(randn(3), -1)
 
 
+def test_deque_passed_in_is_read_and_changed_in_place():
+    """A deque argument: its items read through guards, its methods (pop, appendleft, rotate,
+    extend on a bounded one) traced, and its new contents written into the caller's deque
+    after the graph; one graph, and another deque of the same shape is a cache hit."""
+
+    def pops(q):
+        a = q.pop()
+        b = q.pop()
+        return a * b
+
+    def lefts(q, a, b):
+        q.appendleft(a)
+        q.appendleft(b)
+        return q.popleft() * q.popleft()
+
+    def bounded(q, x):
+        q.append(x)
+        q.rotate(1)
+        q.extend([1, 2])
+        return q[0] + len(q), list(q), sum(q)
+
+    def made():
+        return {
+            pops: lambda: (collections.deque(["foo", torch.ones(2), torch.full((2,), 3.0)]),),
+            lefts: lambda: (collections.deque(["foo", 10, 10]), torch.ones(2), torch.full((2,), 2.0)),
+            bounded: lambda: (collections.deque([torch.ones(2), 5], maxlen=3), torch.ones(2)),
+        }
+
+    for fn, make in made().items():
+        ember.reset()
+        ember.testing.reset_counters()
+        want_args = make()
+        want = fn(*want_args)
+        cf = ember.compile(fn, fullgraph=True)
+        for _ in range(2):
+            args = make()
+            assert_same(cf(*args), want)
+            assert_same(list(args[0]), list(want_args[0]))
+            assert args[0].maxlen == want_args[0].maxlen
+        c = counters()
+        assert (c["frames"], c["breaks"], c["hits"]) == (1, 0, 1), c
+    q, q2 = collections.deque([1, 2], maxlen=5), collections.deque([1, 2], maxlen=5)  # guards miss
+    assert_same(ember.compile(bounded)(q, torch.ones(2)), bounded(q2, torch.ones(2)))
+    assert_same(list(q), list(q2))
+    assert q.maxlen == 5
+
+
 def _namedtuple_in_trace(a, b):
     P = collections.namedtuple("P", ["x", "y"], defaults=(None, 1))
     t = P(a)
