@@ -974,10 +974,8 @@ EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int stri
         return em_trace_fail(T, EMA_CALL, "reversed() of an iterator");
     int lazy = 0; /* zip/enumerate over a lazy iterator: lazy too, taking an item per item taken */
     for (int i = 0; (is_enum || is_zip) && i < n; i++) lazy |= all[i]->kind == SYM_ITER && !em_lazy_done(all[i]);
-    for (int i = 1; strict && !lazy && i < n; i++) { /* unequal lengths raise at the end: taken lazily */
-        Py_ssize_t a = sized_len(all[0]), b = sized_len(all[i]);
-        lazy = a >= 0 && b >= 0 && a != b;
-    }
+    for (int i = 0; strict && i < n; i++) /* unequal lengths (or a list the loop may change) raise at the end: lazily */
+        lazy |= all[i]->kind == SYM_LIST || sized_len(all[0]) != sized_len(all[i]);
     if (lazy) {
         PyObject *from = is_enum ? PyLong_FromLong(start) : Py_XNewRef(strict ? Py_True : NULL);
         if (is_enum && !from) return EM_ERR;

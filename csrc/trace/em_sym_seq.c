@@ -379,7 +379,10 @@ EmStatus em_iter_watch(EmTracer *T, EmSym *it, EmSym *src, char what) {
  * frame, not lazy) after that list changed: CPython's reads the list by index at each next, so
  * the items from it->pos on are the list's (enumerate's numbered on); its version taken anew.
  * 1 done, 0 not such an iterator, -1 error. */
+static int refresh_zip(EmTracer *T, EmSym *it);
+
 static int refresh_list_iter(EmTracer *T, EmSym *it) {
+    if (!it->lazy && it->seq_type == (PyObject *)&PyZip_Type) return refresh_zip(T, it);
     EmSym *l = it->of.len == 1 ? it->of.data[0] : NULL;
     if (it->lazy || it->of_what || !l || l->kind != SYM_LIST || l->seq_type || !it->seq_type) return 0;
     int enumerated = it->seq_type == (PyObject *)&PyEnum_Type;
@@ -411,6 +414,34 @@ static int refresh_list_iter(EmTracer *T, EmSym *it) {
         if (em_vec_push(&it->items, v)) return PyErr_NoMemory(), -1;
     }
     it->of_ver.data[0] = l->mver;
+    return 1;
+}
+
+/* zip() of lists only (each read directly: spec ('l', k)) after one changed: CPython's takes
+ * each list's item by index at each next, so the items from it->pos on are tuples of the lists'
+ * items, up to the shortest list; versions taken anew. 1 done, 0 not such a zip, -1 error. */
+static int refresh_zip(EmTracer *T, EmSym *it) {
+    Py_ssize_t n = it->spec && PyTuple_Check(it->spec) ? PyTuple_GET_SIZE(it->spec) : 0;
+    EmSym *cols[8];
+    int32_t len = INT32_MAX;
+    if (!n || n > 8 || n != it->of.len) return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PyTuple_GET_ITEM(it->spec, i);
+        if (!PyTuple_Check(e) || PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(e, 0), "l") != 0) return 0;
+        long k = PyLong_AsLong(PyTuple_GET_ITEM(e, 1));
+        if (k < 0 || k >= it->of.len) return PyErr_Occurred() ? (PyErr_Clear(), 0) : 0;
+        cols[i] = it->of.data[k];
+        if (cols[i]->kind != SYM_LIST || cols[i]->seq_type) return 0;
+        if (cols[i]->items.len < len) len = cols[i]->items.len;
+    }
+    it->items.len = it->pos <= it->items.len ? it->pos : it->items.len;
+    for (int32_t k = it->items.len; k < len; k++) {
+        EmSym *t = em_sym_new(T, SYM_TUPLE);
+        for (Py_ssize_t i = 0; t && i < n; i++)
+            if (em_vec_push(&t->items, cols[i]->items.data[k])) return PyErr_NoMemory(), -1;
+        if (!t || em_vec_push(&it->items, t)) return t ? (PyErr_NoMemory(), -1) : -1;
+    }
+    for (int32_t k = 0; k < it->of.len; k++) it->of_ver.data[k] = it->of.data[k]->mver;
     return 1;
 }
 

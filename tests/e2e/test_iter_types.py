@@ -413,3 +413,55 @@ def test_list_iterators_read_the_list_as_it_is_at_each_step():
         ember.reset()
         ember.testing.reset_counters()
         exact_graph(f, *args)
+
+
+def test_zip_of_lists_reads_the_lists_as_they_are_at_each_step():
+    """zip() of lists the loop changes takes each list's item by index at each step, as CPython's
+    (appends extend it up to the shortest list, pops end it early); zip(strict=True) over them
+    raises CPython's ValueError at the end."""
+    from tests.helpers import exact_graph, randn
+
+    def grows(x):
+        a, b = [x, x + 1, x + 2], [1, 2, 3, 4]
+        out = []
+        for t, c in zip(a, b):
+            out.append(t * c)
+            if len(a) < 5:
+                a.append(t + 10)
+        return out
+
+    def shrinks(x):
+        a, b = [x, x + 1, x + 2], [1, 2, 3]
+        out = []
+        for t, c in zip(a, b):
+            out.append(t * c)
+            b.pop()
+        return out
+
+    def strict(x):
+        a, b = [x, x + 1], [1, 2]
+        out = []
+        try:
+            for t, c in zip(a, b, strict=True):
+                out.append(t * c)
+                a.append(x)
+        except ValueError as e:
+            out.append(str(e))
+        return out
+
+    def stores(x, a):
+        for i, (t, c) in enumerate(zip(a, [1, 2, 3])):
+            a[i] = t * c
+        return a
+
+    for f, args in ((grows, (randn(2),)), (shrinks, (randn(2),)), (strict, (randn(2),)),
+                    (stores, (randn(2), [randn(2), randn(2, seed=1), randn(2, seed=2)]))):
+        ember.reset()
+        ember.testing.reset_counters()
+        if f is stores:  # the list argument is changed: a fresh one per call
+            want = f(args[0], list(args[1]))
+            cf = ember.compile(f, fullgraph=True)
+            for _ in range(2):
+                assert same(cf(args[0], list(args[1])), want)
+            continue
+        exact_graph(f, *args)
