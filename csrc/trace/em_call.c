@@ -1958,6 +1958,12 @@ static EmStatus float_minmax(EmTracer *T, EmSym *fn, EmSym **all, int n, PyObjec
     return EM_OK;
 }
 
+static EmStatus known_numconv(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    (void)self;
+    if (kwnames || n != 1 || all[0]->kind != SYM_FLOAT) return CALL_NEXT;
+    return em_float_conv(T, fn->obj, all[0], out);
+}
+
 static EmStatus known_minmax(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     EmStatus st = known_keyed(T, fn, self, all, n, kwnames, out);
     if (st == CALL_NEXT) st = float_minmax(T, fn, all, n, kwnames, out);

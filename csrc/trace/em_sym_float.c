@@ -11,7 +11,8 @@
  *   constant is a SYM_FLOAT too, whose slot the guard computes with Python's own operator from
  *   its operands' slots (EMG_LOAD_OP; its type checked: a float); a comparison with one, and
  *   truth, guard the outcome (EMG_COMPARE), not the value: `v = loss.item() + 0.5; if v > 1:`
- *   compiles once per outcome of the branch.
+ *   compiles once per outcome of the branch; int(), round(), math.floor/ceil/trunc of one are
+ *   an int constant guarded as that call of it (`int(n)` compiles once per int), abs() a float.
  * - Anything else that needs it (an argument of any other call: torch.arange(s), interpolate's
  *   scale factor; str, attributes, operands of other kinds) pins it: the guard then checks its
  *   value, and it is a constant from then on (em_float_pin turns the sym into one).
@@ -112,6 +113,31 @@ static EmStatus float_op(EmTracer *T, PyObject *fn, const char *sym, EmSym *a, E
     s->src = slot;
     *out = s;
     return EM_OK;
+}
+
+EmStatus em_float_conv(EmTracer *T, PyObject *fn, EmSym *a, EmSym **out) {
+    if (fn == (PyObject *)&PyFloat_Type) return (*out = a), EM_OK; /* float(f) is f itself */
+    PyObject *name = PyObject_GetAttrString(fn, "__name__");
+    PyObject *sym = name ? PyUnicode_FromFormat("%U ", name) : NULL;
+    const char *u = sym ? PyUnicode_AsUTF8(sym) : NULL;
+    PyObject *r = u ? PyObject_CallOneArg(fn, a->obj) : NULL;
+    EmStatus st = EM_ERR;
+    if (!r && u) { /* int(inf), int(nan): pinned, and the call raises as Python's */
+        PyErr_Clear();
+        st = CALL_NEXT;
+    } else if (r && PyFloat_CheckExact(r)) { /* abs(f): a float input too */
+        st = float_op(T, fn, u, a, NULL, out);
+    } else if (r && PyLong_CheckExact(r)) { /* the int, guarded as fn(f): f may change within it */
+        int32_t slot = em_guard_op(T->P, fn, u, a->src, -1);
+        *out = slot < 0 || em_guard_check(T->P, EMG_EQ, slot, r, 0) ? NULL : em_sym_const(T, r);
+        st = *out ? EM_OK : EM_ERR;
+    } else if (r) {
+        st = CALL_NEXT;
+    }
+    Py_XDECREF(r);
+    Py_XDECREF(sym);
+    Py_XDECREF(name);
+    return st;
 }
 
 /* a CMP b of floats: a constant bool, the outcome guarded; CALL_NEXT as float_op. */

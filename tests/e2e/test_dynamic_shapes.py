@@ -786,6 +786,28 @@ def test_min_and_max_of_a_changing_float_guard_their_comparisons():
     assert frames() == 4, counters()
 
 
+def test_int_round_floor_of_a_changing_float_guard_the_int_not_the_float():
+    """int(), round(), math.floor/ceil/trunc of a float input are constants guarded as that call
+    of it: a new value compiles only when one of them changes (the float was pinned and every
+    value compiled: fuzz 2702 #690, `torch.zeros(int(v) % 3 + 1)` after an .item() break);
+    abs() and float() of it stay inputs; int(inf) raises as Python's."""
+    import math
+
+    def f(x, s):
+        return (torch.zeros(int(s) % 3 + 1) + x * abs(s) + float(s), round(s), math.floor(s), math.ceil(s),
+                math.trunc(-s))
+
+    cf = ember.compile(f)
+    run_all(f, cf, [(randn(2), s) for s in (0.25, 0.5, 0.75, 0.125, 0.3, 1.25, 1.375, 0.6)])
+    # the value (0.25); then round(s) == 0 with int(s) == 0 (0.5, then 0.125 and 0.3); round(s) == 1
+    # with int(s) == 0 (0.75, then 0.6); int(s) == 1 (1.25, then 1.375)
+    guards = ember.testing.entries(f)[0]["guards"]  # the newest compile's (the first pins every value)
+    assert "(int L['s']) == " in guards and "L['s'] ==" not in guards.replace("(int L['s'])", "")
+    assert frames() == 4, counters()
+    with pytest.raises(OverflowError):
+        cf(randn(2), float("inf"))
+
+
 class _Cfg:
     def __init__(self, val):
         self.val = val
