@@ -428,12 +428,55 @@ static PyObject *join_name(PyObject *prefix, PyObject *name) {
     return PyUnicode_GET_LENGTH(prefix) ? PyUnicode_FromFormat("%U.%U", prefix, name) : Py_NewRef(name);
 }
 
+/* The trace's own storage dict `attr` of mod: its copy where the trace changed a frame module's
+ * (self.act = m in forward), the dict sym of a module made in the trace; NULL (no error set)
+ * where the real one, guarded, answers. */
+static EmSym *traced_storage(EmTracer *T, EmSym *mod, const char *attr) {
+    if (mod->kind == SYM_NEW) {
+        EmSym *attrs = mod->items.len ? mod->items.data[0] : NULL;
+        PyObject *name = attrs && attrs->kind == SYM_DICT ? PyUnicode_FromString(attr) : NULL;
+        int i = name ? em_dict_find(attrs, name) : -1;
+        Py_XDECREF(name);
+        if (i == -2) PyErr_Clear();
+        return i >= 0 && attrs->items.data[i]->kind == SYM_DICT ? attrs->items.data[i] : NULL;
+    }
+    PyObject *md = em_obj_dict(mod->obj), *cur = md ? PyDict_GetItemString(md, attr) : NULL;
+    EmSym *changed = cur && PyDict_Check(cur) ? em_sym_mutated_of(T, cur) : NULL;
+    return changed && changed->kind == SYM_DICT ? changed : NULL;
+}
+
+static EmStatus walk_modules(EmTracer *T, EmSym *mod, PyObject *prefix, EmWalk *w, int depth);
+
+/* walk_modules over the children in a traced _modules dict c (traced_storage). */
+static EmStatus walk_traced_modules(EmTracer *T, EmSym *c, PyObject *prefix, EmWalk *w, int depth) {
+    for (int32_t i = 0; i < c->keys.len; i++) {
+        PyObject *k = c->keys.data[i];
+        EmSym *m = c->items.data[i];
+        if (m->kind == SYM_CONST && m->obj == Py_None) continue;
+        if (!PyUnicode_Check(k)) return em_trace_fail(T, EMA_VALUE, "a submodule with a non-str name");
+        if ((m->kind != SYM_OBJ && m->kind != SYM_NEW) || !em_is_module(m->obj))
+            return em_trace_fail(T, EMA_VALUE, "a submodule that is not a module object");
+        PyObject *sub = join_name(prefix, k);
+        EmStatus st = sub ? walk_modules(T, m, sub, w, depth + 1) : EM_ERR;
+        Py_XDECREF(sub);
+        if (st != EM_OK) return st;
+    }
+    return EM_OK;
+}
+
 /* named_modules() from mod: pre-order, each module once (by identity), None children skipped. */
 static EmStatus walk_modules(EmTracer *T, EmSym *mod, PyObject *prefix, EmWalk *w, int depth) {
     if (depth > 64) return em_trace_fail(T, EMA_VALUE, "module tree deeper than 64");
-    if (mod->src < 0) return em_trace_fail(T, EMA_VALUE, "members of a module made while tracing");
-    if (em_guard_check(T->P, EMG_TYPE, mod->src, (PyObject *)Py_TYPE(mod->obj), 0)) return EM_ERR;
-    int r = walk_seen(T, w, mod->obj, mod->src);
+    int r = 0;
+    if (mod->kind == SYM_NEW) { /* made in the trace: once by its sym */
+        for (int32_t i = 0; i < w->syms.len && !r; i++) r = w->syms.data[i] == mod;
+    } else if (mod->src < 0) {
+        return em_trace_fail(T, EMA_VALUE, "members of a module not read from the frame");
+    } else if (em_guard_check(T->P, EMG_TYPE, mod->src, (PyObject *)Py_TYPE(mod->obj), 0)) {
+        return EM_ERR;
+    } else {
+        r = walk_seen(T, w, mod->obj, mod->src);
+    }
     if (r) return r < 0 ? EM_ERR : EM_OK;
     if (em_vec_push(&w->syms, mod)) return PyErr_NoMemory(), EM_ERR;
     if (em_vec_push(&w->names, Py_NewRef(prefix))) {
@@ -441,6 +484,9 @@ static EmStatus walk_modules(EmTracer *T, EmSym *mod, PyObject *prefix, EmWalk *
         w->syms.len--;
         return PyErr_NoMemory(), EM_ERR;
     }
+    EmSym *traced = traced_storage(T, mod, "_modules");
+    if (traced) return walk_traced_modules(T, traced, prefix, w, depth);
+    if (mod->kind == SYM_NEW) return em_trace_fail(T, EMA_VALUE, "a module made while tracing without _modules");
     int32_t mslot;
     PyObject *d = module_storage(T, mod, "_modules", &mslot);
     if (!d)
@@ -486,8 +532,8 @@ static int walk_add(EmWalk *w, EmSym *m, PyObject *prefix, PyObject *k) {
     return 0;
 }
 
-/* walk_storage over the trace's copy c of a storage dict the trace changed (self.buf = t in
- * forward): its entries as they are now, each object once (one read from the frame by identity,
+/* walk_storage over a traced storage dict c (traced_storage: self.buf = t in forward, a module
+ * made in the trace): its entries as they are now, each object once (one read from the frame by identity,
  * guarded; one made in the trace by its sym). */
 static EmStatus walk_changed_storage(EmTracer *T, EmSym *c, const char *attr, PyObject *prefix, EmWalk *w) {
     for (int32_t i = 0; i < c->keys.len; i++) {
@@ -512,9 +558,9 @@ static EmStatus walk_changed_storage(EmTracer *T, EmSym *c, const char *attr, Py
  * None entries skipped (guarded None), each object once (walk_seen), named prefix.key. */
 static EmStatus walk_storage(EmTracer *T, EmSym *mod, const char *attr, PyObject *prefix, EmWalk *w) {
     int32_t dslot;
-    PyObject *md = em_obj_dict(mod->obj), *cur = md ? PyDict_GetItemString(md, attr) : NULL;
-    EmSym *changed = cur && PyDict_Check(cur) ? em_sym_mutated_of(T, cur) : NULL;
-    if (changed && changed->kind == SYM_DICT) return walk_changed_storage(T, changed, attr, prefix, w);
+    EmSym *traced = traced_storage(T, mod, attr);
+    if (traced) return walk_changed_storage(T, traced, attr, prefix, w);
+    if (mod->kind == SYM_NEW) return em_trace_fail(T, EMA_VALUE, "a module made while tracing without %s", attr);
     PyObject *d = module_storage(T, mod, attr, &dslot);
     if (!d)
         return PyErr_Occurred()

@@ -3110,6 +3110,34 @@ class _EmaBuffers(torch.nn.Module):
         return self.lin(x) + self.running, n, names, [k for k, _ in self.named_parameters()]
 
 
+class _SwapsChildren(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.other = torch.nn.Linear(3, 1)
+        self.register_buffer("b", torch.zeros(2))
+
+    def forward(self, x):
+        self.act = torch.nn.Tanh()  # a module made in the trace, with no members
+        self.extra = torch.nn.Linear(2, 2)  # one with its own parameters
+        self.lin2 = self.other  # a module of the frame under a second name: once
+        n = sum(p.numel() for p in self.parameters())
+        return (x * n, [k for k, _ in self.named_parameters()], [k for k, _ in self.named_modules()],
+                [k for k, _ in self.named_buffers()])
+
+
+def test_member_walks_after_modules_changed_in_forward():
+    # parameters()/named_modules() after the trace set submodules (fuzz 2702 #170: `self.act =
+    # Tanh()` then `self.parameters()` ran the frame as plain Python) walk the trace's _modules,
+    # into modules made in the trace
+    x = randn(3)
+    want = _SwapsChildren()(x)
+    for _ in range(2):
+        assert_same(ember.compile(_SwapsChildren(), fullgraph=True)(x)[1:], want[1:])
+    got = ember.compile(_SwapsChildren(), fullgraph=True)(x)
+    assert torch.equal(got[0], want[0])
+
+
 def test_member_walks_after_buffers_changed_in_forward():
     # named_buffers()/buffers() after the trace changed _buffers walk the trace's copy, as
     # nn.Module's _named_members does: None skipped, each tensor once, in the dict's order
