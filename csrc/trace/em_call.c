@@ -1279,6 +1279,14 @@ static EmStatus known_getattr(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, 
     return CALL_NEXT;
 }
 
+static EmStatus known_callable(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                               EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (kwnames || n != 1 || (all[0]->kind != SYM_BOUND && all[0]->kind != SYM_PARTIAL)) return CALL_NEXT;
+    return (*out = em_sym_const(T, Py_True)) ? EM_OK : EM_ERR;
+}
+
 static EmStatus known_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;

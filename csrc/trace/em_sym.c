@@ -1897,10 +1897,9 @@ static EmStatus type_attr(EmTracer *T, EmSym *base, PyObject *name, int method, 
         int fixed = !mattr && !(Py_TYPE(cls)->tp_flags & Py_TPFLAGS_HEAPTYPE); /* absent for good from builtins */
         for (Py_ssize_t i = 0; fixed && mro && i < PyTuple_GET_SIZE(mro); i++)
             fixed = !(((PyTypeObject *)PyTuple_GET_ITEM(mro, i))->tp_flags & Py_TPFLAGS_HEAPTYPE);
-        if (fixed) { /* hasattr(int, "x") may use the absence */
-            T->missing_attr = 1;
-            T->missing_handlers = T->handlers;
-        }
+        if (fixed) /* absent for good: Python's AttributeError, in the trace */
+            return em_trace_raise_msg(T, PyExc_AttributeError, "type object '%s' has no attribute '%U'", cls->tp_name,
+                                      name);
         return em_trace_fail(T, EMA_ATTR, "%s.%s (not found on the class)", cls->tp_name, n);
     }
     /* the owner's dict entry is guarded: a class attribute reassigned later is noticed */
@@ -2337,6 +2336,14 @@ EmStatus em_sym_const_attr(EmTracer *T, EmSym *base, PyObject *name, int method,
         Py_XDECREF(items);
         *out = d;
         return d ? EM_OK : EM_ERR;
+    }
+    if (PyType_Check(base->obj) && PyMethod_Check(v) && PyMethod_GET_SELF(v) == base->obj &&
+        PyFunction_Check(PyMethod_GET_FUNCTION(v))) { /* a classmethod of a class made in the trace (_make) */
+        PyObject *f = Py_NewRef(PyMethod_GET_FUNCTION(v));
+        Py_DECREF(v);
+        EmStatus st = em_sym_method(T, f, base, method, out, self);
+        Py_DECREF(f);
+        return st;
     }
     /* an exception's chain (__context__, __cause__) of exceptions the trace made or raised */
     int chained = PyExceptionInstance_Check(base->obj) && PyExceptionInstance_Check(v);

@@ -3149,3 +3149,27 @@ def test_member_walks_after_buffers_changed_in_forward():
         want, got = m1(x), cm(x)
         assert_same(got, want)
         assert torch.equal(m1.running, m2.running) and torch.equal(m1.spare, m2.spare) and m2.alias is m2.running
+
+
+def test_missing_attribute_of_a_builtin_class_raises_in_the_trace():
+    # absent for good from a builtin class: Python's AttributeError, caught in the trace
+    def f(x):
+        def g(y):
+            return y + 1
+
+        try:
+            type(g).__exit__
+        except AttributeError as e:
+            return x.sin(), str(e), hasattr(int, "zz"), getattr(list, "qq", 3)
+        return x.cos()
+
+    one_graph(f, randn(2))
+
+
+def test_classmethods_of_a_namedtuple_class_made_in_the_trace():
+    def f(a):
+        cls = collections.namedtuple("Foo", ["x", "y"])
+        p = cls._make([a, 2])
+        return p.x * p.y, tuple(p), callable(getattr(cls, "_make", None)), callable(p._replace)
+
+    one_graph(f, randn(2))
