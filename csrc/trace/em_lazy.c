@@ -71,7 +71,9 @@ EmSym *em_gen_call(EmTracer *T, const EmSym *it, EmSym **fn) {
 
 int em_lazy_parts(const EmSym *it, EmSym **fn, EmSym ***srcs, int *n) {
     const EmLazy *L = it->lazy;
-    if (!L || L->done || (L->kind != EM_LAZY_MAP && L->kind != EM_LAZY_FILTER) || it->items.len != it->pos) return 0;
+    if (!L || L->done || (L->kind != EM_LAZY_MAP && L->kind != EM_LAZY_FILTER && L->kind != EM_LAZY_ZIP) || L->strict ||
+        it->items.len != it->pos)
+        return 0;
     *fn = L->fn;
     *srcs = L->srcs;
     *n = L->nsrc;

@@ -529,15 +529,16 @@ static EmStatus out_live_iter(EmTracer *T, EmSym *s, int depth) {
     return st == EM_OK ? build_out(T, is_enum ? next->items.data[0] : ws, depth + 1) : st;
 }
 
-/* A map or filter the trace has not run to its end: map(fn, *sources) (filter(fn, source)) made
- * after the graph over its sources where the trace left them, so Python makes the rest of its
- * items lazily, as it would have. */
+/* A map, filter or zip the trace has not run to its end: map(fn, *sources) (filter(fn, source),
+ * zip(*sources)) made after the graph over its sources where the trace left them, so Python
+ * makes the rest of its items lazily, as it would have. */
 static EmStatus out_lazy_map(EmTracer *T, EmSym *s, EmSym *fn, EmSym **srcs, int n, int depth) {
     if (s->out_at >= 0) return same_out(T, s);
     s->out_at = T->out.len;
-    EmStatus st = push_out(T, (EmOut){.kind = OUT_CALL, .v = 1 + n, .obj = Py_NewRef(s->seq_type)});
-    EmSym *f = fn ? fn : em_sym_const(T, Py_None);
-    if (st == EM_OK) st = f ? build_out(T, f, depth + 1) : EM_ERR;
+    int zip = s->seq_type == (PyObject *)&PyZip_Type;
+    EmStatus st = push_out(T, (EmOut){.kind = OUT_CALL, .v = !zip + n, .obj = Py_NewRef(s->seq_type)});
+    EmSym *f = zip ? NULL : fn ? fn : em_sym_const(T, Py_None);
+    if (st == EM_OK && !zip) st = f ? build_out(T, f, depth + 1) : EM_ERR;
     for (int i = 0; st == EM_OK && i < n; i++) st = build_out(T, srcs[i], depth + 1);
     return st;
 }

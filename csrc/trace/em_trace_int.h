@@ -564,8 +564,8 @@ EmStatus em_lazy_itertools(EmTracer *T, PyObject *f, EmSym **args, int n, PyObje
 EmStatus em_lazy_step(EmTracer *T, EmSym *it, int *made);
 /* 1 when lazy iterator it has made its last item. */
 int em_lazy_done(const EmSym *it);
-/* A map or filter not at its end whose items made so far were all taken: 1 with its function
- * (NULL: filter(None, ...)) and source iterators, else 0. */
+/* A map, filter or zip (not strict) not at its end whose items made so far were all taken: 1
+ * with its function (NULL: filter(None, ...), zip) and source iterators, else 0. */
 int em_lazy_parts(const EmSym *it, EmSym **fn, EmSym ***srcs, int *n);
 /* The arguments that make a lazy itertools.repeat or count in the state it was left in (args
  * room for 2): 1 with args[0..*n) set, 0 for other iterators, -1 on error. */

@@ -465,3 +465,21 @@ def test_zip_of_lists_reads_the_lists_as_they_are_at_each_step():
                 assert same(cf(args[0], list(args[1])), want)
             continue
         exact_graph(f, *args)
+
+
+def test_lazy_zip_left_partly_consumed_is_returned_over_its_sources():
+    # a zip over a lazy map leaves the trace as zip(*sources) where the trace left them, so
+    # Python makes the rest of its items lazily (it aborted: "a lazy iterator (zip) left the trace")
+    def whole(a):
+        return zip([1, 2, 3], map(lambda x: x + 1, [1, 2, 3])), a + 1
+
+    def started(a):
+        z = zip([a, a * 2, a * 3], map(lambda x: x + 1, [1, 2, 3]))
+        first = next(z)
+        return z, first
+
+    for f in (whole, started):
+        x = torch.ones(2)
+        got, want = ember.compile(f, fullgraph=True)(x), f(x)
+        assert type(got[0]) is zip
+        assert same(list(got[0]), list(want[0])) and same(got[1], want[1])
