@@ -1068,6 +1068,18 @@ def test_iterating_a_tensor_is_unbind():
         ember.compile(lambda t: [v for v in t])(torch.tensor(1.0))
 
 
+def test_tensor_dunder_iter_called_is_iter():
+    def f(x):
+        for y in x.__iter__():  # rows, each a view: the in-place add writes into x
+            y.add_(1.0)
+        return y
+
+    x1, x2 = randn(3, 2), randn(3, 2)
+    x2.copy_(x1)
+    assert_same(ember.compile(f, fullgraph=True)(x1), f(x2))
+    assert_same(x1, x2)
+
+
 from typing import Dict, List, Optional  # noqa: E402
 
 
