@@ -700,6 +700,11 @@ def zip_at(pos, whats, *args):
     return zip(*[iter(a) if w is None else iter_at(a, pos, w) for a, w in zip(args, whats)])
 
 
+def accumulate_of(src, func, initial):
+    """itertools.accumulate(src, func, initial=initial) not started when it leaves a trace."""
+    return itertools.accumulate(src, func, initial=initial)
+
+
 def _pairwise(items):
     return itertools.pairwise([items[0][0], *(p[1] for p in items)] if items else ())
 

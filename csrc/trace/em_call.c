@@ -1665,16 +1665,28 @@ static EmStatus known_lazy(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int
     (void)self;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     if (fn->obj == EM_KNOWN(it_count)) {
-        PyObject *v[2] = {NULL, NULL}; /* start, step: positional or by keyword */
+        EmSym *v[2] = {NULL, NULL}; /* start, step: positional or by keyword; a symbolic int pinned */
         for (int i = 0; i < n; i++) {
             int at = i < n - nkw
                          ? i
                          : PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i - (n - nkw)), "step") == 0;
-            if (at > 1 || v[at] || all[i]->kind != SYM_CONST || !PyNumber_Check(all[i]->obj))
+            if (all[i]->kind == SYM_INT && em_sym_specialize(T, all[i]) != EM_OK) return EM_ERR;
+            if (at > 1 || v[at] ||
+                (all[i]->kind != SYM_INT && (all[i]->kind != SYM_CONST || !PyNumber_Check(all[i]->obj))))
                 return em_trace_fail(T, EMA_CALL, "itertools.count of these arguments");
-            v[at] = all[i]->obj;
+            v[at] = all[i];
         }
-        return em_lazy_make(T, EM_LAZY_COUNT, NULL, NULL, 0, v[0], v[1], out);
+        PyObject *num[2] = {NULL, NULL};
+        for (int i = 0; i < 2; i++)
+            num[i] = !v[i]                   ? NULL
+                     : v[i]->kind == SYM_INT ? PyLong_FromLongLong(em_size_hint(&T->sizes, v[i]->expr))
+                                             : Py_NewRef(v[i]->obj);
+        EmStatus st = (v[0] && !num[0]) || (v[1] && !num[1])
+                          ? EM_ERR
+                          : em_lazy_make(T, EM_LAZY_COUNT, NULL, NULL, 0, num[0], num[1], out);
+        Py_XDECREF(num[0]);
+        Py_XDECREF(num[1]);
+        return st;
     }
     if (nkw) return CALL_NEXT;
     if (fn->obj == EM_KNOWN(map) && n >= 2)

@@ -80,9 +80,38 @@ int em_lazy_parts(const EmSym *it, EmSym **fn, EmSym ***srcs, int *n) {
     return 1;
 }
 
-int em_lazy_remake(EmTracer *T, const EmSym *it, EmSym **args, int *n) {
+int em_lazy_remake(EmTracer *T, const EmSym *it, EmSym **args, int *n, const char **helper) {
     const EmLazy *L = it->lazy;
-    if (!L || L->done || it->items.len != it->pos || (L->kind != EM_LAZY_REPEAT && L->kind != EM_LAZY_COUNT)) return 0;
+    *helper = NULL;
+    if (!L || L->done || it->items.len != it->pos) return 0;
+    if ((L->kind == EM_LAZY_ACCUMULATE || L->kind == EM_LAZY_CYCLE) && !L->cnt && !L->cur && !L->saved.len) {
+        args[0] = L->srcs[0]; /* not started: made again over its source where the trace left it */
+        *n = 1;
+        if (L->kind == EM_LAZY_CYCLE) return 1;
+        *helper = "accumulate_of"; /* accumulate(src, func, initial=...) */
+        args[1] = L->fn ? L->fn : em_sym_const(T, Py_None);
+        args[2] = L->total ? L->total : em_sym_const(T, Py_None);
+        *n = 3;
+        return args[1] && args[2] ? 1 : -1;
+    }
+    if (L->kind == EM_LAZY_ISLICE) { /* islice(src, next index, stop, step), counted from where src is */
+        PyObject *v[3] = {PyLong_FromLongLong(L->nxt - L->cnt),
+                          L->stop == -1 ? Py_NewRef(Py_None) : PyLong_FromLongLong(L->stop - L->cnt),
+                          PyLong_FromLongLong(L->stride)};
+        args[0] = L->srcs[0];
+        for (int i = 0; i < 3; i++) {
+            args[i + 1] = v[i] ? em_sym_const(T, v[i]) : NULL;
+            Py_XDECREF(v[i]);
+        }
+        *n = 4;
+        return args[1] && args[2] && args[3] ? 1 : -1;
+    }
+    if (L->kind == EM_LAZY_CHAIN && L->nsrc - L->cur <= 4) { /* chain(*the sources left) */
+        *n = L->nsrc - L->cur;
+        for (int i = 0; i < *n; i++) args[i] = L->srcs[L->cur + i];
+        return 1;
+    }
+    if (L->kind != EM_LAZY_REPEAT && L->kind != EM_LAZY_COUNT) return 0;
     if (L->kind == EM_LAZY_COUNT) { /* count(next, step) */
         args[0] = em_sym_const(T, L->next);
         args[1] = args[0] ? em_sym_const(T, L->step) : NULL;
@@ -720,7 +749,25 @@ static EmStatus lazy_accumulate(EmTracer *T, EmSym **args, int n, PyObject *kwna
     return st;
 }
 
+/* The positions of f's arguments that are iterables (-1: every positional one), as a bit mask. */
+static unsigned iterable_args(PyObject *f) {
+    if (f == EM_KNOWN(it_chain) || f == EM_KNOWN(it_product) || f == EM_KNOWN(it_zip_longest)) return ~0u;
+    if (f == EM_KNOWN(it_compress)) return 3u;
+    return f == EM_KNOWN(it_islice) || f == EM_KNOWN(it_pairwise) || f == EM_KNOWN(it_permutations) ||
+                   f == EM_KNOWN(it_combinations) || f == EM_KNOWN(it_combinations_r) || f == EM_KNOWN(it_cycle) ||
+                   f == EM_KNOWN(it_accumulate)
+               ? 1u
+               : 0u;
+}
+
 EmStatus em_lazy_itertools(EmTracer *T, PyObject *f, EmSym **args, int n, PyObject *kwnames, EmSym **out) {
+    unsigned its = iterable_args(f);
+    int npos = n - (kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0);
+    for (int i = 0; i < npos && i < 32; i++) /* a tensor iterated: its rows, as iter(x) */
+        if ((its >> i & 1u) && args[i]->kind == SYM_TENSOR) {
+            EmStatus st = em_iter_of(T, args[i], &args[i]);
+            if (st != EM_OK) return st;
+        }
     if (f == EM_KNOWN(it_repeat)) return lazy_repeat(T, args, n, kwnames, out);
     if (f == EM_KNOWN(it_accumulate)) return lazy_accumulate(T, args, n, kwnames, out);
     if (f == EM_KNOWN(it_cycle) && n == 1 && !kwnames)

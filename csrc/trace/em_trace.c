@@ -543,11 +543,13 @@ static EmStatus out_lazy_map(EmTracer *T, EmSym *s, EmSym *fn, EmSym **srcs, int
     return st;
 }
 
-/* An iterator made again by its type, called on args (em_lazy_remake), once per output. */
-static EmStatus out_remade(EmTracer *T, EmSym *s, EmSym **args, int n, int depth) {
+/* An iterator made again by its type (or the ember._rules function helper), called on args
+ * (em_lazy_remake), once per output. */
+static EmStatus out_remade(EmTracer *T, EmSym *s, EmSym **args, int n, const char *helper, int depth) {
     if (s->out_at >= 0) return same_out(T, s);
     s->out_at = T->out.len;
-    EmStatus st = push_out(T, (EmOut){.kind = OUT_CALL, .v = n, .obj = Py_NewRef(s->seq_type)});
+    EmStatus st = helper ? push_helper_call(T, helper, n)
+                         : push_out(T, (EmOut){.kind = OUT_CALL, .v = n, .obj = Py_NewRef(s->seq_type)});
     for (int i = 0; st == EM_OK && i < n; i++) st = build_out(T, args[i], depth + 1);
     return st;
 }
@@ -575,9 +577,10 @@ static EmStatus out_iter(EmTracer *T, EmSym *s, int depth) {
         EmSym *fn, **srcs, *call;
         int n;
         if (em_lazy_parts(s, &fn, &srcs, &n)) return out_lazy_map(T, s, fn, srcs, n, depth);
-        EmSym *remade[2];
-        int r = em_lazy_remake(T, s, remade, &n); /* repeat(x[, left]), count(next, step) */
-        if (r) return r < 0 ? EM_ERR : out_remade(T, s, remade, n, depth);
+        EmSym *remade[4];
+        const char *helper;
+        int r = em_lazy_remake(T, s, remade, &n, &helper); /* repeat(x[, left]), count(next, step)... */
+        if (r) return r < 0 ? EM_ERR : out_remade(T, s, remade, n, helper, depth);
         EmSym *obj = em_lazy_next_obj(s); /* a user iterator: the object itself, in its state */
         if (obj) return build_out(T, obj, depth + 1);
         if ((call = em_gen_call(T, s, &fn))) { /* a generator not started: made by its call again */

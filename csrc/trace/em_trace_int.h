@@ -567,9 +567,11 @@ int em_lazy_done(const EmSym *it);
 /* A map, filter or zip (not strict) not at its end whose items made so far were all taken: 1
  * with its function (NULL: filter(None, ...), zip) and source iterators, else 0. */
 int em_lazy_parts(const EmSym *it, EmSym **fn, EmSym ***srcs, int *n);
-/* The arguments that make a lazy itertools.repeat or count in the state it was left in (args
- * room for 2): 1 with args[0..*n) set, 0 for other iterators, -1 on error. */
-int em_lazy_remake(EmTracer *T, const EmSym *it, EmSym **args, int *n);
+/* The arguments that make a lazy itertools.repeat, count, islice or chain (of up to 4 sources
+ * left) in the state it was left in, or an accumulate or cycle not started (args room for 4): 1 with args[0..*n) set and *helper the
+ * ember._rules function to call on them (NULL: the iterator's type), 0 for other iterators,
+ * -1 on error. */
+int em_lazy_remake(EmTracer *T, const EmSym *it, EmSym **args, int *n, const char **helper);
 /* Iteration over user object obj (an instance made while tracing or from the frame) whose class
  * has a Python __next__: a lazy ITER sym calling it per item (StopIteration ends it). */
 EmStatus em_lazy_next_of(EmTracer *T, EmSym *obj, EmSym **out);

@@ -296,6 +296,52 @@ def test_itertools_repeat_and_count_left_partly_consumed_are_returned_in_their_s
     assert list(got[6]) == list(want[6]) and list(got[7]) == list(want[7])
 
 
+def test_itertools_left_unfinished_leave_the_trace_in_their_state():
+    """islice and chain partly consumed, accumulate and cycle not started: each leaves the trace
+    as a new one of its type over its sources where the trace left them; a tensor given as an
+    iterable is iterated by rows."""
+    import itertools
+
+    def f(x):
+        src = iter([x, x + 1, x + 2, x + 3, x + 4])
+        s = itertools.islice(src, 1, None, 2)
+        first = next(s)
+        c = itertools.chain([x], map(lambda k: x * k, range(3)))
+        c0 = next(c)
+        c1 = next(c)
+        return (first, s, src, c, c0, c1, itertools.accumulate([x, x], lambda a, b: a * b + 1, initial=x),
+                itertools.cycle([x, 1]), itertools.islice(x, 1, 3), list(itertools.pairwise(x)))
+
+    x = randn(4, 2)
+    want, got = f(x), ember.compile(f, fullgraph=True)(x)
+    assert [type(v) for v in got] == [type(v) for v in want]
+    assert_same(got[0], want[0])
+    assert_same(next(got[1]), next(want[1]))
+    assert_same(list(got[2]), list(want[2]))  # the source the islice shares, where it left it
+    assert_same(list(got[1]), list(want[1]))
+    assert_same(list(got[3]), list(want[3]))
+    assert_same(got[4:6], want[4:6])
+    assert_same(list(got[6]), list(want[6]))
+    assert_same([next(got[7]) for _ in range(5)], [next(want[7]) for _ in range(5)])
+    assert_same(list(got[8]), list(want[8]))
+    assert_same(got[9], want[9])
+
+
+def test_itertools_count_of_changing_int_arguments_is_pinned():
+    import itertools
+
+    def f(x, args):
+        for i in itertools.count(*args):
+            x = x + i
+            if i > 12 or i < -2:
+                break
+        return x
+
+    cf = ember.compile(f, fullgraph=True)
+    for args in ([], [10], [5, -1], [3, 2]):
+        assert_same(cf(randn(2), list(args)), f(randn(2), list(args)))
+
+
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_size_numel(dynamic):
     def f(x):
