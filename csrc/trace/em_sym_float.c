@@ -12,7 +12,8 @@
  *   its operands' slots (EMG_LOAD_OP; its type checked: a float); a comparison with one, and
  *   truth, guard the outcome (EMG_COMPARE), not the value: `v = loss.item() + 0.5; if v > 1:`
  *   compiles once per outcome of the branch; int(), round(), math.floor/ceil/trunc of one are
- *   an int constant guarded as that call of it (`int(n)` compiles once per int), abs() a float.
+ *   an int read from that call of it (guarded by value, then a symbolic int once it changed, as
+ *   any int of the frame), abs() a float.
  * - Anything else that needs it (an argument of any other call: torch.arange(s), interpolate's
  *   scale factor; str, attributes, operands of other kinds) pins it: the guard then checks its
  *   value, and it is a constant from then on (em_float_pin turns the sym into one).
@@ -127,10 +128,12 @@ EmStatus em_float_conv(EmTracer *T, PyObject *fn, EmSym *a, EmSym **out) {
         st = CALL_NEXT;
     } else if (r && PyFloat_CheckExact(r)) { /* abs(f): a float input too */
         st = float_op(T, fn, u, a, NULL, out);
-    } else if (r && PyLong_CheckExact(r)) { /* the int, guarded as fn(f): f may change within it */
+    } else if (r && PyLong_CheckExact(r)) { /* the int read from fn(f) (f may change within it):
+                                              * guarded by value, or a symbolic int once it changed */
         int32_t slot = em_guard_op(T->P, fn, u, a->src, -1);
-        *out = slot < 0 || em_guard_check(T->P, EMG_EQ, slot, r, 0) ? NULL : em_sym_const(T, r);
-        st = *out ? EM_OK : EM_ERR;
+        st = EM_ERR;
+        *out = slot < 0 ? NULL : em_sym_wrap(T, r, slot, &st);
+        st = *out ? EM_OK : st == EM_OK ? EM_ERR : st;
     } else if (r) {
         st = CALL_NEXT;
     }

@@ -771,8 +771,9 @@ EmSym *em_float_input(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st);
 /* Pins a SYM_FLOAT (its value guarded; the sym becomes a constant); no-op for other kinds. */
 EmStatus em_float_pin(EmTracer *T, EmSym *s);
 /* fn(a) for a SYM_FLOAT a and fn int, float, round, abs, math.floor/ceil/trunc: float(a) is a,
- * an int result a constant guarded as fn(a) (EMG_LOAD_OP then EMG_EQ), a float result a
- * SYM_FLOAT; CALL_NEXT where fn raises (the caller pins a). */
+ * an int result the int read from the guard's fn(a) (EMG_LOAD_OP; a constant guarded by value,
+ * or a symbolic int once it changed), a float result a SYM_FLOAT; CALL_NEXT where fn raises
+ * (the caller pins a). */
 EmStatus em_float_conv(EmTracer *T, PyObject *fn, EmSym *a, EmSym **out);
 /* The graph argument of a SYM_FLOAT: its input, or (outside a pointwise operator) pinned. */
 int32_t em_float_arg(EmTracer *T, EmSym *s, EmStatus *st);

@@ -808,6 +808,18 @@ def test_int_round_floor_of_a_changing_float_guard_the_int_not_the_float():
         cf(randn(2), float("inf"))
 
 
+def test_int_of_a_changing_float_becomes_a_symbolic_int():
+    # int(v) of the .item() crossing a break: guarded by value, then (once it changed) a symbolic
+    # int like any int of the frame, so sizes made from it compile once
+    def f(x):
+        v = x.sum().item()
+        return torch.zeros(int(v) % 3 + 1) + x.sum(), torch.ones(int(v)).sum()
+
+    cf = ember.compile(f)
+    run_all(f, cf, [(torch.tensor([2.5 * k, 0.25]),) for k in range(1, 9)])
+    assert frames() <= 4, counters()  # the frame; the resume function: the value, any float, any int
+
+
 class _Cfg:
     def __init__(self, val):
         self.val = val
