@@ -1504,6 +1504,20 @@ def _check_same_dtype(fn, args, kwargs):
                            f"{sorted(map(str, dts))}")
 
 
+def _check_resized_out(fn, args, kwargs, given):
+    """fn(..., out=t) resized t: CPU and CUDA kernels built on TensorIterator give it the
+    functional result's strides (following the inputs' layout) where the meta kernel makes it
+    contiguous, other kernels keep it contiguous. Where the two layouts differ the meta answer
+    cannot be trusted: the call is not traced."""
+    try:
+        functional = fn(*args, **{k: v for k, v in kwargs.items() if k != "out"})
+    except Exception:
+        functional = None
+    if not isinstance(functional, torch.Tensor) or functional.stride() != given.stride():
+        raise NotImplementedError(f"{getattr(fn, '__name__', fn)}(out=) resizing its output: the layout eager "
+                                  "gives it depends on the kernel")
+
+
 def run(fn, args, kwargs, device):
     """Runs fn on meta values; returns (result, device of the result)."""
     kind = _MOVES.get(fn)
@@ -1530,12 +1544,16 @@ def run(fn, args, kwargs, device):
                 raise NotImplementedError(f"{getattr(fn, '__name__', fn)} of no tensor takes no device") from None
             out = fn(*args, **kwargs)
     else:
+        given = kwargs.get("out")
+        before = tuple(given.shape) if isinstance(given, torch.Tensor) else None
         try:
             out = _memo_run(fn, args, kwargs)
         except RuntimeError as e:
             if "cannot be called on meta tensors" not in str(e) or not any(t.dim() == 0 for t in _tensors((args, kwargs))):
                 raise
             out = _run_scalar_values(fn, args, kwargs, e, device)
+        if before is not None and tuple(given.shape) != before:
+            _check_resized_out(fn, args, kwargs, given)
     if not _all_meta(out):
         raise NotImplementedError("creates tensor data while tracing")
     return out, device if device is not None else torch.device("cpu")

@@ -30,6 +30,22 @@ def test_out_argument_that_is_resized():
     assert torch.equal(got, expected) and torch.equal(z_c, z_e)
 
 
+def test_out_argument_resized_from_transposed_inputs_has_eagers_layout():
+    # a TensorIterator kernel gives the resized out= tensor its inputs' layout where the meta
+    # kernel makes it contiguous (fuzz 2704 #678: is_contiguous() took the wrong branch): the op
+    # is not traced (a break), every layout query answers as eager
+    def fn(y):
+        t = torch.add(y, y, out=torch.empty(0))
+        return (t * 2 if t.is_contiguous() else t.t()), t.stride()
+
+    for y in (torch.randn(2, 3).t(), torch.randn(3, 2)):
+        got, want = ember.compile(fn)(y), fn(y)
+        assert torch.equal(got[0], want[0]) and got[1] == want[1]
+    ember.reset()
+    with pytest.raises(ember.Unsupported, match="resizing its output"):
+        ember.compile(fn, fullgraph=True)(torch.randn(2, 3).t())
+
+
 def test_inputs_sharing_storage_without_a_view_relation():
     def fn(x):
         d = x.data
