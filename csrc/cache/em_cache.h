@@ -43,9 +43,11 @@ typedef struct EmEntry {
     int nargs;              /* argument slots of the frame, passed on to tcode */
     PyObject *tfunc;        /* owned: function of tcode (frames of a function without a closure) */
     char *break_reason;     /* owned: "file:line: reason" of the break */
-    int rerun_ok;           /* its graph changes nothing outside its results (no mutation, random
-                             * draw or state but grad mode, which a failure restores): when it
-                             * raises, the frame may run again as plain Python */
+    int32_t rerun_limit;    /* when its graph raises at a node before this one (or at it, with
+                             * rerun_meta), nothing changed outside the graph's results (no mutation,
+                             * random draw or state but grad mode, which a failure restores): the
+                             * frame may run again as plain Python (em_trace_rerun_limit) */
+    int rerun_meta;
 } EmEntry;
 
 typedef enum { EMX_COMPILE = 0, EMX_SKIP = 1, EMX_FALLBACK = 2 } EmExtraMode;

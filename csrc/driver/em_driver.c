@@ -413,7 +413,7 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
     }
     e->op_count = em_ir_op_count(&G);
     e->ninputs = G.ninputs;
-    if ((e->rerun_ok = em_trace_rerun_ok(&T)) < 0) goto done;
+    if (em_trace_rerun_limit(&T, &e->rerun_limit, &e->rerun_meta) < 0) goto done;
     PyObject *in_syms = backend > 0 ? em_trace_input_syms(&T) : NULL;
     if (backend > 0 && !in_syms) goto done;
     EmCompiled *C = em_rt_compile(&G, T.out.data, T.out.len, T.input_slots.data, T.input_slots.len);

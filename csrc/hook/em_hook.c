@@ -236,9 +236,10 @@ static PyObject *transformed_func(EmEntry *e, PyFunctionObject *fn) {
  * changed nothing outside the graph, so the frame runs as plain Python instead, raising where
  * and as eager does, after the side effects that come before it. */
 static PyObject *run_entry(EmEntry *e, PyObject **slots, EmPyFrame *f, PyFunctionObject *fn, int flags, int *rerun) {
-    int ops_raised;
-    PyObject *r = em_rt_call((EmCompiled *)e->compiled, slots, &ops_raised); /* hook already off (em_eval) */
-    if (!r && ops_raised && e->rerun_ok && PyErr_ExceptionMatches(PyExc_Exception)) {
+    int32_t at;
+    PyObject *r = em_rt_call((EmCompiled *)e->compiled, slots, &at); /* hook already off (em_eval) */
+    int unchanged = at >= 0 && (at < e->rerun_limit || (at == e->rerun_limit && e->rerun_meta));
+    if (!r && unchanged && PyErr_ExceptionMatches(PyExc_Exception)) {
         PyErr_Clear();
         em_state.n_reruns++;
         *rerun = 1;

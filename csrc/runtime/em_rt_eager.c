@@ -502,17 +502,18 @@ static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *con
     }
 }
 
-EM_NEW PyObject *em_rt_call(EmCompiled *C, PyObject *const *slots, int *ops_raised) {
+EM_NEW PyObject *em_rt_call(EmCompiled *C, PyObject *const *slots, int32_t *failed_at) {
     const EmGraph *G = &C->G;
     int32_t n = G->nodes.len;
     PyObject *stackvals[64], **vals = n <= 64 ? stackvals : PyMem_Calloc((size_t)n, sizeof(PyObject *));
     PyObject *res = NULL;
-    *ops_raised = 0;
+    *failed_at = -1;
     if (!vals) return PyErr_NoMemory();
     int32_t r = 0;
     if (C->py_state == EMR_PY_PENDING || C->py_state == EMR_PY_READY) {
         memset(vals, 0, sizeof(PyObject *) * (size_t)n);
-        int rc = em_rt_py_run(C, slots, vals, ops_raised);
+        int ops_raised = 0, rc = em_rt_py_run(C, slots, vals, &ops_raised);
+        if (ops_raised) *failed_at = n; /* somewhere in the graph */
         if (rc < 0) goto done; /* r = 0: em_rt_py_run left nothing in vals */
         if (rc == 0) r = n;    /* the outputs are in vals; the rest stays NULL */
     }
@@ -520,7 +521,7 @@ EM_NEW PyObject *em_rt_call(EmCompiled *C, PyObject *const *slots, int *ops_rais
         const EmNode *nd = &G->nodes.data[r];
         vals[r] = nd->op == EMOP_INPUT ? Py_NewRef(slots[C->input_slots[nd->aux]]) : run_node(G, nd, vals);
         if (!vals[r]) {
-            *ops_raised = 1;
+            *failed_at = r;
             goto done;
         }
         for (int32_t k = C->free_at[r]; k < C->free_at[r + 1]; k++) Py_CLEAR(vals[C->frees[k]]);

@@ -61,10 +61,11 @@ typedef enum {
 EmCompiled *em_rt_compile(EmGraph *G, EmOut *out, int32_t nout, const int32_t *input_slots, int32_t nin);
 void em_rt_free(EmCompiled *C);
 /* Runs the graph on the guard slots of a passed guard program; returns the frame's return
- * value (new reference) or NULL with an exception set; *ops_raised is then 1 when the
- * exception came from one of the graph's ops (no output, store or other side effect of the
- * output tree ran), else 0. */
-EM_NEW PyObject *em_rt_call(EmCompiled *C, PyObject *const *slots, int *ops_raised);
+ * value (new reference) or NULL with an exception set; *failed_at is then the index of the
+ * graph's node that raised (the node count when the graph ran on a Python backend) when the
+ * exception came from the graph's ops (no output, store or other side effect of the output tree
+ * ran), else -1. */
+EM_NEW PyObject *em_rt_call(EmCompiled *C, PyObject *const *slots, int32_t *failed_at);
 /* Makes C run on Python backend number `backend` (> 0); where names the frame (borrowed).
  * 0 or -1 with an exception. */
 int em_rt_use_backend(EmCompiled *C, int32_t backend, PyObject *EM_BORROWED where);

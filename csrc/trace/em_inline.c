@@ -117,52 +117,88 @@ static EmStatus bind_args(EmTracer *T, PyFunctionObject *fn, EmSym **def_syms, E
     return EM_OK;
 }
 
-int em_graph_mutated(EmGraph *G, int32_t from) {
-    for (int32_t r = from; r < G->nodes.len; r++) {
-        const EmNode *n = &G->nodes.data[r];
-        if (em_op_info[n->op].flags & EMF_MUTATES) return 1;
-        if (n->op != EMOP_CALL) continue;
-        PyObject *f = (PyObject *)G->consts.data[n->fn].obj, *nm = PyObject_GetAttrString(f, "__name__");
-        const char *u = nm && PyUnicode_Check(nm) ? PyUnicode_AsUTF8(nm) : NULL;
-        size_t len = u ? strlen(u) : 0;
-        int inplace = !u || (len > 1 && u[len - 1] == '_' && u[0] != '_');
-        Py_XDECREF(nm);
-        PyErr_Clear(); /* a callable whose __name__ cannot be read counts as one that mutates */
-        if (inplace) return 1;
-        if (n->nkw) {
-            PyObject *kw = (PyObject *)G->consts.data[n->kwnames].obj;
-            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kw); i++)
-                if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kw, i), "out") == 0) return 1;
-        }
+/* The __name__ of a call node's callable, for the checks below: 1 set (*u, borrowed from *nm, which
+ * the caller releases), 0 where it cannot be read. */
+static int call_name(const EmGraph *G, const EmNode *n, PyObject **nm, const char **u) {
+    PyObject *f = (PyObject *)G->consts.data[n->fn].obj;
+    *nm = PyObject_GetAttrString(f, "__name__");
+    *u = *nm && PyUnicode_Check(*nm) ? PyUnicode_AsUTF8(*nm) : NULL;
+    if (!*u) PyErr_Clear();
+    return *u != NULL;
+}
+
+/* Whether node n changes a tensor in place (an in-place op, a call with out=). */
+static int node_mutates(const EmGraph *G, const EmNode *n) {
+    if (em_op_info[n->op].flags & EMF_MUTATES) return 1;
+    if (n->op != EMOP_CALL) return 0;
+    PyObject *nm;
+    const char *u;
+    int named = call_name(G, n, &nm, &u);
+    size_t len = named ? strlen(u) : 0;
+    int inplace = !named || (len > 1 && u[len - 1] == '_' && u[0] != '_'); /* unnamed: counts as mutating */
+    Py_XDECREF(nm);
+    if (inplace) return 1;
+    if (n->nkw) {
+        PyObject *kw = (PyObject *)G->consts.data[n->kwnames].obj;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kw); i++)
+            if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kw, i), "out") == 0) return 1;
     }
     return 0;
 }
 
-int em_trace_rerun_ok(EmTracer *T) {
+int em_graph_mutated(EmGraph *G, int32_t from) {
+    for (int32_t r = from; r < G->nodes.len; r++)
+        if (node_mutates(G, &G->nodes.data[r])) return 1;
+    return 0;
+}
+
+/* An in-place op that changes only metadata and checks its tensor before changing it
+ * (x.detach_() of a view raises, changing nothing): when it raises, nothing changed. */
+static int metadata_checked(const EmGraph *G, const EmNode *n) {
+    static const char *const names[] = {"detach_",   "requires_grad_", "t_",         "transpose_",  "swapdims_",
+                                        "swapaxes_", "squeeze_",       "unsqueeze_", "as_strided_", NULL};
+    PyObject *nm;
+    const char *u;
+    int hit = 0;
+    if (n->op == EMOP_CALL && call_name(G, n, &nm, &u))
+        for (int i = 0; names[i] && !hit; i++) hit = !strcmp(u, names[i]);
+    if (n->op == EMOP_CALL) Py_XDECREF(nm);
+    return hit;
+}
+
+/* 1 when running call node n changes nothing outside its result (ember._rules.rerun_safe of its
+ * callable, memoized for torch's), 0 when it may, -1 on error. */
+static int call_rerun_safe(EmTracer *T, const EmNode *n) {
+    PyObject *f = (PyObject *)T->G->consts.data[n->fn].obj;
+    if (T->state_ops && f == em_state.set_grad_enabled) return 1; /* a failure restores grad mode */
+    PyObject *ok = em_state.rerun_memo ? PyDict_GetItemWithError(em_state.rerun_memo, f) : NULL; /* borrowed */
+    if (ok) return PyObject_IsTrue(ok);
+    PyErr_Clear(); /* unhashable: asked each time */
+    if (!(ok = PyObject_CallOneArg(em_state.rerun_safe, f))) return -1;
+    int t = PyObject_IsTrue(ok);
+    /* torch's callables, which live as long as the program (a user's may not) */
+    if (t == 1 && em_state.rerun_memo && PyDict_GET_SIZE(em_state.rerun_memo) < 4096 &&
+        PyDict_SetItem(em_state.rerun_memo, f, ok))
+        PyErr_Clear();
+    Py_DECREF(ok);
+    return t;
+}
+
+int em_trace_rerun_limit(EmTracer *T, int32_t *limit, int *meta) {
     EmGraph *G = T->G;
-    if ((T->state_ops & EM_STATE_OTHER) || em_graph_mutated(G, 0)) return 0;
-    for (int32_t r = 0; r < G->nodes.len; r++) {
+    *meta = 1; /* none changes anything: a failure anywhere (a Python backend's, reported as the node count) */
+    *limit = (T->state_ops & EM_STATE_OTHER) ? -1 : G->nodes.len;
+    for (int32_t r = 0; *limit >= 0 && r < G->nodes.len; r++) {
         const EmNode *n = &G->nodes.data[r];
-        if (n->op != EMOP_CALL) continue;
-        if (T->state_ops && (PyObject *)G->consts.data[n->fn].obj == em_state.set_grad_enabled) continue;
-        PyObject *f = (PyObject *)G->consts.data[n->fn].obj;
-        PyObject *ok = em_state.rerun_memo ? PyDict_GetItemWithError(em_state.rerun_memo, f) : NULL; /* borrowed */
-        int t;
-        if (ok) {
-            t = PyObject_IsTrue(ok);
-        } else {
-            PyErr_Clear(); /* unhashable: asked each time */
-            if (!(ok = PyObject_CallOneArg(em_state.rerun_safe, f))) return -1;
-            t = PyObject_IsTrue(ok);
-            /* torch's callables, which live as long as the program (a user's may not) */
-            if (t == 1 && em_state.rerun_memo && PyDict_GET_SIZE(em_state.rerun_memo) < 4096 &&
-                PyDict_SetItem(em_state.rerun_memo, f, ok))
-                PyErr_Clear();
-            Py_DECREF(ok);
+        int t = node_mutates(G, n) ? 0 : n->op != EMOP_CALL ? 1 : call_rerun_safe(T, n);
+        if (t < 0) return -1;
+        if (!t) {
+            *limit = r;
+            *meta = metadata_checked(G, n);
+            break;
         }
-        if (t <= 0) return t;
     }
-    return 1;
+    return PyErr_Occurred() ? -1 : 0;
 }
 
 EmStatus em_inline(EmTracer *T, PyObject *func, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {

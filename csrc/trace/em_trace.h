@@ -199,9 +199,13 @@ void em_trace_free(EmTracer *T);
  * rows (value: a constant's, a symbol's traced value); relations: (EmSizeCmp, lhs, rhs) rows,
  * all of which the guards check. New reference, NULL with an exception on error. */
 EM_NEW PyObject *em_trace_input_syms(const EmTracer *T);
-/* 1 when the traced graph changes nothing outside its results (no in-place op, no random
- * draw, no global state but grad mode), 0 otherwise, -1 with an exception (em_inline.c). */
-int em_trace_rerun_ok(EmTracer *T);
+/* How far the traced graph may have run and raised with nothing changed outside its results
+ * (no in-place op, random draw or global state but grad mode before): *limit the first node that
+ * changes something (the node count when none does; -1 when its global state forbids any rerun),
+ * *meta 1 when that node is an in-place op on metadata that checks before it changes (detach_()
+ * of a view raises, changing nothing), or when there is none. 0, or -1 with an exception
+ * (em_inline.c). */
+int em_trace_rerun_limit(EmTracer *T, int32_t *limit, int *meta);
 /* Guards each tensor of the frame whose metadata the trace changed in place to be none of the
  * other tensor inputs (the trace read the other's sizes as its own). 0, or -1 with an exception. */
 int em_trace_alias_guards(EmTracer *T);

@@ -160,3 +160,42 @@ def test_a_graph_that_changes_grad_mode_runs_again_with_grad_mode_restored():
     assert compiled == eager
     assert torch.is_grad_enabled()
     assert counters()["reruns"] == 3
+
+
+def raises_then_writes(x, z):
+    LOG.append(1)
+    try:
+        m = x[1:].max()  # raises before the graph writes into z
+    except RuntimeError:
+        m = x.sum()
+        LOG.append("caught")
+    z.add_(m)
+    return z
+
+
+def test_a_graph_that_raises_before_its_first_write_runs_again_as_python():
+    # the failing op comes before any in-place op: nothing changed, so the frame runs again as
+    # plain Python (eager's handler runs, and z is written once)
+    eager, compiled = run_both(raises_then_writes, lambda: (randn(1, 3), torch.zeros(3)))
+    assert compiled == eager and eager[0][1] == [1, "caught"]
+    assert counters()["reruns"] == 3
+    cf = ember.compile(raises_then_writes)
+    z = torch.zeros(3)
+    cf(torch.ones(1, 3), z)
+    assert z.tolist() == [3.0, 3.0, 3.0]
+
+
+def detaches_a_view(x):
+    try:
+        x.detach_()  # an input that is a view: raises when run, changing nothing
+    finally:
+        LOG.append("finally")
+    return x
+
+
+def test_an_in_place_metadata_op_that_raises_runs_the_frame_again_as_python():
+    # fuzz 2704 #667: the finally's append was dropped (the graph raised, the replay never ran)
+    eager, compiled = run_both(detaches_a_view, lambda: (randn(2, 3).t(),))
+    assert compiled == eager and eager[0][1] == ["finally"]
+    assert eager[0][0][0] is RuntimeError
+    assert counters()["reruns"] == 3
