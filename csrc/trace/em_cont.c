@@ -91,10 +91,44 @@ static EmStatus dict_key_read(EmTracer *T, EmContMethod m, const char *n, EmSym 
 /* seq.index(x), seq.count(x), x in seq (m), by value equality, as Python: only constants can be
  * compared while tracing (and an item that is x itself). index and `in` stop at the first
  * match, as Python's do (the items after it are never compared); remove (m) finds as index. */
+/* An index bound of seq.index(x, start, stop) (an int, a symbolic one pinned) clamped as CPython
+ * does for a sequence of len items. 1 done, 0 not an int, -1 error. */
+static int index_bound(EmTracer *T, EmSym *s, Py_ssize_t len, Py_ssize_t *out) {
+    if (s->kind == SYM_INT) {
+        if (em_sym_specialize(T, s) != EM_OK) return -1;
+        *out = (Py_ssize_t)em_size_hint(&T->sizes, s->expr);
+    } else if (s->kind == SYM_CONST && PyLong_Check(s->obj)) {
+        *out = PyNumber_AsSsize_t(s->obj, NULL); /* clipped to the Py_ssize_t range, as CPython's */
+        if (*out == -1 && PyErr_Occurred()) return -1;
+    } else {
+        return 0;
+    }
+    if (*out < 0) *out += len;
+    *out = *out < 0 ? 0 : *out > len ? len : *out;
+    return 1;
+}
+
+static EmStatus seq_find_in(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym *x, Py_ssize_t lo,
+                            Py_ssize_t hi, EmSym **out);
+
+/* seq.index(x, start[, stop]) (args: x, start, stop). */
+static EmStatus seq_index_from(EmTracer *T, const char *n, EmSym *self, EmSym **args, int nargs, EmSym **out) {
+    Py_ssize_t len = self->items.len, lo = 0, hi = len;
+    int r = index_bound(T, args[1], len, &lo);
+    if (r > 0 && nargs == 3) r = index_bound(T, args[2], len, &hi);
+    if (r <= 0) return r < 0 ? EM_ERR : em_trace_fail(T, EMA_VALUE, "%s.index bounds", em_sym_describe(self));
+    return seq_find_in(T, EM_CM_index, n, self, args[0], lo, hi, out);
+}
+
 static EmStatus seq_find(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym *x, EmSym **out) {
+    return seq_find_in(T, m, n, self, x, 0, self->items.len, out);
+}
+
+static EmStatus seq_find_in(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym *x, Py_ssize_t lo,
+                            Py_ssize_t hi, EmSym **out) {
     PyObject *want = x->kind == SYM_CONST ? x->obj : NULL;
     long cnt = 0, at = -1;
-    for (int32_t i = 0; i < self->items.len && (m == EM_CM_count || at < 0); i++) {
+    for (Py_ssize_t i = lo; i < hi && (m == EM_CM_count || at < 0); i++) {
         EmSym *it = self->items.data[i];
         if (!want || it->kind != SYM_CONST) {
             if (it == x) { /* the same object: equal by identity */
@@ -113,9 +147,12 @@ static EmStatus seq_find(EmTracer *T, EmContMethod m, const char *n, EmSym *self
         }
     }
     if ((m == EM_CM_index || m == EM_CM_remove) && at < 0) {
-        PyObject *msg = m == EM_CM_remove
-                            ? PyUnicode_FromString("list.remove(x): x not in list")
-                            : PyUnicode_FromFormat("%R is not in %s", want, self->kind == SYM_LIST ? "list" : "tuple");
+        if (!want)
+            return em_trace_fail(T, EMA_VALUE, "%s.%s of a %s not in it", em_sym_describe(self), n, em_sym_describe(x));
+        PyObject *msg = m == EM_CM_remove ? PyUnicode_FromString("list.remove(x): x not in list")
+                        : self->kind != SYM_LIST
+                            ? PyUnicode_FromString("tuple.index(x): x not in tuple")
+                            : PyUnicode_FromFormat("%R is not in %s", want, self->seq_type ? "deque" : "list");
         EmStatus st = msg ? em_trace_raise_new(T, PyExc_ValueError, msg) : EM_ERR;
         Py_XDECREF(msg);
         return st;
@@ -468,6 +505,7 @@ static EmStatus list_method(EmTracer *T, EmContMethod m, const char *n, EmSym *s
         case EM_CM_count:
         case EM_CM___contains__:
             if (nargs == 1) return seq_find(T, m, n, self, args[0], out);
+            if (m == EM_CM_index && (nargs == 2 || nargs == 3)) return seq_index_from(T, n, self, args, nargs, out);
             break;
         case EM_CM___len__:
             if (nargs == 0) return cont_len(T, self, out);
@@ -530,6 +568,7 @@ EmStatus em_tuple_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self
         return em_size_numel(T, self, out);
     if ((m == EM_CM_index || m == EM_CM_count || m == EM_CM___contains__) && nargs == 1)
         return seq_find(T, m, n, self, args[0], out);
+    if (m == EM_CM_index && (nargs == 2 || nargs == 3)) return seq_index_from(T, n, self, args, nargs, out);
     EmStatus st = mutation_of(T, self, n); /* a tuple has none: the input's reason, else the call's */
     return st == EM_OK ? em_trace_fail(T, EMA_CALL, "%s.%s", em_sym_describe(self), n) : st;
 }

@@ -3219,3 +3219,28 @@ def test_classmethods_of_a_namedtuple_class_made_in_the_trace():
         return p.x * p.y, tuple(p), callable(getattr(cls, "_make", None)), callable(p._replace)
 
     one_graph(f, randn(2))
+
+
+_INDEX_SRC = """
+def f(t):
+    xs = make()
+    try:
+        return t + xs.index(3, *bounds)
+    except ValueError as e:
+        return str(e)
+"""
+
+
+@pytest.mark.parametrize("kind", ["list", "tuple", "deque", "namedtuple"])
+def test_sequence_index_with_bounds_and_pythons_error_messages(kind):
+    # index(x, start[, stop]) clamps its bounds as CPython does; a miss raises CPython's
+    # ValueError (tuple.index's message is its own)
+    nt = collections.namedtuple("NT", "a b c d")
+    make = {"list": lambda: [1, 2, 3, 3], "tuple": lambda: (1, 2, 3, 3),
+            "deque": lambda: collections.deque([1, 2, 3, 3]), "namedtuple": lambda: nt(1, 2, 3, 3)}[kind]
+    for bounds in [(), (2,), (0, 3), (-1,), (1, -1), (-100, 100), (3, 1), (0, 2)]:
+        scope = {"make": make, "bounds": bounds}
+        exec(_INDEX_SRC, scope)  # a code object per case: each compiles once
+        ember.reset()
+        ember.testing.reset_counters()
+        one_graph(scope["f"], torch.zeros(1))
