@@ -212,7 +212,7 @@ static int dyn_source_slot(const EmGuardProg *P, int32_t slot) {
         if (in->op == EMG_LOAD_ODICT || in->op == EMG_LOAD_ATTR || in->op == EMG_LOAD_OP) kind = 1; /* OP: int(f) */
         else if (in->op == EMG_LOAD_LIST_ITEM || in->op == EMG_LOAD_TUPLE_ITEM || in->op == EMG_LOAD_DICT)
             kind = kind < 2 ? kind : 2;
-        else return 0;
+        else if (in->op != EMG_LOAD_VIEW_DICT) return 0; /* the dict behind a view (d.items() passed on) */
         slot = in->base;
     }
     return 0;

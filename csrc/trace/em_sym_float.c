@@ -76,11 +76,12 @@ _Static_assert(EMOP_POW - EMOP_ADD == 6, "ORDER OP: + - * / // % ** (float_binop
 _Static_assert(EMOP_LE - EMOP_LT == Py_LE - Py_LT && EMOP_GE - EMOP_LT == Py_GE - Py_LT,
                "ORDER OP: the comparisons in rich-comparison order");
 
-/* The guard slot of an operand of float arithmetic: a SYM_FLOAT's own, a constant int or float's
- * constant slot; -1 for anything else (the operation pins). */
+/* The guard slot of an operand of float arithmetic: a SYM_FLOAT's own, a constant int, bool or
+ * float's constant slot; -1 for anything else (the operation pins). */
 static int32_t operand_slot(EmTracer *T, EmSym *s) {
     if (s->kind == SYM_FLOAT) return s->src;
-    if (s->kind != SYM_CONST || !(PyFloat_CheckExact(s->obj) || PyLong_CheckExact(s->obj))) return -1;
+    if (s->kind != SYM_CONST || !(PyFloat_CheckExact(s->obj) || PyLong_CheckExact(s->obj) || PyBool_Check(s->obj)))
+        return -1;
     PyObject *r = PyObject_Repr(s->obj);
     const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
     int32_t slot = u ? em_guard_const(T->P, s->obj, u) : -1;

@@ -1099,3 +1099,23 @@ def test_torch_numel_as_the_method():
     cf = ember.compile(f, dynamic=True, fullgraph=True)
     run_all(f, cf, [(randn(n),) for n in (3, 4, 5)])
     assert frames() == 1, counters()
+
+
+def test_float_plus_a_bool_and_floats_behind_a_dict_view_stay_inputs():
+    # v + flag (a bool argument) is float arithmetic the guard computes (it pinned v: fuzz 2707
+    # #506); a float read through d.items() passed on becomes an input once it changes
+    def plus_flag(x, flag):
+        v = x.sum().item() + flag
+        return x * v
+
+    def through_view(x, kv):
+        return x * dict(kv)["scale"]
+
+    cf = ember.compile(plus_flag)
+    run_all(plus_flag, cf, [(randn(3, seed=k), True) for k in range(6)])
+    assert frames() <= 3, counters()
+    ember.reset()
+    ember.testing.reset_counters()
+    cf = ember.compile(through_view)
+    run_all(through_view, cf, [(randn(3), {"scale": 0.5 + k}.items()) for k in range(6)])
+    assert frames() == 2, counters()
