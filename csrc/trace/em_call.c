@@ -711,7 +711,7 @@ done:
 }
 
 /* A builtin method (a method or slot-wrapper descriptor) called on an instance made while
- * tracing, or object.__setattr__ on an object from the frame: object's attribute protocol,
+ * tracing, or object.__setattr__/__delattr__ on an object from the frame: object's attribute protocol,
  * a builtin container's methods on its contents. */
 static EmStatus call_builtin_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **args, int nargs, EmSym **out) {
     PyTypeObject *owner = PyDescr_TYPE(fn);
@@ -720,6 +720,10 @@ static EmStatus call_builtin_method(EmTracer *T, PyObject *fn, EmSym *self, EmSy
     if (owner == &PyBaseObject_Type) {
         if (!strcmp(n, "__setattr__") && nargs == 2 && args[0]->kind == SYM_CONST && PyUnicode_Check(args[0]->obj)) {
             EmStatus st = em_obj_generic_set(T, self, args[0]->obj, args[1]);
+            if (st != EM_OK) return st;
+        } else if (!strcmp(n, "__delattr__") && nargs == 1 && args[0]->kind == SYM_CONST &&
+                   PyUnicode_Check(args[0]->obj) && (self->kind == SYM_OBJ || self->kind == SYM_NEW)) {
+            EmStatus st = em_obj_generic_del(T, self, args[0]->obj);
             if (st != EM_OK) return st;
         } else if (!strcmp(n, "__init__") && nargs == 0 && self->kind == SYM_NEW) {
         } else {

@@ -589,21 +589,16 @@ static EmStatus del_frame_attr(EmTracer *T, EmSym *base, PyObject *name) {
     return em_obj_record_store(T, base, name, gone);
 }
 
-EmStatus em_obj_del_attr(EmTracer *T, EmSym *base, PyObject *name) {
+EmStatus em_obj_generic_del(EmTracer *T, EmSym *base, PyObject *name) {
     const char *n = PyUnicode_AsUTF8(name);
     if (!n) return EM_ERR;
     PyTypeObject *tp = Py_TYPE(base->obj);
-    int object_delattr = tp->tp_setattro == PyObject_GenericSetAttr &&
-                         _PyType_Lookup(tp, EM_STR(dunder_delattr)) ==
-                             _PyType_Lookup(&PyBaseObject_Type, EM_STR(dunder_delattr));
-    if (base->kind == SYM_OBJ && base->src >= 0 && object_delattr && !PyType_Check(base->obj) &&
-        !PyModule_Check(base->obj) && _PyObject_GetDictPtr(base->obj)) {
-        PyObject *descr = _PyType_Lookup(tp, name);
-        if (!descr || !Py_TYPE(descr)->tp_descr_set) return del_frame_attr(T, base, name);
-    }
-    PyObject *descr = base->kind == SYM_NEW ? _PyType_Lookup(tp, name) : NULL;
-    if (base->kind != SYM_NEW || !object_delattr ||
-        (descr && Py_TYPE(descr)->tp_descr_set && !em_new_slot(base, descr)))
+    PyObject *descr = _PyType_Lookup(tp, name);
+    int data = descr && Py_TYPE(descr)->tp_descr_set;
+    if (base->kind == SYM_OBJ && base->src >= 0 && !PyType_Check(base->obj) && !PyModule_Check(base->obj) &&
+        _PyObject_GetDictPtr(base->obj) && !data)
+        return del_frame_attr(T, base, name);
+    if (base->kind != SYM_NEW || (data && !em_new_slot(base, descr)))
         return em_trace_fail(T, EMA_SIDE_EFFECT, "del .%s of a %s", n, em_sym_describe(base));
     EmSym *attrs = base->items.data[0];
     int i = em_dict_find(attrs, name);
@@ -611,6 +606,25 @@ EmStatus em_obj_del_attr(EmTracer *T, EmSym *base, PyObject *name) {
     if (i < 0) return no_attribute(T, tp, name);
     em_dict_remove(attrs, i);
     return EM_OK;
+}
+
+EmStatus em_obj_del_attr(EmTracer *T, EmSym *base, PyObject *name) {
+    if (base->kind != SYM_OBJ && base->kind != SYM_NEW)
+        return em_trace_fail(T, EMA_SIDE_EFFECT, "del .%s of a %s", PyUnicode_AsUTF8(name), em_sym_describe(base));
+    PyTypeObject *tp = Py_TYPE(base->obj);
+    PyObject *hook = _PyType_Lookup(tp, EM_STR(dunder_delattr));
+    if (hook && PyFunction_Check(hook)) { /* the class's own __delattr__, traced */
+        if (base->kind == SYM_OBJ && base->src >= 0 && em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0))
+            return EM_ERR;
+        EmSym *args[2] = {base, em_sym_const(T, name)}, *r = NULL;
+        return args[1] ? em_inline(T, hook, args, 2, NULL, &r) : EM_ERR;
+    }
+    /* object's __delattr__ (a C type with its own setattro has its own): the generic deletion, also
+     * through the slot function of a class defining only __setattr__ */
+    if (hook != _PyType_Lookup(&PyBaseObject_Type, EM_STR(dunder_delattr)))
+        return em_trace_fail(T, EMA_SIDE_EFFECT, "del .%s of a %s (own __delattr__)", PyUnicode_AsUTF8(name),
+                             tp->tp_name);
+    return em_obj_generic_del(T, base, name);
 }
 
 /* t.grad = v: None, or a tensor of t's sizes, dtype and device (what Tensor's setter checks;
@@ -676,7 +690,9 @@ EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
         if (!args[1]) return EM_ERR;
         return em_inline(T, hook, args, 3, NULL, &r);
     }
-    if (tp->tp_setattro != PyObject_GenericSetAttr)
+    /* a class defining only __delattr__ gets CPython's slot function, which calls object's __setattr__ */
+    if (tp->tp_setattro != PyObject_GenericSetAttr &&
+        hook != _PyType_Lookup(&PyBaseObject_Type, EM_STR(dunder_setattr)))
         return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a %s (own __setattr__)",
                              PyUnicode_AsUTF8(name), tp->tp_name);
     return em_obj_generic_set(T, base, name, v);

@@ -601,8 +601,12 @@ EmSym *em_global_stored(EmTracer *T, PyObject *gdict, PyObject *name);
 /* Module o's class has its own `name` method: a Python function from outside torch.nn (whose
  * containers' ModuleList.__len__ and such are read from their members) (em_call.c). */
 int em_module_own_dunder(PyObject *o, PyObject *name);
-/* del base.name of an instance made while tracing (object's __delattr__). */
+/* del base.name of an instance made while tracing or of the frame: its class's Python
+ * __delattr__ traced, or object's (em_obj_generic_del). */
 EmStatus em_obj_del_attr(EmTracer *T, EmSym *base, PyObject *name);
+/* object.__delattr__(base, name): removed from an instance made while tracing, or recorded as
+ * a deletion on an instance of the frame (replayed after the graph). */
+EmStatus em_obj_generic_del(EmTracer *T, EmSym *base, PyObject *name);
 /* object.__setattr__ semantics on base (the type's own __setattr__ already traced). */
 EmStatus em_obj_generic_set(EmTracer *T, EmSym *base, PyObject *name, EmSym *v);
 /* The value an earlier store of this trace gave base.name, or NULL. */

@@ -1413,6 +1413,39 @@ def test_del_attribute_of_a_frame_instance_raises_as_python():
         ember.compile(g)(randn(3), _AttrBox(1))
 
 
+class _GuardsVal:
+    def __init__(self, val):
+        self.val = val
+        self.deletion_attempted = False
+
+    def __delattr__(self, attr):
+        if attr == "val":
+            self.deletion_attempted = True
+        else:
+            super().__delattr__(attr)
+
+
+def test_del_attribute_through_a_classs_own_delattr():
+    # the class's Python __delattr__ is traced, object.__delattr__ (super()) deletes; stores on a
+    # class that defines only __delattr__ are object's (CPython's slot function)
+    def f(x, o):
+        a, b = _GuardsVal(1), _GuardsVal(2)
+        b.extra = 3
+        del a.val
+        del b.extra
+        del o.val
+        o.z = 1
+        del o.z
+        return (x + 1, hasattr(a, "val"), hasattr(b, "extra"), a.deletion_attempted, o.deletion_attempted,
+                vars(b), sorted(vars(o)))
+
+    x = randn(2)
+    want_o, got_o = _GuardsVal(5), _GuardsVal(5)
+    want = f(x, want_o)
+    assert_same(ember.compile(f, fullgraph=True)(x, got_o), want)
+    assert vars(got_o) == vars(want_o)
+
+
 @functools.lru_cache(maxsize=None)
 def _cached_double(n):
     return n * 2
