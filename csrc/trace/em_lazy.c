@@ -685,7 +685,7 @@ EmStatus em_lazy_make(EmTracer *T, EmLazyKind kind, EmSym *fn, EmSym **srcs, int
     L->step = step ? Py_NewRef(step) : PyLong_FromLong(1);
     if (!L->next || !L->step) return EM_ERR;
     if (n && !(L->srcs = calloc((size_t)n, sizeof(EmSym *)))) return PyErr_NoMemory(), EM_ERR;
-    for (int i = 0; i < n; i++) { /* chain takes iter() of each when it reaches it (chain_next) */
+    for (int i = 0; i < n; i++) { /* chain takes iter() of each when it reaches it (lazy_next) */
         EmStatus st = kind == EM_LAZY_CHAIN ? ((L->srcs[i] = srcs[i]), EM_OK) : em_iter_of(T, srcs[i], &L->srcs[i]);
         if (st != EM_OK) return st;
         L->nsrc++;
@@ -749,7 +749,7 @@ static EmStatus lazy_accumulate(EmTracer *T, EmSym **args, int n, PyObject *kwna
     return st;
 }
 
-/* The positions of f's arguments that are iterables (-1: every positional one), as a bit mask. */
+/* The positions of f's arguments that are iterables, as a bit mask (~0u: every positional one). */
 static unsigned iterable_args(PyObject *f) {
     if (f == EM_KNOWN(it_chain) || f == EM_KNOWN(it_product) || f == EM_KNOWN(it_zip_longest)) return ~0u;
     if (f == EM_KNOWN(it_compress)) return 3u;
