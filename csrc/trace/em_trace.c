@@ -811,7 +811,9 @@ static int visit_local_reads(const EmInstr *in, void *ctx) {
  * is not an output of the graph nor a local of the resume function (TorchDynamo prunes by
  * liveness too). Kept as a graph output, a dead value gets a zero gradient from AOTAutograd,
  * which an infinite derivative turns into NaN. 0 or -1 with an exception set. */
-int em_trace_locals_read(EmTracer *T, char *read, int n, int from) {
+/* Whether the frame's code may read its locals by name (locals(), vars(), eval, exec, dir,
+ * frame objects): 1, 0, or -1 with an exception. */
+static int reads_locals_by_name(EmTracer *T) {
     static const char *const by_name[] = {"locals",    "vars",         "eval",     "exec", "dir",
                                           "_getframe", "currentframe", "f_locals", NULL};
     PyObject *names = T->code->co_names;
@@ -819,10 +821,16 @@ int em_trace_locals_read(EmTracer *T, char *read, int n, int from) {
         const char *nm = PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, j));
         if (!nm) return -1;
         for (int k = 0; by_name[k]; k++)
-            if (!strcmp(nm, by_name[k])) {
-                memset(read, 1, (size_t)n);
-                return 0;
-            }
+            if (!strcmp(nm, by_name[k])) return 1;
+    }
+    return 0;
+}
+
+int em_trace_locals_read(EmTracer *T, char *read, int n, int from) {
+    int by_name = reads_locals_by_name(T);
+    if (by_name) {
+        memset(read, 1, (size_t)n);
+        return by_name < 0 ? -1 : 0;
     }
     memset(read, 0, (size_t)n);
     LocalsRead r = {read, n};
@@ -853,6 +861,59 @@ static int cell_read_first(EmTracer *T, int slot, int from) {
     return rc < 0 ? -1 : rc != WALK_ON;
 }
 
+/* Whether every code object nested in co (at any depth) that names `name` among its free
+ * variables is a list, set or dict comprehension's (Python 3.11): such a function runs to its
+ * end where it is made and is never kept, so once the frame's own code no longer reads the
+ * variable nobody reads its cell. 1, 0, or -1 with an exception. */
+static int captured_by_comprehensions_only(PyCodeObject *co, PyObject *name, int depth) {
+    if (depth > 8) return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(co->co_consts); i++) {
+        PyObject *c = PyTuple_GET_ITEM(co->co_consts, i);
+        if (!PyCode_Check(c)) continue;
+        PyCodeObject *cc = (PyCodeObject *)c;
+        int captures = 0;
+        for (int k = em_code_nlocalsplus(cc) - em_code_nfree(cc); k < em_code_nlocalsplus(cc) && !captures; k++) {
+            int eq = PyUnicode_Compare(em_code_name(cc, k), name);
+            if (eq == -1 && PyErr_Occurred()) return -1;
+            captures = eq == 0;
+        }
+        const char *nm = PyUnicode_AsUTF8(cc->co_name);
+        if (!nm) return -1;
+        if (captures && strcmp(nm, "<listcomp>") && strcmp(nm, "<setcomp>") && strcmp(nm, "<dictcomp>")) return 0;
+        int r = captured_by_comprehensions_only(cc, name, depth + 1);
+        if (r <= 0) return r;
+    }
+    return 1;
+}
+
+/* A bound cell variable `slot` that is dead at a graph break at code unit `from`: the frame's
+ * code does not read it from there before storing it, nor by name, and only comprehensions
+ * captured it (3.11's list comprehension over it). Handed on empty, it is no graph output (a
+ * dead value kept as one gets a zero gradient from AOTAutograd, NaN after an infinite
+ * derivative: fuzz 2708 #6). 1, 0, or -1 with an exception. */
+static int dead_cell(EmTracer *T, int slot, int from) {
+    if (em_code_kind(T->code, slot) != EM_CO_FAST_CELL) return 0; /* an argument's cell too: kept */
+    int r = cell_read_first(T, slot, from);
+    if (r == 0) r = reads_locals_by_name(T);
+    if (r) return r < 0 ? -1 : 0;
+    return captured_by_comprehensions_only(T->code, em_code_name(T->code, slot), 0);
+}
+
+/* The outputs of the stack's values at a break (stack_val[s]: the index of slot s's among the
+ * outputs counted by *k, -1 for a NULL). */
+static EmStatus break_stack_outputs(EmTracer *T, int *stack_val, int *k) {
+    for (int s = 0; s < T->sp; s++) {
+        if (T->stack[s]->kind == SYM_NULL) {
+            stack_val[s] = -1;
+            continue;
+        }
+        EmStatus st = build_out(T, T->stack[s], 0);
+        if (st != EM_OK) return st;
+        stack_val[s] = (*k)++;
+    }
+    return EM_OK;
+}
+
 EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int **store_local, int **store_val,
                                 int *nstore, int **live, int *nlive, uint64_t *priv) {
     *priv = 0;
@@ -869,15 +930,8 @@ EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int *
     int32_t head_at = T->out.len;
     EmOut head = {.kind = OUT_TUPLE, .v = 0};
     if (em_vec_push(&T->out, head)) return PyErr_NoMemory(), EM_ERR;
-    for (int s = 0; s < T->sp; s++) {
-        if (T->stack[s]->kind == SYM_NULL) {
-            (*stack_val)[s] = -1;
-            continue;
-        }
-        EmStatus st = build_out(T, T->stack[s], 0);
-        if (st != EM_OK) return st;
-        (*stack_val)[s] = k++;
-    }
+    EmStatus sst = break_stack_outputs(T, *stack_val, &k);
+    if (sst != EM_OK) return sst;
     *nstack = T->sp;
     *nstore = *nlive = 0;
     PyCodeObject *co = T->code;
@@ -914,7 +968,13 @@ EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int *
             }
             continue;
         }
-        if (!cell && i >= nargs && !read[i] && em_kind_plain_local(em_code_kind(co, i))) continue; /* dead */
+        int dead = cell ? dead_cell(T, i, T->brk.at) /* the transformed code's MAKE_CELL makes it empty */
+                        : i >= nargs && !read[i] && em_kind_plain_local(em_code_kind(co, i));
+        if (dead) {
+            if (dead > 0) continue;
+            free(read);
+            return EM_ERR;
+        }
         /* a cell variable is passed on in its cell (the resume function's closure): the cell a
          * closure captured, or a new one holding a changed value, stored into its slot */
         if (!cell) (*live)[(*nlive)++] = i;

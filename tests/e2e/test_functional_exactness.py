@@ -98,6 +98,43 @@ def test_dead_value_at_a_graph_break_does_not_poison_gradients():
         assert torch.equal(x.grad, 6 * x.detach()), (backend, x.grad)
 
 
+def test_dead_cell_at_a_graph_break_does_not_poison_gradients():
+    # on 3.11 the list comprehension captures `dead` (a cell variable): dead after the break, its
+    # cell is handed on empty, so the infinite value is no output of the first graph (fuzz 2708
+    # #6: x's gradient was NaN where eager's is None); a cell read after the break, or captured
+    # by a lambda that may outlive the frame, keeps its value
+    def fn(x, y):
+        u = y * 3  # an output of the first graph too: its backward runs
+        dead = x * float("inf")
+        gone = [dead for _ in range(2)]  # noqa: F841 - dead after the break, as `dead` is
+        print("break")
+        return u.sum()
+
+    def read_after(x, y):
+        t = x * 2
+        pair = [t for _ in range(2)]
+        print("break", len(pair))
+        return (y * t).sum()
+
+    def lambda_kept(x, y):
+        t = x * 2
+        f = lambda: t  # noqa: E731
+        print("break")
+        return (y * f()).sum()
+
+    for backend in ("eager", "aot_eager"):
+        x = torch.randn((), requires_grad=True)
+        y = torch.randn(2, requires_grad=True)
+        ember.compile(fn, backend=backend)(x, y).backward()
+        assert x.grad is None and torch.equal(y.grad, torch.full((2,), 3.0)), (backend, x.grad)
+        for g in (read_after, lambda_kept):
+            xe, ye = torch.randn((), requires_grad=True), torch.randn(2, requires_grad=True)
+            xc, yc = xe.detach().clone().requires_grad_(), ye.detach().clone().requires_grad_()
+            g(xe, ye).backward()
+            ember.compile(g, backend=backend)(xc, yc).backward()
+            assert torch.equal(xc.grad, xe.grad) and torch.equal(yc.grad, ye.grad), (backend, g.__name__)
+
+
 def test_backward_that_cannot_run_does_not_fail_the_forward():
     def fn(x, y):
         t = torch.atan2(y, x)  # its backward needs x
