@@ -887,13 +887,22 @@ static int captured_by_comprehensions_only(PyCodeObject *co, PyObject *name, int
 }
 
 /* A bound cell variable `slot` that is dead at a graph break at code unit `from`: the frame's
- * code does not read it from there before storing it, nor by name, and only comprehensions
- * captured it (3.11's list comprehension over it). Handed on empty, it is no graph output (a
+ * code does not read it from there before storing it (nor hand its cell to a closure it makes),
+ * nor by name, and only comprehensions captured it (3.11's list comprehension over it). Handed on empty, it is no graph output (a
  * dead value kept as one gets a zero gradient from AOTAutograd, NaN after an infinite
  * derivative: fuzz 2708 #6). 1, 0, or -1 with an exception. */
+static int visit_cell_use(const EmInstr *in, void *ctx) {
+    int slot = *(const int *)ctx;
+#ifdef EMBC_LOAD_CLOSURE
+    if (in->op == EMBC_LOAD_CLOSURE && in->arg == slot) return WALK_STOP; /* a closure made after it reads it */
+#endif
+    return visit_cell_read(in, ctx);
+}
+
 static int dead_cell(EmTracer *T, int slot, int from) {
     if (em_code_kind(T->code, slot) != EM_CO_FAST_CELL) return 0; /* an argument's cell too: kept */
-    int r = cell_read_first(T, slot, from);
+    int r = code_walk(T, from, visit_cell_use, &slot);
+    r = r < 0 ? -1 : r != WALK_ON; /* read (or made a closure's) before it is stored */
     if (r == 0) r = reads_locals_by_name(T);
     if (r) return r < 0 ? -1 : 0;
     return captured_by_comprehensions_only(T->code, em_code_name(T->code, slot), 0);

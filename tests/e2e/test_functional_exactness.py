@@ -116,6 +116,11 @@ def test_dead_cell_at_a_graph_break_does_not_poison_gradients():
         print("break", len(pair))
         return (y * t).sum()
 
+    def comprehension_after(x, y):  # the cell is handed to a comprehension after the break
+        t = x * 2
+        print("break")
+        return (y * sum([t for _ in range(2)])).sum()
+
     def lambda_kept(x, y):
         t = x * 2
         f = lambda: t  # noqa: E731
@@ -127,7 +132,7 @@ def test_dead_cell_at_a_graph_break_does_not_poison_gradients():
         y = torch.randn(2, requires_grad=True)
         ember.compile(fn, backend=backend)(x, y).backward()
         assert x.grad is None and torch.equal(y.grad, torch.full((2,), 3.0)), (backend, x.grad)
-        for g in (read_after, lambda_kept):
+        for g in (read_after, comprehension_after, lambda_kept):
             xe, ye = torch.randn((), requires_grad=True), torch.randn(2, requires_grad=True)
             xc, yc = xe.detach().clone().requires_grad_(), ye.detach().clone().requires_grad_()
             g(xe, ye).backward()
