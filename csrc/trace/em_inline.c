@@ -160,9 +160,10 @@ static int metadata_checked(const EmGraph *G, const EmNode *n) {
     PyObject *nm;
     const char *u;
     int hit = 0;
-    if (n->op == EMOP_CALL && call_name(G, n, &nm, &u))
+    if (n->op != EMOP_CALL) return 0;
+    if (call_name(G, n, &nm, &u))
         for (int i = 0; names[i] && !hit; i++) hit = !strcmp(u, names[i]);
-    if (n->op == EMOP_CALL) Py_XDECREF(nm);
+    Py_XDECREF(nm);
     return hit;
 }
 

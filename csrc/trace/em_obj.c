@@ -573,12 +573,12 @@ static EmStatus no_attribute(EmTracer *T, PyTypeObject *tp, PyObject *name) {
  * in this trace, or in the instance dict (guarded there), else AttributeError as Python's. */
 static EmStatus del_frame_attr(EmTracer *T, EmSym *base, PyObject *name) {
     PyTypeObject *tp = Py_TYPE(base->obj);
-    PyObject *d = em_obj_dict(base->obj);
-    if (!d || !PyDict_Check(d) || em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
+    PyObject *d = em_obj_dict(base->obj); /* NULL: none made yet, so empty */
+    if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
     EmSym *stored = T->stores.len ? em_obj_stored(T, base, name) : NULL;
     if (em_store_deleted(stored)) return no_attribute(T, tp, name);
     if (!stored) {
-        int has = PyDict_Contains(d, name);
+        int has = d && PyDict_Check(d) ? PyDict_Contains(d, name) : 0;
         if (has < 0) return EM_ERR;
         if (!has) return em_guard_check(T->P, EMG_ABSENT, base->src, name, 0) ? EM_ERR : no_attribute(T, tp, name);
         if (em_guard_odict(T->P, base->src, name) < 0) return EM_ERR; /* there (the load fails if not) */
@@ -609,8 +609,10 @@ EmStatus em_obj_generic_del(EmTracer *T, EmSym *base, PyObject *name) {
 }
 
 EmStatus em_obj_del_attr(EmTracer *T, EmSym *base, PyObject *name) {
+    const char *n = PyUnicode_AsUTF8(name);
+    if (!n) return EM_ERR;
     if (base->kind != SYM_OBJ && base->kind != SYM_NEW)
-        return em_trace_fail(T, EMA_SIDE_EFFECT, "del .%s of a %s", PyUnicode_AsUTF8(name), em_sym_describe(base));
+        return em_trace_fail(T, EMA_SIDE_EFFECT, "del .%s of a %s", n, em_sym_describe(base));
     PyTypeObject *tp = Py_TYPE(base->obj);
     PyObject *hook = _PyType_Lookup(tp, EM_STR(dunder_delattr));
     if (hook && PyFunction_Check(hook)) { /* the class's own __delattr__, traced */
@@ -622,8 +624,7 @@ EmStatus em_obj_del_attr(EmTracer *T, EmSym *base, PyObject *name) {
     /* object's __delattr__ (a C type with its own setattro has its own): the generic deletion, also
      * through the slot function of a class defining only __setattr__ */
     if (hook != _PyType_Lookup(&PyBaseObject_Type, EM_STR(dunder_delattr)))
-        return em_trace_fail(T, EMA_SIDE_EFFECT, "del .%s of a %s (own __delattr__)", PyUnicode_AsUTF8(name),
-                             tp->tp_name);
+        return em_trace_fail(T, EMA_SIDE_EFFECT, "del .%s of a %s (own __delattr__)", n, tp->tp_name);
     return em_obj_generic_del(T, base, name);
 }
 

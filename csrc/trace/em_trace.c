@@ -529,20 +529,6 @@ static EmStatus out_live_iter(EmTracer *T, EmSym *s, int depth) {
     return st == EM_OK ? build_out(T, is_enum ? next->items.data[0] : ws, depth + 1) : st;
 }
 
-/* A map, filter or zip the trace has not run to its end: map(fn, *sources) (filter(fn, source),
- * zip(*sources)) made after the graph over its sources where the trace left them, so Python
- * makes the rest of its items lazily, as it would have. */
-static EmStatus out_lazy_map(EmTracer *T, EmSym *s, EmSym *fn, EmSym **srcs, int n, int depth) {
-    if (s->out_at >= 0) return same_out(T, s);
-    s->out_at = T->out.len;
-    int zip = s->seq_type == (PyObject *)&PyZip_Type;
-    EmStatus st = push_out(T, (EmOut){.kind = OUT_CALL, .v = !zip + n, .obj = Py_NewRef(s->seq_type)});
-    EmSym *f = zip ? NULL : fn ? fn : em_sym_const(T, Py_None);
-    if (st == EM_OK && !zip) st = f ? build_out(T, f, depth + 1) : EM_ERR;
-    for (int i = 0; st == EM_OK && i < n; i++) st = build_out(T, srcs[i], depth + 1);
-    return st;
-}
-
 /* An iterator made again by its type (or the ember._rules function helper), called on args
  * (em_lazy_remake), once per output. */
 static EmStatus out_remade(EmTracer *T, EmSym *s, EmSym **args, int n, const char *helper, int depth) {
@@ -552,6 +538,17 @@ static EmStatus out_remade(EmTracer *T, EmSym *s, EmSym **args, int n, const cha
                          : push_out(T, (EmOut){.kind = OUT_CALL, .v = n, .obj = Py_NewRef(s->seq_type)});
     for (int i = 0; st == EM_OK && i < n; i++) st = build_out(T, args[i], depth + 1);
     return st;
+}
+
+/* A map, filter or zip the trace has not run to its end: map(fn, *sources) (filter(fn, source),
+ * zip(*sources)) made after the graph over its sources where the trace left them, so Python
+ * makes the rest of its items lazily, as it would have (n <= 8: em_lazy_make's bound). */
+static EmStatus out_lazy_map(EmTracer *T, EmSym *s, EmSym *fn, EmSym **srcs, int n, int depth) {
+    EmSym *args[9];
+    int zip = s->seq_type == (PyObject *)&PyZip_Type;
+    if (!zip && !(args[0] = fn ? fn : em_sym_const(T, Py_None))) return EM_ERR;
+    for (int i = 0; i < n; i++) args[!zip + i] = srcs[i];
+    return out_remade(T, s, args, !zip + n, NULL, depth);
 }
 
 /* A view of a dict (keys(), values(), items()): that view of the dict's output, made per call.
