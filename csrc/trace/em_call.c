@@ -1984,8 +1984,9 @@ static EmStatus float_minmax(EmTracer *T, EmSym *fn, EmSym **all, int n, PyObjec
 
 static EmStatus known_numconv(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)self;
-    if (kwnames || n != 1 || all[0]->kind != SYM_FLOAT) return CALL_NEXT;
-    return em_float_conv(T, fn->obj, all[0], out);
+    if (kwnames || n != 1) return CALL_NEXT;
+    if (all[0]->kind == SYM_INT && fn->obj == EM_KNOWN(b_abs)) return em_int_abs(T, all[0], out);
+    return all[0]->kind == SYM_FLOAT ? em_float_conv(T, fn->obj, all[0], out) : CALL_NEXT;
 }
 
 static EmStatus known_minmax(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {

@@ -227,9 +227,10 @@ int em_dyn_int(EmTracer *T, PyObject *v, int32_t slot) {
         PyErr_Clear(); /* beyond int64: a constant */
         return 0;
     }
-    if (T->dyn_mode == EM_DYN_ALL && src == 3) return x >= 2; /* dynamic=True: arguments; others once they change */
+    int sized = x >= 2 || x <= -2; /* 0, 1 and -1 stay constants, as sizes 0 and 1 do */
+    if (T->dyn_mode == EM_DYN_ALL && src == 3) return sized; /* dynamic=True: arguments; others once they change */
     int changed = scalar_changed(T, v, slot);
-    return changed < 0 ? -1 : changed && x >= 2;
+    return changed < 0 ? -1 : changed && sized;
 }
 
 int em_dyn_float(EmTracer *T, PyObject *v, int32_t slot) {

@@ -297,6 +297,23 @@ static EmSym *expr_result(EmTracer *T, int32_t e, EmStatus *st) {
     return s;
 }
 
+/* a ** k (k products, 0 <= k <= 8), a << k (a * 2**k) or a >> k (a // 2**k) of a constant k:
+ * an expression; -1 when op is none of these or the result overflows (error set: no memory). */
+static int32_t power_or_shift(EmSizes *S, EmOp op, int32_t a, int32_t b) {
+    int64_t k = em_size_hint(S, b);
+    if (!em_size_is_const(S, b) || k < 0) return -1;
+    if ((op == EMOP_POW || op == EMOP_IPOW) && k <= 8) {
+        int32_t e = em_size_const(S, 1);
+        for (; e >= 0 && k > 0; k--) e = em_size_op(S, EMS_MUL, e, a);
+        return e;
+    }
+    int shift = op == EMOP_LSHIFT || op == EMOP_ILSHIFT   ? EMS_MUL
+                : op == EMOP_RSHIFT || op == EMOP_IRSHIFT ? EMS_FLOORDIV
+                                                          : 0;
+    int32_t p2 = shift && k <= 32 ? em_size_const(S, (int64_t)1 << k) : -1;
+    return p2 < 0 ? -1 : em_size_op(S, (EmSizeOp)shift, a, p2);
+}
+
 /* a <op> b where both are ints (exprs ea, eb): an expression, a decided comparison, or the
  * operator on the specialized values. */
 static EmStatus int_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out) {
@@ -311,9 +328,9 @@ static EmStatus int_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b
             if ((op == EMOP_FLOORDIV || op == EMOP_IFLOORDIV || op == EMOP_MOD || op == EMOP_IMOD) && hb == 0)
                 goto by_value; /* raises ZeroDivisionError on the values */
             if (!em_size_is_const(S, eb) && size_ops[op] && (size_ops[op] == EMS_FLOORDIV || size_ops[op] == EMS_MOD)) {
-                /* dividing by a symbol: its sign and zeroness decide Python's result; pinned */
-                if ((st = em_int_specialize(T, eb)) != EM_OK) return st;
-                eb = em_size_const(S, hb);
+                /* dividing by a symbol: never zero, its sign guarded (Python's rounding follows it) */
+                int32_t z = em_size_const(S, 0);
+                if (z < 0 || em_size_require(S, hb > 0 ? EMSR_GT : EMSR_LT, eb, z)) return PyErr_NoMemory(), EM_ERR;
             }
             int32_t e = is_sub ? em_size_sub(S, ea, eb) : em_size_op(S, size_ops[op], ea, eb);
             if (e >= 0 || PyErr_Occurred()) {
@@ -321,6 +338,11 @@ static EmStatus int_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b
                 return st;
             }
             goto by_value; /* overflow: Python's ints do not; the values decide */
+        }
+        int32_t e = power_or_shift(S, op, ea, eb);
+        if (e >= 0 || PyErr_Occurred()) {
+            *out = expr_result(T, e, &st);
+            return st;
         }
         if (em_op_info[op].kind == EMOK_COMPARE) {
             EmSizeCmp c = (EmSizeCmp)(op == EMOP_EQ   ? EMSR_EQ
@@ -357,6 +379,15 @@ EmStatus em_int_unary(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym **out)
     }
     EmStatus st = em_int_specialize(T, a->expr);
     return st == EM_OK ? em_sym_eval(T, fn, &a, 1, out) : st;
+}
+
+EmStatus em_int_abs(EmTracer *T, EmSym *a, EmSym **out) {
+    EmSizes *S = &T->sizes;
+    int32_t z = em_size_const(S, 0);
+    int neg = em_size_hint(S, a->expr) < 0;
+    if (z < 0 || em_size_require(S, neg ? EMSR_LT : EMSR_GE, a->expr, z)) return PyErr_NoMemory(), EM_ERR;
+    if (!neg) return (*out = a), EM_OK;
+    return em_int_unary(T, EMOP_NEG, NULL, a, out);
 }
 
 static EmStatus int_truth(EmTracer *T, EmSym *s, int *out) {
@@ -415,26 +446,35 @@ EmStatus em_int_input_dims(EmTracer *T, EmRef ref, int32_t slot, uint64_t dyn) {
     return em_node_set_dims(T, ref, exprs, ndim) ? EM_ERR : EM_OK;
 }
 
+/* An int argument v read from slot as a symbol: v itself when positive, else -s of a symbol s
+ * the guard reads as -v (symbols, like sizes, are positive: a negative v stays negative, a
+ * change of sign is a guard miss). */
 EmSym *em_int_input(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
     int overflow = 0;
     long long hint = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (overflow || (hint == -1 && PyErr_Occurred())) {
+    if (overflow || hint == LLONG_MIN || (hint == -1 && PyErr_Occurred())) {
         PyErr_Clear(); /* beyond int64: not a size, stays a guarded constant */
         return NULL;
     }
+    *st = EM_ERR;
+    if (em_guard_check(T->P, EMG_TYPE, slot, (PyObject *)&PyLong_Type, 0)) return NULL;
+    int32_t from = hint < 0 ? em_guard_op(T->P, EM_KNOWN(operator_neg), "-", slot, -1) : slot;
+    if (from < 0) return NULL;
     if (!em_int_active(T)) T->dyn_from = T->G->nodes.len;
-    int32_t k = T->sizes.sym_hint.len, e = em_size_new_sym(&T->sizes, hint), one = em_size_const(&T->sizes, 1);
-    EmSymLeaf leaf = {.ref = -1, .slot = slot, .dim = -1, .expr = e};
-    if (e < 0 || one < 0 || em_vec_push(&T->sym_leaf, leaf) || em_size_add_src(&T->sizes, slot, -1, k) ||
-        em_size_require(&T->sizes, EMSR_GE, e, one) ||
-        em_guard_check(T->P, EMG_TYPE, slot, (PyObject *)&PyLong_Type, 0)) {
-        *st = EM_ERR;
+    EmSizes *S = &T->sizes;
+    int32_t k = S->sym_hint.len, e = em_size_new_sym(S, hint < 0 ? -hint : hint), one = em_size_const(S, 1),
+            zero = em_size_const(S, 0);
+    EmSymLeaf leaf = {.ref = -1, .slot = from, .dim = -1, .expr = e};
+    if (e < 0 || one < 0 || zero < 0 || em_vec_push(&T->sym_leaf, leaf) || em_size_add_src(S, from, -1, k) ||
+        em_size_require(S, EMSR_GE, e, one) || (hint < 0 && (e = em_size_sub(S, zero, e)) < 0)) {
         if (!PyErr_Occurred()) PyErr_NoMemory();
         return NULL;
     }
     EmSym *s = em_int_sym(T, e);
-    if (!s) *st = EM_ERR;
-    else s->src = slot;
+    if (s) {
+        s->src = slot;
+        *st = EM_OK;
+    }
     return s;
 }
 

@@ -742,6 +742,8 @@ EM_NEW PyObject *em_int_value(EmTracer *T, EmSym *s);
 EmRef em_int_ref(EmTracer *T, int32_t e, EmStatus *st);
 EmStatus em_int_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out);
 EmStatus em_int_unary(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym **out);
+/* abs(a) of a SYM_INT: a or -a, its sign guarded. */
+EmStatus em_int_abs(EmTracer *T, EmSym *a, EmSym **out);
 /* Dimension d of node r as an expression (-1 with *st set); its dims: exprs[ndim] (0 or -1). */
 int32_t em_node_dim(EmTracer *T, EmRef r, int d, EmStatus *st);
 int em_node_set_dims(EmTracer *T, EmRef r, const int32_t *exprs, int ndim);

@@ -130,6 +130,31 @@ def test_int_argument_that_changes_becomes_symbolic():
     assert frames() == 2
 
 
+def test_negative_int_argument_that_changes_becomes_symbolic():
+    # a negative int is -s of a positive symbol the guard reads as -n: one compile per sign
+    def f(x, n):
+        return x * n + n // 3 - n % 5 + x.sum(0) * abs(n), -n, n * n
+
+    cf = ember.compile(f)
+    ns = (-10, -22, -7, -3, -2, -1000, 5, 9, 2, 100, -4)
+    run_all(f, cf, [(randn(2, 3), n) for n in ns])
+    assert frames() == 3
+    assert any("SYMBOL s0 = (-L['n'])" in e["guards"] for e in ember.testing.entries(f))
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_int_arithmetic_that_stays_symbolic(sign):
+    # division by a symbol guards its sign (Python rounds toward -inf either way), powers by a
+    # constant are products, shifts by a constant multiply or floor-divide
+    def f(x, n, m):
+        return x * (7 // n) + (m // n) - (m % n) + n**2 + n**3 - (n << 3) + (m >> 1) + (n >> 2), n**0
+
+    cf = ember.compile(f)
+    calls = [(randn(3), sign * n, m) for n, m in ((5, 11), (3, -13), (2, 17), (9, -4), (4, 100), (6, -7))]
+    run_all(f, cf, calls)
+    assert frames() <= 3  # the first values, then m's and n's sign
+
+
 def test_loop_over_range_of_size_pins_it():
     def f(x):
         out = x
