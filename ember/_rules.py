@@ -977,6 +977,9 @@ def dtype_num(dt):
 # ---- meta execution ----
 
 def meta_like(t):
+    if torch.is_inference_mode_enabled() and not t.is_inference():
+        with torch.inference_mode(False):  # first read inside a traced inference_mode block
+            return meta_like(t)
     m = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=META, requires_grad=t.requires_grad)
     if type(t) is torch.nn.Parameter:
         m = torch.nn.Parameter(m, requires_grad=t.requires_grad)
@@ -1167,7 +1170,8 @@ def meta_empty(sizes, strides, dtype_num, requires_grad):
     m = torch.empty_strided(sizes, strides, dtype=dt, device=META)
     if not requires_grad:
         return m
-    with torch.enable_grad():  # made inside a traced no_grad block, the clone would not require grad
+    # made inside a traced no_grad or inference_mode block, the clone would not require grad
+    with torch.inference_mode(False), torch.enable_grad():
         c = m.requires_grad_().clone()
         if c.stride() == tuple(strides):
             return c
@@ -1183,7 +1187,7 @@ def meta_view(sizes, strides, dtype_num, requires_grad, base):
     raises as on the real tensor), else as meta_empty."""
     root = base._base if base._is_view() else base
     if requires_grad and root.is_leaf and root.requires_grad:
-        with torch.enable_grad():
+        with torch.inference_mode(False), torch.enable_grad():
             return base.as_strided(sizes, strides)
     return meta_empty(sizes, strides, dtype_num, requires_grad)
 

@@ -254,7 +254,7 @@ int em_infer_view(EmTracer *T, int rule, EmSym **args, int nargs, PyObject *kwna
     r->dtype = x->dtype;
     r->dev_type = x->dev_type;
     r->dev_index = x->dev_index;
-    r->requires_grad = x->requires_grad && T->grad;
+    r->requires_grad = x->requires_grad; /* a view of a tensor that requires grad does, in any grad mode */
     return 1;
 }
 
@@ -333,6 +333,6 @@ int em_infer_getitem(EmTracer *T, EmSym *x, EmSym *key, EmInferred *r) {
     r->dtype = xn->dtype;
     r->dev_type = xn->dev_type;
     r->dev_index = xn->dev_index;
-    r->requires_grad = xn->requires_grad && T->grad;
+    r->requires_grad = xn->requires_grad; /* a view: in any grad mode */
     return 1;
 }

@@ -402,6 +402,24 @@ def test_requires_grad_of_a_tensor_made_before_a_no_grad_block():
     assert ember.compile(f)(x, y) == f(x, y)
 
 
+VIEWS_OF_A_GRAD_TENSOR = ["x.t()", "x.view(-1)", "x.transpose(0, 1)", "x.unsqueeze(0)", "x.expand(2, 3)",
+                          "x.reshape(2)", "x.permute(1, 0)", "x[0]", "x[:, None]", "x.narrow(0, 0, 1)", "x * 1"]
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+@pytest.mark.parametrize("expr", VIEWS_OF_A_GRAD_TENSOR)
+def test_requires_grad_of_a_view_made_without_grad_mode(expr, mode):
+    # fuzz 2802 #671: a view of a tensor that requires grad requires grad in any grad mode (an
+    # op that computes does not); the branch on it went the other way
+    ns = {"torch": torch}
+    exec(f"def f(x):\n    with torch.{mode}():\n        t = {expr}\n"
+         "        r = t.requires_grad\n    return r, (t if r else None)\n", ns)
+    f = ns["f"]
+    x = torch.randn(2, 1, dtype=torch.float64, requires_grad=True)
+    got, want = ember.compile(f, fullgraph=True)(x), f(x)
+    assert got[0] == want[0] and (got[1] is None) == (want[1] is None)
+
+
 def _nested_opposite_blocks_with_break(x):
     with torch.no_grad():
         with torch.enable_grad():
