@@ -537,7 +537,8 @@ static PyObject *em_eval_cached(PyThreadState *ts, EmPyFrame *f, int throwflag, 
     int gc_was = PyGC_Disable();
     /* sizes: symbolic by ember.compile's `dynamic` (Python backends get SymInt placeholders) */
     int dyn_mode = flags & EMH_DYN_ALL ? EM_DYN_ALL : flags & EMH_DYN_STATIC ? EM_DYN_STATIC : EM_DYN_AUTO;
-    if (dyn_mode == EM_DYN_AUTO && !x->dyn_state && !(x->dyn_state = PyDict_New())) {
+    if (dyn_mode != EM_DYN_STATIC && !x->dyn_state &&
+        !(x->dyn_state = PyDict_New())) { /* dynamic=True: globals, attributes */
         em_cache_unlock();
         return NULL;
     }

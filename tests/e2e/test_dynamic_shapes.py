@@ -1083,7 +1083,8 @@ def test_symbolic_int_indexing_a_container_is_pinned():
 _STEP = 0
 
 
-def test_int_and_float_attributes_and_globals_that_change_become_symbolic():
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_int_and_float_attributes_and_globals_that_change_become_symbolic(dynamic):
     # a module's step counter, a decaying float attribute and a global counter, each changed
     # per call: automatic dynamic makes them inputs (as TorchDynamo does), not a recompile per
     # value until the cache limit; 0 and 1 stay specialized, as for arguments
@@ -1102,7 +1103,7 @@ def test_int_and_float_attributes_and_globals_that_change_become_symbolic():
 
     global _STEP
     m, m2 = Net(), Net()
-    om = ember.compile(m2)
+    om = ember.compile(m2, dynamic=dynamic)  # dynamic=True: globals and attributes once they change
     x = randn(3)
     for _ in range(12):
         g0 = _STEP
