@@ -146,6 +146,9 @@ typedef struct EmGraph {
     EmVec(EmRef) outputs;
     EmVec(char) text;
     int32_t ninputs;
+    /* run on ember's executor, never exported to a backend: the code after the graph takes
+     * gradients with respect to a value the graph computes (em_trace_grads_wrt_graph_value) */
+    uint8_t own_executor;
     void (*retain)(void *obj);
     void (*release)(void *obj);
 } EmGraph;

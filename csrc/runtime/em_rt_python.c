@@ -176,6 +176,12 @@ static int py_compile(EmCompiled *C, PyObject *const *slots) {
         return -1;
     }
     if (plan_outputs(C)) return -1;
+    if (C->G.own_executor) { /* its outputs' autograd links are needed after it */
+        Py_XSETREF(C->py_info, PyUnicode_FromString("runs on ember's executor: the code after it takes gradients "
+                                                    "with respect to a value it computes"));
+        C->py_state = EMR_PY_HERE;
+        return C->py_info ? 0 : -1;
+    }
     if (!(desc = em_rt_export(C)) || !(inputs = PyTuple_New(C->G.ninputs))) goto error;
     for (int32_t i = 0; i < C->G.ninputs; i++) PyTuple_SET_ITEM(inputs, i, Py_NewRef(slots[C->input_slots[i]]));
     struct timespec t0, t1;

@@ -572,6 +572,39 @@ EmStatus h_call(EmTracer *T, const EmInstr *in) {
     return st == EM_OK ? em_push(T, out) : st;
 }
 
+/* A tensor the graph computes (not one of its inputs) that requires grad: s, or an item of s. */
+static int graph_grad_value(EmTracer *T, const EmSym *s) {
+    if (s->kind == SYM_TUPLE || s->kind == SYM_LIST) {
+        for (int32_t i = 0; i < s->items.len; i++)
+            if (graph_grad_value(T, s->items.data[i])) return 1;
+        return 0;
+    }
+    if (s->kind != SYM_TENSOR || s->ref < 0) return 0;
+    const EmNode *n = &T->G->nodes.data[s->ref];
+    return n->op != EMOP_INPUT && n->requires_grad;
+}
+
+int em_trace_grads_wrt_graph_value(EmTracer *T) {
+    if (T->brk.op != EMBC_CALL || T->sp < T->brk.arg + 2) return 0;
+    int n = T->brk.arg, nkw = T->kwnames ? (int)PyTuple_GET_SIZE(T->kwnames) : 0;
+    EmSym **args = &TOP(n), *first = TOP(n + 2), *second = TOP(n + 1);
+    EmSym *fn = first->kind == SYM_NULL ? second : first;
+    int bound = first->kind != SYM_NULL;
+    if (fn->kind != SYM_OBJ && fn->kind != SYM_CONST) return 0;
+    /* the position of `inputs` among the arguments after self */
+    int at = fn->obj == EM_KNOWN(autograd_grad)       ? 1
+             : fn->obj == EM_KNOWN(autograd_backward) ? 5
+             : fn->obj == EM_KNOWN(tensor_backward)   ? 4 - bound
+                                                      : -1;
+    if (at < 0) return 0;
+    if (at < n - nkw && graph_grad_value(T, args[at])) return 1;
+    for (int i = 0; i < nkw; i++)
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(T->kwnames, i), "inputs") == 0 &&
+            graph_grad_value(T, args[n - nkw + i]))
+            return 1;
+    return 0;
+}
+
 EmStatus h_call_ex(EmTracer *T, const EmInstr *in) {
     int has_kw = in->arg & 1;
     NEED(3 + has_kw);

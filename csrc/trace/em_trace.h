@@ -191,6 +191,11 @@ int em_trace_locals_read(EmTracer *T, char *read, int n, int from);
  * UnboundLocalError, as the frame's does, where a free variable's raises NameError). */
 EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int **store_local, int **store_val,
                                 int *nstore, int **live, int *nlive, uint64_t *priv);
+/* After a trace that broke at a call: 1 when the call takes gradients with respect to a tensor
+ * the graph computes (torch.autograd.grad(outputs, inputs), backward(inputs=...)), else 0. A
+ * functional backend returns such a tensor as an output of its own, cut from the values the
+ * graph computes from it (`autograd.grad(t.sum(), t)` raised "not used in the graph"). */
+int em_trace_grads_wrt_graph_value(EmTracer *T);
 void em_trace_free(EmTracer *T);
 /* After a trace, for the FX export (which makes the symbols SymInts): None for a trace without
  * symbols or float inputs, else (inputs, (exprs, relations)). inputs: per graph input, a tuple of per-dimension

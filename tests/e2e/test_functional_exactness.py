@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import ember
+import ember.testing
 
 
 def test_detach_in_place_on_an_input_clears_requires_grad():
@@ -191,3 +192,48 @@ def test_value_read_only_before_a_graph_break_is_dead_after_it():
         fn(x_e, []).backward()
         ember.compile(fn, backend=backend)(x_c, []).backward()
         assert torch.equal(torch.nan_to_num(x_c.grad, nan=123.0), torch.nan_to_num(x_e.grad, nan=123.0)), backend
+
+
+def _grad_of_graph_value(y):
+    t = y * 2
+    s = (t * t).sum()
+    return torch.autograd.grad(s, [t])[0]
+
+
+def _backward_inputs_graph_value(y):
+    t = y.sin()
+    s = (t * 3).sum()
+    s.backward(inputs=[t])
+    return t.grad
+
+
+def _autograd_backward_inputs_graph_value(y):
+    t = y.sin()
+    s = (t * 3).sum()
+    torch.autograd.backward(s, inputs=(t,))
+    return t.grad
+
+
+@pytest.mark.parametrize("fn", [_grad_of_graph_value, _backward_inputs_graph_value,
+                                _autograd_backward_inputs_graph_value])
+def test_gradients_with_respect_to_a_value_the_graph_computes(fn):
+    # fuzz 2805 #0 (and 2611 #65): t and a value computed from t are outputs of one graph, and
+    # the break differentiates one with respect to the other; AOTAutograd returns t as an output
+    # of its own, cut from the other, so such a graph runs on ember's executor
+    y = torch.randn(3, requires_grad=True)
+    y2 = y.detach().clone().requires_grad_()
+    want = fn(y)
+    got = ember.compile(fn, backend="aot_eager")(y2)
+    assert torch.allclose(got, want)
+    note = ember.testing.entries(fn)[0]["backend_note"]
+    assert "gradients with respect to a value it computes" in note
+
+
+def test_backward_with_respect_to_inputs_still_goes_to_the_backend():
+    def fn(y):
+        s = (y * 3).sum()
+        s.backward()
+        return y.grad
+    y = torch.randn(3, requires_grad=True)
+    assert torch.equal(ember.compile(fn, backend="aot_eager")(y), torch.full((3,), 3.0))
+    assert ember.testing.entries(fn)[0]["fx_code"]
