@@ -182,6 +182,8 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
     EmBreakPlan plan = {0};
     int rc = -1;
     PyObject *rcode = NULL, *resume = NULL, *rcode2 = NULL, *resume2 = NULL, *rcode3 = NULL, *resume3 = NULL;
+    *st = R ? EM_OK : em_trace_detach_read_at_break(T);
+    if (*st != EM_OK) goto done;
     *st = em_trace_break_outputs(T, &plan.stack_val, &plan.nstack, &plan.store_local, &plan.store_val, &plan.nstore,
                                  &plan.live, &plan.nlive, &plan.priv);
     /* code run as plain Python before the resume function (a region) that fills the frame's cell

@@ -578,6 +578,14 @@ static EmStatus finalize_one(EmTracer *T, EmSym *it) {
     return st;
 }
 
+int em_sym_held_elsewhere(EmTracer *T, EmSym **slot) {
+    EmSym *s = *slot;
+    *slot = NULL;
+    int r = mark_live(T, 0);
+    *slot = s;
+    return r < 0 ? -1 : r == 0 || s->mark == T->walk_epoch;
+}
+
 EmStatus em_gen_finalize(EmTracer *T, int at_return) {
     if (T->finalizing) return EM_OK;
     for (int round = 0; round < 16; round++) {

@@ -605,6 +605,45 @@ int em_trace_grads_wrt_graph_value(EmTracer *T) {
     return 0;
 }
 
+/* The frame slot holding the tensor whose data the instruction at the break reads and then
+ * drops: the receiver of t.item(), t.tolist(), t.__bool__()..., the argument of bool(t),
+ * float(t), int(t), a conditional jump's operand; NULL for any other instruction. */
+static EmSym **read_at_break(EmTracer *T) {
+    static const char *const methods[] = {"item", "tolist", "__bool__", "__float__", "__int__", "__index__", NULL};
+    if (T->brk.op != EMBC_CALL)
+        return T->sp >= 1 && (em_bc_flags[T->brk.op] & (EMBCF_POP_JUMP_IF | EMBCF_NONE_TEST)) == EMBCF_POP_JUMP_IF
+                   ? &TOP(1)
+                   : NULL;
+    int n = T->brk.arg;
+    if (T->sp < n + 2 || T->kwnames || n > 1) return NULL;
+    EmSym *first = TOP(n + 2), *second = TOP(n + 1);
+    if (n == 1 && first->kind == SYM_NULL && (second->kind == SYM_OBJ || second->kind == SYM_CONST) &&
+        (second->obj == (PyObject *)&PyBool_Type || second->obj == (PyObject *)&PyFloat_Type ||
+         second->obj == (PyObject *)&PyLong_Type))
+        return &TOP(1);
+    if (n != 0 || first->kind == SYM_NULL || !first->obj) return NULL;
+    for (int i = 0; methods[i]; i++) {
+        PyObject *m = PyDict_GetItemString(em_state.tensor_type->tp_base->tp_dict, methods[i]); /* borrowed */
+        if (m && m == first->obj) return &TOP(1);
+    }
+    return NULL;
+}
+
+EmStatus em_trace_detach_read_at_break(EmTracer *T) {
+    EmSym **slot = read_at_break(T), *t = slot ? *slot : NULL;
+    if (!t || t->kind != SYM_TENSOR || t->ref < 0) return EM_OK;
+    const EmNode *n = &T->G->nodes.data[t->ref];
+    if (n->op == EMOP_INPUT || !n->requires_grad) return EM_OK;
+    int held = em_sym_held_elsewhere(T, slot);
+    if (held) return held < 0 ? EM_ERR : EM_OK;
+    PyObject *detach = PyObject_GetAttrString((PyObject *)em_state.tensor_type, "detach");
+    EmSym *fn = detach ? em_sym_const(T, detach) : NULL, *out = NULL;
+    Py_XDECREF(detach);
+    EmStatus st = fn ? em_call(T, fn, NULL, &t, 1, NULL, &out) : EM_ERR;
+    if (st == EM_OK) *slot = out;
+    return st;
+}
+
 EmStatus h_call_ex(EmTracer *T, const EmInstr *in) {
     int has_kw = in->arg & 1;
     NEED(3 + has_kw);

@@ -196,6 +196,12 @@ EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int *
  * functional backend returns such a tensor as an output of its own, cut from the values the
  * graph computes from it (`autograd.grad(t.sum(), t)` raised "not used in the graph"). */
 int em_trace_grads_wrt_graph_value(EmTracer *T);
+/* After a trace that broke where the instruction reads a tensor's data and drops it
+ * (t.item(), bool(t), `if t:`): a tensor the graph computes that requires grad and that nothing
+ * else holds is handed on detached. As a graph output it would take part in the backward:
+ * AOTAutograd gives it a zero gradient, and 0 * inf made a gradient NaN where eager's is None
+ * (fuzz 2805 #325). EM_OK, or EM_ERR/EM_ABORT. */
+EmStatus em_trace_detach_read_at_break(EmTracer *T);
 void em_trace_free(EmTracer *T);
 /* After a trace, for the FX export (which makes the symbols SymInts): None for a trace without
  * symbols or float inputs, else (inputs, (exprs, relations)). inputs: per graph input, a tuple of per-dimension

@@ -549,6 +549,10 @@ EmStatus em_gen_send(EmTracer *T, EmSym *it, EmSym *v, EmSym **out, EmSym **ret)
  * the trace's stores reach objects): each one no frame, store or reachable object refers to
  * any longer is closed now, its finally code traced. EM_OK, EM_ABORT or EM_ERR. */
 EmStatus em_gen_finalize(EmTracer *T, int at_return);
+/* Whether anything but frame slot *slot can still reach the sym there (the frames, the trace's
+ * stores, changed containers, cells, contexts): 1 (or not known: the walk gave up), 0, or -1
+ * with an exception. */
+int em_sym_held_elsewhere(EmTracer *T, EmSym **slot);
 /* gen.send/close/throw/__next__ called as a method f of ITER sym self. CALL_NEXT: not one. */
 EmStatus em_gen_method(EmTracer *T, PyObject *f, EmSym *self, EmSym **args, int nargs, EmSym **out);
 /* map(fn, *srcs) (kind MAP), itertools.starmap(fn, src) (STARMAP), filter(fn or None, src) (FILTER), zip(*srcs) (ZIP,

@@ -237,3 +237,44 @@ def test_backward_with_respect_to_inputs_still_goes_to_the_backend():
     y = torch.randn(3, requires_grad=True)
     assert torch.equal(ember.compile(fn, backend="aot_eager")(y), torch.full((3,), 3.0))
     assert ember.testing.entries(fn)[0]["fx_code"]
+
+
+def _item_of_a_sum(x, y):
+    t = y / 0
+    return x * 2, t.sum().item()
+
+
+def _truth_of_a_sum(x, y):
+    t = y / 0
+    if t.sum():
+        return x * 2
+    return x * 3
+
+
+def _float_and_tolist(x, y):
+    t = y / 0
+    return x * float(t.sum()), t.tolist()
+
+
+def _item_of_a_value_kept(x, y):
+    s = (y * 2).sum()
+    v = s.item()
+    return x * 2 + s, v
+
+
+@pytest.mark.parametrize("fn", [_item_of_a_sum, _truth_of_a_sum, _float_and_tolist, _item_of_a_value_kept])
+def test_value_whose_data_a_break_reads_takes_no_part_in_the_backward(fn):
+    # fuzz 2805 #325: t.sum() is a graph output only for .item() after the break; AOTAutograd
+    # gave it a zero gradient and 0 * inf made y.grad NaN where eager's stays None (under
+    # torch.compile too). Nothing else holding it, it leaves the graph detached.
+    grads = []
+    for f in (fn, ember.compile(fn, backend="aot_eager")):
+        torch.manual_seed(0)
+        x, y = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+        out = f(x, y)
+        (out[0] if isinstance(out, tuple) else out).sum().backward()
+        grads.append((x.grad, y.grad))
+    for want, got in zip(*grads):
+        assert (want is None) == (got is None)
+        if want is not None:
+            assert torch.allclose(want, got, equal_nan=True)
