@@ -426,6 +426,20 @@ def exit_ctx(obj):
 reenter = _C.reenter_ctx
 
 
+def remake_ctx(spec, prev):
+    """A torch context made in the trace and not inside its block at a break (made, or exited),
+    made again for the code after it (csrc/trace/em_trace.c build_out). Making set_grad_enabled
+    sets grad mode, which the graph already did: the mode stays as the graph left it, and the
+    object restores `prev`, the mode before the program made it, on exit."""
+    cls, args, kwargs = spec
+    mode = torch.is_grad_enabled()
+    obj = cls(*args, **dict(kwargs))
+    torch._C._set_grad_enabled(mode)
+    if prev is not None and hasattr(obj, "prev"):
+        obj.prev = prev
+    return obj
+
+
 def grad_restorer(mode):
     """What a graph that changes grad mode runs when it fails: grad mode as it found it."""
     return lambda: torch._C._set_grad_enabled(mode)

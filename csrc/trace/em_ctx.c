@@ -180,9 +180,14 @@ static EmStatus torch_before_with(EmTracer *T, EmSym *ctx, EmSym **exit_fn, EmSy
     return *entered ? EM_OK : EM_ERR;
 }
 
-/* Records ctx's exit (graph only; the twin is exited by the caller or by unwinding). */
-static EmStatus record_exit(EmTracer *T, EmSym *ctx) {
-    if (ctx->grad_family) return record_grad(T, ctx->prev_grad);
+/* Records ctx's exit (graph only; the twin is exited by the caller or by unwinding); *grad is
+ * the graph's grad mode before it, then after it. */
+static EmStatus record_exit(EmTracer *T, EmSym *ctx, int *grad) {
+    if (ctx->grad_family) { /* a block that changed nothing (no_grad inside no_grad) records nothing */
+        int was = *grad;
+        *grad = ctx->prev_grad;
+        return ctx->prev_grad == was ? EM_OK : record_grad(T, ctx->prev_grad);
+    }
     int32_t a = em_ir_arg(T->G, EMARG_REF, ctx->ref, 0);
     return record(T, em_state.ctx_exit_fn, "exit_ctx", a, 1, EMV_NONE) < 0 ? EM_ERR : EM_OK;
 }
@@ -222,7 +227,8 @@ EmStatus em_ctx_exit_call(EmTracer *T, EmSym *exit_fn, EmSym **args, int nargs, 
                            args[2]->kind == SYM_TB; /* h_with_except_start's: torch's contexts let it pass */
     for (int i = 0; i < 3; i++) none &= args[i]->kind == SYM_CONST && args[i]->obj == Py_None;
     if (!none && !raised) return em_trace_fail(T, EMA_CALL, "__exit__ with these arguments");
-    EmStatus st = record_exit(T, ctx);
+    int grad = T->grad;
+    EmStatus st = record_exit(T, ctx, &grad);
     if (st != EM_OK) return st;
     T->ctx_open.len--;
     ctx->ctx_state = EM_CTX_EXITED;
@@ -237,8 +243,9 @@ EmStatus em_ctx_close_all(EmTracer *T) {
     if (T->grad_set_in_with) /* re-entering the open blocks would not restore that state */
         return em_trace_fail(T, EMA_VALUE,
                              "a break after set_grad_enabled() or a warnings filter call inside a with block");
+    int grad = T->grad;
     for (int32_t i = T->ctx_open.len - 1; i >= 0; i--) {
-        EmStatus st = record_exit(T, T->ctx_open.data[i]);
+        EmStatus st = record_exit(T, T->ctx_open.data[i], &grad);
         if (st != EM_OK) return st;
     }
     return EM_OK;

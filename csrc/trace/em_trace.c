@@ -680,6 +680,17 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
             EmStatus st = push_out(T, (EmOut){.kind = OUT_BOUND, .v = 2});
             return st == EM_OK ? out_children(T, s->items.data, 0, 2, depth) : st;
         }
+        case SYM_CTX: { /* made (or exited), not inside its block: made again (_rules.remake_ctx) */
+            if (s->ctx_state == EM_CTX_ENTERED) return em_trace_fail(T, EMA_RETURN, "a context manager in use");
+            if (s->out_at >= 0) return same_out(T, s);
+            s->out_at = T->out.len;
+            PyObject *prev = s->ctx_state == EM_CTX_IN_EFFECT ? PyBool_FromLong(s->prev_grad) : Py_NewRef(Py_None);
+            EmStatus st = prev ? push_helper_call(T, "remake_ctx", 2) : EM_ERR;
+            if (st == EM_OK) st = push_out(T, (EmOut){.kind = OUT_CONST, .obj = Py_NewRef(s->spec)});
+            if (st == EM_OK) st = push_out(T, (EmOut){.kind = OUT_CONST, .obj = Py_NewRef(prev)});
+            Py_XDECREF(prev);
+            return st;
+        }
         case SYM_EXIT: /* a with block open at a break: left by the graph, entered again */
             if (em_ctx_is_generic_exit(s)) /* its __exit__ bound to it, as the frame holds it */
                 return build_out(T, s->items.data[1], depth + 1);

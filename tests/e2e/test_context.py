@@ -120,6 +120,73 @@ def test_block_under_callers_no_grad():
     assert [t.requires_grad for t in got] == [t.requires_grad for t in expected] == [False, True, False]
 
 
+def test_block_that_changes_no_grad_mode_records_nothing():
+    # no_grad inside no_grad (or enable_grad inside grad mode) is no state change: TorchDynamo's
+    # test_no_grad counts 3 ops for a + 1, + b, + 2
+    def fn(a, b):
+        x = a + 1
+        with torch.no_grad():
+            x = x + b
+        return x + 2
+
+    a, b = randn(3), randn(3)
+    with torch.no_grad():
+        assert torch.equal(ember.compile(fn)(a, b), fn(a, b))
+    assert ember.testing.entries(fn)[0]["ops"] == 3
+    ember.reset()
+    w = randn(3, requires_grad=True)
+    got = ember.compile(fn)(w, b)  # grad mode on: the block changes it, both ways recorded
+    assert not got.requires_grad and torch.is_grad_enabled() and ember.testing.entries(fn)[0]["ops"] == 5
+
+
+def _set_grad_made_before_a_break(x):
+    x = x + 1
+    ctx = torch.set_grad_enabled(False)  # in effect as it is made
+    print("break")
+    y = x * 2
+    with ctx:
+        x = x + 1
+    return x, y, torch.is_grad_enabled()
+
+
+def _no_grad_made_before_a_break(x):
+    ctx = torch.no_grad()
+    print("break")
+    with ctx:
+        y = x * 2
+    return y, torch.is_grad_enabled()
+
+
+def _no_grad_reused_after_a_break(x):
+    ctx = torch.no_grad()
+    with ctx:
+        y = x * 2
+    print("break")
+    with ctx:
+        z = x * 3
+    return y, z, torch.is_grad_enabled()
+
+
+@pytest.mark.parametrize("fn", [_set_grad_made_before_a_break, _no_grad_made_before_a_break,
+                                _no_grad_reused_after_a_break])
+def test_context_object_alive_at_a_break_is_made_again(fn, capsys):
+    # TorchDynamo's test_inactive_context_graph_break_local: a grad-mode context made and not
+    # inside its block at a break ran the frame as plain Python
+    x = torch.zeros(3, requires_grad=True)
+    want = fn(x)
+    torch.set_grad_enabled(True)
+    got = ember.compile(fn)(x)
+    try:
+        assert ember.testing.counters()["frames"] >= 2
+        for a, b in zip(want, got):
+            if isinstance(a, torch.Tensor):
+                assert torch.equal(a, b) and a.requires_grad == b.requires_grad
+            else:
+                assert a == b
+    finally:
+        torch.set_grad_enabled(True)
+
+
 def grad_off_and_return(x):
     torch.set_grad_enabled(False)
     return x * 2
