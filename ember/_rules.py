@@ -1147,8 +1147,10 @@ _ARITY_MESSAGE = re.compile(
 
 
 def dict_view(d, what):
-    """d.keys(), d.values() or d.items() (what: 'k', 'v', 'i'): a view made in the trace, over
+    """d.keys(), d.values(), d.items() or MappingProxyType(d) (what: 'k', 'v', 'i', 'm'): a view made in the trace, over
     the dict the graph's output gives."""
+    if what == "m":
+        return types.MappingProxyType(d)
     return d.keys() if what == "k" else d.values() if what == "v" else d.items()
 
 

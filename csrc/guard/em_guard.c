@@ -861,6 +861,10 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
             if (!v && PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear(); /* not convertible now: a miss */
             break;
         case EMG_LOAD_VIEW_DICT:
+            if (Py_IS_TYPE(b, &PyDictProxy_Type)) {
+                v = em_mappingproxy_mapping(b);
+                break;
+            }
             if (!Py_IS_TYPE(b, &PyDictKeys_Type) && !Py_IS_TYPE(b, &PyDictValues_Type) &&
                 !Py_IS_TYPE(b, &PyDictItems_Type))
                 return 0;

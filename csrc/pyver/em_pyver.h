@@ -304,6 +304,15 @@ static inline int em_for_iter_exit(const EmInstr *in) {
 #endif
 }
 
+/* The mapping a types.MappingProxyType object p reads (borrowed): CPython's mappingproxyobject
+ * (Objects/descrobject.c) is a PyObject_HEAD and the mapping, on 3.11 to 3.13. */
+static inline PyObject *em_mappingproxy_mapping(PyObject *p) {
+    typedef struct {
+        PyObject_HEAD PyObject *mapping;
+    } EmMappingProxy;
+    return ((EmMappingProxy *)p)->mapping;
+}
+
 /* A fast-local kind that only the function's own code reads (not a cell, free variable; on
  * 3.12 a comprehension's hidden local counts as plain). */
 static inline int em_kind_plain_local(int kind) { return (kind & ~0x10) == EM_CO_FAST_LOCAL; }

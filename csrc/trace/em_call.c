@@ -53,7 +53,7 @@ static EM_NEW PyObject *meta_view(EmTracer *T, EmSym *s, int *has_tensor, int de
     } else {
         d = meta_value_at(T, ds, has_tensor, depth + 1, left);
     }
-    PyObject *r = d ? PyObject_CallMethod(d, em_view_method(s), NULL) : NULL;
+    PyObject *r = d ? em_view_of(s, d) : NULL;
     Py_XDECREF(d);
     return r;
 }
@@ -1491,6 +1491,22 @@ static EmStatus known_dict(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int
 }
 
 /* OrderedDict(src, **kw), defaultdict(factory, src, **kw): dict syms of that type */
+static EmStatus known_mappingproxy(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                   EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (n != 1 || kwnames) return CALL_NEXT;
+    EmSym *d = all[0]->kind == SYM_VIEW && all[0]->pos == 'm' ? all[0]->items.data[0] : all[0];
+    /* a class's __dict__ (a snapshot) and instance dict copies are not the dict itself */
+    if (d->kind != SYM_DICT || d->seq_type == (PyObject *)&PyDictProxy_Type || em_sym_idict_copy(T, d))
+        return CALL_NEXT;
+    EmSym *v = em_sym_new(T, SYM_VIEW);
+    if (!v || em_vec_push(&v->items, d)) return v ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
+    v->pos = 'm';
+    *out = v;
+    return EM_OK;
+}
+
 static EmStatus known_dict_of(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)self;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = n - nkw;

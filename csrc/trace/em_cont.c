@@ -32,7 +32,7 @@ static EmSym *dict_view(EmTracer *T, EmSym *d, char what) {
     return r;
 }
 
-EmSym *em_view_items(EmTracer *T, EmSym *view) { return dict_view(T, view->items.data[0], (char)view->pos); }
+EmSym *em_view_items(EmTracer *T, EmSym *view) { return dict_view(T, view->items.data[0], em_view_what(view)); }
 
 /* ---- methods of list, tuple and dict syms: reads on any, mutations only on containers made
  * while tracing (em_sym_own), and lookups in dicts read through a slot. Each is a row of
@@ -701,6 +701,8 @@ EmStatus em_dict_update(EmTracer *T, EmSym *self, EmSym **args, int nargs, PyObj
     EmStatus st = mutation_of(T, self, "update");
     if (st != EM_OK) return st;
     if (npos > 1) return em_trace_fail(T, EMA_CALL, "dict.update with %d positional arguments", (int)npos);
+    if (npos == 1 && args[0]->kind == SYM_VIEW && args[0]->pos == 'm' && !nkw) /* from a mappingproxy: its dict */
+        return dict_update(T, self, args[0]->items.data[0], out);
     if (npos == 1 && args[0]->kind == SYM_DICT && !nkw) return dict_update(T, self, args[0], out);
     for (int32_t i = 0; npos == 1 && args[0]->kind == SYM_ITER && !em_lazy_done(args[0]); i++) {
         EmSym *p = NULL; /* pairs of a lazy iterator stored as taken, as CPython's loop does */
@@ -756,6 +758,8 @@ EmStatus em_dict_fromkeys(EmTracer *T, EmSym *keys, EmSym *value, EmSym **out) {
  * when m is not such an object. */
 EmStatus em_mapping_as_dict(EmTracer *T, EmSym *m, EmSym **out) {
     if (m->kind == SYM_OBJ && m->pos == EM_POS_IDICT) return em_instance_dict(T, m, out);
+    if (m->kind == SYM_VIEW && m->pos == 'm')
+        return (*out = m->items.data[0]), EM_OK; /* a mappingproxy: its dict, read */
     if (!em_sym_user_operand(m) || PyDict_Check(m->obj)) return CALL_NEXT;
     PyObject *kf = _PyType_Lookup(Py_TYPE(m->obj), EM_STR(keys));
     if (!kf || !PyFunction_Check(kf)) return CALL_NEXT;
@@ -836,6 +840,7 @@ EmStatus em_make_dict(EmTracer *T, EmSym *src, EmSym **kwvals, PyObject *kwnames
     EmSym *d = em_sym_new(T, SYM_DICT);
     if (!d) return EM_ERR;
     EmStatus st = EM_OK;
+    if (src && src->kind == SYM_VIEW && src->pos == 'm') src = src->items.data[0]; /* a mappingproxy: its dict */
     if (src && src->kind == SYM_DICT) {
         for (int32_t i = 0; st == EM_OK && i < src->items.len; i++)
             st = em_dict_set(d, src->keys.data[i], src->items.data[i]);

@@ -168,12 +168,7 @@ static EM_NEW PyObject *sym_value_at(EmTracer *T, EmSym *s, int depth, long *lef
                 if (!v || em_key_token_sym(d->keys.data[i]) || PyDict_SetItem(dv, d->keys.data[i], v)) Py_CLEAR(dv);
                 Py_XDECREF(v);
             }
-            PyObject *r = dv ? PyObject_CallMethod(dv,
-                                                   s->pos == 'k'   ? "keys"
-                                                   : s->pos == 'v' ? "values"
-                                                                   : "items",
-                                                   NULL)
-                             : NULL;
+            PyObject *r = dv ? em_view_of(s, dv) : NULL;
             Py_XDECREF(dv);
             return r;
         }
@@ -500,6 +495,7 @@ static EmSym *wrap_iinfo(EmTracer *T, PyObject *v, int32_t slot) {
 /* v is a view of an exact dict */
 static int is_dict_view(PyObject *v) {
     PyTypeObject *tp = Py_TYPE(v);
+    if (tp == &PyDictProxy_Type) return PyDict_CheckExact(em_mappingproxy_mapping(v));
     return (tp == &PyDictKeys_Type || tp == &PyDictValues_Type || tp == &PyDictItems_Type) &&
            PyDict_CheckExact((PyObject *)((_PyDictViewObject *)v)->dv_dict);
 }
@@ -511,12 +507,15 @@ static EmSym *wrap_view(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
     PyTypeObject *tp = Py_TYPE(v);
     if (em_guard_check(T->P, EMG_TYPE, slot, (PyObject *)tp, 0)) return NULL;
     int32_t dslot = em_guard_view_dict(T->P, slot);
-    EmSym *d = dslot < 0 ? NULL : em_sym_wrap(T, (PyObject *)((_PyDictViewObject *)v)->dv_dict, dslot, st);
+    int proxy = tp == &PyDictProxy_Type;
+    PyObject *dict = proxy ? em_mappingproxy_mapping(v) : (PyObject *)((_PyDictViewObject *)v)->dv_dict;
+    EmSym *d = dslot < 0 ? NULL : em_sym_wrap(T, dict, dslot, st);
     if (!d) return NULL;
     if (d->kind != SYM_DICT) return wrap_obj(T, v, slot);
     EmSym *s = em_sym_new(T, SYM_VIEW);
     if (!s || em_vec_push(&s->items, d)) return s ? (PyErr_NoMemory(), NULL) : NULL;
-    s->pos = tp == &PyDictKeys_Type ? 'k' : tp == &PyDictValues_Type ? 'v' : 'i';
+    s->pos = tp == &PyDictKeys_Type ? 'k' : tp == &PyDictValues_Type ? 'v' : proxy ? 'm' : 'i';
+    if (proxy) s->src = slot; /* it leaves the trace as itself */
     return s;
 }
 
@@ -1541,7 +1540,11 @@ static PyTypeObject *kind_type(EmSym *s) {
         case SYM_FLOAT: return &PyFloat_Type;
         case SYM_SLICE: return &PySlice_Type;
         case SYM_PARTIAL: return (PyTypeObject *)EM_KNOWN(partial);
-        case SYM_VIEW: return s->pos == 'k' ? &PyDictKeys_Type : s->pos == 'v' ? &PyDictValues_Type : &PyDictItems_Type;
+        case SYM_VIEW:
+            return s->pos == 'k'   ? &PyDictKeys_Type
+                   : s->pos == 'v' ? &PyDictValues_Type
+                   : s->pos == 'm' ? &PyDictProxy_Type
+                                   : &PyDictItems_Type;
         case SYM_ITER:
         case SYM_SET:
         case SYM_NDARRAY: return (PyTypeObject *)s->seq_type;
@@ -1708,6 +1711,7 @@ EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out) {
         case SYM_VIEW:
             tp = (PyObject *)(s->pos == 'k'   ? &PyDictKeys_Type
                               : s->pos == 'v' ? &PyDictValues_Type
+                              : s->pos == 'm' ? &PyDictProxy_Type
                                               : &PyDictItems_Type);
             break;
         case SYM_ITER:

@@ -200,25 +200,45 @@ static EmStatus view_items(EmTracer *T, EmSym *s, EmSym **out) {
     return *out ? EM_OK : EM_ERR;
 }
 
-static EmStatus view_iter(EmTracer *T, EmSym *s, EmSym **out) { return em_iter_over(T, s, (char)s->pos, out); }
+static EmStatus view_iter(EmTracer *T, EmSym *s, EmSym **out) { return em_iter_over(T, s, em_view_what(s), out); }
 
 /* iter(d.keys()) and the like: a view of an empty dict stands in */
 static EM_NEW PyObject *view_iter_type(EmTracer *T, EmSym *s, int rev) {
     PyObject *d = PyDict_New();
-    PyObject *sample = d ? PyObject_CallMethod(d, em_view_method(s), NULL) : NULL;
+    PyObject *sample = d ? em_view_of(s, d) : NULL;
     Py_XDECREF(d);
     return em_iter_type_of(sample, rev);
 }
 
-/* view.__contains__, view.__iter__...: the view type's slot wrappers and methods, self = the view. */
+/* view.__contains__, view.__iter__...: the view type's slot wrappers and methods, self = the view.
+ * A mappingproxy's reads (mappingproxy's own methods, which call its dict's) are its dict's. */
 static EmStatus view_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
+    static const char *const reads[] = {"keys",         "values",  "items",    "get",          "copy", "__getitem__",
+                                        "__contains__", "__len__", "__iter__", "__reversed__", NULL};
+    for (int i = 0; base->pos == 'm' && reads[i]; i++)
+        if (PyUnicode_CompareWithASCIIString(name, reads[i]) == 0)
+            return em_sym_getattr(T, base->items.data[0], name, method, out, self);
     return em_sym_type_method(T, em_sym_known_type(base), base, name, method, out, self);
+}
+
+static EmStatus view_getitem(EmTracer *T, EmSym *v, EmSym *key, EmSym **out) {
+    return v->pos == 'm' ? em_sym_getitem(T, v->items.data[0], key, out) : em_sym_getitem_known(T, v, key, out);
+}
+
+static EmStatus view_contains(EmTracer *T, EmSym *v, EmSym *key, int *found) {
+    return v->pos == 'm' ? em_sym_contains(T, v->items.data[0], key, found) : em_sym_contains_known(T, v, key, found);
+}
+
+static EmStatus view_truth(EmTracer *T, EmSym *v, int *out) {
+    if (v->pos != 'm') return em_trace_fail(T, EMA_VALUE, "truth value of %s", em_sym_describe(v));
+    return em_sym_truth(T, v->items.data[0], out);
 }
 
 const EmSymOps em_view_ops = {
     .getattr = view_attr,
-    .getitem = em_sym_getitem_known,
-    .contains = em_sym_contains_known,
+    .getitem = view_getitem,
+    .contains = view_contains,
+    .truth = view_truth,
     .items = view_items,
     .iter = view_iter,
     .iter_type = view_iter_type,

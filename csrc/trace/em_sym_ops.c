@@ -84,6 +84,9 @@ EmStatus em_sym_setitem(EmTracer *T, EmSym *c, EmSym *key, EmSym *v) {
     }
     const EmSymOps *o = ops_of(c);
     if (o->setitem) return o->setitem(T, c, key, v);
+    if (c->kind == SYM_VIEW) /* a dict view or a mappingproxy: read-only, whatever the key */
+        return em_trace_raise_msg(T, PyExc_TypeError, "'%s' object does not support item assignment",
+                                  em_sym_known_type(c)->tp_name);
     EmStatus st = em_sym_store_check(T, c, key);
     return st == EM_OK ? em_trace_fail(T, EMA_VALUE, "item store into %s", em_sym_describe(c)) : st;
 }
@@ -95,6 +98,9 @@ EmStatus em_sym_delitem(EmTracer *T, EmSym *c, EmSym *key) {
     EmStatus ist = em_frame_dict_items_rw(T, c, 1, &r);
     if (ist != CALL_NEXT) return ist == EM_OK ? em_sym_delitem(T, r, key) : ist;
     if (c->kind == SYM_DICT && key->kind == SYM_CONST) return em_dict_method(T, EM_CM_pop, "pop", c, &key, 1, &r);
+    if (c->kind == SYM_VIEW) /* read-only, whatever the key */
+        return em_trace_raise_msg(T, PyExc_TypeError, "'%s' object does not support item deletion",
+                                  em_sym_known_type(c)->tp_name);
     if (c->kind != SYM_LIST || c->seq_type || key->kind != SYM_CONST)
         return em_trace_fail(T, EMA_VALUE, "del of an item of %s", em_sym_describe(c));
     if (PySlice_Check(key->obj)) {
@@ -195,7 +201,23 @@ static int never_equal(EmSym *a, EmSym *b) {
     return fa && fb && fa != fb;
 }
 
+static int is_proxy(const EmSym *s) { return s->kind == SYM_VIEW && s->pos == 'm'; }
+
+/* ==, != and | with a mappingproxy: its dict's (CPython's mappingproxy compares and ors its
+ * mapping); `proxy |= x` raises. CALL_NEXT for other operators. */
+static EmStatus proxy_binop(EmTracer *T, EmOp op, EmSym *a, EmSym *b, EmSym **out) {
+    if (op == EMOP_IOR && is_proxy(a))
+        return em_trace_raise_msg(T, PyExc_TypeError, "'|=' is not supported by mappingproxy; use '|' instead");
+    if (op != EMOP_EQ && op != EMOP_NE && op != EMOP_OR && op != EMOP_IOR) return CALL_NEXT;
+    EmSym *x = is_proxy(a) ? a->items.data[0] : a, *y = is_proxy(b) ? b->items.data[0] : b;
+    return em_sym_binop(T, op, PyTuple_GET_ITEM(em_state.op_fns, op), x, y, out);
+}
+
 EmStatus em_sym_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out) {
+    if (is_proxy(a) || is_proxy(b)) {
+        EmStatus pst = proxy_binop(T, op, a, b, out);
+        if (pst != CALL_NEXT) return pst;
+    }
     if ((op == EMOP_ADD || op == EMOP_IADD) && a->kind != b->kind) { /* (-1,) + x.shape[1:] */
         if (a->kind == SYM_CONST && PyTuple_CheckExact(a->obj) && b->kind == SYM_TUPLE && !(a = tuple_sym(T, a)))
             return EM_ERR;

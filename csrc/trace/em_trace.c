@@ -555,8 +555,8 @@ static EmStatus out_lazy_map(EmTracer *T, EmSym *s, EmSym *fn, EmSym **srcs, int
  * Not of an instance dict read whole: its copy is not the object's own __dict__. */
 static EmStatus out_view(EmTracer *T, EmSym *s, int depth) {
     EmSym *d = s->items.data[0];
-    for (int32_t i = 0; i < T->idict_copy.len; i++)
-        if (T->idict_copy.data[i] == d) return em_trace_fail(T, EMA_RETURN, "a view of an instance dict");
+    if (em_sym_idict_copy(T, d)) return em_trace_fail(T, EMA_RETURN, "a view of an instance dict");
+    if (s->pos == 'm' && s->src >= 0) return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src}); /* the frame's */
     if (s->out_at >= 0) return same_out(T, s);
     char what[2] = {(char)s->pos, 0};
     PyObject *w = PyUnicode_FromString(what);

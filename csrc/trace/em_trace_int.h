@@ -27,7 +27,8 @@ typedef enum {
                  * items[0] = its attributes (a DICT sym), items[1] = its dict items when the
                  * class derives from dict */
     SYM_VIEW,   /* d.keys()/values()/items() of a DICT sym made while tracing (items[0]): a live
-                 * view, read at each use; pos = 'k', 'v' or 'i' */
+                 * view, read at each use; pos = 'k', 'v' or 'i'; or types.MappingProxyType(d)
+                 * (pos 'm', of a dict made while tracing or read from the frame: src its slot) */
     SYM_INT,    /* an int depending on symbolic sizes: expr, an expression of T->sizes (em_sym_int.c) */
     SYM_SLICE,  /* a slice with a symbolic bound: items = start, stop, step (em_sym_slice.c) */
     SYM_FLOAT,  /* a float argument that is a graph input: obj = its traced value (em_sym_float.c) */
@@ -287,10 +288,24 @@ int em_sym_has_tensor(EmSym *s);
 EmStatus em_sym_eval(EmTracer *T, PyObject *fn, EmSym **args, int n, EmSym **out);
 /* An object read from the frame and guarded by its type only, not its identity: its state (its
  * attributes, its items) is not guarded by that. */
-/* The dict method a VIEW sym stands for: "keys", "values" or "items". */
+/* The dict method a VIEW sym stands for: "keys", "values" or "items" (a mappingproxy, pos
+ * 'm', iterates as keys). */
 static inline const char *em_view_method(const EmSym *view) {
-    return view->pos == 'k' ? "keys" : view->pos == 'v' ? "values" : "items";
+    return view->pos == 'k' || view->pos == 'm' ? "keys" : view->pos == 'v' ? "values" : "items";
 }
+/* The view of real dict d that VIEW sym view stands for (new reference; NULL with an exception):
+ * d.keys(), d.values(), d.items(), or types.MappingProxyType(d). */
+static inline EM_NEW PyObject *em_view_of(const EmSym *view, PyObject *d) {
+    return view->pos == 'm' ? PyDictProxy_New(d) : PyObject_CallMethod(d, em_view_method(view), NULL);
+}
+/* Whether dict sym s is the trace's copy of an instance dict (T->idict_copy). */
+static inline int em_sym_idict_copy(const EmTracer *T, const EmSym *s) {
+    for (int32_t i = 0; i < T->idict_copy.len; i++)
+        if (T->idict_copy.data[i] == s) return 1;
+    return 0;
+}
+/* What iterating VIEW sym view gives: 'k', 'v' or 'i' (a mappingproxy's keys). */
+static inline char em_view_what(const EmSym *view) { return view->pos == 'm' ? 'k' : (char)view->pos; }
 static inline int em_sym_type_guarded(const EmSym *s) { return s->kind == SYM_OBJ && s->src >= 0 && !s->by_id; }
 /* object.__getattribute__(base, name): the generic lookup, bypassing a type's override. */
 EmStatus em_sym_getattr_generic(EmTracer *T, EmSym *base, PyObject *name, EmSym **out);

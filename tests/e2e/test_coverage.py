@@ -3277,3 +3277,81 @@ def test_sequence_index_with_bounds_and_pythons_error_messages(kind):
         ember.reset()
         ember.testing.reset_counters()
         one_graph(scope["f"], torch.zeros(1))
+
+
+def test_mappingproxy_made_in_the_trace_is_a_live_read_only_view():
+    import types
+
+    def f(x):
+        d = {"a": 2, "b": 3, "c": 5 * x}
+        mp = types.MappingProxyType(d)
+        y = torch.sin(x * mp["a"])
+        for v in mp.values():
+            y = y + torch.cos(x * v)
+        d["z"] = 1  # seen through the proxy
+        out = [len(mp), "z" in mp, mp.get("q", 7), list(mp), list(reversed(mp)), bool(mp),
+               type(mp) is types.MappingProxyType, mp == {"a": 2, "b": 3, "c": d["c"], "z": 1},
+               sorted(mp | {"n": 0}), sorted({**mp}), sorted(dict(mp)), mp.copy()["z"]]
+        e = {"k": x}
+        e.update(types.MappingProxyType({"m": x + 1}))
+        for bad in ("set", "del", "ior", "update"):
+            try:
+                if bad == "set":
+                    mp["a"] = 0
+                elif bad == "del":
+                    del mp["a"]
+                elif bad == "ior":
+                    mp |= {}
+                else:
+                    mp.update({})
+            except (TypeError, AttributeError) as exc:
+                out.append(str(exc))
+        return y, dict(mp), out, e, type(mp)
+
+    assert set(one_graph(f, randn(4))[1]) == {"a", "b", "c", "z"}
+    ember.reset()
+    mp = ember.compile(lambda x: types.MappingProxyType({"a": x}), fullgraph=True)(randn(2))
+    assert type(mp) is types.MappingProxyType
+
+
+def test_mappingproxy_of_a_dict_of_the_frame_stays_live():
+    import types
+    src = {"a": 2, "b": 3, "c": 5}
+
+    def f(x):
+        mp = types.MappingProxyType(src)
+        y = torch.sin(x * mp["a"])
+        for v in mp.values():
+            y = y + torch.cos(x * v)
+        src["d"] = 4
+        return mp, y
+
+    x = randn(4)
+    want = f(x)
+    src.pop("d")
+    got = ember.compile(f, fullgraph=True)(x)
+    assert_same(got[1], want[1])
+    src["e"] = 5
+    assert got[0]["e"] == 5 and got[0]["d"] == 4
+
+
+def test_mappingproxy_argument_is_read_through_its_dict():
+    import types
+    d = {"a": 2.0, "b": 3}
+
+    def f(x, mp):
+        y = torch.sin(x * mp["a"])
+        for k in mp:
+            y = y + mp[k]
+        if isinstance(mp, types.MappingProxyType):
+            y = y * 2
+        return y, mp, mp.copy()
+
+    mp = types.MappingProxyType(d)
+    cf = ember.compile(f, fullgraph=True)
+    x = randn(3)
+    for _ in range(2):
+        got, want = cf(x, mp), f(x, mp)
+        assert_same(got[0], want[0])
+        assert got[1] is mp and got[2] == want[2]
+        d["a"] = d["a"] + 1  # a changed value is a guard miss, not a stale constant
