@@ -81,6 +81,11 @@ static EmStatus obj_iter(EmTracer *T, EmSym *s, EmSym **out) {
         EmStatus st = em_instance_dict(T, s, &c);
         return st == EM_OK ? em_iter_of(T, c, out) : st;
     }
+    /* a builtin iterator of the frame (a list_iterator, a generator, a zip...): iter(it) is it,
+     * whose items Python takes later (FOR_ITER on it runs its loop as plain Python) */
+    if (s->kind == SYM_OBJ && s->src >= 0 && !s->by_id && Py_TYPE(s->obj)->tp_iter == PyObject_SelfIter &&
+        !(Py_TYPE(s->obj)->tp_flags & Py_TPFLAGS_HEAPTYPE))
+        return (*out = s), EM_OK;
     int user = s->kind == SYM_NEW ? 1 : obj_is_opaque_input(s);
     if (user < 0) return EM_ERR;
     PyObject *it_fn = user ? _PyType_Lookup(Py_TYPE(s->obj), EM_STR(dunder_iter)) : NULL;

@@ -483,3 +483,47 @@ def test_lazy_zip_left_partly_consumed_is_returned_over_its_sources():
         got, want = ember.compile(f, fullgraph=True)(x), f(x)
         assert type(got[0]) is zip
         assert same(list(got[0]), list(want[0])) and same(got[1], want[1])
+
+
+def _loop_over_passed_iterator(x, it):
+    y = x + 1
+    for t in it:
+        y = y + t
+    return y * 2
+
+
+def _next_then_loop(x, it):
+    y = x * next(it)
+    for i, t in enumerate(it):
+        y = y + t * i
+        if i == 1:
+            break
+    return y, list(it)
+
+
+def _gen(x):
+    yield x
+    yield x * 2
+    yield x * 3
+
+
+@pytest.mark.parametrize("fn", [_loop_over_passed_iterator, _next_then_loop])
+@pytest.mark.parametrize("make", ["list_iterator", "generator", "map"])
+def test_iterator_passed_in_is_iterated_by_python_around_compiled_code(fn, make):
+    # a for loop over a builtin iterator argument ran the whole frame as plain Python
+    # ("__iter__ of a list_iterator"): iter(it) is it, the loop runs as Python, the code around
+    # it is compiled, and the iterator is left where eager leaves it
+    x = torch.randn(3)
+
+    def mk():
+        if make == "list_iterator":
+            return iter([x, x + 1, x + 2, x + 3])
+        if make == "generator":
+            return _gen(x)
+        return map(torch.neg, [x, x + 1, x + 2])
+
+    it1, it2 = mk(), mk()
+    want, got = fn(x, it1), ember.compile(fn)(x, it2)
+    assert same(got, want) and same(list(it2), list(it1))
+    c = ember.testing.counters()
+    assert c["frames"] >= 1 and c["aborts"] == 0, c
