@@ -622,11 +622,14 @@ static EmSym **read_at_break(EmTracer *T) {
          second->obj == (PyObject *)&PyLong_Type))
         return &TOP(1);
     if (n != 0 || first->kind == SYM_NULL || !first->obj) return NULL;
-    for (int i = 0; methods[i]; i++) {
-        PyObject *m = PyDict_GetItemString(em_state.tensor_type->tp_base->tp_dict, methods[i]); /* borrowed */
-        if (m && m == first->obj) return &TOP(1);
+    int found = 0;
+    for (int i = 0; !found && methods[i]; i++) {
+        PyObject *m = PyObject_GetAttrString((PyObject *)em_state.tensor_type, methods[i]);
+        if (!m) PyErr_Clear(); /* not one of them */
+        found = m && m == first->obj;
+        Py_XDECREF(m);
     }
-    return NULL;
+    return found ? &TOP(1) : NULL;
 }
 
 EmStatus em_trace_detach_read_at_break(EmTracer *T) {
