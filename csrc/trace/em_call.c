@@ -453,8 +453,33 @@ static EmStatus op_record_sized(EmTracer *T, EmOp op, PyObject *fn, EmSym **args
 static EmStatus op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
                           PyObject *meta_fn, EmSym **out);
 
+/* 1 for a bool operand of a subtraction: a bool tensor or a Python bool. */
+static int bool_operand(EmTracer *T, const EmSym *s) {
+    if (s->kind == SYM_CONST) return PyBool_Check(s->obj);
+    return s->kind == SYM_TENSOR && s->ref >= 0 && T->G->nodes.data[s->ref].dtype == EMDT_BOOL;
+}
+
+/* A subtraction (`a - b`, `a -= b`, torch.sub/subtract/rsub and Tensor's) with one bool operand:
+ * torch's CPU and CUDA kernels raise NotImplementedError, the meta kernel does not (it checks
+ * two bool tensors only), so the trace raises it as eager does. CALL_NEXT for anything else. */
+static EmStatus bool_subtraction(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames) {
+    int sub = op == EMOP_SUB || op == EMOP_ISUB;
+    for (int k = EMK_torch_sub; !sub && op == EMOP_CALL && k <= EMK_tensor_subtract_; k++)
+        sub = fn == PyTuple_GET_ITEM(em_state.known, k);
+    Py_ssize_t npos = nargs - (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+    EmSym *a = npos >= 1 ? args[0] : NULL, *b = npos >= 2 ? args[1] : NULL;
+    for (Py_ssize_t i = npos; sub && !b && i < nargs; i++)
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i - npos), "other") == 0) b = args[i];
+    if (!sub || !a || !b || bool_operand(T, a) == bool_operand(T, b)) return CALL_NEXT; /* two: the meta kernel's */
+    return em_trace_raise_msg(T, PyExc_NotImplementedError,
+                              "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
+                              "to invert a mask, use the `~` or `logical_not()` operator instead.");
+}
+
 EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, PyObject *meta_fn,
                       EmSym **out) {
+    EmStatus bst = bool_subtraction(T, op, fn, args, nargs, kwnames);
+    if (bst != CALL_NEXT) return bst;
     /* a float input stays one only as an operand of a pointwise operator (em_sym_float.c) */
     int floats_ok = T->floats_ok;
     T->floats_ok = op != EMOP_CALL && (em_op_info[op].flags & EMF_POINTWISE);

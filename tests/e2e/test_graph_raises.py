@@ -199,3 +199,29 @@ def test_an_in_place_metadata_op_that_raises_runs_the_frame_again_as_python():
     assert compiled == eager and eager[0][1] == ["finally"]
     assert eager[0][0][0] is RuntimeError
     assert counters()["reruns"] == 3
+
+
+def _bool_minus_tensor(x, y):
+    y.copy_(x)
+    try:
+        return True - x
+    finally:
+        LOG.append(2)
+
+
+def _sub_bool_tensor_in_place(x, y):
+    y.copy_(x)
+    try:
+        return x.clone().sub_(x > 0)
+    finally:
+        LOG.append(3)
+
+
+@pytest.mark.parametrize("fn", [_bool_minus_tensor, _sub_bool_tensor_in_place])
+def test_subtraction_with_one_bool_operand_raises_in_the_trace(fn):
+    # fuzz 2806 #517: the meta kernel lets `True - x` pass (it checks two bool tensors only), the
+    # graph raised when it ran, after an in-place op, so the finally block's append was lost
+    def make_args():
+        return torch.randn(()), torch.zeros(1, 1, dtype=torch.long)
+    eager, compiled = run_both(fn, make_args)
+    assert compiled == eager and eager[0][0][0] is NotImplementedError
