@@ -414,3 +414,20 @@ def test_class_of_an_array_is_its_type():
         return x.__class__, issubclass(x.__class__, np.ndarray), type(x), np.sum(x).__class__
 
     exact_graph(f, np.ones(3))
+
+
+def test_from_numpy_is_a_new_tensor_over_the_same_memory():
+    # fuzz 2806 #1223: torch.from_numpy(x.numpy()) was x itself, so unsqueeze_ on it changed the
+    # array's shape (and x's); it is a new tensor sharing the memory
+    def f(x):
+        a = x.numpy()
+        t = torch.from_numpy(a)
+        t2 = torch.as_tensor(a)
+        t.unsqueeze_(0)
+        t2.add_(1)
+        return a, t, t is x, t2 is x, x.shape, torch.from_numpy(a) is t
+
+    x = torch.arange(6.0).reshape(3, 2)
+    want, got = f(x.clone()), ember.compile(f, fullgraph=True)(x.clone())
+    assert got[0].shape == want[0].shape == (3, 2) and np.array_equal(got[0], want[0])
+    assert torch.equal(got[1], want[1]) and got[2:] == want[2:]
