@@ -1046,6 +1046,14 @@ EmStatus h_format_value(EmTracer *T, const EmInstr *in) {
             return st == EM_OK ? em_push(T, r) : st;
         }
     }
+    if (v->kind == SYM_INT) { /* a symbolic int or float input formatted: its value, pinned */
+        PyObject *val = em_int_value(T, v);
+        v = val ? em_sym_const(T, val) : NULL;
+        Py_XDECREF(val);
+        if (!v) return EM_ERR;
+    } else if (v->kind == SYM_FLOAT && em_float_pin(T, v) != EM_OK) {
+        return EM_ERR;
+    }
     /* a list, tuple, dict or set of constants: formatted as that value (no user code runs) */
     PyObject *known = v->kind != SYM_CONST && (!spec || spec->kind == SYM_CONST) ? plain_value(v, 0) : NULL;
     if (PyErr_Occurred()) return EM_ERR;

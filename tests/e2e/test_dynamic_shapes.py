@@ -1145,3 +1145,15 @@ def test_float_plus_a_bool_and_floats_behind_a_dict_view_stay_inputs():
     cf = ember.compile(through_view)
     run_all(through_view, cf, [(randn(3), {"scale": 0.5 + k}.items()) for k in range(6)])
     assert frames() == 2, counters()
+
+
+def test_f_string_of_a_symbolic_size_or_float_input_formats_its_value():
+    # f"{x.shape[0]}" of a symbolic size was refused (the whole graph); it pins the value, as
+    # str() of one does, so each size gets its own compile and string
+    def f(x, n, g):
+        return x + 1, f"{x.shape[0]} rows, n={n:>4}, g={g:.2f} {n!r}"
+
+    cf = ember.compile(f, dynamic=True, fullgraph=True)
+    for k in (3, 5, 3):
+        got, want = cf(randn(k), k + 2, k * 0.5), f(randn(k), k + 2, k * 0.5)
+        assert got[1] == want[1] and got[0].shape == want[0].shape
