@@ -419,10 +419,11 @@ static int dict_of_instance(EmTracer *T, EmSym *a, EmSym *d) {
     return da == d->src || !em_guard_check(T->P, same ? EMG_SAME : EMG_DISTINCT, da, NULL, d->src) ? same : -1;
 }
 
-/* A data descriptor of o's type named name (a property): it, not the instance dict, answers o.name. */
+/* A data descriptor of o's type named name (a property): it, not the instance dict, answers o.name
+ * (one without __get__ leaves reads to the instance dict). */
 static int data_descr(PyObject *o, PyObject *name) {
     PyObject *descr = _PyType_Lookup(Py_TYPE(o), name);
-    return descr && Py_TYPE(descr)->tp_descr_set;
+    return descr && Py_TYPE(descr)->tp_descr_set && Py_TYPE(descr)->tp_descr_get;
 }
 
 EmSym *em_obj_stored(EmTracer *T, EmSym *base, PyObject *name) {
@@ -543,6 +544,12 @@ EmStatus em_obj_generic_set(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) 
     PyTypeObject *tp = Py_TYPE(base->obj);
     PyObject *descr = _PyType_Lookup(tp, name);
     if (em_new_slot(base, descr)) return em_dict_set(base->items.data[0], name, v);
+    PyObject *dset = em_user_descr_method(descr, EM_STR(dunder_set));
+    if (dset) { /* a descriptor of a Python class: type(descr).__set__(descr, o, v), traced */
+        if (base->src >= 0 && em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
+        EmSym *args[3] = {em_sym_known(T, descr, n), base, v}, *r = NULL;
+        return args[0] ? em_inline(T, dset, args, 3, NULL, &r) : EM_ERR;
+    }
     if (descr && Py_TYPE(descr)->tp_descr_set) {
         if (!Py_IS_TYPE(descr, &PyProperty_Type))
             return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s through a descriptor", n);

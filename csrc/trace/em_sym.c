@@ -2166,6 +2166,37 @@ static EmStatus deleted_attr(EmTracer *T, EmSym *base, PyObject *name, const cha
     return em_trace_raise_msg(T, PyExc_AttributeError, "'%s' object has no attribute '%U'", tp->tp_name, name);
 }
 
+/* o.name of frame object base (o) whose type's attribute descr answers before the instance
+ * dict: a property's getter, a member or C field, a namedtuple field, a Python class's data
+ * descriptor's __get__ (traced); CALL_NEXT when the instance dict answers. */
+static EmStatus descr_attr(EmTracer *T, EmSym *base, PyObject *descr, PyObject *name, const char *n, int method,
+                           EmSym **out, EmSym **self) {
+    PyObject *o = base->obj;
+    PyTypeObject *tp = Py_TYPE(o);
+    EmStatus st;
+    if (Py_IS_TYPE(descr, &PyProperty_Type)) { /* a data descriptor: before the instance dict */
+        if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
+        return class_attr(T, base, tp, descr, n, method, out, self);
+    }
+    if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) return slot_attr(T, base, name, n, out);
+    /* the C fields of builtin exceptions (args, __cause__, __context__): plain reads */
+    if (Py_IS_TYPE(descr, &PyGetSetDescr_Type) && PyExceptionInstance_Check(o) &&
+        !(PyDescr_TYPE(descr)->tp_flags & Py_TPFLAGS_HEAPTYPE))
+        return slot_attr(T, base, name, n, out);
+    if (PyTuple_Check(o) && (PyObject *)Py_TYPE(descr) == EM_KNOWN(tuplegetter)) {
+        EmSym *items = NULL; /* a namedtuple subclass's field: its items, guarded (em_frame_items) */
+        if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
+        return (st = em_frame_items(T, base, &items)) == EM_OK ? em_tuple_field(T, descr, items, out) : st;
+    }
+    if (!Py_TYPE(descr)->tp_descr_set || !Py_TYPE(descr)->tp_descr_get) return CALL_NEXT; /* the dict's */
+    PyObject *dget = em_user_descr_method(descr, EM_STR(dunder_get));
+    if (!dget) return em_trace_fail(T, EMA_ATTR, "%s.%s (property or descriptor)", tp->tp_name, n);
+    /* a data descriptor of a Python class: type(descr).__get__(descr, o, type(o)), traced */
+    if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
+    EmSym *args[3] = {em_sym_known(T, descr, n), base, em_sym_const(T, (PyObject *)tp)};
+    return args[0] && args[2] ? em_inline(T, dget, args, 3, NULL, out) : EM_ERR;
+}
+
 /* generic: object.__getattribute__ semantics even when the type overrides it. */
 static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self,
                               int generic) {
@@ -2195,22 +2226,7 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
         ((st = getattribute_hook(T, base, name, n, &getattr_hook, out, &done)) != EM_OK || done))
         return st;
     PyObject *descr = _PyType_Lookup(tp, name);
-    if (descr && Py_IS_TYPE(descr, &PyProperty_Type)) { /* a data descriptor: before the instance dict */
-        if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
-        return class_attr(T, base, tp, descr, n, method, out, self);
-    }
-    if (descr && Py_IS_TYPE(descr, &PyMemberDescr_Type)) return slot_attr(T, base, name, n, out);
-    /* the C fields of builtin exceptions (args, __cause__, __context__): plain reads */
-    if (descr && Py_IS_TYPE(descr, &PyGetSetDescr_Type) && PyExceptionInstance_Check(o) &&
-        !(PyDescr_TYPE(descr)->tp_flags & Py_TPFLAGS_HEAPTYPE))
-        return slot_attr(T, base, name, n, out);
-    if (descr && PyTuple_Check(o) && (PyObject *)Py_TYPE(descr) == EM_KNOWN(tuplegetter)) {
-        EmSym *items = NULL; /* a namedtuple subclass's field: its items, guarded (em_frame_items) */
-        if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
-        return (st = em_frame_items(T, base, &items)) == EM_OK ? em_tuple_field(T, descr, items, out) : st;
-    }
-    if (descr && Py_TYPE(descr)->tp_descr_set)
-        return em_trace_fail(T, EMA_ATTR, "%s.%s (property or descriptor)", tp->tp_name, n);
+    if (descr && (st = descr_attr(T, base, descr, name, n, method, out, self)) != CALL_NEXT) return st;
     if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
     PyObject *v;
     int32_t slot;
@@ -2265,8 +2281,15 @@ static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, E
         EmStatus st = em_tuple_field(T, descr, base->items.data[1], out);
         if (st != CALL_NEXT) return *self = NULL, st;
     }
+    PyObject *dget = em_user_descr_method(descr, EM_STR(dunder_get));
+    if (descr && Py_TYPE(descr)->tp_descr_set && !Py_TYPE(descr)->tp_descr_get)
+        descr = NULL; /* a data descriptor without __get__: the instance dict answers */
     if (descr && Py_TYPE(descr)->tp_descr_set) { /* data descriptors come first */
         if (Py_IS_TYPE(descr, &PyProperty_Type)) return class_attr(T, base, tp, descr, n, method, out, self);
+        if (dget) { /* a Python class's: type(descr).__get__(descr, o, type(o)), traced */
+            EmSym *args[3] = {em_sym_known(T, descr, n), base, em_sym_const(T, (PyObject *)tp)};
+            return args[0] && args[2] ? em_inline(T, dget, args, 3, NULL, out) : EM_ERR;
+        }
         if (!strcmp(n, "__dict__")) {
             *out = attrs;
             return EM_OK;

@@ -149,6 +149,13 @@ EmSym *em_sym_const(EmTracer *T, PyObject *EM_BORROWED v);
 EmSym *em_sym_null(EmTracer *T);
 /* A by-identity OBJ sym for an object the trace knows from other guards, with a constant slot. */
 EmSym *em_sym_known(EmTracer *T, PyObject *EM_BORROWED obj, const char *label);
+/* The Python function type(descr).name (EM_STR(dunder_get) or (dunder_set)) of a descriptor an
+ * instance of a Python class is (borrowed), or NULL. */
+static inline PyObject *em_user_descr_method(PyObject *descr, PyObject *name) {
+    if (!descr || !(Py_TYPE(descr)->tp_flags & Py_TPFLAGS_HEAPTYPE)) return NULL;
+    PyObject *f = _PyType_Lookup(Py_TYPE(descr), name);
+    return f && PyFunction_Check(f) ? f : NULL;
+}
 /* The method fn of self: (fn, self) for a method load, else a SYM_BOUND value. */
 EmStatus em_sym_method(EmTracer *T, PyObject *EM_BORROWED fn, EmSym *self, int method, EmSym **out, EmSym **selfp);
 /* Wraps a value read from a guard slot, installing guards; NULL with status in *st. */

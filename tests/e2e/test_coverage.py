@@ -3355,3 +3355,50 @@ def test_mappingproxy_argument_is_read_through_its_dict():
         assert_same(got[0], want[0])
         assert got[1] is mp and got[2] == want[2]
         d["a"] = d["a"] + 1  # a changed value is a guard miss, not a stale constant
+
+
+class _Doubling:
+    """A data descriptor without __get__: stores go through __set__, reads to the instance dict."""
+
+    def __set__(self, obj, value):
+        obj.__dict__["field"] += value * 2
+
+
+class _Named:
+    def __set_name__(self, owner, name):
+        self.key = "_" + name
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else obj.__dict__.get(self.key, 0)
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.key] = value
+
+
+class _WithDescriptors:
+    field = _Doubling()
+    prop = _Named()
+
+    def __init__(self):
+        self.__dict__["field"] = 0
+        self.prop = 42
+
+
+def test_descriptors_of_python_classes_are_traced():
+    # TorchDynamo's test_set_descriptor / test_dict_with_descriptor: __get__ and __set__ of a
+    # descriptor class run in the trace, on objects passed in and made in the trace
+    def f(x, o):
+        o.field = 10
+        o.__dict__["extra"] = 99
+        o.prop = o.prop + 1
+        n = _WithDescriptors()
+        n.prop = 5
+        n.field = 1
+        return x + o.field + o.prop + o.__dict__["extra"] + n.prop * n.field
+
+    a, b = _WithDescriptors(), _WithDescriptors()
+    x = randn(2)
+    want = f(x, a)
+    got = ember.compile(f, fullgraph=True)(x, b)
+    assert_same(got, want)
+    assert a.__dict__ == b.__dict__ == {"field": 20, "_prop": 43, "extra": 99}
