@@ -1083,6 +1083,11 @@ static EmStatus class_attr(EmTracer *T, EmSym *base, PyTypeObject *tp, PyObject 
                Py_IS_TYPE(descr, &PyMethodDescr_Type) || Py_IS_TYPE(descr, &PyWrapperDescr_Type) ||
                Py_IS_TYPE(descr, (PyTypeObject *)EM_KNOWN(lru_wrapper))) { /* its __get__ binds as a function's */
         if (!method) return em_sym_method(T, fn, bound, 0, out, self);
+    } else if (em_user_descr_method(descr, EM_STR(dunder_get)) && base->kind == SYM_OBJ && base->src >= 0) {
+        /* a non-data descriptor of a Python class the instance dict did not answer: its __get__ */
+        EmSym *args[3] = {em_sym_known(T, descr, n), base, em_sym_const(T, (PyObject *)tp)};
+        return args[0] && args[2] ? em_inline(T, em_user_descr_method(descr, EM_STR(dunder_get)), args, 3, NULL, out)
+                                  : EM_ERR;
     } else {
         return em_trace_fail(T, EMA_ATTR, "%s.%s (descriptor)", tp->tp_name, n);
     }
@@ -2253,7 +2258,10 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
         }
     }
     if (!descr) return attr_not_found(T, base, name, n);
-    if (Py_TYPE(descr)->tp_descr_get) return class_attr(T, base, tp, descr, n, method, out, self);
+    if (Py_TYPE(descr)->tp_descr_get) { /* a method, a non-data descriptor: unless the instance dict gets one */
+        if (em_obj_dict(o) && em_guard_check(T->P, EMG_ABSENT, base->src, name, 0)) return EM_ERR;
+        return class_attr(T, base, tp, descr, n, method, out, self);
+    }
     /* a plain class attribute: guard its value through a generic getattr */
     slot = em_guard_attr(T->P, base->src, name);
     if (slot < 0) return EM_ERR;

@@ -452,3 +452,30 @@ def test_explaining_a_guard_miss_runs_no_user_code():
     del o1
     got = cf(torch.ones(1), _ClearsOnRepr())
     assert got[1] is False and len(_KEEP) == 1 and torch.equal(got[0], torch.full((1,), 2.0))
+
+
+class _NonData:
+    def __get__(self, obj, objtype=None):
+        return 7 if obj is not None else self
+
+
+class _WithMethod:
+    nd = _NonData()
+
+    def m(self):
+        return 1
+
+
+def test_instance_attribute_shadowing_a_method_or_non_data_descriptor_misses():
+    # an instance dict entry set after the compile shadows the class's method (and a non-data
+    # descriptor): the absence of the name in the instance dict is guarded, not assumed
+    def f(x, c):
+        return x + c.m() + c.nd
+
+    cf = ember.compile(f, fullgraph=True)
+    x, c = torch.zeros(2), _WithMethod()
+    assert torch.equal(cf(x, c), f(x, c))
+    c.__dict__["m"] = lambda: 50
+    assert torch.equal(cf(x, c), f(x, c))
+    c.__dict__["nd"] = 100
+    assert torch.equal(cf(x, c), f(x, c))
