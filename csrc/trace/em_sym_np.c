@@ -438,8 +438,9 @@ EmStatus em_known_torch_tensor(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all,
 }
 
 /* torch.from_numpy(a), torch.as_tensor(a) of an ndarray sym: a new tensor over its tensor's
- * memory (t.view_as(t): not t itself, whose identity and metadata are its own: `t2.unsqueeze_(0)`
- * changed the array; fuzz 2806 #1223). A numpy scalar is no array: torch.as_tensor makes a
+ * memory, with its strides, that is no view (t.detach(): the array's tensor never requires grad):
+ * not t itself, whose identity and metadata are its own (`t2.unsqueeze_(0)` changed the array;
+ * fuzz 2806 #1223; view_as made a view, which detach_() refuses: fuzz 2811 #758). A numpy scalar is no array: torch.as_tensor makes a
  * tensor of its own (a copy; writes to it must not reach the immutable scalar), torch.from_numpy
  * raises (left to Python). */
 EmStatus em_known_from_numpy(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
@@ -447,9 +448,6 @@ EmStatus em_known_from_numpy(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
     if (all[0]->pos)
         return fn->obj == EM_KNOWN(as_tensor) ? em_known_torch_tensor(T, fn, self, all, n, kwnames, out)
                                               : em_trace_fail(T, EMA_CALL, "torch.from_numpy of a numpy scalar");
-    PyObject *view_as = PyObject_GetAttrString((PyObject *)em_state.tensor_type, "view_as");
-    EmSym *args[2] = {all[0]->items.data[0], all[0]->items.data[0]};
-    EmStatus st = view_as ? em_op_record(T, EMOP_CALL, view_as, args, 2, NULL, NULL, out) : EM_ERR;
-    Py_XDECREF(view_as);
-    return st;
+    PyObject *detach = torch_fn("detach");
+    return detach ? em_op_record(T, EMOP_CALL, detach, all[0]->items.data, 1, NULL, NULL, out) : EM_ERR;
 }

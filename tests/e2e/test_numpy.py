@@ -431,3 +431,18 @@ def test_from_numpy_is_a_new_tensor_over_the_same_memory():
     want, got = f(x.clone()), ember.compile(f, fullgraph=True)(x.clone())
     assert got[0].shape == want[0].shape == (3, 2) and np.array_equal(got[0], want[0])
     assert torch.equal(got[1], want[1]) and got[2:] == want[2:]
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_from_numpy_keeps_strides_and_is_no_view(dynamic):
+    # fuzz 2811 #758, #837: a view (view_as) refused detach_() and took contiguous strides
+    def f(y):
+        a = y[::2].numpy()
+        t = torch.from_numpy(a)
+        s = t.stride()
+        t.detach_()
+        return t, s, t._is_view()
+
+    y = torch.randn(6, 2)
+    want, got = f(y), ember.compile(f, dynamic=dynamic)(y)
+    assert torch.equal(got[0], want[0]) and got[0].stride() == want[0].stride() and got[1:] == want[1:]
