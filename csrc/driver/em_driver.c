@@ -215,7 +215,7 @@ static int build_break(EmTracer *T, PyCodeObject *co, const EmFrameIn *in, EmEnt
     }
     plan.stack_after = plan.nstack + effect;
     plan.jump_to = -1;
-    if (!R && em_trace_grads_wrt_graph_value(T)) T->G->own_executor = 1;
+    if (!R && em_trace_grads_wrt_graph_value(T)) T->G->own_executor = EM_OWN_GRAD_WRT_VALUE;
     if (is_cond_jump(plan.op)) {
         plan.jump_to = em_jump_target(&T->brk);
         plan.stack_after = plan.nstack - 1;

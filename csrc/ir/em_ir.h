@@ -138,6 +138,13 @@ typedef struct {
     int32_t label;   /* INPUT: offset of the source name in G->text, else -1 */
 } EmNode;
 
+/* Why a graph runs on ember's executor whatever its backend (EmGraph.own_executor). */
+typedef enum {
+    EM_OWN_NO = 0,
+    EM_OWN_GRAD_WRT_VALUE, /* the code after it takes gradients with respect to a value it computes */
+    EM_OWN_NOGRAD_VIEW     /* it returns a view made without grad mode of a tensor that requires grad */
+} EmOwnExecutor;
+
 typedef struct EmGraph {
     EmVec(EmNode) nodes;
     EmVec(EmArg) args;
@@ -146,8 +153,7 @@ typedef struct EmGraph {
     EmVec(EmRef) outputs;
     EmVec(char) text;
     int32_t ninputs;
-    /* run on ember's executor, never exported to a backend: the code after the graph takes
-     * gradients with respect to a value the graph computes (em_trace_grads_wrt_graph_value) */
+    /* run on ember's executor, never exported to a backend (EmOwnExecutor: why) */
     uint8_t own_executor;
     void (*retain)(void *obj);
     void (*release)(void *obj);

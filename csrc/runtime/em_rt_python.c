@@ -176,9 +176,13 @@ static int py_compile(EmCompiled *C, PyObject *const *slots) {
         return -1;
     }
     if (plan_outputs(C)) return -1;
-    if (C->G.own_executor) { /* its outputs' autograd links are needed after it */
-        Py_XSETREF(C->py_info, PyUnicode_FromString("runs on ember's executor: the code after it takes gradients "
-                                                    "with respect to a value it computes"));
+    if (C->G.own_executor) { /* its outputs' autograd links are needed as eager makes them */
+        Py_XSETREF(C->py_info,
+                   PyUnicode_FromString(C->G.own_executor == EM_OWN_GRAD_WRT_VALUE
+                                            ? "runs on ember's executor: the code after it takes gradients with "
+                                              "respect to a value it computes"
+                                            : "runs on ember's executor: it returns a view made without grad mode of "
+                                              "a tensor that requires grad"));
         C->py_state = EMR_PY_HERE;
         return C->py_info ? 0 : -1;
     }

@@ -282,6 +282,8 @@ static EmStatus record_inferred(EmTracer *T, EmOp op, PyObject *fn, const char *
     if (r < 0 || em_ir_set_tensor(T->G, r, inf->dtype, inf->dev_type, inf->dev_index, inf->requires_grad, inf->ndim,
                                   inf->sizes, inf->strides))
         return PyErr_NoMemory(), EM_ERR;
+    if (inf->requires_grad && !T->grad && T->start_grad && em_vec_push(&T->nograd_views, r))
+        return PyErr_NoMemory(), EM_ERR; /* a view made without grad mode (em_trace.c out_node) */
     EmSym *s = em_sym_new(T, SYM_TENSOR);
     if (!s) return EM_ERR;
     s->ref = r;

@@ -245,6 +245,8 @@ static int set_meta(EmTracer *T, EmRef r, PyObject *t, PyObject *dev) {
     }
     int rc = dev_code(dev, &type, &index);
     if (!rc) rc = em_ir_set_tensor(T->G, r, dt, type, index, s.requires_grad, s.ndim, s.sizes, s.strides);
+    if (!rc && s.requires_grad && !T->grad && T->start_grad && T->G->nodes.data[r].op != EMOP_INPUT)
+        rc = em_vec_push(&T->nograd_views, r);
     if (rc && !PyErr_Occurred()) PyErr_NoMemory();
     em_guard_tensor_spec_free(&s);
     return rc;

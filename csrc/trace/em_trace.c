@@ -165,6 +165,10 @@ static EmStatus out_children(EmTracer *T, EmSym **items, int32_t from, int32_t t
 
 /* A graph value (a tensor, a symbolic int): a graph output (each node output once). */
 static EmStatus out_node(EmTracer *T, EmRef ref) {
+    /* AOTAutograd makes an output that is a view again, in the grad mode the graph ends in: a
+     * view made without grad mode would get autograd history eager's has not */
+    for (int32_t i = 0; i < T->nograd_views.len && !T->G->own_executor; i++)
+        if (T->nograd_views.data[i] == ref) T->G->own_executor = EM_OWN_NOGRAD_VIEW;
     int32_t idx = -1;
     for (int32_t i = 0; i < T->G->outputs.len; i++)
         if (T->G->outputs.data[i] == ref) idx = i;
@@ -1088,6 +1092,7 @@ void em_trace_free(EmTracer *T) {
     em_vec_free(&T->input_slots);
     em_size_free(&T->sizes);
     em_vec_free(&T->sym_leaf);
+    em_vec_free(&T->nograd_views);
     em_vec_free(&T->node_dims);
     em_vec_free(&T->dim_exprs);
     em_vec_free(&T->expr_ref);

@@ -88,6 +88,9 @@ typedef struct EmTracer {
     int wrap_depth;    /* containers being wrapped, outermost first (em_sym_wrap) */
     EmVec(EmSym *) syms; /* every sym, freed at the end */
     EmVec(int32_t) input_slots; /* guard slot of each graph input */
+    /* nodes made inside a block without grad mode (the trace started with it) that require grad:
+     * views of tensors that do, with no autograd history (an output of one: em_trace.c out_node) */
+    EmVec(EmRef) nograd_views;
     EmVec(EmOut) out;
     /* graph breaks */
     int break_at;      /* code unit of the root instruction to break at, -1 = none */

@@ -278,3 +278,22 @@ def test_value_whose_data_a_break_reads_takes_no_part_in_the_backward(fn):
         assert (want is None) == (got is None)
         if want is not None:
             assert torch.allclose(want, got, equal_nan=True)
+
+
+def _view_made_without_grad_mode(x):
+    with torch.set_grad_enabled(False):
+        t = x.squeeze()
+    return t
+
+
+def test_view_made_without_grad_mode_and_returned_keeps_no_history():
+    # fuzz 2810 #328 (under torch.compile too): eager's t is a view without autograd history, a
+    # backward through it leaves x.grad None; AOTAutograd made the view again with grad mode on
+    seen = []
+    for f in (_view_made_without_grad_mode, ember.compile(_view_made_without_grad_mode, backend="aot_eager")):
+        x = torch.randn(3, 1, requires_grad=True)
+        out = f(x)
+        out.sum().backward()
+        seen.append((out.requires_grad, out.grad_fn is None, x.grad))
+    assert seen[0] == seen[1] == (True, True, None)
+    assert "view made without grad mode" in ember.testing.entries(_view_made_without_grad_mode)[0]["backend_note"]
