@@ -326,10 +326,7 @@ static EmStatus guard_identity(EmTracer *T, const EmSym *a, const EmSym *b, int 
  * a read-only stand-in for a mapping proxy nor the trace's copy of an instance dict. */
 static int made_container(const EmTracer *T, const EmSym *s) {
     if ((s->kind != SYM_LIST && s->kind != SYM_DICT && s->kind != SYM_SET) || s->src >= 0) return 0;
-    if (s->seq_type == (PyObject *)&PyDictProxy_Type) return 0;
-    for (int32_t i = 0; i < T->idict_copy.len; i++)
-        if (T->idict_copy.data[i] == s) return 0;
-    return 1;
+    return s->seq_type != (PyObject *)&PyDictProxy_Type && !em_sym_idict_copy(T, s);
 }
 
 EmStatus em_sym_is(EmTracer *T, EmSym *a, EmSym *b, int *same) {
