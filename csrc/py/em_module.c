@@ -544,6 +544,20 @@ static PyObject *add_exception(PyObject *m, const char *name, const char *doc, P
     return e;
 }
 
+/* New reference to the base of ember.Unsupported: torch.compile's Unsupported, so code written to
+ * catch torch._dynamo.exc.Unsupported catches ember's too; RuntimeError where torch._dynamo
+ * cannot be imported. Never NULL without an error set. */
+static PyObject *unsupported_base(void) {
+    PyObject *exc = PyImport_ImportModule("torch._dynamo.exc");
+    PyObject *base = exc ? PyObject_GetAttrString(exc, "Unsupported") : NULL;
+    Py_XDECREF(exc);
+    if (base && PyType_Check(base) && PyType_IsSubtype((PyTypeObject *)base, (PyTypeObject *)PyExc_RuntimeError))
+        return base;
+    Py_XDECREF(base);
+    PyErr_Clear();
+    return Py_NewRef(PyExc_RuntimeError);
+}
+
 PyMODINIT_FUNC PyInit__C(void) {
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
@@ -552,15 +566,17 @@ PyMODINIT_FUNC PyInit__C(void) {
     em_state.accumulated_recompile_limit = 256;
     if (PyType_Ready(&CompiledFunctionType) < 0 || em_hook_init() < 0 || em_cache_init() < 0) goto error;
     if (PyModule_AddObjectRef(m, "CompiledFunction", (PyObject *)&CompiledFunctionType) < 0) goto error;
-    if (!(em_state.unsupported = add_exception(m, "Unsupported",
-                                               "ember could not capture code and was told not to fall back "
-                                               "(fullgraph=True or ember.config.strict).",
-                                               PyExc_RuntimeError)) ||
-        !(em_state.constraint_violation = add_exception(
-              m, "ConstraintViolation",
-              "A mark_dynamic input's size is outside the min/max it was marked with "
-              "(torch.compile raises its ConstraintViolationError there).",
-              PyExc_ValueError)))
+    PyObject *base = unsupported_base();
+    em_state.unsupported = add_exception(m, "Unsupported",
+                                         "ember could not capture code and was told not to fall back "
+                                         "(fullgraph=True or ember.config.strict).",
+                                         base);
+    Py_DECREF(base);
+    if (!em_state.unsupported || !(em_state.constraint_violation = add_exception(
+                                       m, "ConstraintViolation",
+                                       "A mark_dynamic input's size is outside the min/max it was marked with "
+                                       "(torch.compile raises its ConstraintViolationError there).",
+                                       PyExc_ValueError)))
         goto error;
     if (PyModule_AddIntConstant(m, "FLAG_ENABLED", EMH_ENABLED) < 0) goto error;
     if (PyModule_AddIntConstant(m, "FLAG_FULLGRAPH", EMH_FULLGRAPH) < 0) goto error;

@@ -764,6 +764,17 @@ def test_unsupported_is_exported():
     assert issubclass(ember.EmberWarning, UserWarning)
 
 
+def test_unsupported_is_caught_as_torch_compiles():
+    # code written for torch.compile catches torch._dynamo.exc.Unsupported (a RuntimeError)
+    import torch._dynamo.exc
+
+    assert issubclass(ember.Unsupported, torch._dynamo.exc.Unsupported)
+    cf = ember.compile(uses_print, fullgraph=True)
+    with pytest.raises(torch._dynamo.exc.Unsupported) as ei:
+        cf(randn(3))
+    assert type(ei.value) is ember.Unsupported and THIS_FILE in ei.value.msg
+
+
 def test_fallback_warning_points_at_call_site():
     cf = ember.compile(item_in_loop)
     x = randn(3)
