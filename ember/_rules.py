@@ -708,6 +708,47 @@ def enumerate_at(c, pos, count):
     return enumerate(iter_at(c, pos, "l"), count)
 
 
+def _iter_state(it):
+    """(seq, index) of a list, tuple or range iterator, read without advancing it: its next item
+    is seq[index]; seq is empty once it is exhausted (a range: the values left, index 0)."""
+    r = it.__reduce__()
+    seq = r[1][0]
+    if len(r) < 3 or r[2] is None:  # exhausted, or a 3.12 range iterator: seq is what is left
+        return seq, 0
+    return seq, max(r[2], 0)
+
+
+def iter_peek(j, it):
+    """The item next(it) gives after j more calls, it left as it is (a frame's list, tuple or
+    range iterator the trace takes items from: csrc/trace/em_lazy.c). IndexError (the guard
+    fails) when it has fewer items left."""
+    seq, i = _iter_state(it)
+    if i + j >= len(seq):
+        raise IndexError(j)
+    return seq[i + j]
+
+
+def iter_peeker(j):
+    """iter_peek(j, it) as a function of it (a guard's load)."""
+    return _functools.partial(iter_peek, j)
+
+
+def iter_left(it):
+    """How many items next(it) still gives (a frame's list, tuple or range iterator)."""
+    seq, i = _iter_state(it)
+    return max(len(seq) - i, 0)
+
+
+def iter_advance(it, taken, ended):
+    """The changes a trace made to a frame's list, tuple or range iterator, made on it after the
+    graph: `taken` items taken, then (ended) taken to its end as the trace found it."""
+    for _ in range(taken):
+        next(it)
+    if ended:
+        for _ in it:
+            pass
+
+
 def zip_at(pos, whats, *args):
     """zip(...) that leaves a trace at a graph break: over each list or dict argument itself
     (iter_at with its kind in whats), over the remaining items of each other one (whats None)."""

@@ -243,8 +243,8 @@ int32_t em_guard_attr(EmGuardProg *P, int32_t base, PyObject *name) {
 int32_t em_guard_weakref(EmGuardProg *P, int32_t base) {
     return g_named(P, EMG_LOAD_WEAKREF, base, 0, NULL, "%s()", NULL, 0);
 }
-int32_t em_guard_call(EmGuardProg *P, int32_t base, PyObject *fn) {
-    return g_named(P, EMG_LOAD_CALL, base, 0, fn, "torch.from_numpy(%s)", NULL, 1);
+int32_t em_guard_call(EmGuardProg *P, int32_t base, PyObject *fn, const char *fmt, int a) {
+    return g_named(P, EMG_LOAD_CALL, base, a, fn, fmt, NULL, 1);
 }
 int32_t em_guard_view_dict(EmGuardProg *P, int32_t base) {
     return g_named(P, EMG_LOAD_VIEW_DICT, base, 0, NULL, "%s.mapping", NULL, 0);

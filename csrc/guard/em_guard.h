@@ -92,7 +92,8 @@ int32_t em_guard_item(EmGuardProg *P, int32_t base, Py_ssize_t i, int is_list);
 /* item i of an exact collections.deque (deque_type: kept alive by its module) */
 int32_t em_guard_deque_item(EmGuardProg *P, int32_t base, Py_ssize_t i, PyObject *deque_type);
 int32_t em_guard_weakref(EmGuardProg *P, int32_t base); /* the referent of a weakref.ref slot */
-int32_t em_guard_call(EmGuardProg *P, int32_t base, PyObject *fn); /* fn(base), owned */
+/* fn(base), owned; named by fmt from base's name and a ("torch.from_numpy(%s)") */
+int32_t em_guard_call(EmGuardProg *P, int32_t base, PyObject *fn, const char *fmt, int a);
 int32_t em_guard_view_dict(EmGuardProg *P, int32_t base); /* the dict of a dict view */
 /* fn(slots[left]) (right < 0) or fn(slots[left], slots[right]), owned; sym names the operator
  * in the slot's name ("+", "-" for a unary minus). */

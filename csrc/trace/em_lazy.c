@@ -42,6 +42,7 @@ struct EmLazy {
                                        * iter() was taken of (when reached, as CPython's) */
     EmSym *total;           /* ACCUMULATE: the last item given (or the initial one), NULL before */
     EmVec(EmSym *) saved;   /* CYCLE: the source's items, given again once it ends (cur 1) */
+    PyObject *frame_it;     /* PEEK: the frame's iterator (owned); started: in T->mutated */
 };
 
 void em_lazy_free(EmLazy *L) {
@@ -54,6 +55,7 @@ void em_lazy_free(EmLazy *L) {
     Py_XDECREF(L->next);
     Py_XDECREF(L->step);
     Py_XDECREF(L->func);
+    Py_XDECREF(L->frame_it);
     free(L);
 }
 
@@ -839,6 +841,60 @@ EmStatus em_lazy_next_of(EmTracer *T, EmSym *obj, EmSym **out) {
     return EM_OK;
 }
 
+EmSym *em_lazy_peek_make(EmTracer *T, PyObject *v) {
+    EmSym *it = new_lazy_iter(T, EM_LAZY_PEEK, (PyObject *)Py_TYPE(v));
+    if (it) it->lazy->frame_it = Py_NewRef(v);
+    return it;
+}
+
+int em_lazy_peek_taken(const EmSym *it, int *taken, int *ended) {
+    const EmLazy *L = it->lazy;
+    if (!L || L->kind != EM_LAZY_PEEK) return 0;
+    *taken = it->pos;
+    *ended = L->done && it->pos >= it->items.len;
+    return 1;
+}
+
+/* The guard slot of _rules.<helper>(j, it) (j < 0: helper(it)) for PEEK iterator it, named
+ * by fmt; -1 with an exception. */
+static int32_t peek_slot(EmTracer *T, EmSym *it, const char *helper, int j, const char *fmt) {
+    PyObject *fn = j < 0 ? PyObject_GetAttrString(em_state.meta_run, helper)
+                         : PyObject_CallMethod(em_state.meta_run, helper, "i", j);
+    int32_t slot = fn ? em_guard_call(T->P, it->src, fn, fmt, j) : -1;
+    Py_XDECREF(fn);
+    return slot;
+}
+
+/* PEEK's next item: the item j = it->items.len ahead of where the frame's iterator is, read by
+ * the guard (a miss when it has fewer left); at its end (*v NULL) the count left is guarded.
+ * An iterator over a list the trace changed aborts (the guard reads the list as it was). */
+static EmStatus peek_next(EmTracer *T, EmSym *it, EmSym **v) {
+    EmLazy *L = it->lazy;
+    int j = (int)it->items.len;
+    if (!L->started && em_vec_push(&T->mutated, it)) return PyErr_NoMemory(), EM_ERR;
+    L->started = 1;
+    PyObject *state = PyObject_CallMethod(em_state.meta_run, "_iter_state", "O", L->frame_it);
+    if (!state) return em_trace_abandon(T, EMA_VALUE, "the state of a %s", Py_TYPE(L->frame_it)->tp_name);
+    PyObject *seq = PyTuple_GET_ITEM(state, 0);
+    Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(state, 1)), n = PyObject_Length(seq);
+    EmStatus st = EM_ERR;
+    if (PyList_Check(seq) && em_sym_mutated_of(T, seq)) {
+        st = em_trace_fail(T, EMA_VALUE, "next() of an iterator over a list the trace changed");
+    } else if (i >= 0 && n >= 0 && i + j >= n) {
+        PyObject *jo = PyLong_FromLong(j);
+        int32_t slot = jo ? peek_slot(T, it, "iter_left", -1, "iter_left(%s)") : -1;
+        st = slot >= 0 && !em_guard_check(T->P, EMG_EQ, slot, jo, 0) ? EM_OK : EM_ERR;
+        Py_XDECREF(jo);
+    } else if (i >= 0 && n >= 0) {
+        PyObject *item = PySequence_GetItem(seq, i + j);
+        int32_t slot = item ? peek_slot(T, it, "iter_peeker", j, "iter_peek(%s, %d)") : -1;
+        if (slot >= 0) *v = em_sym_wrap(T, item, slot, &st);
+        Py_XDECREF(item);
+    }
+    Py_DECREF(state);
+    return st;
+}
+
 EmSym *em_lazy_next_obj(const EmSym *it) {
     const EmLazy *L = it->lazy;
     return L && L->kind == EM_LAZY_NEXT && !L->done && it->pos == it->items.len ? L->fn : NULL;
@@ -994,6 +1050,8 @@ EmStatus em_lazy_step(EmTracer *T, EmSym *it, int *made) {
     if (L->kind == EM_LAZY_GEN) {
         EmSym *none = em_sym_const(T, Py_None);
         st = none ? gen_run(T, it, none, NULL, &v) : EM_ERR;
+    } else if (L->kind == EM_LAZY_PEEK) {
+        st = peek_next(T, it, &v);
     } else {
         st = lazy_next(T, L, &v);
     }

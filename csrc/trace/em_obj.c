@@ -722,6 +722,23 @@ static EmStatus replay_set_calls(EmTracer *T, EmSym *c) {
     return EM_OK;
 }
 
+/* _rules.iter_advance(the frame's iterator, taken, ended): what the trace took from a frame's
+ * list, tuple or range iterator (em_lazy_peek_make) taken from it. */
+static EmStatus replay_iter_advance(EmTracer *T, EmSym *it, int taken, int ended) {
+    PyObject *fn = PyObject_GetAttrString(em_state.meta_run, "iter_advance");
+    PyObject *n = fn ? PyLong_FromLong(taken) : NULL;
+    EmOut outs[4] = {{.kind = OUT_CALL, .v = 3, .obj = fn},
+                     {.kind = OUT_SLOT, .v = it->src},
+                     {.kind = OUT_CONST, .obj = n},
+                     {.kind = OUT_CONST, .obj = Py_NewRef(ended ? Py_True : Py_False)}};
+    int i = 0;
+    for (; fn && n && i < 4; i++)
+        if (em_vec_push(&T->out, outs[i])) break;
+    if (i == 4) return EM_OK;
+    for (int k = i; k < 4; k++) Py_XDECREF(outs[k].obj);
+    return PyErr_Occurred() ? EM_ERR : (PyErr_NoMemory(), EM_ERR);
+}
+
 EmStatus em_obj_effects_head(EmTracer *T) {
     int32_t n = T->stores.len / 3;
     for (int32_t i = 0; i < T->mutated.len; i++)
@@ -731,6 +748,12 @@ EmStatus em_obj_effects_head(EmTracer *T) {
     if (em_vec_push(&T->out, last)) return PyErr_NoMemory(), EM_ERR;
     for (int32_t i = 0; i < T->mutated.len; i++) {
         EmSym *c = T->mutated.data[i];
+        int taken, ended;
+        if (em_lazy_peek_taken(c, &taken, &ended)) {
+            EmStatus st = replay_iter_advance(T, c, taken, ended);
+            if (st != EM_OK) return st;
+            continue;
+        }
         if (em_set_changed(c)) {
             EmStatus st = replay_set_calls(T, c);
             if (st != EM_OK) return st;

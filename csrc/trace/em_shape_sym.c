@@ -199,7 +199,7 @@ static int scalar_changed(EmTracer *T, PyObject *v, int32_t slot) {
 }
 
 /* Where slot is read from, for automatic dynamic: 3 a local or closure variable of the frame,
- * 2 an item of a list, tuple or dict held by one, 1 something reached from one or from a global
+ * 2 an item of a list, tuple or dict held by one (or one of its iterators gives), 1 something reached from one or from a global
  * through attributes (an nn.Module's step counter) or computed from one by the guard (int(f) of
  * a float input) too, 0 anything else. At most 6 deep. */
 static int dyn_source_slot(const EmGuardProg *P, int32_t slot) {
@@ -210,7 +210,8 @@ static int dyn_source_slot(const EmGuardProg *P, int32_t slot) {
         if (in->op == EMG_LOAD_LOCAL || in->op == EMG_LOAD_CLOSURE) return kind;
         if (in->op == EMG_LOAD_GLOBAL) return 1;
         if (in->op == EMG_LOAD_ODICT || in->op == EMG_LOAD_ATTR || in->op == EMG_LOAD_OP) kind = 1; /* OP: int(f) */
-        else if (in->op == EMG_LOAD_LIST_ITEM || in->op == EMG_LOAD_TUPLE_ITEM || in->op == EMG_LOAD_DICT)
+        else if (in->op == EMG_LOAD_LIST_ITEM || in->op == EMG_LOAD_TUPLE_ITEM || in->op == EMG_LOAD_DICT ||
+                 in->op == EMG_LOAD_CALL) /* CALL: _rules.iter_peek */
             kind = kind < 2 ? kind : 2;
         else if (in->op != EMG_LOAD_VIEW_DICT) return 0; /* the dict behind a view (d.items() passed on) */
         slot = in->base;

@@ -774,6 +774,34 @@ static EmSym *wrap_seen(EmTracer *T, EmSym *prev, PyObject *v, int32_t slot, EmS
     return prev;
 }
 
+/* The sym of v, read from slot and not seen before, by its type (em_sym_wrap). NULL with *st. */
+static EmSym *wrap_new(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
+    PyTypeObject *tp = Py_TYPE(v);
+    if (PyObject_TypeCheck(v, em_state.tensor_type)) return wrap_tensor(T, v, slot, st);
+    if (v == Py_None || v == Py_True || v == Py_False || v == Py_Ellipsis)
+        return em_guard_check(T->P, EMG_ID, slot, v, 0) == 0 ? em_sym_const(T, v) : NULL;
+    if (is_pure(v, 0) && !strcmp(tp->tp_name, "iinfo")) return wrap_iinfo(T, v, slot);
+    if (is_pure(v, 0) || (PySet_CheckExact(v) && pure_set(v))) {
+        /* a set of constants is guarded by its contents (the trace never mutates one it read) */
+        return em_guard_check(T->P, EMG_EQ, slot, v, 0) == 0 ? em_sym_const(T, v) : NULL;
+    }
+    if (tp == &PyTuple_Type || tp == &PyList_Type || (PyTuple_Check(v) && em_is_namedtuple_type(tp)))
+        return wrap_seq(T, v, slot, st);
+    if (tp == &PyDict_Type) return wrap_dict(T, v, slot, st);
+    if ((PyObject *)tp == EM_KNOWN(deque)) return wrap_deque(T, v, slot, st);
+    if (is_dict_view(v)) return wrap_view(T, v, slot, st);
+    if (tp == &PyListIter_Type || tp == &PyTupleIter_Type || tp == &PyRangeIter_Type) {
+        /* its items read by the guard as the trace takes them, taken from it after the graph */
+        return em_guard_check(T->P, EMG_TYPE, slot, (PyObject *)tp, 0) ? NULL : em_lazy_peek_make(T, v);
+    }
+    EmSym *s = em_np_wrap(T, v, slot, st); /* an ndarray over the tensor that shares its memory */
+    if (s || *st != EM_OK) return s;
+    s = wrap_obj(T, v, slot);
+    /* its class's attributes (or a class's own) as the trace resolves them */
+    if (s && em_guard_class(T, PyType_Check(v) ? (PyTypeObject *)v : tp, st) != EM_OK) s = NULL;
+    return s;
+}
+
 EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
     EmSym *n = wrap_dyn_scalar(T, v, slot, st);
     if (n || *st != EM_OK) return n;
@@ -795,39 +823,14 @@ EmSym *em_sym_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
         Py_DECREF(key);
         return NULL;
     }
-    EmSym *s = NULL;
     PyTypeObject *tp = Py_TYPE(v);
-    int is_deque = (PyObject *)tp == EM_KNOWN(deque);
-    int container = tp == &PyTuple_Type || tp == &PyList_Type || tp == &PyDict_Type || is_deque ||
-                    (PyTuple_Check(v) && em_is_namedtuple_type(tp));
+    int container = tp == &PyTuple_Type || tp == &PyList_Type || tp == &PyDict_Type ||
+                    (PyObject *)tp == EM_KNOWN(deque) || (PyTuple_Check(v) && em_is_namedtuple_type(tp));
     if (container && (*st = mark_wrapping(T, key, tp)) != EM_OK) {
         Py_DECREF(key);
         return NULL;
     }
-    if (PyObject_TypeCheck(v, em_state.tensor_type)) {
-        s = wrap_tensor(T, v, slot, st);
-    } else if (v == Py_None || v == Py_True || v == Py_False || v == Py_Ellipsis) {
-        if (em_guard_check(T->P, EMG_ID, slot, v, 0) == 0) s = em_sym_const(T, v);
-    } else if (is_pure(v, 0) && !strcmp(tp->tp_name, "iinfo")) {
-        s = wrap_iinfo(T, v, slot);
-    } else if (is_pure(v, 0) || (PySet_CheckExact(v) && pure_set(v))) {
-        /* a set of constants is guarded by its contents (the trace never mutates one it read) */
-        if (em_guard_check(T->P, EMG_EQ, slot, v, 0) == 0) s = em_sym_const(T, v);
-    } else if (tp == &PyTuple_Type || tp == &PyList_Type || (PyTuple_Check(v) && em_is_namedtuple_type(tp))) {
-        s = wrap_seq(T, v, slot, st);
-    } else if (tp == &PyDict_Type) {
-        s = wrap_dict(T, v, slot, st);
-    } else if (is_deque) {
-        s = wrap_deque(T, v, slot, st);
-    } else if (is_dict_view(v)) {
-        s = wrap_view(T, v, slot, st);
-    } else if ((s = em_np_wrap(T, v, slot, st)) || *st != EM_OK) {
-        /* a numpy array: an ndarray over the tensor that shares its memory (em_sym_np.c) */
-    } else {
-        s = wrap_obj(T, v, slot);
-        /* its class's attributes (or a class's own) as the trace resolves them */
-        if (s && em_guard_class(T, PyType_Check(v) ? (PyTypeObject *)v : Py_TYPE(v), st) != EM_OK) s = NULL;
-    }
+    EmSym *s = wrap_new(T, v, slot, st);
     if (container) {
         T->wrap_depth--;
         if (!s) { /* forgotten: it is a constant when wrapped again; the failure's exception stays */

@@ -378,8 +378,9 @@ EmSym *em_np_wrap(EmTracer *T, PyObject *v, int32_t slot, EmStatus *st) {
         return NULL;
     }
     EmSym *a = NULL, *ts = NULL;
-    int32_t tslot = em_guard_check(T->P, EMG_TYPE, slot, (PyObject *)Py_TYPE(v), 0) ? -1
-                                                                                    : em_guard_call(T->P, slot, conv);
+    int32_t tslot = em_guard_check(T->P, EMG_TYPE, slot, (PyObject *)Py_TYPE(v), 0)
+                        ? -1
+                        : em_guard_call(T->P, slot, conv, "torch.from_numpy(%s)", 0);
     *st = EM_ERR;
     if (tslot >= 0 && (ts = em_sym_wrap(T, t, tslot, st)) && ts->kind == SYM_TENSOR) a = ndarray_of(T, ts);
     Py_DECREF(conv);

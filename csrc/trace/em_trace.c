@@ -574,6 +574,9 @@ static EmStatus out_view(EmTracer *T, EmSym *s, int depth) {
 }
 
 static EmStatus out_iter(EmTracer *T, EmSym *s, int depth) {
+    int taken, ended;
+    if (em_lazy_peek_taken(s, &taken, &ended)) /* the frame's own, advanced (em_obj_effects_head) */
+        return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src});
     if (!em_lazy_done(s)) { /* Python makes its items later, after the graph: not made here */
         EmSym *fn, **srcs, *call;
         int n;

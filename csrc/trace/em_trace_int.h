@@ -81,7 +81,9 @@ typedef enum {
     EM_LAZY_REPEAT,      /* itertools.repeat(x[, times]): fn x */
     EM_LAZY_ACCUMULATE,  /* itertools.accumulate(it[, func][, initial]): fn func (NULL: +) */
     EM_LAZY_CYCLE,       /* itertools.cycle(it): its items, then those saved, for ever */
-    EM_LAZY_NEXT /* a user object's iterator: its class's __next__, traced per item */
+    EM_LAZY_NEXT, /* a user object's iterator: its class's __next__, traced per item */
+    EM_LAZY_PEEK  /* a frame's list, tuple or range iterator: the items it would give, read by
+                   * the guard without advancing it (em_lazy_peek_make) */
 } EmLazyKind;
 typedef struct EmLazy EmLazy;
 /* ctx_state of a CTX sym. */
@@ -601,6 +603,14 @@ int em_lazy_remake(EmTracer *T, const EmSym *it, EmSym **args, int *n, const cha
 /* Iteration over user object obj (an instance made while tracing or from the frame) whose class
  * has a Python __next__: a lazy ITER sym calling it per item (StopIteration ends it). */
 EmStatus em_lazy_next_of(EmTracer *T, EmSym *obj, EmSym **out);
+/* A list, tuple or range iterator v of the frame (read from a slot): a lazy ITER sym whose
+ * j-th item is the guard's _rules.iter_peek(j, v) (its end: the count left guarded), the
+ * real iterator untouched until the graph has run; the first item taken puts the sym in
+ * T->mutated, and em_lazy_peek_taken says what to take from v then. NULL on error. */
+EmSym *em_lazy_peek_make(EmTracer *T, PyObject *EM_BORROWED v);
+/* For a PEEK iterator: 1 with the items the trace took from it and whether it took it to its
+ * end (the frame's iterator is advanced so: _rules.iter_advance), else 0. */
+int em_lazy_peek_taken(const EmSym *it, int *taken, int *ended);
 /* The object a NEXT iterator steps, when every item it made was taken (it can leave the trace
  * as that object), else NULL. */
 EmSym *em_lazy_next_obj(const EmSym *it);

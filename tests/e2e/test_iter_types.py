@@ -527,3 +527,105 @@ def test_iterator_passed_in_is_iterated_by_python_around_compiled_code(fn, make)
     assert same(got, want) and same(list(it2), list(it1))
     c = ember.testing.counters()
     assert c["frames"] >= 1 and c["aborts"] == 0, c
+
+
+def _take_two(x, it):
+    a = next(it)
+    b = next(it, None)
+    return x * a if b is None else x * a + b
+
+
+def _take_all(x, it):
+    for v in it:
+        x = x + v
+    return x, next(it, "end")
+
+
+def _take_around_a_break(x, it):
+    a = next(it)
+    print("break")  # a graph break between two next() calls
+    return x + a + next(it)
+
+
+def _take_and_grow(x, it, l):
+    a = next(it)
+    l.append(x)  # the list the iterator reads, changed after the item was taken
+    return a + 1, next(it, None)
+
+
+def _grow_then_take(x, it, l):
+    l.append(x * 5)  # changed before: next() must see the new item
+    return [next(it), next(it, None)]
+
+
+@pytest.mark.parametrize("fn", [_take_two, _take_all, _take_around_a_break])
+@pytest.mark.parametrize("make", ["list", "tuple", "range", "exhausted", "advanced"])
+def test_next_of_an_iterator_passed_in_takes_from_it(fn, make, capsys):
+    # next() of a list, tuple or range iterator passed in was a graph break: its items are now
+    # read by the guard without advancing it, and the real iterator is advanced after the graph
+    x = torch.randn(3)
+
+    def mk():
+        if make == "list":
+            return iter([x + 1, x + 2, x + 3])
+        if make == "tuple":
+            return iter((x + 1, 2.5))
+        if make == "range":
+            return iter(range(2, 9, 3))
+        it = iter([x, x + 1, x + 2])
+        for _ in range(3 if make == "exhausted" else 1):
+            next(it)
+        return it
+
+    it1, it2 = mk(), mk()
+    raised = False
+    try:
+        want = fn(x, it1)
+    except StopIteration:
+        raised = True  # the trace ends at the raise, which runs as Python
+        with pytest.raises(StopIteration):
+            ember.compile(fn)(x, it2)
+    else:
+        assert same(ember.compile(fn)(x, it2), want)
+    assert same(list(it2), list(it1))
+    c = ember.testing.counters()
+    assert c["aborts"] == 0 and c["breaks"] == (fn is _take_around_a_break or raised), c
+
+
+@pytest.mark.parametrize("fn", [_take_and_grow, _grow_then_take])
+def test_next_of_an_iterator_over_a_list_the_trace_changes(fn):
+    x = torch.randn(2)
+    l1, l2 = [x, x + 1], [x, x + 1]
+    it1, it2 = iter(l1), iter(l2)
+    assert same(ember.compile(fn)(x, it2, l2), fn(x, it1, l1))
+    assert same(l2, l1) and same(list(it2), list(it1))
+    # taken to its end, an iterator stays there when its list grows afterwards
+    l2.append(x)
+    l1.append(x)
+    assert same(list(it2), list(it1))
+
+
+def test_next_of_a_data_iterator_compiles_once():
+    def step(w, data):
+        return w @ next(data)
+
+    batches = [torch.randn(3, 2) for _ in range(12)]
+    it1, it2 = iter(batches), iter(batches)
+    w = torch.randn(4, 3)
+    cf = ember.compile(step)
+    for _ in range(10):
+        assert same(cf(w, it2), step(w, it1))
+    assert same(list(it2), list(it1))
+    assert ember.testing.code_state(step)["compiles"] == 1
+
+
+def test_next_of_a_range_iterator_becomes_symbolic():
+    def add_next(x, it):
+        return x + next(it)
+
+    cf = ember.compile(add_next, fullgraph=True)
+    it = iter(range(100))
+    for i in range(10):
+        assert same(cf(torch.zeros(2), it), torch.full((2,), float(i)))
+    assert next(it) == 10
+    assert ember.testing.code_state(add_next)["compiles"] <= 3
