@@ -1523,15 +1523,7 @@ static EmStatus known_mappingproxy(EmTracer *T, EmSym *fn, EmSym *self, EmSym **
     (void)fn;
     (void)self;
     if (n != 1 || kwnames) return CALL_NEXT;
-    EmSym *d = all[0]->kind == SYM_VIEW && all[0]->pos == 'm' ? all[0]->items.data[0] : all[0];
-    /* a class's __dict__ (a snapshot) and instance dict copies are not the dict itself */
-    if (d->kind != SYM_DICT || d->seq_type == (PyObject *)&PyDictProxy_Type || em_sym_idict_copy(T, d))
-        return CALL_NEXT;
-    EmSym *v = em_sym_new(T, SYM_VIEW);
-    if (!v || em_vec_push(&v->items, d)) return v ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
-    v->pos = 'm';
-    *out = v;
-    return EM_OK;
+    return em_mappingproxy_of(T, all[0]->kind == SYM_VIEW && all[0]->pos == 'm' ? all[0]->items.data[0] : all[0], out);
 }
 
 static EmStatus known_dict_of(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {

@@ -210,11 +210,30 @@ static EM_NEW PyObject *view_iter_type(EmTracer *T, EmSym *s, int rev) {
     return em_iter_type_of(sample, rev);
 }
 
+EmStatus em_mappingproxy_of(EmTracer *T, EmSym *d, EmSym **out) {
+    /* a class's __dict__ (a snapshot) and instance dict copies are not the dict itself */
+    if (d->kind != SYM_DICT || d->seq_type == (PyObject *)&PyDictProxy_Type || em_sym_idict_copy(T, d))
+        return CALL_NEXT;
+    EmSym *v = em_sym_new(T, SYM_VIEW);
+    if (!v || em_vec_push(&v->items, d)) return v ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
+    v->pos = 'm';
+    *out = v;
+    return EM_OK;
+}
+
 /* view.__contains__, view.__iter__...: the view type's slot wrappers and methods, self = the view.
- * A mappingproxy's reads (mappingproxy's own methods, which call its dict's) are its dict's. */
+ * A mappingproxy's reads (mappingproxy's own methods, which call its dict's) are its dict's;
+ * a keys/values/items view's .mapping is a mappingproxy of its dict. */
 static EmStatus view_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
     static const char *const reads[] = {"keys",         "values",  "items",    "get",          "copy", "__getitem__",
                                         "__contains__", "__len__", "__iter__", "__reversed__", NULL};
+    if (base->pos != 'm' && PyUnicode_CompareWithASCIIString(name, "mapping") == 0) {
+        EmStatus st = em_mappingproxy_of(T, base->items.data[0], out);
+        if (st == EM_OK) *self = NULL;
+        return st == CALL_NEXT
+                   ? em_trace_fail(T, EMA_VALUE, "mapping of a view of %s", em_sym_describe(base->items.data[0]))
+                   : st;
+    }
     for (int i = 0; base->pos == 'm' && reads[i]; i++)
         if (PyUnicode_CompareWithASCIIString(name, reads[i]) == 0)
             return em_sym_getattr(T, base->items.data[0], name, method, out, self);

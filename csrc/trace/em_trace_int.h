@@ -314,6 +314,10 @@ static inline int em_sym_idict_copy(const EmTracer *T, const EmSym *s) {
     return 0;
 }
 /* What iterating VIEW sym view gives: 'k', 'v' or 'i' (a mappingproxy's keys). */
+/* types.MappingProxyType(d) of DICT sym d (made in the trace or the frame's): a live read-only
+ * VIEW ('m'); CALL_NEXT for a dict that stands for another (a class's __dict__, an instance
+ * dict's copy). */
+EmStatus em_mappingproxy_of(EmTracer *T, EmSym *d, EmSym **out);
 static inline char em_view_what(const EmSym *view) { return view->pos == 'm' ? 'k' : (char)view->pos; }
 static inline int em_sym_type_guarded(const EmSym *s) { return s->kind == SYM_OBJ && s->src >= 0 && !s->by_id; }
 /* object.__getattribute__(base, name): the generic lookup, bypassing a type's override. */

@@ -3335,6 +3335,28 @@ def test_mappingproxy_of_a_dict_of_the_frame_stays_live():
     assert got[0]["e"] == 5 and got[0]["d"] == 4
 
 
+def test_dict_view_mapping_is_a_live_proxy_of_its_dict():
+    import types
+
+    def f(x, keys):
+        d = {"a": 1, "b": 2}
+        ms = [d.keys().mapping, d.values().mapping, d.items().mapping]
+        y = torch.sin(x)
+        for m in ms:
+            if isinstance(m, types.MappingProxyType) and m == d:
+                y = y + m["b"]
+        d["c"] = 3  # seen through each proxy
+        return y, ms, [len(m) for m in ms], keys.mapping, x * len(keys.mapping)
+
+    src = {"k": 1}
+    x = randn(3)
+    want = f(x, {"k": 1}.keys())
+    got = one_graph(f, x, src.keys())
+    assert all(type(m) is types.MappingProxyType and m == {"a": 1, "b": 2, "c": 3} for m in got[1])
+    src["n"] = 2  # the argument's proxy is over its own dict
+    assert got[3] == src and got[2] == want[2]
+
+
 def test_mappingproxy_argument_is_read_through_its_dict():
     import types
     d = {"a": 2.0, "b": 3}
