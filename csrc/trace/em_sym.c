@@ -1162,11 +1162,14 @@ EmStatus em_super(EmTracer *T, EmSym *cls, EmSym *obj, EmSym **out) {
     return EM_OK;
 }
 
-/* Inlines hook(base, name) for a type's Python __getattribute__ or __getattr__. */
+/* Inlines hook(base, name) for a type's Python __getattribute__ or __getattr__; a builtin's
+ * method as __getattr__ (`__getattr__ = dict.__getitem__`) is called as one. */
 static EmStatus inline_attr_hook(EmTracer *T, PyObject *hook, EmSym *base, PyObject *name, EmSym **out) {
     EmSym *args[2] = {base, em_sym_const(T, name)};
     if (!args[1]) return EM_ERR;
-    return em_inline(T, hook, args, 2, NULL, out);
+    if (PyFunction_Check(hook)) return em_inline(T, hook, args, 2, NULL, out);
+    EmSym *f = em_sym_const(T, hook);
+    return f ? em_call(T, f, NULL, args, 2, NULL, out) : EM_ERR;
 }
 
 static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self,
@@ -2077,8 +2080,15 @@ static EmStatus getattribute_hook(EmTracer *T, EmSym *base, PyObject *name, cons
         return inline_attr_hook(T, ga, base, name, out);
     }
     PyObject *gattr = _PyType_Lookup(tp, EM_STR(dunder_getattr));
-    if (!ga || ga != em_state.object_getattribute || !gattr || !PyFunction_Check(gattr))
-        return em_trace_fail(T, EMA_ATTR, "%s.%s (custom __getattribute__)", tp->tp_name, n);
+    /* object's lookup: object's own __getattribute__ or a builtin base's wrapper of it (dict's) */
+    int generic = ga && (ga == em_state.object_getattribute ||
+                         (Py_IS_TYPE(ga, &PyWrapperDescr_Type) &&
+                          ((PyWrapperDescrObject *)ga)->d_wrapped == (void *)PyObject_GenericGetAttr));
+    if (!generic) return em_trace_fail(T, EMA_ATTR, "%s.%s (custom __getattribute__)", tp->tp_name, n);
+    if (!gattr || (!PyFunction_Check(gattr) && !Py_IS_TYPE(gattr, &PyMethodDescr_Type) &&
+                   !Py_IS_TYPE(gattr, &PyWrapperDescr_Type)))
+        return em_trace_fail(T, EMA_ATTR, "%s.%s (a __getattr__ of type %s)", tp->tp_name, n,
+                             gattr ? Py_TYPE(gattr)->tp_name : "?");
     *hook = gattr; /* object's lookup, then __getattr__ when it finds nothing */
     return EM_OK;
 }
@@ -2252,7 +2262,11 @@ static EmStatus obj_attr_impl(EmTracer *T, EmSym *base, PyObject *name, int meth
         *out = em_sym_wrap(T, v, slot, &st);
         return *out ? EM_OK : st;
     }
-    if (!descr && getattr_hook) return inline_attr_hook(T, getattr_hook, base, name, out);
+    if (!descr && getattr_hook) { /* __getattr__ answers while the instance dict has no such name */
+        int absent = attr_absent(T, base, name, 1);
+        if (absent <= 0) return absent < 0 ? EM_ERR : em_trace_fail(T, EMA_ATTR, "%s.%s (changed)", tp->tp_name, n);
+        return inline_attr_hook(T, getattr_hook, base, name, out);
+    }
     if (!descr && em_is_module(o)) { /* a module class's own __getattr__ (nn.Module's reads the tables) */
         PyObject *ga = _PyType_Lookup(tp, EM_STR(dunder_getattr));
         if (ga && PyFunction_Check(ga) &&

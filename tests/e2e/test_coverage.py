@@ -3424,3 +3424,28 @@ def test_descriptors_of_python_classes_are_traced():
     got = ember.compile(f, fullgraph=True)(x, b)
     assert_same(got, want)
     assert a.__dict__ == b.__dict__ == {"field": 20, "_prop": 43, "extra": 99}
+
+
+class _AttrDict(dict):
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class _EasyDict(dict):
+    __getattr__ = dict.__getitem__
+
+
+@pytest.mark.parametrize("cls", [_AttrDict, _EasyDict])
+def test_config_dicts_read_through_getattr_are_one_graph(cls):
+    # a dict subclass answering attribute reads from its items (configs): dict's own
+    # __getattribute__ then the class's __getattr__, traced, instead of a break
+    def f(cfg, x):
+        y = x * cfg.scale + cfg["shift"]
+        if cls is _AttrDict and not hasattr(cfg, "missing"):
+            y = y + len(cfg)
+        return y, cfg.get("scale")
+
+    one_graph(f, cls(scale=2.0, shift=1), randn(3))

@@ -479,3 +479,39 @@ def test_instance_attribute_shadowing_a_method_or_non_data_descriptor_misses():
     assert torch.equal(cf(x, c), f(x, c))
     c.__dict__["nd"] = 100
     assert torch.equal(cf(x, c), f(x, c))
+
+
+class _ByGetattr:
+    def __init__(self):
+        self.table = {"offset": 5}
+
+    def __getattr__(self, name):  # only for names the instance and its class lack
+        return self.__dict__["table"][name]
+
+
+class _ConfigDict(dict):
+    def __getattr__(self, name):
+        return self[name]
+
+
+class _EasyDict(dict):
+    __getattr__ = dict.__getitem__
+
+
+@pytest.mark.parametrize("make", [_ByGetattr, lambda: _ConfigDict(offset=5), lambda: _EasyDict(offset=5)])
+def test_getattr_answer_follows_the_instance_dict(make):
+    # a read answered by __getattr__ guarded nothing of the instance dict: a value set there
+    # later (which Python finds first) was not seen
+    def f(cfg, x):
+        return x + cfg.offset
+
+    cf = ember.compile(f)
+    x = torch.zeros(2)
+    c = make()
+    same(cf(c, x), f(c, x))
+    object.__setattr__(c, "offset", 100)
+    same(cf(c, x), f(c, x))
+    if isinstance(c, dict):
+        c2 = make()
+        c2["offset"] = 7  # the dict's item, read by the traced __getattr__
+        same(cf(c2, x), f(c2, x))
