@@ -995,12 +995,12 @@ def warnings_on():
 
 # enum members are singletons compared by identity: constants like ints; signatures are immutable
 # typing._Final: typing's special forms and aliases (List, List[Tensor], Optional[int], TypeVars),
-# immutable and compared by value; types.GenericAlias: list[int]
+# immutable and compared by value; types.GenericAlias: list[int]; types.UnionType: int | None
 # numpy's scalars (np.float32(2.0)), dtypes and finfo/iinfo are immutable values too
 _NUMPY_VALUES = (_np.generic, _np.dtype, _np.finfo, _np.iinfo) if _np is not None else ()
 PURE_TYPES = (torch.dtype, torch.device, torch.Size, torch.memory_format, torch.layout, torch.finfo,
               torch.iinfo, type(Ellipsis), type(None), enum.Enum, inspect.Signature, inspect.Parameter,
-              typing._Final, types.GenericAlias, type(sys.version_info), re.Pattern, re.Match) + _NUMPY_VALUES
+              typing._Final, types.GenericAlias, types.UnionType, type(sys.version_info), re.Pattern, re.Match) + _NUMPY_VALUES
 _SCALARS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), slice, range, torch.dtype,
             torch.device, torch.memory_format, torch.layout, torch.finfo, torch.iinfo, re.Pattern, re.Match) + _NUMPY_VALUES
 

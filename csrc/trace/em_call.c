@@ -1088,6 +1088,67 @@ static EmStatus known_object_getattribute(EmTracer *T, EmSym *fn, EmSym *self, E
     return CALL_NEXT;
 }
 
+/* Whether instances of tp pickle by object's default recipe with their __dict__ as the whole
+ * state: a Python class laid out as object plus a dict (no __slots__, no builtin base), keeping
+ * object's __reduce_ex__, __reduce__ and __getstate__ and defining no __getnewargs(_ex)__. */
+static int plain_reduce_type(PyTypeObject *tp) {
+    static const char *const keep[] = {"__reduce_ex__", "__reduce__", "__getstate__", NULL};
+    static const char *const absent[] = {"__getnewargs_ex__", "__getnewargs__", NULL};
+    if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) || !tp->tp_dictoffset || tp->tp_itemsize ||
+        _PyType_Lookup(tp, EM_STR(dunder_slots)))
+        return 0;
+    PyTypeObject *solid = tp;
+    while (solid->tp_base && (solid->tp_flags & Py_TPFLAGS_HEAPTYPE)) solid = solid->tp_base;
+    if (solid != &PyBaseObject_Type) return 0;
+    for (int i = 0; keep[i]; i++) {
+        PyObject *name = PyUnicode_InternFromString(keep[i]);
+        PyObject *mine = name ? _PyType_Lookup(tp, name) : NULL,
+                 *base = name ? _PyType_Lookup(&PyBaseObject_Type, name) : NULL;
+        Py_XDECREF(name);
+        if (mine != base) return 0;
+    }
+    for (int i = 0; absent[i]; i++) {
+        PyObject *name = PyUnicode_InternFromString(absent[i]);
+        PyObject *mine = name ? _PyType_Lookup(tp, name) : NULL;
+        Py_XDECREF(name);
+        if (mine || !name) return 0;
+    }
+    return 1;
+}
+
+/* object.__reduce_ex__(o, protocol >= 2) of an instance of a plain Python class (plain_reduce_type;
+ * from the frame or made in the trace): (copyreg.__newobj__, (cls,), o.__dict__ or None when it
+ * is empty, None, None), as CPython's reduce_newobj makes it; copy.copy/deepcopy take it from
+ * there (traced). */
+static EmStatus known_object_reduce_ex(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                       EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (n != 2 || kwnames || all[1]->kind != SYM_CONST || !PyLong_CheckExact(all[1]->obj) ||
+        PyLong_AsLong(all[1]->obj) < 2 || (all[0]->kind != SYM_NEW && (all[0]->kind != SYM_OBJ || all[0]->src < 0)) ||
+        !all[0]->obj || !plain_reduce_type(Py_TYPE(all[0]->obj)))
+        return PyErr_Occurred() ? EM_ERR : CALL_NEXT;
+    PyObject *copyreg = PyImport_ImportModule("copyreg");
+    PyObject *newobj = copyreg ? PyObject_GetAttrString(copyreg, "__newobj__") : NULL;
+    Py_XDECREF(copyreg);
+    PyObject *dname = newobj ? PyUnicode_InternFromString("__dict__") : NULL;
+    EmSym *d = NULL, *unused = NULL, *f = newobj ? em_sym_const(T, newobj) : NULL;
+    Py_XDECREF(newobj);
+    EmStatus st = f && dname ? em_sym_getattr(T, all[0], dname, 0, &d, &unused) : EM_ERR;
+    Py_XDECREF(dname);
+    int full = 0;
+    if (st == EM_OK) st = em_sym_truth(T, d, &full);
+    if (st != EM_OK) return st;
+    EmSym *cls = em_sym_const(T, (PyObject *)Py_TYPE(all[0]->obj)), *args = em_sym_new(T, SYM_TUPLE);
+    EmSym *none = em_sym_const(T, Py_None), *r = em_sym_new(T, SYM_TUPLE);
+    if (!cls || !args || !none || !r || em_vec_push(&args->items, cls) || em_vec_push(&r->items, f) ||
+        em_vec_push(&r->items, args) || em_vec_push(&r->items, full ? d : none) || em_vec_push(&r->items, none) ||
+        em_vec_push(&r->items, none))
+        return PyErr_Occurred() ? EM_ERR : (PyErr_NoMemory(), EM_ERR);
+    *out = r;
+    return EM_OK;
+}
+
 static EmStatus known_super(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;
@@ -1375,7 +1436,8 @@ static EmStatus known_checkpoint(EmTracer *T, EmSym *fn, EmSym *self, EmSym **al
 }
 
 /* copy.deepcopy of s: containers made anew (memo: pairs old, new, so that a container held twice
- * is copied once), constants kept (a set copied), anything else aborts. */
+ * is copied once), constants kept (a set copied); CALL_NEXT where s holds anything else (copy's
+ * own deepcopy is traced then: objects by their reduce recipe). */
 typedef EmVec(EmSym *) SymPairs;
 static EmStatus deep_copy(EmTracer *T, EmSym *s, SymPairs *memo, int depth, EmSym **out) {
     for (int32_t i = 0; i < memo->len; i += 2)
@@ -1388,8 +1450,7 @@ static EmStatus deep_copy(EmTracer *T, EmSym *s, SymPairs *memo, int depth, EmSy
         Py_XDECREF(c);
         return *out ? EM_OK : EM_ERR;
     }
-    if (s->kind != SYM_LIST && s->kind != SYM_DICT && s->kind != SYM_TUPLE)
-        return em_trace_fail(T, EMA_CALL, "copy.deepcopy of a %s", em_sym_describe(s));
+    if (s->kind != SYM_LIST && s->kind != SYM_DICT && s->kind != SYM_TUPLE) return CALL_NEXT;
     EmSym *c = em_sym_new(T, s->kind);
     if (!c || em_vec_push(memo, s) || em_vec_push(memo, c)) return c ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
     if (s->seq_type) c->seq_type = Py_NewRef(s->seq_type);
@@ -1410,7 +1471,7 @@ static EmStatus known_deepcopy(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all,
                                EmSym **out) {
     (void)fn;
     (void)self;
-    if (n != 1 || kwnames || all[0]->kind == SYM_OBJ) return CALL_NEXT;
+    if (n != 1 || kwnames) return CALL_NEXT;
     SymPairs memo = {0};
     EmStatus st = deep_copy(T, all[0], &memo, 0, out);
     em_vec_free(&memo);
@@ -1499,6 +1560,16 @@ static EmStatus known_setattr(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, 
         return st == EM_OK && !*out ? EM_ERR : st;
     }
     return CALL_NEXT;
+}
+
+/* delattr(o, "name"): `del o.name` (em_obj_del_attr), replayed after the graph. */
+static EmStatus known_delattr(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (n != 2 || kwnames || all[1]->kind != SYM_CONST || !PyUnicode_CheckExact(all[1]->obj)) return CALL_NEXT;
+    EmStatus st = em_obj_del_attr(T, all[0], all[1]->obj);
+    if (st == EM_OK) *out = em_sym_const(T, Py_None);
+    return st == EM_OK && !*out ? EM_ERR : st;
 }
 
 static EmStatus known_dict(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {

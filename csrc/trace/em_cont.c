@@ -704,6 +704,11 @@ EmStatus em_dict_update(EmTracer *T, EmSym *self, EmSym **args, int nargs, PyObj
     if (npos == 1 && args[0]->kind == SYM_VIEW && args[0]->pos == 'm' && !nkw) /* from a mappingproxy: its dict */
         return dict_update(T, self, args[0]->items.data[0], out);
     if (npos == 1 && args[0]->kind == SYM_DICT && !nkw) return dict_update(T, self, args[0], out);
+    EmSym *src = npos ? args[0] : NULL;
+    if (src && src->kind == SYM_OBJ && src->pos == EM_POS_IDICT) { /* o.__dict__: as the trace has it */
+        if ((st = em_instance_dict(T, args[0], &src)) != EM_OK) return st;
+        if (!nkw) return dict_update(T, self, src, out);
+    }
     for (int32_t i = 0; npos == 1 && args[0]->kind == SYM_ITER && !em_lazy_done(args[0]); i++) {
         EmSym *p = NULL; /* pairs of a lazy iterator stored as taken, as CPython's loop does */
         if ((st = em_iter_take(T, args[0], &p)) != EM_OK) return st;
@@ -715,7 +720,7 @@ EmStatus em_dict_update(EmTracer *T, EmSym *self, EmSym **args, int nargs, PyObj
     }
     if (npos == 0 && !nkw) return none_out(T, out);
     EmSym *tmp = NULL; /* the other mapping or pairs, then the keywords, as dict() would take them */
-    st = em_make_dict(T, npos ? args[0] : NULL, args + (nargs - nkw), kwnames, &tmp);
+    st = em_make_dict(T, npos ? src : NULL, args + (nargs - nkw), kwnames, &tmp);
     return st == EM_OK ? dict_update(T, self, tmp, out) : st;
 }
 

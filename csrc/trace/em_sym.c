@@ -1914,7 +1914,15 @@ static EmStatus type_attr(EmTracer *T, EmSym *base, PyObject *name, int method, 
         int fixed = !mattr && !(Py_TYPE(cls)->tp_flags & Py_TPFLAGS_HEAPTYPE); /* absent for good from builtins */
         for (Py_ssize_t i = 0; fixed && mro && i < PyTuple_GET_SIZE(mro); i++)
             fixed = !(((PyTypeObject *)PyTuple_GET_ITEM(mro, i))->tp_flags & Py_TPFLAGS_HEAPTYPE);
-        if (fixed) /* absent for good: Python's AttributeError, in the trace */
+        /* absent for good from builtins; from a Python class while its version tag (and its
+         * metaclass's) is as the trace found it, a metaclass __getattr__ aside */
+        EmStatus gst = EM_OK;
+        if (!fixed && !mattr && !_PyType_Lookup(meta, EM_STR(dunder_getattr)) &&
+            em_guard_class(T, cls, &gst) == EM_OK &&
+            ((meta->tp_flags & Py_TPFLAGS_HEAPTYPE) ? em_guard_class(T, meta, &gst) : EM_OK) == EM_OK)
+            fixed = 1;
+        if (gst != EM_OK) return gst;
+        if (fixed) /* Python's AttributeError, in the trace */
             return em_trace_raise_msg(T, PyExc_AttributeError, "type object '%s' has no attribute '%U'", cls->tp_name,
                                       name);
         return em_trace_fail(T, EMA_ATTR, "%s.%s (not found on the class)", cls->tp_name, n);
@@ -2401,7 +2409,8 @@ EmStatus em_sym_const_attr(EmTracer *T, EmSym *base, PyObject *name, int method,
     }
     /* an exception's chain (__context__, __cause__) of exceptions the trace made or raised */
     int chained = PyExceptionInstance_Check(base->obj) && PyExceptionInstance_Check(v);
-    if (!is_pure(v, 0) && !PyCFunction_Check(v) && !chained) {
+    /* a tuple of constants and classes: a type hint's __args__ (int | None) */
+    if (!is_pure(v, 0) && !PyCFunction_Check(v) && !chained && !(PyTuple_CheckExact(v) && tuple_key(v))) {
         Py_DECREF(v);
         return em_trace_fail(T, EMA_ATTR, "%s.%s", Py_TYPE(base->obj)->tp_name, PyUnicode_AsUTF8(name));
     }

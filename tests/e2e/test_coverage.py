@@ -3449,3 +3449,37 @@ def test_config_dicts_read_through_getattr_are_one_graph(cls):
         return y, cfg.get("scale")
 
     one_graph(f, cls(scale=2.0, shift=1), randn(3))
+
+
+class _Sub:
+    def __init__(self):
+        self.v = [3]
+
+
+class _Config:
+    kind = "cfg"
+
+    def __init__(self):
+        self.a, self.b, self.c, self.sub = 1, [1, 2], {"x": 2.0, "h": int | None}, _Sub()
+        self.alias = self.b
+
+
+def test_copy_and_deepcopy_of_plain_objects_are_one_graph():
+    # copy.deepcopy(config) inside forward (transformers' encoder-decoder models) ran outside the
+    # graph: object.__reduce_ex__ of a plain Python class is its recipe, copy's code is traced
+    import copy
+
+    def f(x, cfg):
+        deep, shallow = copy.deepcopy(cfg), copy.copy(cfg)
+        deep.a = 5
+        deep.b.append(9)
+        delattr(deep, "c")
+        again = copy.deepcopy(deep)  # of an object made in the trace
+        return (x * deep.a + len(deep.b) + cfg.a, deep.b, deep.alias is deep.b, deep.sub is not cfg.sub,
+                deep.sub.v, shallow.b is cfg.b, hasattr(deep, "c"), again.b is not deep.b, type(again).__name__,
+                cfg.c["h"].__args__)
+
+    cfg = _Config()
+    got = one_graph(f, randn(2), cfg)
+    assert cfg.b == [1, 2] and not hasattr(_Config, "__copy__")
+    assert got[2] and got[3] and got[5] and not got[6] and got[7]

@@ -515,3 +515,22 @@ def test_getattr_answer_follows_the_instance_dict(make):
         c2 = make()
         c2["offset"] = 7  # the dict's item, read by the traced __getattr__
         same(cf(c2, x), f(c2, x))
+
+
+def test_class_attribute_absence_follows_the_class():
+    # a name missing from a Python class raises AttributeError in the trace (copy.copy asks
+    # getattr(cls, "__copy__", None)); its class's version tag notices the name added later
+    class Plain:
+        pass
+
+    class Child(Plain):
+        pass
+
+    def f(x, o):
+        return x + (1 if getattr(type(o), "extra", None) is None else 2)
+
+    cf = ember.compile(f, fullgraph=True)
+    x = torch.zeros(2)
+    same(cf(x, Child()), f(x, Child()))
+    Plain.extra = True  # on the base
+    same(cf(x, Child()), f(x, Child()))

@@ -160,3 +160,30 @@ def test_suite_under_inductor_matches_eager_in_inference(name):
         torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)
     c = ember.testing.counters()
     assert (c["frames"], c["breaks"], c["aborts"], c["fallbacks"]) == (1, 0, 0, 0), c
+
+
+@pytest.mark.parametrize("family", ["t5", "bart"])
+def test_encoder_decoder_with_its_cache_is_one_graph(family):
+    """transformers' encoder-decoder models make their cache in forward from a deep copy of the
+    config (get_text_config: copy.deepcopy, delattr, setattr through its validators): one graph,
+    eager's outputs."""
+    transformers = pytest.importorskip("transformers")
+    if family == "t5":
+        cfg = transformers.T5Config(d_model=32, d_kv=8, d_ff=64, num_layers=1, num_heads=4, vocab_size=100)
+        model = transformers.T5Model(cfg)
+    else:
+        cfg = transformers.BartConfig(d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
+                                      decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                                      vocab_size=100, max_position_embeddings=64)
+        model = transformers.BartModel(cfg)
+    model.eval()
+    g = torch.Generator().manual_seed(0)
+    ids, dec = torch.randint(0, 100, (2, 8), generator=g), torch.randint(0, 100, (2, 4), generator=g)
+    with torch.no_grad():
+        expected = model(input_ids=ids, decoder_input_ids=dec)
+        cm = ember.compile(model)
+        for _ in range(2):
+            got = cm(input_ids=ids, decoder_input_ids=dec)
+            torch.testing.assert_close(got.last_hidden_state, expected.last_hidden_state, rtol=1e-4, atol=1e-5)
+    c = ember.testing.counters()
+    assert (c["frames"], c["breaks"], c["aborts"], c["fallbacks"], c["hits"]) == (1, 0, 0, 0, 1), c
