@@ -201,7 +201,31 @@ def _log_api_usage_once(event):
     return None
 
 
+def _re_sub_of(pattern, repl, string, count, flags, n):
+    """re.sub (n False) or re.subn of constants with a str or bytes replacement: the result."""
+    return (re.subn if n else re.sub)(pattern, repl, string, count=count, flags=flags)
+
+
+_set(CONST, [_re_sub_of])
+
+
+def _re_sub(pattern, repl, string, count=0, flags=0):
+    """re.sub in a traced frame: a function of its constants for a str or bytes replacement (a
+    callable one is called per match by re's code: a graph break there)."""
+    if isinstance(repl, (str, bytes)):
+        return _re_sub_of(pattern, repl, string, count, flags, False)
+    return re._compile(pattern, flags).sub(repl, string, count)
+
+
+def _re_subn(pattern, repl, string, count=0, flags=0):
+    """re.subn in a traced frame, as _re_sub."""
+    if isinstance(repl, (str, bytes)):
+        return _re_sub_of(pattern, repl, string, count, flags, True)
+    return re._compile(pattern, flags).subn(repl, string, count)
+
+
 TRACE_AS = {torch.autograd.profiler.record_function: _record_function, operator.itemgetter: _shim_itemgetter,
+            re.sub: _re_sub, re.subn: _re_subn,
             operator.attrgetter: _shim_attrgetter, operator.methodcaller: _shim_methodcaller,
             torch._C._log_api_usage_once: _log_api_usage_once}
 _mutation_guard = sys.modules.get("torch._dynamo.mutation_guard")

@@ -2429,6 +2429,41 @@ static EmStatus call_lru_cached(EmTracer *T, PyObject *f, EmSym **all, int n, Py
 /* em_call's last step, for a callee without a rule: nn.Module.__call__ on a module, a Python
  * function or a module from the frame inlined, an exception or an instance made; else the
  * trace aborts. */
+/* f (a function, or an lru_cache wrapper of one) marked by torch._dynamo.assume_constant_result
+ * (`_dynamo_marked_constant`: transformers' install and hardware probes) and called with
+ * constants: called now, its result a constant of the trace, not guarded (as TorchDynamo takes
+ * it). CALL_NEXT for other calls. */
+static EmStatus call_marked_constant(EmTracer *T, PyObject *f, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    PyObject *mark = NULL, *vals[16];
+    if (PyFunction_Check(f)) {
+        PyObject *d = ((PyFunctionObject *)f)->func_dict;
+        mark = d ? PyDict_GetItemString(d, "_dynamo_marked_constant") : NULL;
+        Py_XINCREF(mark);
+    } else if (Py_IS_TYPE(f, (PyTypeObject *)EM_KNOWN(lru_wrapper)) &&
+               !(mark = PyObject_GetAttrString(f, "_dynamo_marked_constant"))) {
+        PyErr_Clear();
+    }
+    int marked = mark && PyObject_IsTrue(mark) == 1;
+    Py_XDECREF(mark);
+    PyErr_Clear();
+    if (!marked || n > 16) return CALL_NEXT;
+    int k = 0;
+    for (; k < n && (vals[k] = em_sym_value(T, all[k])); k++) {}
+    PyObject *r = NULL;
+    if (k == n) {
+        Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+        r = PyObject_Vectorcall(f, vals, (size_t)(n - nkw), kwnames);
+    }
+    for (int i = 0; i < k; i++) Py_DECREF(vals[i]);
+    if (k < n) return PyErr_Occurred() ? EM_ERR : CALL_NEXT; /* an argument not known: traced */
+    if (!r) return em_trace_abandon(T, EMA_CALL, "a function marked constant raised");
+    EmStatus st = EM_OK;
+    if (em_is_pure(r) || (PyTuple_CheckExact(r) && em_sym_tuple_key(r))) *out = em_sym_const(T, r);
+    else st = em_trace_fail(T, EMA_VALUE, "a function marked constant returned a %s", Py_TYPE(r)->tp_name);
+    Py_DECREF(r);
+    return st == EM_OK && !*out ? EM_ERR : st;
+}
+
 static EmStatus call_unruled(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)self;
     PyObject *f = fn->obj;
@@ -2436,6 +2471,8 @@ static EmStatus call_unruled(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
     if (f == em_module_base_call() && n >= 1 && (all[0]->kind == SYM_OBJ || all[0]->kind == SYM_NEW) &&
         em_is_module(all[0]->obj)) /* nn.Module.__call__(m, ...) */
         return em_module_call_impl(T, all[0], all + 1, n - 1, kwnames, out);
+    EmStatus cst = call_marked_constant(T, f, all, n, kwnames, out);
+    if (cst != CALL_NEXT) return cst;
     if (PyFunction_Check(f)) {
         return em_inline_closure(T, f, fn->items.len ? fn : NULL, all, n, kwnames, out);
     }

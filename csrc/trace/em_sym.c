@@ -202,6 +202,8 @@ static int tuple_key(PyObject *v) {
     return 1;
 }
 
+int em_sym_tuple_key(PyObject *v) { return tuple_key(v); }
+
 EmSym *em_sym_hashable(EmTracer *T, EmSym *s) {
     if (s->kind != SYM_TUPLE) return s;
     PyObject *v = em_sym_value(T, s);

@@ -173,6 +173,8 @@ int em_sym_retarget(EmTracer *T, EmSym *s, EmRef r, PyObject *m, PyObject *dev);
 EM_NEW PyObject *em_sym_value(EmTracer *T, EmSym *s);
 /* 1 when v is a constant: a value the trace may fold (None, numbers, strings, tuples of them...). */
 int em_is_pure(PyObject *v);
+/* 1 when tuple v hashes and compares as its tuple of constants, classes and functions. */
+int em_sym_tuple_key(PyObject *v);
 /* The tuple `items` (stolen) as an instance of seq_type (a namedtuple, structseq or torch.Size
  * type): a new reference, or NULL with the exception the type raised. */
 EM_NEW PyObject *em_seq_retype(PyObject *seq_type, EM_STEALS PyObject *items);

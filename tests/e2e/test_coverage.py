@@ -3483,3 +3483,42 @@ def test_copy_and_deepcopy_of_plain_objects_are_one_graph():
     got = one_graph(f, randn(2), cfg)
     assert cfg.b == [1, 2] and not hasattr(_Config, "__copy__")
     assert got[2] and got[3] and got[5] and not got[6] and got[7]
+
+
+def test_re_sub_with_a_string_replacement_is_a_constant():
+    # re.sub/re.subn of constants (transformers' helpers in forward): a function of them; a
+    # callable replacement still runs per match as Python (a break)
+    import re
+
+    def f(x, s):
+        t = re.sub(r"(\d+)", r"<\1>", s)
+        u, k = re.subn("a", "b", s, count=1)
+        return x * len(t) + k, t, u
+
+    one_graph(f, randn(2), "a1b22a")
+    ember.reset()
+    g = lambda x, s: x * len(re.sub("a", lambda m: "zz", s))  # noqa: E731
+    assert_same(ember.compile(g)(randn(2), "aba"), g(randn(2), "aba"))
+
+
+_PROBES = []
+
+
+def _probe():
+    _PROBES.append(1)  # runs when called: at trace time under ember, as under TorchDynamo
+    return (2, "on")
+
+
+def test_assume_constant_result_is_called_once_at_trace_time():
+    import functools
+
+    probe = torch._dynamo.assume_constant_result(_probe)
+    cached = functools.lru_cache(torch._dynamo.assume_constant_result(lambda k: k * 3))
+
+    def f(x):
+        n, state = probe()
+        return x * n + cached(4), state
+
+    _PROBES.clear()
+    one_graph(f, randn(3))
+    assert len(_PROBES) == 2  # eager's call and the trace's; the graph does not call it
