@@ -49,7 +49,7 @@ static EmStatus raise_obj(EmTracer *T, PyObject *exc, int chain, const char *det
     if (!T->raised && !(T->raised = PyList_New(0))) return EM_ERR;
     if (PyList_Append(T->raised, exc)) return EM_ERR;
     Py_XSETREF(T->exc, Py_NewRef(exc));
-    return em_trace_fail(T, EMA_VALUE, "%s", detail);
+    return em_trace_fail(T, EMA_RAISE, "%s", detail);
 }
 
 EmStatus em_trace_raise(EmTracer *T, PyObject *exc, const char *fmt, ...) {

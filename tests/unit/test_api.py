@@ -1066,3 +1066,15 @@ def test_warning_in_a_script_read_from_stdin():
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == "[9.0, 9.0]", r.stdout
     assert "EmberWarning" in r.stderr and "ImportError" not in r.stderr, r.stderr[-2000:]
+
+
+def test_fullgraph_uncaught_exception_is_named_as_observed():
+    # an exception the traced code raises and does not catch: under fullgraph, Unsupported says
+    # so (TorchDynamo's "Observed exception"); without fullgraph the raise runs as Python
+    def f(x):
+        return {"a": x} | 1
+
+    with pytest.raises(ember.Unsupported, match=r"Observed exception.*TypeError"):
+        ember.compile(f, fullgraph=True)(randn(2))
+    with pytest.raises(TypeError):
+        ember.compile(f)(randn(2))
