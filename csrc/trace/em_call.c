@@ -2266,6 +2266,21 @@ static EmStatus kw_as_positional(EmTracer *T, EmSym *fn, EmSym *self, EmSym **al
     return none ? CALL_NEXT : call_by_type(T, fn, self, pos, n, NULL, out);
 }
 
+/* dict.__init__(o, ..., k=v) (OrderedDict's too) of a dict subclass's instance made while
+ * tracing: its contents updated as dict's __init__ updates them. CALL_NEXT for other calls. */
+static EmStatus dict_init_kw(EmTracer *T, PyObject *f, EmSym *o, EmSym **args, int nargs, PyObject *kwnames,
+                             EmSym **out) {
+    PyTypeObject *ct = o ? em_new_content_type(o) : NULL;
+    if (!ct || !Py_IS_TYPE(f, &PyWrapperDescr_Type) || !PyType_IsSubtype(ct, PyDescr_TYPE(f)) ||
+        !PyType_IsSubtype(PyDescr_TYPE(f), &PyDict_Type) ||
+        PyUnicode_CompareWithASCIIString(PyDescr_NAME(f), "__init__") != 0)
+        return CALL_NEXT;
+    if (nargs - PyTuple_GET_SIZE(kwnames) > 1)
+        return em_trace_fail(T, EMA_CALL, "dict.__init__ with positional arguments");
+    EmStatus st = em_dict_update(T, o->items.data[1], args, nargs, kwnames, out);
+    return st == EM_OK ? ((*out = em_sym_const(T, Py_None)) ? EM_OK : EM_ERR) : st;
+}
+
 /* em_call's third step: callees recognized by their type. The bound __exit__ of a grad-mode
  * context from the frame; a builtin method descriptor called on an instance (made while
  * tracing or from the frame) or on a container sym; a namedtuple class. */
@@ -2276,6 +2291,14 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
     if (fn->kind == SYM_OBJ && fn->src >= 0 && em_ctx_is_grad_exit(f)) return em_ctx_exit_input(T, fn, all, n, out);
     if (kwnames && Py_IS_TYPE(f, &PyMethodDescr_Type)) {
         EmStatus st = kw_as_positional(T, fn, self, all, n, kwnames, out);
+        if (st != CALL_NEXT) return st;
+    }
+    if (kwnames) {
+        EmStatus st = dict_init_kw(T, f,
+                                   self ? self
+                                   : n  ? all[0]
+                                        : NULL,
+                                   self ? args : all + 1, self ? nargs : n - 1, kwnames, out);
         if (st != CALL_NEXT) return st;
     }
     if (self && !kwnames) {

@@ -186,21 +186,22 @@ EmStatus em_builtin_on_items(EmTracer *T, PyObject *fn, EmSym *self, EmSym *item
 /* object.__new__(cls) (dict's, OrderedDict's) called by a class's own __new__: the instance,
  * not initialized. CALL_NEXT for other calls. */
 EmStatus em_obj_base_new(EmTracer *T, PyObject *f, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
-    if (!PyCFunction_Check(f) || strcmp(((PyCFunctionObject *)f)->m_ml->ml_name, "__new__") || n < 1 || kwnames)
-        return CALL_NEXT;
+    if (!PyCFunction_Check(f) || strcmp(((PyCFunctionObject *)f)->m_ml->ml_name, "__new__") || n < 1) return CALL_NEXT;
     PyObject *b = PyCFunction_GET_SELF(f), *cls = all[0]->obj;
     if ((all[0]->kind != SYM_CONST && all[0]->kind != SYM_OBJ) || !PyType_Check(cls) || !PyType_Check(b))
         return CALL_NEXT;
+    if (kwnames && b != (PyObject *)&PyDict_Type) return CALL_NEXT; /* dict's ignores its arguments */
     /* object.__new__ takes the class only; frozenset's and tuple's its contents; the others ignore the rest */
     if ((b == (PyObject *)&PyBaseObject_Type && n != 1) || (em_new_frozen((PyTypeObject *)b) && n > 2))
         return CALL_NEXT;
     int custom;
-    if (builtin_base((PyTypeObject *)cls, &custom) != (PyTypeObject *)b) return CALL_NEXT;
+    /* b's __new__ or one the base shares (OrderedDict's is dict's) */
+    PyTypeObject *base = builtin_base((PyTypeObject *)cls, &custom);
+    if (!base || (base != (PyTypeObject *)b && base->tp_new != ((PyTypeObject *)b)->tp_new)) return CALL_NEXT;
     EmStatus gst;
     if (em_guard_class(T, (PyTypeObject *)cls, &gst) != EM_OK) return gst;
-    EmStatus st = make_instance(T, (PyTypeObject *)cls, (PyTypeObject *)b, out);
-    if (st == EM_OK && em_new_frozen((PyTypeObject *)b) && n == 2)
-        st = init_content(T, *out, (PyTypeObject *)b, all + 1, 1, NULL);
+    EmStatus st = make_instance(T, (PyTypeObject *)cls, base, out);
+    if (st == EM_OK && em_new_frozen(base) && n == 2) st = init_content(T, *out, base, all + 1, 1, NULL);
     return st;
 }
 

@@ -291,7 +291,7 @@ static EmContMethod cont_method(const char *n) {
     };
     for (int m = 0; m < EM_CM__COUNT; m++)
         if (!strcmp(n, names[m])) return (EmContMethod)m;
-    return EM_CM__COUNT;
+    return !strcmp(n, "__copy__") ? EM_CM_copy : EM_CM__COUNT; /* a defaultdict's or deque's copy() */
 }
 
 EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **args, int nargs, EmSym **out) {

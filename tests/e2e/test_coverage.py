@@ -3522,3 +3522,38 @@ def test_assume_constant_result_is_called_once_at_trace_time():
     _PROBES.clear()
     one_graph(f, randn(3))
     assert len(_PROBES) == 2  # eager's call and the trace's; the graph does not call it
+
+
+def test_copy_of_defaultdict_and_deque_keeps_their_kind():
+    import collections
+    import copy
+
+    def f(x):
+        d = collections.defaultdict(list, {1: x})
+        c1, c2, c3 = d.copy(), d.__copy__(), copy.copy(d)
+        q = collections.deque([1, 2, 3], maxlen=4)
+        q2, q3 = q.__copy__(), copy.copy(q)
+        q2.append(9)
+        return (c1[1] + 1, c2.default_factory is list, c3.default_factory is list, dict(c2), c3 == d, c2[5],
+                type(c2).__name__, q2, q3, q)
+
+    one_graph(f, randn(2))
+
+
+@pytest.mark.parametrize("base", ["dict", "OrderedDict"])
+def test_dict_subclass_with_its_own_new_made_in_the_trace(base):
+    import collections
+
+    class Custom(collections.OrderedDict if base == "OrderedDict" else dict):
+        def __new__(cls, *args, **kwargs):  # OrderedDict.__new__ is dict's
+            return super().__new__(cls, *args, **kwargs)
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+
+    def f(x):
+        c = Custom(a=1)
+        c["key"] = x
+        return c["key"] + c["a"], c, type(c).__name__, list(c)
+
+    one_graph(f, randn(2))
