@@ -1092,28 +1092,16 @@ static EmStatus known_object_getattribute(EmTracer *T, EmSym *fn, EmSym *self, E
  * state: a Python class laid out as object plus a dict (no __slots__, no builtin base), keeping
  * object's __reduce_ex__, __reduce__ and __getstate__ and defining no __getnewargs(_ex)__. */
 static int plain_reduce_type(PyTypeObject *tp) {
-    static const char *const keep[] = {"__reduce_ex__", "__reduce__", "__getstate__", NULL};
-    static const char *const absent[] = {"__getnewargs_ex__", "__getnewargs__", NULL};
     if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) || !tp->tp_dictoffset || tp->tp_itemsize ||
-        _PyType_Lookup(tp, EM_STR(dunder_slots)))
+        _PyType_Lookup(tp, EM_STR(dunder_slots)) || _PyType_Lookup(tp, EM_STR(dunder_getnewargs_ex)) ||
+        _PyType_Lookup(tp, EM_STR(dunder_getnewargs)))
         return 0;
     PyTypeObject *solid = tp;
     while (solid->tp_base && (solid->tp_flags & Py_TPFLAGS_HEAPTYPE)) solid = solid->tp_base;
-    if (solid != &PyBaseObject_Type) return 0;
-    for (int i = 0; keep[i]; i++) {
-        PyObject *name = PyUnicode_InternFromString(keep[i]);
-        PyObject *mine = name ? _PyType_Lookup(tp, name) : NULL,
-                 *base = name ? _PyType_Lookup(&PyBaseObject_Type, name) : NULL;
-        Py_XDECREF(name);
-        if (mine != base) return 0;
-    }
-    for (int i = 0; absent[i]; i++) {
-        PyObject *name = PyUnicode_InternFromString(absent[i]);
-        PyObject *mine = name ? _PyType_Lookup(tp, name) : NULL;
-        Py_XDECREF(name);
-        if (mine || !name) return 0;
-    }
-    return 1;
+    PyObject *const keep[] = {EM_STR(dunder_reduce_ex), EM_STR(dunder_reduce), EM_STR(dunder_getstate)};
+    for (int i = 0; solid == &PyBaseObject_Type && i < 3; i++)
+        if (_PyType_Lookup(tp, keep[i]) != _PyType_Lookup(&PyBaseObject_Type, keep[i])) return 0;
+    return solid == &PyBaseObject_Type;
 }
 
 /* object.__reduce_ex__(o, protocol >= 2) of an instance of a plain Python class (plain_reduce_type;
@@ -2270,7 +2258,7 @@ static EmStatus kw_as_positional(EmTracer *T, EmSym *fn, EmSym *self, EmSym **al
  * tracing: its contents updated as dict's __init__ updates them. CALL_NEXT for other calls. */
 static EmStatus dict_init_kw(EmTracer *T, PyObject *f, EmSym *o, EmSym **args, int nargs, PyObject *kwnames,
                              EmSym **out) {
-    PyTypeObject *ct = o ? em_new_content_type(o) : NULL;
+    PyTypeObject *ct = em_new_content_type(o);
     if (!ct || !Py_IS_TYPE(f, &PyWrapperDescr_Type) || !PyType_IsSubtype(ct, PyDescr_TYPE(f)) ||
         !PyType_IsSubtype(PyDescr_TYPE(f), &PyDict_Type) ||
         PyUnicode_CompareWithASCIIString(PyDescr_NAME(f), "__init__") != 0)
@@ -2293,12 +2281,9 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         EmStatus st = kw_as_positional(T, fn, self, all, n, kwnames, out);
         if (st != CALL_NEXT) return st;
     }
-    if (kwnames) {
-        EmStatus st = dict_init_kw(T, f,
-                                   self ? self
-                                   : n  ? all[0]
-                                        : NULL,
-                                   self ? args : all + 1, self ? nargs : n - 1, kwnames, out);
+    if (kwnames && (self || n)) { /* o.__init__(**kw) or dict.__init__(o, **kw) */
+        EmStatus st = self ? dict_init_kw(T, f, self, args, nargs, kwnames, out)
+                           : dict_init_kw(T, f, all[0], all + 1, n - 1, kwnames, out);
         if (st != CALL_NEXT) return st;
     }
     if (self && !kwnames) {
@@ -2460,11 +2445,10 @@ static EmStatus call_marked_constant(EmTracer *T, PyObject *f, EmSym **all, int 
     PyObject *mark = NULL, *vals[16];
     if (PyFunction_Check(f)) {
         PyObject *d = ((PyFunctionObject *)f)->func_dict;
-        mark = d ? PyDict_GetItemString(d, "_dynamo_marked_constant") : NULL;
+        mark = d ? PyDict_GetItemWithError(d, EM_STR(dynamo_marked_constant)) : NULL;
         Py_XINCREF(mark);
-    } else if (Py_IS_TYPE(f, (PyTypeObject *)EM_KNOWN(lru_wrapper)) &&
-               !(mark = PyObject_GetAttrString(f, "_dynamo_marked_constant"))) {
-        PyErr_Clear();
+    } else if (Py_IS_TYPE(f, (PyTypeObject *)EM_KNOWN(lru_wrapper))) {
+        mark = PyObject_GetAttr(f, EM_STR(dynamo_marked_constant)); /* update_wrapper copied the function's */
     }
     int marked = mark && PyObject_IsTrue(mark) == 1;
     Py_XDECREF(mark);
