@@ -119,6 +119,10 @@ int em_guard_check_tensor(EmGuardProg *P, int32_t slot, PyObject *tensor);
 int em_guard_check_tensor_dyn(EmGuardProg *P, int32_t slot, PyObject *tensor, uint64_t dyn);
 /* Size of dimension dim of the tensor in a slot that passed its TENSOR check. 0 or -1. */
 int em_guard_tensor_size(PyObject *t, int dim, int64_t *out);
+/* Where an exact Tensor or Parameter of a key set read directly keeps its data: 1 with *dev
+ * (device type << 8 | index + 1) and *ptr (its storage's data pointer, 0 for an empty one or
+ * a meta tensor); 0 when it cannot be read directly (the caller asks torch). No exception. */
+int em_guard_tensor_storage(PyObject *t, int *dev, uintptr_t *ptr);
 /* The keys of dict d in its iteration order as a new tuple (an OrderedDict's own order, read
  * with its C iterator: no user code), NULL with an exception. */
 EM_NEW PyObject *em_dict_keys_ordered(PyObject *EM_BORROWED d);

@@ -428,6 +428,65 @@ done:
     return ok;
 }
 
+static int64_t py_int_of(PyObject *x, const char *expr) {
+    PyObject *g = PyDict_New(), *v = NULL;
+    if (g && !PyDict_SetItemString(g, "x", x)) {
+        PyObject *torch = PyImport_ImportModule("torch");
+        if (torch && !PyDict_SetItemString(g, "torch", torch)) v = PyRun_String(expr, Py_eval_input, g, g);
+        Py_XDECREF(torch);
+    }
+    int64_t r = v ? PyLong_AsLongLong(v) : -1;
+    Py_XDECREF(v);
+    Py_XDECREF(g);
+    return r;
+}
+
+/* The storage fields: TensorImpl holds its StorageImpl* (torch._C._storage_address) at
+ * storage_off, and the StorageImpl its data pointer at sdata_off (the first word equal to
+ * untyped_storage().data_ptr(): DataPtr's data comes before its context, which the CPU
+ * allocator sets to the same address). Checked on views, dtypes and a numpy array's memory. */
+static void probe_storage(void) {
+    static const char *cases[] = {"torch.zeros(6, 7, dtype=torch.float64)", "torch.zeros(8, dtype=torch.int16)[3:]",
+                                  "torch.zeros(4, 5).t()", "torch.from_numpy(__import__('numpy').zeros(9))",
+                                  "torch.nn.Parameter(torch.zeros(2, 3))"};
+    em_state.storage_off = em_state.sdata_off = -1;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+        PyObject *x = call_torch(cases[i]);
+        int64_t st = x ? py_int_of(x, "torch._C._storage_address(x)") : -1;
+        int64_t data = x ? py_int_of(x, "x.untyped_storage().data_ptr()") : -1;
+        const char *impl = x ? impl_of(x) : NULL;
+        int ok = impl && st > 0 && data > 0;
+        for (Py_ssize_t off = 8; ok && i == 0 && em_state.storage_off < 0 && off + 8 <= PROBE_IMPL_BYTES; off += 8)
+            if (impl_word(impl, off) == st) em_state.storage_off = off;
+        for (Py_ssize_t off = 8; ok && i == 0 && em_state.sdata_off < 0 && off + 8 <= 64; off += 8)
+            if (impl_word((const char *)(uintptr_t)st, off) == data) em_state.sdata_off = off;
+        ok = ok && em_state.storage_off >= 0 && em_state.sdata_off >= 0 &&
+             impl_word(impl, em_state.storage_off) == st &&
+             impl_word((const char *)(uintptr_t)st, em_state.sdata_off) == data;
+        Py_XDECREF(x);
+        if (!ok) {
+            PyErr_Clear();
+            em_state.storage_off = em_state.sdata_off = -1;
+            return;
+        }
+    }
+}
+
+int em_guard_tensor_storage(PyObject *t, int *dev, uintptr_t *ptr) {
+    if (!em_state.probe_ok || em_state.storage_off < 0 || !plain_type(t)) return 0;
+    const char *impl = impl_of(t);
+    uint64_t ks;
+    if (!impl) return 0;
+    memcpy(&ks, impl + em_state.keyset_off, 8);
+    if (!keyset_verified(ks)) return 0;
+    *dev = ((int)(uint8_t)impl[em_state.dev_off] << 8) | (int)(uint8_t)(impl[em_state.dev_off + 1] + 1);
+    *ptr = 0;
+    if ((int8_t)impl[em_state.dev_off] == EMDEV_META) return 1;
+    const char *storage = (const char *)(uintptr_t)impl_word(impl, em_state.storage_off);
+    if (storage) *ptr = (uintptr_t)impl_word(storage, em_state.sdata_off);
+    return 1;
+}
+
 /* Verifies the probed layout on varied tensors against the Python attributes, and that the
  * dispatch-key word tells meta and inference tensors apart from plain CPU tensors. */
 static int verify_layout(void) {
@@ -502,9 +561,11 @@ int em_guard_tensor_probe(int force_fallback) {
     }
     em_state.probe_ok = 0;
     em_state.n_verified_keys = 0;
+    em_state.storage_off = em_state.sdata_off = -1;
     if (force_fallback) return 1;
     if (probe_layout() && verify_layout()) {
         em_state.probe_ok = 1;
+        probe_storage();
         return 0;
     }
     return 1;

@@ -362,6 +362,58 @@ static PyObject *m_resume_codes(PyObject *self, PyObject *args) {
     return PyDict_Copy(em_state.resume_codes);
 }
 
+typedef struct {
+    uintptr_t ptr;
+    int dev;
+    Py_ssize_t at;
+} StorageAt;
+
+static int storage_cmp(const void *a, const void *b) {
+    const StorageAt *x = a, *y = b;
+    if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
+    if (x->ptr != y->ptr) return x->ptr < y->ptr ? -1 : 1;
+    return (x->at > y->at) - (x->at < y->at);
+}
+
+/* _storage_groups(args, skip): per item of args[skip:], the position (from skip) of the first
+ * item whose storage holds the same memory on the same device (its own when none, or when not
+ * a tensor); NotImplemented when a tensor's storage cannot be read directly (the caller asks
+ * torch: ember/backends/fx.py _storage_groups, which this computes without Python calls). */
+static PyObject *m_storage_groups(PyObject *self, PyObject *args) {
+    PyObject *seq;
+    Py_ssize_t skip;
+    if (!PyArg_ParseTuple(args, "O!n", &PyTuple_Type, &seq, &skip)) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(seq) - skip, k = 0;
+    if (skip < 0 || n < 0) return PyErr_Format(PyExc_ValueError, "ember: bad skip %zd", skip);
+    StorageAt *rec = PyMem_Malloc(sizeof(StorageAt) * (size_t)(n + 1));
+    PyObject *out = rec ? PyTuple_New(n) : PyErr_NoMemory();
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *t = PyTuple_GET_ITEM(seq, skip + i);
+        StorageAt r = {0, 0, i};
+        if (PyObject_TypeCheck(t, em_state.tensor_type) && !em_guard_tensor_storage(t, &r.dev, &r.ptr)) {
+            Py_SETREF(out, Py_NewRef(Py_NotImplemented));
+            break;
+        }
+        if (r.ptr) rec[k++] = r;
+        PyObject *own = PyLong_FromSsize_t(i);
+        if (!own) Py_CLEAR(out);
+        else PyTuple_SET_ITEM(out, i, own);
+    }
+    if (out && PyTuple_Check(out)) {
+        qsort(rec, (size_t)k, sizeof(StorageAt), storage_cmp); /* a run's first item has its least position */
+        for (Py_ssize_t j = 1, first = 0; out && j < k; j++) {
+            if (rec[j].dev != rec[first].dev || rec[j].ptr != rec[first].ptr) {
+                first = j;
+                continue;
+            }
+            PyObject *g = PyLong_FromSsize_t(rec[first].at);
+            if (!g || PyTuple_SetItem(out, rec[j].at, g)) Py_CLEAR(out); /* a new tuple: ours alone */
+        }
+    }
+    PyMem_Free(rec);
+    return out;
+}
+
 /* Codes ember compiled or gave up on since the last reset, in the order it first saw them. */
 static PyObject *m_seen_codes(PyObject *self, PyObject *args) {
     (void)self;
@@ -415,6 +467,8 @@ static PyObject *m_reenter_ctx(PyObject *self, PyObject *spec) {
 static PyMethodDef methods[] = {
     {"enter_ctx", m_enter_ctx, METH_O, "Graph call: make and enter the context of (cls, args, kwargs pairs)."},
     {"reenter_ctx", m_reenter_ctx, METH_O, "Make and enter the context of a spec again; returns its __exit__."},
+    {"_storage_groups", m_storage_groups, METH_VARARGS,
+     "(args, skip): per tensor of args[skip:], the first one sharing its memory; NotImplemented: ask torch."},
     {"_seen_codes", m_seen_codes, METH_NOARGS, "Codes compiled or run as plain Python since the last reset."},
     {"_resume_codes", m_resume_codes, METH_NOARGS, "Resume code objects generated so far (tests, debugging)."},
     {"_asm_roundtrip", m_asm_roundtrip, METH_O, "Decode and reassemble a code object (assembler tests)."},

@@ -27,6 +27,7 @@ typedef struct {
     int n_verified_keys; /* em_guard_tensor.c: key sets read directly */
     uint64_t verified_keys[EM_VERIFIED_KEYS];
     Py_ssize_t impl_off, ss_off, dtype_off, dev_off, keyset_off;
+    Py_ssize_t storage_off, sdata_off; /* TensorImpl's StorageImpl*, its data pointer; -1: not probed */
     int ss_inline;
     getter requires_grad_get;
     PyTypeObject *tensor_type, *param_type;

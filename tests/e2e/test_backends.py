@@ -15,6 +15,7 @@ import sys
 import warnings
 import weakref
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -522,6 +523,43 @@ def test_overlapping_views_passed_after_a_compile_with_distinct_tensors():
     torch.testing.assert_close(cf(t[1:], t[:3]), f(ref[1:], ref[:3]))
     torch.testing.assert_close(t, ref)
     torch.testing.assert_close(cf(torch.zeros(3), torch.zeros(3)), f(torch.zeros(3), torch.zeros(3)))
+
+
+def test_storage_groups_read_in_c_agree_with_torchs():
+    """The per-call alias check of graphs with in-place ops reads storages in C: the same groups
+    as torch's untyped_storage().data_ptr() (views, x.data, one numpy array's memory twice, empty
+    storages and meta tensors alone), and NotImplemented (torch asked) for tensors it cannot read."""
+    from ember.backends import fx
+    x, arr, p = torch.randn(5, 4), np.zeros(6), torch.nn.Parameter(torch.randn(3))
+    items = (x, x[1:], x.t(), torch.randn(3), x.data, 3, 2.5, torch.from_numpy(arr), torch.from_numpy(arr), p,
+             p.detach(), torch.empty(0), torch.empty(0), torch.zeros(2, device="meta"),
+             torch.zeros(2, device="meta"), x.view(-1), torch.randn(2, dtype=torch.float64))
+    ember.compile(lambda *a: [t + 0 for t in a if isinstance(t, torch.Tensor)])(*items)  # their key sets read
+    for skip in (0, 2, 5):
+        assert ember._C._storage_groups(items, skip) == fx._storage_groups(items[skip:])
+    assert ember._C._storage_groups(items, 0)[:5] == (0, 0, 0, 3, 0)
+
+    class Sub(torch.Tensor):
+        pass
+
+    assert ember._C._storage_groups((x, x.as_subclass(Sub)), 0) is NotImplemented
+    assert ember._C._storage_groups((torch.randn(2).to_sparse(),), 0) is NotImplemented
+
+
+def test_alias_check_of_a_model_with_in_place_ops_does_not_ask_torch(monkeypatch):
+    """A module with inplace ReLUs (a graph with in-place ops: its inputs' storages are checked at
+    every call) is checked without a Python call per parameter."""
+    m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(inplace=True), torch.nn.Linear(4, 2))
+    cf = ember.compile(m, backend="aot_eager")
+    x = randn(3, 4)
+    torch.testing.assert_close(cf(x), m(x))
+    from ember.backends import fx
+    asked = []
+    real = fx._storage_groups
+    monkeypatch.setattr(fx, "_storage_groups", lambda ins: asked.append(1) or real(ins))
+    for _ in range(3):
+        torch.testing.assert_close(cf(x), m(x))
+    assert counters()["recompiles"] == 0 and not asked
 
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
