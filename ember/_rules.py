@@ -416,6 +416,12 @@ def call_spec(spec):
     fn(*pos, **dict(kw))
 
 
+def ctx_new_decorates(cls):
+    """cls(f) of a callable f is cls()(f), the decorated function (torch's grad-mode classes
+    without a mode argument, and inference_mode, whose __new__ does so)."""
+    return issubclass(cls, torch.autograd.grad_mode._NoParamDecoratorContextManager) or cls is torch.inference_mode
+
+
 def ctx_decorated(spec, fn, *args, **kwargs):
     """A function decorated, while tracing, with a context object of torch's (@torch.no_grad()):
     traced in place of the wrapper torch's decorator returns, which calls fn inside a fresh

@@ -68,7 +68,25 @@ done:
     return spec;
 }
 
+static EmStatus ctx_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
+
+/* no_grad(f), enable_grad(f), inference_mode(f): torch's __new__ returns cls()(f), the
+ * decorated function; 1 when cls(arg) is such a call, 0 when not, -1 on error. */
+static int decorates(PyObject *cls, EmSym *arg) {
+    if (arg->kind != SYM_OBJ || !PyCallable_Check(arg->obj) || PyBool_Check(arg->obj)) return 0;
+    PyObject *r = PyObject_CallMethod(em_state.meta_run, "ctx_new_decorates", "O", cls);
+    int d = r ? PyObject_IsTrue(r) : -1;
+    Py_XDECREF(r);
+    return d;
+}
+
 EmStatus em_ctx_make(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
+    int dec = nargs == 1 && !kwnames ? decorates(cls, args[0]) : 0;
+    if (dec) {
+        EmSym *made = NULL;
+        EmStatus st = dec < 0 ? EM_ERR : em_ctx_make(T, cls, NULL, 0, NULL, &made);
+        return st == EM_OK ? ctx_call(T, made, NULL, args, 1, NULL, out) : st;
+    }
     PyObject *spec = em_call_spec(T, cls, args, nargs, kwnames), *res = NULL;
     EmStatus st = EM_ERR;
     if (!spec) {
@@ -351,9 +369,18 @@ EmStatus em_known_set_grad(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int
  * context made like it, as torch's decorator wrapper does. */
 static EmStatus ctx_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
     EmSym *f = self ? self : nargs == 1 ? args[0] : NULL;
-    if (kwnames || nargs != !self || !f || fn->ctx_state != EM_CTX_MADE || f->kind != SYM_OBJ ||
-        !PyCallable_Check(f->obj))
+    if (kwnames || nargs != !self || !f || (fn->ctx_state != EM_CTX_MADE && fn->ctx_state != EM_CTX_IN_EFFECT) ||
+        f->kind != SYM_OBJ || !PyCallable_Check(f->obj))
         return em_trace_fail(T, EMA_CALL, "a context manager called (only as a decorator of a function)");
+    if (fn->ctx_state == EM_CTX_IN_EFFECT) { /* set_grad_enabled's __call__ puts grad mode back first */
+        PyObject *r = PyObject_CallOneArg(em_state.set_grad_enabled, fn->prev_grad ? Py_True : Py_False);
+        if (!r) return EM_ERR;
+        Py_DECREF(r);
+        if (T->ctx_open.len) T->grad_set_in_with = 1;
+        T->grad = fn->prev_grad;
+        fn->ctx_state = EM_CTX_MADE;
+        if (record_grad(T, T->grad) != EM_OK) return EM_ERR;
+    }
     PyObject *helper = PyObject_GetAttrString(em_state.meta_run, "ctx_decorated");
     EmSym *h = helper ? em_sym_new(T, SYM_OBJ) : NULL, *spec = h ? em_sym_const(T, fn->spec) : NULL;
     EmSym *p = spec ? em_sym_new(T, SYM_PARTIAL) : NULL;

@@ -1553,6 +1553,39 @@ def test_grad_mode_object_as_a_decorator_inside_the_trace():
     assert not got[0].requires_grad and got[1].requires_grad
 
 
+_GRAD_WRAPS = {"no_grad(f)": lambda f: torch.no_grad(f), "enable_grad(f)": lambda f: torch.enable_grad(f),
+               "inference_mode(f)": lambda f: torch.inference_mode(f),
+               "set_grad_enabled(False)(f)": lambda f: torch.set_grad_enabled(False)(f),
+               "set_grad_enabled(True)(f)": lambda f: torch.set_grad_enabled(True)(f)}
+
+
+@pytest.mark.parametrize("wrap", list(_GRAD_WRAPS) + ["@set_grad_enabled(False)"])
+def test_grad_mode_class_applied_to_a_function_inside_the_trace(wrap):
+    """torch.no_grad(f) is no_grad()(f); set_grad_enabled(mode)(f) puts grad mode back as it
+    was before it was made (it changed it) and calls f under mode; neither changes grad mode
+    where the decorating happens (TorchDynamo's test_context_wrapping_* cases)."""
+    mode = {"no_grad": False, "enable_grad": True, "inference_mode": False}.get(wrap.split("(")[0])
+
+    def f(x):
+        with torch.set_grad_enabled(not mode if mode is not None else True):
+            if wrap == "@set_grad_enabled(False)":
+                @torch.set_grad_enabled(False)
+                def inner(t):
+                    return t.sin(), torch.is_grad_enabled()
+            else:
+                def inner(t):
+                    return t.sin(), torch.is_grad_enabled()
+                inner = _GRAD_WRAPS[wrap](inner)
+            before = torch.is_grad_enabled()
+        with torch.set_grad_enabled(True):
+            return inner(x), before
+
+    x = randn(4, requires_grad=True)
+    got = one_graph(f, x)
+    assert got[0][0].requires_grad == f(x)[0][0].requires_grad
+    assert torch.is_grad_enabled()
+
+
 _Pair = __import__("collections").namedtuple("_Pair", "a b")
 
 
