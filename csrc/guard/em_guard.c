@@ -620,9 +620,34 @@ error:
 
 /* ---- evaluation (hot path: no allocation) ---- */
 
-static PyObject *odict_get(PyObject *o, PyObject *name) {
+/* d[key] for a load: the value the last run found when d is unchanged since (no hash lookup). */
+static PyObject *memo_get(EmGInstr *in, PyObject *d, PyObject *key) {
+    uint64_t tag = em_dict_tag(d);
+    if (tag == in->memo_tag && d == in->memo_dict) return in->memo_val;
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (v) {
+        in->memo_tag = tag;
+        in->memo_dict = d;
+        in->memo_val = v;
+    }
+    return v;
+}
+
+/* A check on dict d that passed at the last run and d unchanged since: 1; else 0. */
+static int memo_passed(const EmGInstr *in, PyObject *d) { return em_dict_tag(d) == in->memo_tag && d == in->memo_dict; }
+
+/* r (a check's result on dict d) remembered when it passed; returns r. */
+static int memo_pass(EmGInstr *in, PyObject *d, int r) {
+    if (r == 1) {
+        in->memo_tag = em_dict_tag(d);
+        in->memo_dict = d;
+    }
+    return r;
+}
+
+static PyObject *odict_get(EmGInstr *in, PyObject *o, PyObject *name) {
     PyObject *d = em_obj_dict(o);
-    return d ? PyDict_GetItemWithError(d, name) : NULL;
+    return d ? memo_get(in, d, name) : NULL;
 }
 
 /* -0.0 differs from 0.0 (1/x differs). A NaN is only itself: hash(nan) and `is` depend on the
@@ -825,10 +850,10 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
         case EMG_LOAD_GLOBALS: v = f->globals; break;
         case EMG_LOAD_CONST: v = in->obj; break;
         case EMG_LOAD_CELL: v = PyCell_GET(b); break;
-        case EMG_LOAD_ODICT: v = odict_get(b, in->obj); break;
+        case EMG_LOAD_ODICT: v = odict_get((EmGInstr *)in, b, in->obj); break;
         case EMG_LOAD_DICT: /* dict storage: a subclass's __getitem__ is not consulted */
             if (!PyDict_Check(b)) return 0;
-            v = PyDict_GetItemWithError(b, in->obj);
+            v = memo_get((EmGInstr *)in, b, in->obj);
             break;
         case EMG_LOAD_DICT_KEYED:
             if (!PyDict_Check(b)) return 0;
@@ -895,14 +920,16 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
             PyObject *d = slots[in->slot], *k, *val;
             if (!PyDict_Check(d) || PyDict_GET_SIZE(d) != PyTuple_GET_SIZE(in->obj)) return 0;
             if (!PyTuple_GET_SIZE(in->obj)) return 1; /* empty (a module's hooks, mostly): nothing to walk */
-            if (PyODict_Check(d)) return odict_keys_same(d, in->obj); /* allocates its iterator */
+            if (PyODict_Check(d) && PyTuple_GET_SIZE(in->obj) > 1) /* move_to_end leaves the dict's tag */
+                return odict_keys_same(d, in->obj);
+            if (memo_passed(in, d)) return 1;
             Py_ssize_t pos = 0, i = 0;
             while (PyDict_Next(d, &pos, &k, &val)) {
                 PyObject *want = PyTuple_GET_ITEM(in->obj, i++);
                 int r = k == want ? 1 : const_same(k, want, 0);
                 if (r != 1) return r;
             }
-            return 1;
+            return memo_pass((EmGInstr *)in, d, 1);
         }
         case EMG_TENSOR: return em_guard_tensor_match(slots[in->slot], &P->specs.data[in->a]);
         case EMG_SAME: return slots[in->slot] == slots[in->a];
@@ -915,8 +942,9 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
                 return 0;
             }
             if (!d) return 1;
+            if (memo_passed(in, d)) return 1;
             int has = PyDict_Contains(d, in->obj);
-            return has < 0 ? -1 : !has;
+            return has < 0 ? -1 : memo_pass((EmGInstr *)in, d, !has);
         }
         case EMG_ABSENT_KEYED: {
             PyObject *d = slots[in->slot];

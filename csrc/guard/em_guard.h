@@ -28,6 +28,11 @@ typedef struct {
     int32_t base;  /* loads from another slot: its index */
     Py_ssize_t a;  /* index / length / spec / other slot */
     PyObject *obj; /* owned (or weak): name, key, type or constant */
+    /* what the last run learnt of a dict this instruction reads (em_dict_tag; 0 none): a load
+     * found memo_val (borrowed: the dict holds it) in dict memo_dict at tag memo_tag; a check
+     * passed on memo_dict at memo_tag. A dict at the same tag is unchanged since. */
+    uint64_t memo_tag;
+    PyObject *memo_dict, *memo_val; /* borrowed, compared only */
 } EmGInstr;
 
 /* Tensor metadata captured at trace time (TENSOR check). */

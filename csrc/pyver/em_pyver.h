@@ -166,6 +166,16 @@ static inline PyObject *em_obj_dict(PyObject *o) {
     return dp ? *dp : NULL;
 }
 
+/* A dict's version tag: CPython gives it a new value, unique across dicts, at the dict's
+ * making and at each change of it (PEP 509; deprecated in 3.12, kept and bumped through 3.13;
+ * 3.12's watcher bits may change it with no change of the dict, never the reverse). */
+static inline uint64_t em_dict_tag(PyObject *d) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    return ((PyDictObject *)d)->ma_version_tag;
+#pragma GCC diagnostic pop
+}
+
 /* Instruction stream of a code object, de-specialized (co_code). */
 static inline EM_NEW PyObject *em_code_bytes(PyCodeObject *co) { return PyCode_GetCode(co); }
 static inline int em_code_nlocalsplus(PyCodeObject *co) { return co->co_nlocalsplus; }

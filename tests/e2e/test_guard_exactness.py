@@ -534,3 +534,64 @@ def test_class_attribute_absence_follows_the_class():
     same(cf(x, Child()), f(x, Child()))
     Plain.extra = True  # on the base
     same(cf(x, Child()), f(x, Child()))
+
+
+# ---- dict reads remembered between calls (a load or check skipped while its dict's tag stays) ----
+
+class _Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.k = 3
+        self.table = {"a": 1.0, "b": 2.0}
+        self.one = {"a": 1.0}
+        self.od = collections.OrderedDict(p=1.0, q=2.0)
+
+    def scale(self, x):
+        return x * 2
+
+    def forward(self, x):
+        y = self.scale(x) * self.k
+        for name, v in self.table.items():
+            y = y * v - len(name)
+        for name in self.one:
+            y = y + ord(name)
+        first = next(iter(self.od))
+        return y, first
+
+
+def _changes():
+    """(what, change(m)): each changes what forward reads, in a way its dict's tag shows."""
+    def swap_table(m):
+        del m.table["a"]
+        m.table["a"] = 1.0  # same items, order b, a
+
+    def rename_one(m):
+        del m.one["a"]
+        m.one["b"] = 1.0  # one key, another one
+
+    def replace_dict(m):
+        m.__dict__ = dict(m.__dict__, k=5)
+
+    return [("int attribute", lambda m: setattr(m, "k", 4)),
+            ("same int again", lambda m: setattr(m, "k", m.k)),
+            ("method shadowed on the instance", lambda m: setattr(m, "scale", lambda x: x * 7)),
+            ("dict order", swap_table),
+            ("the key of a one-key dict", rename_one),
+            ("OrderedDict.move_to_end", lambda m: m.od.move_to_end("p")),
+            ("instance dict replaced", replace_dict),
+            ("forward hook added", lambda m: m.register_forward_hook(lambda mod, a, out: (out[0] + 100, out[1])))]
+
+
+@pytest.mark.parametrize("what,change", _changes(), ids=[w for w, _ in _changes()])
+def test_remembered_dict_reads_follow_changes(what, change):
+    """The guard remembers what a dict load found (and that a key was absent, or a dict's keys
+    matched) while the dict's tag is unchanged; every change is seen at the next call."""
+    m, twin = _Scaled(), _Scaled()
+    cm = ember.compile(m)
+    x = torch.randn(3)
+    for _ in range(3):
+        same(cm(x), twin(x))
+    change(m)
+    change(twin)
+    for _ in range(2):
+        same(cm(x), twin(x))
