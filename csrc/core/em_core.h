@@ -63,6 +63,11 @@ typedef struct {
     size_t len, cap;
 } EmStrBuf;
 
+/* first[i] = the least j with (a[j], b[j]) == (a[i], b[i]); a key (0, 0) matches nothing
+ * (first[i] = i). Hashing: O(n). Returns 1 when some first[i] != i, 0 when none, -1 when out
+ * of memory. */
+int em_first_same(const uint64_t *a, const uint64_t *b, int32_t n, int32_t *first);
+
 int em_sb_puts(EmStrBuf *b, const char *s);
 int em_sb_putc(EmStrBuf *b, unsigned char c); /* any byte, NUL included */
 int em_sb_printf(EmStrBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

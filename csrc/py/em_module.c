@@ -362,55 +362,39 @@ static PyObject *m_resume_codes(PyObject *self, PyObject *args) {
     return PyDict_Copy(em_state.resume_codes);
 }
 
-typedef struct {
-    uintptr_t ptr;
-    int dev;
-    Py_ssize_t at;
-} StorageAt;
-
-static int storage_cmp(const void *a, const void *b) {
-    const StorageAt *x = a, *y = b;
-    if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
-    if (x->ptr != y->ptr) return x->ptr < y->ptr ? -1 : 1;
-    return (x->at > y->at) - (x->at < y->at);
-}
-
 /* _storage_groups(args, skip): per item of args[skip:], the position (from skip) of the first
  * item whose storage holds the same memory on the same device (its own when none, or when not
  * a tensor); NotImplemented when a tensor's storage cannot be read directly (the caller asks
  * torch: ember/backends/fx.py _storage_groups, which this computes without Python calls). */
 static PyObject *m_storage_groups(PyObject *self, PyObject *args) {
-    PyObject *seq;
+    PyObject *seq, *out = NULL;
     Py_ssize_t skip;
     if (!PyArg_ParseTuple(args, "O!n", &PyTuple_Type, &seq, &skip)) return NULL;
-    Py_ssize_t n = PyTuple_GET_SIZE(seq) - skip, k = 0;
-    if (skip < 0 || n < 0) return PyErr_Format(PyExc_ValueError, "ember: bad skip %zd", skip);
-    StorageAt *rec = PyMem_Malloc(sizeof(StorageAt) * (size_t)(n + 1));
-    PyObject *out = rec ? PyTuple_New(n) : PyErr_NoMemory();
-    for (Py_ssize_t i = 0; out && i < n; i++) {
+    Py_ssize_t n = PyTuple_GET_SIZE(seq) - skip;
+    if (skip < 0 || n < 0 || n > INT32_MAX / 2) return PyErr_Format(PyExc_ValueError, "ember: bad skip %zd", skip);
+    uint64_t *keys = PyMem_Malloc((sizeof(uint64_t) * 2 + sizeof(int32_t)) * (size_t)(n + 1));
+    if (!keys) return PyErr_NoMemory();
+    uint64_t *dev = keys, *ptr = keys + n;
+    int32_t *first = (int32_t *)(keys + 2 * n);
+    for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *t = PyTuple_GET_ITEM(seq, skip + i);
-        StorageAt r = {0, 0, i};
-        if (PyObject_TypeCheck(t, em_state.tensor_type) && !em_guard_tensor_storage(t, &r.dev, &r.ptr)) {
-            Py_SETREF(out, Py_NewRef(Py_NotImplemented));
-            break;
+        int d = 0;
+        uintptr_t p = 0;
+        if (PyObject_TypeCheck(t, em_state.tensor_type) && !em_guard_tensor_storage(t, &d, &p)) {
+            PyMem_Free(keys);
+            return Py_NewRef(Py_NotImplemented);
         }
-        if (r.ptr) rec[k++] = r;
-        PyObject *own = PyLong_FromSsize_t(i);
-        if (!own) Py_CLEAR(out);
-        else PyTuple_SET_ITEM(out, i, own);
+        dev[i] = p ? (uint64_t)d : 0; /* no memory: alone */
+        ptr[i] = p;
     }
-    if (out && PyTuple_Check(out)) {
-        qsort(rec, (size_t)k, sizeof(StorageAt), storage_cmp); /* a run's first item has its least position */
-        for (Py_ssize_t j = 1, first = 0; out && j < k; j++) {
-            if (rec[j].dev != rec[first].dev || rec[j].ptr != rec[first].ptr) {
-                first = j;
-                continue;
-            }
-            PyObject *g = PyLong_FromSsize_t(rec[first].at);
-            if (!g || PyTuple_SetItem(out, rec[j].at, g)) Py_CLEAR(out); /* a new tuple: ours alone */
-        }
+    if (em_first_same(dev, ptr, (int32_t)n, first) >= 0) out = PyTuple_New(n);
+    else PyErr_NoMemory();
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *g = PyLong_FromLong(first[i]);
+        if (!g) Py_CLEAR(out);
+        else PyTuple_SET_ITEM(out, i, g);
     }
-    PyMem_Free(rec);
+    PyMem_Free(keys);
     return out;
 }
 

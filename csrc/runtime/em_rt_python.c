@@ -219,11 +219,6 @@ error:
     return rc;
 }
 
-static int cmp_ptr(const void *a, const void *b) {
-    uintptr_t x = (uintptr_t)*(PyObject *const *)a, y = (uintptr_t)*(PyObject *const *)b;
-    return (x > y) - (x < y);
-}
-
 /* ints and floats are values: one passed twice aliases nothing */
 static int is_value(PyObject *v) { return PyLong_CheckExact(v) || PyFloat_CheckExact(v); }
 
@@ -238,13 +233,17 @@ static int inputs_repeat(PyObject **argv, int32_t n) {
                 if (argv[i] == argv[j] && !is_value(argv[i])) return 1;
         return 0;
     }
-    PyObject **sorted = PyMem_Malloc(sizeof(PyObject *) * (size_t)n);
-    if (!sorted) return PyErr_NoMemory(), -1;
-    memcpy(sorted, argv, sizeof(PyObject *) * (size_t)n);
-    qsort(sorted, (size_t)n, sizeof(PyObject *), cmp_ptr);
-    int rep = 0;
-    for (int32_t i = 1; i < n && !rep; i++) rep = sorted[i] == sorted[i - 1] && !is_value(sorted[i]);
-    PyMem_Free(sorted);
+    uint64_t *keys = PyMem_Malloc((sizeof(uint64_t) * 2 + sizeof(int32_t)) * (size_t)n);
+    if (!keys) return PyErr_NoMemory(), -1;
+    int32_t *first = (int32_t *)(keys + 2 * n);
+    for (int32_t i = 0; i < n; i++) {
+        int value = is_value(argv[i]);
+        keys[i] = value ? 0 : (uint64_t)(uintptr_t)argv[i];
+        keys[n + i] = !value;
+    }
+    int rep = em_first_same(keys, keys + n, n, first);
+    PyMem_Free(keys);
+    if (rep < 0) PyErr_NoMemory();
     return rep;
 }
 

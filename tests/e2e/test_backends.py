@@ -538,6 +538,8 @@ def test_storage_groups_read_in_c_agree_with_torchs():
     for skip in (0, 2, 5):
         assert ember._C._storage_groups(items, skip) == fx._storage_groups(items[skip:])
     assert ember._C._storage_groups(items, 0)[:5] == (0, 0, 0, 3, 0)
+    many = tuple(items[i % len(items)] if i % 3 else torch.randn(2) for i in range(300))  # past the stack table
+    assert ember._C._storage_groups(many, 1) == fx._storage_groups(many[1:])
 
     class Sub(torch.Tensor):
         pass
