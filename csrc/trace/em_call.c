@@ -2184,14 +2184,54 @@ static EmStatus chain_from_iterable(EmTracer *T, EmSym *its, EmSym **out) {
     return chain ? em_call(T, chain, NULL, items->items.data, (int)items->items.len, NULL, out) : EM_ERR;
 }
 
-/* dict.fromkeys(keys[, value]) bound to dict, OrderedDict or defaultdict (whose factory is then
- * None), with value given by position or keyword. */
-static int is_fromkeys(PyObject *f, PyObject *kwnames) {
+/* dict.fromkeys bound to dict or a subclass of it (OrderedDict's own method among them). */
+static int is_fromkeys(PyObject *f) {
     PyObject *cls = PyCFunction_GET_SELF(f);
-    if (cls != (PyObject *)&PyDict_Type && cls != EM_KNOWN(OrderedDict) && cls != EM_KNOWN(defaultdict)) return 0;
-    if (strcmp(((PyCFunctionObject *)f)->m_ml->ml_name, "fromkeys")) return 0;
-    return !kwnames ||
-           (PyTuple_GET_SIZE(kwnames) == 1 && !PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "value"));
+    return cls && PyType_Check(cls) && PyType_IsSubtype((PyTypeObject *)cls, &PyDict_Type) &&
+           !strcmp(((PyCFunctionObject *)f)->m_ml->ml_name, "fromkeys");
+}
+
+/* cls.fromkeys(keys[, value]): of dict, OrderedDict or defaultdict (whose factory is then None)
+ * a dict made while tracing; of another subclass, what Python does: cls(), then d[k] = value
+ * for each key, both traced. Arguments Python refuses (none, three; value= except for an
+ * OrderedDict's) raise its TypeError. */
+static EmStatus fromkeys_call(EmTracer *T, PyObject *f, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    PyObject *cls = PyCFunction_GET_SELF(f);
+    int od = PyType_IsSubtype((PyTypeObject *)cls, (PyTypeObject *)EM_KNOWN(OrderedDict));
+    if (n < 1 || n > 2 ||
+        (kwnames && (!od || PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "value")))) {
+        PyObject *spec = em_call_spec(T, f, all, n, kwnames), *r = NULL;
+        PyObject *kw = spec ? PyDict_New() : NULL;
+        for (Py_ssize_t i = 0; kw && i < PyTuple_GET_SIZE(PyTuple_GET_ITEM(spec, 2)); i++) {
+            PyObject *pair = PyTuple_GET_ITEM(PyTuple_GET_ITEM(spec, 2), i);
+            if (PyDict_SetItem(kw, PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1))) Py_CLEAR(kw);
+        }
+        if (kw) r = PyObject_Call(f, PyTuple_GET_ITEM(spec, 1), kw); /* raises before any effect */
+        Py_XDECREF(kw);
+        Py_XDECREF(spec);
+        if (r || !PyErr_Occurred()) {
+            Py_XDECREF(r);
+            return em_trace_fail(T, EMA_CALL, "%s.fromkeys on these arguments", ((PyTypeObject *)cls)->tp_name);
+        }
+        return em_trace_raise_pending(T, "fromkeys of bad arguments");
+    }
+    EmSym *value = n == 2 ? all[1] : em_sym_const(T, Py_None);
+    if (!value) return EM_ERR;
+    if (cls == (PyObject *)&PyDict_Type || cls == EM_KNOWN(OrderedDict) || cls == EM_KNOWN(defaultdict)) {
+        EmStatus st = em_dict_fromkeys(T, all[0], value, out);
+        if (st == EM_OK && cls != (PyObject *)&PyDict_Type) (*out)->seq_type = Py_NewRef(cls);
+        return st;
+    }
+    EmSym *c = em_sym_new(T, SYM_OBJ), *items = NULL;
+    if (!c) return EM_ERR;
+    c->obj = Py_NewRef(cls);
+    c->by_id = 1;
+    EmStatus st = all[0]->kind == SYM_ITER ? em_iter_use(T, all[0]) : EM_OK;
+    if (st == EM_OK) st = em_seq_items(T, all[0], &items);
+    if (st == EM_OK) st = em_call(T, c, NULL, NULL, 0, NULL, out);
+    for (int32_t i = 0; st == EM_OK && i < items->items.len; i++)
+        st = em_sym_setitem(T, *out, items->items.data[i], value);
+    return st;
 }
 
 /* A method or slot wrapper of a builtin type called unbound on a value of that type (a
@@ -2338,12 +2378,7 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
     if (!self && n == 1 && !kwnames && PyCFunction_Check(f) && PyCFunction_GET_SELF(f) == EM_KNOWN(it_chain) &&
         !strcmp(((PyCFunctionObject *)f)->m_ml->ml_name, "from_iterable"))
         return chain_from_iterable(T, all[0], out);
-    if (!self && (n == 1 || n == 2) && PyCFunction_Check(f) && is_fromkeys(f, kwnames)) {
-        PyObject *cls = PyCFunction_GET_SELF(f);
-        EmStatus st = em_dict_fromkeys(T, all[0], n == 2 ? all[1] : NULL, out);
-        if (st == EM_OK && cls != (PyObject *)&PyDict_Type) (*out)->seq_type = Py_NewRef(cls);
-        return st;
-    }
+    if (!self && PyCFunction_Check(f) && is_fromkeys(f)) return fromkeys_call(T, f, all, n, kwnames, out);
     if (self && !kwnames &&
         (em_set_made(self) || em_set_of_frame(self) || (em_frozenset_const(self) && em_set_reads(f))))
         return em_set_method(T, f, self, args, nargs, out);

@@ -877,6 +877,49 @@ def test_dict_update_with_keywords_and_pairs_and_fromkeys():
     one_graph(f, randn(3))
 
 
+class _CountingDict(dict):
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.n = 0
+
+    def __setitem__(self, k, v):
+        self.n += 1
+        super().__setitem__(k, v * 2)
+
+
+class _PlainDictSub(dict):
+    pass
+
+
+class _OrderedSub(__import__("collections").OrderedDict):
+    pass
+
+
+def test_fromkeys_of_dict_subclasses_and_bad_arguments():
+    """cls.fromkeys of a dict subclass is cls() and then d[k] = value per key (its own
+    __setitem__ traced); arguments Python refuses raise its TypeError in the trace (value= is an
+    OrderedDict's only)."""
+    import collections
+
+    def raises(fn, *args, **kwargs):
+        try:
+            fn(*args, **kwargs)
+        except TypeError as e:
+            return str(e)
+        return None
+
+    def f(x):
+        c = _CountingDict.fromkeys(["a", "b"], 3)
+        p = _PlainDictSub.fromkeys("xy")
+        o = _OrderedSub.fromkeys("pq", value=x)
+        bad = (raises(dict.fromkeys), raises(dict.fromkeys, [1], value=2), raises(_PlainDictSub.fromkeys, 1, 2, 3),
+               raises(collections.defaultdict.fromkeys, [1], value=2))
+        return x + 1, c, c.n, type(c), p, type(p), o, type(o), collections.OrderedDict.fromkeys("ab", value=1), bad
+
+    got = one_graph(f, randn(2))
+    assert all(b is not None for b in got[-1])
+
+
 def test_ordered_dict_and_defaultdict_made_in_the_trace():
     import collections
 
