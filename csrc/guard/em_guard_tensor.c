@@ -12,7 +12,10 @@
 #include "../pyver/em_pyver.h"
 #include "../pyver/em_state.h"
 
-#define PROBE_IMPL_BYTES 176 /* TensorImpl prefix we may read (its size is larger) */
+/* TensorImpl prefix the probe may scan: the dispatch-key word it ends at lies at bytes 168-175
+ * under torch 2.14 and 176-183 under torch 2.11 (one more word before the sizes), and
+ * TensorImpl has fields past it */
+#define PROBE_IMPL_BYTES 192
 
 static PyObject *call_torch(const char *expr) {
     PyObject *g = PyDict_New(), *r = NULL;

@@ -793,3 +793,13 @@ def test_graph_break_item_on_cuda():
         x = rand(5, 3, seed=seed)
         assert_same(cf(x), break_item(x), **EXEC)
     assert counters()["aborts"] == 0 and counters()["fallbacks"] == 0
+
+
+def test_tensor_guards_and_storage_reads_are_direct_on_cuda():
+    """CUDA tensors are read through the probed layout (this torch build's TensorImpl): their
+    guards and the storage check of graphs with in-place ops make no Python calls."""
+    x = rand(4, 3)
+    y = rand(3, device="cpu")
+    ember.compile(lambda a, b, c: (a + 1, b * 2, c))(x, x[1:], y)
+    assert ember.tensor_guards_fast
+    assert ember._C._storage_groups((x, x[1:], y, rand(2)), 0) == (0, 0, 2, 3)

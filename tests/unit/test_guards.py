@@ -577,3 +577,14 @@ def test_python_tensor_guards_subprocess():
     assert c["recompiles"] == 4, c
     assert c["hits"] == 3, c
     assert c["aborts"] == 0, c
+
+
+@pytest.mark.skipif(os.environ.get("EMBER_PYTHON_TENSOR_GUARDS") == "1", reason="Python tensor guards forced")
+def test_tensor_layout_probe_reads_this_torch():
+    """The probe of TensorImpl's layout (sizes, strides, dtype, device, dispatch keys, storage)
+    succeeds on the torch builds ember supports; without it every tensor check reads Python
+    attributes (2 us each: a resnet50 hit took 0.5 ms)."""
+    x = torch.randn(4, 3)
+    ember.compile(lambda a, b: (a + 1, b + 1))(x, x[1:])
+    assert ember.tensor_guards_fast
+    assert ember._C._storage_groups((x, x[1:], torch.randn(2)), 0) == (0, 0, 2)
