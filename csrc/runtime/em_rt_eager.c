@@ -88,6 +88,7 @@ void em_rt_free(EmCompiled *C) {
     Py_XDECREF(C->where);
     Py_XDECREF(C->in_syms);
     Py_XDECREF(C->py_check);
+    free(C->alias_want);
     free(C->sym_args);
     free(C->fx_out);
     if (C->out) release_out(C->out, C->nout);

@@ -167,6 +167,56 @@ static int read_sym_args(EmCompiled *C, PyObject *pairs) {
     return 0;
 }
 
+/* C->alias_want from select.alias_want (a tuple of ints, one per input; absent or None: none). 0
+ * or -1. */
+static int read_alias_want(EmCompiled *C, PyObject *select) {
+    PyObject *want = PyObject_GetAttrString(select, "alias_want");
+    if (!want) return PyErr_ExceptionMatches(PyExc_AttributeError) ? (PyErr_Clear(), 0) : -1;
+    int rc = 0;
+    if (want != Py_None) {
+        Py_ssize_t n = PyTuple_Check(want) ? PyTuple_GET_SIZE(want) : -1;
+        int32_t *a = n == C->G.ninputs ? malloc(sizeof(int32_t) * (size_t)(n + 1)) : NULL;
+        for (Py_ssize_t i = 0; a && i < n; i++) {
+            long g = PyLong_AsLong(PyTuple_GET_ITEM(want, i));
+            if (g < 0 || g > i) { /* a group is the position of its first member */
+                free(a);
+                a = NULL;
+            } else {
+                a[i] = (int32_t)g;
+            }
+        }
+        if (!a) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "ember: bad alias_want from the backend");
+            rc = -1;
+        } else {
+            free(C->alias_want);
+            C->alias_want = a;
+        }
+    }
+    Py_DECREF(want);
+    return rc;
+}
+
+/* 1 when the n graph inputs share memory as C->alias_want says, read in C; 0 when not, or when
+ * one cannot be read directly (the Python check decides then). No exception. */
+static int alias_same(const EmCompiled *C, PyObject *const *argv, int32_t n) {
+    uint64_t *keys = PyMem_Malloc((sizeof(uint64_t) * 2 + sizeof(int32_t)) * (size_t)(n + 1));
+    if (!keys) return 0;
+    int32_t *first = (int32_t *)(keys + 2 * n);
+    int ok = 1;
+    for (int32_t i = 0; ok && i < n; i++) {
+        int dev = 0;
+        uintptr_t ptr = 0;
+        if (PyObject_TypeCheck(argv[i], em_state.tensor_type) && !em_guard_tensor_storage(argv[i], &dev, &ptr)) ok = 0;
+        keys[i] = ptr ? (uint64_t)dev : 0;
+        keys[n + i] = ptr;
+    }
+    ok = ok && em_first_same(keys, keys + n, n, first) >= 0 &&
+         !memcmp(first, C->alias_want, sizeof(int32_t) * (size_t)n);
+    PyMem_Free(keys);
+    return ok;
+}
+
 /* First call: export, hand the graph to the backend; 0 or -1. */
 static int py_compile(EmCompiled *C, PyObject *const *slots) {
     PyObject *desc = NULL, *inputs = NULL, *res = NULL;
@@ -204,6 +254,7 @@ static int py_compile(EmCompiled *C, PyObject *const *slots) {
     PyObject *fn = PyTuple_GET_ITEM(res, 0), *check = PyTuple_GET_ITEM(res, 2);
     if (read_sym_args(C, PyTuple_GET_ITEM(res, 3))) goto error;
     if (check != Py_None) Py_XSETREF(C->py_check, Py_NewRef(check));
+    if (check != Py_None && read_alias_want(C, check)) goto error;
     Py_XSETREF(C->py_info, Py_NewRef(PyTuple_GET_ITEM(res, 1)));
     if (fn == Py_None) {
         C->py_state = EMR_PY_HERE;
@@ -280,7 +331,8 @@ int em_rt_py_run(EmCompiled *C, PyObject *const *slots, PyObject **vals, int *op
         goto error;
     }
     PyObject *fn; /* a new reference: the entry may be dropped while it runs */
-    if (C->py_check) { /* the compiled variant for these sizes; None: this call runs on the C executor */
+    if (C->py_check && !(C->alias_want && !nsym && alias_same(C, argv, nin))) {
+        /* the compiled variant for these sizes; None: this call runs on the C executor */
         if (!(fn = PyObject_Vectorcall(C->py_check, argv, (size_t)(nsym + nin), NULL))) goto error;
         if (fn == Py_None) {
             Py_DECREF(fn);

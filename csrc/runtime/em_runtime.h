@@ -47,6 +47,9 @@ typedef struct EmCompiled {
     int32_t n_sym_args;
     PyObject *py_check;   /* owned or NULL: select(sizes, inputs) -> the compiled callable for these
                            * sizes (ember/backends/fx.py _Variants), None: run on the C executor */
+    int32_t *alias_want;  /* owned or NULL: when py_check only asks that the inputs share memory as
+                           * these groups say (_Variants.alias_want), a call whose groups read in C
+                           * match takes py_fn without it */
 } EmCompiled;
 
 typedef enum {

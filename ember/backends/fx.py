@@ -617,6 +617,7 @@ def _alias_check(inputs, skip):
     def check(*args):
         got = groups(args, skip)
         return (got if got is not NotImplemented else _storage_groups(args[skip:])) == want
+    check.alias_want, check.alias_skip = want, skip  # ember's C makes this check itself (_Variants.alias_want)
     return check
 
 
@@ -706,7 +707,10 @@ def compile_graph(backend, desc, inputs, where):
     fn, info, check, sym_args = _compile(backend, _pin_ones(desc, ones), inputs, where)
     if fn is not None and ones:
         fn, check, sym_args = _with_ones(desc, ones, fn, check, sym_args)
-    return fn, info, _Variants(backend, desc, where, check, fn, sym_args) if check is not None else None, sym_args
+    select = _Variants(backend, desc, where, check, fn, sym_args) if check is not None else None
+    if select is not None and getattr(check, "alias_skip", None) == 0:
+        select.alias_want = check.alias_want  # the check is the storage groups' only
+    return fn, info, select, sym_args
 
 
 # Sizes 1. ember's guards let a size symbol (or an int input's symbol) be 1 unless the trace
@@ -807,6 +811,10 @@ class _Variants:
     sizes it assumed beyond ember's guards (Inductor's choices made from the sizes it saw). A call
     no variant takes compiles another (as TorchDynamo recompiles when such a guard fails), up to
     _MAX_VARIANTS; after that, such calls run on ember's executor."""
+
+    # the storage groups (one per input) that alone decide whether the first variant takes a
+    # call: ember's C reads them and calls that variant without this object (em_rt_python.c)
+    alias_want = None
 
     def __init__(self, backend, desc, where, check, fn, sym_args):
         self.backend, self.desc, self.where, self.sym_args = backend, desc, where, sym_args
