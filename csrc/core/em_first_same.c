@@ -7,9 +7,9 @@ static uint64_t mix(uint64_t a, uint64_t b) {
 }
 
 int em_first_same(const uint64_t *a, const uint64_t *b, int32_t n, int32_t *first) {
-    int32_t cap = 16, stack[64];
+    int32_t cap = 16, stack[1024]; /* up to 512 keys without an allocation */
     while (cap < 2 * n) cap *= 2;
-    int32_t *table = cap <= 64 ? stack : malloc(sizeof(int32_t) * (size_t)cap); /* entries: index + 1 */
+    int32_t *table = cap <= 1024 ? stack : malloc(sizeof(int32_t) * (size_t)cap); /* entries: index + 1 */
     if (!table) return -1;
     memset(table, 0, sizeof(int32_t) * (size_t)cap);
     int any = 0;

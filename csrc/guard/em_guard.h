@@ -128,6 +128,10 @@ int em_guard_tensor_size(PyObject *t, int dim, int64_t *out);
  * (device type << 8 | index + 1) and *ptr (its storage's data pointer, 0 for an empty one or
  * a meta tensor); 0 when it cannot be read directly (the caller asks torch). No exception. */
 int em_guard_tensor_storage(PyObject *t, int *dev, uintptr_t *ptr);
+/* first[i] = the least j whose item holds the same memory as items[i] on the same device
+ * (i for a non-tensor, a meta tensor or an empty storage). 1 when done, 0 when a tensor
+ * cannot be read directly, -1 with an exception. Allocation-free up to 512 items. */
+int em_guard_storage_groups(PyObject *const *items, int32_t n, int32_t *first);
 /* The keys of dict d in its iteration order as a new tuple (an OrderedDict's own order, read
  * with its C iterator: no user code), NULL with an exception. */
 EM_NEW PyObject *em_dict_keys_ordered(PyObject *EM_BORROWED d);

@@ -490,6 +490,28 @@ int em_guard_tensor_storage(PyObject *t, int *dev, uintptr_t *ptr) {
     return 1;
 }
 
+int em_guard_storage_groups(PyObject *const *items, int32_t n, int32_t *first) {
+    uint64_t stack[2 * 512], *keys = n <= 512 ? stack : PyMem_Malloc(sizeof(uint64_t) * 2 * (size_t)n);
+    if (!keys) return PyErr_NoMemory(), -1;
+    int ok = 1;
+    for (int32_t i = 0; i < n; i++) {
+        int dev = 0;
+        uintptr_t ptr = 0;
+        if (PyObject_TypeCheck(items[i], em_state.tensor_type) && !em_guard_tensor_storage(items[i], &dev, &ptr)) {
+            ok = 0;
+            break;
+        }
+        keys[i] = ptr ? (uint64_t)dev : 0; /* no memory: alone */
+        keys[n + i] = ptr;
+    }
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized" /* the loop filled keys[0..2n) when ok */
+    if (ok && em_first_same(keys, keys + n, n, first) < 0) ok = (PyErr_NoMemory(), -1);
+#pragma GCC diagnostic pop
+    if (keys != stack) PyMem_Free(keys);
+    return ok;
+}
+
 /* Verifies the probed layout on varied tensors against the Python attributes, and that the
  * dispatch-key word tells meta and inference tensors apart from plain CPU tensors. */
 static int verify_layout(void) {

@@ -367,34 +367,23 @@ static PyObject *m_resume_codes(PyObject *self, PyObject *args) {
  * a tensor); NotImplemented when a tensor's storage cannot be read directly (the caller asks
  * torch: ember/backends/fx.py _storage_groups, which this computes without Python calls). */
 static PyObject *m_storage_groups(PyObject *self, PyObject *args) {
+    (void)self;
     PyObject *seq, *out = NULL;
     Py_ssize_t skip;
     if (!PyArg_ParseTuple(args, "O!n", &PyTuple_Type, &seq, &skip)) return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(seq) - skip;
-    if (skip < 0 || n < 0 || n > INT32_MAX / 2) return PyErr_Format(PyExc_ValueError, "ember: bad skip %zd", skip);
-    uint64_t *keys = PyMem_Malloc((sizeof(uint64_t) * 2 + sizeof(int32_t)) * (size_t)(n + 1));
-    if (!keys) return PyErr_NoMemory();
-    uint64_t *dev = keys, *ptr = keys + n;
-    int32_t *first = (int32_t *)(keys + 2 * n);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *t = PyTuple_GET_ITEM(seq, skip + i);
-        int d = 0;
-        uintptr_t p = 0;
-        if (PyObject_TypeCheck(t, em_state.tensor_type) && !em_guard_tensor_storage(t, &d, &p)) {
-            PyMem_Free(keys);
-            return Py_NewRef(Py_NotImplemented);
-        }
-        dev[i] = p ? (uint64_t)d : 0; /* no memory: alone */
-        ptr[i] = p;
-    }
-    if (em_first_same(dev, ptr, (int32_t)n, first) >= 0) out = PyTuple_New(n);
-    else PyErr_NoMemory();
-    for (Py_ssize_t i = 0; out && i < n; i++) {
+    if (skip < 0 || n < 0 || n > INT32_MAX) return PyErr_Format(PyExc_ValueError, "ember: bad skip %zd", skip);
+    int32_t *first = PyMem_Malloc(sizeof(int32_t) * (size_t)(n + 1));
+    if (!first) return PyErr_NoMemory();
+    int r = em_guard_storage_groups(&PyTuple_GET_ITEM(seq, skip), (int32_t)n, first);
+    if (r == 0) out = Py_NewRef(Py_NotImplemented);
+    else if (r > 0) out = PyTuple_New(n);
+    for (Py_ssize_t i = 0; r > 0 && out && i < n; i++) {
         PyObject *g = PyLong_FromLong(first[i]);
         if (!g) Py_CLEAR(out);
         else PyTuple_SET_ITEM(out, i, g);
     }
-    PyMem_Free(keys);
+    PyMem_Free(first);
     return out;
 }
 

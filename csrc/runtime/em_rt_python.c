@@ -200,20 +200,11 @@ static int read_alias_want(EmCompiled *C, PyObject *select) {
 /* 1 when the n graph inputs share memory as C->alias_want says, read in C; 0 when not, or when
  * one cannot be read directly (the Python check decides then). No exception. */
 static int alias_same(const EmCompiled *C, PyObject *const *argv, int32_t n) {
-    uint64_t *keys = PyMem_Malloc((sizeof(uint64_t) * 2 + sizeof(int32_t)) * (size_t)(n + 1));
-    if (!keys) return 0;
-    int32_t *first = (int32_t *)(keys + 2 * n);
-    int ok = 1;
-    for (int32_t i = 0; ok && i < n; i++) {
-        int dev = 0;
-        uintptr_t ptr = 0;
-        if (PyObject_TypeCheck(argv[i], em_state.tensor_type) && !em_guard_tensor_storage(argv[i], &dev, &ptr)) ok = 0;
-        keys[i] = ptr ? (uint64_t)dev : 0;
-        keys[n + i] = ptr;
-    }
-    ok = ok && em_first_same(keys, keys + n, n, first) >= 0 &&
-         !memcmp(first, C->alias_want, sizeof(int32_t) * (size_t)n);
-    PyMem_Free(keys);
+    int32_t stack[512], *first = n <= 512 ? stack : PyMem_Malloc(sizeof(int32_t) * (size_t)n);
+    int ok = first ? em_guard_storage_groups(argv, n, first) : 0;
+    if (ok < 0) PyErr_Clear();
+    ok = ok > 0 && !memcmp(first, C->alias_want, sizeof(int32_t) * (size_t)n);
+    if (first != stack) PyMem_Free(first);
     return ok;
 }
 
@@ -284,7 +275,7 @@ static int inputs_repeat(PyObject **argv, int32_t n) {
                 if (argv[i] == argv[j] && !is_value(argv[i])) return 1;
         return 0;
     }
-    uint64_t *keys = PyMem_Malloc((sizeof(uint64_t) * 2 + sizeof(int32_t)) * (size_t)n);
+    uint64_t stack[3 * 512], *keys = n <= 512 ? stack : PyMem_Malloc(sizeof(uint64_t) * 3 * (size_t)n);
     if (!keys) return PyErr_NoMemory(), -1;
     int32_t *first = (int32_t *)(keys + 2 * n);
     for (int32_t i = 0; i < n; i++) {
@@ -293,7 +284,7 @@ static int inputs_repeat(PyObject **argv, int32_t n) {
         keys[n + i] = !value;
     }
     int rep = em_first_same(keys, keys + n, n, first);
-    PyMem_Free(keys);
+    if (keys != stack) PyMem_Free(keys);
     if (rep < 0) PyErr_NoMemory();
     return rep;
 }
