@@ -2199,7 +2199,8 @@ static EmStatus fromkeys_call(EmTracer *T, PyObject *f, EmSym **all, int n, PyOb
     PyObject *cls = PyCFunction_GET_SELF(f);
     int od = PyType_IsSubtype((PyTypeObject *)cls, (PyTypeObject *)EM_KNOWN(OrderedDict));
     if (n < 1 || n > 2 ||
-        (kwnames && (!od || PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "value")))) {
+        (kwnames && (!od || n != 2 || PyTuple_GET_SIZE(kwnames) != 1 ||
+                     PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "value")))) {
         PyObject *spec = em_call_spec(T, f, all, n, kwnames), *r = NULL;
         PyObject *kw = spec ? PyDict_New() : NULL;
         for (Py_ssize_t i = 0; kw && i < PyTuple_GET_SIZE(PyTuple_GET_ITEM(spec, 2)); i++) {

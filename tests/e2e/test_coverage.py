@@ -913,7 +913,7 @@ def test_fromkeys_of_dict_subclasses_and_bad_arguments():
         p = _PlainDictSub.fromkeys("xy")
         o = _OrderedSub.fromkeys("pq", value=x)
         bad = (raises(dict.fromkeys), raises(dict.fromkeys, [1], value=2), raises(_PlainDictSub.fromkeys, 1, 2, 3),
-               raises(collections.defaultdict.fromkeys, [1], value=2))
+               raises(collections.defaultdict.fromkeys, [1], value=2), raises(collections.OrderedDict.fromkeys, value="ab"))
         return x + 1, c, c.n, type(c), p, type(p), o, type(o), collections.OrderedDict.fromkeys("ab", value=1), bad
 
     got = one_graph(f, randn(2))
