@@ -258,6 +258,20 @@ def call_kw(fn, args, kwargs):
     return fn(*args, **kwargs)
 
 
+def _ended():
+    return
+    yield
+
+
+def ended_generator():
+    """A generator at its end: one made in the trace that ran to its end (or was closed) where
+    it leaves the trace (csrc/trace/em_trace.c out_iter)."""
+    g = _ended()
+    for _ in g:
+        pass
+    return g
+
+
 # ---- torch.cond with a tensor predicate (csrc/trace/em_hop.c) ----
 
 def cond_same_meta(a, b):

@@ -419,6 +419,12 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
     if (em_trace_rerun_limit(&T, &e->rerun_limit, &e->rerun_meta) < 0) goto done;
     PyObject *in_syms = backend > 0 ? em_trace_input_syms(&T) : NULL;
     if (backend > 0 && !in_syms) goto done;
+    for (int32_t i = 0; i < T.out.len; i++) /* suspended generators: their resume code */
+        if (T.out.data[i].kind == OUT_GEN) {
+            PyObject *gcode = em_emit_gen_resume(T.out.data[i].obj);
+            if (!gcode) goto done;
+            Py_SETREF(T.out.data[i].obj, gcode);
+        }
     EmCompiled *C = em_rt_compile(&G, T.out.data, T.out.len, T.input_slots.data, T.input_slots.len);
     T.out.data = NULL; /* moved */
     T.out.len = T.out.cap = 0;
@@ -491,7 +497,7 @@ static int out_dump(const EmTracer *T, int32_t *at, int depth, EmStrBuf *b) {
     static const char *const kinds[] = {/* in EmOutKind's order */
                                         "value",    "const", "slot",  "tuple", "list",    "dict",   "iter",
                                         "reenter",  "same",  "bound", "last",  "setattr", "newobj", "setcopy",
-                                        "setitems", "cell",  "call",  "func",  "delattr"};
+                                        "setitems", "cell",  "call",  "func",  "delattr", "gen"};
     EM_ASSERT((size_t)o->kind < sizeof(kinds) / sizeof(kinds[0]), "output kind %d", o->kind);
     int nchild = 0, rc = em_sb_printf(b, "%3d: %*s%s", pos, 2 * depth, "", kinds[o->kind]);
     switch (o->kind) {
@@ -512,13 +518,17 @@ static int out_dump(const EmTracer *T, int32_t *at, int depth, EmStrBuf *b) {
      * dict keys, attribute names and context specs by repr */
     PyObject *named = NULL;
     if (o->kind == OUT_NEWOBJ) named = PyTuple_GET_ITEM(o->obj, 0);
+    else if (o->kind == OUT_GEN && PyTuple_Check(o->obj) && /* the trace's spec: code and unit */
+             em_sb_printf(b, "%s@%d", PyUnicode_AsUTF8(((PyCodeObject *)PyTuple_GET_ITEM(o->obj, 0))->co_qualname),
+                          (int)PyLong_AsLong(PyTuple_GET_ITEM(o->obj, 1))))
+        return PyErr_NoMemory(), -1;
     else if (o->kind == OUT_TUPLE || o->kind == OUT_ITER || o->kind == OUT_FUNC || o->kind == OUT_CALL) named = o->obj;
     if (named) {
         PyObject *q = PyObject_GetAttrString(named, "__qualname__");
         int bad = !q || put_text(b, q, 0);
         Py_XDECREF(q);
         if (bad) return -1;
-    } else if (o->obj && put_text(b, o->obj, 1)) {
+    } else if (o->obj && o->kind != OUT_GEN && put_text(b, o->obj, 1)) {
         return -1;
     }
     if (em_sb_putc(b, '\n')) return PyErr_NoMemory(), -1;

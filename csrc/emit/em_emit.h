@@ -155,6 +155,12 @@ int em_break_possible(PyCodeObject *co, int at, const EmRegion *R, const char **
  * after X, or a jump's target) with the stack after X; the frame's cells and free variables
  * are its free variables (the transformed code makes it with them). New ref or NULL. */
 EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int resume_at);
+/* The resume code of a generator suspended at a yield, from OUT_GEN's spec (code, unit of the
+ * yield, live local slots, per stack slot a NULL flag, line; em_out.h): a generator function
+ * over the live locals and the stack values (the yielded value's last) whose first run pushes
+ * them and runs that yield again, so it stops where the original did; its free variables are
+ * the code's cells, then its free variables. New reference, or NULL with an exception. */
+EM_NEW PyObject *em_emit_gen_resume(PyObject *spec);
 /* Transformed code of co for the break; resume is the resume function (NULL: a loop region that
  * never exits, after which nothing runs) (co without cells
  * or free variables) or its code (built over the frame's cells and closure at run time); resume2, for a

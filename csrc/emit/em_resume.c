@@ -968,6 +968,10 @@ EM_NEW PyObject *em_emit_resume(PyCodeObject *co, const EmBreakPlan *plan, int r
     if (body < 0) goto nomem;
     for (int p = 0; p < npriv; p++) OP(EMBC_MAKE_CELL, nnew + p);
     if (ncell - npriv + nfree) OP(EMBC_COPY_FREE_VARS, ncell - npriv + nfree);
+    if (co->co_flags & CO_GENERATOR) { /* made into a generator at its call, which runs on from here */
+        OP(EMBC_RETURN_GENERATOR, 0);
+        OP(EMBC_POP_TOP, 0);
+    }
     OP(EMBC_RESUME, 0);
     int nconsts = (int)PyTuple_GET_SIZE(co->co_consts), maybe = 0; /* the unbound marker: a const after co's */
     for (int j = 0; plan->maybe && j < plan->nlive; j++) { /* a local passed as unbound: deleted */
@@ -1029,4 +1033,26 @@ done:
     Py_XDECREF(name);
     Py_XDECREF(qual);
     return res;
+}
+
+EM_NEW PyObject *em_emit_gen_resume(PyObject *spec) {
+    PyObject *code, *live, *nulls;
+    int at, line;
+    if (!PyArg_ParseTuple(spec, "O!iO!O!i", &PyCode_Type, &code, &at, &PyTuple_Type, &live, &PyBytes_Type, &nulls,
+                          &line))
+        return NULL;
+    Py_ssize_t nlive = PyTuple_GET_SIZE(live);
+    int *slots = malloc(sizeof(int) * ((size_t)nlive + 1));
+    if (!slots) return PyErr_NoMemory();
+    for (Py_ssize_t j = 0; j < nlive; j++) slots[j] = (int)PyLong_AsLong(PyTuple_GET_ITEM(live, j));
+    EmBreakPlan plan = {.nlive = (int)nlive,
+                        .live = slots,
+                        .stack_after = (int)PyBytes_GET_SIZE(nulls),
+                        .after_null = (uint8_t *)PyBytes_AS_STRING(nulls),
+                        .line = line,
+                        .jump_to = -1,
+                        .kw_const = -1};
+    PyObject *r = PyErr_Occurred() ? NULL : em_emit_resume((PyCodeObject *)code, &plan, at);
+    free(slots);
+    return r;
 }

@@ -34,7 +34,13 @@ typedef enum {
                    * names, defaults, __dict__ copied) whose closure is its first children (cells,
                    * one per free variable of its code); v one more: the last child is a tuple,
                    * its defaults */
-    OUT_DELATTR   /* `del child 0.obj` replayed: obj removed from child 0's __dict__ if there; None */
+    OUT_DELATTR,  /* `del child 0.obj` replayed: obj removed from child 0's __dict__ if there; None */
+    OUT_GEN       /* a suspended generator made again: obj the trace's spec (code, unit of its yield,
+                   * live local slots, stack NULL flags, line), which the driver replaces with the
+                   * resume code (em_emit_gen_resume); children: the generator function, the own
+                   * cells of its code, then the resume code's arguments; a new generator of that
+                   * code (the function's globals, names and free variables), run to its first
+                   * yield */
 } EmOutKind;
 typedef struct {
     uint8_t kind;

@@ -304,6 +304,54 @@ static EM_NEW PyObject *function_like(PyObject *tmpl) {
     return f;
 }
 
+static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *const *slots, int32_t *at,
+                             PyObject **memo);
+
+/* OUT_GEN at *at - 1 (its children next): a function of the resume code over the generator
+ * function's globals, names and free variables (after the code's own cells), called on the
+ * arguments and run to the yield its code starts with. New reference or NULL. */
+static EM_NEW PyObject *rebuild_gen(const EmCompiled *C, PyObject **vals, PyObject *const *slots, int32_t *at,
+                                    PyObject **memo) {
+    const EmOut *o = &C->out[*at - 1];
+    PyCodeObject *code = (PyCodeObject *)o->obj;
+    int nargs = code->co_argcount, nown = o->v - 1 - nargs;
+    PyObject *fn = rebuild_out(C, vals, slots, at, memo), *cl = NULL, *args = NULL, *f = NULL, *gen = NULL;
+    if (!fn) return NULL;
+    if (!PyFunction_Check(fn) || nown < 0) {
+        PyErr_SetString(PyExc_SystemError, "ember: a generator's function is not a function");
+        goto done;
+    }
+    PyObject *free = PyFunction_GET_CLOSURE(fn);
+    Py_ssize_t nfree = free ? PyTuple_GET_SIZE(free) : 0;
+    if (nown + nfree != code->co_nfreevars) {
+        PyErr_SetString(PyExc_SystemError, "ember: a generator's closure does not match its code");
+        goto done;
+    }
+    if (!(cl = PyTuple_New(nown + nfree)) || !(args = PyTuple_New(nargs))) goto done;
+    for (int i = 0; i < nown + nargs; i++) {
+        PyObject *c = rebuild_out(C, vals, slots, at, memo);
+        if (!c) goto done;
+        PyTuple_SET_ITEM(i < nown ? cl : args, i < nown ? i : i - nown, c);
+    }
+    for (Py_ssize_t j = 0; j < nfree; j++) PyTuple_SET_ITEM(cl, nown + j, Py_NewRef(PyTuple_GET_ITEM(free, j)));
+    PyFunctionObject *g = (PyFunctionObject *)fn;
+    if (!(f = PyFunction_NewWithQualName((PyObject *)code, g->func_globals, g->func_qualname))) goto done;
+    Py_XSETREF(((PyFunctionObject *)f)->func_name, Py_XNewRef(g->func_name));
+    if (PyFunction_SetClosure(f, cl) || !(gen = PyObject_Call(f, args, NULL))) goto done;
+    PyObject *first = Py_TYPE(gen)->tp_iternext ? Py_TYPE(gen)->tp_iternext(gen) : NULL; /* the yield again */
+    if (!first) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "ember: a generator made again did not stop");
+        Py_CLEAR(gen);
+    }
+    Py_XDECREF(first);
+done:
+    Py_DECREF(fn);
+    Py_XDECREF(cl);
+    Py_XDECREF(args);
+    Py_XDECREF(f);
+    return gen;
+}
+
 /* memo (NULL when the tree has no OUT_SAME): per position, the TUPLE/LIST/DICT/ITER/NEWOBJ/CELL/FUNC/CALL
  * object built there (a strong reference, released when the whole tree is built: an object
  * an effect consumed, such as the target of OUT_SETATTR, stays alive for a later OUT_SAME). */
@@ -484,6 +532,11 @@ static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *con
             if (bad) Py_CLEAR(f);
             Py_XDECREF(cl);
             return f;
+        }
+        case OUT_GEN: {
+            PyObject *r = rebuild_gen(C, vals, slots, at, memo);
+            if (r && memo) memo[pos] = Py_NewRef(r);
+            return r;
         }
         case OUT_DICT: {
             PyObject *d = PyDict_New();

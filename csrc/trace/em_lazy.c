@@ -71,6 +71,50 @@ EmSym *em_gen_call(EmTracer *T, const EmSym *it, EmSym **fn) {
     return *fn ? L->call : NULL;
 }
 
+/* The handler of the exception-table entry covering unit u, past the try and with blocks whose
+ * handler it is (their own cleanup entries lead to the block around them) and a 3.12 `yield
+ * from` loop's CLEANUP_THROW: 1 when u is inside an except clause's body (the exception it
+ * handles is alive there), 0 when not, -1 for a table of a shape not known. */
+static int in_except_body(const EmFrame *fr, int u) {
+    for (int steps = 0; steps < 64; steps++) {
+        int h, d, lasti, r = em_exc_entry(fr->code, u, &h, &d, &lasti);
+        if (r <= 0) return r;
+        EmInstr a;
+        if (h >= fr->n_units) return -1;
+        em_decode(fr->bytes, fr->n_units, h, &a);
+#ifdef EMBC_CALL_INTRINSIC_1
+        if (a.op == EMBC_CALL_INTRINSIC_1 && a.arg == 3) return 0; /* 3.12's wrapper of the body */
+#endif
+#ifdef EMBC_CLEANUP_THROW
+        if (a.op == EMBC_CLEANUP_THROW) {
+            u = h;
+            continue;
+        }
+#endif
+        if (a.op == EMBC_COPY && a.arg == 3) return 1; /* an except clause's cleanup */
+        if (a.op != EMBC_PUSH_EXC_INFO) return -1;
+        /* a try or with block: the block around it covers its handler's cleanup */
+        int c, cd, cl;
+        if (em_exc_entry(fr->code, h, &c, &cd, &cl) != 1) return -1;
+        u = c;
+    }
+    return -1;
+}
+
+int em_gen_suspended(EmTracer *T, const EmSym *it, EmSym **fn, const EmFrame **fr) {
+    const EmLazy *L = it->lazy;
+    if (!L || L->kind != EM_LAZY_GEN || L->running || it->pos != it->items.len) return 0;
+    if (L->done) return 2;
+    if (!L->started) return 0;
+    EmInstr y;
+    em_decode(L->fr.bytes, L->fr.n_units, L->fr.cur, &y);
+    if (y.op != EMBC_YIELD_VALUE || y.next != L->fr.ip || in_except_body(&L->fr, L->fr.cur) != 0) return 0;
+    *fn = L->closure ? L->closure : em_sym_seen(T, L->func);
+    if (!*fn && !PyErr_Occurred()) *fn = em_sym_const(T, L->func);
+    *fr = &L->fr;
+    return *fn ? 1 : -1;
+}
+
 int em_lazy_parts(const EmSym *it, EmSym **fn, EmSym ***srcs, int *n) {
     const EmLazy *L = it->lazy;
     if (!L || L->done || (L->kind != EM_LAZY_MAP && L->kind != EM_LAZY_FILTER && L->kind != EM_LAZY_ZIP) || L->strict ||

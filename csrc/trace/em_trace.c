@@ -573,6 +573,61 @@ static EmStatus out_view(EmTracer *T, EmSym *s, int depth) {
     return st == EM_OK ? build_out(T, ws, depth + 1) : st;
 }
 
+/* A generator made in the trace, suspended at a yield (em_gen_suspended): per call, a new
+ * generator of the resume code the driver makes from OUT_GEN's spec (em_emit_gen_resume),
+ * given its frame's cells, live locals and stack as the trace left them and advanced to that
+ * yield, so it goes on from there as the original would. The children are the function, the
+ * code's own cells in slot order, the live locals, then the stack (its NULLs left out) with
+ * the yielded value's place last. out_at is set after them: a generator its own frame refers
+ * to is not rebuilt (nesting too deep). */
+static EmStatus out_gen(EmTracer *T, EmSym *s, EmSym *fn, const EmFrame *fr, int depth) {
+    PyCodeObject *co = fr->code;
+    int nslots = em_code_nlocalsplus(co) - em_code_nfree(co), n = 1;
+    PyObject *live = PyList_New(0), *nulls = PyBytes_FromStringAndSize(NULL, fr->sp + 1), *spec = NULL;
+    for (int i = 0; live && i < nslots; i++) {
+        if (em_code_kind(co, i) & EM_CO_FAST_CELL) {
+            n++;
+        } else if (fr->locals[i]) {
+            PyObject *k = PyLong_FromLong(i);
+            if (!k || PyList_Append(live, k)) Py_CLEAR(live);
+            Py_XDECREF(k);
+            n++;
+        }
+    }
+    for (int t = 0; nulls && t <= fr->sp; t++) {
+        int null = t < fr->sp && fr->stack[t]->kind == SYM_NULL;
+        PyBytes_AS_STRING(nulls)[t] = (char)null;
+        n += !null;
+    }
+    PyObject *lt = live ? PyList_AsTuple(live) : NULL;
+    if (lt && nulls) spec = Py_BuildValue("(OiOOi)", co, fr->cur, lt, nulls, PyCode_Addr2Line(co, fr->cur * 2));
+    Py_XDECREF(live);
+    Py_XDECREF(lt);
+    Py_XDECREF(nulls);
+    if (!spec) return EM_ERR;
+    int32_t at = T->out.len;
+    EmStatus st = push_out(T, (EmOut){.kind = OUT_GEN, .v = n, .obj = spec});
+    if (st == EM_OK) st = build_out(T, fn, depth + 1);
+    for (int i = 0; st == EM_OK && i < nslots; i++) { /* the cells: one a closure holds, or a new one */
+        EmSym *v = fr->locals[i];
+        if (!(em_code_kind(co, i) & EM_CO_FAST_CELL)) continue;
+        if (v && v->kind == SYM_CELL) {
+            st = build_out(T, v, depth + 1);
+            continue;
+        }
+        st = push_out(T, (EmOut){.kind = OUT_CELL, .v = !!v});
+        if (st == EM_OK && v) st = build_out(T, v, depth + 1);
+    }
+    for (int i = 0; st == EM_OK && i < nslots; i++)
+        if (fr->locals[i] && !(em_code_kind(co, i) & EM_CO_FAST_CELL)) st = build_out(T, fr->locals[i], depth + 1);
+    for (int t = 0; st == EM_OK && t < fr->sp; t++)
+        if (fr->stack[t]->kind != SYM_NULL) st = build_out(T, fr->stack[t], depth + 1);
+    EmSym *none = st == EM_OK ? em_sym_const(T, Py_None) : NULL;
+    if (st == EM_OK) st = none ? build_out(T, none, depth + 1) : EM_ERR;
+    if (st == EM_OK) s->out_at = at;
+    return st;
+}
+
 static EmStatus out_iter(EmTracer *T, EmSym *s, int depth) {
     int taken, ended;
     if (em_lazy_peek_taken(s, &taken, &ended)) /* the frame's own, advanced (em_obj_effects_head) */
@@ -587,6 +642,10 @@ static EmStatus out_iter(EmTracer *T, EmSym *s, int depth) {
         if (r) return r < 0 ? EM_ERR : out_remade(T, s, remade, n, helper, depth);
         EmSym *obj = em_lazy_next_obj(s); /* a user iterator: the object itself, in its state */
         if (obj) return build_out(T, obj, depth + 1);
+        const EmFrame *gfr;
+        int susp = em_gen_suspended(T, s, &fn, &gfr);
+        if (susp < 0) return EM_ERR;
+        if (susp == 1) return s->out_at >= 0 ? same_out(T, s) : out_gen(T, s, fn, gfr, depth);
         if ((call = em_gen_call(T, s, &fn))) { /* a generator not started: made by its call again */
             if (s->out_at >= 0) return same_out(T, s);
             s->out_at = T->out.len;
@@ -597,6 +656,15 @@ static EmStatus out_iter(EmTracer *T, EmSym *s, int depth) {
         if (PyErr_Occurred()) return EM_ERR;
         return em_trace_fail(T, EMA_RETURN, "a lazy iterator (%s) left the trace before its end",
                              ((PyTypeObject *)s->seq_type)->tp_name);
+    }
+    EmSym *gfn;
+    const EmFrame *gfr;
+    int gstate = em_gen_suspended(T, s, &gfn, &gfr);
+    if (gstate < 0) return EM_ERR;
+    if (gstate == 2) { /* a generator at its end: an ended one, made per call */
+        if (s->out_at >= 0) return same_out(T, s);
+        s->out_at = T->out.len;
+        return push_helper_call(T, "ended_generator", 0);
     }
     EmStatus st = em_iter_use(T, s);
     if (st != EM_OK) return st;

@@ -567,6 +567,11 @@ EmStatus em_gen_make(EmTracer *T, const EmFrame *fr, int eh, PyObject *func, EmS
  * keyword dict) while it has not started, else NULL (an error set, or none): where it leaves
  * the trace, that call made again gives the same generator. */
 EmSym *em_gen_call(EmTracer *T, const EmSym *it, EmSym **fn);
+/* Generator `it` as it can leave the trace: 1 when it is suspended at a yield outside any
+ * except clause, every item it made taken (*fn the function that made it, as em_gen_call's,
+ * and *fr its frame there); 2 when it has ended; 0 otherwise (running, run ahead, or suspended
+ * where its handled exception would be lost); -1 on error. */
+int em_gen_suspended(EmTracer *T, const EmSym *it, EmSym **fn, const EmFrame **fr);
 /* YIELD_VALUE in the generator being run: suspends it with v as the item taken. */
 EmStatus em_gen_yield(EmTracer *T, EmSym *v);
 /* gen.send(v) (v NULL: next(gen)): the value yielded, or *out NULL and *ret (may be NULL) the

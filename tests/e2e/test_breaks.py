@@ -974,8 +974,16 @@ def test_fullgraph_and_strict_raise_for_break_in_loop(capsys):
     assert capsys.readouterr().out == ""
 
 
+def _yields_in_except(x):
+    try:
+        raise ValueError
+    except ValueError:
+        yield x
+        yield x + 1
+
+
 def started_generator_returned(x):
-    it = (t * 2 for t in [x, x + 1])
+    it = _yields_in_except(x)  # suspended in an except clause: it cannot leave the trace
     next(it)
     return it
 

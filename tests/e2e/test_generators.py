@@ -244,16 +244,141 @@ def test_generator_not_started_leaves_the_trace_made_by_its_call_again():
     assert c["aborts"] == 0 and c["frames"] == 2 and c["hits"] == 2
 
 
-def test_generator_left_after_it_started_runs_as_python():
-    def f(x):
-        it = (t for t in [x, x + 1])
-        next(it)
-        return it
+def _sub(x):
+    yield x + 1
+    yield x + 2
+
+
+def _outer(x):
+    yield from _sub(x)
+    yield x + 3
+
+
+def test_started_generator_leaves_the_trace_suspended_where_it_was():
+    """A generator the trace advanced leaves it as a generator suspended at that yield (OUT_GEN:
+    its frame made again from a resume code), which goes on as the original would: next, send,
+    throw and close, a `yield from` delegating to an inner one, a finally clause, a cell a
+    returned closure shares. One graph per function, no break."""
+    log = []
+
+    def counted(x):
+        k = 0
+
+        def gen():
+            nonlocal k
+            try:
+                while k < 4:
+                    k += 1
+                    got = yield x * k
+                    if got is not None:
+                        k = got
+            finally:
+                log.append("finally")
+            return "ret"
+
+        g = gen()
+        next(g)
+        return g, (lambda: k)
+
+    def advanced(x):
+        g = _outer(x)
+        next(g)
+        return g
+
+    def genexpr(x, xs):
+        g = (x * v for v in xs)
+        next(g)
+        return g
+
+    def ended(x):
+        g = _sub(x)
+        return g, list(g), x.sin()
 
     x = randn(3)
-    got = ember.compile(f)(x)
-    assert_same(list(got), list(f(x)))
-    assert counters()["frames"] == 0
+    for compiled in (False, True):
+        run = (lambda f: ember.compile(f, fullgraph=True)) if compiled else (lambda f: f)
+        del log[:]
+        g, k = run(counted)(x)
+        a = [next(g), k(), g.send(0), k(), list(g), k()]
+        g2, _ = run(counted)(x)
+        g2.close()
+        g3, _ = run(counted)(x)
+        try:
+            g3.throw(KeyError("k"))
+        except KeyError as e:
+            a.append(repr(e))
+        xs = [1, 2]
+        g4 = run(genexpr)(x, xs)
+        xs.append(5)  # the generator reads the list lazily, as eager's
+        a += [list(run(advanced)(x)), list(g4), list(log)]
+        g5, items, _ = run(ended)(x)
+        a += [items, list(g5), next(g5, "end")]
+        if compiled:
+            got = a
+        else:
+            want = a
+    assert_same(got, want)
+    c = counters()
+    assert c["aborts"] == 0 and c["breaks"] == 0 and c["frames"] == 4, c
+
+
+def test_started_generator_reads_what_the_caller_changes_later():
+    """The generator made again holds the frame's tensors themselves: an in-place change the
+    caller makes after the call is what its later items read (not values computed in the trace)."""
+    def f(x):
+        def g():
+            x.add_(1)
+            yield x.clone()
+            yield x * 2
+
+        gen = g()
+        next(gen)
+        return gen
+
+    x1, x2 = torch.ones(2), torch.ones(2)
+    got = ember.compile(f, fullgraph=True)(x1)
+    want = f(x2)
+    x1.mul_(10)
+    x2.mul_(10)
+    assert_same(list(got), list(want))
+    assert_same(x1, x2)
+
+
+def test_started_generator_alive_at_a_break():
+    """A generator alive at a graph break is handed to the resume function as a suspended
+    generator: the code on both sides of the break is compiled."""
+    def f(x):
+        g = _sub(x)
+        a = next(g)
+        print("", end="")  # a break
+        return a, g, x.cos()
+
+    x = randn(3)
+    got, want = ember.compile(f)(x), f(x)
+    assert_same((got[0], list(got[1]), got[2]), (want[0], list(want[1]), want[2]))
+    c = counters()
+    assert c["aborts"] == 0 and c["breaks"] == 1, c
+
+
+def test_generator_suspended_in_an_except_clause_runs_as_python():
+    """Suspended inside an except clause, a generator holds the exception it handles, which a
+    generator made again would not: it is not made again (correct results, run as Python)."""
+    import sys
+
+    def gen(x):
+        try:
+            raise ValueError("v")
+        except ValueError:
+            yield x
+            yield sys.exc_info()[0]
+
+    def f(x):
+        g = gen(x)
+        next(g)
+        return g
+
+    x = randn(3)
+    assert list(ember.compile(f)(x)) == list(f(x)) == [ValueError]
 
 
 def test_islice_chain_and_starmap_over_lazy_iterators():
