@@ -24,8 +24,10 @@ static const uint8_t g_is_load[] = {
 void em_guard_init(EmGuardProg *P) { memset(P, 0, sizeof(*P)); }
 
 void em_guard_free(EmGuardProg *P) {
-    for (int32_t i = 0; i < P->ins.len; i++)
+    for (int32_t i = 0; i < P->ins.len; i++) {
         if (!P->ins.data[i].weak) Py_XDECREF(P->ins.data[i].obj);
+        free(P->ins.data[i].memo_many);
+    }
     Py_CLEAR(P->weakrefs); /* dropped after the objects they watch are no longer read */
     for (int32_t i = 0; i < P->specs.len; i++) em_guard_tensor_spec_free(&P->specs.data[i]);
     for (int32_t i = 0; i < P->names.len; i++) free(P->names.data[i]);
@@ -522,6 +524,18 @@ int em_guard_check_keys(EmGuardProg *P, int32_t slot, PyObject *d) {
     return rc;
 }
 
+int em_guard_check_no_hooks(EmGuardProg *P, int32_t slot, PyObject *names) {
+    if (g_find(P, EMG_NO_HOOKS, slot, 0, names)) return 0;
+    PyObject **many = calloc((size_t)PyTuple_GET_SIZE(names) + 1, sizeof(PyObject *));
+    if (!many) return PyErr_NoMemory(), -1;
+    if (g_push(P, EMG_NO_HOOKS, slot, -1, 0, names)) {
+        free(many);
+        return -1;
+    }
+    P->ins.data[P->ins.len - 1].memo_many = many;
+    return 0;
+}
+
 int em_guard_check_global_state(EmGuardProg *P) {
     if (g_find(P, EMG_GLOBAL_STATE, -1, 0, NULL)) return 0;
     if (em_guard_global_state_capture(&P->gs)) return -1;
@@ -826,6 +840,27 @@ static int compare_holds(PyObject **slots, const EmGInstr *in) {
     return t == (int)(in->a & 1);
 }
 
+/* EMG_NO_HOOKS: the dicts o.__dict__ holds under in->obj's names, found again only when
+ * o.__dict__ changed since the last run (they are the objects it holds then), each empty. */
+static int no_hooks(EmGInstr *in, PyObject *o) {
+    PyObject *d = em_obj_dict(o);
+    Py_ssize_t n = PyTuple_GET_SIZE(in->obj);
+    if (!d) return 0;
+    if (!memo_passed(in, d)) {
+        in->memo_dict = NULL;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *h = PyDict_GetItemWithError(d, PyTuple_GET_ITEM(in->obj, i));
+            if (!h || !PyDict_Check(h)) return PyErr_Occurred() ? -1 : 0;
+            in->memo_many[i] = h;
+        }
+        in->memo_tag = em_dict_tag(d);
+        in->memo_dict = d;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (PyDict_GET_SIZE(in->memo_many[i])) return 0;
+    return 1;
+}
+
 static const char *const cmp_names[] = {"<", "<=", "==", "!=", ">", ">="};
 
 /* Returns 1 pass, 0 fail, -1 error. */
@@ -946,6 +981,7 @@ static int g_step(const EmGuardProg *P, const EmGInstr *in, const EmFrameIn *f, 
             int has = PyDict_Contains(d, in->obj);
             return has < 0 ? -1 : memo_pass((EmGInstr *)in, d, !has);
         }
+        case EMG_NO_HOOKS: return no_hooks((EmGInstr *)in, slots[in->slot]);
         case EMG_ABSENT_KEYED: {
             PyObject *d = slots[in->slot];
             int has = PyDict_Check(d) ? PyDict_Contains(d, slots[in->a]) : 1;
@@ -1035,6 +1071,9 @@ PyObject *em_guard_explain(const EmGuardProg *P, const EmFrameIn *f, int32_t at)
             res = describe2(name, "the keys of %s changed, expected %U in this order%U", in->obj, NULL);
             break;
         case EMG_ABSENT: res = describe2(name, "%s now has %U, expected it absent%U", in->obj, NULL); break;
+        case EMG_NO_HOOKS:
+            res = describe2(name, "%s has hooks now (or its hook dicts changed), expected none of %U%U", in->obj, NULL);
+            break;
         case EMG_ABSENT_KEYED:
             res = PyUnicode_FromFormat("%s now has %s, expected it absent", name, P->names.data[in->a]);
             break;
@@ -1178,6 +1217,7 @@ int em_guard_dump(const EmGuardProg *P, EmStrBuf *o) {
                 rc = em_sb_printf(o, "  ABSENT %s%s %s\n", name, in->a ? "" : ".__dict__", u ? u : "?");
                 break;
             }
+            case EMG_NO_HOOKS: rc = dump_repr(o, "  NO_HOOKS %s %s\n", name, in->obj); break;
             case EMG_ABSENT_KEYED: rc = em_sb_printf(o, "  ABSENT %s %s\n", name, P->names.data[in->a]); break;
             case EMG_TYPE_VERSION:
                 rc = em_sb_printf(o, "  TYPE_VERSION %s\n",

@@ -33,6 +33,7 @@ typedef struct {
      * passed on memo_dict at memo_tag. A dict at the same tag is unchanged since. */
     uint64_t memo_tag;
     PyObject *memo_dict, *memo_val; /* borrowed, compared only */
+    PyObject **memo_many;           /* NO_HOOKS: the dicts found (borrowed; malloc'd, one per name) */
 } EmGInstr;
 
 /* Tensor metadata captured at trace time (TENSOR check). */
@@ -137,6 +138,9 @@ int em_guard_storage_groups(PyObject *const *items, int32_t n, int32_t *first);
 EM_NEW PyObject *em_dict_keys_ordered(PyObject *EM_BORROWED d);
 /* KEYS check: the dict in slot keeps d's keys in d's order (implies its length). */
 int em_guard_check_keys(EmGuardProg *P, int32_t slot, PyObject *EM_BORROWED d);
+/* A NO_HOOKS check on slot (an object with a __dict__): the hook dicts named in tuple names
+ * are each an empty dict (an nn.Module called with no hooks). 0, or -1 with an exception. */
+int em_guard_check_no_hooks(EmGuardProg *P, int32_t slot, PyObject *names);
 /* TYPE_VERSION for tp when its attributes can change (a mutable heap type): 0 (added, or not
  * needed), 1 when tp has no version tag to guard, -1 on error. */
 int em_guard_type_version(EmGuardProg *P, PyTypeObject *tp);

@@ -728,7 +728,28 @@ static EmStatus module_hooks(EmTracer *T, EmSym *mod, PyObject *md, PyObject *hd
                                         "_forward_hooks_with_kwargs",
                                         "_forward_hooks_always_called",
                                         NULL};
+    static PyObject *names_of[1 << 7]; /* per set of the dicts present: their names (owned) */
     PyTypeObject *tp = Py_TYPE(mod->obj);
+    int present = 0, empty = 1;
+    for (int i = 0; hooks[i]; i++) {
+        PyObject *h = PyDict_GetItemString(md, hooks[i]);
+        if (h) present |= 1 << i;
+        if (h && (!PyDict_Check(h) || PyDict_GET_SIZE(h))) empty = 0;
+    }
+    if (empty) { /* none (the common case): one check of them all */
+        if (!names_of[present]) {
+            PyObject *names = PyTuple_New(__builtin_popcount((unsigned)present));
+            for (int i = 0, k = 0; names && hooks[i]; i++) {
+                if (!(present & (1 << i))) continue;
+                PyObject *nm = PyUnicode_InternFromString(hooks[i]);
+                if (!nm) Py_CLEAR(names);
+                else PyTuple_SET_ITEM(names, k++, nm);
+            }
+            if (!names) return EM_ERR;
+            names_of[present] = names;
+        }
+        return em_guard_check_no_hooks(T->P, mod->src, names_of[present]) ? EM_ERR : EM_OK;
+    }
     for (int i = 0; hooks[i]; i++) {
         PyObject *h = PyDict_GetItemString(md, hooks[i]);
         if (!h) continue;

@@ -595,3 +595,52 @@ def test_remembered_dict_reads_follow_changes(what, change):
     change(twin)
     for _ in range(2):
         same(cm(x), twin(x))
+
+
+class _Blocks(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.act = torch.nn.ReLU()
+
+    def forward(self, x):
+        return self.act(self.lin(x)) + self.lin(x)
+
+
+def _hook_changes():
+    """(what, change(m)): each adds, replaces or removes hooks of a submodule after the compile."""
+    def removed(m):
+        m.lin.register_forward_hook(lambda mod, a, out: out * 3).remove()
+
+    def replaced_dict(m):
+        m.act._forward_hooks = collections.OrderedDict({0: lambda mod, a, out: out - 5})
+
+    return [("forward pre-hook", lambda m: m.lin.register_forward_pre_hook(lambda mod, a: (a[0] * 2,))),
+            ("forward hook", lambda m: m.act.register_forward_hook(lambda mod, a, out: out + 100)),
+            ("pre-hook with kwargs",
+             lambda m: m.lin.register_forward_pre_hook(lambda mod, a, kw: ((a[0] + 1,), kw), with_kwargs=True)),
+            ("forward hook always called",
+             lambda m: m.act.register_forward_hook(lambda mod, a, out: out * 3, always_call=True)),
+            ("backward hook", lambda m: m.lin.register_full_backward_hook(lambda mod, gi, go: None)),
+            ("hook added and removed", removed),
+            ("hook dict replaced", replaced_dict)]
+
+
+@pytest.mark.parametrize("what,change", _hook_changes(), ids=[w for w, _ in _hook_changes()])
+def test_submodule_hooks_added_after_the_compile_run(what, change):
+    """A module called with no hooks is checked by one NO_HOOKS guard over its hook dicts (found
+    again only when its __dict__ changes); a hook added, removed or a dict replaced later is seen
+    at the next call."""
+    import copy
+
+    m = _Blocks()
+    twin = copy.deepcopy(m)
+    cm = ember.compile(m)
+    x = torch.randn(2, 3)
+    for _ in range(3):
+        same(cm(x), twin(x))
+    assert "NO_HOOKS" in ember.testing.entries(m)[0]["guards"]
+    change(m)
+    change(twin)
+    for _ in range(2):
+        same(cm(x), twin(x))
