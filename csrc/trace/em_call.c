@@ -478,15 +478,60 @@ static EmStatus bool_subtraction(EmTracer *T, EmOp op, PyObject *fn, EmSym **arg
                               "to invert a mask, use the `~` or `logical_not()` operator instead.");
 }
 
+/* 1 when node r is one of T->data_nodes or computed from one (through its arguments). */
+static int from_data(EmTracer *T, EmRef r, char *seen) {
+    if (r < 0 || seen[r]) return 0;
+    seen[r] = 1;
+    for (int32_t i = 0; i < T->data_nodes.len; i++)
+        if (T->data_nodes.data[i] == r) return 1;
+    const EmNode *n = &T->G->nodes.data[r];
+    for (int32_t i = 0; i < n->nargs; i++) {
+        const EmArg *a = &T->G->args.data[n->args + i];
+        if (a->kind == EMARG_REF && from_data(T, a->v, seen)) return 1;
+        for (int32_t k = 0; (a->kind == EMARG_TUPLE || a->kind == EMARG_LIST) && k < a->n; k++) {
+            const EmArg *c = &T->G->args.data[a->v + k];
+            if (c->kind == EMARG_REF && from_data(T, c->v, seen)) return 1;
+        }
+    }
+    return 0;
+}
+
+/* An in-place op changed node r's tensor: when that is an x.data read or a value computed from
+ * one, every x.data node becomes GETATTR "data" (a tensor of its own version counter at run
+ * time, as eager's: a backward that saved x does not see the change; such a graph runs on
+ * ember's executor, see ember/backends/fx.py). */
+static EmStatus data_written(EmTracer *T, EmRef r) {
+    char *seen = calloc((size_t)T->G->nodes.len + 1, 1);
+    if (!seen) return PyErr_NoMemory(), EM_ERR;
+    int hit = from_data(T, r, seen);
+    free(seen);
+    if (!hit) return EM_OK;
+    PyObject *name = PyUnicode_InternFromString("data");
+    int32_t c = name ? em_ir_const(T->G, EMC_OBJ, 0, 0, name, "data") : -1;
+    Py_XDECREF(name);
+    if (c < 0) return PyErr_Occurred() ? EM_ERR : (PyErr_NoMemory(), EM_ERR);
+    for (int32_t i = 0; i < T->data_nodes.len; i++) {
+        EmNode *n = &T->G->nodes.data[T->data_nodes.data[i]];
+        n->op = EMOP_GETATTR;
+        n->fn = c;
+    }
+    T->data_nodes.len = 0;
+    return EM_OK;
+}
+
 EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, PyObject *meta_fn,
                       EmSym **out) {
     EmStatus bst = bool_subtraction(T, op, fn, args, nargs, kwnames);
     if (bst != CALL_NEXT) return bst;
+    EmRef self = nargs && args[0]->kind == SYM_TENSOR ? args[0]->ref : -1;
     /* a float input stays one only as an operand of a pointwise operator (em_sym_float.c) */
     int floats_ok = T->floats_ok;
     T->floats_ok = op != EMOP_CALL && (em_op_info[op].flags & EMF_POINTWISE);
     EmStatus st = op_record_sized(T, op, fn, args, nargs, kwnames, meta_fn, out);
     T->floats_ok = floats_ok;
+    if (st == EM_OK && T->data_nodes.len && self >= 0 &&
+        (em_op_info[op].kind == EMOK_SETITEM || (*out == args[0] && args[0]->ref != self)))
+        st = data_written(T, self);
     return st;
 }
 

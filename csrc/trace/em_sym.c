@@ -966,8 +966,15 @@ static EmStatus tensor_state_attr(EmTracer *T, EmSym *base, PyObject *name, cons
     if (!strcmp(n, "data")) { /* x.data: x detached (the same storage), as x.detach() */
         PyObject *d = PyObject_GetAttrString((PyObject *)em_state.tensor_type, "detach");
         EmSym *f = d ? by_id_sym(T, d) : NULL;
+        EmStatus st = f ? em_call(T, f, base, NULL, 0, NULL, out) : EM_ERR;
+        const EmNode *dn = st == EM_OK && (*out)->kind == SYM_TENSOR && (*out)->ref > base->ref
+                               ? &T->G->nodes.data[(*out)->ref]
+                               : NULL;
+        if (dn && dn->op == EMOP_CALL && T->G->consts.data[dn->fn].obj == (void *)d &&
+            em_vec_push(&T->data_nodes, (*out)->ref))
+            st = (PyErr_NoMemory(), EM_ERR);
         Py_XDECREF(d);
-        return f ? em_call(T, f, base, NULL, 0, NULL, out) : EM_ERR;
+        return st;
     }
     EmSym *stored = T->stores.len ? em_obj_stored(T, base, name) : NULL;
     if (stored) return (*out = stored), EM_OK; /* t.tag = v (or t.grad = v) earlier in this trace */

@@ -91,6 +91,10 @@ typedef struct EmTracer {
     /* nodes made inside a block without grad mode (the trace started with it) that require grad:
      * views of tensors that do, with no autograd history (an output of one: em_trace.c out_node) */
     EmVec(EmRef) nograd_views;
+    /* nodes of x.data reads, recorded as x.detach() (which shares x's version counter): made
+     * GETATTR "data" nodes (eager's own alias, with a counter of its own) once an in-place op
+     * changes one of them or a value computed from one (em_call.c data_written) */
+    EmVec(EmRef) data_nodes;
     EmVec(EmOut) out;
     /* graph breaks */
     int break_at;      /* code unit of the root instruction to break at, -1 = none */

@@ -1091,6 +1091,33 @@ def test_grad_and_data_reads():
     _W.grad = None
 
 
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_in_place_change_through_data_keeps_the_version_of_the_tensor(backend):
+    """x.data is eager's alias with a version counter of its own: an in-place op through it (or
+    through a view of it) does not bump x's, so a backward that saved x runs (on the changed
+    values) as eager's, where an alias sharing x's counter would make it raise."""
+    def f(x, w):
+        out = x.sin() * w
+        x.data.mul_(2)
+        w.data[0] = 3.0
+        d = x.data
+        d[1:].add_(1)
+        return out, x * 1, x._version, w._version
+
+    def args():
+        g = torch.Generator().manual_seed(3)
+        return (torch.randn(4, generator=g).requires_grad_(), torch.randn(4, generator=g).requires_grad_())
+
+    (xe, we), (xc, wc) = args(), args()
+    want = f(xe, we)
+    got = ember.compile(f, backend=backend)(xc, wc)
+    assert_same(got, want)
+    assert (xc._version, wc._version) == (xe._version, we._version) == (0, 0)
+    want[0].sum().backward()
+    got[0].sum().backward()
+    assert_same((xc.grad, wc.grad), (xe.grad, we.grad))
+
+
 def test_deque_made_in_the_trace():
     import collections
 
