@@ -256,6 +256,7 @@ void em_guard_tensor_spec_free(EmTensorSpec *s) {
 }
 
 static int rg_of(PyObject *t) {
+    if (EM_LIKELY(em_state.tensor_rg && em_state.probe_ok && plain_type(t))) return em_state.tensor_rg(impl_of(t));
     PyObject *r = em_state.requires_grad_get ? em_state.requires_grad_get(t, NULL)
                                              : PyObject_GetAttrString(t, "requires_grad");
     if (!r) return -1;
@@ -576,6 +577,7 @@ int em_guard_tensor_probe(int force_fallback) {
     Py_XSETREF(em_state.tensor_type, (PyTypeObject *)tb);
     Py_XSETREF(em_state.param_type, (PyTypeObject *)pcls);
     em_state.requires_grad_get = NULL;
+    em_state.tensor_rg = NULL; /* verified again by em_guard_global_state_resolve */
     /* requires_grad is a getset descriptor on torch._C.TensorBase: call its getter directly */
     for (PyTypeObject *tp = em_state.tensor_type; tp; tp = tp->tp_base) {
         PyObject *d = em_type_dict(tp) ? PyDict_GetItemString(em_type_dict(tp), "requires_grad") : NULL;
@@ -630,6 +632,35 @@ typedef _Bool (*gs_autocast_fn)(int8_t);
 typedef int8_t (*gs_autocast_dtype_fn)(int8_t);
 typedef int8_t (*gs_dtype_fn)(void);
 
+/* Whether c10's TensorImpl::requires_grad (fn) answers as the Python attribute on leaves and
+ * non-leaves, parameters, detached and inference tensors. 0 with no exception when it does not
+ * (or a case could not be made). */
+static int rg_agrees(_Bool (*fn)(const void *)) {
+    static const char *cases[] = {
+        "torch.zeros(2)",
+        "torch.zeros(2, requires_grad=True)",
+        "torch.zeros(2, requires_grad=True) * 2",
+        "(torch.zeros(2, requires_grad=True) * 2).detach()",
+        "torch.zeros(2, requires_grad=True)[1:]",
+        "torch.nn.Parameter(torch.zeros(2))",
+        "torch.nn.Parameter(torch.zeros(2), requires_grad=False)",
+        "(lambda m: (m.__enter__(), torch.zeros(2, requires_grad=True) * 1, m.__exit__(None, None, None))[1])"
+        "(torch.no_grad())",
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+        PyObject *t = call_torch(cases[i]),
+                 *r = t && em_state.requires_grad_get ? em_state.requires_grad_get(t, NULL) : NULL;
+        int same = r && plain_type(t) && (r == Py_True) == fn(impl_of(t));
+        Py_XDECREF(t);
+        Py_XDECREF(r);
+        if (!same) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return 1;
+}
+
 int em_guard_global_state_resolve(const char *libc10, const char *libtorch_cpu) {
     void *h1 = dlopen(libc10, RTLD_LAZY | RTLD_NOLOAD), *h2 = dlopen(libtorch_cpu, RTLD_LAZY | RTLD_NOLOAD);
     void *g = h1 ? dlsym(h1, "_ZN3c108GradMode10is_enabledEv") : NULL;
@@ -637,8 +668,13 @@ int em_guard_global_state_resolve(const char *libc10, const char *libtorch_cpu) 
     void *a = h2 ? dlsym(h2, "_ZN2at8autocast19is_autocast_enabledEN3c1010DeviceTypeE") : NULL;
     void *ad = h2 ? dlsym(h2, "_ZN2at8autocast18get_autocast_dtypeEN3c1010DeviceTypeE") : NULL;
     /* the libraries stay loaded by torch; our extra references are dropped */
+    void *rg = h1 ? dlsym(h1, "_ZNK3c1010TensorImpl13requires_gradEv") : NULL;
     if (h1) dlclose(h1);
     if (h2) dlclose(h2);
+    em_state.tensor_rg = NULL;
+    if (rg && em_state.probe_ok && rg_agrees((_Bool (*)(const void *))rg))
+        em_state.tensor_rg = (_Bool (*)(const void *))rg;
+    if (PyErr_Occurred()) return -1;
     if (!g || !d || !a || !ad) return -1;
     em_state.gs_grad = g;
     em_state.gs_autocast = a;

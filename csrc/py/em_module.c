@@ -214,6 +214,12 @@ static PyObject *m_gs_read(PyObject *self, PyObject *direct) {
     return Py_BuildValue("(iiii)", gs.grad, gs.autocast_cpu, gs.autocast_cuda, gs.dtype);
 }
 
+static PyObject *m_rg_direct(PyObject *self, PyObject *noargs) {
+    (void)self;
+    (void)noargs;
+    return PyBool_FromLong(em_state.tensor_rg && em_state.probe_ok);
+}
+
 static PyObject *m_gs_use_direct(PyObject *self, PyObject *on) {
     (void)self;
     em_guard_global_state_use_direct(PyObject_IsTrue(on));
@@ -450,6 +456,7 @@ static PyMethodDef methods[] = {
     {"_gs_resolve", m_gs_resolve, METH_VARARGS, "(libc10, libtorch_cpu): resolve direct global-state reads."},
     {"_gs_read", m_gs_read, METH_O, "(direct): (grad, autocast_cpu, autocast_cuda, dtype)."},
     {"_gs_use_direct", m_gs_use_direct, METH_O, "Switch direct global-state reads on or off."},
+    {"_rg_direct", m_rg_direct, METH_NOARGS, "Whether tensor guards read requires_grad from c10 directly."},
     {"_set_config", m_set_config, METH_VARARGS, "(cache_size_limit, strict, log_bits, accumulated_recompile_limit)"},
     {"_register_backend", m_register_backend, METH_O, "Register a Python backend object; returns its number."},
     {"_set_new_iteration", m_set_new_iteration, METH_O,

@@ -30,6 +30,7 @@ typedef struct {
     Py_ssize_t storage_off, sdata_off; /* TensorImpl's StorageImpl*, its data pointer; -1: not probed */
     int ss_inline;
     getter requires_grad_get;
+    _Bool (*tensor_rg)(const void *impl); /* c10::TensorImpl::requires_grad, once verified; or NULL */
     PyTypeObject *tensor_type, *param_type;
 
     /* global-state readers */

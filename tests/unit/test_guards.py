@@ -580,6 +580,26 @@ def test_python_tensor_guards_subprocess():
 
 
 @pytest.mark.skipif(os.environ.get("EMBER_PYTHON_TENSOR_GUARDS") == "1", reason="Python tensor guards forced")
+def test_requires_grad_read_directly_follows_changes():
+    """Tensor checks read requires_grad through c10's TensorImpl::requires_grad once it agreed
+    with the Python attribute at import (the getter cost 30 ns a tensor); a change of it on a
+    parameter, an input made to require grad, or a leaf detached is seen at the next call."""
+    assert ember._C._rg_direct()
+    lin = torch.nn.Linear(3, 2)
+    cf = ember.compile(lambda m, x: m(x))
+    x = torch.randn(4, 3)
+    seen = []
+    for w, b, xg in ((0, 0, 0), (1, 0, 0), (0, 0, 0), (0, 1, 0), (0, 0, 1), (0, 0, 0), (1, 1, 1)):
+        lin.weight.requires_grad_(bool(w))
+        lin.bias.requires_grad_(bool(b))
+        xi = x.clone().requires_grad_(bool(xg))
+        got, want = cf(lin, xi), lin(xi)
+        assert got.requires_grad == want.requires_grad == bool(w or b or xg)
+        assert torch.equal(got, want)
+        seen.append(got.requires_grad)
+    assert seen == [False, True, False, True, True, False, True]
+
+
 def test_tensor_layout_probe_reads_this_torch():
     """The probe of TensorImpl's layout (sizes, strides, dtype, device, dispatch keys, storage)
     succeeds on the torch builds ember supports; without it every tensor check reads Python
