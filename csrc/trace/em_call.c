@@ -478,22 +478,41 @@ static EmStatus bool_subtraction(EmTracer *T, EmOp op, PyObject *fn, EmSym **arg
                               "to invert a mask, use the `~` or `logical_not()` operator instead.");
 }
 
-/* 1 when node r is one of T->data_nodes or computed from one (through its arguments). */
-static int from_data(EmTracer *T, EmRef r, char *seen) {
-    if (r < 0 || seen[r]) return 0;
-    seen[r] = 1;
-    for (int32_t i = 0; i < T->data_nodes.len; i++)
-        if (T->data_nodes.data[i] == r) return 1;
-    const EmNode *n = &T->G->nodes.data[r];
-    for (int32_t i = 0; i < n->nargs; i++) {
-        const EmArg *a = &T->G->args.data[n->args + i];
-        if (a->kind == EMARG_REF && from_data(T, a->v, seen)) return 1;
-        for (int32_t k = 0; (a->kind == EMARG_TUPLE || a->kind == EMARG_LIST) && k < a->n; k++) {
-            const EmArg *c = &T->G->args.data[a->v + k];
-            if (c->kind == EMARG_REF && from_data(T, c->v, seen)) return 1;
+/* 1 when node r is one of T->data_nodes or computed from one (through its arguments), 0 when
+ * not, -1 out of memory. A walk with a stack of its own (graphs are long chains). */
+static int from_data(EmTracer *T, EmRef r) {
+    int32_t n = T->G->nodes.len, cap = T->G->args.len + 1; /* a node is expanded once: one entry per argument */
+    char *seen = calloc((size_t)n + 1, 1);
+    EmRef *todo = malloc(sizeof(EmRef) * (size_t)cap);
+    int top = 0, hit = 0;
+    if (!seen || !todo) {
+        free(seen);
+        free(todo);
+        return -1;
+    }
+    for (int32_t i = 0; i < T->data_nodes.len; i++) seen[T->data_nodes.data[i]] = 2;
+    todo[top++] = r;
+    while (top && !hit) {
+        EmRef x = todo[--top];
+        if (x < 0 || x >= n || seen[x] == 1) continue;
+        if (seen[x] == 2) {
+            hit = 1;
+            break;
+        }
+        seen[x] = 1;
+        const EmNode *nd = &T->G->nodes.data[x];
+        for (int32_t i = 0; i < nd->nargs; i++) {
+            const EmArg *a = &T->G->args.data[nd->args + i];
+            if (a->kind == EMARG_REF && top < cap) todo[top++] = a->v;
+            for (int32_t k = 0; (a->kind == EMARG_TUPLE || a->kind == EMARG_LIST) && k < a->n; k++) {
+                const EmArg *c = &T->G->args.data[a->v + k];
+                if (c->kind == EMARG_REF && top < cap) todo[top++] = c->v;
+            }
         }
     }
-    return 0;
+    free(seen);
+    free(todo);
+    return hit;
 }
 
 /* An in-place op changed node r's tensor: when that is an x.data read or a value computed from
@@ -501,10 +520,8 @@ static int from_data(EmTracer *T, EmRef r, char *seen) {
  * time, as eager's: a backward that saved x does not see the change; such a graph runs on
  * ember's executor, see ember/backends/fx.py). */
 static EmStatus data_written(EmTracer *T, EmRef r) {
-    char *seen = calloc((size_t)T->G->nodes.len + 1, 1);
-    if (!seen) return PyErr_NoMemory(), EM_ERR;
-    int hit = from_data(T, r, seen);
-    free(seen);
+    int hit = from_data(T, r);
+    if (hit < 0) return PyErr_NoMemory(), EM_ERR;
     if (!hit) return EM_OK;
     PyObject *name = PyUnicode_InternFromString("data");
     int32_t c = name ? em_ir_const(T->G, EMC_OBJ, 0, 0, name, "data") : -1;
