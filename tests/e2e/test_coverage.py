@@ -1118,6 +1118,22 @@ def test_in_place_change_through_data_keeps_the_version_of_the_tensor(backend):
     assert_same((xc.grad, wc.grad), (xe.grad, we.grad))
 
 
+def test_in_place_change_through_data_at_the_end_of_a_long_graph():
+    """The walk that finds what an x.data value was computed from runs over a long chain of ops
+    (thousands of nodes) without recursion."""
+    def f(x):
+        y = x * 1
+        d = x.data
+        for _ in range(3000):
+            y = y + 1
+        y.add_(d)  # not through .data: x.data stays x.detach()
+        y.data.mul_(2)  # through .data of a value 3000 ops long
+        return y, x._version
+
+    x = randn(4, requires_grad=True)
+    assert_same(ember.compile(f)(x), f(x))
+
+
 def test_deque_made_in_the_trace():
     import collections
 
