@@ -195,7 +195,9 @@ int em_guard_global_state_capture(EmGlobalState *gs);
 int em_guard_global_state_equal(const EmGlobalState *a, const EmGlobalState *b);
 /* Direct reads: resolve c10's GradMode::is_enabled, at::autocast::is_autocast_enabled and
  * c10::get_default_dtype_as_scalartype from the given libraries (0 or -1), and switch them
- * on after the caller verified them against torch's Python functions. */
+ * on after the caller verified them against torch's Python functions. Also resolves c10's
+ * TensorImpl::requires_grad for tensor checks, used only once it agreed here with the Python
+ * attribute on varied tensors (ember._C._rg_direct() says whether it is). */
 int em_guard_global_state_resolve(const char *libc10, const char *libtorch_cpu);
 int em_guard_global_state_read_direct(EmGlobalState *gs);
 void em_guard_global_state_use_direct(int on);

@@ -667,14 +667,13 @@ int em_guard_global_state_resolve(const char *libc10, const char *libtorch_cpu) 
     void *d = h1 ? dlsym(h1, "_ZN3c1031get_default_dtype_as_scalartypeEv") : NULL;
     void *a = h2 ? dlsym(h2, "_ZN2at8autocast19is_autocast_enabledEN3c1010DeviceTypeE") : NULL;
     void *ad = h2 ? dlsym(h2, "_ZN2at8autocast18get_autocast_dtypeEN3c1010DeviceTypeE") : NULL;
-    /* the libraries stay loaded by torch; our extra references are dropped */
+    /* tensor checks' requires_grad reader lives in the same library (not global state) */
     void *rg = h1 ? dlsym(h1, "_ZNK3c1010TensorImpl13requires_gradEv") : NULL;
+    /* the libraries stay loaded by torch; our extra references are dropped */
     if (h1) dlclose(h1);
     if (h2) dlclose(h2);
-    em_state.tensor_rg = NULL;
-    if (rg && em_state.probe_ok && rg_agrees((_Bool (*)(const void *))rg))
-        em_state.tensor_rg = (_Bool (*)(const void *))rg;
-    if (PyErr_Occurred()) return -1;
+    em_state.tensor_rg = rg && em_state.probe_ok && rg_agrees((_Bool (*)(const void *))rg) ? (_Bool (*)(const void *))rg
+                                                                                           : NULL;
     if (!g || !d || !a || !ad) return -1;
     em_state.gs_grad = g;
     em_state.gs_autocast = a;

@@ -492,7 +492,7 @@ static int from_data(EmTracer *T, EmRef r) {
     }
     for (int32_t i = 0; i < T->data_nodes.len; i++) seen[T->data_nodes.data[i]] = 2;
     todo[top++] = r;
-    while (top && !hit) {
+    while (top) {
         EmRef x = todo[--top];
         if (x < 0 || x >= n || seen[x] == 1) continue;
         if (seen[x] == 2) {
@@ -540,7 +540,13 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
                       EmSym **out) {
     EmStatus bst = bool_subtraction(T, op, fn, args, nargs, kwnames);
     if (bst != CALL_NEXT) return bst;
-    EmRef self = nargs && args[0]->kind == SYM_TENSOR ? args[0]->ref : -1;
+    EmRef self = nargs && args[0]->kind == SYM_TENSOR ? args[0]->ref : -1, into = -1; /* into: an out= tensor */
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; T->data_nodes.len && k < nkw; k++) {
+        EmSym *o = args[nargs - nkw + k];
+        if (o->kind == SYM_TENSOR && !PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, k), "out"))
+            into = o->ref;
+    }
     /* a float input stays one only as an operand of a pointwise operator (em_sym_float.c) */
     int floats_ok = T->floats_ok;
     T->floats_ok = op != EMOP_CALL && (em_op_info[op].flags & EMF_POINTWISE);
@@ -549,6 +555,7 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
     if (st == EM_OK && T->data_nodes.len && self >= 0 &&
         (em_op_info[op].kind == EMOK_SETITEM || (*out == args[0] && args[0]->ref != self)))
         st = data_written(T, self);
+    if (st == EM_OK && T->data_nodes.len && into >= 0) st = data_written(T, into);
     return st;
 }
 

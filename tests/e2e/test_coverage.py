@@ -1102,6 +1102,7 @@ def test_in_place_change_through_data_keeps_the_version_of_the_tensor(backend):
         w.data[0] = 3.0
         d = x.data
         d[1:].add_(1)
+        torch.mul(w.detach(), 2, out=w.data)  # an out= tensor is changed in place too
         return out, x * 1, x._version, w._version
 
     def args():
