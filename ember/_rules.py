@@ -1623,8 +1623,9 @@ def _check_resized_out(fn, args, kwargs, given):
                                   "gives it depends on the kernel")
 
 
-def run(fn, args, kwargs, device):
-    """Runs fn on meta values; returns (result, device of the result)."""
+def run(fn, args, kwargs, device, consts=False):
+    """Runs fn on meta values; returns (result, device of the result). consts: every argument
+    is a constant of the trace (no symbolic size), so a pure op of no tensor runs for real."""
     kind = _MOVES.get(fn)
     if kind is not None:
         return _move(kind, args, kwargs, device)
@@ -1645,9 +1646,19 @@ def run(fn, args, kwargs, device):
             # no device to make it on: a builtin run here could change torch's state for real
             # (torch._C._vmap_increment_nesting...); the call is not traced. torch's Python
             # functions of constants (torch._check(True)) run
-            if not isinstance(fn, types.FunctionType):
+            if isinstance(fn, types.FunctionType):
+                out = fn(*args, **kwargs)
+            elif consts and _pure_op(fn, False):
+                # a pure torch op of Python numbers (torch.div(n, 8, rounding_mode="trunc")): run
+                # as eager runs it (a 0-dim tensor, on the device eager picks); the trace folds its
+                # value when the numbers are constants (csrc/trace/em_fold.c)
+                real = fn(*args, **kwargs)
+                if not isinstance(real, torch.Tensor) or real.dim() != 0:
+                    raise NotImplementedError(f"{getattr(fn, '__name__', fn)} of no tensor takes no device")
+                return (torch.empty((), dtype=real.dtype, device=META, requires_grad=real.requires_grad),
+                        real.device)
+            else:
                 raise NotImplementedError(f"{getattr(fn, '__name__', fn)} of no tensor takes no device") from None
-            out = fn(*args, **kwargs)
     else:
         given = kwargs.get("out")
         before = tuple(given.shape) if isinstance(given, torch.Tensor) else None
@@ -1662,6 +1673,145 @@ def run(fn, args, kwargs, device):
     if not _all_meta(out):
         raise NotImplementedError("creates tensor data while tracing")
     return out, device if device is not None else torch.device("cpu")
+
+
+# ---------------------------------------------------------------------------------------------- known small tensors
+
+# the ops folded on real values (csrc/trace/em_fold.c): Python's operators, and torch builtins
+# that are ATen ops neither random (nondeterministic_seeded) nor reading uninitialized memory
+_FOLD_OPERATORS = frozenset(getattr(operator, n) for n in (
+    "add sub mul truediv floordiv mod pow matmul and_ or_ xor lshift rshift neg pos invert lt le eq ne gt ge "
+    "getitem").split())
+_FOLD_INPLACE = frozenset(getattr(operator, n) for n in (
+    "iadd isub imul itruediv ifloordiv imod ipow imatmul iand ior ixor ilshift irshift setitem").split())
+_PURE = {}
+
+
+def _pure_op(fn, inplace):
+    """Whether fn run on real values does what its graph node does, and nothing else: an
+    operator, or a torch builtin (torch.div, Tensor.sub_) whose ATen ops are not random and do
+    not return uninitialized memory. inplace: fn may write its first argument (Tensor.sub_,
+    operator.isub, operator.setitem); otherwise it must not."""
+    try:
+        if fn in _FOLD_OPERATORS:
+            return not inplace
+        if fn in _FOLD_INPLACE:
+            return inplace
+        hit = _PURE.get(fn)
+    except TypeError:  # unhashable
+        return False
+    if hit is None:
+        hit = _PURE[fn] = _aten_pure(fn)
+    return hit == (2 if inplace else 1)
+
+
+def _aten_pure(fn):
+    """0: not an ATen op folded; 1: a functional one; 2: an in-place one (name_)."""
+    name = getattr(fn, "__name__", None)
+    if not isinstance(name, str) or name.startswith("__") or "empty" in name:
+        return 0
+    if getattr(torch._C._VariableFunctions, name, None) is not fn and \
+            getattr(torch._C.TensorBase, name, None) is not fn:
+        return 0
+    packet = getattr(torch.ops.aten, name, None)
+    if packet is None:
+        return 0
+    try:
+        for o in packet.overloads():
+            op = getattr(packet, o)
+            if _BAD_TAGS & set(op.tags):
+                return 0
+            if "out" in o or name.endswith("_"):
+                continue
+            # a functional op that writes an argument (batch_norm's running statistics, which
+            # not every schema marks as written)
+            if op._schema.is_mutable or any(a.name in _RUNNING for a in op._schema.arguments):
+                return 0
+    except (AttributeError, RuntimeError):
+        return 0
+    return 2 if name.endswith("_") else 1
+
+
+_BAD_TAGS = {getattr(torch.Tag, n) for n in ("nondeterministic_seeded", "inplace_view", "maybe_aliasing_or_mutating")
+             if hasattr(torch.Tag, n)}
+_RUNNING = {"running_mean", "running_var"}
+
+
+def pure(fn):
+    """Whether fn, given a tensor whose value the trace knows, leaves it as it was
+    (csrc/trace/em_fold.c forgets the values it knows otherwise)."""
+    return _pure_op(fn, False)
+
+
+def fold(fn, args, kwargs, inplace):
+    """fn on real values (tensors the trace knows, constants), as eager runs it, for a small
+    tensor whose value the trace keeps (csrc/trace/em_fold.c). The result: a plain strided
+    tensor of at most one element (for inplace, the first argument itself), or None where fn is
+    not folded or raised (the graph raises it, or computes it, at run time)."""
+    if not _pure_op(fn, inplace) or "out" in kwargs:
+        return None
+    try:
+        with torch.no_grad():
+            r = fn(*args, **kwargs)
+    except Exception:
+        return None
+    if inplace:
+        r = args[0]
+    if type(r) is not torch.Tensor or r.layout != torch.strided or r.is_quantized or r.numel() > 1:
+        return None
+    return r
+
+
+_FULL_KW = ("dtype", "device")
+
+
+def fold_factory(real):
+    """(torch.full, (size, value, dtype, device), keyword names) making a CPU tensor equal to
+    `real` (a folded tensor of constants alone), or None where it would differ (grad, strides)."""
+    if real.requires_grad or real.device.type != "cpu" or \
+            real.stride() != torch.empty(real.shape, device=META).stride():
+        return None
+    return torch.full, (tuple(real.shape), real.item() if real.numel() else 0, real.dtype, real.device), _FULL_KW
+
+
+def _swap_known(x, known, depth=0):
+    if isinstance(x, torch.Tensor):
+        return known.get(id(x), x)
+    if depth > 4:
+        return x
+    if type(x) in (tuple, list):
+        return type(x)(_swap_known(i, known, depth + 1) for i in x)
+    if type(x) is torch.Size:
+        return x
+    if type(x) is slice:
+        return slice(*(_swap_known(i, known, depth + 1) for i in (x.start, x.stop, x.step)))
+    if type(x) is dict:
+        return {k: _swap_known(v, known, depth + 1) for k, v in x.items()}
+    return x
+
+
+def run_known(fn, args, kwargs, device, known):
+    """run() again after the meta run read the value of a tensor the trace knows (x.view(n, -1)
+    for n = torch.div(x.size(1), 4, rounding_mode="trunc")): those tensors are their real
+    values (known: id(meta tensor) -> real tensor), the others meta. Returns (result, device,
+    as_numbers): as_numbers when the call gives the same result with those tensors as Python
+    numbers, which the graph then records in their place (a backend sees x.view(3, 2, 4))."""
+    a, k = _swap_known(args, known), _swap_known(kwargs, known)
+    out = fn(*a, **k)
+    numbers = {i: t.item() for i, t in known.items()}
+    try:
+        same = _meta_of(fn(*_swap_known(args, numbers), **_swap_known(kwargs, numbers))) == _meta_of(out)
+    except Exception:
+        same = False
+    if type(out) is torch.Tensor and out.device.type != "meta" and not any(
+            t.device.type == "meta" for t in _tensors((a, k))):
+        # made of known values alone (torch.arange(k)): eager's device, the metadata as a meta tensor
+        device = out.device
+        out = torch.empty_strided(out.shape, out.stride(), dtype=out.dtype, device=META,
+                                  requires_grad=out.requires_grad)
+    if not _all_meta(out):
+        raise NotImplementedError("creates tensor data while tracing")
+    return out, device if device is not None else torch.device("cpu"), same
 
 
 def _scalar_at(x, which, v, seen, depth=0):

@@ -448,6 +448,23 @@ static EmStatus record_meta_result(EmTracer *T, EmOp op, PyObject *fn, const cha
     return result_sym(T, r, mres, rdev, args, nargs, out);
 }
 
+EmStatus em_node_recall(EmTracer *T, EmRef r, PyObject *fn, const char *name, EmSym **args, int nargs,
+                        PyObject *kwnames) {
+    EmStatus st = EM_ERR;
+    int32_t a0 = em_node_args(T, args, nargs, &st);
+    if (a0 < 0) return st;
+    int32_t kwc = kw_const(T, kwnames), fnc = kwnames && kwc < 0 ? -1 : em_ir_const(T->G, EMC_OBJ, 0, 0, fn, name);
+    if (fnc < 0) return PyErr_Occurred() ? EM_ERR : (PyErr_NoMemory(), EM_ERR);
+    EmNode *n = &T->G->nodes.data[r];
+    n->op = EMOP_CALL;
+    n->fn = fnc;
+    n->args = a0;
+    n->nargs = nargs;
+    n->kwnames = kwc;
+    n->nkw = kwnames ? (int32_t)PyTuple_GET_SIZE(kwnames) : 0;
+    return EM_OK;
+}
+
 /* Records op on args as a graph node and makes the result sym: its metadata inferred in C
  * (em_infer.c) or from running meta_fn (fn when NULL) on meta values through _rules.run. */
 static EmStatus op_record_sized(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
@@ -478,9 +495,7 @@ static EmStatus bool_subtraction(EmTracer *T, EmOp op, PyObject *fn, EmSym **arg
                               "to invert a mask, use the `~` or `logical_not()` operator instead.");
 }
 
-/* 1 when node r is one of T->data_nodes or computed from one (through its arguments), 0 when
- * not, -1 out of memory. A walk with a stack of its own (graphs are long chains). */
-static int from_data(EmTracer *T, EmRef r) {
+int em_node_reaches(EmTracer *T, EmRef r, const EmRef *marks, int32_t nmarks) {
     int32_t n = T->G->nodes.len, cap = T->G->args.len + 1; /* a node is expanded once: one entry per argument */
     char *seen = calloc((size_t)n + 1, 1);
     EmRef *todo = malloc(sizeof(EmRef) * (size_t)cap);
@@ -490,7 +505,8 @@ static int from_data(EmTracer *T, EmRef r) {
         free(todo);
         return -1;
     }
-    for (int32_t i = 0; i < T->data_nodes.len; i++) seen[T->data_nodes.data[i]] = 2;
+    for (int32_t i = 0; i < nmarks; i++)
+        if (marks[i] >= 0 && marks[i] < n) seen[marks[i]] = 2;
     todo[top++] = r;
     while (top) {
         EmRef x = todo[--top];
@@ -520,7 +536,7 @@ static int from_data(EmTracer *T, EmRef r) {
  * time, as eager's: a backward that saved x does not see the change; such a graph runs on
  * ember's executor, see ember/backends/fx.py). */
 static EmStatus data_written(EmTracer *T, EmRef r) {
-    int hit = from_data(T, r);
+    int hit = em_node_reaches(T, r, T->data_nodes.data, T->data_nodes.len);
     if (hit < 0) return PyErr_NoMemory(), EM_ERR;
     if (!hit) return EM_OK;
     PyObject *name = PyUnicode_InternFromString("data");
@@ -542,7 +558,7 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
     if (bst != CALL_NEXT) return bst;
     EmRef self = nargs && args[0]->kind == SYM_TENSOR ? args[0]->ref : -1, into = -1; /* into: an out= tensor */
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    for (Py_ssize_t k = 0; T->data_nodes.len && k < nkw; k++) {
+    for (Py_ssize_t k = 0; k < nkw; k++) {
         EmSym *o = args[nargs - nkw + k];
         if (o->kind == SYM_TENSOR && !PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, k), "out"))
             into = o->ref;
@@ -556,6 +572,7 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
         (em_op_info[op].kind == EMOK_SETITEM || (*out == args[0] && args[0]->ref != self)))
         st = data_written(T, self);
     if (st == EM_OK && T->data_nodes.len && into >= 0) st = data_written(T, into);
+    if (st == EM_OK) st = em_fold_after(T, op, fn, args, nargs, kwnames, self, into, *out);
     return st;
 }
 
@@ -568,6 +585,54 @@ static EmStatus op_record_sized(EmTracer *T, EmOp op, PyObject *fn, EmSym **args
     if (*out == args[0] && self >= 0 && (*out)->ref != self) /* in place: self's sizes when the op keeps them */
         return em_inplace_keeps_sizes(op, fn) ? em_node_copy_dims(T, (*out)->ref, self) : EM_OK;
     return em_shape_sym(T, op, fn, args, nargs, kwnames, *out);
+}
+
+/* s is a constant, or a plain tuple or list of such (depth levels at most). */
+static int all_const(const EmSym *s, int depth) {
+    if (s->kind == SYM_CONST) return 1;
+    if ((s->kind != SYM_TUPLE && s->kind != SYM_LIST) || s->seq_type || s->spec || depth <= 0) return 0;
+    for (int32_t i = 0; i < s->items.len; i++)
+        if (!all_const(s->items.data[i], depth - 1)) return 0;
+    return 1;
+}
+
+/* Puts id(meta tensor) -> real tensor into d for each known tensor s holds; -1 on error. */
+static int known_metas(EmTracer *T, EmSym *s, PyObject *d, int depth) {
+    PyObject *real = em_fold_known(T, s);
+    if (real) {
+        PyObject *m = em_sym_meta(T, s), *id = m ? PyLong_FromVoidPtr(m) : NULL;
+        int e = !id || PyDict_SetItem(d, id, real);
+        Py_XDECREF(id);
+        return e ? -1 : 0;
+    }
+    if ((s->kind != SYM_TUPLE && s->kind != SYM_LIST && s->kind != SYM_DICT) || depth > 4) return 0;
+    for (int32_t i = 0; i < s->items.len; i++)
+        if (known_metas(T, s->items.data[i], d, depth + 1)) return -1;
+    return 0;
+}
+
+/* The meta run raised (the exception pending): where it read the value of a tensor the trace
+ * knows (x.view(k, -1)), _rules.run_known runs it again on those tensors' real values. Its
+ * result, or NULL with the first exception pending. */
+static EM_NEW PyObject *run_known(EmTracer *T, PyObject *fn, PyObject *margs, PyObject *mkw, PyObject *dev,
+                                  EmSym **args, int nargs) {
+    PyObject *et, *ev, *tb, *res = NULL;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *d = PyDict_New();
+    int e = !d;
+    for (int i = 0; !e && i < nargs; i++) e = known_metas(T, args[i], d, 0);
+    if (!e && PyDict_GET_SIZE(d))
+        res = PyObject_CallMethod(em_state.meta_run, "run_known", "OOOOO", fn, margs, mkw, dev ? dev : Py_None, d);
+    Py_XDECREF(d);
+    if (res) {
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        Py_XDECREF(tb);
+        return res;
+    }
+    PyErr_Clear(); /* the first failure is the one reported */
+    PyErr_Restore(et, ev, tb);
+    return NULL;
 }
 
 static EmStatus op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
@@ -587,12 +652,25 @@ static EmStatus op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int 
     EmStatus st = meta_call_args(T, op, fn, args, nargs, kwnames, &margs, &mkw);
     if (st != EM_OK) return st;
     PyObject *dev = result_device(T, args, nargs);
-    PyObject *res = PyObject_CallMethod(em_state.meta_run, "run", "OOOO", meta_fn ? meta_fn : fn, margs, mkw,
-                                        dev ? dev : Py_None);
+    int consts = 1; /* every argument a constant: a pure op of no tensor may run for real (em_fold.c) */
+    for (int i = 0; i < nargs && consts; i++) consts = all_const(args[i], 4);
+    PyObject *res = PyObject_CallMethod(em_state.meta_run, "run", "OOOOO", meta_fn ? meta_fn : fn, margs, mkw,
+                                        dev ? dev : Py_None, consts ? Py_True : Py_False);
+    if (!res && T->known_refs.len) res = run_known(T, meta_fn ? meta_fn : fn, margs, mkw, dev, args, nargs);
     Py_DECREF(margs);
     Py_DECREF(mkw);
     if (!res) return meta_run_failed(T, name);
-    st = record_meta_result(T, op, fn, name, args, nargs, kwnames, PyTuple_GET_ITEM(res, 0), PyTuple_GET_ITEM(res, 1),
+    EmSym *numbers[64], **rec = args;
+    if (PyTuple_GET_SIZE(res) == 3 && PyTuple_GET_ITEM(res, 2) == Py_True && nargs <= 64) {
+        /* known tensors whose values the call read: recorded as those values (em_fold.c) */
+        for (int i = 0; i < nargs; i++)
+            if (!(numbers[i] = em_fold_numbers(T, args[i], 0))) {
+                Py_DECREF(res);
+                return EM_ERR;
+            }
+        rec = numbers;
+    }
+    st = record_meta_result(T, op, fn, name, rec, nargs, kwnames, PyTuple_GET_ITEM(res, 0), PyTuple_GET_ITEM(res, 1),
                             out);
     Py_DECREF(res);
     if (st == EM_ERR && !PyErr_Occurred()) PyErr_NoMemory();
@@ -702,15 +780,6 @@ static EmStatus iterated_args(EmTracer *T, PyObject *fn, EmSym **all, int nargs,
             return EM_OK;
         }
     return EM_OK;
-}
-
-/* s is a constant, or a plain tuple or list of such (depth levels at most). */
-static int all_const(const EmSym *s, int depth) {
-    if (s->kind == SYM_CONST) return 1;
-    if ((s->kind != SYM_TUPLE && s->kind != SYM_LIST) || s->seq_type || s->spec || depth <= 0) return 0;
-    for (int32_t i = 0; i < s->items.len; i++)
-        if (!all_const(s->items.data[i], depth - 1)) return 0;
-    return 1;
 }
 
 /* call_eval's callable raised (the exception pending): a pure function of constants raises
@@ -1129,6 +1198,14 @@ const EmSymOps em_partial_ops = {.getattr = partial_attr, .call = partial_call};
 const EmSymOps em_exit_ops = {.call = exit_call};
 
 /* em_call's first step: the callee's kind decides (its row's call slot). */
+/* int(k), k.item(), `range(k)` of tensors whose values the trace knows (em_fold.c). */
+static EmStatus call_fold_read(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                               EmSym **out) {
+    (void)self;
+    if (!T->known_refs.len || (fn->kind != SYM_CONST && fn->kind != SYM_OBJ)) return CALL_NEXT;
+    return em_fold_read(T, fn->obj, all, n, kwnames, out);
+}
+
 static EmStatus call_by_kind(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     const EmSymOps *ops = em_sym_ops[fn->kind];
     if (!ops || !ops->call) return em_trace_fail(T, EMA_CALL, "a %s", em_sym_describe(fn));
@@ -2618,7 +2695,8 @@ static EmStatus call_unruled(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
  * wrapper, which call_by_type would take as a builtin method; a rule applies only to
  * callables no earlier step took. */
 EmStatus em_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
-    static const EmCallFn steps[] = {call_by_kind, call_known, call_by_type, call_by_rule, call_unruled};
+    static const EmCallFn steps[] = {call_fold_read, call_by_kind, call_known,
+                                     call_by_type,   call_by_rule, call_unruled};
     EmSym *all[65];
     if (nargs + 1 > 65) return em_trace_fail(T, EMA_CALL, "call with too many arguments");
     int n = 0;

@@ -543,6 +543,10 @@ static EmStatus tensor_setitem(EmTracer *T, EmSym *c, EmSym *key, EmSym *v) {
 }
 
 static EmStatus tensor_truth(EmTracer *T, EmSym *s, int *out) {
+    PyObject *known = em_fold_known(T, s); /* a value the trace knows (em_fold.c) */
+    int b = known ? PyObject_IsTrue(known) : -1;
+    if (b >= 0) return (*out = b), EM_OK;
+    if (known) PyErr_Clear(); /* bool() of several values raises: so does Python, which runs it */
     return em_trace_fail(T, EMA_TENSOR_BRANCH, "bool() of a tensor");
 }
 

@@ -1165,6 +1165,8 @@ void em_trace_free(EmTracer *T) {
     em_vec_free(&T->sym_leaf);
     em_vec_free(&T->nograd_views);
     em_vec_free(&T->data_nodes);
+    em_vec_free(&T->known_refs);
+    Py_CLEAR(T->known_vals);
     em_vec_free(&T->node_dims);
     em_vec_free(&T->dim_exprs);
     em_vec_free(&T->expr_ref);

@@ -95,6 +95,10 @@ typedef struct EmTracer {
      * GETATTR "data" nodes (eager's own alias, with a counter of its own) once an in-place op
      * changes one of them or a value computed from one (em_call.c data_written) */
     EmVec(EmRef) data_nodes;
+    /* small tensors whose values the trace knows: node known_refs[i] is known_vals[i], a real
+     * tensor (a list, owned; em_fold.c) */
+    EmVec(EmRef) known_refs;
+    PyObject *known_vals;
     EmVec(EmOut) out;
     /* graph breaks */
     int break_at;      /* code unit of the root instruction to break at, -1 = none */

@@ -396,6 +396,25 @@ EmStatus em_module_members(EmTracer *T, EmSym *mod, EmModuleWalk what, int named
 /* Context managers of global state (em_ctx.c). */
 int em_ctx_class(PyObject *fn);
 EmStatus em_ctx_make(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
+/* Small tensors whose values the trace knows (em_fold.c). em_fold_known: the real tensor of
+ * tensor sym s (borrowed), or NULL (no exception) when not known. em_fold_after: after op was
+ * recorded (self_before: args[0]'s node before it, into: an out= tensor's, -1 if none), its
+ * result's value when it follows from known ones, or what its write made stale forgotten. */
+PyObject *em_fold_known(const EmTracer *T, const EmSym *s);
+EmStatus em_fold_after(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
+                       EmRef self_before, EmRef into, EmSym *out);
+/* A call reading known tensors' values as Python numbers (int(k), k.item(), range(k)): its
+ * constant result; CALL_NEXT when the call is not one (a step of em_call). */
+EmStatus em_fold_read(EmTracer *T, PyObject *f, EmSym **all, int n, PyObject *kwnames, EmSym **out);
+/* s with each known tensor in it (through tuples and lists) its value as a Python number
+ * (item()); s itself when it holds none; NULL on error. */
+EmSym *em_fold_numbers(EmTracer *T, EmSym *s, int depth);
+/* Node r becomes a call of fn (named name in dumps) on args (em_call.c). */
+EmStatus em_node_recall(EmTracer *T, EmRef r, PyObject *fn, const char *name, EmSym **args, int nargs,
+                        PyObject *kwnames);
+/* 1 when node r is one of marks or computed from one (through its arguments), 0 when not, -1
+ * out of memory (em_call.c). */
+int em_node_reaches(EmTracer *T, EmRef r, const EmRef *marks, int32_t nmarks);
 /* Besides EmStatus: a step of em_call (or a kind's call slot) that does not handle this call;
  * the next step decides. *out is untouched. */
 #define CALL_NEXT ((EmStatus)1)

@@ -638,7 +638,7 @@ class Generator:
         env = self.env(self.snaps)
         w = [("tensor", 30), ("binary", 18), ("view", 12), ("inplace", 10), ("scalar", 8), ("container", 10),
              ("object", 5), ("closure", 4), ("global", 4), ("gbreak", 8), ("raise", 2), ("misc", 8), ("numpy", 4),
-             ("newer", 4)]
+             ("newer", 4), ("fold", 4)]
         if self.module:
             w.append(("module", 12))
         if self.grad:
@@ -1069,6 +1069,30 @@ class Generator:
             dq = self.pick(deques)
             opts += [[f"{dq}.append({t})"], [f"{v} = {dq}[0] if {dq} else {t}"], [f"{self.fresh('s')} = len({dq})"],
                      [f"{dq}.rotate(1)"], [f"{self.fresh('s')} = {dq}.maxlen"]]
+        return self.pick(opts)
+
+    def s_fold(self, env):
+        """Small tensors of constants whose values the trace knows (csrc/trace/em_fold.c): read
+        as sizes, ints, branches and ranges; written in place with known and with run-time
+        values (the latter must make the trace forget them)."""
+        ts = self.tensors(env)
+        t = self.pick(ts)
+        if t is None:
+            return None
+        dim = f"{t}.shape[0]" if all(len(d[1]) for d in env[t]) else "3"
+        k, v, s = self.fresh("k"), self.fresh("t"), self.fresh("s")
+        opts = [
+            [f"{k} = torch.div({dim}, 2, rounding_mode='trunc')", f"{v} = {t}.new_zeros(({k} + 1,)) + {k}"],
+            [f"{k} = torch.tensor({dim}) // 2 + 1", f"{s} = int({k}) * 2 + {k}.item()"],
+            [f"{k} = torch.tensor({dim})", f"{k}.sub_(1)", f"{v} = {t}.sum() * {k}",
+             f"{s} = [i for i in range({k})]"],
+            [f"{k} = torch.tensor([{dim}])", f"{k}.view(-1).add_(({t}.sum() > 0).long())", f"{s} = int({k})"],
+            [f"{k} = torch.tensor([{dim}, 2])[0]", f"{k}.add_(({t}.sum() > 0).long())", f"{v} = {t}.new_ones({k})"],
+            [f"{k} = torch.full((), {dim}) * 2", f"{v} = torch.arange({k}, dtype={t}.dtype)"],
+            [f"{k} = torch.tensor(2.5) * {dim}", f"{s} = float({k}) if {k} > 1 else 0.0"],
+            [f"{k} = torch.tensor({dim}, dtype=torch.float32).sqrt()", f"{v} = {t} * {k}",
+             f"{s} = bool({k} > 1.5)"],
+        ]
         return self.pick(opts)
 
     def s_numpy(self, env):
