@@ -57,6 +57,7 @@ _set(CONST, [getattr(builtins, n) for n in (
     "slice", "callable", "reversed", "enumerate", "zip", "hash", "type", "complex", "bin", "hex", "oct", "ascii")])
 _set(CONST, [v for v in vars(math).values() if callable(v)])
 _set(CONST, [sys.intern])  # of a str constant: the interned one (the same object at run time)
+_set(CONST, [os.fspath])  # of a str or bytes constant: itself (an object with __fspath__ is not a constant)
 # a compiled pattern's searches and a match's reads (re's cache hands the same Pattern back):
 # functions of their constants (sub/subn are not: a callable replacement would run now)
 _set(CONST, [re.Pattern.search, re.Pattern.match, re.Pattern.fullmatch, re.Pattern.findall, re.Pattern.split,

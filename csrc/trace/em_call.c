@@ -2456,6 +2456,47 @@ static EmStatus dict_init_kw(EmTracer *T, PyObject *f, EmSym *o, EmSym **args, i
     return st == EM_OK ? ((*out = em_sym_const(T, Py_None)) ? EM_OK : EM_ERR) : st;
 }
 
+/* cls(...) for a class whose metaclass defines __call__, as CPython's slot does: a __call__
+ * that is no descriptor (TypedDict's is dict) is called with the arguments alone, a Python
+ * function is inlined with the class first; any other kind CALL_NEXT. */
+static EmStatus call_metaclass(EmTracer *T, EmSym *fn, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    PyTypeObject *meta = Py_TYPE(fn->obj);
+    if (!(meta->tp_flags & Py_TPFLAGS_HEAPTYPE) || meta->tp_call == PyType_Type.tp_call || n > 63) return CALL_NEXT;
+    PyObject *c = _PyType_Lookup(meta, EM_STR(dunder_call));
+    if (!c) return CALL_NEXT;
+    if (PyFunction_Check(c)) {
+        EmSym *args[64];
+        args[0] = fn;
+        for (int i = 0; i < n; i++) args[i + 1] = all[i];
+        return em_inline(T, c, args, n + 1, kwnames, out);
+    }
+    if (Py_TYPE(c)->tp_descr_get) return CALL_NEXT;
+    EmSym *cs = em_sym_known(T, c, "metaclass __call__");
+    return cs ? em_call(T, cs, NULL, all, n, kwnames, out) : EM_ERR;
+}
+
+/* Calls that make instances of classes by their own rules: type.__call__(cls, ...) (a
+ * metaclass __call__'s super().__call__), a namedtuple class, a class whose metaclass defines
+ * __call__, a structseq class. CALL_NEXT for others. */
+static EmStatus class_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    PyObject *f = fn->obj;
+    if (Py_IS_TYPE(f, &PyWrapperDescr_Type) && PyDescr_TYPE(f) == &PyType_Type && n >= 1 &&
+        (all[0]->kind == SYM_OBJ || all[0]->kind == SYM_CONST) && PyType_Check(all[0]->obj) &&
+        !PyUnicode_CompareWithASCIIString(PyDescr_NAME(f), "__call__")) {
+        int handled;
+        EmStatus st = em_obj_type_call(T, all[0]->obj, all + 1, n - 1, kwnames, out, &handled);
+        if (st != EM_OK || handled) return st;
+    }
+    if (!PyType_Check(f)) return CALL_NEXT;
+    if (em_is_namedtuple_type((PyTypeObject *)f)) return call_namedtuple(T, f, all, n, kwnames, out);
+    if (self) return CALL_NEXT;
+    if (fn->kind == SYM_OBJ) {
+        EmStatus st = call_metaclass(T, fn, all, n, kwnames, out);
+        if (st != CALL_NEXT) return st;
+    }
+    return call_structseq(T, (PyTypeObject *)f, all, n, kwnames, out);
+}
+
 /* em_call's third step: callees recognized by their type. The bound __exit__ of a grad-mode
  * context from the frame; a builtin method descriptor called on an instance (made while
  * tracing or from the frame) or on a container sym; a namedtuple class. */
@@ -2464,6 +2505,8 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
     int nargs = self ? n - 1 : n;
     PyObject *f = fn->obj;
     if (fn->kind == SYM_OBJ && fn->src >= 0 && em_ctx_is_grad_exit(f)) return em_ctx_exit_input(T, fn, all, n, out);
+    EmStatus cst = class_call(T, fn, self, all, n, kwnames, out);
+    if (cst != CALL_NEXT) return cst;
     if (kwnames && Py_IS_TYPE(f, &PyMethodDescr_Type)) {
         EmStatus st = kw_as_positional(T, fn, self, all, n, kwnames, out);
         if (st != CALL_NEXT) return st;
@@ -2498,11 +2541,6 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
          (self->kind == SYM_OBJ && PyDict_CheckExact(self->obj) && self->src >= 0)) &&
         Py_IS_TYPE(f, &PyMethodDescr_Type))
         return em_container_method(T, f, self, args, nargs, out);
-    if (PyType_Check(f) && em_is_namedtuple_type((PyTypeObject *)f)) return call_namedtuple(T, f, all, n, kwnames, out);
-    if (PyType_Check(f) && !self) {
-        EmStatus st = call_structseq(T, (PyTypeObject *)f, all, n, kwnames, out);
-        if (st != CALL_NEXT) return st;
-    }
     if (self && !kwnames && self->kind == SYM_ITER) return em_gen_method(T, f, self, args, nargs, out);
     if (!kwnames) {
         EmStatus st = exc_with_traceback(T, f, self, all, n, out);

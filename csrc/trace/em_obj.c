@@ -23,9 +23,9 @@ static PyObject *py_new_func(PyTypeObject *cls) {
  * tracing: object or a container em_new_content models, with type.__call__, and the base's
  * __new__ (*custom 0) or a Python __new__ of cls's (*custom 1, traced; it makes the instance
  * through the base's). */
-static PyTypeObject *builtin_base(PyTypeObject *cls, int *custom) {
+static PyTypeObject *builtin_base_of(PyTypeObject *cls, int *custom, int type_call) {
     *custom = 0;
-    if (Py_TYPE(cls)->tp_call != PyType_Type.tp_call) return NULL;
+    if (!type_call && Py_TYPE(cls)->tp_call != PyType_Type.tp_call) return NULL;
     PyObject *mro = cls->tp_mro;
     for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
         PyTypeObject *b = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
@@ -39,6 +39,9 @@ static PyTypeObject *builtin_base(PyTypeObject *cls, int *custom) {
     }
     return NULL;
 }
+
+/* builtin_base_of for a call of cls itself (its metaclass's __call__ type's). */
+static PyTypeObject *builtin_base(PyTypeObject *cls, int *custom) { return builtin_base_of(cls, custom, 0); }
 
 PyTypeObject *em_new_content_type(const EmSym *s) {
     if (s->kind != SYM_NEW || s->items.len < 2) return NULL;
@@ -326,7 +329,22 @@ EmStatus em_known_namedtuple(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
     return st;
 }
 
+/* em_obj_new; type_call: the call is type.__call__(cls, ...) (a metaclass __call__'s
+ * super().__call__), which makes the instance whatever cls's metaclass is. */
+static EmStatus obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out,
+                        int *handled, int type_call);
+
 EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out, int *handled) {
+    return obj_new(T, cls, args, nargs, kwnames, out, handled, 0);
+}
+
+EmStatus em_obj_type_call(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out,
+                          int *handled) {
+    return obj_new(T, cls, args, nargs, kwnames, out, handled, 1);
+}
+
+static EmStatus obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out,
+                        int *handled, int type_call) {
     *handled = 0;
     if (!PyType_Check(cls)) return EM_OK;
     if (cls == (PyObject *)em_state.param_type) {
@@ -338,7 +356,7 @@ EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObjec
         if (st != EM_OK || *handled) return st;
     }
     int custom;
-    PyTypeObject *tp = (PyTypeObject *)cls, *base = builtin_base(tp, &custom);
+    PyTypeObject *tp = (PyTypeObject *)cls, *base = builtin_base_of(tp, &custom, type_call);
     /* a builtin container itself: its constructor's rules did not take these arguments (its
      * contents would be made by that very call again) */
     if (!base || (tp == base && base != &PyBaseObject_Type)) return EM_OK;

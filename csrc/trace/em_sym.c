@@ -1920,6 +1920,14 @@ static EmStatus type_attr(EmTracer *T, EmSym *base, PyObject *name, int method, 
     if (!v) {
         if (mattr && PyFunction_Check(mattr)) /* a metaclass method: cls is self */
             return em_sym_method(T, mattr, base, method, out, self);
+        if (mattr && !Py_TYPE(mattr)->tp_descr_get && (meta->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+            /* a plain attribute of the metaclass (a singleton's registry): read from the
+             * metaclass while cls's MRO still lacks the name (its version tag guarded) */
+            EmStatus gst = EM_OK;
+            if (em_guard_class(T, cls, &gst) != EM_OK) return gst;
+            EmSym *ms = em_sym_known(T, (PyObject *)meta, meta->tp_name);
+            return ms ? type_attr(T, ms, name, method, out, self) : EM_ERR;
+        }
         int fixed = !mattr && !(Py_TYPE(cls)->tp_flags & Py_TPFLAGS_HEAPTYPE); /* absent for good from builtins */
         for (Py_ssize_t i = 0; fixed && mro && i < PyTuple_GET_SIZE(mro); i++)
             fixed = !(((PyTypeObject *)PyTuple_GET_ITEM(mro, i))->tp_flags & Py_TPFLAGS_HEAPTYPE);

@@ -449,6 +449,9 @@ EmStatus em_obj_record_store(EmTracer *T, EmSym *base, PyObject *name, EmSym *v)
 /* A call of class cls that makes an instance while tracing; *handled = 0 when cls is not
  * one ember can make (the caller goes on with its other rules). */
 EmStatus em_obj_new(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out, int *handled);
+/* type.__call__(cls, ...): em_obj_new whatever cls's metaclass (its own __call__ calling super's). */
+EmStatus em_obj_type_call(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out,
+                          int *handled);
 /* The builtin container an instance made while tracing derives from (dict, OrderedDict, set,
  * frozenset, list: its items[1] holds the contents as a DICT, LIST, or set CONST/SET sym),
  * NULL for other syms. */

@@ -3677,3 +3677,58 @@ def test_dict_subclass_with_its_own_new_made_in_the_trace(base):
         return c["key"] + c["a"], c, type(c).__name__, list(c)
 
     one_graph(f, randn(2))
+
+
+def test_typeddict_calls_make_dicts_and_fspath_of_a_constant():
+    import os
+    from typing import Literal, TypedDict
+
+    class Inputs(TypedDict):
+        type: Literal["pixel_values"]
+        data: torch.Tensor
+
+    def f(x, y):
+        obj = Inputs(type=int, data=y)  # TypedDict's metaclass __call__ is dict: a plain dict
+        out = x * obj["data"]
+        obj["data"] = 3
+        os.fspath(".")
+        return out * obj["data"], Inputs(data=y, total=False), type(obj).__name__, os.fspath("a/b")
+
+    one_graph(f, randn(4), randn(4, seed=1))
+
+
+def test_metaclass_call_written_in_python_is_inlined():
+    class Single(type):
+        made = {}
+
+        def __call__(cls, *args, **kwargs):
+            if cls not in cls.made:
+                cls.made[cls] = super().__call__(*args, **kwargs)
+            return cls.made[cls]
+
+    class Conf(metaclass=Single):
+        def __init__(self, scale=3):
+            self.scale = scale
+
+    Conf(scale=2)  # the registry holds it: the trace reads it through the metaclass
+
+    def f(x):
+        c = Conf()
+        return x * c.scale, c is Conf(), type(c).__name__
+
+    one_graph(f, randn(3))
+
+    class Fresh(metaclass=Single):  # made by the first call, inside the graph's output
+        def __init__(self, scale=5):
+            self.scale = scale
+
+    def g(x):
+        c = Fresh()
+        return x * c.scale, c, c is Fresh()
+
+    cg = ember.compile(g)
+    out, obj, same = cg(randn(3))
+    assert same and Single.made[Fresh] is obj and type(obj) is Fresh and obj.scale == 5
+    out2, obj2, _ = cg(randn(3))
+    assert obj2 is obj  # the registry answers now
+    assert_same(out2, randn(3) * 5)
