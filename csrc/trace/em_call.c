@@ -552,8 +552,33 @@ static EmStatus data_written(EmTracer *T, EmRef r) {
     return EM_OK;
 }
 
+/* x.to(other, ...) is x.to(other.device, other.dtype, ...): buf gets those arguments (the
+ * other's metadata is the trace's, guarded), and their count is returned; 0 for any other
+ * call, -1 on error. */
+static int to_other(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, EmSym **buf) {
+    static PyObject *to;
+    if (!to && !(to = PyObject_GetAttrString((PyObject *)em_state.tensor_type, "to"))) return -1; /* held for good */
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (op != EMOP_CALL || fn != to || nargs - nkw < 2 || args[1]->kind != SYM_TENSOR || nargs > 62) return 0;
+    PyObject *m = em_sym_meta(T, args[1]), *dt = m ? PyObject_GetAttrString(m, "dtype") : NULL;
+    buf[0] = args[0];
+    buf[1] = dt ? em_sym_const(T, args[1]->device) : NULL;
+    buf[2] = buf[1] ? em_sym_const(T, dt) : NULL;
+    Py_XDECREF(dt);
+    if (!buf[2]) return -1;
+    for (int i = 2; i < nargs; i++) buf[i + 1] = args[i];
+    return nargs + 1;
+}
+
 EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, PyObject *meta_fn,
                       EmSym **out) {
+    EmSym *moved[64];
+    int nmoved = to_other(T, op, fn, args, nargs, kwnames, moved);
+    if (nmoved < 0) return EM_ERR;
+    if (nmoved) {
+        args = moved;
+        nargs = nmoved;
+    }
     EmStatus bst = bool_subtraction(T, op, fn, args, nargs, kwnames);
     if (bst != CALL_NEXT) return bst;
     EmRef self = nargs && args[0]->kind == SYM_TENSOR ? args[0]->ref : -1, into = -1; /* into: an out= tensor */
@@ -2475,11 +2500,37 @@ static EmStatus call_metaclass(EmTracer *T, EmSym *fn, EmSym **all, int n, PyObj
     return cs ? em_call(T, cs, NULL, all, n, kwnames, out) : EM_ERR;
 }
 
+/* cls.__subclasses__() of a class from the frame: its subclasses now, a new list, the list the
+ * call gives guarded equal (a class defined or collected later recompiles). CALL_NEXT for
+ * other calls. */
+static EmStatus call_subclasses(EmTracer *T, PyObject *f, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    if (!Py_IS_TYPE(f, &PyMethodDescr_Type) || PyDescr_TYPE(f) != &PyType_Type || n != 1 || kwnames ||
+        all[0]->kind != SYM_OBJ || all[0]->src < 0 || !PyType_Check(all[0]->obj) ||
+        PyUnicode_CompareWithASCIIString(PyDescr_NAME(f), "__subclasses__"))
+        return CALL_NEXT;
+    PyObject *subs = PyObject_CallOneArg(f, all[0]->obj);
+    if (!subs) return EM_ERR;
+    int32_t slot = em_guard_call(T->P, all[0]->src, f, "%s.__subclasses__()", 0);
+    EmStatus st = slot < 0 || em_guard_check(T->P, EMG_EQ, slot, subs, 0) ? EM_ERR : EM_OK;
+    EmSym *l = st == EM_OK ? em_sym_new(T, SYM_LIST) : NULL;
+    for (Py_ssize_t i = 0; l && i < PyList_GET_SIZE(subs); i++) {
+        PyTypeObject *c = (PyTypeObject *)PyList_GET_ITEM(subs, i);
+        EmSym *cs = em_sym_known(T, (PyObject *)c, c->tp_name);
+        if (!cs || em_vec_push(&l->items, cs)) l = NULL;
+    }
+    Py_DECREF(subs);
+    if (!l) return PyErr_Occurred() ? EM_ERR : (PyErr_NoMemory(), EM_ERR);
+    *out = l;
+    return EM_OK;
+}
+
 /* Calls that make instances of classes by their own rules: type.__call__(cls, ...) (a
  * metaclass __call__'s super().__call__), a namedtuple class, a class whose metaclass defines
  * __call__, a structseq class. CALL_NEXT for others. */
 static EmStatus class_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     PyObject *f = fn->obj;
+    EmStatus sst = call_subclasses(T, f, all, n, kwnames, out);
+    if (sst != CALL_NEXT) return sst;
     if (Py_IS_TYPE(f, &PyWrapperDescr_Type) && PyDescr_TYPE(f) == &PyType_Type && n >= 1 &&
         (all[0]->kind == SYM_OBJ || all[0]->kind == SYM_CONST) && PyType_Check(all[0]->obj) &&
         !PyUnicode_CompareWithASCIIString(PyDescr_NAME(f), "__call__")) {
@@ -2572,6 +2623,29 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
 
 /* em_call's fourth step: the callee's _rules.py rule (methods of immutable builtin values are
  * CONST); CALL_NEXT for RULE_UNKNOWN. */
+/* f is tuple's own method (index, count) bound to a constant tuple subclass instance that
+ * keeps it (torch.Size(...).index(3)): pure, as on a tuple. */
+static int tuple_own_method(PyObject *bound_to, PyObject *f) {
+    if (!PyTuple_Check(bound_to) || !PyCFunction_Check(f)) return 0;
+    const char *name = ((PyCFunctionObject *)f)->m_ml->ml_name;
+    if (strcmp(name, "index") && strcmp(name, "count")) return 0;
+    PyObject *key = PyUnicode_FromString(name);
+    int own = key && _PyType_Lookup(Py_TYPE(bound_to), key) == _PyType_Lookup(&PyTuple_Type, key);
+    Py_XDECREF(key);
+    if (!key) PyErr_Clear(); /* out of memory: simply not pure here */
+    return own;
+}
+
+/* str.isalnum(c), int.bit_length(n), tuple.index(t, v)...: a method of an immutable builtin
+ * type called unbound on a constant of that type: pure, as its bound form. */
+static int immutable_unbound(PyObject *f, EmSym **all, int n) {
+    if (!Py_IS_TYPE(f, &PyMethodDescr_Type) || n < 1 || all[0]->kind != SYM_CONST) return 0;
+    PyTypeObject *t = PyDescr_TYPE(f);
+    return (t == &PyUnicode_Type || t == &PyBytes_Type || t == &PyLong_Type || t == &PyFloat_Type ||
+            t == &PyTuple_Type || t == &PyFrozenSet_Type || t == &PyComplex_Type) &&
+           Py_IS_TYPE(all[0]->obj, t);
+}
+
 static EmStatus call_by_rule(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)self;
     PyObject *f = fn->obj;
@@ -2580,9 +2654,11 @@ static EmStatus call_by_rule(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
     if (ost != CALL_NEXT) return ost;
     PyObject *bound_to = PyCFunction_Check(f) ? PyCFunction_GET_SELF(f) : NULL;
     /* methods of immutable builtin values ("-".join, "{}".format, (1, 2).index): pure */
-    int rule = bound_to && (PyUnicode_CheckExact(bound_to) || PyBytes_CheckExact(bound_to) ||
-                            PyLong_CheckExact(bound_to) || PyFloat_CheckExact(bound_to) ||
-                            PyTuple_CheckExact(bound_to) || PyFrozenSet_CheckExact(bound_to))
+    int rule = (bound_to &&
+                (PyUnicode_CheckExact(bound_to) || PyBytes_CheckExact(bound_to) || PyLong_CheckExact(bound_to) ||
+                 PyFloat_CheckExact(bound_to) || PyTuple_CheckExact(bound_to) || PyFrozenSet_CheckExact(bound_to) ||
+                 tuple_own_method(bound_to, f))) ||
+                       immutable_unbound(f, all, n)
                    ? RULE_CONST
                    : rule_of(f);
     /* classify asks the callable itself (isinstance reads its __class__, which may raise) */

@@ -1067,6 +1067,18 @@ EmStatus em_sym_tensor_attr(EmTracer *T, EmSym *base, PyObject *name, int method
  * type. Data descriptors on the type (properties) would run code: not supported yet. */
 /* A class attribute `descr` found for instance sym base (type tp): functions become the
  * method (self = base), properties are inlined, static and class methods unwrapped. */
+/* A classmethod wrapping a property: its __get__ gives the property's fget applied to the
+ * class (CPython 3.11 and 3.12 chain the descriptors; 3.13 no longer does). */
+static EmStatus class_property(EmTracer *T, EmSym *cls, PyObject *prop, const char *n, EmSym **out, EmSym **self) {
+    PyObject *fget = PyObject_GetAttrString(prop, "fget");
+    if (!fget) return EM_ERR;
+    Py_DECREF(fget); /* kept alive by prop */
+    if (!cls) return EM_ERR;
+    if (!PyFunction_Check(fget)) return em_trace_fail(T, EMA_ATTR, "%s (a class property of a builtin)", n);
+    *self = NULL;
+    return em_inline(T, fget, &cls, 1, NULL, out);
+}
+
 static EmStatus class_attr(EmTracer *T, EmSym *base, PyTypeObject *tp, PyObject *descr, const char *n, int method,
                            EmSym **out, EmSym **self) {
     PyObject *fn = descr;
@@ -1088,6 +1100,8 @@ static EmStatus class_attr(EmTracer *T, EmSym *base, PyTypeObject *tp, PyObject 
         PyObject *f = PyObject_GetAttrString(descr, "__func__");
         if (!f) return EM_ERR;
         Py_DECREF(f); /* kept alive by descr */
+        if (!is_static && Py_IS_TYPE(f, &PyProperty_Type)) /* @classmethod over @property (3.11, 3.12) */
+            return class_property(T, em_sym_const(T, (PyObject *)tp), f, n, out, self);
         if (!PyFunction_Check(f)) return em_trace_fail(T, EMA_ATTR, "%s.%s (wraps a builtin)", tp->tp_name, n);
         fn = f;
         bound = is_static ? NULL : em_sym_const(T, (PyObject *)tp);
@@ -1854,6 +1868,7 @@ static EmStatus class_function_attr(EmTracer *T, EmSym *base, PyObject *v, int32
         f = PyObject_GetAttrString(v, "__func__");
         if (!f) return EM_ERR;
         Py_DECREF(f); /* kept alive by v */
+        if (is_cm && Py_IS_TYPE(f, &PyProperty_Type)) return class_property(T, base, f, n, out, self);
         if (!PyFunction_Check(f))
             return em_trace_fail(T, EMA_ATTR, "%s.%s (wraps a builtin)", ((PyTypeObject *)base->obj)->tp_name, n);
     }
@@ -1920,6 +1935,15 @@ static EmStatus type_attr(EmTracer *T, EmSym *base, PyObject *name, int method, 
     if (!v) {
         if (mattr && PyFunction_Check(mattr)) /* a metaclass method: cls is self */
             return em_sym_method(T, mattr, base, method, out, self);
+        if (mattr && Py_IS_TYPE(mattr, &PyMethodDescr_Type) && PyDescr_TYPE(mattr) == &PyType_Type) {
+            /* a builtin method of type (cls.__subclasses__), bound to cls while neither cls's MRO
+             * nor a Python metaclass defines the name (their version tags guarded) */
+            EmStatus gst = EM_OK;
+            if (em_guard_class(T, cls, &gst) != EM_OK ||
+                ((meta->tp_flags & Py_TPFLAGS_HEAPTYPE) && em_guard_class(T, meta, &gst) != EM_OK))
+                return gst;
+            return em_sym_method(T, mattr, base, method, out, self);
+        }
         if (mattr && !Py_TYPE(mattr)->tp_descr_get && (meta->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
             /* a plain attribute of the metaclass (a singleton's registry): read from the
              * metaclass while cls's MRO still lacks the name (its version tag guarded) */

@@ -3732,3 +3732,66 @@ def test_metaclass_call_written_in_python_is_inlined():
     out2, obj2, _ = cg(randn(3))
     assert obj2 is obj  # the registry answers now
     assert_same(out2, randn(3) * 5)
+
+
+def test_index_of_size_and_class_properties():
+    import collections
+    import warnings
+
+    NT = collections.namedtuple("NT", "a b c d")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # classmethod over property: 3.11 and 3.12
+
+        class Box:
+            _X, _Y = 0, 1
+
+            @classmethod
+            @property
+            def POINT(cls):
+                return slice(cls._X, cls._Y + 1)
+
+    def f(x):
+        s = torch.Size([1, 2, 3, 4])
+        n = NT(1, 2, 3, 4)
+        x = x.clone()
+        x[..., Box.POINT] = x[..., Box().POINT] * 2
+        return x + s.index(3) + s.index(3, 2) + s.count(2) + n.index(4), x.shape.index(3)
+
+    one_graph(f, randn(2, 3))
+
+
+def test_to_another_tensors_dtype_and_device():
+    def f(boxes, idxs):  # torchvision's batched_nms
+        offsets = idxs.to(boxes) * (boxes.max() + torch.tensor(1).to(boxes))
+        return boxes + offsets[:, None], boxes.to(idxs, copy=True), idxs.to(boxes, non_blocking=False)
+
+    one_graph(f, randn(5, 4), torch.arange(5) % 3)
+
+
+def test_subclasses_of_a_class_and_unbound_methods_of_immutable_values():
+    class Backend:
+        name = "base"
+
+    class TorchBackend(Backend):
+        name = "torch"
+
+    class Deeper(TorchBackend):
+        name = "deeper"
+
+    def f(x):
+        found, todo = [], Backend.__subclasses__()
+        while todo:  # einops' get_backend
+            b = todo.pop()
+            todo += b.__subclasses__()
+            found.append(b.name)
+        chars = [c for c in "ab_(1" if str.isalnum(c)]
+        return x + len(found), found, chars, int.bit_length(5), str.upper("q")
+
+    one_graph(f, randn(2))
+    cf = ember.compile(f)
+    cf(randn(2))
+
+    class Later(Backend):  # a subclass defined after the compile: the guard sees it
+        name = "later"
+
+    assert_same(cf(randn(2)), f(randn(2)))

@@ -803,3 +803,23 @@ def test_tensor_guards_and_storage_reads_are_direct_on_cuda():
     ember.compile(lambda a, b, c: (a + 1, b * 2, c))(x, x[1:], y)
     assert ember.tensor_guards_fast
     assert ember._C._storage_groups((x, x[1:], y, rand(2)), 0) == (0, 0, 2, 3)
+
+
+def test_small_tensors_of_constants_on_cuda_are_folded():
+    """torch.div of sizes (a CPU tensor) and torch.tensor(..., device=cuda) whose values are
+    read as sizes and ints: computed for real while tracing, on eager's device, one graph."""
+
+    def f(x):
+        n = torch.div(x.size(1), 4, rounding_mode="trunc")
+        k = torch.tensor(x.shape[0], device=x.device) * 2
+        k.sub_(1)
+        y = x.view(x.size(0), n, 4) * n
+        return y.sum(-1) + int(k), torch.arange(k, device=x.device), k
+
+    for backend in ("eager", "inductor"):
+        ember.reset()
+        x = rand(3, 8)
+        expected = f(x)
+        got = ember.compile(f, backend=backend, fullgraph=True)(x)
+        assert_same(got, expected, **(EXEC if backend == "eager" else INDUCTOR))
+        assert got[2].device == CUDA
