@@ -581,13 +581,24 @@ def _untracked_alias(inputs):
     return None
 
 
+# functional-looking ops that write an argument: batch norm's running statistics (training)
+_WRITES_ARGS = {"batch_norm", "instance_norm", "native_batch_norm", "_native_batch_norm_legit"}
+
+
 def _has_inplace(gm):
-    """The graph has an in-place op (one that may write into an input)."""
+    """The graph has an in-place op (one that may write into an input): a name_ op, an in-place
+    operator, an item store (x[i] = v), out=, inplace=True, batch norm's running statistics."""
     def mutates(n):
         if n.op == "call_method":
             return n.target.endswith("_")
-        name = getattr(n.target, "__name__", "") if n.op == "call_function" else ""
-        return name.endswith("_") or name in _INPLACE or "out" in n.kwargs
+        if n.op != "call_function":
+            return False
+        name = getattr(n.target, "__name__", "")
+        schema = getattr(n.target, "_schema", None)  # torch.ops.ns.op.overload: its schema says
+        packet = getattr(n.target, "_qualified_op_name", "")  # torch.ops.ns.op: by its name
+        return (name.endswith("_") or name in _INPLACE or name == "setitem" or name in _WRITES_ARGS or
+                "out" in n.kwargs or n.kwargs.get("inplace") is True or
+                (schema is not None and schema.is_mutable) or packet.endswith("_"))
     return any(mutates(n) for n in gm.graph.nodes)
 
 

@@ -528,6 +528,41 @@ def test_overlapping_views_passed_after_a_compile_with_distinct_tensors():
     _overlapping_views_after_distinct()
 
 
+def test_item_stores_count_as_in_place_ops_for_functional_backends():
+    """x[i] = v writes its tensor as add_ does: a view of another input passed after a compile
+    with distinct tensors sees the write (AOTAutograd alone, as torch.compile, kept the old
+    values), and an expanded input written through an item store runs as eager does."""
+    def f(y, v):
+        v[0] = 5.0
+        return y * 2
+
+    def f_ops(y, v):  # torch.ops overloads and packets that write their argument
+        torch.ops.aten.add_.Tensor(v, torch.ones(2))
+        torch.ops.aten.mul_(v, 2)
+        return y * 2
+
+    for fn, want in ((f, [10.0, 0.0, 0.0]), (f_ops, [4.0, 4.0, 0.0])):
+        cf = ember.compile(fn, backend="aot_eager")
+        cf(torch.zeros(3), torch.zeros(2))
+        y = torch.zeros(3)
+        torch.testing.assert_close(cf(y, y[:2]), torch.tensor(want))
+
+    def g(x):
+        t = x.unsqueeze(0).expand(2, *x.shape)  # its two rows share memory
+        t[0] = 1
+        return t.amax(-1)
+
+    def h(t):
+        t[0] = 1
+        return t.amax(-1)
+
+    x, ref = torch.zeros(3), torch.zeros(3)
+    torch.testing.assert_close(ember.compile(g, backend="aot_eager")(x), g(ref))
+    x, ref = torch.zeros(3), torch.zeros(3)
+    torch.testing.assert_close(ember.compile(h, backend="aot_eager")(x.expand(2, 3)), h(ref.expand(2, 3)))
+    torch.testing.assert_close(x, ref)
+
+
 def test_storage_groups_read_in_c_agree_with_torchs():
     """The per-call alias check of graphs with in-place ops reads storages in C: the same groups
     as torch's untyped_storage().data_ptr() (views, x.data, one numpy array's memory twice, empty
