@@ -536,6 +536,27 @@ def imported(name, globals_, fromlist, level):
     return mod
 
 
+def import_missing(name, globals_, fromlist, level):
+    """What an import that imported() refused lacks: (container, key, in_a_dict) triples, a
+    module name absent from sys.modules or a submodule absent from its package's attributes. A
+    frame that breaks there keeps those absences guarded, so that it is traced again (and the
+    import captured) once the import ran (csrc/driver/em_driver.c)."""
+    import sys
+    if level:
+        package = globals_.get("__package__") or (globals_.get("__spec__") and globals_["__spec__"].parent)
+        if not package:
+            return []
+        try:
+            import importlib.util
+            name = importlib.util.resolve_name("." * level + name, package)
+        except (ImportError, ValueError):
+            return []
+    mod = sys.modules.get(name)
+    if mod is None:
+        return [(sys.modules, name, True)]
+    return [(mod, f, False) for f in fromlist or () if f != "*" and not hasattr(mod, f)]
+
+
 environ = os.environ  # reads of it are answered at trace time, guarded per key (em_call.c)
 
 

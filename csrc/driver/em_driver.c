@@ -290,6 +290,19 @@ done:
     return rc;
 }
 
+/* The absences an aborted trace's refused imports depended on (EmTracer.sticky), guarded in P:
+ * the entry with the break they caused fails once the import ran. 0, or -1 on error. */
+static int guard_absences(EmGuardProg *P, PyObject *sticky) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(sticky); i++) {
+        PyObject *t = PyList_GET_ITEM(sticky, i);
+        PyObject *where = PyTuple_GET_ITEM(t, 0), *key = PyTuple_GET_ITEM(t, 1);
+        int in_dict = PyTuple_GET_ITEM(t, 2) == Py_True;
+        int32_t slot = em_guard_const(P, where, in_dict ? "sys.modules" : "<package>");
+        if (slot < 0 || em_guard_check(P, EMG_ABSENT, slot, key, in_dict)) return -1;
+    }
+    return 0;
+}
+
 EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allow_break, int32_t backend, int dyn_mode,
                                  PyObject *dyn_state, EmEntry **out, PyObject **why) {
     EmTracer T;
@@ -297,7 +310,7 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
     EmStrBuf gtxt = {0}, ktxt = {0};
     EmDriverResult res = EMD_ERR;
     EmEntry *e = em_entry_new();
-    PyObject *first_why = NULL;
+    PyObject *first_why = NULL, *sticky = NULL;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     *out = NULL;
@@ -351,6 +364,7 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
             goto done;
         }
         /* trace again, stopping just before the instruction */
+        sticky = Py_XNewRef(T.sticky);
         em_trace_free(&T);
         em_graph_free(&G);
         em_guard_free(&e->P);
@@ -387,6 +401,7 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
             }
             em_state.n_breaks++;
             if ((em_state.logs & EM_LOG_BREAKS) && log_text("breaks", e->break_reason)) goto done;
+            if (sticky && guard_absences(&e->P, sticky)) goto done;
         } else if (st == EM_ABORT || (st == EM_OK && !T.broke)) {
             *why = PyUnicode_FromFormat("%U (no graph break: the replay did not reach it)", first_why);
             res = *why ? EMD_ABORT : EMD_ERR;
@@ -463,6 +478,7 @@ done:
     em_sb_free(&ktxt);
     em_entry_decref(e);
     Py_XDECREF(first_why);
+    Py_XDECREF(sticky);
     return res;
 }
 

@@ -1126,6 +1126,16 @@ EmStatus h_import_name(EmTracer *T, const EmInstr *in) {
     if (!mod) return EM_ERR;
     if (mod == Py_None) {
         Py_DECREF(mod);
+        PyObject *miss = PyObject_CallMethod(em_state.meta_run, "import_missing", "OOOO", name, T->globals,
+                                             fromlist->obj, level->obj);
+        if (!miss) return EM_ERR;
+        if (!T->sticky && !(T->sticky = PyList_New(0))) {
+            Py_DECREF(miss);
+            return EM_ERR;
+        }
+        int e = PyList_SetSlice(T->sticky, PyList_GET_SIZE(T->sticky), PyList_GET_SIZE(T->sticky), miss);
+        Py_DECREF(miss);
+        if (e) return EM_ERR;
         return em_trace_fail(T, EMA_NOT_IN_GRAPH, "import of %s (not imported yet: it would run import code)",
                              PyUnicode_AsUTF8(name));
     }

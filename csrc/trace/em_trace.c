@@ -1167,6 +1167,7 @@ void em_trace_free(EmTracer *T) {
     em_vec_free(&T->data_nodes);
     em_vec_free(&T->known_refs);
     Py_CLEAR(T->known_vals);
+    Py_CLEAR(T->sticky);
     em_vec_free(&T->node_dims);
     em_vec_free(&T->dim_exprs);
     em_vec_free(&T->expr_ref);

@@ -99,6 +99,9 @@ typedef struct EmTracer {
      * tensor (a list, owned; em_fold.c) */
     EmVec(EmRef) known_refs;
     PyObject *known_vals;
+    /* what a refused import lacked: (container, key, in_a_dict) triples (a list, owned; NULL if
+     * none); a break the abort leads to keeps them guarded absent (em_driver.c) */
+    PyObject *sticky;
     EmVec(EmOut) out;
     /* graph breaks */
     int break_at;      /* code unit of the root instruction to break at, -1 = none */

@@ -474,6 +474,41 @@ def test_import_of_a_module_not_yet_loaded_is_not_run_while_tracing():
     assert "this_module_does_not_exist_anywhere" not in sys.modules
 
 
+def test_a_break_at_an_import_not_yet_run_is_traced_again_once_it_ran(tmp_path, monkeypatch):
+    """A call that imports a module not loaded yet breaks the frame that made it (no import code
+    runs while tracing); that frame's entry keeps the module's absence guarded, so once the
+    break ran the import, the next call traces it again and captures the call whole (einops'
+    first rearrange)."""
+    import sys
+
+    pkg = tmp_path / "ember_pkg_import_once"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub.py").write_text("SCALE = 3\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import ember_pkg_import_once  # the package only: its submodule is imported by the call
+
+    def helper(x):
+        from ember_pkg_import_once import sub
+        return x * sub.SCALE
+
+    def f(x):
+        return helper(x) + 1
+
+    cf = ember.compile(f)
+    x = randn(3)
+    assert_same(cf(x), f(x))
+    assert ember.testing.counters()["breaks"] >= 1
+    ember.testing.reset_counters()
+    for _ in range(2):
+        assert_same(cf(x), f(x))
+    c = ember.testing.counters()
+    assert (c["frames"], c["breaks"], c["hits"]) == (1, 0, 1), c  # traced again once, whole
+    assert ember_pkg_import_once.sub.SCALE == 3
+    sys.modules.pop("ember_pkg_import_once.sub", None)
+    sys.modules.pop("ember_pkg_import_once", None)
+
+
 def test_set_literals_and_comprehensions_of_constants():
     names = ("q", "k", "v", "q")
 
