@@ -2102,12 +2102,16 @@ def test_grad_store_of_another_shape_raises_as_eager():
 
 # ---- stores to Tensor.data: aten.shallow_copy_data_ in the graph, under no_grad ----
 
+# torch before 2.12 (the GPU machine's 2.11) has no aten.shallow_copy_data_: the store breaks there
+_needs_set_data = pytest.mark.skipif(ember._rules.set_data is None, reason="this torch has no aten.shallow_copy_data_")
+
 
 def _data_model():
     torch.manual_seed(0)
     return torch.nn.Linear(3, 2)
 
 
+@_needs_set_data
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_data_store_of_a_parameter_changes_it_in_the_graph(backend):
     def f(m, x):
@@ -2128,6 +2132,7 @@ def test_data_store_of_a_parameter_changes_it_in_the_graph(backend):
     assert_same(mc.weight.grad, me.weight.grad)
 
 
+@_needs_set_data
 def test_data_store_shares_storage_and_keeps_saved_tensors_valid():
     def f(x, w):
         y = (w * x).sum()  # saves w for backward: .data = does not bump its version
@@ -2150,6 +2155,7 @@ def test_data_store_shares_storage_and_keeps_saved_tensors_valid():
     assert_same(wc.grad, we.grad)
 
 
+@_needs_set_data
 def test_data_store_under_no_grad_and_of_another_dtype():
     def f(x, w):
         with torch.no_grad():
