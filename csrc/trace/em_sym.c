@@ -1101,10 +1101,10 @@ static EmStatus class_attr(EmTracer *T, EmSym *base, PyTypeObject *tp, PyObject 
         if (!f) return EM_ERR;
         Py_DECREF(f); /* kept alive by descr */
         if (!is_static && Py_IS_TYPE(f, &PyProperty_Type)) /* @classmethod over @property (3.11, 3.12) */
-            return class_property(T, em_sym_const(T, (PyObject *)tp), f, n, out, self);
+            return class_property(T, em_sym_known(T, (PyObject *)tp, tp->tp_name), f, n, out, self);
         if (!PyFunction_Check(f)) return em_trace_fail(T, EMA_ATTR, "%s.%s (wraps a builtin)", tp->tp_name, n);
         fn = f;
-        bound = is_static ? NULL : em_sym_const(T, (PyObject *)tp);
+        bound = is_static ? NULL : em_sym_known(T, (PyObject *)tp, tp->tp_name);
         if (!is_static && !bound) return EM_ERR;
         if (!method && !is_static) return em_sym_method(T, fn, bound, 0, out, self);
     } else if (descr == em_state.object_getattribute || PyFunction_Check(descr) ||
@@ -1113,7 +1113,7 @@ static EmStatus class_attr(EmTracer *T, EmSym *base, PyTypeObject *tp, PyObject 
         if (!method) return em_sym_method(T, fn, bound, 0, out, self);
     } else if (em_user_descr_method(descr, EM_STR(dunder_get)) && base->kind == SYM_OBJ && base->src >= 0) {
         /* a non-data descriptor of a Python class the instance dict did not answer: its __get__ */
-        EmSym *args[3] = {em_sym_known(T, descr, n), base, em_sym_const(T, (PyObject *)tp)};
+        EmSym *args[3] = {em_sym_known(T, descr, n), base, em_sym_known(T, (PyObject *)tp, tp->tp_name)};
         return args[0] && args[2] ? em_inline(T, em_user_descr_method(descr, EM_STR(dunder_get)), args, 3, NULL, out)
                                   : EM_ERR;
     } else {
@@ -2262,7 +2262,7 @@ static EmStatus descr_attr(EmTracer *T, EmSym *base, PyObject *descr, PyObject *
     if (!dget) return em_trace_fail(T, EMA_ATTR, "%s.%s (property or descriptor)", tp->tp_name, n);
     /* a data descriptor of a Python class: type(descr).__get__(descr, o, type(o)), traced */
     if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
-    EmSym *args[3] = {em_sym_known(T, descr, n), base, em_sym_const(T, (PyObject *)tp)};
+    EmSym *args[3] = {em_sym_known(T, descr, n), base, em_sym_known(T, (PyObject *)tp, tp->tp_name)};
     return args[0] && args[2] ? em_inline(T, dget, args, 3, NULL, out) : EM_ERR;
 }
 
@@ -2363,7 +2363,7 @@ static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, E
     if (descr && Py_TYPE(descr)->tp_descr_set) { /* data descriptors come first */
         if (Py_IS_TYPE(descr, &PyProperty_Type)) return class_attr(T, base, tp, descr, n, method, out, self);
         if (dget) { /* a Python class's: type(descr).__get__(descr, o, type(o)), traced */
-            EmSym *args[3] = {em_sym_known(T, descr, n), base, em_sym_const(T, (PyObject *)tp)};
+            EmSym *args[3] = {em_sym_known(T, descr, n), base, em_sym_known(T, (PyObject *)tp, tp->tp_name)};
             return args[0] && args[2] ? em_inline(T, dget, args, 3, NULL, out) : EM_ERR;
         }
         if (!strcmp(n, "__dict__")) {
@@ -2394,6 +2394,10 @@ static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, E
         Py_IS_TYPE(descr, &PyMethodDescr_Type) || Py_IS_TYPE(descr, &PyWrapperDescr_Type) ||
         Py_IS_TYPE(descr, (PyTypeObject *)EM_KNOWN(lru_wrapper)))
         return class_attr(T, base, tp, descr, n, method, out, self);
+    if (dget) { /* a Python class's non-data descriptor the instance dict did not answer: its __get__ */
+        EmSym *args[3] = {em_sym_known(T, descr, n), base, em_sym_known(T, (PyObject *)tp, tp->tp_name)};
+        return args[0] && args[2] ? em_inline(T, dget, args, 3, NULL, out) : EM_ERR;
+    }
     EmSym *cls = em_sym_known(T, (PyObject *)tp, tp->tp_name), *ignored = NULL;
     return cls ? type_attr(T, cls, name, 0, out, &ignored) : EM_ERR;
 }

@@ -3801,3 +3801,29 @@ def test_subclasses_of_a_class_and_unbound_methods_of_immutable_values():
         name = "later"
 
     assert_same(cf(randn(2)), f(randn(2)))
+
+
+def test_classmethod_through_an_instance_reads_the_class():
+    class Foo:
+        x = 5
+
+    class Owner:
+        def __get__(self, obj, owner):
+            return owner.scale * 2
+
+    class Mock:
+        class_variable = Foo()
+        scale = 3
+        doubled = Owner()
+
+        @classmethod
+        def get_class_variable(cls):
+            return cls.class_variable.x + cls.scale
+
+        def run(self, x):
+            return self.get_class_variable() * x + self.doubled
+
+    def f(x):
+        return Mock().run(x), Mock.get_class_variable()
+
+    one_graph(f, randn(4))
