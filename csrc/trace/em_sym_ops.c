@@ -60,7 +60,22 @@ static EmSym *key_for(EmTracer *T, EmSym *c, EmSym *key) {
     return c->kind == SYM_TENSOR || c->kind == SYM_NDARRAY ? key : em_sym_hashable(T, key);
 }
 
+/* A sequence indexed by a tensor the trace knows (x.shape[torch.tensor(1)]): the index its
+ * __index__ gives, as the sequence's subscript takes it; key itself otherwise. NULL on error. */
+static EmSym *known_index(EmTracer *T, EmSym *c, EmSym *key) {
+    PyObject *real = key->kind == SYM_TENSOR ? em_fold_known(T, key) : NULL;
+    int seq = c->kind == SYM_TUPLE || c->kind == SYM_LIST ||
+              (c->kind == SYM_CONST && (PyTuple_Check(c->obj) || PyUnicode_Check(c->obj) || PyRange_Check(c->obj)));
+    if (!real || !seq) return key;
+    PyObject *i = PyNumber_Index(real);
+    if (!i) return PyErr_Clear(), key; /* not an integer: Python's TypeError comes from the subscript */
+    EmSym *k = em_sym_const(T, i);
+    Py_DECREF(i);
+    return k;
+}
+
 EmStatus em_sym_getitem(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
+    if (!(key = known_index(T, c, key))) return EM_ERR;
     if (!(key = key_for(T, c, key))) return EM_ERR;
     /* a slice with a symbolic bound stays symbolic only for a tensor */
     if (key->kind == SYM_SLICE && c->kind != SYM_TENSOR && !(key = em_slice_pinned(T, key))) return EM_ERR;

@@ -185,3 +185,20 @@ def test_ops_that_may_write_their_arguments_forget_known_values():
         return x * mean.item(), var
 
     _stale(foreach, batch_norm_stats)
+
+
+def test_sequences_indexed_by_known_tensors():
+    def f(x):
+        idx = torch.tensor(1)
+        dim_size = x.shape[idx]  # the index __index__ gives, as the tuple's subscript takes it
+        return x.reshape(-1, dim_size), [10, 20, 30][idx + 1], (4, 5, 6)[idx], "abc"[idx]
+
+    one_graph(f, randn(2, 3, 4))
+
+    def g(x):
+        return (4, 5)[torch.tensor(1.0)]  # not an integer: Python's TypeError
+
+    with pytest.raises(TypeError):
+        g(randn(2))
+    with pytest.raises(TypeError):
+        ember.compile(g)(randn(2))
