@@ -87,22 +87,14 @@ static EM_NEW PyObject *fold_call(EmTracer *T, PyObject *fn, EmSym **args, int n
     return r;
 }
 
-/* Whether s holds a tensor the trace knows (through tuples and lists). */
-static int holds_known(const EmTracer *T, EmSym *s, int depth) {
-    if (s->kind == SYM_TENSOR) return em_fold_known(T, s) != NULL;
-    if ((s->kind != SYM_TUPLE && s->kind != SYM_LIST) || depth > 4) return 0;
-    for (int32_t i = 0; i < s->items.len; i++)
-        if (holds_known(T, s->items.data[i], depth + 1)) return 1;
-    return 0;
-}
-
-/* Whether any argument holds a tensor the trace does not know (a quick no for most ops). */
-static int has_unknown_tensor(const EmTracer *T, EmSym *s, int depth) {
-    if (s->kind == SYM_TENSOR) return !em_fold_known(T, s);
-    if ((s->kind != SYM_TUPLE && s->kind != SYM_LIST) || depth > 2) return 0;
-    for (int32_t i = 0; i < s->items.len; i++)
-        if (has_unknown_tensor(T, s->items.data[i], depth + 1)) return 1;
-    return 0;
+/* The tensors s holds (itself, or through tuples and lists): bit 1 when one is known, bit 2
+ * when one is not. */
+static int tensors_held(const EmTracer *T, EmSym *s, int depth) {
+    if (s->kind == SYM_TENSOR) return em_fold_known(T, s) ? 1 : 2;
+    int r = 0;
+    for (int32_t i = 0; (s->kind == SYM_TUPLE || s->kind == SYM_LIST) && depth <= 4 && i < s->items.len; i++)
+        r |= tensors_held(T, s->items.data[i], depth + 1);
+    return r;
 }
 
 /* A write to node r that was not run for real: when r is known, or computed from a known
@@ -164,7 +156,7 @@ EmStatus em_fold_after(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nar
         return fold_inplace(T, f, args, nargs, kwnames, self_before);
     if (T->known_refs.len && f) { /* an op that may write a known tensor it is given (foreach_add_, batch_norm) */
         int given = 0;
-        for (int i = 0; i < nargs && !given; i++) given = holds_known(T, args[i], 0);
+        for (int i = 0; i < nargs && !given; i++) given = tensors_held(T, args[i], 0) & 1;
         PyObject *p = given ? PyObject_CallMethod(em_state.meta_run, "pure", "O", f) : NULL;
         if (given && !p) return EM_ERR;
         if (p && p != Py_True) known_forget(T);
@@ -174,10 +166,8 @@ EmStatus em_fold_after(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nar
         into >= 0 || small_static(T, out->ref) < 0)
         return EM_OK;
     int tensors = 0;
-    for (int i = 0; i < nargs; i++) {
-        if (has_unknown_tensor(T, args[i], 0)) return EM_OK;
-        tensors |= em_sym_has_tensor(args[i]);
-    }
+    for (int i = 0; i < nargs; i++) tensors |= tensors_held(T, args[i], 0);
+    if (tensors & 2) return EM_OK; /* a tensor the trace does not know */
     PyObject *r = fold_call(T, f, args, nargs, kwnames, 0);
     EmStatus st = !r ? EM_OK : known_add(T, out->ref, r) ? EM_ERR : tensors ? EM_OK : as_factory(T, out->ref, r);
     Py_XDECREF(r);
