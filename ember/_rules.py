@@ -383,7 +383,8 @@ GRAD_CTX = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
 # autocast: its twin is entered while tracing the block, and ops inside it run on fake tensors
 # of their real device (meta tensors do not apply autocast's dtype rules), see run()
 # warnings.catch_warnings: entered and left by the graph (the filters its block sets apply to
-# the graph's ops); record=True (a list of the warnings as `as w`) and module= are not modelled
+# the graph's ops); with record=True its `as w` list is not modelled (a use of it aborts), nor
+# is module= (a filter set in its block would change the warnings module's filters)
 _set(CTX, GRAD_CTX + (torch.inference_mode, torch.autocast, warnings.catch_warnings))
 set_grad_enabled = torch._C._set_grad_enabled
 # `t.data = v` in the graph (em_obj.c store_data); older torch lacks the op: such stores break
@@ -394,10 +395,16 @@ def grad_mode(_=None):
     return torch.is_grad_enabled()
 
 
+def ctx_enters_none(obj):
+    """Whether the twin obj's __enter__ returns None (grad-mode contexts, catch_warnings without
+    record=True), the value `as x` then binds; else the trace does not model it."""
+    return not isinstance(obj, torch.autocast) and not getattr(obj, "_record", False)
+
+
 def ctx_new(cls, args, kwargs):
     """The tracer's twin of a context the traced code makes: (object, changes only grad mode)."""
-    if cls is warnings.catch_warnings and (dict(kwargs).get("record") or dict(kwargs).get("module") is not None):
-        raise TypeError("warnings.catch_warnings(record=True) or (module=) is not modelled")
+    if cls is warnings.catch_warnings and dict(kwargs).get("module") is not None:
+        raise TypeError("warnings.catch_warnings(module=) is not modelled")
     return cls(*args, **dict(kwargs)), cls in GRAD_CTX
 
 

@@ -1084,10 +1084,11 @@ EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int stri
 /* ---- sets ---- */
 
 /* How set membership compares x: 0 a constant (by value), 1 an object hashed by identity (a
- * tensor; an object with object's __hash__ and __eq__), -1 neither (the trace gives up). A
- * constant and an object hashed by identity are taken as never equal (their hashes would have
- * to collide). */
-int em_set_item_kind(const EmSym *x) {
+ * tensor; an object with object's __hash__ and __eq__), 2 a tuple of such items and such tuples
+ * (compared item by item: em_sym_items_eq), -1 none of these (the trace gives up). A constant
+ * and an object hashed by identity are taken as never equal (their hashes would have to
+ * collide). */
+static int set_item_kind_at(const EmSym *x, int depth) {
     if (x->kind == SYM_CONST) return 0;
     if (x->kind == SYM_TENSOR || x->kind == SYM_PARTIAL) return 1; /* a partial hashes by identity */
     if (x->kind == SYM_OBJ || x->kind == SYM_NEW) { /* a class too, unless its metaclass hashes */
@@ -1100,14 +1101,29 @@ int em_set_item_kind(const EmSym *x) {
         return tp->tp_hash == PyBaseObject_Type.tp_hash && tp->tp_richcompare == PyBaseObject_Type.tp_richcompare ? 1
                                                                                                                   : -1;
     }
-    return -1;
+    if (x->kind != SYM_TUPLE || !em_seq_plain_eq(x->seq_type) || depth >= EM_MAX_NEST) return -1;
+    for (int32_t i = 0; i < x->items.len; i++)
+        if (set_item_kind_at(x->items.data[i], depth + 1) < 0) return -1;
+    return 2;
 }
 
-EmStatus em_unhashable(EmTracer *T, EmSym *x) {
+int em_set_item_kind(const EmSym *x) { return set_item_kind_at(x, 0); }
+
+static EmStatus unhashable_at(EmTracer *T, EmSym *x, int depth) {
+    if (x->kind == SYM_TUPLE && em_seq_plain_eq(x->seq_type) && depth < EM_MAX_NEST)
+        for (int32_t i = 0; i < x->items.len; i++) { /* hash((a, [1])): a's hash, then the list's */
+            EmSym *it = x->items.data[i];
+            int k = em_set_item_kind(it);
+            if (k == 0 && PyObject_Hash(it->obj) == -1) return em_trace_raise_pending(T, "unhashable tuple item");
+            EmStatus st = k == 2 || k < 0 ? unhashable_at(T, it, depth + 1) : CALL_NEXT;
+            if (st != CALL_NEXT || k < 0) return st; /* an item whose hash is not known ends the walk */
+        }
     PyTypeObject *tp = em_sym_known_type(x);
     if (!tp || tp->tp_hash != PyObject_HashNotImplemented) return CALL_NEXT;
     return em_trace_raise_msg(T, PyExc_TypeError, "unhashable type: '%s'", tp->tp_name);
 }
+
+EmStatus em_unhashable(EmTracer *T, EmSym *x) { return unhashable_at(T, x, 0); }
 
 /* The index of x among set sym s's items, -1 when absent; -2 with *st set otherwise. */
 static int32_t set_find(EmTracer *T, EmSym *s, EmSym *x, EmStatus *st) {
@@ -1117,13 +1133,19 @@ static int32_t set_find(EmTracer *T, EmSym *s, EmSym *x, EmStatus *st) {
     if (kx < 0 && (*st = em_unhashable(T, x)) != CALL_NEXT) return -2;
     *st = EM_OK;
     if (kx < 0) return *st = em_trace_fail(T, EMA_VALUE, "a set holding a %s", em_sym_describe(x)), -2;
-    if (kx == 0 && PyObject_Hash(x->obj) == -1) return *st = em_trace_raise_pending(T, "unhashable set item"), -2;
+    Py_hash_t h;
+    if ((kx == 0 && PyObject_Hash(x->obj) == -1) || (kx == 2 && em_tuple_key_hash(x, &h)))
+        return *st = em_trace_raise_pending(T, "unhashable set item"), -2;
     for (int32_t i = 0; i < s->items.len; i++) {
         EmSym *it = s->items.data[i];
         if (em_set_item_kind(it) != kx) continue;
         int same;
         if (kx == 0) same = PyObject_RichCompareBool(it->obj, x->obj, Py_EQ);
-        else if ((*st = em_sym_is(T, it, x, &same)) != EM_OK) return -2;
+        else if (kx == 1 && (*st = em_sym_is(T, it, x, &same)) != EM_OK) return -2;
+        else if (kx == 2 && (*st = em_sym_items_eq(T, it, x, 1, &same)) != EM_OK) {
+            if (*st == CALL_NEXT) *st = em_trace_fail(T, EMA_VALUE, "a set holding %s", em_sym_describe(x));
+            return -2;
+        }
         if (same < 0) return *st = EM_ERR, -2;
         if (same) return i;
     }

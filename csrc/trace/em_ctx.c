@@ -37,7 +37,8 @@ static EmStatus record_grad(EmTracer *T, int mode) {
     return record(T, em_state.set_grad_enabled, "torch._C._set_grad_enabled", a, 1, EMV_NONE) < 0 ? EM_ERR : EM_OK;
 }
 
-/* Calls helper(arg) of ember._rules; for ctx_enter/ctx_exit the answer is the grad mode. */
+/* The truth of helper(arg), a function of ember._rules (ctx_enter/ctx_exit answer the grad mode);
+ * -1 on error. */
 static int helper_grad(const char *helper, PyObject *arg) {
     PyObject *r = PyObject_CallMethod(em_state.meta_run, helper, "O", arg);
     if (!r) return -1;
@@ -193,8 +194,11 @@ static EmStatus torch_before_with(EmTracer *T, EmSym *ctx, EmSym **exit_fn, EmSy
     if (!x || em_vec_push(&x->items, ctx)) return x ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
     *exit_fn = x;
     /* grad-mode contexts and inference_mode enter as None; autocast's __enter__ returns the
-     * context itself, which the trace does not model (a use of `as x` aborts) */
-    *entered = strcmp(Py_TYPE(ctx->obj)->tp_name, "autocast") ? em_sym_const(T, Py_None) : em_sym_null(T);
+     * context itself, catch_warnings(record=True)'s the list it records into, which the trace
+     * does not model (a use of `as x` aborts) */
+    int none = helper_grad("ctx_enters_none", ctx->obj);
+    if (none < 0) return EM_ERR;
+    *entered = none ? em_sym_const(T, Py_None) : em_sym_null(T);
     return *entered ? EM_OK : EM_ERR;
 }
 

@@ -1289,21 +1289,54 @@ static int32_t value_lookup(EmTracer *T, EmSym *d, EmSym *k, Py_hash_t h, EmStat
         EmSym *stored = em_dict_key_sym(T, kk);
         int eq = 0;
         if (!stored) return *st = EM_ERR, -2;
-        if ((*st = em_sym_eq_truth(T, stored, k, &eq)) != EM_OK) return -2;
+        int tuples = (em_set_item_kind(stored) == 2) + (em_set_item_kind(k) == 2);
+        if (tuples == 1) continue; /* a tuple and an object: their real hashes differ */
+        *st = tuples ? em_sym_items_eq(T, stored, k, 1, &eq) : em_sym_eq_truth(T, stored, k, &eq);
+        if (*st == CALL_NEXT) *st = em_trace_fail(T, EMA_VALUE, "dict key %s", em_sym_describe(k));
+        if (*st != EM_OK) return -2;
         if (eq) return i;
     }
     return -1;
 }
 
-/* em_dict_key of a key hashed by value (value_hashed): its traced hash, then value_lookup. */
-static int value_key(EmTracer *T, EmSym *d, EmSym *k, int make, PyObject **key, EmStatus *st) {
+static Py_hash_t tuple_key_hash_at(const EmSym *k, int depth) {
+    Py_uhash_t acc = 0x27d4eb2f165667c5ULL;
+    for (int32_t i = 0; i < k->items.len; i++) {
+        const EmSym *it = k->items.data[i];
+        Py_hash_t ih = it->kind == SYM_CONST                          ? PyObject_Hash(it->obj)
+                       : it->kind == SYM_TUPLE && depth < EM_MAX_NEST ? tuple_key_hash_at(it, depth + 1)
+                                                                      : 0x5bd1e995; /* hashed by identity */
+        if (ih == -1) return -1;
+        acc = (acc ^ (Py_uhash_t)ih) * 1000003ULL;
+    }
+    return acc == (Py_uhash_t)-1 ? 1546275796 : (Py_hash_t)acc;
+}
+
+int em_tuple_key_hash(const EmSym *k, Py_hash_t *h) {
+    *h = tuple_key_hash_at(k, 0);
+    return *h == -1 ? -1 : 0;
+}
+
+/* The hash a value-hashed key k is stored under: its traced hash(); a tuple's em_tuple_key_hash.
+ * 0, -1 with *st set. */
+static int value_hash(EmTracer *T, EmSym *k, Py_hash_t *h, EmStatus *st) {
+    if (em_set_item_kind(k) == 2)
+        return em_tuple_key_hash(k, h) ? (*st = em_trace_raise_pending(T, "unhashable dict key"), -1) : 0;
     EmSym *hf = em_sym_known(T, EM_KNOWN(hash), "hash"), *hv = NULL;
     if ((*st = hf ? em_call(T, hf, NULL, &k, 1, NULL, &hv) : EM_ERR) != EM_OK) return -1;
     if (hv->kind != SYM_CONST || !PyLong_CheckExact(hv->obj))
         return *st = em_trace_fail(T, EMA_VALUE, "dict key %s hashed to %s", em_sym_describe(k), em_sym_describe(hv)),
                -1;
-    Py_hash_t h = PyLong_AsSsize_t(hv->obj);
-    int32_t i = h == -1 && PyErr_Occurred() ? -2 : value_lookup(T, d, k, h, st);
+    *h = PyLong_AsSsize_t(hv->obj);
+    return *h == -1 && PyErr_Occurred() ? (*st = EM_ERR, -1) : 0;
+}
+
+/* em_dict_key of a key hashed by value (value_hashed, a tuple of objects compared by identity):
+ * its hash (value_hash), then value_lookup. */
+static int value_key(EmTracer *T, EmSym *d, EmSym *k, int make, PyObject **key, EmStatus *st) {
+    Py_hash_t h;
+    if (value_hash(T, k, &h, st)) return -1;
+    int32_t i = value_lookup(T, d, k, h, st);
     if (i == -2 && *st == EM_OK) *st = EM_ERR;
     if (i != -1) return i == -2 ? -1 : ((*key = d->keys.data[i]), 0);
     if (!make) return 1;
@@ -1331,7 +1364,11 @@ static int const_key(EmTracer *T, EmSym *d, EmSym *k, PyObject **key, EmStatus *
         if (!PyCapsule_IsValid(d->keys.data[i], value_token_name) || !key_hash(d->keys.data[i], &kh) || kh != h)
             continue;
         int eq = 0;
-        if ((*st = em_sym_eq_truth(T, em_key_token_sym(d->keys.data[i]), k, &eq)) != EM_OK) return -1;
+        EmSym *stored = em_key_token_sym(d->keys.data[i]);
+        *st = em_set_item_kind(stored) == 2 ? em_sym_items_eq(T, stored, k, 1, &eq)
+                                            : em_sym_eq_truth(T, stored, k, &eq);
+        if (*st == CALL_NEXT) *st = em_trace_fail(T, EMA_VALUE, "dict key %s", em_sym_describe(k));
+        if (*st != EM_OK) return -1;
         if (eq) return (*key = d->keys.data[i]), 0;
     }
     return 0;
@@ -1355,7 +1392,8 @@ int em_dict_key(EmTracer *T, EmSym *d, EmSym *k, int make, PyObject **key, EmSta
     if (k->kind == SYM_CONST && (*st = em_unhashable(T, k)) != CALL_NEXT) return -1; /* a set */
     *st = EM_OK;
     if (k->kind == SYM_CONST) return const_key(T, d, k, key, st);
-    if (em_set_item_kind(k) != 1 && em_value_hashed(k)) return value_key(T, d, k, make, key, st);
+    if (em_set_item_kind(k) == 2 || (em_set_item_kind(k) != 1 && em_value_hashed(k)))
+        return value_key(T, d, k, make, key, st);
     if (em_set_item_kind(k) != 1) {
         *st = em_unhashable(T, k);
         if (*st == CALL_NEXT) *st = em_trace_fail(T, EMA_VALUE, "dict key %s", em_sym_describe(k));

@@ -45,7 +45,7 @@ static EmStatus dict_setitem(EmTracer *T, EmSym *d, EmSym *key, EmSym *v) {
 }
 
 static EmStatus dict_contains(EmTracer *T, EmSym *d, EmSym *key, int *found) {
-    if (key->kind != SYM_CONST && em_set_item_kind(key) != 1 && !em_value_hashed(key))
+    if (key->kind != SYM_CONST && em_set_item_kind(key) < 1 && !em_value_hashed(key))
         return em_sym_contains_known(T, d, key, found);
     PyObject *k;
     EmStatus st;
@@ -102,7 +102,7 @@ static EM_NEW PyObject *dict_value(EmSym *d) {
  * up in b and the values compared `is`, then == (constants only: a pair of distinct non-constant
  * values, tensors, leaves it undecided: CALL_NEXT); two OrderedDicts equal as dicts then compare
  * their keys' order. Constant keys only. */
-static EmStatus dict_equal(EmSym *a, EmSym *b, int *eq) {
+static EmStatus dict_equal(EmTracer *T, EmSym *a, EmSym *b, int *eq) {
     if (a->kind != SYM_DICT || b->kind != SYM_DICT || em_dict_has_tokens(a) || em_dict_has_tokens(b)) return CALL_NEXT;
     *eq = a->keys.len == b->keys.len;
     for (int32_t i = 0; *eq && i < a->keys.len; i++) {
@@ -113,7 +113,8 @@ static EmStatus dict_equal(EmSym *a, EmSym *b, int *eq) {
             if (r) j = k;
         }
         if (j < 0) return (*eq = 0), EM_OK;
-        if (em_sym_items_eq(a->items.data[i], b->items.data[j], eq) != EM_OK) return CALL_NEXT;
+        EmStatus st = em_sym_items_eq(T, a->items.data[i], b->items.data[j], 0, eq);
+        if (st != EM_OK) return st;
     }
     int od = a->seq_type == EM_KNOWN(OrderedDict) && b->seq_type == EM_KNOWN(OrderedDict);
     for (int32_t i = 0; *eq && od && i < a->keys.len; i++) {
@@ -139,8 +140,9 @@ static EmStatus dict_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *
     if ((op == EMOP_EQ || op == EMOP_NE) && tb && !PyType_IsSubtype(tb, &PyDict_Type))
         return (*out = em_sym_const(T, op == EMOP_NE ? Py_True : Py_False)) ? EM_OK : EM_ERR; /* never equal */
     int eq = 0;
-    if ((op == EMOP_EQ || op == EMOP_NE) && dict_equal(a, b, &eq) == EM_OK)
-        return (*out = em_sym_const(T, eq == (op == EMOP_EQ) ? Py_True : Py_False)) ? EM_OK : EM_ERR;
+    EmStatus est = op == EMOP_EQ || op == EMOP_NE ? dict_equal(T, a, b, &eq) : CALL_NEXT;
+    if (est != EM_OK && est != CALL_NEXT) return est;
+    if (est == EM_OK) return (*out = em_sym_const(T, eq == (op == EMOP_EQ) ? Py_True : Py_False)) ? EM_OK : EM_ERR;
     if (op == EMOP_EQ || op == EMOP_NE) { /* on known values: a tensor value is not one */
         PyObject *va = dict_value(a), *vb = va ? dict_value(b) : NULL;
         PyObject *r = vb ? PyObject_RichCompare(va, vb, op == EMOP_EQ ? Py_EQ : Py_NE) : NULL;

@@ -37,13 +37,52 @@ EmStatus em_sym_eq_truth(EmTracer *T, EmSym *a, EmSym *b, int *eq) {
     return st == EM_OK ? em_sym_truth(T, r, eq) : st;
 }
 
-EmStatus em_sym_items_eq(const EmSym *x, const EmSym *y, int *eq) {
+int em_seq_plain_eq(PyObject *seq_type) {
+    return !seq_type || seq_type == EM_KNOWN(torch_Size) || em_is_namedtuple_type((PyTypeObject *)seq_type);
+}
+
+/* 't' a tuple compared as tuple's == compares (a sym or a constant), 'l' a plain list, 0 neither. */
+static int seq_like(const EmSym *s) {
+    if (s->kind == SYM_TUPLE) return em_seq_plain_eq(s->seq_type) ? 't' : 0;
+    if (s->kind == SYM_LIST) return s->seq_type ? 0 : 'l';
+    if (s->kind == SYM_CONST && PyTuple_Check(s->obj))
+        return Py_TYPE(s->obj)->tp_richcompare == PyTuple_Type.tp_richcompare ? 't' : 0;
+    return 0;
+}
+
+static Py_ssize_t seq_len(const EmSym *s) { return s->kind == SYM_CONST ? PyTuple_GET_SIZE(s->obj) : s->items.len; }
+
+static EmSym *seq_item(EmTracer *T, EmSym *s, Py_ssize_t i) {
+    return s->kind == SYM_CONST ? em_sym_const(T, PyTuple_GET_ITEM(s->obj, i)) : s->items.data[i];
+}
+
+static EmStatus items_eq_at(EmTracer *T, EmSym *x, EmSym *y, int lookup, int depth, int *eq) {
     if (x == y) return (*eq = 1), EM_OK;
-    if (x->kind != SYM_CONST || y->kind != SYM_CONST) return CALL_NEXT;
-    int r = PyObject_RichCompareBool(x->obj, y->obj, Py_EQ);
-    if (r < 0) return PyErr_Clear(), CALL_NEXT; /* Python raises it: not decided here */
-    *eq = r;
-    return EM_OK;
+    if (depth > EM_MAX_NEST) return CALL_NEXT;
+    if (x->kind == SYM_CONST && y->kind == SYM_CONST) {
+        int r = PyObject_RichCompareBool(x->obj, y->obj, Py_EQ);
+        if (r < 0) return PyErr_Clear(), CALL_NEXT; /* Python raises it: not decided here */
+        return (*eq = r), EM_OK;
+    }
+    int sx = seq_like(x), sy = seq_like(y);
+    if (sx && sy) {
+        *eq = sx == sy && seq_len(x) == seq_len(y);
+        for (Py_ssize_t i = 0; *eq && i < seq_len(x); i++) {
+            EmSym *a = seq_item(T, x, i), *b = a ? seq_item(T, y, i) : NULL;
+            EmStatus st = b ? items_eq_at(T, a, b, lookup, depth + 1, eq) : EM_ERR;
+            if (st != EM_OK) return st;
+        }
+        return EM_OK;
+    }
+    int kx = em_set_item_kind(x), ky = em_set_item_kind(y);
+    if (!((kx == 1 && (ky == 0 || ky == 1)) || (ky == 1 && kx == 0))) return CALL_NEXT;
+    EmStatus st = em_sym_is(T, x, y, eq);
+    /* distinct tensors: == compares their values, unless a lookup's hashes (their ids) differed */
+    return st == EM_OK && !*eq && !lookup && (x->kind == SYM_TENSOR || y->kind == SYM_TENSOR) ? CALL_NEXT : st;
+}
+
+EmStatus em_sym_items_eq(EmTracer *T, EmSym *x, EmSym *y, int lookup, int *eq) {
+    return items_eq_at(T, x, y, lookup, 0, eq);
 }
 
 /* ---- dispatch ---- */
@@ -80,9 +119,9 @@ EmStatus em_sym_getitem(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
     /* a slice with a symbolic bound stays symbolic only for a tensor */
     if (key->kind == SYM_SLICE && c->kind != SYM_TENSOR && !(key = em_slice_pinned(T, key))) return EM_ERR;
     /* before c's kind is asked: a key that holds a tensor makes the subscript a graph op,
-     * whatever c is, but for a tensor as a dict's key */
+     * whatever c is, but for a tensor (or a tuple holding one) as a dict's key */
     int dict_key = (c->kind == SYM_OBJ && c->src >= 0 && PyDict_Check(c->obj) && em_key_of_frame(key)) ||
-                   (c->kind == SYM_DICT && key->kind == SYM_TENSOR);
+                   (c->kind == SYM_DICT && em_set_item_kind(key) >= 1);
     const EmSymOps *o = em_sym_has_tensor(key) && !dict_key && c->kind != SYM_NDARRAY ? &em_tensor_ops : ops_of(c);
     return o->getitem ? o->getitem(T, c, key, out) : no_op(T, "subscript", c);
 }
@@ -147,7 +186,7 @@ EmStatus em_sym_store_check(EmTracer *T, EmSym *c, EmSym *key) {
     if (own < 0) return EM_ERR;
     if (!own) return em_trace_fail(T, EMA_SIDE_EFFECT, "item store into an input %s", em_sym_describe(c));
     if (key->kind != SYM_CONST &&
-        !(c->kind == SYM_DICT && (em_set_item_kind(key) == 1 || em_value_hashed(key)))) { /* a dict's: em_dict_key */
+        !(c->kind == SYM_DICT && (em_set_item_kind(key) >= 1 || em_value_hashed(key)))) { /* a dict's: em_dict_key */
         EmStatus st = c->kind == SYM_DICT ? em_unhashable(T, key) : CALL_NEXT;
         return st != CALL_NEXT ? st : em_trace_fail(T, EMA_VALUE, "item store with key %s", em_sym_describe(key));
     }

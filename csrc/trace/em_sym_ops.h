@@ -99,9 +99,16 @@ EmStatus em_sym_contains_known(EmTracer *T, EmSym *c, EmSym *key, int *found);
 EmStatus em_frame_dict_getitem(EmTracer *T, EmSym *d, EmSym *key, EmSym **out);
 /* iter(src): an ITER sym over src's items (taken now: em_seq_items), of the Python type of
  * iter(src), watching src (what: as em_iter_watch) (em_sym_seq.c). */
-/* Items x and y compared as tuple and dict comparisons do, `x is y or x == y`: *eq set; the same
- * sym is equal, two constants are compared; CALL_NEXT for any other pair (em_sym_ops.c). */
-EmStatus em_sym_items_eq(const EmSym *x, const EmSym *y, int *eq);
+/* Items x and y compared as tuple and dict comparisons do, `x is y or x == y`, where that runs
+ * no code of theirs: the same sym, two constants, two tuples (or lists) item by item, an object
+ * compared by identity (em_set_item_kind 1) with such an object or a constant (em_sym_is, which
+ * may guard). lookup: as a dict or set lookup after equal hashes, where distinct tensors (hashed
+ * by id) are unequal without ==. *eq set; CALL_NEXT for any other pair; EM_ABORT, EM_ERR
+ * (em_sym_ops.c). */
+EmStatus em_sym_items_eq(EmTracer *T, EmSym *x, EmSym *y, int lookup, int *eq);
+/* Whether a tuple or list of this seq_type compares as tuple's == does: none, a namedtuple,
+ * torch.Size. */
+int em_seq_plain_eq(PyObject *seq_type);
 EmStatus em_iter_over(EmTracer *T, EmSym *src, char what, EmSym **out);
 /* type(iter(sample)) (rev: of reversed(sample)) by ember/_rules.py iter_type; steals sample (NULL:
  * making it failed, the exception is set). A new reference, or NULL (with an exception only on

@@ -227,27 +227,20 @@ static EmStatus list_inplace(EmTracer *T, EmOp op, EmSym *a, EmSym *b, EmSym **o
     return st;
 }
 
-/* a + b of two plain tuples (a += b too) or two lists: the items of both, whatever they are;
- * other operators on known values. */
-/* a seq_type whose == is tuple's own: none, a namedtuple, torch.Size */
-static int plain_eq(PyObject *seq_type) {
-    return !seq_type || seq_type == EM_KNOWN(torch_Size) || em_is_namedtuple_type((PyTypeObject *)seq_type);
-}
-
 /* a == b / a != b of two tuples (or two lists) as Python compares them: lengths, then item by
- * item, each `x is y or x == y`: items that are the same sym are equal, constants are
- * compared; any other pair CALL_NEXT (a tensor's == would be read). */
+ * item, each `x is y or x == y` (em_sym_items_eq); CALL_NEXT where that would run code. */
 static EmStatus seq_equal(EmTracer *T, EmOp op, EmSym *a, EmSym *b, EmSym **out) {
-    int eq = a->items.len == b->items.len;
-    for (int32_t i = 0; eq && i < a->items.len; i++)
-        if (em_sym_items_eq(a->items.data[i], b->items.data[i], &eq) != EM_OK) return CALL_NEXT;
+    int eq = 0;
+    EmStatus st = em_sym_items_eq(T, a, b, 0, &eq);
+    if (st != EM_OK) return st;
     *out = em_sym_const(T, eq == (op == EMOP_EQ) ? Py_True : Py_False);
     return *out ? EM_OK : EM_ERR;
 }
 
+/* a + b of two plain tuples (a += b too) or two lists: the items of both, whatever they are;
+ * other operators on known values. */
 static EmStatus seq_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out) {
-    if ((op == EMOP_EQ || op == EMOP_NE) && a->kind == b->kind && (a->kind == SYM_TUPLE || a->kind == SYM_LIST) &&
-        plain_eq(a->seq_type) && plain_eq(b->seq_type) && !(a->kind == SYM_LIST && (a->seq_type || b->seq_type))) {
+    if (op == EMOP_EQ || op == EMOP_NE) { /* a tuple or list and another, or a tuple constant */
         EmStatus est = seq_equal(T, op, a, b, out);
         if (est != CALL_NEXT) return est;
     }

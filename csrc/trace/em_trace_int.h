@@ -203,6 +203,11 @@ EmSym *em_sym_hashable(EmTracer *T, EmSym *s);
  * tuple or frozenset subclass by its items: a dict key by value (em_dict_key traces its hash
  * and the == of stored keys of that hash, as CPython's lookup). */
 int em_value_hashed(const EmSym *k);
+/* The hash a tuple key of em_set_item_kind 2 is stored under within the trace: its constants'
+ * hashes and its shape (its identity-hashed items' own hashes are not known until run time;
+ * lookups compare them with em_sym_items_eq). 0, -1 with Python's exception set (an unhashable
+ * constant). */
+int em_tuple_key_hash(const EmSym *k, Py_hash_t *h);
 /* x is of a type that does not hash (a list, dict or set; a class setting __hash__ = None):
  * Python's TypeError raised in the trace; CALL_NEXT for anything else (em_cont.c). */
 EmStatus em_unhashable(EmTracer *T, EmSym *x);

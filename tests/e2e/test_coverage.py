@@ -117,6 +117,49 @@ def test_equality_of_dicts_made_in_the_trace():
     one_graph(f, randn(2))
 
 
+_key_mod = torch.nn.Linear(2, 2)
+_Pair = collections.namedtuple("_Pair", "owner slot")
+
+
+def test_tuple_keys_holding_objects_hashed_by_identity():
+    # (module, name) keys, as caches of real code key them: each item compared as Python's
+    # tuple compares it (identity first), constants by value
+    def f(x, y):
+        p = functools.partial(torch.add, alpha=2)
+        d = {(_key_mod, 1): x + 1, _Pair(_key_mod, 2): 3}
+        d[(_key_mod, 1)] = x - 1  # the same key: replaced in place
+        d[(p, (1, "a"))] = y  # an object made here, a nested tuple
+        d[(x, "t")] = 4  # tensors hashed by identity
+        d[(y, "t")] = 5
+        d[(x, "t")] += 10
+        s = {(x, 1), (y, 1), (x, 1)}
+        got = d.get((p, (1, "a"))), d.get((p, 1), 7), d.pop((p, (1, "a")))
+        return d, d[(_key_mod, 2)], got, (x, "t") in d, len(s), (y, 1) in s, (y, 2) in s, d.pop((y, "t"))
+
+    one_graph(f, randn(2), randn(2))
+
+
+def test_tuples_of_objects_compare_by_identity_then_value():
+    def f(x):
+        o = object()
+        a, b = (_key_mod, 1, o), (_key_mod, 1, o)
+        return (x + 1, a == b, a != b, (_key_mod, 2, o) == a, [_key_mod, o] == [_key_mod, o], (x, 1) == (x, 1),
+                (o,) == (1,), _Pair(o, 1) == (o, 1), {1: o} == {1: o}, {1: o} == {1: object()})
+
+    one_graph(f, randn(2))
+
+
+def test_tuple_key_holding_an_unhashable_item_raises_as_python():
+    def f(x):
+        try:
+            {(_key_mod, [1]): 1}
+        except TypeError as e:
+            return x * 2, str(e)
+        return x, ""
+
+    one_graph(f, randn(2))
+
+
 def test_dict_popitem_empty_raises_key_error():
     def f(x):
         try:
@@ -2223,7 +2266,25 @@ def test_warnings_filter_outside_a_catch_warnings_block_breaks():
         warnings._filters_mutated()
 
 
-def test_catch_warnings_record_is_not_modelled():
+def test_catch_warnings_record_without_its_list_is_one_graph():
+    def f(x):
+        with warnings.catch_warnings(record=True):  # the warnings of the block are dropped
+            warnings.simplefilter("always")
+            y = _deprecated_T(x)
+        return y, warnings.catch_warnings(record=True)
+
+    x = randn(2, 3, 4)
+    got, ctx = ember.compile(f, fullgraph=True)(x)
+    want, _ = f(x)
+    assert_same(got, want)
+    assert isinstance(ctx, warnings.catch_warnings) and ctx._record
+    with warnings.catch_warnings(record=True) as w:  # nothing leaks out of the block
+        warnings.simplefilter("always")
+        ember.compile(f, fullgraph=True)(x)
+    assert not w, w
+
+
+def test_catch_warnings_record_list_is_not_modelled():
     def f(x):
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
