@@ -12,11 +12,18 @@
 
 /* A branch the graph may hold as a constant: a function without defaults of the trace, the
  * same object on every call (known by identity, made while tracing, or a nested function
- * without a closure); one made while tracing may have cells (made by the trace: the op makes
- * the function again at run time around their values, see branch_cells). */
-static int branch_ok(const EmSym *s) {
+ * without a closure; one of the frame with a closure is guarded by identity here); one made
+ * while tracing may have cells (made by the trace: the op makes the function again at run time
+ * around their values, see branch_cells). 1 yes, 0 no, -1 on error. */
+static int branch_ok(EmTracer *T, EmSym *s) {
     if (s->kind != SYM_OBJ || !PyFunction_Check(s->obj)) return 0;
     if (s->items.len) return em_sym_placeholder(s) && !s->pos;
+    if (s->by_id == 2 && ((PyFunctionObject *)s->obj)->func_closure && s->src >= 0) {
+        /* a nested function of the frame, guarded by its code: the graph calls this very
+         * function (its cells read when it runs), so it is guarded by identity too */
+        if (em_guard_check(T->P, EMG_ID, s->src, s->obj, 0)) return -1;
+        s->by_id = 1;
+    }
     return em_sym_placeholder(s) || s->by_id == 1 || (s->by_id == 2 && !((PyFunctionObject *)s->obj)->func_closure);
 }
 
@@ -125,8 +132,10 @@ EmStatus em_known_cond(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, 
     for (int32_t i = 0; ops && i < ops->items.len; i++)
         if (ops->items.data[i]->kind != SYM_TENSOR)
             return em_trace_fail(T, EMA_CALL, "torch.cond with an operand %s", em_sym_describe(ops->items.data[i]));
-    if (!branch_ok(all[1]) || !branch_ok(all[2]))
-        return em_trace_fail(T, EMA_CALL, "torch.cond with a branch that is not a plain function");
+    int ok = branch_ok(T, all[1]);
+    if (ok > 0) ok = branch_ok(T, all[2]);
+    if (ok <= 0)
+        return ok < 0 ? EM_ERR : em_trace_fail(T, EMA_CALL, "torch.cond with a branch that is not a plain function");
     /* the branch runs as Python inside the graph: the trace's stores (globals, attributes,
      * cells) and changes to the frame's containers are made after the graph, so it would read
      * what they replace */

@@ -97,3 +97,23 @@ def test_cond_branch_closing_over_an_object_breaks_and_matches_eager():
 
     x = randn(3)
     assert_same(ember.compile(f)(x), f(x))
+
+
+def test_branches_of_the_frame_with_closures_are_guarded_by_identity():
+    # eager torch.cond compiles a call of torch.ops.higher_order.cond on the branches it was
+    # given: functions of the caller, closing over its variables
+    from torch._higher_order_ops.cond import cond_op
+
+    def make(k):
+        return (lambda x: x.sin() + k), (lambda x: x.cos() - k)
+
+    def f(p, x, tf, ff):
+        return cond_op(p, tf, ff, [x]) * 2
+
+    cf = ember.compile(f, fullgraph=True)
+    for k in (1, 2):
+        tf, ff = make(k)
+        for p in (True, False, True):
+            assert_same(cf(torch.tensor(p), randn(3), tf, ff), f(torch.tensor(p), randn(3), tf, ff))
+    c = counters()
+    assert (c["frames"], c["breaks"], c["aborts"], c["recompiles"], c["hits"]) == (2, 0, 0, 1, 4), c
