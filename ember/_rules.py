@@ -225,10 +225,30 @@ def _re_subn(pattern, repl, string, count=0, flags=0):
     return re._compile(pattern, flags).subn(repl, string, count)
 
 
+def _legacy_tensor_shim(cls):
+    """torch.LongTensor(...) of a CPU legacy tensor type: data given as a list or tuple is
+    torch.tensor(data, dtype=), sizes torch.empty(sizes, dtype=), as the constructor makes them
+    (none: an empty tensor; on the CPU whatever the default device); any other form is the
+    constructor's own call."""
+    dtype = cls.dtype
+
+    def make(*args, **kwargs):
+        if not kwargs and len(args) == 1 and type(args[0]) in (list, tuple):
+            return torch.tensor(args[0], dtype=dtype, device="cpu")
+        if not kwargs and all(type(a) is int for a in args):
+            return torch.empty(args or (0,), dtype=dtype, device="cpu")
+        return type(cls).__call__(cls, *args, **kwargs)  # not the shim again: the trace breaks there
+    return make
+
+
 TRACE_AS = {torch.autograd.profiler.record_function: _record_function, operator.itemgetter: _shim_itemgetter,
             re.sub: _re_sub, re.subn: _re_subn,
             operator.attrgetter: _shim_attrgetter, operator.methodcaller: _shim_methodcaller,
             torch._C._log_api_usage_once: _log_api_usage_once}
+for _name in ("FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
+              "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"):
+    if hasattr(torch, _name):
+        TRACE_AS[getattr(torch, _name)] = _legacy_tensor_shim(getattr(torch, _name))
 _mutation_guard = sys.modules.get("torch._dynamo.mutation_guard")
 if _mutation_guard is not None and hasattr(_mutation_guard, "GenerationTracker"):
     for _tag in (_mutation_guard.GenerationTracker.tag, _mutation_guard.GenerationTracker.tag.__func__):

@@ -900,6 +900,23 @@ done:
     return st;
 }
 
+/* d.__get__(o[, type]) of a C attribute descriptor d (Tensor.shape): o.<d's name>, where that
+ * lookup on o's type finds d itself (d is guarded by identity). */
+static EmStatus descr_get(EmTracer *T, EmSym *d, EmSym **args, int nargs, EmSym **out) {
+    PyObject *name = d->kind == SYM_OBJ ? PyDescr_NAME(d->obj) : NULL;
+    int tensor = nargs >= 1 && args[0]->kind == SYM_TENSOR; /* a Tensor or a Parameter */
+    PyTypeObject *tp = nargs < 1 || nargs > 2 ? NULL : tensor ? em_state.tensor_type : em_sym_known_type(args[0]);
+    if (!name || !tp || _PyType_Lookup(tp, name) != d->obj ||
+        (tensor && _PyType_Lookup(em_state.param_type, name) != d->obj))
+        return em_trace_fail(T, EMA_CALL, "__get__ of a %s", em_sym_describe(d));
+    if (em_sym_type_guarded(d)) {
+        if (em_guard_check(T->P, EMG_ID, d->src, d->obj, 0)) return EM_ERR;
+        d->by_id = 1;
+    }
+    EmSym *self = NULL;
+    return em_sym_getattr(T, args[0], name, 0, out, &self);
+}
+
 /* A builtin method (a method or slot-wrapper descriptor) called on an instance made while
  * tracing, or object.__setattr__/__delattr__ on an object from the frame: object's attribute protocol,
  * a builtin container's methods on its contents. */
@@ -922,6 +939,8 @@ static EmStatus call_builtin_method(EmTracer *T, PyObject *fn, EmSym *self, EmSy
         *out = em_sym_const(T, Py_None);
         return *out ? EM_OK : EM_ERR;
     }
+    if ((owner == &PyGetSetDescr_Type || owner == &PyMemberDescr_Type) && !strcmp(n, "__get__"))
+        return descr_get(T, self, args, nargs, out);
     int lazy = !em_frame_dict_rw(self); /* until the trace changes it: guarded per key */
     if (lazy && self->kind == SYM_OBJ && PyDict_Check(self->obj) && self->src >= 0 && owner == &PyDict_Type &&
         !strcmp(n, "__getitem__") && nargs == 1)

@@ -1840,8 +1840,9 @@ static EmStatus describing_attr(EmTracer *T, EmSym *base, PyObject *name, const 
 /* Attribute of a class (type.__getattribute__ semantics): a data descriptor of the metaclass
  * (__name__, __qualname__...), else the class's MRO (functions, static and class methods,
  * plain values guarded through the owning class's __dict__), else the metaclass. */
-/* cls.__name__ (__qualname__, __module__, __doc__), a data descriptor of type: its constant
- * value (unguarded: README, limitations); other metaclass data descriptors abort. */
+/* cls.__name__ (__qualname__, __module__, __doc__, __flags__ and the other layout numbers), a
+ * data descriptor of type: its constant value (unguarded: README, limitations); other
+ * metaclass data descriptors abort. */
 /* cls.__dict__: a read-only DICT sym (seq_type mappingproxy, spec the class) of the class's own
  * namespace, its entries as they are now: the class's version tag is guarded (any change to
  * the class moves it). Values are constants or objects known by identity. */
@@ -1868,7 +1869,10 @@ static EmStatus class_dict(EmTracer *T, PyTypeObject *cls, EmSym **out) {
 static EmStatus type_name_attr(EmTracer *T, PyTypeObject *cls, PyObject *name, const char *n, EmSym **out) {
     if (!strcmp(n, "__dict__")) return class_dict(T, cls, out);
     int classes = !strcmp(n, "__mro__") || !strcmp(n, "__bases__") || !strcmp(n, "__base__");
-    if (!classes && strcmp(n, "__name__") && strcmp(n, "__qualname__") && strcmp(n, "__module__") &&
+    /* its layout, fixed when the class was made: __flags__ (TPFLAGS_MAPPING...), __basicsize__... */
+    int layout = !strcmp(n, "__flags__") || !strcmp(n, "__basicsize__") || !strcmp(n, "__itemsize__") ||
+                 !strcmp(n, "__dictoffset__") || !strcmp(n, "__weakrefoffset__");
+    if (!classes && !layout && strcmp(n, "__name__") && strcmp(n, "__qualname__") && strcmp(n, "__module__") &&
         strcmp(n, "__doc__"))
         return em_trace_fail(T, EMA_ATTR, "%s.%s (metaclass descriptor)", cls->tp_name, n);
     PyObject *v = PyObject_GetAttr((PyObject *)cls, name);

@@ -5,6 +5,7 @@ global state. Each case is one graph (fullgraph=True) whose results equal eager'
 what eager raises; what cannot be a graph runs as Python with eager's result."""
 
 import collections
+import collections.abc
 import functools
 import warnings
 
@@ -1032,6 +1033,42 @@ def test_unbound_tensor_methods_and_tensor_type():
                 torch.Tensor.type(x.long()), x.type(torch.float64))
 
     one_graph(f, randn(3, 2))
+
+
+class _MappingModules(torch.nn.ModuleDict, collections.abc.MutableMapping):
+    def __hash__(self):
+        return id(self)
+
+
+def test_attribute_descriptors_called_and_class_layout_read():
+    # d.__get__(o) of a C descriptor is o's attribute; cls.__flags__ and the layout numbers of
+    # a class are constants of it
+    def f(d, x, cls):
+        return (d.__get__(x), cls.__flags__ & (1 << 6) != 0, type(x).__flags__ & (1 << 6) != 0,
+                cls.__basicsize__ > 0, x.sin())
+
+    cf = ember.compile(f, fullgraph=True)
+    for d in (torch.Tensor.shape, torch.Tensor.dtype, torch.Tensor.shape):
+        assert_same(cf(d, randn(2, 3), _MappingModules), f(d, randn(2, 3), _MappingModules))
+    c = counters()
+    assert (c["breaks"], c["aborts"], c["frames"], c["hits"]) == (0, 0, 2, 1), c
+
+
+def test_legacy_tensor_constructors():
+    def f(x):
+        return (torch.FloatTensor([1.5, 2]) + x, torch.LongTensor((1.7, 3)), torch.BoolTensor([0, 2]),
+                torch.LongTensor(2, 3).shape, torch.IntTensor().shape, torch.DoubleTensor([[1], [2]]).dtype)
+
+    one_graph(f, randn(2))
+
+
+def test_legacy_tensor_constructor_of_a_tensor_breaks_and_matches_eager():
+    def f(x):
+        return torch.FloatTensor(x) + 1
+
+    x = randn(2)
+    assert_same(ember.compile(f)(x), f(x))
+    assert counters()["breaks"] == 1
 
 
 # ---- torch.ops, custom ops, callable objects ----
