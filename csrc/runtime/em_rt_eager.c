@@ -425,9 +425,11 @@ static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *con
             Py_XDECREF(v);
             return rc ? NULL : Py_NewRef(Py_None);
         }
-        case OUT_DELATTR: { /* gone from its __dict__ (stored in the trace only: not there) */
+        case OUT_DELATTR: { /* gone from its __dict__, or from the globals dict (stored in the trace
+                             * only: not there) */
             PyObject *target = rebuild_out(C, vals, slots, at, memo);
-            PyObject *d = target ? PyObject_GenericGetDict(target, NULL) : NULL;
+            PyObject *d = !target || PyDict_CheckExact(target) ? Py_XNewRef(target) /* a global's deletion */
+                                                               : PyObject_GenericGetDict(target, NULL);
             int rc = d ? PyDict_DelItem(d, o->obj) : -1;
             if (rc && d && PyErr_ExceptionMatches(PyExc_KeyError)) rc = (PyErr_Clear(), 0);
             Py_XDECREF(target);

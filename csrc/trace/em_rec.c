@@ -230,28 +230,63 @@ static EmSym *globals_stored(EmTracer *T) {
 /* A global store: the trace's value of the global from now on (h_load_global), written to the
  * globals dict after the graph ran (from its slot: the frame's globals, or the function's
  * module's), with the attribute stores. */
-EmStatus h_store_global(EmTracer *T, const EmInstr *in) {
-    NEED(1);
-    EmSym *v = POP(), *g = globals_stored(T);
+static EmSym *globals_sym(EmTracer *T) {
+    EmSym *g = globals_stored(T);
     if (!g) {
         int32_t slot = T->gslot >= 0 ? T->gslot : em_guard_frame_globals(T->P);
-        if (slot < 0 || !(g = em_sym_new(T, SYM_OBJ))) return EM_ERR;
+        if (slot < 0 || !(g = em_sym_new(T, SYM_OBJ))) return NULL;
         g->obj = Py_NewRef(T->globals);
         g->src = slot;
         g->by_id = 1;
     }
-    return em_obj_record_store(T, g, PyTuple_GET_ITEM(T->code->co_names, in->arg), v);
+    return g;
+}
+
+EmStatus h_store_global(EmTracer *T, const EmInstr *in) {
+    NEED(1);
+    EmSym *v = POP(), *g = globals_sym(T);
+    return g ? em_obj_record_store(T, g, PyTuple_GET_ITEM(T->code->co_names, in->arg), v) : EM_ERR;
+}
+
+/* `del name` of a global: a store of the deleted marker (em_store_deleted), replayed as the
+ * globals dict's deletion; NameError where the name is not there (absent now, guarded so, or
+ * deleted earlier in the trace). */
+EmStatus h_delete_global(EmTracer *T, const EmInstr *in) {
+    PyObject *name = PyTuple_GET_ITEM(T->code->co_names, in->arg);
+    EmSym *g = globals_sym(T), *stored = g && T->stores.len ? em_global_stored(T, T->globals, name) : NULL;
+    if (!g) return EM_ERR;
+    int has = stored ? !em_store_deleted(stored) : PyDict_Contains(T->globals, name);
+    if (has < 0) return EM_ERR;
+    if (!stored && (has ? em_guard_dict(T->P, g->src, name) < 0 /* its load fails when it is not there */
+                        : em_guard_check(T->P, EMG_ABSENT, g->src, name, 1) < 0))
+        return EM_ERR;
+    if (!has) return em_trace_raise_msg(T, PyExc_NameError, "name '%U' is not defined", name);
+    EmSym *gone = em_sym_new(T, SYM_NULL);
+    if (!gone) return EM_ERR;
+    gone->pos = EM_POS_DELETED;
+    return em_obj_record_store(T, g, name, gone);
+}
+
+/* A global found neither in the globals (absent, guarded so, or deleted in the trace: deleted)
+ * nor in the builtins: NameError, as Python raises. */
+static EmStatus undefined_global(EmTracer *T, PyObject *name, int deleted) {
+    if (!PyDict_Check(T->builtins)) return em_trace_fail(T, EMA_VALUE, "undefined global %s", PyUnicode_AsUTF8(name));
+    int32_t gs = T->gslot >= 0 ? T->gslot : em_guard_frame_globals(T->P);
+    int32_t bs = T->bslot >= 0 ? T->bslot : em_guard_const(T->P, T->builtins, "builtins");
+    if (gs < 0 || bs < 0 || (!deleted && em_guard_check(T->P, EMG_ABSENT, gs, name, 1)) ||
+        em_guard_check(T->P, EMG_ABSENT, bs, name, 1))
+        return EM_ERR;
+    return em_trace_raise_msg(T, PyExc_NameError, "name '%U' is not defined", name);
 }
 
 EmStatus h_load_global(EmTracer *T, const EmInstr *in) {
     PyObject *name = PyTuple_GET_ITEM(T->code->co_names, in->arg >> 1);
     if ((in->arg & 1) && em_push(T, em_sym_null(T)) != EM_OK) return EM_ERR;
     EmSym *stored = T->stores.len ? em_global_stored(T, T->globals, name) : NULL;
-    if (stored) return em_push(T, stored);
-    PyObject *v = PyDict_GetItemWithError(T->globals, name);
+    if (stored && !em_store_deleted(stored)) return em_push(T, stored);
+    PyObject *v = stored ? NULL : PyDict_GetItemWithError(T->globals, name); /* deleted: the builtin */
     if (!v && !PyErr_Occurred() && PyDict_Check(T->builtins)) v = PyDict_GetItemWithError(T->builtins, name);
-    if (!v)
-        return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "undefined global %s", PyUnicode_AsUTF8(name));
+    if (!v) return PyErr_Occurred() ? EM_ERR : undefined_global(T, name, stored != NULL);
     int32_t slot;
     if (T->gslot < 0) {
         slot = em_guard_global(T->P, name);

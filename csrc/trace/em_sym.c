@@ -2106,6 +2106,8 @@ static EmStatus module_getattr(EmTracer *T, PyObject *o, PyObject *name, const c
 static EmStatus module_attr(EmTracer *T, EmSym *base, PyObject *name, const char *n, EmSym **out) {
     /* stored earlier in this trace: as a global of the module's functions, or as its attribute */
     EmSym *stored = T->stores.len ? em_global_stored(T, PyModule_GetDict(base->obj), name) : NULL;
+    if (em_store_deleted(stored))
+        return em_trace_fail(T, EMA_ATTR, "%s.%s (deleted in the trace)", module_label(base->obj), n);
     if (stored) return (*out = stored), EM_OK;
     PyObject *o = base->obj, *v = PyDict_GetItemWithError(PyModule_GetDict(o), name);
     if (!v) return PyErr_Occurred() ? EM_ERR : module_getattr(T, o, name, n, out);

@@ -2230,6 +2230,40 @@ def test_global_stores_of_another_module_are_read_back_as_its_attributes():
     assert (c["graphs"], c["breaks"], c["aborts"]) == (1, 0, 0), c
 
 
+def deletes_a_global(x):
+    global _deleted
+    y = x + _deleted
+    del _deleted
+    try:
+        _deleted  # noqa: B018
+    except NameError:
+        y = y + 1
+    try:
+        del _deleted
+    except NameError:
+        y = y * 2
+    _deleted = 7  # stored again after the deletion
+    return y * _deleted, len  # a builtin is found past the globals
+
+
+def test_del_of_a_global_is_replayed_and_missing_names_raise_name_error():
+    global _deleted
+    results = []
+    for compiled in (False, True, True):
+        _deleted = 3
+        fn = ember.compile(deletes_a_global, fullgraph=True) if compiled else deletes_a_global
+        results.append((fn(randn(2)), _deleted))
+    assert_same(results[1], results[0])
+    assert_same(results[2], results[0])
+    c = ember.testing.counters()
+    assert (c["frames"], c["hits"], c["breaks"]) == (1, 1, 0), c
+    del _deleted  # absent now: the guard on its presence fails, and the trace raises NameError as Python
+    with pytest.raises(NameError):
+        deletes_a_global(randn(2))
+    with pytest.raises(NameError):
+        ember.compile(deletes_a_global)(randn(2))
+
+
 class _Slotless:
     pass
 
