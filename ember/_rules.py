@@ -2076,11 +2076,12 @@ def function_apply(cls, *args, **kwargs):
     traced, when no tensor argument needs a gradient (the output then has no autograd history in
     eager either); with one that does, the forward traced and its outputs tied to its backward
     (_traced_apply); a Function of forms not modelled: the real apply, which the tracer cannot
-    enter (the call breaks)."""
+    enter (the call breaks). Run for real (`cls.apply` passed on to real code: torch.vmap's
+    function), it is the real apply (vmap rules, functorch transforms)."""
+    if not torch.compiler.is_compiling():
+        return _FUNCTION_APPLY.__get__(None, cls)(*args, **kwargs)
     if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
-        # is_compiling(): True while traced (rule TRUE); the same call run as Python at a
-        # graph break takes the real apply
-        if torch.compiler.is_compiling() and not kwargs:
+        if not kwargs:
             return _traced_apply(cls, args)
         return _FUNCTION_APPLY.__get__(None, cls)(*args, **kwargs)
     if torch.is_grad_enabled():

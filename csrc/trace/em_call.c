@@ -2217,20 +2217,31 @@ static EmStatus known_keyed(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, in
 }
 
 /* l.sort(key=..., reverse=...) of a list the trace may change: sorted()'s order (its keys
- * called on the items), written into l. */
+ * called on the items), written into l. As in CPython, l is empty while the keys run, keeps
+ * its items when one raises, and a change made to it meanwhile raises ValueError. */
 static EmStatus known_list_sort(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
                                 EmSym **out) {
     (void)fn;
     (void)self;
     if (n < 1 || all[0]->kind != SYM_LIST || all[0]->seq_type || !kwnames || n != 1 + (int)PyTuple_GET_SIZE(kwnames))
         return CALL_NEXT; /* no keywords: the list method's own sort */
-    EmSym *sorted_fn = em_sym_const(T, EM_KNOWN(sorted)), *r = NULL, *none = NULL;
-    if (!sorted_fn) return EM_ERR;
-    EmStatus st = known_keyed(T, sorted_fn, NULL, all, n, kwnames, &r);
+    EmSym *sorted_fn = em_sym_const(T, EM_KNOWN(sorted)), *r = NULL, *none = NULL, *l = all[0];
+    EmSym *items = em_sym_new(T, SYM_TUPLE);
+    for (int32_t i = 0; items && i < l->items.len; i++)
+        if (em_vec_push(&items->items, l->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+    if (!sorted_fn || !items) return EM_ERR;
+    EmStatus st = em_list_method(T, EM_CM_clear, "clear", l, NULL, 0, &none);
     if (st != EM_OK) return st;
-    if (r->kind != SYM_LIST) return em_trace_fail(T, EMA_VALUE, "list.sort by keys");
-    if ((st = em_list_method(T, EM_CM_clear, "clear", all[0], NULL, 0, &none)) != EM_OK) return st;
-    if ((st = em_list_method(T, EM_CM_extend, "extend", all[0], &r, 1, &none)) != EM_OK) return st;
+    uint32_t ver = l->mver;
+    all[0] = items; /* sorted(items, key=...): the keys see l empty */
+    st = known_keyed(T, sorted_fn, NULL, all, n, kwnames, &r);
+    all[0] = l;
+    if (st == EM_OK && r->kind != SYM_LIST) return em_trace_fail(T, EMA_VALUE, "list.sort by keys");
+    int changed = l->mver != ver;
+    EmStatus put = l->items.len ? em_list_method(T, EM_CM_clear, "clear", l, NULL, 0, &none) : EM_OK;
+    if (put == EM_OK) put = em_list_method(T, EM_CM_extend, "extend", l, st == EM_OK ? &r : &items, 1, &none);
+    if (put != EM_OK || st != EM_OK) return put != EM_OK ? put : st;
+    if (changed) return em_trace_raise_msg(T, PyExc_ValueError, "list modified during sort");
     *out = none;
     return EM_OK;
 }

@@ -416,6 +416,41 @@ def test_sorted_max_min_with_a_key():
     one_graph(f, randn(3))
 
 
+def test_list_sort_with_a_key_empties_the_list_while_the_keys_run():
+    # as CPython's list.sort: the list is empty during the sort, a change made to it meanwhile
+    # raises ValueError (the sorted items kept), a key that raises leaves the items as they were
+    def f(x):
+        p, sizes = [1, 3, 2], []
+
+        def key(v):
+            sizes.append(len(p))
+            return v
+
+        p.sort(key=key)
+        q, msg = [3, 1], ""
+
+        def grows(v):
+            q.append(0)
+            return v
+
+        try:
+            q.sort(key=grows)
+        except ValueError as e:
+            msg = str(e)
+        r = [2, 1]
+
+        def boom(v):
+            raise KeyError(v)
+
+        try:
+            r.sort(key=boom, reverse=True)
+        except KeyError:
+            pass
+        return x + 1, p, sizes, q, msg, r
+
+    one_graph(f, randn(2))
+
+
 def test_key_on_tensor_values_is_not_captured():
     def f(x):
         return max([x, x * 2], key=lambda t: t.sum())
@@ -2460,6 +2495,34 @@ def test_lazy_modules_infer_their_parameters_in_the_trace():
 
 
 # ---- autograd.Function whose inputs need gradients: forward traced, its backward at run time ----
+
+
+class _WithVmapRule(torch.autograd.Function):
+    @staticmethod
+    def forward(x):
+        return x * 3
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3
+
+    @staticmethod
+    def vmap(info, in_dims, x):  # differs from forward on purpose: eager uses this rule
+        return x * 2, in_dims[0]
+
+
+def test_function_apply_passed_to_real_code_is_the_real_apply():
+    # `cls.apply` read in the trace and handed to torch.vmap, which runs at a break: vmap's
+    # rule applies, not the forward the trace would inline
+    def f(x):
+        return torch.vmap(_WithVmapRule.apply)(x), _WithVmapRule.apply(x)
+
+    x = randn(2, 3)
+    assert_same(ember.compile(f)(x), f(x))
 
 
 class _ScaledExp(torch.autograd.Function):
