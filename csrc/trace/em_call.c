@@ -2443,6 +2443,15 @@ static EmStatus unbound_builtin_method(EmTracer *T, EmSym *fn, EmSym *self, EmSy
     if (Py_IS_TYPE(fn->obj, &PyWrapperDescr_Type)) {
         const char *n = PyUnicode_AsUTF8(PyDescr_NAME(fn->obj));
         if (!n) return EM_ERR;
+        PyObject *msg = PyObject_CallMethod(em_state.meta_run, "arity_error", "OnO", fn->obj, (Py_ssize_t)nargs,
+                                            Py_None);
+        if (!msg) return EM_ERR;
+        if (msg != Py_None) { /* p.__eq__(): the TypeError of the slot's argument count */
+            EmStatus st = em_trace_raise_new(T, PyExc_TypeError, msg);
+            Py_DECREF(msg);
+            return st;
+        }
+        Py_DECREF(msg);
         int inplace;
         EmStatus st = em_slot_call(T, n, self, args, nargs, out, &inplace);
         if (st == EM_OK && inplace && !((*out)->kind == SYM_CONST && (*out)->obj == Py_NotImplemented)) *out = self;

@@ -416,6 +416,13 @@ EmStatus em_slot_call(EmTracer *T, const char *name, EmSym *c, EmSym **args, int
         int fam = container_family(em_sym_known_type(c)), yfam = container_family(em_sym_known_type(y));
         int repeat = (op == EMOP_MUL || op == EMOP_IMUL) && (fam == 2 || fam == 4);
         int extend = (op == EMOP_IADD && fam == 2) || (op == EMOP_IOR && fam == 3);
+        PyTypeObject *yt = em_sym_known_type(y);
+        if ((fam == 2 || fam == 4) && op == EMOP_ADD && !reflected && yfam != fam && yt) /* sq_concat's own error */
+            return em_trace_raise_msg(T, PyExc_TypeError, "can only concatenate %s (not \"%s\") to %s",
+                                      fam == 2 ? "list" : "tuple", yt->tp_name, fam == 2 ? "list" : "tuple");
+        if (repeat && y->kind == SYM_CONST && !PyIndex_Check(y->obj)) /* sq_repeat's */
+            return em_trace_raise_msg(T, PyExc_TypeError, "'%s' object cannot be interpreted as an integer",
+                                      Py_TYPE(y->obj)->tp_name);
         if (!fam || (!yfam && !repeat && !extend) || (yfam && yfam != fam && !extend))
             return const_out(T, Py_NotImplemented, out); /* C's slots decline a foreign operand */
         *inplace = op >= EMOP_IADD && op <= EMOP_IRSHIFT;

@@ -363,6 +363,12 @@ EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **arg
         return st;
     }
     Py_DECREF(msg);
+    if ((self->kind == SYM_LIST || self->kind == SYM_TUPLE || self->kind == SYM_SET) && !strncmp(n, "__", 2)) {
+        /* l.__getitem__(i) (a method of list, not a slot wrapper): the operation */
+        int inplace;
+        EmStatus st = em_slot_call(T, n, self, args, nargs, out, &inplace);
+        if (st != CALL_NEXT) return st;
+    }
     if (o->method) return o->method(T, cont_method(n), n, self, args, nargs, out);
     return em_trace_fail(T, EMA_CALL, "%s.%s", em_sym_describe(self), n);
 }

@@ -516,8 +516,16 @@ static EmStatus iter_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
     return EM_OK;
 }
 
-/* A generator's methods (send, close, throw) are its type's. */
+/* A generator's methods (send, close, throw) are its type's; it.__iter__() and it.__next__()
+ * of any iterator are iter(it) and next(it) (called as methods). */
 static EmStatus iter_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
+    int it = !PyUnicode_CompareWithASCIIString(name, "__iter__"),
+        nx = !PyUnicode_CompareWithASCIIString(name, "__next__");
+    if (method && (it || nx)) {
+        *out = it ? em_sym_known(T, EM_KNOWN(iter), "iter") : em_sym_known(T, EM_KNOWN(next), "next");
+        *self = base;
+        return *out ? EM_OK : EM_ERR;
+    }
     if (!base->lazy || !base->seq_type || !PyType_Check(base->seq_type))
         return em_trace_fail(T, EMA_VALUE, "attribute %s of an iterator", PyUnicode_AsUTF8(name));
     return em_sym_type_method(T, (PyTypeObject *)base->seq_type, base, name, method, out, self);

@@ -451,6 +451,33 @@ def test_list_sort_with_a_key_empties_the_list_while_the_keys_run():
     one_graph(f, randn(2))
 
 
+def test_dunder_methods_of_lists_tuples_and_iterators_called_directly():
+    # p.__eq__(q) is the slot's answer (NotImplemented for a foreign operand), a wrong argument
+    # count or operand raises the slot's own TypeError
+    def f(x):
+        p, t = [1, 2, 3], (1, 2)
+        errors = []
+        for call in (lambda: p.__eq__(), lambda: p.__setitem__(1), lambda: t.__mul__(), lambda: p.__add__(1),
+                     lambda: t.__add__([1]), lambda: p.__mul__("a"), lambda: p.__iadd__(1)):
+            try:
+                call()
+            except TypeError as e:
+                errors.append(str(e))
+        it = iter(p)
+        same, first = it.__iter__() is it, it.__next__()
+
+        def gen():
+            yield 5
+            yield 6
+
+        g = gen()
+        return (x + p.__getitem__(2) + t.__len__(), p.__eq__([1, 2, 3]), p.__eq__((1, 2, 3)), t.__contains__(2),
+                p.__add__([4]), t.__lt__((1, 3)), p.__ne__(p), errors, same, first, list(it),
+                g.__iter__().__next__(), next(g))
+
+    one_graph(f, randn(2))
+
+
 def test_key_on_tensor_values_is_not_captured():
     def f(x):
         return max([x, x * 2], key=lambda t: t.sum())
