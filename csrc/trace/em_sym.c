@@ -1919,9 +1919,10 @@ static EmStatus class_function_attr(EmTracer *T, EmSym *base, PyObject *v, int32
     return (*out = by_id_sym(T, f)) ? EM_OK : EM_ERR;
 }
 
-/* A non-data descriptor v read on a class: torch.autograd.Function.apply (a C classmethod)
- * becomes ember._rules.function_apply bound to the class; a C classmethod is bound; an
- * lru_cache method is itself; others abort. */
+/* A descriptor v read on a class: torch.autograd.Function.apply (a C classmethod) becomes
+ * ember._rules.function_apply bound to the class; a C classmethod is bound; an lru_cache
+ * method, a property and a C attribute descriptor are themselves; a Python descriptor's
+ * __get__(None, cls) is traced; others abort. */
 static EmStatus class_descr_attr(EmTracer *T, EmSym *base, PyObject *v, int32_t slot, const char *n, int method,
                                  EmSym **out, EmSym **self) {
     static PyObject *fn_apply, *helper; /* owned for the process */
@@ -1954,6 +1955,19 @@ static EmStatus class_descr_attr(EmTracer *T, EmSym *base, PyObject *v, int32_t 
         *out = by_id_sym(T, b);
         Py_DECREF(b);
         return *out ? EM_OK : EM_ERR;
+    }
+    if (Py_IS_TYPE(v, &PyProperty_Type) || Py_IS_TYPE(v, &PyGetSetDescr_Type) || Py_IS_TYPE(v, &PyMemberDescr_Type)) {
+        /* C.prop: a property (or a C attribute descriptor) read on the class is itself */
+        if (em_guard_check(T->P, EMG_ID, slot, v, 0)) return EM_ERR;
+        *self = NULL;
+        return (*out = by_id_sym(T, v)) ? EM_OK : EM_ERR;
+    }
+    PyObject *get = em_user_descr_method(v, EM_STR(dunder_get));
+    if (get) { /* a descriptor of a Python class (torch.distributions' lazy_property): __get__(None, cls) */
+        if (em_guard_check(T->P, EMG_ID, slot, v, 0)) return EM_ERR;
+        EmSym *args[3] = {em_sym_known(T, v, n), em_sym_const(T, Py_None), base};
+        *self = NULL;
+        return args[0] && args[1] ? em_inline(T, get, args, 3, NULL, out) : EM_ERR;
     }
     return em_trace_fail(T, EMA_ATTR, "%s.%s (descriptor read on the class)", ((PyTypeObject *)base->obj)->tp_name, n);
 }

@@ -3740,6 +3740,24 @@ def test_descriptors_of_python_classes_are_traced():
     assert a.__dict__ == b.__dict__ == {"field": 20, "_prop": 43, "extra": 99}
 
 
+class _Props:
+    @property
+    def area(self):
+        return 3
+
+    prop = _Named()
+
+
+def test_descriptors_read_on_the_class():
+    # a property read on the class is the property; a Python descriptor's __get__(None, cls) is
+    # traced (_Named returns itself there)
+    def f(x):
+        return (x + 1, isinstance(_Props.area, property), _Props.prop is _Props.prop,
+                _Props.prop.key)
+
+    one_graph(f, randn(2))
+
+
 class _AttrDict(dict):
     def __getattr__(self, name):
         try:
