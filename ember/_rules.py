@@ -406,6 +406,18 @@ GRAD_CTX = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
 # the graph's ops); with record=True its `as w` list is not modelled (a use of it aborts), nor
 # is module= (a filter set in its block would change the warnings module's filters)
 _set(CTX, GRAD_CTX + (torch.inference_mode, torch.autocast, warnings.catch_warnings))
+# torch.vmap: its implementation is traced; the level it enters (vmap_increment_nesting) is a
+# context of the graph, the batch dimension added to and removed from tensors graph calls, on
+# batched meta tensors while tracing (as TorchDynamo puts them in its graphs); the vmap
+# decompositions are loaded once, at trace time
+try:
+    from torch._functorch import predispatch as _predispatch, vmap as _vmap_mod
+    _set(CTX, [_vmap_mod.vmap_increment_nesting])
+    _set(GRAPH, [_predispatch._add_batch_dim, _predispatch._remove_batch_dim])
+    _set(CONST, [_predispatch.lazy_load_decompositions])
+    _FUNCTORCH_CTX = (_vmap_mod.vmap_increment_nesting,)
+except (ImportError, AttributeError):  # another torch's layout: vmap breaks
+    _FUNCTORCH_CTX = ()
 set_grad_enabled = torch._C._set_grad_enabled
 # `t.data = v` in the graph (em_obj.c store_data); older torch lacks the op: such stores break
 set_data = getattr(getattr(torch.ops.aten, "shallow_copy_data_", None), "default", None)
@@ -415,17 +427,44 @@ def grad_mode(_=None):
     return torch.is_grad_enabled()
 
 
-def ctx_enters_none(obj):
-    """Whether the twin obj's __enter__ returns None (grad-mode contexts, catch_warnings without
-    record=True), the value `as x` then binds; else the trace does not model it."""
-    return not isinstance(obj, torch.autocast) and not getattr(obj, "_record", False)
+_ENTERED = {}  # id(twin) -> (twin, what its __enter__ returned)
+
+
+def ctx_entered(obj):
+    """What the twin obj's __enter__ returned, the value `as x` binds where it is a constant
+    (None for grad-mode contexts and catch_warnings without record=True; the vmap level);
+    NotImplemented where the trace does not model it (autocast's self, record=True's list)."""
+    v = _ENTERED.pop(id(obj), (None, NotImplemented))[1]
+    return v if v is None or type(v) is int else NotImplemented
+
+
+def functorch_idle(_=None):
+    """Whether no functorch transform is active (a graph with a vmap level holds its number)."""
+    return torch._C._functorch.peek_interpreter_stack() is None
+
+
+_FUNCTORCH_TWINS = {}  # id(twin) -> (twin, entered): the vmap levels the trace's twins hold
+
+
+def _functorch_levels_are_the_traces():
+    """Whether every active functorch level is one a twin of the trace entered (a vmap inside a
+    traced vmap): the graph then makes them all, from a start it guards idle."""
+    level = torch._C._functorch.maybe_current_level()
+    return (level or 0) == sum(1 for _, entered in _FUNCTORCH_TWINS.values() if entered)
 
 
 def ctx_new(cls, args, kwargs):
-    """The tracer's twin of a context the traced code makes: (object, changes only grad mode)."""
+    """The tracer's twin of a context the traced code makes: (object, changes only grad mode,
+    holds a functorch level: the entry is guarded on no transform being active)."""
     if cls is warnings.catch_warnings and dict(kwargs).get("module") is not None:
         raise TypeError("warnings.catch_warnings(module=) is not modelled")
-    return cls(*args, **dict(kwargs)), cls in GRAD_CTX
+    functorch = cls in _FUNCTORCH_CTX
+    if functorch and not _functorch_levels_are_the_traces():
+        raise TypeError("vmap inside a functorch transform the trace did not enter is not modelled")
+    twin = cls(*args, **dict(kwargs))
+    if functorch:
+        _FUNCTORCH_TWINS[id(twin)] = (twin, False)
+    return twin, cls in GRAD_CTX, functorch
 
 
 def make_torch_module(spec):
@@ -474,11 +513,15 @@ def ctx_decorated(spec, fn, *args, **kwargs):
 
 
 def ctx_enter(obj):
-    obj.__enter__()
+    _ENTERED[id(obj)] = (obj, obj.__enter__())
+    if id(obj) in _FUNCTORCH_TWINS:
+        _FUNCTORCH_TWINS[id(obj)] = (obj, True)
     return torch.is_grad_enabled()
 
 
 def ctx_exit(obj):
+    _ENTERED.pop(id(obj), None)
+    _FUNCTORCH_TWINS.pop(id(obj), None)
     obj.__exit__(None, None, None)
     return torch.is_grad_enabled()
 
@@ -1124,7 +1167,12 @@ def dtype_num(dt):
 
 # ---- meta execution ----
 
+_is_functorch_wrapped = getattr(torch._C._functorch, "is_functorch_wrapped_tensor", lambda t: False)
+
+
 def meta_like(t):
+    if _is_functorch_wrapped(t):  # a vmap's batched tensor (a frame called inside a transform)
+        raise TypeError("a functorch-wrapped tensor has no meta equivalent")
     if torch.is_inference_mode_enabled() and not t.is_inference():
         with torch.inference_mode(False):  # first read inside a traced inference_mode block
             return meta_like(t)
@@ -1627,7 +1675,8 @@ def _rebuild(rec):
 
 def _memo_run(fn, args, kwargs):
     """fn(*args, **kwargs) on meta values, through the memo when the call has a key."""
-    key = _call_key(fn, args, kwargs)
+    # inside a vmap level results are batched, which records do not rebuild: no memo
+    key = _call_key(fn, args, kwargs) if functorch_idle() else None
     rec = _MEMO.get(key) if key is not None else None
     if rec is not None:
         return _rebuild(rec)
@@ -2080,6 +2129,8 @@ def function_apply(cls, *args, **kwargs):
     function), it is the real apply (vmap rules, functorch transforms)."""
     if not torch.compiler.is_compiling():
         return _FUNCTION_APPLY.__get__(None, cls)(*args, **kwargs)
+    if torch._C._are_functorch_transforms_active():  # inside a traced vmap: its vmap rule applies
+        return real_apply(cls, args, kwargs)
     if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
         if not kwargs:
             return _traced_apply(cls, args)
@@ -2088,6 +2139,15 @@ def function_apply(cls, *args, **kwargs):
         with torch.no_grad():  # as apply runs forward
             return _inference_apply(cls, args, kwargs)
     return _inference_apply(cls, args, kwargs)
+
+
+def real_apply(cls, args, kwargs):
+    """cls.apply(*args, **kwargs) itself, which the trace does not enter (the call breaks)."""
+    return _FUNCTION_APPLY.__get__(None, cls)(*args, **kwargs)
+
+
+_set(ABORT, [real_apply])
+_set(CONST, [torch._C._are_functorch_transforms_active])  # the state a graph's guards fix (vmap levels)
 
 
 def _inference_apply(cls, args, kwargs):

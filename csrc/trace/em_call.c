@@ -385,6 +385,15 @@ static EmStatus result_sym(EmTracer *T, EmRef r, PyObject *mres, PyObject *rdev,
                 *out = args[i];
                 return EM_OK;
             }
+        /* inside a vmap, _remove_batch_dim of a batched wrapper of a tensor gives that tensor
+         * itself (vmap(Tensor.acos_)(x) is x): the sym standing for it, now this node */
+        for (int32_t i = T->in_vmap ? T->syms.len - 1 : -1; i >= 0; i--) {
+            EmSym *s = T->syms.data[i];
+            if (s->kind != SYM_TENSOR || s->obj != mres) continue;
+            if (em_sym_retarget(T, s, r, mres, rdev)) return EM_ERR;
+            *out = s;
+            return EM_OK;
+        }
         *out = em_sym_tensor(T, r, mres, rdev);
         return *out ? EM_OK : EM_ERR;
     }
@@ -671,7 +680,8 @@ static EmStatus op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int 
     if (inferred < 0) return EM_ERR;
     if (inferred) return record_inferred(T, op, fn, name, args, nargs, NULL, &inf, out);
     if (op == EMOP_CALL) inferred = em_infer_shape(T, fn, args, nargs, kwnames, &inf);
-    else if (op == EMOP_SUBSCR && nargs == 2) inferred = em_infer_getitem(T, args[0], args[1], &inf);
+    else if (op == EMOP_SUBSCR && nargs == 2 && !T->autocast) /* a vmap level: batched meta runs */
+        inferred = em_infer_getitem(T, args[0], args[1], &inf);
     if (inferred) return inferred < 0 ? EM_ERR : record_inferred(T, op, fn, name, args, nargs, kwnames, &inf, out);
     PyObject *margs, *mkw;
     EmStatus st = meta_call_args(T, op, fn, args, nargs, kwnames, &margs, &mkw);

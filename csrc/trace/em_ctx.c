@@ -81,6 +81,24 @@ static int decorates(PyObject *cls, EmSym *arg) {
     return d;
 }
 
+/* A context's maker as messages name it: a class, or a function returning a context. */
+static const char *ctx_name(PyObject *cls) {
+    if (PyType_Check(cls)) return ((PyTypeObject *)cls)->tp_name;
+    const char *n = PyFunction_Check(cls) ? PyUnicode_AsUTF8(((PyFunctionObject *)cls)->func_qualname) : NULL;
+    if (!n) PyErr_Clear();
+    return n ? n : Py_TYPE(cls)->tp_name;
+}
+
+/* The entry holds a functorch level's number (a vmap's): guarded on no transform being
+ * active when it runs, as none was while tracing (_rules.functorch_idle). */
+static int guard_functorch_idle(EmTracer *T) {
+    static PyObject *idle; /* owned for the process */
+    if (!idle && !(idle = PyObject_GetAttrString(em_state.meta_run, "functorch_idle"))) return -1;
+    int32_t base = em_guard_const(T->P, Py_None, "None");
+    int32_t slot = base < 0 ? -1 : em_guard_call(T->P, base, idle, "functorch_idle(%s)", 0);
+    return slot < 0 ? -1 : em_guard_check(T->P, EMG_EQ, slot, Py_True, 0);
+}
+
 EmStatus em_ctx_make(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {
     int dec = nargs == 1 && !kwnames ? decorates(cls, args[0]) : 0;
     if (dec) {
@@ -91,21 +109,22 @@ EmStatus em_ctx_make(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObje
     PyObject *spec = em_call_spec(T, cls, args, nargs, kwnames), *res = NULL;
     EmStatus st = EM_ERR;
     if (!spec) {
-        if (!PyErr_Occurred())
-            st = em_trace_fail(T, EMA_VALUE, "%s with a non-constant argument", ((PyTypeObject *)cls)->tp_name);
+        if (!PyErr_Occurred()) st = em_trace_fail(T, EMA_VALUE, "%s with a non-constant argument", ctx_name(cls));
         goto done;
     }
     /* the twin; set_grad_enabled changes grad mode as it is made */
     res = PyObject_CallMethod(em_state.meta_run, "ctx_new", "OOO", cls, PyTuple_GET_ITEM(spec, 1),
                               PyTuple_GET_ITEM(spec, 2));
     if (!res) {
-        st = em_trace_abandon(T, EMA_CALL, "%s on these arguments", ((PyTypeObject *)cls)->tp_name);
+        st = em_trace_abandon(T, EMA_CALL, "%s on these arguments", ctx_name(cls));
         goto done;
     }
     EmSym *s = em_sym_new(T, SYM_CTX);
     if (!s) goto done;
     s->obj = Py_NewRef(PyTuple_GET_ITEM(res, 0));
     s->grad_family = (int8_t)PyObject_IsTrue(PyTuple_GET_ITEM(res, 1));
+    s->unbreakable = (int8_t)PyObject_IsTrue(PyTuple_GET_ITEM(res, 2));
+    if (s->unbreakable && guard_functorch_idle(T)) goto done;
     s->spec = Py_NewRef(spec);
     s->prev_grad = (int8_t)T->grad;
     int g = helper_grad("grad_mode", Py_None);
@@ -161,12 +180,16 @@ EmStatus em_ctx_warn_filter(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, in
     return st;
 }
 
-/* Whether autocast is on now (a twin entered or exited may change it): C shape inference is
- * off while it is (em_infer.c). */
+/* Whether autocast is on now, or a vmap level a twin entered (a twin entered or exited may
+ * change either): C shape inference and folding are off while one is (em_infer.c, em_fold.c):
+ * results come from meta runs (batched meta tensors inside a vmap). */
 static int refresh_autocast(EmTracer *T) {
     EmGlobalState gs;
     if (em_guard_global_state_read(&gs)) return -1;
-    T->autocast = gs.autocast_cpu || gs.autocast_cuda;
+    int idle = helper_grad("functorch_idle", Py_None);
+    if (idle < 0) return -1;
+    T->in_vmap = !idle;
+    T->autocast = gs.autocast_cpu || gs.autocast_cuda || !idle;
     return 0;
 }
 
@@ -193,12 +216,13 @@ static EmStatus torch_before_with(EmTracer *T, EmSym *ctx, EmSym **exit_fn, EmSy
     EmSym *x = em_sym_new(T, SYM_EXIT);
     if (!x || em_vec_push(&x->items, ctx)) return x ? (PyErr_NoMemory(), EM_ERR) : EM_ERR;
     *exit_fn = x;
-    /* grad-mode contexts and inference_mode enter as None; autocast's __enter__ returns the
-     * context itself, catch_warnings(record=True)'s the list it records into, which the trace
-     * does not model (a use of `as x` aborts) */
-    int none = helper_grad("ctx_enters_none", ctx->obj);
-    if (none < 0) return EM_ERR;
-    *entered = none ? em_sym_const(T, Py_None) : em_sym_null(T);
+    /* grad-mode contexts and inference_mode enter as None, a vmap level as its number;
+     * autocast's __enter__ returns the context itself, catch_warnings(record=True)'s the list it
+     * records into, which the trace does not model (a use of `as x` aborts) */
+    PyObject *v = PyObject_CallMethod(em_state.meta_run, "ctx_entered", "O", ctx->obj);
+    if (!v) return EM_ERR;
+    *entered = v == Py_NotImplemented ? em_sym_null(T) : em_sym_const(T, v);
+    Py_DECREF(v);
     return *entered ? EM_OK : EM_ERR;
 }
 
@@ -265,6 +289,8 @@ EmStatus em_ctx_close_all(EmTracer *T) {
     if (T->grad_set_in_with) /* re-entering the open blocks would not restore that state */
         return em_trace_fail(T, EMA_VALUE,
                              "a break after set_grad_enabled() or a warnings filter call inside a with block");
+    for (int32_t i = 0; i < T->ctx_open.len; i++)
+        if (T->ctx_open.data[i]->unbreakable) return em_trace_fail(T, EMA_VALUE, "a break inside a vmap level");
     int grad = T->grad;
     for (int32_t i = T->ctx_open.len - 1; i >= 0; i--) {
         EmStatus st = record_exit(T, T->ctx_open.data[i], &grad);

@@ -122,7 +122,9 @@ typedef struct EmTracer {
     int start_grad;    /* grad mode when the trace started (restored when it ends) */
     int state_ops;     /* the graph changes global state: EM_STATE_GRAD | EM_STATE_OTHER */
     int grad_set_in_with; /* set_grad_enabled() was called inside an open with block */
-    int autocast;      /* autocast is on at the current point of the trace */
+    int autocast;      /* autocast is on, or a vmap level, at the current point of the trace:
+                        * results are inferred by meta (or fake) runs only */
+    int in_vmap;       /* a vmap level a twin entered is active */
     EmVec(EmSym *) ctx_open; /* contexts entered (their twins really entered), innermost last */
     /* attribute stores on objects from the frame, replayed by the output tree (em_obj.c):
      * triples (object, name constant, value), in the order of their last writes; store_ver

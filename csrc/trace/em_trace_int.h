@@ -128,9 +128,11 @@ struct EmSym {
      * ctx_state an EmCtxState; grad_family: its changes are recorded as _set_grad_enabled
      * calls (else as enter/exit helper calls, ref = the enter node). TENSOR read from the
      * frame: the tensor itself (owned), for reads of its state (x.grad). LIST (a bounded deque):
-     * its maxlen, an int. DICT of seq_type mappingproxy (a class's __dict__): the class. */
+     * its maxlen, an int. DICT of seq_type mappingproxy (a class's __dict__): the class.
+     * CTX unbreakable: a break inside its block is refused (a vmap level: the graph's batched
+     * tensors cannot leave it). */
     PyObject *spec;
-    int8_t prev_grad, ctx_state, grad_family;
+    int8_t prev_grad, ctx_state, grad_family, unbreakable;
     int32_t out_at; /* TUPLE/LIST/DICT/ITER made while tracing: its entry in the output tree, or -1 */
     int32_t expr;   /* INT: its expression in T->sizes */
     EmLazy *lazy;   /* ITER: its producer when lazy (owned), else NULL */

@@ -333,6 +333,7 @@ class _Builder:
         self.float_examples = []  # per float_args: the float64 tensor faked for it
         self.graph = torch.fx.Graph()
         self.root = torch.nn.Module()
+        self.vmap_levels = set()  # the FX nodes entering a vmap level (context)
         self.env = {}
         self.n_consts = 0
         self.n_ops = 0
@@ -500,15 +501,26 @@ class _Builder:
 
     def context(self, target, args):
         """enter_ctx(spec) / exit_ctx(entered) of a with block other than grad mode: autocast
-        becomes torch.amp._enter_autocast/_exit_autocast, as TorchDynamo writes it."""
+        becomes torch.amp._enter_autocast/_exit_autocast, a vmap level
+        _vmap_increment_nesting/_vmap_decrement_nesting, as TorchDynamo writes them."""
         if target is _rules.exit_ctx:
             entered = self.arg(args[0])
             if entered is None:  # a catch_warnings block: not in the FX graph
                 return None
+            if entered in self.vmap_levels:
+                return self.graph.call_function(_rules._predispatch._vmap_decrement_nesting, ())
             return self.graph.call_function(torch.amp._exit_autocast, (entered,))
         cls, cargs, ckw = args[0][1]
         if cls is warnings.catch_warnings:  # the compiled kernels give no warnings to filter
             return None
+        if cls in _rules._FUNCTORCH_CTX:  # a vmap level, as TorchDynamo writes it
+            bound = inspect.signature(cls).bind(*cargs, **dict(ckw))
+            vals = (bound.arguments["batch_size"], bound.arguments["randomness"])
+            if not _is_literal(vals):
+                raise _Unexportable("a vmap level with arguments FX cannot print")
+            level = self.graph.call_function(_rules._predispatch._vmap_increment_nesting, vals)
+            self.vmap_levels.add(level)
+            return level
         if cls is not torch.autocast:
             raise _Unexportable(f"a with block of {getattr(cls, '__name__', cls)} (only grad mode and autocast are)")
         bound = _AUTOCAST_SIG.bind(None, *cargs, **dict(ckw))

@@ -4033,3 +4033,89 @@ def test_classmethod_through_an_instance_reads_the_class():
         return Mock().run(x), Mock.get_class_variable()
 
     one_graph(f, randn(4))
+
+
+# ---- torch.vmap: its implementation traced, the vmap level a context of the graph ----
+
+
+def _vmapped(x, w, y):
+    a = torch.vmap(lambda r: (r * w).sum() + r.max())(x)  # a closure over an unbatched tensor
+    b = torch.vmap(torch.dot, in_dims=(0, 1))(x, y)
+    c = torch.vmap(torch.vmap(lambda v: v.sin() * 2))(x)  # nested levels
+    d = torch.func.vmap(lambda r, s: (r * s, r.cos()), in_dims=(0, None), out_dims=(1, 0))(x, w)
+    e = torch.vmap(lambda r: torch.nn.functional.linear(r, w.unsqueeze(0)), chunk_size=3)(x)
+    return a, b, c, d, e
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_vmap_is_one_graph_with_its_levels_and_gradients(backend):
+    from torch._C._functorch import maybe_current_level
+
+    x, w, y = randn(4, 3, requires_grad=True), randn(3, seed=1, requires_grad=True), randn(3, 4, seed=2)
+    xe, we, xc, wc = (t.detach().clone().requires_grad_() for t in (x, w, x, w))
+    want = _vmapped(xe, we, y)
+    cf = ember.compile(_vmapped, backend=backend, fullgraph=True)
+    got = cf(xc, wc, y)
+    assert maybe_current_level() is None
+    assert_same(got, want)
+    sum(t.sum() for t in (want[0], want[1], want[2], *want[3], want[4])).backward()
+    sum(t.sum() for t in (got[0], got[1], got[2], *got[3], got[4])).backward()
+    assert_same((xc.grad, wc.grad), (xe.grad, we.grad))
+    assert_same(cf(xc, wc, y), _vmapped(xe, we, y))
+    c = counters()
+    assert (c["frames"], c["breaks"], c["aborts"], c["hits"]) == (1, 0, 0, 1), c
+
+
+class _VmapRule(torch.autograd.Function):
+    @staticmethod
+    def forward(x):
+        return x * 3
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3
+
+    @staticmethod
+    def vmap(info, in_dims, x):  # differs from forward on purpose
+        return x * 2, in_dims[0]
+
+
+def test_vmap_of_a_function_with_a_vmap_rule_and_of_random_ops_match_eager():
+    from torch._C._functorch import maybe_current_level
+
+    def rule(x):
+        return torch.vmap(_VmapRule.apply)(x) + 1
+
+    def rand(x):
+        return torch.vmap(lambda r: torch.rand(3) + r)(x)  # randomness="error": raises
+
+    x = randn(2, 3)
+    assert_same(ember.compile(rule)(x), rule(x))  # the rule's x * 2, not forward's x * 3
+    with pytest.raises(RuntimeError, match="randomness"):
+        ember.compile(rand)(x)
+    assert maybe_current_level() is None  # the abandoned trace left no level pushed
+    torch.rand(2)
+
+
+def test_vmap_of_an_in_place_method_returns_the_input_itself():
+    # _remove_batch_dim of a batched wrapper of x gives x: `is` answers as eager's
+    def f(x):
+        z = torch.vmap(torch.Tensor.acos_)(x)
+        return z is x, x + 1
+
+    x = randn(4, 1).clamp(-0.9, 0.9)
+    assert_same(ember.compile(f, fullgraph=True)(x.clone()), f(x.clone()))
+
+
+def test_a_compiled_function_called_inside_a_vmap_runs_on_batched_tensors():
+    def g(r):
+        return r.sin() * 2
+
+    cg = ember.compile(g)
+    x = randn(4, 3)
+    assert_same(cg(x[0]), g(x[0]))
+    assert_same(torch.vmap(cg)(x), torch.vmap(g)(x))  # batched inputs: g runs as Python
