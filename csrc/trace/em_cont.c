@@ -130,24 +130,24 @@ static EmStatus seq_find_in(EmTracer *T, EmContMethod m, const char *n, EmSym *s
     long cnt = 0, at = -1;
     for (Py_ssize_t i = lo; i < hi && (m == EM_CM_count || at < 0); i++) {
         EmSym *it = self->items.data[i];
-        if (!want || it->kind != SYM_CONST) {
-            if (it == x) { /* the same object: equal by identity */
-                cnt++;
-                if (at < 0) at = i;
-                continue;
-            }
-            return em_trace_fail(T, EMA_VALUE, "%s.%s comparing a %s", em_sym_describe(self), n,
-                                 em_sym_describe(it->kind != SYM_CONST ? it : x));
+        int eq = 0;
+        if (!want || it->kind != SYM_CONST) { /* `it is x or it == x`, an __eq__ of theirs traced */
+            EmStatus st = em_sym_items_eq(T, it, x, 0, &eq);
+            if (st == CALL_NEXT && it->kind != SYM_TENSOR && x->kind != SYM_TENSOR) st = em_sym_eq_truth(T, it, x, &eq);
+            if (st == CALL_NEXT)
+                return em_trace_fail(T, EMA_VALUE, "%s.%s comparing a %s", em_sym_describe(self), n,
+                                     em_sym_describe(it->kind != SYM_CONST ? it : x));
+            if (st != EM_OK) return st;
+        } else if ((eq = PyObject_RichCompareBool(it->obj, want, Py_EQ)) < 0) {
+            return EM_ERR;
         }
-        int eq = PyObject_RichCompareBool(it->obj, want, Py_EQ);
-        if (eq < 0) return EM_ERR;
         if (eq) {
             cnt++;
             if (at < 0) at = i;
         }
     }
     if ((m == EM_CM_index || m == EM_CM_remove) && at < 0) {
-        if (!want)
+        if (!want && m == EM_CM_index && self->kind == SYM_LIST) /* its message holds repr(x) */
             return em_trace_fail(T, EMA_VALUE, "%s.%s of a %s not in it", em_sym_describe(self), n, em_sym_describe(x));
         PyObject *msg = m == EM_CM_remove ? PyUnicode_FromString("list.remove(x): x not in list")
                         : self->kind != SYM_LIST

@@ -273,24 +273,9 @@ static EmStatus seq_items(EmTracer *T, EmSym *s, EmSym **out) {
     return EM_OK;
 }
 
-/* `key in seq`: a tensor key is found by identity up to its first occurrence (Python compares
- * `item is key` first; any other item before it would compare tensor values: the trace gives up
- * there); other keys by value (em_sym_contains_known). */
+/* `key in seq`, as list.__contains__: each item in order, `item is key or item == key` (an
+ * __eq__ of theirs traced), until one is; comparing a tensor's values gives up. */
 static EmStatus seq_contains(EmTracer *T, EmSym *c, EmSym *key, int *found) {
-    if (key->kind != SYM_TENSOR) {
-        /* the items before the first one holding a tensor, compared by value: found there, or
-         * a comparison with that tensor follows (the trace gives up) */
-        int32_t k = 0;
-        while (k < c->items.len && !em_sym_has_tensor(c->items.data[k])) k++;
-        if (k == 0 || k == c->items.len) return em_sym_contains_known(T, c, key, found);
-        EmSym *pre = em_sym_new(T, SYM_TUPLE);
-        for (int32_t i = 0; pre && i < k; i++)
-            if (em_vec_push(&pre->items, c->items.data[i])) return PyErr_NoMemory(), EM_ERR;
-        if (!pre) return EM_ERR;
-        EmStatus st = em_sym_contains_known(T, pre, key, found);
-        if (st != EM_OK || *found) return st;
-        return em_trace_fail(T, EMA_VALUE, "'in' comparing a value with a tensor");
-    }
     EmSym *r = NULL;
     EmStatus st = c->kind == SYM_LIST ? em_list_method(T, EM_CM___contains__, "__contains__", c, &key, 1, &r)
                                       : em_tuple_method(T, EM_CM___contains__, "__contains__", c, &key, 1, &r);

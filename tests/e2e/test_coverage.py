@@ -478,6 +478,40 @@ def test_dunder_methods_of_lists_tuples_and_iterators_called_directly():
     one_graph(f, randn(2))
 
 
+class _ByValue:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return isinstance(other, _ByValue) and other.v == self.v
+
+    __hash__ = None
+
+
+class _AlwaysEqual:
+    def __eq__(self, other):
+        return True
+
+
+def test_list_search_compares_objects_with_their_own_eq():
+    # index/count/remove/`in` of lists and tuples: `item is x or item == x` in order, an __eq__
+    # of the objects traced (reflected from a constant item), as CPython's list_index does
+    def f(x):
+        objs, never = [_ByValue(1), _ByValue(2), _ByValue(3)], object()
+        mixed, nums, pair = [1, never, 2], [1, 2, 3], (_ByValue(5), 7)
+        nums.remove(_AlwaysEqual())
+        r = (objs.index(_ByValue(2)), _ByValue(3) in objs, _ByValue(9) in objs, objs.count(_ByValue(1)),
+             mixed.index(never), never in mixed, pair.index(7), nums, _ByValue(5) in pair, [x].count(x))
+        for missing in (lambda: objs.remove(_ByValue(8)), lambda: pair.index(_ByValue(8))):
+            try:
+                missing()
+            except ValueError as e:
+                r += (str(e),)
+        return x + 1, r
+
+    one_graph(f, randn(2))
+
+
 def test_key_on_tensor_values_is_not_captured():
     def f(x):
         return max([x, x * 2], key=lambda t: t.sum())
