@@ -348,7 +348,8 @@ static EmStatus list_pop(EmTracer *T, EmSym *self, EmSym **args, int nargs, EmSy
     Py_ssize_t i, len = self->items.len;
     EmStatus st = list_index_arg(T, "pop", self, args, nargs, -1, &i);
     if (st != EM_OK) return st;
-    if (i < 0 || i >= len) return em_trace_fail(T, EMA_VALUE, "pop from an empty list or bad index");
+    if (i < 0 || i >= len)
+        return em_trace_raise_msg(T, PyExc_IndexError, len ? "pop index out of range" : "pop from empty list");
     *out = self->items.data[i];
     list_drop(self, i);
     return EM_OK;

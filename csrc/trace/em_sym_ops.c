@@ -145,6 +145,25 @@ EmStatus em_sym_setitem(EmTracer *T, EmSym *c, EmSym *key, EmSym *v) {
     return st == EM_OK ? em_trace_fail(T, EMA_VALUE, "item store into %s", em_sym_describe(c)) : st;
 }
 
+/* del l[a:b:k] (k != 1) of a list made while tracing: the items it names dropped. */
+static EmStatus del_extended_slice(EmTracer *T, EmSym *c, EmSym *key) {
+    EmStatus ok = em_sym_store_check(T, c, key); /* a list of the frame: written back after the graph */
+    if (ok != EM_OK) return ok;
+    PyObject *slice = key->obj;
+    Py_ssize_t start, stop, step, n = c->items.len;
+    if (PySlice_Unpack(slice, &start, &stop, &step) < 0) return em_trace_raise_pending(T, "a bad slice");
+    Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step), k = 0;
+    char *gone = len ? calloc((size_t)n, 1) : NULL;
+    if (len && !gone) return PyErr_NoMemory(), EM_ERR;
+    for (Py_ssize_t i = 0; i < len; i++) gone[start + i * step] = 1;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!gone || !gone[i]) c->items.data[k++] = c->items.data[i];
+    c->items.len = (int32_t)k;
+    c->mver++;
+    free(gone);
+    return EM_OK;
+}
+
 EmStatus em_sym_delitem(EmTracer *T, EmSym *c, EmSym *key) {
     if (!(key = key_for(T, c, key))) return EM_ERR;
     if (key->kind == SYM_SLICE && c->kind != SYM_TENSOR && !(key = em_slice_pinned(T, key))) return EM_ERR;
@@ -160,7 +179,7 @@ EmStatus em_sym_delitem(EmTracer *T, EmSym *c, EmSym *key) {
     if (PySlice_Check(key->obj)) {
         PyObject *step = ((PySliceObject *)key->obj)->step;
         if (step != Py_None && !(PyLong_CheckExact(step) && PyLong_AsLong(step) == 1))
-            return em_trace_fail(T, EMA_VALUE, "del of an extended slice");
+            return del_extended_slice(T, c, key);
         EmSym *empty = em_sym_new(T, SYM_LIST);
         return empty ? em_sym_setitem(T, c, key, empty) : EM_ERR;
     }

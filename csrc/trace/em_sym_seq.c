@@ -136,8 +136,12 @@ static EmStatus list_store_slice(EmTracer *T, EmSym *c, PyObject *slice, EmSym *
         if (ist != EM_OK) return ist;
         v = items;
     }
-    if (v->kind != SYM_LIST && v->kind != SYM_TUPLE)
+    if (v->kind != SYM_LIST && v->kind != SYM_TUPLE) {
+        PyTypeObject *vt = em_sym_known_type(v); /* a number, None: not iterable */
+        if (v->kind == SYM_CONST && vt && !vt->tp_iter && !PySequence_Check(v->obj))
+            return em_trace_raise_msg(T, PyExc_TypeError, "can only assign an iterable");
         return em_trace_fail(T, EMA_VALUE, "slice store of %s", em_sym_describe(v));
+    }
     Py_ssize_t start, stop, step, n = c->items.len, m = v->items.len;
     if (PySlice_Unpack(slice, &start, &stop, &step) < 0) return EM_ERR;
     Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
@@ -146,7 +150,9 @@ static EmStatus list_store_slice(EmTracer *T, EmSym *c, PyObject *slice, EmSym *
     if (m) memcpy(src, v->items.data, sizeof(EmSym *) * (size_t)m);
     EmStatus st = EM_OK;
     if (step != 1) {
-        if (len != m) st = em_trace_fail(T, EMA_VALUE, "extended slice store of %zd items into %zd", m, len);
+        if (len != m)
+            st = em_trace_raise_msg(T, PyExc_ValueError,
+                                    "attempt to assign sequence of size %zd to extended slice of size %zd", m, len);
         for (Py_ssize_t i = 0; st == EM_OK && i < m; i++) c->items.data[start + i * step] = src[i];
     } else {
         if (stop < start) stop = start;

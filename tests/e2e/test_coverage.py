@@ -63,6 +63,28 @@ def test_list_extend_with_itself_doubles_once():
     one_graph(f, randn(2))
 
 
+def test_list_errors_and_extended_slice_deletes_as_python():
+    def f(x, arg):
+        errors = []
+        for call in (lambda: [].pop(), lambda: [1].pop(5), lambda: [1, 2].__setitem__(slice(0, 1), 5),
+                     lambda: [1, 2, 3].__setitem__(slice(0, 3, 2), [1])):
+            try:
+                call()
+            except (IndexError, TypeError, ValueError) as e:
+                errors.append((type(e).__name__, str(e)))
+        l, m = [1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 6]
+        del l[::2]
+        del m[-1:0:-2]
+        del arg[1::3]  # a list of the frame: written back after the graph
+        return x + 1, errors, l, m
+
+    want_arg, got_arg = list(range(8)), list(range(8))
+    want = f(randn(2), want_arg)
+    got = ember.compile(f, fullgraph=True)(randn(2), got_arg)
+    assert_same(got, want)
+    assert got_arg == want_arg
+
+
 def test_list_remove_missing_raises_as_python():
     def f(x):
         a = [1, 2]
