@@ -2173,6 +2173,33 @@ static EmStatus dunder_attr(EmTracer *T, EmSym *base, PyObject *name, int method
     return EM_OK;
 }
 
+/* An attribute of a threading.local of the frame held in its instance dict (which is the
+ * calling thread's): the value now, guarded by a getattr at guard time (the thread of each
+ * call reads its own). CALL_NEXT when base is no such object or the name is its class's. */
+static EmStatus thread_local_attr(EmTracer *T, EmSym *base, PyObject *name, PyObject *ga, EmSym **out, int *done) {
+    static PyObject *local_ga; /* _thread._local.__getattribute__, owned for the process */
+    if (!local_ga) {
+        PyObject *m = PyImport_ImportModule("_thread"), *lt = m ? PyObject_GetAttrString(m, "_local") : NULL;
+        Py_XDECREF(m);
+        if (!lt || !PyType_Check(lt)) return Py_XDECREF(lt), PyErr_Clear(), CALL_NEXT;
+        local_ga = Py_XNewRef(_PyType_Lookup((PyTypeObject *)lt, EM_STR(dunder_getattribute)));
+        Py_DECREF(lt);
+        if (!local_ga) return CALL_NEXT;
+    }
+    if (ga != local_ga || base->kind != SYM_OBJ || base->src < 0 || _PyType_Lookup(Py_TYPE(base->obj), name))
+        return CALL_NEXT;
+    PyObject *v = PyObject_GetAttr(base->obj, name);
+    if (!v) return PyErr_ExceptionMatches(PyExc_AttributeError) ? (PyErr_Clear(), CALL_NEXT) : EM_ERR;
+    int32_t slot = em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)Py_TYPE(base->obj), 0)
+                       ? -1
+                       : em_guard_attr(T->P, base->src, name);
+    EmStatus st = EM_ERR;
+    *out = slot < 0 ? NULL : em_sym_wrap(T, v, slot, &st);
+    Py_DECREF(v);
+    *done = *out != NULL;
+    return *out ? EM_OK : st;
+}
+
 /* A type whose attribute lookup is not object's: a Python __getattribute__ is inlined
  * (*done = 1); object's lookup followed by a Python __getattr__ sets *hook to it; anything
  * else aborts. */
@@ -2191,7 +2218,10 @@ static EmStatus getattribute_hook(EmTracer *T, EmSym *base, PyObject *name, cons
     int generic = ga && (ga == em_state.object_getattribute ||
                          (Py_IS_TYPE(ga, &PyWrapperDescr_Type) &&
                           ((PyWrapperDescrObject *)ga)->d_wrapped == (void *)PyObject_GenericGetAttr));
-    if (!generic) return em_trace_fail(T, EMA_ATTR, "%s.%s (custom __getattribute__)", tp->tp_name, n);
+    if (!generic) {
+        EmStatus st = thread_local_attr(T, base, name, ga, out, done);
+        return st != CALL_NEXT ? st : em_trace_fail(T, EMA_ATTR, "%s.%s (custom __getattribute__)", tp->tp_name, n);
+    }
     if (!gattr || (!PyFunction_Check(gattr) && !Py_IS_TYPE(gattr, &PyMethodDescr_Type) &&
                    !Py_IS_TYPE(gattr, &PyWrapperDescr_Type)))
         return em_trace_fail(T, EMA_ATTR, "%s.%s (a __getattr__ of type %s)", tp->tp_name, n,

@@ -176,3 +176,39 @@ def test_fork_while_another_thread_holds_the_compile_lock():
             raise AssertionError("the forked child hung on the compile lock")
         time.sleep(0.05)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+
+
+_local = threading.local()
+
+
+def reads_a_thread_local(x):
+    return torch.cat([x, _local.t]) * _local.k
+
+
+def test_threading_local_attributes_are_each_threads_own():
+    """A threading.local's attributes are read in the trace, each guarded by a getattr at guard
+    time: a call from another thread reads that thread's values (and recompiles for another
+    constant), never the compiling thread's."""
+    from tests.helpers import assert_same
+
+    ember.reset()
+    cf = ember.compile(reads_a_thread_local, fullgraph=True)
+    x = torch.ones(1)
+    _local.t, _local.k = torch.full((1,), 2.0), 3
+    results = {}
+
+    def worker():
+        _local.t, _local.k = torch.zeros(1), 5
+        results["other"] = (cf(x), reads_a_thread_local(x))
+        _local.t = torch.full((1,), 7.0)
+        results["other2"] = (cf(x), reads_a_thread_local(x))
+
+    assert_same(cf(x), reads_a_thread_local(x))
+    th = threading.Thread(target=worker)
+    th.start()
+    th.join()
+    assert_same(*results["other"])
+    assert_same(*results["other2"])
+    assert_same(cf(x), reads_a_thread_local(x))
+    c = ember.testing.counters()
+    assert (c["frames"], c["breaks"], c["aborts"]) == (2, 0, 0), c
