@@ -1919,12 +1919,13 @@ static EmStatus class_function_attr(EmTracer *T, EmSym *base, PyObject *v, int32
     return (*out = by_id_sym(T, f)) ? EM_OK : EM_ERR;
 }
 
-/* A descriptor v read on a class: torch.autograd.Function.apply (a C classmethod) becomes
+/* A descriptor v read on a class: torch.autograd.Function.apply (a classmethod) becomes
  * ember._rules.function_apply bound to the class; a C classmethod is bound; an lru_cache
  * method, a property and a C attribute descriptor are themselves; a Python descriptor's
  * __get__(None, cls) is traced; others abort. */
-static EmStatus class_descr_attr(EmTracer *T, EmSym *base, PyObject *v, int32_t slot, const char *n, int method,
-                                 EmSym **out, EmSym **self) {
+/* ember._rules.function_apply where v is torch.autograd.Function's `apply` (a C classmethod,
+ * or a Python one in older torch), else NULL (also on error, with the exception set). */
+static PyObject *function_apply_for(PyObject *v) {
     static PyObject *fn_apply, *helper; /* owned for the process */
     if (!helper) {
         PyObject *rules = PyImport_ImportModule("ember._rules");
@@ -1933,15 +1934,22 @@ static EmStatus class_descr_attr(EmTracer *T, EmSym *base, PyObject *v, int32_t 
         Py_XDECREF(rules);
         if (!h) {
             Py_XDECREF(fa);
-            return EM_ERR;
+            return NULL;
         }
         fn_apply = fa;
         helper = h;
     }
-    if (v == fn_apply && PyFunction_Check(helper)) {
+    return v == fn_apply && PyFunction_Check(helper) ? helper : NULL;
+}
+
+static EmStatus class_descr_attr(EmTracer *T, EmSym *base, PyObject *v, int32_t slot, const char *n, int method,
+                                 EmSym **out, EmSym **self) {
+    PyObject *helper = function_apply_for(v);
+    if (helper) {
         if (em_guard_check(T->P, EMG_ID, slot, v, 0)) return EM_ERR;
         return em_sym_method(T, helper, base, method, out, self);
     }
+    if (PyErr_Occurred()) return EM_ERR;
     if (Py_IS_TYPE(v, (PyTypeObject *)EM_KNOWN(lru_wrapper))) { /* an lru_cache method: itself, as a function */
         if (em_guard_check(T->P, EMG_ID, slot, v, 0)) return EM_ERR;
         *self = NULL;
@@ -2030,6 +2038,8 @@ static EmStatus type_attr(EmTracer *T, EmSym *base, PyObject *name, int method, 
     if (osym->src < 0) return em_trace_fail(T, EMA_ATTR, "%s.%s of a class made while tracing", cls->tp_name, n);
     int32_t slot = em_guard_odict(T->P, osym->src, name);
     if (slot < 0) return EM_ERR;
+    if (Py_IS_TYPE(v, &PyClassMethod_Type) && (function_apply_for(v) || PyErr_Occurred())) /* older torch's */
+        return PyErr_Occurred() ? EM_ERR : class_descr_attr(T, base, v, slot, n, method, out, self);
     if (Py_IS_TYPE(v, &PyStaticMethod_Type) || Py_IS_TYPE(v, &PyClassMethod_Type) || PyFunction_Check(v))
         return class_function_attr(T, base, v, slot, n, method, out, self);
     if (Py_IS_TYPE(v, &PyMethodDescr_Type) || Py_IS_TYPE(v, &PyWrapperDescr_Type)) {
