@@ -438,6 +438,11 @@ def ctx_entered(obj):
     return v if v is None or type(v) is int else NotImplemented
 
 
+def call_query(fn):
+    """Guard load: fn(), a state query the entry depends on (csrc/trace/em_call.c em_guard_query)."""
+    return fn()
+
+
 def functorch_idle(_=None):
     """Whether no functorch transform is active (a graph with a vmap level holds its number)."""
     return torch._C._functorch.peek_interpreter_stack() is None

@@ -1859,6 +1859,28 @@ static PyObject *frame_object_of(EmTracer *T, const EmSym *s) {
     return NULL;
 }
 
+int em_guard_query(EmTracer *T, PyObject *fn, PyObject *expect) {
+    static PyObject *call_query; /* ember._rules.call_query, owned for the process */
+    if (!call_query && !(call_query = PyObject_GetAttrString(em_state.meta_run, "call_query"))) return -1;
+    int32_t base = em_guard_const(T->P, fn, "query");
+    int32_t slot = base < 0 ? -1 : em_guard_call(T->P, base, call_query, "%s()", 0);
+    return slot < 0 ? -1 : em_guard_check(T->P, EMG_EQ, slot, expect, 0);
+}
+
+/* A query of torch's global state that the GLOBAL_STATE guard does not check
+ * (torch.are_deterministic_algorithms_enabled()): its answer now, a constant, the entry guarded
+ * on the same answer (em_guard_query). */
+static EmStatus known_state_query(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                  EmSym **out) {
+    (void)all;
+    if (self || n || kwnames || (fn->kind != SYM_CONST && fn->kind != SYM_OBJ)) return CALL_NEXT;
+    PyObject *v = PyObject_CallNoArgs(fn->obj);
+    if (!v) return EM_ERR;
+    *out = em_guard_query(T, fn->obj, v) ? NULL : em_sym_const(T, v);
+    Py_DECREF(v);
+    return *out ? EM_OK : EM_ERR;
+}
+
 static EmStatus known_id(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;

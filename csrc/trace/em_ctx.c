@@ -94,9 +94,7 @@ static const char *ctx_name(PyObject *cls) {
 static int guard_functorch_idle(EmTracer *T) {
     static PyObject *idle; /* owned for the process */
     if (!idle && !(idle = PyObject_GetAttrString(em_state.meta_run, "functorch_idle"))) return -1;
-    int32_t base = em_guard_const(T->P, Py_None, "None");
-    int32_t slot = base < 0 ? -1 : em_guard_call(T->P, base, idle, "functorch_idle(%s)", 0);
-    return slot < 0 ? -1 : em_guard_check(T->P, EMG_EQ, slot, Py_True, 0);
+    return em_guard_query(T, idle, Py_True);
 }
 
 EmStatus em_ctx_make(EmTracer *T, PyObject *cls, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {

@@ -205,6 +205,9 @@ EmSym *em_sym_hashable(EmTracer *T, EmSym *s);
  * tuple or frozenset subclass by its items: a dict key by value (em_dict_key traces its hash
  * and the == of stored keys of that hash, as CPython's lookup). */
 int em_value_hashed(const EmSym *k);
+/* Guards the entry on fn() == expect when it runs (a LOAD_CALL of ember._rules.call_query on
+ * fn, then EQ): a state query outside the GLOBAL_STATE guard. 0, -1 with an exception. */
+int em_guard_query(EmTracer *T, PyObject *fn, PyObject *expect);
 /* The hash a tuple key of em_set_item_kind 2 is stored under within the trace: its constants'
  * hashes and its shape (its identity-hashed items' own hashes are not known until run time;
  * lookups compare them with em_sym_items_eq). 0, -1 with Python's exception set (an unhashable

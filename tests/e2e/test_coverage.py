@@ -236,6 +236,25 @@ def test_autocast_state_queries_are_guarded_constants():
     assert c["frames"] == 3 and c["breaks"] == 0
 
 
+def test_other_global_state_queries_are_guarded_constants():
+    # state the GLOBAL_STATE guard does not check: the answer a constant, the entry guarded on it
+    def f(x):
+        if torch.are_deterministic_algorithms_enabled():
+            return x + 1, torch.get_float32_matmul_precision()
+        return x - 1, torch.is_anomaly_enabled(), torch.get_num_threads() > 0
+
+    cf = ember.compile(f, fullgraph=True)
+    x = randn(2)
+    try:
+        for on in (False, True, False):
+            torch.use_deterministic_algorithms(on)
+            assert_same(cf(x), f(x))
+    finally:
+        torch.use_deterministic_algorithms(False)
+    c = counters()
+    assert (c["frames"], c["recompiles"], c["hits"], c["breaks"]) == (2, 1, 1, 0), c
+
+
 def test_itertools_over_tensors_and_constants():
     """itertools' structural functions over syms: the real function runs on stand-ins, so the
     result's order and shape are Python's own; tensors come back as themselves."""
