@@ -811,6 +811,11 @@ class Generator:
             lambda: [f"{self.fresh('p')} = ({t}, {s})"],
             lambda: [f"{self.fresh('t')}, {self.fresh('t')} = {t}.relu(), {u} + 1"],
             lambda: [f"{self.fresh('d')} = dict(x={t}, y=[{u}, {s}])"],
+            # tuple keys holding tensors (hashed by identity), tuple ==, list searches
+            lambda: [f"{self.fresh('t')} = {{({t}, 'a'): {t} * 2, ({u}, 1): {u} + 1}}[({u}, 1)]"],
+            lambda: [f"{self.fresh('s')} = (({t}, 1) in {{({t}, 1), ({u}, 2)}}, ({t}, 1) == ({t}, 1), "
+                     f"len({{({t}, 'k'): 1, ({t}, 'k'): 2}}))"],
+            lambda: [f"{self.fresh('s')} = [{s}, 'x', None].index(None) + [1, {s}, 1].count(1)"],
         ]
         if lists:
             lst = self.pick(lists)
