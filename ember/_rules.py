@@ -448,14 +448,15 @@ def functorch_idle(_=None):
     return torch._C._functorch.peek_interpreter_stack() is None
 
 
-_FUNCTORCH_TWINS = {}  # id(twin) -> (twin, entered): the vmap levels the trace's twins hold
+# twin -> entered: the vmap levels the trace's twins hold (an entry goes with its twin's sym)
+_FUNCTORCH_TWINS = __import__("weakref").WeakKeyDictionary()
 
 
 def _functorch_levels_are_the_traces():
     """Whether every active functorch level is one a twin of the trace entered (a vmap inside a
     traced vmap): the graph then makes them all, from a start it guards idle."""
     level = torch._C._functorch.maybe_current_level()
-    return (level or 0) == sum(1 for _, entered in _FUNCTORCH_TWINS.values() if entered)
+    return (level or 0) == sum(1 for entered in _FUNCTORCH_TWINS.values() if entered)
 
 
 def ctx_new(cls, args, kwargs):
@@ -468,7 +469,7 @@ def ctx_new(cls, args, kwargs):
         raise TypeError("vmap inside a functorch transform the trace did not enter is not modelled")
     twin = cls(*args, **dict(kwargs))
     if functorch:
-        _FUNCTORCH_TWINS[id(twin)] = (twin, False)
+        _FUNCTORCH_TWINS[twin] = False
     return twin, cls in GRAD_CTX, functorch
 
 
@@ -519,14 +520,15 @@ def ctx_decorated(spec, fn, *args, **kwargs):
 
 def ctx_enter(obj):
     _ENTERED[id(obj)] = (obj, obj.__enter__())
-    if id(obj) in _FUNCTORCH_TWINS:
-        _FUNCTORCH_TWINS[id(obj)] = (obj, True)
+    if type(obj).__hash__ is object.__hash__ and obj in _FUNCTORCH_TWINS:
+        _FUNCTORCH_TWINS[obj] = True
     return torch.is_grad_enabled()
 
 
 def ctx_exit(obj):
     _ENTERED.pop(id(obj), None)
-    _FUNCTORCH_TWINS.pop(id(obj), None)
+    if type(obj).__hash__ is object.__hash__:
+        _FUNCTORCH_TWINS.pop(obj, None)
     obj.__exit__(None, None, None)
     return torch.is_grad_enabled()
 

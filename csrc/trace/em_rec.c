@@ -288,7 +288,10 @@ EmStatus h_load_global(EmTracer *T, const EmInstr *in) {
     if (!v && !PyErr_Occurred() && PyDict_Check(T->builtins)) v = PyDict_GetItemWithError(T->builtins, name);
     if (!v) return PyErr_Occurred() ? EM_ERR : undefined_global(T, name, stored != NULL);
     int32_t slot;
-    if (T->gslot < 0) {
+    if (stored) { /* deleted in the trace: the builtin, read from the builtins dict */
+        int32_t bs = T->bslot >= 0 ? T->bslot : em_guard_const(T->P, T->builtins, "builtins");
+        slot = bs < 0 ? -1 : em_guard_dict(T->P, bs, name);
+    } else if (T->gslot < 0) {
         slot = em_guard_global(T->P, name);
     } else {
         slot = em_guard_global_in(T->P, T->gslot, T->bslot, name);

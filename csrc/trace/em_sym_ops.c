@@ -38,7 +38,10 @@ EmStatus em_sym_eq_truth(EmTracer *T, EmSym *a, EmSym *b, int *eq) {
 }
 
 int em_seq_plain_eq(PyObject *seq_type) {
-    return !seq_type || seq_type == EM_KNOWN(torch_Size) || em_is_namedtuple_type((PyTypeObject *)seq_type);
+    PyTypeObject *tp = (PyTypeObject *)seq_type; /* a namedtuple subclass may define __eq__/__hash__ */
+    return !seq_type || seq_type == EM_KNOWN(torch_Size) ||
+           (em_is_namedtuple_type(tp) && tp->tp_richcompare == PyTuple_Type.tp_richcompare &&
+            tp->tp_hash == PyTuple_Type.tp_hash);
 }
 
 /* 't' a tuple compared as tuple's == compares (a sym or a constant), 'l' a plain list, 0 neither. */
