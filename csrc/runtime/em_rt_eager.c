@@ -304,6 +304,21 @@ static EM_NEW PyObject *function_like(PyObject *tmpl) {
     return f;
 }
 
+/* Whether o is a threading.local (its attribute protocol _thread._local's): a store the trace
+ * recorded on it goes through its own __setattr__, to the calling thread's dict. */
+static int thread_local(PyObject *o) {
+    static setattrofunc local_set; /* _thread._local's slot, found once */
+    if (!local_set) {
+        PyObject *m = PyImport_ImportModule("_thread"), *lt = m ? PyObject_GetAttrString(m, "_local") : NULL;
+        Py_XDECREF(m);
+        if (lt && PyType_Check(lt)) local_set = ((PyTypeObject *)lt)->tp_setattro;
+        Py_XDECREF(lt);
+        PyErr_Clear();
+        if (!local_set) return 0;
+    }
+    return Py_TYPE(o)->tp_setattro == local_set;
+}
+
 static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *const *slots, int32_t *at,
                              PyObject **memo);
 
@@ -420,6 +435,7 @@ static PyObject *rebuild_out(const EmCompiled *C, PyObject **vals, PyObject *con
             PyObject *v = target ? rebuild_out(C, vals, slots, at, memo) : NULL;
             int rc = !v                          ? -1
                      : PyDict_CheckExact(target) ? PyDict_SetItem(target, o->obj, v) /* a global store */
+                     : thread_local(target)      ? PyObject_SetAttr(target, o->obj, v) /* this thread's */
                                                  : PyObject_GenericSetAttr(target, o->obj, v);
             Py_XDECREF(target);
             Py_XDECREF(v);

@@ -717,6 +717,12 @@ EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
         if (!args[1]) return EM_ERR;
         return em_inline(T, hook, args, 3, NULL, &r);
     }
+    if (base->kind == SYM_OBJ && base->src >= 0 && em_thread_local(tp) && !_PyType_Lookup(tp, name)) {
+        /* a threading.local's attribute: the calling thread's, set after the graph (OUT_SETATTR
+         * through its own __setattr__) and read back in the trace */
+        if (em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)tp, 0)) return EM_ERR;
+        return em_obj_record_store(T, base, name, v);
+    }
     /* a class defining only __delattr__ gets CPython's slot function, which calls object's __setattr__ */
     if (tp->tp_setattro != PyObject_GenericSetAttr &&
         hook != _PyType_Lookup(&PyBaseObject_Type, EM_STR(dunder_setattr)))

@@ -2183,21 +2183,34 @@ static EmStatus dunder_attr(EmTracer *T, EmSym *base, PyObject *name, int method
     return EM_OK;
 }
 
+PyTypeObject *em_thread_local(PyTypeObject *tp) {
+    static PyTypeObject *local; /* _thread._local, owned for the process */
+    if (!local) {
+        PyObject *m = PyImport_ImportModule("_thread"), *lt = m ? PyObject_GetAttrString(m, "_local") : NULL;
+        Py_XDECREF(m);
+        if (!lt || !PyType_Check(lt)) return Py_XDECREF(lt), PyErr_Clear(), NULL;
+        local = (PyTypeObject *)lt;
+    }
+    if (!tp) return local;
+    return tp->tp_setattro == local->tp_setattro && tp->tp_getattro == local->tp_getattro &&
+                   _PyType_Lookup(tp, EM_STR(dunder_setattr)) == _PyType_Lookup(local, EM_STR(dunder_setattr))
+               ? local
+               : NULL;
+}
+
 /* An attribute of a threading.local of the frame held in its instance dict (which is the
  * calling thread's): the value now, guarded by a getattr at guard time (the thread of each
  * call reads its own). CALL_NEXT when base is no such object or the name is its class's. */
 static EmStatus thread_local_attr(EmTracer *T, EmSym *base, PyObject *name, PyObject *ga, EmSym **out, int *done) {
-    static PyObject *local_ga; /* _thread._local.__getattribute__, owned for the process */
-    if (!local_ga) {
-        PyObject *m = PyImport_ImportModule("_thread"), *lt = m ? PyObject_GetAttrString(m, "_local") : NULL;
-        Py_XDECREF(m);
-        if (!lt || !PyType_Check(lt)) return Py_XDECREF(lt), PyErr_Clear(), CALL_NEXT;
-        local_ga = Py_XNewRef(_PyType_Lookup((PyTypeObject *)lt, EM_STR(dunder_getattribute)));
-        Py_DECREF(lt);
-        if (!local_ga) return CALL_NEXT;
-    }
-    if (ga != local_ga || base->kind != SYM_OBJ || base->src < 0 || _PyType_Lookup(Py_TYPE(base->obj), name))
+    PyTypeObject *lt = em_thread_local(NULL);
+    if (!lt || ga != _PyType_Lookup(lt, EM_STR(dunder_getattribute)) || base->kind != SYM_OBJ || base->src < 0 ||
+        _PyType_Lookup(Py_TYPE(base->obj), name))
         return CALL_NEXT;
+    EmSym *stored = T->stores.len ? em_obj_stored(T, base, name) : NULL; /* set earlier in the trace */
+    if (stored && !em_store_deleted(stored)) {
+        *done = 1;
+        return (*out = stored), EM_OK;
+    }
     PyObject *v = PyObject_GetAttr(base->obj, name);
     if (!v) return PyErr_ExceptionMatches(PyExc_AttributeError) ? (PyErr_Clear(), CALL_NEXT) : EM_ERR;
     int32_t slot = em_guard_check(T->P, EMG_TYPE, base->src, (PyObject *)Py_TYPE(base->obj), 0)

@@ -208,6 +208,9 @@ int em_value_hashed(const EmSym *k);
 /* Guards the entry on fn() == expect when it runs (a LOAD_CALL of ember._rules.call_query on
  * fn, then EQ): a state query outside the GLOBAL_STATE guard. 0, -1 with an exception. */
 int em_guard_query(EmTracer *T, PyObject *fn, PyObject *expect);
+/* _thread._local (tp NULL), or tp when its attribute protocol is _thread._local's own (a
+ * threading.local or a subclass not overriding it); NULL otherwise. Borrowed. */
+PyTypeObject *em_thread_local(PyTypeObject *tp);
 /* The hash a tuple key of em_set_item_kind 2 is stored under within the trace: its constants'
  * hashes and its shape (its identity-hashed items' own hashes are not known until run time;
  * lookups compare them with em_sym_items_eq). 0, -1 with Python's exception set (an unhashable

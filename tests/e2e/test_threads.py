@@ -212,3 +212,34 @@ def test_threading_local_attributes_are_each_threads_own():
     assert_same(cf(x), reads_a_thread_local(x))
     c = ember.testing.counters()
     assert (c["frames"], c["breaks"], c["aborts"]) == (2, 0, 0), c
+
+
+def stores_to_a_thread_local(x, loc):
+    loc.t = x
+    loc.n = 3
+    return x + loc.n, loc.t is x
+
+
+def test_stores_to_a_threading_local_go_to_the_calling_threads_values():
+    """Attribute stores on a threading.local are replayed after the graph through its own
+    __setattr__: the calling thread's values change, another thread's do not."""
+    ember.reset()
+    loc = threading.local()
+    cf = ember.compile(stores_to_a_thread_local, fullgraph=True)
+    x = torch.ones(2)
+    out, same = cf(x, loc)
+    assert torch.equal(out, x + 3) and same and loc.t is x and loc.n == 3
+    seen = {}
+
+    def worker():
+        y = torch.zeros(2)
+        seen["out"] = cf(y, loc)
+        seen["mine"] = loc.t is y
+
+    th = threading.Thread(target=worker)
+    th.start()
+    th.join()
+    assert torch.equal(seen["out"][0], torch.full((2,), 3.0)) and seen["out"][1] and seen["mine"]
+    assert loc.t is x  # this thread's value is untouched
+    c = ember.testing.counters()
+    assert (c["breaks"], c["aborts"]) == (0, 0), c
