@@ -910,6 +910,20 @@ done:
     return st;
 }
 
+/* object.__ne__(self, other): self's type's __eq__ (traced), inverted unless NotImplemented. */
+static EmStatus object_ne(EmTracer *T, EmSym *self, EmSym *other, EmSym **out) {
+    EmSym *eq = NULL, *bound = NULL, *r = NULL;
+    EmStatus st = em_sym_getattr(T, self, EM_STR(dunder_eq), 1, &eq, &bound);
+    if (st == EM_OK)
+        st = bound ? em_call(T, eq, bound, &other, 1, NULL, &r) : em_call(T, eq, NULL, &other, 1, NULL, &r);
+    if (st != EM_OK) return st;
+    if (r->kind == SYM_CONST && r->obj == Py_NotImplemented) return (*out = r), EM_OK;
+    int truth = 0;
+    if ((st = em_sym_truth(T, r, &truth)) != EM_OK) return st;
+    *out = em_sym_const(T, truth ? Py_False : Py_True);
+    return *out ? EM_OK : EM_ERR;
+}
+
 /* d.__get__(o[, type]) of a C attribute descriptor d (Tensor.shape): o.<d's name>, where that
  * lookup on o's type finds d itself (d is guarded by identity). */
 static EmStatus descr_get(EmTracer *T, EmSym *d, EmSym **args, int nargs, EmSym **out) {
@@ -943,6 +957,14 @@ static EmStatus call_builtin_method(EmTracer *T, PyObject *fn, EmSym *self, EmSy
             EmStatus st = em_obj_generic_del(T, self, args[0]->obj);
             if (st != EM_OK) return st;
         } else if (!strcmp(n, "__init__") && nargs == 0 && self->kind == SYM_NEW) {
+        } else if (!strcmp(n, "__ne__") && nargs == 1) {
+            return object_ne(T, self, args[0], out);
+        } else if (!strcmp(n, "__eq__") && nargs == 1) { /* by identity, else NotImplemented */
+            int same = 0;
+            EmStatus st = em_sym_is(T, self, args[0], &same);
+            if (st != EM_OK) return st;
+            *out = em_sym_const(T, same ? Py_True : Py_NotImplemented);
+            return *out ? EM_OK : EM_ERR;
         } else {
             return em_trace_fail(T, EMA_CALL, "object.%s on a %s", n, em_sym_describe(self));
         }

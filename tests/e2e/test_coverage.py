@@ -553,6 +553,21 @@ def test_list_search_compares_objects_with_their_own_eq():
     one_graph(f, randn(2))
 
 
+class _Plain:
+    pass
+
+
+def test_object_eq_and_ne_called_directly():
+    # object.__ne__ inverts the type's __eq__ unless NotImplemented; object.__eq__ is identity
+    def f(x):
+        a, b, c = _ByValue(1), _ByValue(1), _ByValue(2)
+        p, q = _Plain(), _Plain()
+        return (x + 1, object.__ne__(a, c), _ByValue.__ne__(a, b), a.__ne__(b), object.__eq__(p, p),
+                object.__eq__(p, q), object.__ne__(p, q), object.__ne__(p, p), p != q)
+
+    one_graph(f, randn(2))
+
+
 def test_key_on_tensor_values_is_not_captured():
     def f(x):
         return max([x, x * 2], key=lambda t: t.sum())
