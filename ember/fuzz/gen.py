@@ -1070,6 +1070,12 @@ class Generator:
             [f"{self.fresh('s')} = weakref.ref({t} * 2)() is None"],
             [f"{o} = Acc({s})", f"{self.fresh('s')} = weakref.ref({o})() is {o}"],
         ]
+        fts = [n for n in self.tensors(env, lambda d: len(d[1]) >= 1 and d[1][0] > 0 and d[2].is_floating_point)]
+        if fts:  # torch.vmap over the first dimension (traced: its level a context of the graph)
+            f = self.pick(fts)
+            opts += [[f"{v} = torch.vmap(lambda r: r * 2 + r.sum())({f})"],
+                     [f"{v} = torch.vmap(lambda r, w: (r * w).sin(), in_dims=(0, None))({f}, {f}[0])"],
+                     [f"{v} = torch.vmap(lambda r: (r.relu(), r.mean()))({f})[1]"]]
         if deques:
             dq = self.pick(deques)
             opts += [[f"{dq}.append({t})"], [f"{v} = {dq}[0] if {dq} else {t}"], [f"{self.fresh('s')} = len({dq})"],
