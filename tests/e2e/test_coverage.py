@@ -4156,29 +4156,11 @@ def test_vmap_is_one_graph_with_its_levels_and_gradients(backend):
     assert (c["frames"], c["breaks"], c["aborts"], c["hits"]) == (1, 0, 0, 1), c
 
 
-class _VmapRule(torch.autograd.Function):
-    @staticmethod
-    def forward(x):
-        return x * 3
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        pass
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 3
-
-    @staticmethod
-    def vmap(info, in_dims, x):  # differs from forward on purpose
-        return x * 2, in_dims[0]
-
-
 def test_vmap_of_a_function_with_a_vmap_rule_and_of_random_ops_match_eager():
     from torch._C._functorch import maybe_current_level
 
     def rule(x):
-        return torch.vmap(_VmapRule.apply)(x) + 1
+        return torch.vmap(_WithVmapRule.apply)(x) + 1  # the rule's x * 2, not forward's
 
     def rand(x):
         return torch.vmap(lambda r: torch.rand(3) + r)(x)  # randomness="error": raises
