@@ -3,7 +3,8 @@ import os
 
 
 class _Config:
-    _fields = ("cache_size_limit", "accumulated_recompile_limit", "strict", "force_python_tensor_guards")
+    _fields = ("cache_size_limit", "accumulated_recompile_limit", "strict", "force_python_tensor_guards",
+               "capture_scalar_outputs")
 
     def __init__(self):
         # Entries per code object (per function); a code that needs one more runs as plain
@@ -18,6 +19,10 @@ class _Config:
         # (slower; for tests and for torch builds whose layout ember cannot verify).
         object.__setattr__(self, "force_python_tensor_guards",
                            os.environ.get("EMBER_PYTHON_TENSOR_GUARDS", "") == "1")
+        # x.item() of a tensor the graph computes is a number of the graph (as with fullgraph=True,
+        # or TorchDynamo's capture_scalar_outputs) rather than a graph break
+        object.__setattr__(self, "capture_scalar_outputs",
+                           os.environ.get("EMBER_CAPTURE_SCALAR_OUTPUTS", "") == "1")
 
     def __setattr__(self, name, value):
         if name not in self._fields:

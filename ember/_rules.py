@@ -1842,6 +1842,76 @@ _BAD_TAGS = {getattr(torch.Tag, n) for n in ("nondeterministic_seeded", "inplace
 _RUNNING = {"running_mean", "running_var"}
 
 
+# ---- numbers the graph computes (csrc/trace/em_sym_item.c) ----
+
+def capture_scalar_outputs():
+    """Whether x.item() is captured outside fullgraph: ember.config's setting, or TorchDynamo's
+    (a program written for torch.compile sets that one)."""
+    from ._config import config
+    if config.capture_scalar_outputs:
+        return True
+    dyn = sys.modules.get("torch._dynamo.config")
+    return bool(getattr(dyn, "capture_scalar_outputs", False))
+
+
+# callables whose numbers fill or are the data of their result: its metadata does not depend on
+# them, only on their types (a size among them shows in em_item_call_check's second meta run)
+_ITEM_FILLS = frozenset(("tensor", "as_tensor", "scalar_tensor", "full", "full_like", "new_full", "fill",
+                         "fill_", "masked_fill", "masked_fill_", "where", "index_fill", "index_fill_"))
+_ITEM_OK = {}
+
+
+def item_call_ok(fn):
+    """Whether fn may be given a number the graph computes: a torch builtin with a pointwise
+    ATen overload (torch.clamp, Tensor.add), or one of _ITEM_FILLS."""
+    try:
+        hit = _ITEM_OK.get(fn)
+    except TypeError:
+        return False
+    if hit is None:
+        hit = _ITEM_OK[fn] = _item_ok(fn)
+    return hit
+
+
+def _item_ok(fn):
+    name = getattr(fn, "__name__", None)
+    if not isinstance(name, str) or name.startswith("__"):
+        return False
+    if getattr(torch._C._VariableFunctions, name, None) is not fn and \
+            getattr(torch._C.TensorBase, name, None) is not fn and getattr(torch, name, None) is not fn:
+        return False
+    if name in _ITEM_FILLS or name.startswith("_foreach_"):  # a foreach op's scalars apply item by item
+        return True
+    packet = getattr(torch.ops.aten, name, None)
+    try:
+        return packet is not None and any(torch.Tag.pointwise in getattr(packet, o).tags for o in packet.overloads())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def _same_meta(a, b, depth=0):
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and \
+            a.dtype == b.dtype and a.device == b.device and a.layout == b.layout and \
+            (a.layout != torch.strided or (a.stride() == b.stride() and a.storage_offset() == b.storage_offset()))
+    if type(a) is not type(b) or depth > 4:
+        return False
+    if type(a) in (tuple, list):
+        return len(a) == len(b) and all(_same_meta(x, y, depth + 1) for x, y in zip(a, b))
+    return a is b or a == b
+
+
+def item_same_meta(fn, args1, kwargs1, args2, kwargs2, device):
+    """Whether fn gives results of the same metadata on the two sets of stand-ins for the numbers
+    the graph computes (a size among them differs)."""
+    try:
+        r1 = run(fn, args1, kwargs1, device)
+        r2 = run(fn, args2, kwargs2, device)
+    except Exception:
+        return False
+    return _same_meta(r1[0], r2[0]) and r1[1] == r2[1]
+
+
 def pure(fn):
     """Whether fn, given a tensor whose value the trace knows, leaves it as it was
     (csrc/trace/em_fold.c forgets the values it knows otherwise)."""

@@ -317,14 +317,14 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
     *why = NULL;
     if (!e) return EMD_ERR;
     em_graph_init(&G, obj_retain, obj_release);
-    EmStatus st = em_trace_run(&T, co, in, &G, &e->P, -1, dyn_mode, dyn_state);
+    EmStatus st = em_trace_run(&T, co, in, &G, &e->P, -1, dyn_mode, dyn_state, !allow_break);
     for (int again = 0; st != EM_ERR && T.retrace && again < 8; again++) { /* from the state it left */
         em_trace_free(&T);
         em_graph_free(&G);
         em_guard_free(&e->P);
         em_guard_init(&e->P);
         em_graph_init(&G, obj_retain, obj_release);
-        st = em_trace_run(&T, co, in, &G, &e->P, -1, dyn_mode, dyn_state);
+        st = em_trace_run(&T, co, in, &G, &e->P, -1, dyn_mode, dyn_state, !allow_break);
     }
     if (st == EM_ABORT) {
         if (!(first_why = em_trace_abort_message(&T))) goto done;
@@ -370,7 +370,7 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
         em_guard_free(&e->P);
         em_guard_init(&e->P);
         em_graph_init(&G, obj_retain, obj_release);
-        st = em_trace_run(&T, co, in, &G, &e->P, at, dyn_mode, dyn_state);
+        st = em_trace_run(&T, co, in, &G, &e->P, at, dyn_mode, dyn_state, !allow_break);
         if (st == EM_OK && T.broke) {
             if (build_break(&T, co, in, e, &st, region ? &R : NULL)) {
                 if (st == EM_ABORT) {
@@ -561,7 +561,7 @@ EM_NEW PyObject *em_driver_trace(PyCodeObject *co, const EmFrameIn *in) {
     PyObject *res = NULL;
     em_graph_init(&G, obj_retain, obj_release);
     em_guard_init(&P);
-    EmStatus st = em_trace_run(&T, co, in, &G, &P, -1, EM_DYN_STATIC, NULL);
+    EmStatus st = em_trace_run(&T, co, in, &G, &P, -1, EM_DYN_STATIC, NULL, 0);
     if (st == EM_OK && em_guard_check_shape(&P, &T.sizes)) st = EM_ERR;
     if (st == EM_ABORT) {
         PyObject *why = em_trace_abort_message(&T);

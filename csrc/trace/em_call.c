@@ -58,6 +58,18 @@ static EM_NEW PyObject *meta_view(EmTracer *T, EmSym *s, int *has_tensor, int de
     return r;
 }
 
+/* A slice of its bounds' traced values (symbolic ones as SYM_INT in meta_value_at). */
+static EM_NEW PyObject *meta_slice(EmTracer *T, EmSym *s) {
+    PyObject *v[3];
+    for (int i = 0; i < 3; i++) {
+        EmSym *b = s->items.data[i];
+        v[i] = b->kind == SYM_INT ? PyLong_FromLongLong(em_size_hint(&T->sizes, b->expr)) : Py_XNewRef(b->obj);
+    }
+    PyObject *r = v[0] && v[1] && v[2] ? PySlice_New(v[0], v[1], v[2]) : NULL;
+    for (int i = 0; i < 3; i++) Py_XDECREF(v[i]);
+    return r;
+}
+
 static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, int depth, long *left) {
     if (depth > EM_MAX_NEST || --*left < 0) {
         em_trace_fail(T, EMA_VALUE, "a value nested more than %d deep (or holding itself)", EM_MAX_NEST);
@@ -87,16 +99,10 @@ static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, in
             return PyLong_FromLongLong(em_size_hint(&T->sizes, s->expr));
         case SYM_FLOAT: /* its traced value, for a pointwise operator's meta run; anything else uses its value */
             return T->floats_ok || em_float_pin(T, s) == EM_OK ? Py_NewRef(s->obj) : NULL;
-        case SYM_SLICE: { /* of the bounds' traced values, likewise */
-            PyObject *v[3];
-            for (int i = 0; i < 3; i++) {
-                EmSym *b = s->items.data[i];
-                v[i] = b->kind == SYM_INT ? PyLong_FromLongLong(em_size_hint(&T->sizes, b->expr)) : Py_XNewRef(b->obj);
-            }
-            PyObject *r = v[0] && v[1] && v[2] ? PySlice_New(v[0], v[1], v[2]) : NULL;
-            for (int i = 0; i < 3; i++) Py_XDECREF(v[i]);
-            return r;
-        }
+        case SYM_ITEM: /* a stand-in where its value cannot matter (em_item_call_check) */
+            if (T->floats_ok) return em_item_dummy(s, T->item_dummy);
+            return em_trace_fail(T, EMA_DATA_DEP, "a number from .item() given to real code"), NULL;
+        case SYM_SLICE: return meta_slice(T, s);
         case SYM_TUPLE:
         case SYM_LIST: {
             PyObject *r = s->kind == SYM_TUPLE ? PyTuple_New(s->items.len) : PyList_New(s->items.len);
@@ -187,7 +193,7 @@ static PyObject *result_device_at(EmTracer *T, EmSym **args, int nargs, int dept
     return first;
 }
 
-static PyObject *result_device(EmTracer *T, EmSym **args, int nargs) {
+PyObject *em_result_device(EmTracer *T, EmSym **args, int nargs) {
     long left = EM_MAX_WALK;
     return result_device_at(T, args, nargs, 0, &left);
 }
@@ -238,7 +244,7 @@ static const char *name_attr(PyObject *o, const char *name, PyObject **keep) {
     return u;
 }
 
-static const char *callable_name(PyObject *fn, char *buf, size_t n) {
+const char *em_callable_name(PyObject *fn, char *buf, size_t n) {
     PyObject *q, *mod;
     const char *qs = name_attr(fn, "__qualname__", &q);
     if (!qs) {
@@ -597,9 +603,15 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
         if (o->kind == SYM_TENSOR && !PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, k), "out"))
             into = o->ref;
     }
-    /* a float input stays one only as an operand of a pointwise operator (em_sym_float.c) */
+    /* a float input stays one only as an operand of a pointwise operator (em_sym_float.c); a
+     * number the graph computes goes where its value cannot change the result's metadata */
+    int items = em_item_among(args, nargs);
+    if (items) {
+        EmStatus ist = em_item_call_check(T, op, fn, args, nargs, kwnames);
+        if (ist != EM_OK) return ist;
+    }
     int floats_ok = T->floats_ok;
-    T->floats_ok = op != EMOP_CALL && (em_op_info[op].flags & EMF_POINTWISE);
+    T->floats_ok = items || (op != EMOP_CALL && (em_op_info[op].flags & EMF_POINTWISE));
     EmStatus st = op_record_sized(T, op, fn, args, nargs, kwnames, meta_fn, out);
     T->floats_ok = floats_ok;
     if (st == EM_OK && T->data_nodes.len && self >= 0 &&
@@ -672,7 +684,7 @@ static EM_NEW PyObject *run_known(EmTracer *T, PyObject *fn, PyObject *margs, Py
 static EmStatus op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
                           PyObject *meta_fn, EmSym **out) {
     char name[160];
-    if (op == EMOP_CALL) callable_name(fn, name, sizeof(name));
+    if (op == EMOP_CALL) em_callable_name(fn, name, sizeof(name));
     else snprintf(name, sizeof(name), "%s", em_op_info[op].name);
     EmInferred inf;
     inf.view = 0;
@@ -686,7 +698,7 @@ static EmStatus op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int 
     PyObject *margs, *mkw;
     EmStatus st = meta_call_args(T, op, fn, args, nargs, kwnames, &margs, &mkw);
     if (st != EM_OK) return st;
-    PyObject *dev = result_device(T, args, nargs);
+    PyObject *dev = em_result_device(T, args, nargs);
     int consts = 1; /* every argument a constant: a pure op of no tensor may run for real (em_fold.c) */
     for (int i = 0; i < nargs && consts; i++) consts = all_const(args[i], 4);
     PyObject *res = PyObject_CallMethod(em_state.meta_run, "run", "OOOOO", meta_fn ? meta_fn : fn, margs, mkw,
@@ -838,7 +850,7 @@ static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **all, int nargs, PyO
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     PyObject *stack[65];
     char name[160];
-    callable_name(fn, name, sizeof(name));
+    em_callable_name(fn, name, sizeof(name));
     if (nargs > 64) return em_trace_fail(T, EMA_CALL, "%s with too many arguments", name);
     int n = 0;
     EmStatus st = EM_ERR;
@@ -859,6 +871,7 @@ static EmStatus call_eval(EmTracer *T, PyObject *fn, EmSym **all, int nargs, PyO
         /* type questions (callable(f)) may be asked of a function made while tracing: its stand-in
          * has its type */
         if (introspect && em_sym_placeholder(args[n])) stack[n] = Py_NewRef(args[n]->obj);
+        else if (introspect && args[n]->kind == SYM_ITEM) stack[n] = em_item_dummy(args[n], 0); /* its type */
         else if (!(stack[n] = meta_value(T, args[n], &has_tensor))) {
             st = meta_value_status();
             goto done;
@@ -2335,6 +2348,7 @@ static EmStatus known_numconv(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, 
     (void)self;
     if (kwnames || n != 1) return CALL_NEXT;
     if (all[0]->kind == SYM_INT && fn->obj == EM_KNOWN(b_abs)) return em_int_abs(T, all[0], out);
+    if (all[0]->kind == SYM_ITEM) return em_item_conv(T, fn->obj, all[0], out);
     return all[0]->kind == SYM_FLOAT ? em_float_conv(T, fn->obj, all[0], out) : CALL_NEXT;
 }
 
@@ -2776,7 +2790,7 @@ static EmStatus call_by_rule(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         case RULE_TRUE: *out = em_sym_const(T, Py_True); return *out ? EM_OK : EM_ERR;
         case RULE_CTX: return em_ctx_make(T, f, all, n, kwnames, out);
         case RULE_NUMPY: return em_np_call(T, f, all, n, kwnames, out);
-        case RULE_ABORT: callable_name(f, name, sizeof(name)); return em_trace_fail(T, EMA_NOT_IN_GRAPH, "%s", name);
+        case RULE_ABORT: em_callable_name(f, name, sizeof(name)); return em_trace_fail(T, EMA_NOT_IN_GRAPH, "%s", name);
         default: break;
     }
     return CALL_NEXT;
@@ -2891,7 +2905,7 @@ static EmStatus call_unruled(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         for (int i = 0; i < n; i++) with_self[i + 1] = all[i];
         return em_inline(T, call, with_self, n + 1, kwnames, out);
     }
-    callable_name(f, name, sizeof(name));
+    em_callable_name(f, name, sizeof(name));
     return em_trace_fail(T, PyMethod_Check(f) ? EMA_INLINE : EMA_CALL, "%s", name);
 }
 

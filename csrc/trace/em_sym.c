@@ -66,7 +66,8 @@ const char *em_sym_describe(EmSym *s) {
                                   "cell",
                                   "set (holding tensors or objects)",
                                   "traceback of an exception raised in the trace",
-                                  "numpy ndarray"};
+                                  "numpy ndarray",
+                                  "number the graph computes (.item())"};
     if (s->kind == SYM_OBJ || s->kind == SYM_CONST || s->kind == SYM_NEW) return Py_TYPE(s->obj)->tp_name;
     return names[s->kind];
 }
@@ -942,6 +943,7 @@ static int32_t sym_arg_at(EmTracer *T, EmSym *s, EmStatus *st, int depth, long *
         }
         case SYM_SLICE: return em_slice_arg(T, s, st);
         case SYM_FLOAT: return em_float_arg(T, s, st);
+        case SYM_ITEM: return em_item_arg(T, s, st);
         case SYM_CONST:
         case SYM_OBJ: return const_arg(T, s, st);
         case SYM_TUPLE:
@@ -1612,6 +1614,7 @@ static PyTypeObject *kind_type(EmSym *s) {
         case SYM_DICT: return (PyTypeObject *)(s->seq_type ? s->seq_type : (PyObject *)&PyDict_Type);
         case SYM_INT: return &PyLong_Type;
         case SYM_FLOAT: return &PyFloat_Type;
+        case SYM_ITEM: return (PyTypeObject *)s->obj;
         case SYM_SLICE: return &PySlice_Type;
         case SYM_PARTIAL: return (PyTypeObject *)EM_KNOWN(partial);
         case SYM_VIEW:
@@ -1779,6 +1782,7 @@ EmStatus em_sym_type(EmTracer *T, EmSym *s, EmSym **out) {
         case SYM_INT: tp = (PyObject *)&PyLong_Type; break; /* an exact int (its input's type is guarded) */
         case SYM_SLICE: tp = (PyObject *)&PySlice_Type; break;
         case SYM_FLOAT: tp = (PyObject *)&PyFloat_Type; break; /* its input's type is guarded */
+        case SYM_ITEM: tp = s->obj; break;
         case SYM_SET:
         case SYM_NDARRAY: tp = s->seq_type; break; /* numpy.ndarray, or a numpy scalar type */
         case SYM_DICT: tp = s->seq_type ? s->seq_type : (PyObject *)&PyDict_Type; break;

@@ -14,6 +14,7 @@ const EmSymOps *const em_sym_ops[SYM__COUNT] = {
     [SYM_BOUND] = &em_bound_ops, [SYM_PARTIAL] = &em_partial_ops, [SYM_EXIT] = &em_exit_ops,
     [SYM_INT] = &em_int_ops,     [SYM_SLICE] = &em_slice_ops,     [SYM_FLOAT] = &em_float_ops,
     [SYM_CTX] = &em_ctx_ops,     [SYM_SET] = &em_set_ops,         [SYM_NDARRAY] = &em_ndarray_ops,
+    [SYM_ITEM] = &em_item_ops,
 };
 
 /* NULL, CTX: values the trace only passes along. */
@@ -307,7 +308,7 @@ EmStatus em_sym_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, Em
     if ((em_set_changed(a) || em_set_changed(b)) && !(op >= EMOP_LT && op <= EMOP_GE) &&
         !(op >= EMOP_IADD && op <= EMOP_IRSHIFT && em_set_of_frame(a))) /* a new set in its copy's order */
         return em_trace_fail(T, EMA_VALUE, "%s of a set of the frame the trace changed", em_op_info[op].name);
-    int right = b->kind == SYM_INT ||
+    int right = (b->kind == SYM_INT && a->kind != SYM_ITEM) || b->kind == SYM_ITEM ||
                 (a->kind == SYM_CONST && (b->kind == SYM_TUPLE || b->kind == SYM_LIST || b->kind == SYM_FLOAT));
     const EmSymOps *o = ops_of(right ? b : a);
     if (o->binop) return o->binop(T, op, fn, a, b, out);

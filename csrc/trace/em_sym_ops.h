@@ -67,10 +67,10 @@ typedef struct EmSymOps {
 /* The rows, in the file of each kind family: em_sym_ops.c (CONST, TENSOR), em_sym_seq.c
  * (TUPLE, LIST, ITER), em_sym_dict.c (DICT, VIEW), em_sym_obj.c (OBJ, NEW), em_call.c (the
  * kinds that are only called: BOUND, PARTIAL, EXIT), em_sym_int.c (INT), em_sym_slice.c (SLICE),
- * em_sym_float.c (FLOAT). */
+ * em_sym_float.c (FLOAT), em_sym_item.c (ITEM). */
 extern const EmSymOps em_const_ops, em_tensor_ops, em_tuple_ops, em_list_ops, em_iter_ops, em_dict_ops, em_view_ops,
     em_obj_ops, em_new_ops, em_bound_ops, em_partial_ops, em_exit_ops, em_int_ops, em_slice_ops, em_float_ops,
-    em_ctx_ops, em_set_ops, em_ndarray_ops;
+    em_ctx_ops, em_set_ops, em_ndarray_ops, em_item_ops;
 /* The call slots em_call.c implements for rows kept elsewhere. */
 EmStatus em_obj_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);
 EmStatus em_call_by_value(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, PyObject *kwnames, EmSym **out);

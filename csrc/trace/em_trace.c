@@ -728,6 +728,7 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
             return st == EM_OK ? out_node(T, s->items.data[0]->ref) : st;
         }
         case SYM_FLOAT: return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src}); /* the frame's own float */
+        case SYM_ITEM: return out_node(T, s->ref);
         case SYM_CONST: return out_value(T, s);
         case SYM_SET: /* a set (or frozenset) of its items' outputs, made per call */
             if (s->out_at >= 0) return same_out(T, s);
@@ -1087,8 +1088,9 @@ EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int *
 }
 
 EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P, int break_at,
-                      int dyn_mode, PyObject *dyn_state) {
+                      int dyn_mode, PyObject *dyn_state, int fullgraph) {
     memset(T, 0, sizeof(*T));
+    T->fullgraph = fullgraph;
     T->dyn_mode = dyn_mode;
     T->dyn_state = dyn_state;
     T->break_at = break_at;

@@ -180,6 +180,8 @@ typedef struct EmTracer {
     int dyn_mode;        /* EmDynMode */
     int float_input;     /* a graph input is a float (SYM_FLOAT): the FX export makes it a SymFloat */
     int floats_ok;       /* em_op_record of a pointwise operator: a float input stays one */
+    int fullgraph;       /* a break would fail the compile: x.item() is captured (em_sym_item.c) */
+    int item_dummy;      /* which stand-in a SYM_ITEM is in meta runs (em_item_dummy) */
     PyObject *dyn_state; /* borrowed dict or NULL: source name -> sizes seen (automatic dynamic) */
     EmVec(EmSymLeaf) sym_leaf;
     EmVec(int32_t) node_dims, dim_exprs, expr_ref, node_expr;
@@ -194,7 +196,7 @@ typedef struct EmTracer {
 /* Traces the frame. Returns EM_OK (graph, guards and out filled), EM_ABORT (reason in T) or
  * EM_ERR (Python exception set). The caller owns G and P and must call em_trace_free. */
 EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P, int break_at,
-                      int dyn_mode, PyObject *dyn_state);
+                      int dyn_mode, PyObject *dyn_state, int fullgraph);
 /* read[i] (i < n, plain locals) = 1 when local i may be read by the code reachable from code
  * unit `from` of the traced frame (every one when it may read its locals by name). 0, or -1
  * with an exception set. */

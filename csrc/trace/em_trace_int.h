@@ -44,6 +44,8 @@ typedef enum {
     SYM_NDARRAY, /* a numpy array over a tensor (x.numpy(), numpy calls on tensors: em_sym_np.c): items[0]
                   * the tensor sym, seq_type numpy.ndarray; pos 1: a 0-d result eager numpy gives
                   * as a numpy scalar (np.sum(a)) */
+    SYM_ITEM,   /* a Python number the graph computes (x.item(), arithmetic on such): ref its node,
+                 * obj its type (int, float or bool); its value is unknown (em_sym_item.c) */
     SYM__COUNT
 } EmSymKind;
 
@@ -715,6 +717,10 @@ int em_sym_mutable(EmTracer *T, EmSym *s);
 EmStatus em_trace_build_out(EmTracer *T, EmSym *s, int depth);
 /* Graph arguments for syms, contiguous: the first index, or -1 with *st set (em_call.c). */
 int32_t em_node_args(EmTracer *T, EmSym **args, int nargs, EmStatus *st);
+/* The device an op's result is on, from its tensor arguments (borrowed; NULL: none). */
+PyObject *em_result_device(EmTracer *T, EmSym **args, int nargs);
+/* fn's printable name (module.qualname) in buf; returns buf. */
+const char *em_callable_name(PyObject *fn, char *buf, size_t n);
 /* The interpreter loop over the current frame state (em_trace.c). */
 EmStatus em_trace_loop(EmTracer *T);
 /* Items of an iterable sym as a tuple/list sym (an iterator's remaining items, which
@@ -865,6 +871,25 @@ EmStatus em_float_pin(EmTracer *T, EmSym *s);
 EmStatus em_float_conv(EmTracer *T, PyObject *fn, EmSym *a, EmSym **out);
 /* The graph argument of a SYM_FLOAT: its input, or (outside a pointwise operator) pinned. */
 int32_t em_float_arg(EmTracer *T, EmSym *s, EmStatus *st);
+/* em_sym_item.c. x.item() of a tensor sym: a SYM_ITEM (CALL_NEXT when numbers are not captured). */
+EmStatus em_known_tensor_item(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
+/* torch._check(c) of a bool SYM_ITEM, torch._check_is_size(i) of an int one: a check node and a
+ * bound on the value; CALL_NEXT for any other argument. */
+EmStatus em_known_check(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
+/* int(s), float(s), abs(s) of a SYM_ITEM: a graph node; CALL_NEXT for anything else. */
+EmStatus em_item_conv(EmTracer *T, PyObject *fn, EmSym *s, EmSym **out);
+/* The graph argument of a SYM_ITEM: its node where T->floats_ok (its value cannot change the
+ * op's result metadata), else the abort (data-dependent). */
+int32_t em_item_arg(EmTracer *T, EmSym *s, EmStatus *st);
+/* A stand-in for s's value in a meta run (new reference): one of two of its type (which: 0 or
+ * 1), for em_item_call_check's comparison. */
+EM_NEW PyObject *em_item_dummy(const EmSym *s, int which);
+/* Whether args (or the tuples and lists among them) hold a SYM_ITEM. */
+int em_item_among(EmSym **args, int nargs);
+/* Before recording op(args) holding a SYM_ITEM: EM_OK when its result metadata cannot depend
+ * on the number's value (a pointwise operator or torch function, a fill value, torch.tensor's
+ * data; checked by a second meta run on other stand-ins), else the abort. */
+EmStatus em_item_call_check(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames);
 /* 1 when an in-place op (its result is its first argument, retargeted) keeps that argument's
  * sizes (x += y, x.mul_(y)); 0 for one that may change them (x.t_(), x.resize_()). */
 int em_inplace_keeps_sizes(EmOp op, PyObject *fn);

@@ -11,6 +11,7 @@ requires_grad, made in one FakeTensorMode that the backend finds through the Tra
 as it does under TorchDynamo. Outputs are the graph's distinct tensor outputs, as a tuple.
 """
 import inspect
+import math
 import operator
 import re
 import warnings
@@ -125,9 +126,9 @@ def _leaf_dtype(e):
     """The dtype torch.tensor infers for one item of its data."""
     if isinstance(e, torch.Tensor):
         return e.dtype
-    if isinstance(e, bool):
+    if isinstance(e, (bool, torch.SymBool)):
         return torch.bool
-    if isinstance(e, int):
+    if isinstance(e, (int, torch.SymInt)):
         return torch.int64
     if isinstance(e, complex):
         return torch.complex128 if torch.get_default_dtype() == torch.float64 else torch.complex64
@@ -135,7 +136,7 @@ def _leaf_dtype(e):
 
 
 def _tensor_of_data(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
-    """torch.tensor(data) for data (lists/tuples) holding 0-dim tensors of the graph: the items
+    """torch.tensor(data) for data (lists/tuples) holding 0-dim tensors or numbers of the graph: the items
     cast and stacked, ops AOTAutograd traces (torch.tensor reads each item's value). The dtype
     torch.tensor infers (its items' promoted); the device given or the default one; no autograd
     history, as torch.tensor's copy has none."""
@@ -154,6 +155,8 @@ def _tensor_of_data(data, dtype=None, device=None, requires_grad=False, pin_memo
             return torch.stack([build(i) for i in d])
         if isinstance(d, torch.Tensor):
             return d.detach().to(device=dev, dtype=dtype).reshape(())
+        if isinstance(d, (torch.SymInt, torch.SymFloat, torch.SymBool)):  # a number from x.item()
+            return torch.scalar_tensor(d, dtype=dtype, device=dev)
         return torch.tensor(d, dtype=dtype, device=dev)
 
     out = build(data)
@@ -193,6 +196,11 @@ def _cond_fx(pred, true_fn, false_fn, operands, true_cells=(), false_cells=()):
     return pytree.tree_unflatten(list(leaves), spec[0])
 
 
+def _has_numbers(gm):
+    """Whether the graph computes numbers from x.item() (unbacked symbols a backend may refuse)."""
+    return any(n.op == "call_method" and n.target == "item" for n in gm.graph.nodes)
+
+
 def _has_cond(gm):
     return any(n.op == "call_function" and n.target is _cond_fx for n in gm.graph.nodes)
 
@@ -217,6 +225,15 @@ _SYM_CALLS = {torch.Tensor.size: torch.Tensor.size, min: torch.sym_min, max: tor
 
 def _is_int_node(op, target):
     return op in _INT_OPS or (op == "call" and target in _SYM_CALLS)
+
+
+# numbers the graph computes (x.item(), csrc/trace/em_sym_item.c): SymInts, SymFloats and SymBools
+# of the fake run (unbacked), which these calls take in their symbolic forms
+_NUMBER_CALLS = {int: torch.sym_int, float: torch.sym_float, abs: abs, round: round, math.floor: math.floor,
+                 math.ceil: math.ceil, math.trunc: math.trunc, torch._check: torch._check,
+                 torch._check_is_size: torch._check_is_size}
+_NUMBER_OPS = frozenset(("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift",
+                         "rshift", "neg", "pos", "invert", "lt", "le", "eq", "ne", "gt", "ge"))
 
 
 # ember's size expressions and relations (csrc/trace/em_sym_int.c, size_program) on SymInts
@@ -335,6 +352,7 @@ class _Builder:
         self.root = torch.nn.Module()
         self.vmap_levels = set()  # the FX nodes entering a vmap level (context)
         self.env = {}
+        self.numbers = set()  # refs of the nodes computing numbers (is_number)
         self.n_consts = 0
         self.n_ops = 0
 
@@ -398,7 +416,10 @@ class _Builder:
         for ref, (op, target, args, kwnames, vkind, meta) in enumerate(self.nodes):
             if op == "input":
                 continue
-            node = self.node(op, target, args, kwnames, vkind)
+            number = vkind == 2 and self.is_number(op, target, args)
+            if number:
+                self.numbers.add(ref)
+            node = self.node(op, target, args, kwnames, vkind, number)
             if meta is not None and syms is None:
                 node.meta["val"] = node.meta["example_value"] = self.fake(meta)
             if op == "item":
@@ -410,7 +431,7 @@ class _Builder:
                 self.env[ref].meta["val"] = self.env[ref].meta["example_value"] = val
         for ref in self.outputs:
             op, target, *_rest, vkind, _meta = self.nodes[ref]
-            if vkind != 0 and not (syms is not None and _is_int_node(op, target)):
+            if vkind != 0 and ref not in self.numbers and not (syms is not None and _is_int_node(op, target)):
                 raise _Unexportable("a graph output that is not a tensor")
         g.output(tuple(self.env[r] for r in self.outputs))
         gm = torch.fx.GraphModule(self.root, g, class_name="EmberGraph")
@@ -530,8 +551,23 @@ class _Builder:
             raise _Unexportable("torch.autocast with arguments FX cannot print")
         return self.graph.call_function(torch.amp._enter_autocast, vals)
 
-    def node(self, op, target, args, kwnames, vkind):
+    def is_number(self, op, target, args):
+        """Whether the node computes a number from x.item(): the item, or arithmetic on one."""
+        if op == "call" and target is torch._C.TensorBase.item:
+            self.fake_mode.allow_scalar_outputs = True  # the fake item is an unbacked symbol
+            return True
+        on_number = any(tag == 0 and x in self.numbers for tag, x in args)
+        return on_number and (op in _NUMBER_OPS or (op == "call" and target in _NUMBER_CALLS))
+
+    def node(self, op, target, args, kwnames, vkind, number=False):
         g = self.graph
+        if number:
+            pos = tuple(self.arg(a) for a in args)
+            self.n_ops += 1
+            if op == "call":
+                return g.call_method("item", pos) if target is torch._C.TensorBase.item else \
+                    g.call_function(_NUMBER_CALLS[target], pos)
+            return g.call_function(_graph_op(op), pos)
         if op == "call" and target in (_rules.enter_ctx, _rules.exit_ctx):
             return self.context(target, args)
         if op == "call" and target is _rules.call_spec:  # a warnings filter of a catch_warnings block
@@ -555,7 +591,8 @@ class _Builder:
             self.n_ops += 1
             if _is_tensor_method(target):
                 return g.call_method(target.__name__, tuple(pos), kwargs)
-            if target in _FX_FORMS and pos and isinstance(pos[0], (list, tuple)) and _has_node(pos[0]):
+            number_data = pos and isinstance(pos[0], torch.fx.Node) and any(self.env[r] is pos[0] for r in self.numbers)
+            if target in _FX_FORMS and pos and (number_data or isinstance(pos[0], (list, tuple)) and _has_node(pos[0])):
                 target = _FX_FORMS[target]
             elif target is _rules.cond_call:
                 target = _cond_fx
@@ -978,6 +1015,10 @@ def _compile(backend, desc, inputs, where, exact=False):
                 _logging.log("dynamic", f"the graph of {where} is compiled for its inputs' sizes: the backend "
                                         f"failed with symbolic sizes ({type(e).__name__}: {e})")
             return _compile(backend, _static_desc(desc), inputs, where, exact=True)
+        if _has_numbers(gm):
+            reason = f"the numbers it computes from .item() did not compile ({type(e).__name__}: {e})"
+            _warn_executor(where, backend, reason)
+            return None, reason, None, ()
         if "modified by an inplace operation" not in str(e):
             raise BackendCompilerFailed(f"ember: backend {backend.name!r} failed to compile the graph of {where}: "
                                         f"{type(e).__name__}: {e}") from e
@@ -989,6 +1030,10 @@ def _compile(backend, desc, inputs, where, exact=False):
     except Exception as e:
         if _has_cond(gm):
             reason = f"torch.ops.higher_order.cond did not compile ({type(e).__name__}: {e})"
+            _warn_executor(where, backend, reason)
+            return None, reason, None, ()
+        if _has_numbers(gm):
+            reason = f"the numbers it computes from .item() did not compile ({type(e).__name__}: {e})"
             _warn_executor(where, backend, reason)
             return None, reason, None, ()
         raise BackendCompilerFailed(f"ember: backend {backend.name!r} failed to compile the graph of {where}: "

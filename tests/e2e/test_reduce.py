@@ -102,7 +102,7 @@ def test_reduce_it_cannot_take_falls_back_with_eager_results(case):
         return functools.reduce(torch.add, [x, x], initial=x)  # a TypeError before Python 3.14
 
     def data_dependent(x):
-        return functools.reduce(lambda a, b: a + b * b.sum().item(), [x, x + 1, x + 2])
+        return functools.reduce(lambda a, b: a + b if b.sum().item() > 0 else a - b, [x, x + 1, x + 2])
 
     def not_iterable(x):
         return functools.reduce(torch.add, torch.add, x)

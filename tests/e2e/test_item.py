@@ -1,0 +1,236 @@
+"""Numbers the graph computes (csrc/trace/em_sym_item.c): x.item() of a one-element tensor is
+captured under fullgraph, ember.config.capture_scalar_outputs or TorchDynamo's
+capture_scalar_outputs, as TorchDynamo captures it. The number goes where its value cannot
+change what the trace decides (arithmetic, pointwise ops, fill values, torch.tensor's data,
+torch._check); a use that needs the value (a branch, a size) breaks the graph, or under
+fullgraph raises ember.Unsupported. Every case is compared with eager, on every backend where
+the graph is handed to torch.fx."""
+
+import math
+
+import pytest
+import torch
+
+import ember
+import ember.testing
+from tests.helpers import assert_same, counters, randn
+from tests.helpers import exact_graph as one_graph
+
+BACKENDS = ["eager", "aot_eager"]
+
+
+def _graph_text(fn):
+    return "\n".join(str(e["graph"]) for e in ember.testing.entries(fn))
+
+
+def _exact_on(backend, fn, *args):
+    if backend == "eager":
+        return one_graph(fn, *args)
+    want = fn(*args)
+    cf = ember.compile(fn, backend=backend, fullgraph=True)
+    with __import__("warnings").catch_warnings():
+        __import__("warnings").simplefilter("error", ember.EmberWarning)  # handed to the backend, not the executor
+        for _ in range(2):
+            assert_same(cf(*args), want)
+    return want
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_item_returned(backend):
+    def f(x):
+        return torch.max(x).int().item()
+
+    _exact_on(backend, f, torch.tensor([[10.6763, 11.7445, -2.2369]]))
+    cf = ember.compile(f, backend=backend, fullgraph=True)
+    assert cf(torch.tensor([[1.0, 61.2, 5.0]])) == 61  # the value of each call, not a constant
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_arithmetic_on_items(backend):
+    def f(x, y, n):
+        s = x.sum().item()
+        k = n.item()
+        return y * s + (s - 1) / 2, k // 3, -k, k % 4, k * 2 + 1, s ** 2, k ** 3, k / 2, k >= 3, s != k
+
+    _exact_on(backend, f, randn(3), randn(3, seed=1), torch.tensor(7))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bool_and_int_types_follow_python(backend):
+    def f(b, n):
+        t = b.item()  # a bool
+        k = n.item()
+        return t + t, t & t, k << 2, k >> 1, k ^ 5, ~k, abs(-k), float(k), int(k), t * 1.5
+
+    want = f(torch.tensor(True), torch.tensor(6))
+    # AOTAutograd refuses bool arithmetic on its unbacked symbols: the graph runs on ember's executor
+    with __import__("warnings").catch_warnings():
+        __import__("warnings").simplefilter("ignore", ember.EmberWarning)
+        assert_same(ember.compile(f, backend=backend, fullgraph=True)(torch.tensor(True), torch.tensor(6)), want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_conversions(backend):
+    def f(v):
+        x = v.item()
+        return int(x), float(x), abs(-x), round(x), math.floor(x), math.ceil(x), math.trunc(-x)
+
+    _exact_on(backend, f, torch.tensor(2.75))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pointwise_ops_and_fills(backend):
+    def f(x, m):
+        v = m.item()
+        y = x.clone()
+        y[y > 0] = v
+        return (torch.clamp(x, max=v), x.masked_fill(x > 0, v), torch.full((3,), v), torch.where(x > 0, x, v),
+                x.add(v), torch.full_like(x, v), y, x.new_full((2,), v))
+
+    _exact_on(backend, f, randn(5), torch.tensor(0.3))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tensor_of_items(backend):  # TorchDynamo's test_symfloat_to_tensor
+    def f(v, n):
+        return (torch.tensor([v.item()]), torch.tensor([[v.item()], [2.0]]), torch.tensor(v.item()),
+                torch.tensor((v.item(), n.item())))
+
+    _exact_on(backend, f, randn(1), torch.tensor(4))
+
+
+def test_foreach_scalar():
+    def f(a, val):
+        return torch._foreach_pow([a.abs()], 1 - val.item())
+
+    one_graph(f, randn(4, 4), torch.tensor(0.5, dtype=torch.float64))
+
+
+def test_check_is_a_runtime_assert_and_a_bound():  # TorchDynamo's test_deferred_runtime_asserts
+    def f(x):
+        y = x.item()
+        torch._check(y >= 0)
+        if y >= 0:  # decided by the check: no break
+            return x * 2
+        return x * 3
+
+    one_graph(f, torch.tensor([3]))
+    cf = ember.compile(f, fullgraph=True)
+    with pytest.raises(RuntimeError):  # as eager's torch._check(False)
+        cf(torch.tensor([-2]))
+    with pytest.raises(RuntimeError):
+        f(torch.tensor([-2]))
+
+
+def test_check_bounds_decide_comparisons():
+    def f(x):
+        n = x.item()
+        torch._check(n > 2)
+        torch._check(n <= 10)
+        if n < 5:  # not decided by the checks
+            return x
+        return x + 1
+
+    with pytest.raises(ember.Unsupported, match="truth value"):
+        ember.compile(f, fullgraph=True)(torch.tensor(4))
+    ember.reset()
+    ember.testing.reset_counters()
+
+    def g(x):
+        n = x.item()
+        torch._check(n > 2)
+        torch._check(n <= 10)
+        return (n > 1, n >= 3, n < 11, n != 0, n == 20, bool(n))
+
+    one_graph(g, torch.tensor(4))
+
+
+def test_branch_on_an_item_breaks_with_the_number_handed_on():
+    def f(x, n):
+        v = n.item()
+        w = v * 2
+        if v > 2:
+            return x + w
+        return x - w
+
+    ember.config.capture_scalar_outputs = True
+    try:
+        cf = ember.compile(f)
+        for k in (3, 1, 5, 2):
+            assert_same(cf(randn(3), torch.tensor(k)), f(randn(3), torch.tensor(k)))
+        assert counters()["breaks"] >= 1
+        assert "call item" in _graph_text(f)
+    finally:
+        ember.config.capture_scalar_outputs = False
+
+
+def test_not_captured_without_fullgraph_or_the_setting():
+    def f(x, n):
+        return x * n.item()
+
+    cf = ember.compile(f)
+    assert_same(cf(randn(3), torch.tensor(2.0)), f(randn(3), torch.tensor(2.0)))
+    assert "call item" not in _graph_text(f)  # the graph breaks at .item(), as TorchDynamo's default
+
+
+def test_dynamo_setting_is_honoured():
+    def f(x, n):
+        return x * n.item()
+
+    import torch._dynamo.config as dc
+    with dc.patch(capture_scalar_outputs=True):
+        cf = ember.compile(f)
+        assert_same(cf(randn(3), torch.tensor(2.0)), f(randn(3), torch.tensor(2.0)))
+    assert "call item" in _graph_text(f)
+    assert counters()["breaks"] == 0
+
+
+@pytest.mark.parametrize("body", [
+    "torch.full((v,), 1.0)",  # a size
+    "torch.arange(v)",
+    "x.view(v, -1)",
+    "x.sum(dim=v - 1)",
+    "x[v:]",
+    "str(v)",
+    "{v: 1}",
+    "math.sqrt(v)",
+    "v.bit_length()",
+    "[0] * v",
+])
+def test_uses_that_need_the_value_are_refused(body):
+    ns = {"torch": torch, "math": math}
+    exec(f"def f(x, n):\n    v = n.item()\n    return {body}\n", ns)
+    f = ns["f"]
+    with pytest.raises(ember.Unsupported, match="item"):
+        ember.compile(f, fullgraph=True)(randn(4, 4), torch.tensor(2))
+    ember.reset()
+    ember.config.capture_scalar_outputs = True
+    try:  # without fullgraph: a break there, eager's result
+        assert_same(ember.compile(f)(randn(4, 4), torch.tensor(2)), f(randn(4, 4), torch.tensor(2)))
+    finally:
+        ember.config.capture_scalar_outputs = False
+
+
+def test_item_of_a_tensor_changed_later_is_its_value_then():
+    def f(x):
+        s = x.sum().item()
+        x.add_(1)
+        return x * s, s
+
+    a, b = randn(3), randn(3)
+    want = f(a)
+    got = ember.compile(f, fullgraph=True)(b)
+    assert_same(got, want)
+    assert_same(b, a)
+
+
+def test_item_of_many_elements_raises_as_eager():
+    def f(x):
+        return x.item()
+
+    with pytest.raises(ember.Unsupported):
+        ember.compile(f, fullgraph=True)(randn(3))
+    with pytest.raises(RuntimeError):  # a later call's one element: the graph's item raises as eager's
+        cf = ember.compile(lambda x: x.sum(0).item(), fullgraph=True)
+        cf(randn(1, 1))
+        cf(randn(2, 2))
