@@ -1,5 +1,5 @@
 """python -m ember.fuzz --seed S --count N --backend eager|aot_eager [--jobs J] [--out DIR] [--minimize]
-[--triage-torch] [--start I] [--timeout T] [--dynamic none|true|false]"""
+[--triage-torch] [--start I] [--timeout T] [--dynamic none|true|false] [--capture-scalars]"""
 import argparse
 import os
 import sys
@@ -26,11 +26,15 @@ def main(argv=None):
                     help="how often code hitting already-known defects is generated (0..1, default 1: as often as other code)")
     ap.add_argument("--dynamic", choices=("none", "true", "false"), default="none",
                     help="ember.compile's dynamic= for every program (default None: automatic dynamic)")
+    ap.add_argument("--capture-scalars", action="store_true",
+                    help="x.item() captured in the graph (ember.config.capture_scalar_outputs) in every program")
     ap.add_argument("--why", action="store_true",
                     help="list why frames ran as plain Python (each reason, with the number of programs)")
     ap.add_argument("-q", "--quiet", action="store_true")
     a = ap.parse_args(argv)
     os.environ["EMBER_FUZZ_DYNAMIC"] = a.dynamic  # read by the workers (runner._compile)
+    if a.capture_scalars:
+        os.environ["EMBER_CAPTURE_SCALAR_OUTPUTS"] = "1"  # ember.config's default in the workers
     log = (lambda *_: None) if a.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     summary = fuzz_run(a.seed, a.count, a.backend, jobs=a.jobs, out=a.out, minimize=a.minimize,
                        triage_torch=a.triage_torch, timeout=a.timeout, start=a.start, log=log,

@@ -638,7 +638,7 @@ class Generator:
         env = self.env(self.snaps)
         w = [("tensor", 30), ("binary", 18), ("view", 12), ("inplace", 10), ("scalar", 8), ("container", 10),
              ("object", 5), ("closure", 4), ("global", 4), ("gbreak", 8), ("raise", 2), ("misc", 8), ("numpy", 4),
-             ("newer", 4), ("fold", 4)]
+             ("newer", 4), ("fold", 4), ("item", 4)]
         if self.module:
             w.append(("module", 12))
         if self.grad:
@@ -1103,6 +1103,29 @@ class Generator:
             [f"{k} = torch.tensor(2.5) * {dim}", f"{s} = float({k}) if {k} > 1 else 0.0"],
             [f"{k} = torch.tensor({dim}, dtype=torch.float32).sqrt()", f"{v} = {t} * {k}",
              f"{s} = bool({k} > 1.5)"],
+        ]
+        return self.pick(opts)
+
+    def s_item(self, env):
+        """Numbers read with .item() (graph numbers under --capture-scalars, csrc/trace/em_sym_item.c):
+        arithmetic on them, pointwise ops and fill values given them, torch.tensor of them,
+        torch._check bounds deciding comparisons, branches on them (breaks)."""
+        t = self.pick(self.ftensors(env))
+        if t is None:
+            return None
+        v, s, n, b = self.fresh("t"), self.fresh("s"), self.fresh("s"), self.fresh("s")
+        opts = [
+            [f"{s} = {t}.sum().item()", f"{v} = {t} * {s} - {s} / 2 + ({s} > 0)"],
+            [f"{s} = {t}.max().item() if {t}.numel() else 0.0", f"{v} = torch.clamp({t}, max={s})"],
+            [f"{v} = {t}.masked_fill({t} > 0, {t}.mean().item()) if {t}.numel() else {t}"],
+            [f"{s} = int({t}.abs().sum().item()) % 3", f"{v} = {t} + {s} * 2 - {s} // 2"],
+            [f"{v} = torch.full_like({t}, {t}.sum().item())"],
+            [f"{v} = torch.tensor([{t}.sum().item(), 1.0]) + {t}.sum()"],
+            [f"{n} = ({t} > 0).sum().item()", f"torch._check({n} >= 0)",
+             f"{v} = {t} * ({n} + 1) if {n} >= 0 else {t}"],
+            [f"{b} = ({t}.sum() > 0).item()", f"{v} = {t} * ({b} + 1)"],
+            [f"{s} = {t}.sum().item()", f"{v} = {t} + 1 if {s} > 0 else {t} - 1"],
+            [f"{n} = ({t} > 0).sum().item()", f"{s} = abs(-{n}) ** 2 + float({n})", f"{v} = {t}.add({s})"],
         ]
         return self.pick(opts)
 
