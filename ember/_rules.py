@@ -2208,14 +2208,44 @@ def function_apply(cls, *args, **kwargs):
         return _FUNCTION_APPLY.__get__(None, cls)(*args, **kwargs)
     if torch._C._are_functorch_transforms_active():  # inside a traced vmap: its vmap rule applies
         return real_apply(cls, args, kwargs)
-    if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
-        if not kwargs:
-            return _traced_apply(cls, args)
-        return _FUNCTION_APPLY.__get__(None, cls)(*args, **kwargs)
+    if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
+                                       for a in itertools.chain(args, kwargs.values())):
+        if kwargs:
+            plan = apply_args_plan(cls, len(args), tuple(kwargs))
+            if plan is None:
+                return _FUNCTION_APPLY.__get__(None, cls)(*args, **kwargs)
+            args = tuple(args[v] if k == 0 else kwargs[v] if k == 1 else v for k, v in plan)
+        return _traced_apply(cls, args)
     if torch.is_grad_enabled():
         with torch.no_grad():  # as apply runs forward
             return _inference_apply(cls, args, kwargs)
     return _inference_apply(cls, args, kwargs)
+
+
+def apply_args_plan(cls, nargs, names):
+    """How apply(*args, **kwargs) (nargs positional, keywords `names`) passes its arguments, as
+    torch's apply does: each keyword put at its parameter's position in forward's own code
+    (its __signature__ and __wrapped__ ignored), each an input of the node, no default filled in.
+    Per position: (0, i) args[i] or (1, name) kwargs[name]; None where a keyword names no
+    positional parameter past the positional arguments or leaves a gap (apply raises).
+    Evaluated on constants while tracing."""
+    fwd = cls.forward
+    if not isinstance(fwd, types.FunctionType):
+        return None
+    code = fwd.__code__
+    first = int(cls.setup_context is _SETUP_CONTEXT)  # forward(ctx, *args)
+    params = code.co_varnames[first:code.co_argcount]
+    at = {p: i for i, p in enumerate(params)}
+    if any(n not in at or at[n] < nargs for n in names):
+        return None
+    last = max((at[n] for n in names), default=nargs - 1)
+    by_pos = {at[n]: n for n in names}
+    if len(by_pos) != last + 1 - nargs:  # a parameter between them not given
+        return None
+    return tuple((0, i) if i < nargs else (1, by_pos[i]) for i in range(last + 1))
+
+
+_set(CONST, [apply_args_plan])
 
 
 def real_apply(cls, args, kwargs):

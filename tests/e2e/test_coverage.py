@@ -2716,6 +2716,53 @@ def test_autograd_function_with_gradients_one_graph():
         assert counters()["frames"] == 1
 
 
+class _KwScale(torch.autograd.Function):  # forward's keywords, a default, a tensor given by keyword
+    @staticmethod
+    def forward(ctx, x, factor=1.0, bias=None, shift=2):
+        ctx.save_for_backward(x)
+        ctx.factor = factor
+        return x * factor + (bias if bias is not None else 0) + shift
+
+    @staticmethod
+    def backward(ctx, g):  # one gradient per argument given (keywords too; no defaults)
+        return (g * ctx.factor, None, g, None)[:len(ctx.needs_input_grad)]
+
+
+class _KwNew(torch.autograd.Function):  # setup_context: the bound inputs
+    @staticmethod
+    def forward(x, factor=3.0):
+        return x * factor
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.n, ctx.factor = len(inputs), inputs[1]
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.factor * ctx.n, None
+
+
+def test_autograd_function_apply_with_keywords():
+    def f(x, b):
+        return (_KwScale.apply(x, factor=6.0) + _KwScale.apply(x, 2.0, bias=b)
+                + _KwScale.apply(x, shift=1, bias=b, factor=0.5) + _KwNew.apply(x, factor=2.0)).sum()
+
+    for backend in ("eager", "aot_eager"):
+        x, b = randn(3), randn(3, seed=1)
+        xe, be = x.clone().requires_grad_(), b.clone().requires_grad_()
+        xc, bc = x.clone().requires_grad_(), b.clone().requires_grad_()
+        want = f(xe, be)
+        want.backward()
+        ember.reset()
+        ember.testing.reset_counters()
+        got = ember.compile(f, backend=backend, fullgraph=True)(xc, bc)
+        got.backward()
+        assert_same(got, want)
+        torch.testing.assert_close(xc.grad, xe.grad)
+        torch.testing.assert_close(bc.grad, be.grad)  # a tensor given by keyword is an input of the node
+        assert counters()["frames"] == 1
+
+
 def test_autograd_function_forms_not_modelled_run_the_real_apply():
     def f(x):
         return _Dirty.apply(x * 1).sum()
