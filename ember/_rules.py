@@ -572,10 +572,15 @@ def grad_restorer(mode):
 _RERUN_UNSAFE = re.compile(r"rand|dropout|bernoulli|multinomial|^normal|log_normal|poisson|uniform|"
                            r"exponential|cauchy|geometric|gumbel|rrelu|shuffle|seed|backward|"
                            r"scaled_dot_product|attention|hook|^grad|grad$|cuda|stream|event|synchronize")
+_RERUN_SAFE_NUMBERS = frozenset((int, float, abs, round, math.floor, math.ceil, math.trunc))  # graph numbers' calls
+
+
 def rerun_safe(fn):
     """Whether a graph call of fn changes nothing outside its result (no random stream drawn,
     no state changed), so that a graph made of such calls that raised may run its frame again
     as plain Python. Unknown callables (not torch's) are not."""
+    if any(fn is f for f in _RERUN_SAFE_NUMBERS):
+        return True
     name = getattr(fn, "__name__", None)
     from ._np import NpCall
     if type(fn) is NpCall:  # torch._numpy's function of tensors; a name ending in "_" writes an argument

@@ -106,6 +106,20 @@ static EmSym *number_node(EmTracer *T, EmOp op, PyObject *fn, const char *label,
     return s;
 }
 
+/* Before a node that may raise at run time for some values (a division by zero, int(nan), a
+ * check that fails): EM_OK where a raise there leaves the frame to run again as plain Python
+ * (no node before it changed anything: em_trace_rerun_limit), which raises, or catches, where
+ * and as eager does; else data-dependent (a graph break there: the instruction runs as Python,
+ * after the graph and its side effects). */
+static EmStatus may_raise(EmTracer *T, const char *what) {
+    int32_t limit;
+    int meta;
+    if (em_trace_rerun_limit(T, &limit, &meta)) return EM_ERR;
+    if (limit == T->G->nodes.len) return EM_OK;
+    return em_trace_fail(T, EMA_DATA_DEP, "%s a number from .item() (it may raise after the graph changed a tensor)",
+                         what);
+}
+
 /* ---- bounds ---- */
 
 typedef struct {
@@ -260,8 +274,12 @@ static EmStatus item_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *
     if (bin < EMOP_ADD || bin > EMOP_RSHIFT || bin == EMOP_MATMUL) return data_dep(T, "an operator on");
     PyObject *tp = result_type(T, bin, em_op_fn(bin), a, b);
     if (!tp) return data_dep(T, "the result type of an operator on");
-    EmSym *ops[2] = {a, b};
     EmStatus st = EM_OK;
+    if (bin == EMOP_TRUEDIV || bin == EMOP_FLOORDIV || bin == EMOP_MOD || bin == EMOP_POW || bin == EMOP_LSHIFT ||
+        bin == EMOP_RSHIFT) /* by zero, 0.0 ** -1, a negative shift, an overflow */
+        st = may_raise(T, "an operator that may raise on");
+    if (st != EM_OK) return st;
+    EmSym *ops[2] = {a, b};
     *out = number_node(T, bin, NULL, NULL, ops, 2, tp, &st);
     return *out ? EM_OK : st;
 }
@@ -300,13 +318,14 @@ EmStatus em_item_conv(EmTracer *T, PyObject *fn, EmSym *s, EmSym **out) {
     if (!tp) return data_dep(T, "a conversion of");
     /* int(n), float(f), math.floor(n)...: the number itself */
     if (tp == s->obj && fn != EM_KNOWN(b_abs)) return (*out = s), EM_OK;
+    EmStatus st = tp == (PyObject *)&PyLong_Type ? may_raise(T, "a conversion (int(nan) raises) of") : EM_OK;
+    if (st != EM_OK) return st;
     PyObject *name = PyObject_GetAttrString(fn, "__name__");
     const char *label = name ? PyUnicode_AsUTF8(name) : NULL;
     if (!label) {
         Py_XDECREF(name);
         return EM_ERR;
     }
-    EmStatus st = EM_OK;
     *out = number_node(T, EMOP_CALL, fn, label, &s, 1, tp, &st);
     Py_DECREF(name);
     return *out ? EM_OK : st;
@@ -349,7 +368,8 @@ EmStatus em_known_check(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n,
     for (int i = 1; i < n; i++) /* message=None */
         if (all[i]->kind != SYM_CONST || all[i]->obj != Py_None) return CALL_NEXT;
     (void)kwnames;
-    EmStatus st = EM_OK;
+    EmStatus st = may_raise(T, "a check of");
+    if (st != EM_OK) return st;
     EmSym *node = number_node(T, EMOP_CALL, fn->obj, is_size ? "_check_is_size" : "_check", all, 1,
                               (PyObject *)Py_TYPE(Py_None), &st);
     if (!node) return st;
@@ -393,7 +413,9 @@ EmStatus em_item_call_check(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, in
         int ok = em_op_info[op].flags & EMF_POINTWISE; /* x * s */
         if (op == EMOP_SETITEM && nargs == 3) /* x[i] = s: only the value */
             ok = !em_item_among(args, 2) && args[1]->kind != SYM_FLOAT;
-        return ok ? EM_OK : em_trace_fail(T, EMA_DATA_DEP, "%s given a number from .item()", em_op_info[op].name);
+        if (!ok) return em_trace_fail(T, EMA_DATA_DEP, "%s given a number from .item()", em_op_info[op].name);
+        /* an integer tensor to a negative power raises */
+        return op == EMOP_POW || op == EMOP_IPOW ? may_raise(T, "a power of a tensor to") : EM_OK;
     }
     PyObject *r = PyObject_CallMethod(em_state.meta_run, "item_call_ok", "O", fn);
     int ok = r ? PyObject_IsTrue(r) : -1;

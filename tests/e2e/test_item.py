@@ -234,3 +234,45 @@ def test_item_of_many_elements_raises_as_eager():
         cf = ember.compile(lambda x: x.sum(0).item(), fullgraph=True)
         cf(randn(1, 1))
         cf(randn(2, 2))
+
+
+def test_a_raise_caught_by_the_frame_runs_it_as_python():  # fuzz 3402 #667
+    def f(x, n):
+        v = n.item()
+        try:
+            r = int(v)  # int(nan) raises ValueError
+        except ValueError:
+            r = -1
+        try:
+            q = 1 / v
+        except ZeroDivisionError:
+            q = 0.0
+        return x * r + q
+
+    cf = ember.compile(f, fullgraph=True)
+    for n in (torch.tensor(2.5), torch.tensor(float("nan")), torch.tensor(0.0)):
+        assert_same(cf(randn(3), n), f(randn(3), n))
+
+
+def test_a_raise_after_a_write_breaks_there():
+    def f(x, n):
+        x.add_(1)  # a raise after it would leave the frame half done: the division runs as Python
+        v = n.item()
+        try:
+            r = 1 / v
+        except ZeroDivisionError:
+            r = 0.0
+        return x * r
+
+    ember.config.capture_scalar_outputs = True
+    try:
+        cf = ember.compile(f)
+        for n in (torch.tensor(0), torch.tensor(4)):
+            a, b = randn(3), randn(3)
+            assert_same(cf(a, n), f(b, n))
+            assert_same(a, b)
+    finally:
+        ember.config.capture_scalar_outputs = False
+    ember.reset()
+    with pytest.raises(ember.Unsupported, match="may raise"):
+        ember.compile(f, fullgraph=True)(randn(3), torch.tensor(2))
