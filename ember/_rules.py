@@ -835,14 +835,15 @@ def _range_iter(items):
 def iter_at(c, pos, what):
     """An iterator over list or dict c that leaves a trace at a graph break: Python's own, which
     reads c as it goes (the code after the break may change c), past the pos items the graph
-    took. what: 'l' iter(list), 'r' reversed(list), 'k'/'v'/'i' a dict's keys/values/items."""
+    took. what: 'l' iter(list), 'r' reversed(list) (pos: the index of its next item, -1 when
+    it is done), 'k'/'v'/'i' a dict's keys/values/items."""
     if what == "l":
         it = iter(c)
         it.__setstate__(pos)
         return it
     if what == "r":
         it = reversed(c)
-        it.__setstate__(len(c) - 1 - pos)
+        it.__setstate__(pos)
         return it
     it = iter(c) if what == "k" else iter(c.values()) if what == "v" else iter(c.items())
     for _ in range(pos):

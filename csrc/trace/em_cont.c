@@ -1010,6 +1010,13 @@ static Py_ssize_t sized_len(const EmSym *s) {
     return n;
 }
 
+/* Whether iterator it reads lists or dicts as it goes. */
+static int reads_containers(const EmSym *it) {
+    for (int32_t k = 0; k < it->of.len; k++)
+        if (it->of.data[k]->kind == SYM_LIST || it->of.data[k]->kind == SYM_DICT) return 1;
+    return 0;
+}
+
 EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int strict, EmSym **out) {
     int is_enum = f == (PyObject *)&PyEnum_Type, is_zip = f == (PyObject *)&PyZip_Type;
     long start = 0;
@@ -1022,8 +1029,11 @@ EmStatus em_call_sequence(EmTracer *T, PyObject *f, EmSym **all, int n, int stri
     if (!is_zip && n != 1) return em_trace_fail(T, EMA_CALL, "%s with %d arguments", ((PyTypeObject *)f)->tp_name, n);
     if (f == (PyObject *)&PyReversed_Type && all[0]->kind == SYM_ITER)
         return em_trace_fail(T, EMA_CALL, "reversed() of an iterator");
-    int lazy = 0; /* zip/enumerate over a lazy iterator: lazy too, taking an item per item taken */
-    for (int i = 0; (is_enum || is_zip) && i < n; i++) lazy |= all[i]->kind == SYM_ITER && !em_lazy_done(all[i]);
+    /* zip/enumerate over a lazy iterator, or one over lists or dicts (enumerate(reversed(l)),
+     * whose items follow changes to them): lazy too, taking an item per item taken */
+    int lazy = 0;
+    for (int i = 0; (is_enum || is_zip) && i < n; i++)
+        lazy |= all[i]->kind == SYM_ITER && (!em_lazy_done(all[i]) || reads_containers(all[i]));
     for (int i = 0; strict && i < n; i++) /* unequal lengths (or a list the loop may change) raise at the end: lazily */
         lazy |= all[i]->kind == SYM_LIST || sized_len(all[0]) != sized_len(all[i]);
     if (lazy) {

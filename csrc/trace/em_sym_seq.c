@@ -359,9 +359,10 @@ EmStatus em_iter_watch(EmTracer *T, EmSym *it, EmSym *src, char what) {
     return EM_OK;
 }
 
-/* Iterator it (iter() or enumerate() of one list made in the trace or changed list of the
- * frame, not lazy) after that list changed: CPython's reads the list by index at each next, so
- * the items from it->pos on are the list's (enumerate's numbered on); its version taken anew.
+/* Iterator it (iter(), enumerate() or reversed() of one list made in the trace or changed list
+ * of the frame, not lazy) after that list changed: CPython's reads the list by index at each
+ * next, so the items from it->pos on are the list's (enumerate's numbered on; reversed's from
+ * the next index down); its version taken anew.
  * 1 done, 0 not such an iterator, -1 error. */
 static int refresh_zip(EmTracer *T, EmSym *it);
 
@@ -369,6 +370,14 @@ static int refresh_list_iter(EmTracer *T, EmSym *it) {
     if (!it->lazy && it->seq_type == (PyObject *)&PyZip_Type) return refresh_zip(T, it);
     EmSym *l = it->of.len == 1 ? it->of.data[0] : NULL;
     if (it->lazy || it->of_what || !l || l->kind != SYM_LIST || l->seq_type || !it->seq_type) return 0;
+    if (it->seq_type == (PyObject *)&PyListRevIter_Type) { /* reversed(l): l[i], l[i - 1]... l[0] from the */
+        int32_t next = it->items.len - 1 - it->pos; /* next index on; none once past l's end */
+        it->items.len = it->pos;
+        for (int32_t k = next < l->items.len ? next : -1; k >= 0; k--)
+            if (em_vec_push(&it->items, l->items.data[k])) return PyErr_NoMemory(), -1;
+        it->of_ver.data[0] = l->mver;
+        return 1;
+    }
     int enumerated = it->seq_type == (PyObject *)&PyEnum_Type;
     if (!enumerated && it->seq_type != (PyObject *)&PyListIter_Type) return 0;
     long start = 0;

@@ -498,6 +498,12 @@ static EmStatus out_live_iter(EmTracer *T, EmSym *s, int depth) {
         const char *tn = ((PyTypeObject *)s->seq_type)->tp_name;
         what = !strcmp(tn, "list_iterator") ? "l" : !strcmp(tn, "list_reverseiterator") ? "r" : NULL;
     }
+    int32_t at = s->pos; /* iter_at's position: the items taken; for reversed(), the next index */
+    if (what && what[0] == 'r') {
+        EmStatus ust = em_iter_use(T, s); /* its items anew if the list changed since */
+        if (ust != EM_OK) return ust;
+        at = s->items.len - 1 - s->pos;
+    }
     /* enumerate(list): Python's over that list, counting on from the next item's index */
     EmSym *next = s->pos < s->items.len ? s->items.data[s->pos] : NULL;
     PyObject *arg0 = s->spec && PyTuple_Check(s->spec) && PyTuple_GET_SIZE(s->spec) ? PyTuple_GET_ITEM(s->spec, 0)
@@ -523,7 +529,7 @@ static EmStatus out_live_iter(EmTracer *T, EmSym *s, int depth) {
         return CALL_NEXT;
     }
     PyObject *w = PyUnicode_FromString(what);
-    EmSym *ps = int_const(T, s->pos), *ws = w ? em_sym_const(T, w) : NULL;
+    EmSym *ps = int_const(T, at), *ws = w ? em_sym_const(T, w) : NULL;
     Py_XDECREF(w);
     if (!ps || !ws) return EM_ERR;
     s->out_at = T->out.len;

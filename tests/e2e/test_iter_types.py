@@ -629,3 +629,66 @@ def test_next_of_a_range_iterator_becomes_symbolic():
         assert same(cf(torch.zeros(2), it), torch.full((2,), float(i)))
     assert next(it) == 10
     assert ember.testing.code_state(add_next)["compiles"] <= 3
+
+
+TAPE = []
+
+
+def test_reversed_list_read_as_it_goes():  # a tape appended to while it is walked backwards
+    def f(x):
+        TAPE.clear()
+        TAPE.extend([x, x + 1, x + 2])
+        out = []
+        for v in reversed(TAPE):
+            if len(TAPE) < 5:
+                TAPE.append(v * 2)  # past the iterator's index: not seen
+            out.append(v + 1)
+        return out, len(TAPE)
+
+    want = f(torch.ones(2))
+    ember.testing.reset_counters()
+    got = ember.compile(f, fullgraph=True)(torch.ones(2))
+    assert same(got, want)
+
+
+@pytest.mark.parametrize("case", ["append_then_pop", "shrunk_past_it"])
+def test_reversed_iterator_live_at_a_break_after_changes(case):
+    def append_then_pop(x):
+        l = [x, x + 1, x + 2]
+        it = reversed(l)
+        a = next(it)
+        l.append(x * 10)
+        print("break")  # noqa: T201
+        b = next(it)
+        l.pop(0)
+        l.pop(0)
+        return a, b, list(it)
+
+    def shrunk_past_it(x):
+        l = [x, x + 1, x + 2]
+        it = reversed(l)
+        a = next(it)
+        l.pop()
+        l.pop()
+        print("break")  # noqa: T201
+        return a, list(it)
+
+    fn = {"append_then_pop": append_then_pop, "shrunk_past_it": shrunk_past_it}[case]
+    assert same(ember.compile(fn)(torch.ones(2)), fn(torch.ones(2)))
+
+
+def test_iterator_over_an_iterator_of_a_changed_list():  # was a wrong result: enumerate's items taken at once
+    def f(x, l):
+        out = []
+        for i, v in enumerate(reversed(l)):
+            if i < 2:
+                l.append(v * 2)
+            if i == 1:
+                l.pop(0)
+            out.append(v + x)
+        return out, len(l)
+
+    def args():
+        return torch.ones(2), [torch.zeros(2), torch.ones(2) * 3, torch.ones(2) * 5]
+
+    assert same(ember.compile(f)(*args()), f(*args()))
