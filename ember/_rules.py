@@ -2135,6 +2135,7 @@ class _Replay(torch.autograd.Function):
     @staticmethod
     def forward(ctx, state, *args):
         ctx.state = state
+        ctx.not_tensor = tuple(i for i, a in enumerate(args) if not isinstance(a, torch.Tensor))
         ctx.save_for_backward(*state.saved)
         ctx.mark_non_differentiable(*[state.outs[i] for i in state.nondiff])
         ctx.set_materialize_grads(state.materialize)
@@ -2149,7 +2150,12 @@ class _Replay(torch.autograd.Function):
         user.needs_input_grad = ctx.needs_input_grad[1:]
         user.materialize_grads = st.materialize
         res = st.cls.backward(user, *grads)
-        return (None,) + (tuple(res) if isinstance(res, tuple) else (res,))
+        res = tuple(res) if isinstance(res, tuple) else (res,)
+        for i in ctx.not_tensor:  # as eager's node for the Function's own inputs
+            if i < len(res) and res[i] is not None:
+                raise RuntimeError(f"function {st.cls.__name__}Backward returned a gradient different than None at "
+                                   f"position {i + 1}, but the corresponding forward input was not a Variable")
+        return (None,) + res
 
 
 def replay_function(cls, saved, attrs, args, out, consts=(), nondiff=(), materialize=True):
@@ -2190,6 +2196,9 @@ def _traced_apply(cls, args):
     tensors = tuple(o for o in outs if isinstance(o, torch.Tensor))
     nondiff = tuple(i for i, o in enumerate(outs) if any(o is t for t in ctx._ember_nondiff))
     attrs = tuple((k, v) for k, v in ctx.__dict__.items() if not k.startswith("_ember_") and k != "needs_input_grad")
+    # the node's inputs are its tensor arguments; any other (a user object, a module: no graph
+    # constant) only counts as a position whose gradient is None
+    args = tuple(a if isinstance(a, torch.Tensor) else None for a in args)
     if not consts:
         return replay_function(cls, ctx._ember_saved, attrs, args, out, (), nondiff, ctx._ember_materialize)
     r = replay_function(cls, ctx._ember_saved, attrs, args, tensors, consts, nondiff, ctx._ember_materialize)

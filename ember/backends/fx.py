@@ -196,6 +196,10 @@ def _cond_fx(pred, true_fn, false_fn, operands, true_cells=(), false_cells=()):
     return pytree.tree_unflatten(list(leaves), spec[0])
 
 
+# errors of a backward AOTAutograd builds with the forward, which eager raises only if a backward runs
+_BACKWARD_ONLY_ERRORS = ("modified by an inplace operation", "but the corresponding forward input was not a Variable")
+
+
 def _has_numbers(gm):
     """Whether the graph computes numbers from x.item() (unbacked symbols a backend may refuse)."""
     return any(n.op == "call_method" and n.target == "item" for n in gm.graph.nodes)
@@ -1019,7 +1023,7 @@ def _compile(backend, desc, inputs, where, exact=False):
             reason = f"the numbers it computes from .item() did not compile ({type(e).__name__}: {e})"
             _warn_executor(where, backend, reason)
             return None, reason, None, ()
-        if "modified by an inplace operation" not in str(e):
+        if not any(m in str(e) for m in _BACKWARD_ONLY_ERRORS):
             raise BackendCompilerFailed(f"ember: backend {backend.name!r} failed to compile the graph of {where}: "
                                         f"{type(e).__name__}: {e}") from e
         # the backward, compiled with the forward here (lazily under torch.compile), cannot be

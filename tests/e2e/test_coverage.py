@@ -6,6 +6,7 @@ what eager raises; what cannot be a graph runs as Python with eager's result."""
 
 import collections
 import collections.abc
+import dataclasses
 import functools
 import warnings
 
@@ -2761,6 +2762,68 @@ def test_autograd_function_apply_with_keywords():
         torch.testing.assert_close(xc.grad, xe.grad)
         torch.testing.assert_close(bc.grad, be.grad)  # a tensor given by keyword is an input of the node
         assert counters()["frames"] == 1
+
+
+@dataclasses.dataclass
+class _Weird:
+    k: float
+    b: torch.Tensor
+
+
+class _WithObjects(torch.autograd.Function):  # a module and a dataclass holding tensors as inputs
+    @staticmethod
+    def forward(ctx, mod, weird, x):
+        ctx.save_for_backward(weird.b)
+        return mod.weight.sum() * weird.b * x * weird.k
+
+    @staticmethod
+    def backward(ctx, g):
+        (b,) = ctx.saved_tensors
+        return None, None, g * b
+
+
+class _GradForAnObject(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, mod, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, g * 2  # eager's backward raises: the module is no tensor input
+
+
+def test_autograd_function_objects_as_inputs():
+    mod = torch.nn.Linear(2, 2)
+
+    def f(w, x):
+        return _WithObjects.apply(mod, w, x).sum()
+
+    for backend in ("eager", "aot_eager"):
+        x = randn(3)
+        xe, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
+        we, wc = _Weird(1.5, randn(3, seed=1).requires_grad_()), _Weird(1.5, randn(3, seed=1).requires_grad_())
+        want = f(we, xe)
+        want.backward()
+        ember.reset()
+        got = ember.compile(f, backend=backend, fullgraph=True)(wc, xc)
+        got.backward()
+        assert_same(got, want)
+        torch.testing.assert_close(xc.grad, xe.grad)
+        assert wc.b.grad is None and we.b.grad is None  # inside an object: not an input of the node
+
+    def g(x):
+        return _GradForAnObject.apply(mod, x).sum()
+
+    for backend in ("eager", "aot_eager"):
+        ember.reset()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ember.EmberWarning)  # aot_eager: its backward cannot be built
+            got = ember.compile(g, backend=backend, fullgraph=True)(randn(3).requires_grad_())
+        assert_same(got, g(randn(3).requires_grad_()))
+        with pytest.raises(RuntimeError, match="forward input was not a Variable"):
+            got.backward()
+        with pytest.raises(RuntimeError, match="forward input was not a Variable"):
+            g(randn(3).requires_grad_()).backward()
 
 
 def test_autograd_function_forms_not_modelled_run_the_real_apply():
