@@ -2349,6 +2349,8 @@ static EmStatus known_numconv(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, 
     if (kwnames || n != 1) return CALL_NEXT;
     if (all[0]->kind == SYM_INT && fn->obj == EM_KNOWN(b_abs)) return em_int_abs(T, all[0], out);
     if (all[0]->kind == SYM_ITEM) return em_item_conv(T, fn->obj, all[0], out);
+    if (all[0]->kind == SYM_TENSOR && (fn->obj == EM_KNOWN(b_int) || fn->obj == EM_KNOWN(b_float)))
+        return em_tensor_conv(T, fn->obj, all[0], out); /* int(t): int(t.item()) */
     return all[0]->kind == SYM_FLOAT ? em_float_conv(T, fn->obj, all[0], out) : CALL_NEXT;
 }
 

@@ -340,10 +340,11 @@ static int capturing(EmTracer *T) {
     return on;
 }
 
-EmStatus em_known_tensor_item(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
-    (void)self;
-    if (n != 1 || kwnames || all[0]->kind != SYM_TENSOR || T->in_vmap) return CALL_NEXT;
-    const EmNode *x = &T->G->nodes.data[all[0]->ref];
+/* t.item() of tensor sym t: a SYM_ITEM, or CALL_NEXT where numbers are not captured or t has
+ * not one element of a real type (eager raises; a complex). */
+static EmStatus item_of(EmTracer *T, EmSym *t, EmSym **out) {
+    if (t->kind != SYM_TENSOR || T->in_vmap) return CALL_NEXT;
+    const EmNode *x = &T->G->nodes.data[t->ref];
     if (x->vkind != EMV_TENSOR) return CALL_NEXT;
     int64_t numel = 1;
     for (int d = 0; d < x->ndim; d++) numel *= em_ir_sizes(T->G, x)[d];
@@ -356,8 +357,20 @@ EmStatus em_known_tensor_item(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, 
     int on = capturing(T);
     if (on <= 0) return on < 0 ? EM_ERR : CALL_NEXT;
     EmStatus st = EM_OK;
-    *out = number_node(T, EMOP_CALL, fn->obj, "item", all, 1, tp, &st);
+    *out = number_node(T, EMOP_CALL, EM_KNOWN(tensor_item), "item", &t, 1, tp, &st);
     return *out ? EM_OK : st;
+}
+
+EmStatus em_known_tensor_item(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    (void)fn;
+    (void)self;
+    return n == 1 && !kwnames ? item_of(T, all[0], out) : CALL_NEXT;
+}
+
+EmStatus em_tensor_conv(EmTracer *T, PyObject *fn, EmSym *t, EmSym **out) {
+    EmSym *item = NULL;
+    EmStatus st = item_of(T, t, &item);
+    return st == EM_OK ? em_item_conv(T, fn, item, out) : st;
 }
 
 EmStatus em_known_check(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {

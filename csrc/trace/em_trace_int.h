@@ -878,6 +878,9 @@ EmStatus em_known_tensor_item(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, 
 EmStatus em_known_check(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 /* int(s), float(s), abs(s) of a SYM_ITEM: a graph node; CALL_NEXT for anything else. */
 EmStatus em_item_conv(EmTracer *T, PyObject *fn, EmSym *s, EmSym **out);
+/* int(t) or float(t) of a one-element tensor sym t where numbers are captured: fn of t.item();
+ * CALL_NEXT otherwise. */
+EmStatus em_tensor_conv(EmTracer *T, PyObject *fn, EmSym *t, EmSym **out);
 /* The graph argument of a SYM_ITEM: its node where T->floats_ok (its value cannot change the
  * op's result metadata), else the abort (data-dependent). */
 int32_t em_item_arg(EmTracer *T, EmSym *s, EmStatus *st);

@@ -276,3 +276,11 @@ def test_a_raise_after_a_write_breaks_there():
     ember.reset()
     with pytest.raises(ember.Unsupported, match="may raise"):
         ember.compile(f, fullgraph=True)(randn(3), torch.tensor(2))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_int_and_float_of_a_tensor_are_its_item_converted(backend):
+    def f(x, t):
+        return x * int(t) + float(t), float(x.sum()), int(t.sum() * 2.7), int(-t)
+
+    _exact_on(backend, f, randn(3), torch.tensor([2.7]))
