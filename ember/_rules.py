@@ -2223,13 +2223,12 @@ def function_apply(cls, *args, **kwargs):
         return _FUNCTION_APPLY.__get__(None, cls)(*args, **kwargs)
     if torch._C._are_functorch_transforms_active():  # inside a traced vmap: its vmap rule applies
         return real_apply(cls, args, kwargs)
-    if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
-                                       for a in itertools.chain(args, kwargs.values())):
-        if kwargs:
-            plan = apply_args_plan(cls, len(args), tuple(kwargs))
-            if plan is None:
-                return _FUNCTION_APPLY.__get__(None, cls)(*args, **kwargs)
-            args = tuple(args[v] if k == 0 else kwargs[v] if k == 1 else v for k, v in plan)
+    if kwargs or cls.setup_context is not _SETUP_CONTEXT:  # the arguments forward is given
+        plan = apply_args_plan(cls, len(args), tuple(kwargs))
+        if plan is None:
+            return _FUNCTION_APPLY.__get__(None, cls)(*args, **kwargs)
+        args, kwargs = tuple(args[v] if k == 0 else kwargs[v] if k == 1 else v for k, v in plan), {}
+    if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
         return _traced_apply(cls, args)
     if torch.is_grad_enabled():
         with torch.no_grad():  # as apply runs forward
@@ -2238,26 +2237,41 @@ def function_apply(cls, *args, **kwargs):
 
 
 def apply_args_plan(cls, nargs, names):
-    """How apply(*args, **kwargs) (nargs positional, keywords `names`) passes its arguments, as
-    torch's apply does: each keyword put at its parameter's position in forward's own code
-    (its __signature__ and __wrapped__ ignored), each an input of the node, no default filled in.
-    Per position: (0, i) args[i] or (1, name) kwargs[name]; None where a keyword names no
-    positional parameter past the positional arguments or leaves a gap (apply raises).
-    Evaluated on constants while tracing."""
+    """How apply(*args, **kwargs) (nargs positional, keywords `names`) passes its arguments to
+    forward, as torch's apply does, each an input of the node: each keyword put at its
+    parameter's position in forward's own code (its __signature__ and __wrapped__ ignored); with
+    setup_context (forward(*args)) the parameters not given are their defaults. Per position:
+    (0, i) args[i], (1, name) kwargs[name] or (2, default); None where apply raises (a keyword
+    naming no positional parameter past the arguments, a parameter left out) or a default is not
+    a plain constant. Evaluated on constants while tracing."""
     fwd = cls.forward
     if not isinstance(fwd, types.FunctionType):
         return None
     code = fwd.__code__
-    first = int(cls.setup_context is _SETUP_CONTEXT)  # forward(ctx, *args)
-    params = code.co_varnames[first:code.co_argcount]
+    old = cls.setup_context is _SETUP_CONTEXT  # forward(ctx, *args)
+    params = code.co_varnames[int(old):code.co_argcount]
     at = {p: i for i, p in enumerate(params)}
-    if any(n not in at or at[n] < nargs for n in names):
+    varargs = bool(code.co_flags & inspect.CO_VARARGS)  # forward(x, *rest): the extra positionals
+    if (nargs > len(params) and not varargs) or any(n not in at or at[n] < nargs for n in names):
         return None
-    last = max((at[n] for n in names), default=nargs - 1)
+    if nargs > len(params):
+        return None if names else tuple((0, i) for i in range(nargs))
     by_pos = {at[n]: n for n in names}
-    if len(by_pos) != last + 1 - nargs:  # a parameter between them not given
-        return None
-    return tuple((0, i) if i < nargs else (1, by_pos[i]) for i in range(last + 1))
+    defaults = fwd.__defaults__ or ()
+    first_default = code.co_argcount - len(defaults)  # in the code's numbering (ctx included)
+    last = len(params) - 1 if not old else max(by_pos, default=nargs - 1)
+    plan = []
+    for i in range(last + 1):
+        if i < nargs:
+            plan.append((0, i))
+        elif i in by_pos:
+            plan.append((1, by_pos[i]))
+        elif not old and i + int(old) >= first_default and \
+                type(defaults[i + int(old) - first_default]) in (type(None), bool, int, float, str):
+            plan.append((2, defaults[i + int(old) - first_default]))
+        else:
+            return None
+    return tuple(plan)
 
 
 _set(CONST, [apply_args_plan])

@@ -2792,6 +2792,51 @@ class _GradForAnObject(torch.autograd.Function):
         return g, g * 2  # eager's backward raises: the module is no tensor input
 
 
+class _DefaultsNew(torch.autograd.Function):  # setup_context: inputs bound with forward's defaults
+    @staticmethod
+    def forward(x, factor=3.0, k=4):
+        return x * factor * k
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.n, ctx.k = len(inputs), inputs[2]
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.n * ctx.k, None, None
+
+
+class _VarNew(torch.autograd.Function):
+    @staticmethod
+    def forward(*xs):
+        return sum(xs)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.n = len(inputs)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (g,) * ctx.n
+
+
+def test_autograd_function_setup_context_sees_defaults():
+    def f(x):
+        return (_DefaultsNew.apply(x) + _DefaultsNew.apply(x, k=2) + _DefaultsNew.apply(x.detach(), 2.0)
+                + _VarNew.apply(x, x * 2, x * 3)).sum()
+
+    for backend in ("eager", "aot_eager"):
+        x = randn(3)
+        xe, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
+        want = f(xe)
+        want.backward()
+        ember.reset()
+        got = ember.compile(f, backend=backend, fullgraph=True)(xc)
+        got.backward()
+        assert_same(got, want)
+        torch.testing.assert_close(xc.grad, xe.grad)
+
+
 def test_autograd_function_objects_as_inputs():
     mod = torch.nn.Linear(2, 2)
 
