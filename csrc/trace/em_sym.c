@@ -2269,6 +2269,10 @@ static EmStatus slot_attr(EmTracer *T, EmSym *base, PyObject *name, const char *
                 * raises again when it runs as Python */
         return em_trace_abandon(T, EMA_ATTR, "%s.%s (empty slot)", tp->tp_name, n);
     }
+    if (Py_REFCNT(mv) == 1 && ((!T->keep && !(T->keep = PyList_New(0))) || PyList_Append(T->keep, mv))) {
+        Py_DECREF(mv); /* a fresh object (ctx.saved_tensors): its id must stay its own */
+        return EM_ERR;
+    }
     *out = em_sym_wrap(T, mv, ms, &st);
     Py_DECREF(mv);
     return *out ? EM_OK : st;
@@ -2363,9 +2367,11 @@ static EmStatus descr_attr(EmTracer *T, EmSym *base, PyObject *descr, PyObject *
         return class_attr(T, base, tp, descr, n, method, out, self);
     }
     if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) return slot_attr(T, base, name, n, out);
-    /* the C fields of builtin exceptions (args, __cause__, __context__): plain reads */
-    if (Py_IS_TYPE(descr, &PyGetSetDescr_Type) && PyExceptionInstance_Check(o) &&
-        !(PyDescr_TYPE(descr)->tp_flags & Py_TPFLAGS_HEAPTYPE))
+    /* the C fields of builtin exceptions (args, __cause__, __context__) and of an autograd
+     * Function's ctx (saved_tensors, needs_input_grad: a compiled backward's): plain reads */
+    if (Py_IS_TYPE(descr, &PyGetSetDescr_Type) &&
+        ((PyExceptionInstance_Check(o) && !(PyDescr_TYPE(descr)->tp_flags & Py_TPFLAGS_HEAPTYPE)) ||
+         (PyObject *)PyDescr_TYPE(descr) == EM_KNOWN(function_base)))
         return slot_attr(T, base, name, n, out);
     if (PyTuple_Check(o) && (PyObject *)Py_TYPE(descr) == EM_KNOWN(tuplegetter)) {
         EmSym *items = NULL; /* a namedtuple subclass's field: its items, guarded (em_frame_items) */

@@ -1161,6 +1161,7 @@ void em_trace_free(EmTracer *T) {
     em_vec_free(&T->fin_gens);
     Py_CLEAR(T->exc);
     Py_CLEAR(T->raised);
+    Py_CLEAR(T->keep);
     Py_CLEAR(T->made_classes);
     Py_CLEAR(T->made_out);
     Py_CLEAR(T->fake_ids);

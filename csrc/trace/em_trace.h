@@ -156,6 +156,9 @@ typedef struct EmTracer {
     PyObject *exc;
     EmSym *handled;
     PyObject *raised; /* the exceptions raised in this trace (a list, owned; NULL: none) */
+    PyObject *keep;   /* values read from the frame that nothing else holds (a C getter's fresh
+                       * result): kept until the trace ends, so that no later object takes their
+                       * ids (T->seen) (a list, owned; NULL: none) */
     /* classes made in the trace (collections.namedtuple): dict class -> (args, kwargs) to make
      * it again (owned; NULL: none). The class is the trace's twin; where it (or an instance)
      * leaves the trace a new class is made per call, once per output tree (made_out: dict class

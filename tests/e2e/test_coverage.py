@@ -4346,3 +4346,29 @@ def test_a_compiled_function_called_inside_a_vmap_runs_on_batched_tensors():
     x = randn(4, 3)
     assert_same(cg(x[0]), g(x[0]))
     assert_same(torch.vmap(cg)(x), torch.vmap(g)(x))  # batched inputs: g runs as Python
+
+
+class _CompiledBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x + x, y)
+        return x * y
+
+    @staticmethod
+    @ember.compile(fullgraph=True)
+    def backward(ctx, g):  # ctx's C fields: saved_tensors (fresh tuples per read), needs_input_grad
+        (two_x, y) = ctx.saved_tensors
+        gx = g * y * two_x.sin() if ctx.needs_input_grad[0] else None
+        gy = g * two_x / 2 if ctx.needs_input_grad[1] else None
+        return gx, gy
+
+
+def test_compiled_backward_reads_ctx_fields():
+    for need_y in (False, True, False):
+        x, y = randn(4).requires_grad_(), randn(4, seed=1).requires_grad_(need_y)
+        _CompiledBackward.apply(x, y).sum().backward()
+        torch.testing.assert_close(x.grad, y.detach() * (2 * x.detach()).sin())
+        assert (y.grad is not None) == need_y
+        if need_y:
+            torch.testing.assert_close(y.grad, x.detach())
+    assert counters()["aborts"] == 0 and counters()["breaks"] == 0
