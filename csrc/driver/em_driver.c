@@ -340,12 +340,14 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
         if (region < 0) goto done;
         if (region) at = R.start;
         if (cwhy) whynot = cwhy;
+        if (T.no_break) whynot = "a break there would drop state the frame holds";
         if (at >= 0) em_decode_op(T.bytes, T.n_units, at, &x);
-        int possible = allow_break && at >= 0 && !cwhy && (region || breakable_op(x.op) || unbound_read(&T, &x)) &&
+        int possible = allow_break && at >= 0 && !cwhy && !T.no_break &&
+                       (region || breakable_op(x.op) || unbound_read(&T, &x)) &&
                        em_break_possible(co, at, region ? &R : NULL, &whynot);
         /* inside a loop: the loop runs as Python; in an except clause: the try statement */
         static int (*const spans[])(PyCodeObject *, int, EmRegion *, const char **) = {em_loop_span, em_try_span};
-        for (size_t k = 0; !possible && allow_break && T.abort_root_at >= 0 && !cwhy && k < 2; k++) {
+        for (size_t k = 0; !possible && allow_break && T.abort_root_at >= 0 && !cwhy && !T.no_break && k < 2; k++) {
             const char *swhy = NULL;
             int sr = spans[k](co, T.abort_root_at, &R, &swhy);
             if (sr < 0) goto done;

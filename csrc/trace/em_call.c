@@ -603,6 +603,14 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
         if (o->kind == SYM_TENSOR && !PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, k), "out"))
             into = o->ref;
     }
+    if (into >= 0 && T->numpy_refs.len) { /* numpy's array holds its storage: eager's resize raises */
+        int r = em_node_reaches(T, into, T->numpy_refs.data, T->numpy_refs.len);
+        if (r < 0) return PyErr_NoMemory(), EM_ERR;
+        if (r) { /* a break would drop the array (a dead local): the frame runs as Python */
+            T->no_break = 1;
+            return em_trace_fail(T, EMA_VALUE, "out= a tensor a numpy array was made over");
+        }
+    }
     /* a float input stays one only as an operand of a pointwise operator (em_sym_float.c); a
      * number the graph computes goes where its value cannot change the result's metadata */
     int items = em_item_among(args, nargs);

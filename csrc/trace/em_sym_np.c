@@ -23,6 +23,7 @@ static EM_NEW PyObject *np_helper(const char *name, PyObject *args) {
 static EmSym *ndarray_of(EmTracer *T, EmSym *t) {
     EmSym *s = em_sym_new(T, SYM_NDARRAY);
     if (!s) return NULL;
+    if (t->ref >= 0 && em_vec_push(&T->numpy_refs, t->ref)) return PyErr_NoMemory(), NULL;
     PyObject *np = PyImport_ImportModule("numpy");
     s->seq_type = np ? PyObject_GetAttrString(np, "ndarray") : NULL;
     Py_XDECREF(np);

@@ -1175,6 +1175,7 @@ void em_trace_free(EmTracer *T) {
     em_vec_free(&T->nograd_views);
     em_vec_free(&T->data_nodes);
     em_vec_free(&T->known_refs);
+    em_vec_free(&T->numpy_refs);
     Py_CLEAR(T->known_vals);
     Py_CLEAR(T->sticky);
     em_vec_free(&T->node_dims);

@@ -99,6 +99,9 @@ typedef struct EmTracer {
      * tensor (a list, owned; em_fold.c) */
     EmVec(EmRef) known_refs;
     PyObject *known_vals;
+    /* tensors a numpy array was made over (x.numpy(): em_sym_np.c): eager cannot resize their
+     * storage, so out= into one (or a view of one) is not traced */
+    EmVec(EmRef) numpy_refs;
     /* what a refused import lacked: (container, key, in_a_dict) triples (a list, owned; NULL if
      * none); a break the abort leads to keeps them guarded absent (em_driver.c) */
     PyObject *sticky;
@@ -108,6 +111,8 @@ typedef struct EmTracer {
     int broke;         /* the trace stopped at break_at (stack and locals kept) */
     EmInstr brk;       /* that instruction */
     int abort_root_at; /* code unit of the root instruction that aborted, -1 if none */
+    int no_break;      /* the abort may not become a graph break (state the break would drop:
+                        * a numpy array no later code reads still holds its tensor's storage) */
     /* the root frame's last RAISE_VARARGS that raised (-1: none) and what it raised (kept alive
      * by `raised`): an exception that then leaves the frame through with blocks and finally
      * clauses breaks the graph there */

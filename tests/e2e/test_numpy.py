@@ -3,6 +3,8 @@ operators and subscripts are traced through torch._numpy into the graph (csrc/tr
 an ndarray leaving the trace is a numpy array over the graph's tensor. Results against eager:
 types, dtypes and values; what cannot be traced breaks the graph, never a wrong result."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -446,3 +448,18 @@ def test_from_numpy_keeps_strides_and_is_no_view(dynamic):
     y = torch.randn(6, 2)
     want, got = f(y), ember.compile(f, dynamic=dynamic)(y)
     assert torch.equal(got[0], want[0]) and got[0].stride() == want[0].stride() and got[1:] == want[1:]
+
+
+def test_out_into_a_tensor_a_numpy_array_holds_raises_as_eager():  # fuzz 3405 #166
+    def f(x):
+        t = x[[]]
+        a = t.numpy()  # noqa: F841 (alive to the end of the frame: t's storage cannot be resized)
+        torch.add(x, 1, out=t)
+        return t
+
+    with pytest.raises(RuntimeError, match="not resizable"):
+        f(torch.randn(2, 1, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ember.EmberWarning)  # the frame runs as Python
+        with pytest.raises(RuntimeError, match="not resizable"):
+            ember.compile(f)(torch.randn(2, 1, 4))
