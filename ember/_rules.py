@@ -241,7 +241,23 @@ def _legacy_tensor_shim(cls):
     return make
 
 
+def _sym_max(a, b):
+    """torch.sym_max of Python numbers (traced: symbolic sizes stay symbolic through max): a float
+    when either is one."""
+    if isinstance(a, float) or isinstance(b, float):
+        return float(max(a, b))
+    return max(a, b)
+
+
+def _sym_min(a, b):
+    """torch.sym_min, as _sym_max."""
+    if isinstance(a, float) or isinstance(b, float):
+        return float(min(a, b))
+    return min(a, b)
+
+
 TRACE_AS = {torch.autograd.profiler.record_function: _record_function, operator.itemgetter: _shim_itemgetter,
+            torch.sym_max: _sym_max, torch.sym_min: _sym_min,
             re.sub: _re_sub, re.subn: _re_subn,
             operator.attrgetter: _shim_attrgetter, operator.methodcaller: _shim_methodcaller,
             torch._C._log_api_usage_once: _log_api_usage_once}

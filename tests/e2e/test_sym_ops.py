@@ -237,3 +237,18 @@ def test_dict_methods_of_an_instance_made_while_tracing_check_their_arguments():
     torch.testing.assert_close(dict(got), dict(_ordered_items(x)))
     with pytest.raises(TypeError, match="expected 2 arguments"):
         ember.compile(_setitem_one_argument)(x)
+
+
+def test_torch_sym_max_and_min():  # TorchDynamo's test_sym_max_creates_graph_node
+    def fn(x):
+        m = torch.sym_max(x.size(0), x.size(1))
+        return x.sum() + m, m, torch.sym_min(x.size(0), 2.5), torch.sym_max(3, 4.0)
+
+    for dyn in (False, True):
+        ember.reset()
+        cf = ember.compile(fn, fullgraph=True, dynamic=dyn)
+        for shape in ((4, 8), (9, 3)):
+            x = torch.randn(*shape)
+            got, want = cf(x), fn(x)
+            torch.testing.assert_close(got[0], want[0])
+            assert got[1:] == want[1:] and [type(v) for v in got[1:]] == [type(v) for v in want[1:]]
