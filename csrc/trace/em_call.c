@@ -2517,7 +2517,21 @@ static EmStatus fromkeys_call(EmTracer *T, PyObject *f, EmSym **all, int n, PyOb
 /* A method or slot wrapper of a builtin type called unbound on a value of that type (a
  * constant or container sym): a slot wrapper is the operation it stands for, a method the
  * bound call. */
+/* dict.update(od, ...): dict's own method on an OrderedDict, which bypasses its order (eager's
+ * od then iterates without the keys dict.update added); reads of one key are the same. */
+static int bypasses_order(PyObject *f, EmSym *self) {
+    static const char *const same[] = {"__getitem__", "get", "__contains__", "__len__", NULL};
+    PyTypeObject *tp = em_sym_known_type(self);
+    if (PyDescr_TYPE(f) != &PyDict_Type || !tp || !PyType_IsSubtype(tp, &PyODict_Type)) return 0;
+    for (int i = 0; same[i]; i++)
+        if (!PyUnicode_CompareWithASCIIString(PyDescr_NAME(f), same[i])) return 0;
+    return 1;
+}
+
 static EmStatus unbound_builtin_method(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, EmSym **out) {
+    if (bypasses_order(fn->obj, self))
+        return em_trace_fail(T, EMA_CALL, "dict.%s on an OrderedDict (it bypasses the OrderedDict's order)",
+                             PyUnicode_AsUTF8(PyDescr_NAME(fn->obj)));
     if (Py_IS_TYPE(fn->obj, &PyWrapperDescr_Type)) {
         const char *n = PyUnicode_AsUTF8(PyDescr_NAME(fn->obj));
         if (!n) return EM_ERR;
@@ -2715,11 +2729,11 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         if (st != CALL_NEXT) return st;
     }
     EmSym *us = self ? self : n >= 1 ? all[0] : NULL; /* d.update(k=v), dict.update(d, k=v) */
-    if (us && kwnames && (us->kind == SYM_DICT || us->kind == SYM_OBJ) && Py_IS_TYPE(f, &PyMethodDescr_Type) &&
-        (PyDescr_TYPE(f) == &PyDict_Type || PyDescr_TYPE(f) == &PyODict_Type) && em_sym_known_type(us) &&
-        PyType_IsSubtype(em_sym_known_type(us), PyDescr_TYPE(f)) &&
-        !PyUnicode_CompareWithASCIIString(PyDescr_NAME(f), "update")) {
-        EmSym *d = us;
+    if (us && kwnames && (us->kind == SYM_DICT || us->kind == SYM_OBJ || em_new_dict_items(us)) &&
+        Py_IS_TYPE(f, &PyMethodDescr_Type) && (PyDescr_TYPE(f) == &PyDict_Type || PyDescr_TYPE(f) == &PyODict_Type) &&
+        em_sym_known_type(us) && PyType_IsSubtype(em_sym_known_type(us), PyDescr_TYPE(f)) &&
+        !PyUnicode_CompareWithASCIIString(PyDescr_NAME(f), "update") && !bypasses_order(f, us)) {
+        EmSym *d = us->kind == SYM_NEW ? em_new_dict_items(us) : us; /* a dict subclass's instance: its items */
         EmStatus st = us->kind == SYM_OBJ ? em_frame_dict_items_rw(T, us, 1, &d) : EM_OK;
         if (st != CALL_NEXT)
             return st == EM_OK ? em_dict_update(T, d, self ? args : all + 1, self ? nargs : n - 1, kwnames, out) : st;

@@ -706,6 +706,10 @@ EmStatus em_dict_update(EmTracer *T, EmSym *self, EmSym **args, int nargs, PyObj
         return dict_update(T, self, args[0]->items.data[0], out);
     if (npos == 1 && args[0]->kind == SYM_DICT && !nkw) return dict_update(T, self, args[0], out);
     EmSym *src = npos ? args[0] : NULL;
+    /* a dict subclass's instance made while tracing whose iteration is dict's: its items, as
+     * CPython's merge reads them (a subclass's own __iter__ or keys() would be called) */
+    if (src && em_new_dict_items(src) && Py_TYPE(src->obj)->tp_iter == PyDict_Type.tp_iter && !nkw)
+        return dict_update(T, self, em_new_dict_items(src), out);
     if (src && src->kind == SYM_OBJ && src->pos == EM_POS_IDICT) { /* o.__dict__: as the trace has it */
         if ((st = em_instance_dict(T, args[0], &src)) != EM_OK) return st;
         if (!nkw) return dict_update(T, self, src, out);

@@ -53,6 +53,11 @@ PyTypeObject *em_new_content_type(const EmSym *s) {
     return NULL;
 }
 
+EmSym *em_new_dict_items(const EmSym *s) {
+    PyTypeObject *base = em_new_content_type(s);
+    return base && PyType_IsSubtype(base, &PyDict_Type) && s->items.data[1]->kind == SYM_DICT ? s->items.data[1] : NULL;
+}
+
 /* The builtin container type base's constructor called on args: the contents of an instance of
  * a subclass (a DICT, LIST, or a set: CONST or SET sym). */
 static EmStatus make_content(EmTracer *T, PyTypeObject *base, EmSym **args, int nargs, PyObject *kwnames, EmSym **out) {

@@ -471,6 +471,8 @@ EmStatus em_obj_type_call(EmTracer *T, PyObject *cls, EmSym **args, int nargs, P
  * frozenset, list: its items[1] holds the contents as a DICT, LIST, or set CONST/SET sym),
  * NULL for other syms. */
 PyTypeObject *em_new_content_type(const EmSym *s);
+/* Such an instance's dict contents (a DICT sym) when it derives from dict; NULL otherwise. */
+EmSym *em_new_dict_items(const EmSym *s);
 /* fn, a method or slot wrapper of that container's type, called on such an instance: run on its
  * contents (in-place operators answer the instance; __init__ replaces or adds contents). */
 EmStatus em_new_content_call(EmTracer *T, PyObject *fn, EmSym *self, EmSym **args, int nargs, EmSym **out);

@@ -2615,3 +2615,32 @@ def test_the_instance_dict_of_a_dict_subclass_made_on_first_use():
         want, mine = cls(), cls()
         assert ember.compile(f, fullgraph=True)(mine) == f(want) == 1
         assert mine.__dict__ == want.__dict__ == {"tracker": [1]}
+
+
+class _PlainDictSub(dict):
+    pass
+
+
+def test_dict_update_from_and_into_dict_subclass_instances():
+    def f(x):
+        d = _PlainDictSub({"a": 1, "b": 2})
+        d.update({"b": 3, "c": 4})
+        d.update(_PlainDictSub({"d": 5}))  # merged from its dict storage, as CPython's
+        dict.update(d, _PlainDictSub({"e": 6}))
+        d.update([("f", 7)], g=8)
+        return x + 1, d
+
+    got, want = ember.compile(f, fullgraph=True)(torch.ones(1)), f(torch.ones(1))
+    assert type(got[1]) is type(want[1]) and list(got[1].items()) == list(want[1].items())
+
+
+def test_dict_update_on_an_ordered_dict_keeps_eagers_quirk():
+    # dict's own update bypasses the OrderedDict's order: eager's od then iterates without 'e'
+    def f(x):
+        d = collections.OrderedDict({"a": 1})
+        dict.update(d, {"e": 6})
+        return x + 1, list(d), len(d)
+
+    assert f(torch.ones(1))[1:] == (["a"], 2)
+    with pytest.raises(ember.Unsupported, match="bypasses the OrderedDict's order"):
+        ember.compile(f, fullgraph=True)(torch.ones(1))
