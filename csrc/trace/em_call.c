@@ -2702,6 +2702,10 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         EmStatus st = em_frame_dict_empty_view(T, f, self, nargs, out);
         if (st != CALL_NEXT) return st;
     }
+    EmSym *recv = self ? self : n >= 1 ? all[0] : NULL; /* dict.update(od, ...) of an OrderedDict */
+    if (recv && (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type)) && bypasses_order(f, recv))
+        return em_trace_fail(T, EMA_CALL, "dict.%s on an OrderedDict (it bypasses the OrderedDict's order)",
+                             PyUnicode_AsUTF8(PyDescr_NAME(f)));
     if (self && !kwnames &&
         (self->kind == SYM_NEW || (self->kind == SYM_OBJ && self->src >= 0 && !PyDict_CheckExact(self->obj))) &&
         (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type)))

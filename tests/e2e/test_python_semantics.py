@@ -2644,3 +2644,15 @@ def test_dict_update_on_an_ordered_dict_keeps_eagers_quirk():
     assert f(torch.ones(1))[1:] == (["a"], 2)
     with pytest.raises(ember.Unsupported, match="bypasses the OrderedDict's order"):
         ember.compile(f, fullgraph=True)(torch.ones(1))
+
+
+def test_dict_methods_on_an_ordered_dict_argument_are_refused():
+    def f(x, d):
+        dict.update(d, {"e": 6})
+        return x + len(d), list(d)
+
+    d1, d2 = collections.OrderedDict(a=1), collections.OrderedDict(a=1)
+    want = f(torch.ones(1), d1)
+    with pytest.raises(ember.Unsupported, match="bypasses the OrderedDict's order"):
+        ember.compile(f, fullgraph=True)(torch.ones(1), d2)
+    assert want[1] == ["a"]
