@@ -2517,21 +2517,20 @@ static EmStatus fromkeys_call(EmTracer *T, PyObject *f, EmSym **all, int n, PyOb
 /* A method or slot wrapper of a builtin type called unbound on a value of that type (a
  * constant or container sym): a slot wrapper is the operation it stands for, a method the
  * bound call. */
-/* dict.update(od, ...): dict's own method on an OrderedDict, which bypasses its order (eager's
- * od then iterates without the keys dict.update added); reads of one key are the same. */
+/* dict.update(od, ...): dict's own method changing an OrderedDict, which bypasses its order
+ * (eager's od then iterates without the keys dict.update added). Reads (dict.keys(od)) follow
+ * the dict's storage, in the OrderedDict's order unless move_to_end changed that. */
 static int bypasses_order(PyObject *f, EmSym *self) {
-    static const char *const same[] = {"__getitem__", "get", "__contains__", "__len__", NULL};
+    static const char *const writes[] = {"update",  "__setitem__", "__delitem__", "setdefault", "pop",
+                                         "popitem", "clear",       "__ior__",     NULL};
     PyTypeObject *tp = em_sym_known_type(self);
     if (PyDescr_TYPE(f) != &PyDict_Type || !tp || !PyType_IsSubtype(tp, &PyODict_Type)) return 0;
-    for (int i = 0; same[i]; i++)
-        if (!PyUnicode_CompareWithASCIIString(PyDescr_NAME(f), same[i])) return 0;
-    return 1;
+    for (int i = 0; writes[i]; i++)
+        if (!PyUnicode_CompareWithASCIIString(PyDescr_NAME(f), writes[i])) return 1;
+    return 0;
 }
 
 static EmStatus unbound_builtin_method(EmTracer *T, EmSym *fn, EmSym *self, EmSym **args, int nargs, EmSym **out) {
-    if (bypasses_order(fn->obj, self))
-        return em_trace_fail(T, EMA_CALL, "dict.%s on an OrderedDict (it bypasses the OrderedDict's order)",
-                             PyUnicode_AsUTF8(PyDescr_NAME(fn->obj)));
     if (Py_IS_TYPE(fn->obj, &PyWrapperDescr_Type)) {
         const char *n = PyUnicode_AsUTF8(PyDescr_NAME(fn->obj));
         if (!n) return EM_ERR;
@@ -2682,7 +2681,8 @@ static EmStatus class_call(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int
 /* em_call's third step: callees recognized by their type. The bound __exit__ of a grad-mode
  * context from the frame; a builtin method descriptor called on an instance (made while
  * tracing or from the frame) or on a container sym; a namedtuple class. */
-static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+static EmStatus call_by_type_impl(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                  EmSym **out) {
     EmSym **args = self ? all + 1 : all;
     int nargs = self ? n - 1 : n;
     PyObject *f = fn->obj;
@@ -2702,10 +2702,6 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         EmStatus st = em_frame_dict_empty_view(T, f, self, nargs, out);
         if (st != CALL_NEXT) return st;
     }
-    EmSym *recv = self ? self : n >= 1 ? all[0] : NULL; /* dict.update(od, ...) of an OrderedDict */
-    if (recv && (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type)) && bypasses_order(f, recv))
-        return em_trace_fail(T, EMA_CALL, "dict.%s on an OrderedDict (it bypasses the OrderedDict's order)",
-                             PyUnicode_AsUTF8(PyDescr_NAME(f)));
     if (self && !kwnames &&
         (self->kind == SYM_NEW || (self->kind == SYM_OBJ && self->src >= 0 && !PyDict_CheckExact(self->obj))) &&
         (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type)))
@@ -2754,6 +2750,22 @@ static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
         (em_set_made(self) || em_set_of_frame(self) || (em_frozenset_const(self) && em_set_reads(f))))
         return em_set_method(T, f, self, args, nargs, out);
     return CALL_NEXT;
+}
+
+/* call_by_type, with dict's own methods changing an OrderedDict (dict.update(od, ...)): refused
+ * for one of the frame (the replay would keep its order); one made in the trace is changed as a
+ * dict and marked diverged (eager's order no longer follows its storage: em_dict_diverged). */
+static EmStatus call_by_type(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    PyObject *f = fn->obj;
+    EmSym *recv = self ? self : n >= 1 ? all[0] : NULL;
+    int bypass = (fn->kind == SYM_CONST || fn->kind == SYM_OBJ) && recv &&
+                 (Py_IS_TYPE(f, &PyMethodDescr_Type) || Py_IS_TYPE(f, &PyWrapperDescr_Type)) && bypasses_order(f, recv);
+    if (bypass && !(recv->kind == SYM_DICT && recv->src < 0 && recv->pos == 0))
+        return em_trace_fail(T, EMA_CALL, "dict.%s on an OrderedDict of the frame (it bypasses its order)",
+                             PyUnicode_AsUTF8(PyDescr_NAME(f)));
+    EmStatus st = call_by_type_impl(T, fn, self, all, n, kwnames, out);
+    if (st == EM_OK && bypass) recv->diverged = 1;
+    return st;
 }
 
 /* em_call's fourth step: the callee's _rules.py rule (methods of immutable builtin values are

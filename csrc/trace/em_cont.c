@@ -648,8 +648,17 @@ static int dict_read(EmTracer *T, EmContMethod m, const char *n, EmSym *self, Em
     return 1;
 }
 
+EmStatus em_dict_diverged(EmTracer *T, const char *what) {
+    return em_trace_fail(T, EMA_VALUE, "%s an OrderedDict changed by dict's own methods (eager's order differs)", what);
+}
+
 EmStatus em_dict_method(EmTracer *T, EmContMethod m, const char *n, EmSym *self, EmSym **args, int nargs, EmSym **out) {
     EmStatus st;
+    static const char *const ordered[] = {"keys",     "values",       "items",    "copy",    "popitem", "move_to_end",
+                                          "__iter__", "__reversed__", "__repr__", "__str__", "__or__",  "__ror__",
+                                          NULL};
+    for (int i = 0; self->diverged && ordered[i]; i++)
+        if (!strcmp(n, ordered[i])) return em_dict_diverged(T, n);
     if (dict_read(T, m, n, self, args, nargs, out, &st)) return st;
     if ((st = mutation_of(T, self, n)) != EM_OK) return st;
     int by_key = ((m == EM_CM_pop || m == EM_CM_setdefault) && nargs >= 1) || (m == EM_CM___setitem__ && nargs == 2);

@@ -64,6 +64,7 @@ static EmStatus dict_truth(EmTracer *T, EmSym *s, int *out) {
 
 /* Its keys. */
 static EmStatus dict_items(EmTracer *T, EmSym *s, EmSym **out) {
+    if (s->diverged) return em_dict_diverged(T, "iteration over");
     EmSym *r = em_sym_new(T, SYM_TUPLE);
     for (int32_t i = 0; r && i < s->keys.len; i++) {
         EmSym *it = em_dict_key_sym(T, s->keys.data[i]);
@@ -74,7 +75,9 @@ static EmStatus dict_items(EmTracer *T, EmSym *s, EmSym **out) {
 }
 
 /* iter(d): over its keys, reading the values stored meanwhile (em_iter_use). */
-static EmStatus dict_iter(EmTracer *T, EmSym *s, EmSym **out) { return em_iter_over(T, s, 'k', out); }
+static EmStatus dict_iter(EmTracer *T, EmSym *s, EmSym **out) {
+    return s->diverged ? em_dict_diverged(T, "iteration over") : em_iter_over(T, s, 'k', out);
+}
 
 static EM_NEW PyObject *dict_iter_type(EmTracer *T, EmSym *s, int rev) { /* an OrderedDict's are its own */
     int own_type = s->seq_type && s->seq_type != (PyObject *)&PyDictProxy_Type; /* a class __dict__'s: dict's */
@@ -136,7 +139,10 @@ static int or_kind(const EmSym *s) {
 }
 
 static EmStatus dict_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out) {
-    PyTypeObject *tb = em_sym_known_type(b);
+    PyTypeObject *tb = em_sym_known_type(b), *ta = em_sym_known_type(a);
+    int both_ordered = ta && tb && PyType_IsSubtype(ta, &PyODict_Type) && PyType_IsSubtype(tb, &PyODict_Type);
+    if ((a->kind == SYM_DICT && a->diverged) || (b->kind == SYM_DICT && b->diverged)) /* == with a dict: its storage */
+        if (!(op == EMOP_EQ || op == EMOP_NE) || both_ordered) return em_dict_diverged(T, "an operator on");
     if ((op == EMOP_EQ || op == EMOP_NE) && tb && !PyType_IsSubtype(tb, &PyDict_Type))
         return (*out = em_sym_const(T, op == EMOP_NE ? Py_True : Py_False)) ? EM_OK : EM_ERR; /* never equal */
     int eq = 0;

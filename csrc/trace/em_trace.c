@@ -408,6 +408,7 @@ static EmStatus out_dict_of(EmTracer *T, EmSym *s, int depth) {
  * once (OUT_SAME where it appears again: `r = (t, 1); return r, r`). */
 static EmStatus out_container(EmTracer *T, EmSym *s, int depth) {
     if (s->src >= 0) return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src}); /* never mutated while tracing */
+    if (s->diverged) return em_dict_diverged(T, "leaving the trace:");
     if (s->out_at >= 0) return same_out(T, s);
     if (s->kind == SYM_DICT && s->seq_type == (PyObject *)&PyDictProxy_Type) { /* cls.__dict__, read per call */
         if (!s->spec) return em_trace_fail(T, EMA_RETURN, "a mappingproxy of no class");

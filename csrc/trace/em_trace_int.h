@@ -116,6 +116,9 @@ struct EmSym {
                      * nested function guarded by code and defaults (EMG_FUNC) */
     uint8_t lent;   /* ITER: handed to zip()/enumerate(), which took all its items at once while
                      * Python's take them lazily: any further use of it aborts the trace */
+    uint8_t diverged; /* DICT of an OrderedDict made while tracing that dict's own methods changed
+                       * (dict.update(od, ...)): eager's order no longer follows its storage, so
+                       * a use that reads the order (iteration, views, its output) aborts */
     uint32_t kver, mver; /* LIST/DICT made while tracing: key insertions and removals (dicts) and
                           * all mutations (both) so far */
     EmVec(EmSym *) of; /* ITER: the lists or dicts made while tracing whose items it holds;
@@ -473,6 +476,8 @@ EmStatus em_obj_type_call(EmTracer *T, PyObject *cls, EmSym **args, int nargs, P
 PyTypeObject *em_new_content_type(const EmSym *s);
 /* Such an instance's dict contents (a DICT sym) when it derives from dict; NULL otherwise. */
 EmSym *em_new_dict_items(const EmSym *s);
+/* The abort for a use of an OrderedDict sym marked diverged that reads its order. */
+EmStatus em_dict_diverged(EmTracer *T, const char *what);
 /* fn, a method or slot wrapper of that container's type, called on such an instance: run on its
  * contents (in-place operators answer the instance; __init__ replaces or adds contents). */
 EmStatus em_new_content_call(EmTracer *T, PyObject *fn, EmSym *self, EmSym **args, int nargs, EmSym **out);
