@@ -367,6 +367,44 @@ EmStatus em_known_tensor_item(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, 
     return n == 1 && !kwnames ? item_of(T, all[0], out) : CALL_NEXT;
 }
 
+/* t.tolist() of tensor sym t with ndim dimensions left: its item, or a list of t[i]'s. */
+static EmStatus tolist_of(EmTracer *T, EmSym *t, int ndim, EmSym **out) {
+    if (!ndim) return item_of(T, t, out);
+    int64_t len = em_ir_sizes(T->G, &T->G->nodes.data[t->ref])[0];
+    EmSym *l = em_sym_new(T, SYM_LIST);
+    if (!l) return EM_ERR;
+    for (int64_t i = 0; i < len; i++) {
+        PyObject *iv = PyLong_FromLongLong(i);
+        EmSym *idx = iv ? em_sym_const(T, iv) : NULL, *row = NULL, *v = NULL;
+        Py_XDECREF(iv);
+        if (!idx) return EM_ERR;
+        EmSym *args[2] = {t, idx};
+        EmStatus st = em_op_record(T, EMOP_SUBSCR, NULL, args, 2, NULL, em_op_fn(EMOP_SUBSCR), &row);
+        if (st == EM_OK) st = tolist_of(T, row, ndim - 1, &v);
+        if (st != EM_OK) return st;
+        if (em_vec_push(&l->items, v)) return PyErr_NoMemory(), EM_ERR;
+    }
+    *out = l;
+    return EM_OK;
+}
+
+EmStatus em_known_tensor_tolist(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                EmSym **out) {
+    (void)fn;
+    (void)self;
+    if (n != 1 || kwnames || all[0]->kind != SYM_TENSOR || T->in_vmap) return CALL_NEXT;
+    const EmNode *x = &T->G->nodes.data[all[0]->ref];
+    if (x->vkind != EMV_TENSOR || x->ndim > 2 || (em_int_active(T) && em_node_has_sym_dims(T, all[0]->ref)))
+        return CALL_NEXT; /* its length would be a size the guards do not fix */
+    int64_t numel = 1;
+    for (int d = 0; d < x->ndim; d++) numel *= em_ir_sizes(T->G, x)[d];
+    EmDtypeClass cls = em_dtype_class(x->dtype);
+    if (numel > 64 || (cls != EMDC_BOOL && cls != EMDC_INT && cls != EMDC_FLOAT)) return CALL_NEXT;
+    int on = capturing(T);
+    if (on <= 0) return on < 0 ? EM_ERR : CALL_NEXT;
+    return tolist_of(T, all[0], x->ndim, out);
+}
+
 EmStatus em_tensor_conv(EmTracer *T, PyObject *fn, EmSym *t, EmSym **out) {
     EmSym *item = NULL;
     EmStatus st = item_of(T, t, &item);

@@ -880,6 +880,10 @@ EmStatus em_float_conv(EmTracer *T, PyObject *fn, EmSym *a, EmSym **out);
 int32_t em_float_arg(EmTracer *T, EmSym *s, EmStatus *st);
 /* em_sym_item.c. x.item() of a tensor sym: a SYM_ITEM (CALL_NEXT when numbers are not captured). */
 EmStatus em_known_tensor_item(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
+/* x.tolist() where numbers are captured, of a tensor of static sizes, at most two dimensions and
+ * 64 elements: nested lists of x[i][j].item(); CALL_NEXT otherwise. */
+EmStatus em_known_tensor_tolist(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                EmSym **out);
 /* torch._check(c) of a bool SYM_ITEM, torch._check_is_size(i) of an int one: a check node and a
  * bound on the value; CALL_NEXT for any other argument. */
 EmStatus em_known_check(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);

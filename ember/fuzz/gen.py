@@ -1126,6 +1126,7 @@ class Generator:
             [f"{b} = ({t}.sum() > 0).item()", f"{v} = {t} * ({b} + 1)"],
             [f"{s} = {t}.sum().item()", f"{v} = {t} + 1 if {s} > 0 else {t} - 1"],
             [f"{n} = ({t} > 0).sum().item()", f"{s} = abs(-{n}) ** 2 + float({n})", f"{v} = {t}.add({s})"],
+            [f"{s} = {t}.flatten()[:2].tolist() if {t}.numel() >= 2 else [0.5, 1.5]", f"{v} = {t} * {s}[0] - {s}[1]"],
         ]
         return self.pick(opts)
 

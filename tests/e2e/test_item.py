@@ -284,3 +284,20 @@ def test_int_and_float_of_a_tensor_are_its_item_converted(backend):
         return x * int(t) + float(t), float(x.sum()), int(t.sum() * 2.7), int(-t)
 
     _exact_on(backend, f, randn(3), torch.tensor([2.7]))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tolist_of_a_small_tensor_is_numbers(backend):
+    def f(x, t, m):
+        a, b = t.tolist()
+        return x * a + b, m.tolist(), x.sum().tolist(), a + b
+
+    _exact_on(backend, f, randn(3), torch.tensor([2, 5]), torch.tensor([[1.5, 2.0], [3.0, 4.5]]))
+
+
+def test_tolist_of_a_symbolic_length_breaks():
+    def f(x):
+        return x.tolist()
+
+    with pytest.raises(ember.Unsupported):
+        ember.compile(f, fullgraph=True, dynamic=True)(randn(3))
