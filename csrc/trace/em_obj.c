@@ -198,7 +198,8 @@ EmStatus em_obj_base_new(EmTracer *T, PyObject *f, EmSym **all, int n, PyObject 
     PyObject *b = PyCFunction_GET_SELF(f), *cls = all[0]->obj;
     if ((all[0]->kind != SYM_CONST && all[0]->kind != SYM_OBJ) || !PyType_Check(cls) || !PyType_Check(b))
         return CALL_NEXT;
-    if (kwnames && b != (PyObject *)&PyDict_Type) return CALL_NEXT; /* dict's ignores its arguments */
+    if (kwnames && b != (PyObject *)&PyDict_Type && b != (PyObject *)&PyList_Type)
+        return CALL_NEXT; /* dict's and list's (PyType_GenericNew) ignore their arguments */
     /* object.__new__ takes the class only; frozenset's and tuple's its contents; the others ignore the rest */
     if ((b == (PyObject *)&PyBaseObject_Type && n != 1) || (em_new_frozen((PyTypeObject *)b) && n > 2))
         return CALL_NEXT;

@@ -2666,3 +2666,18 @@ def test_dict_methods_on_an_ordered_dict_made_in_the_trace():
         return x + len(d) + r, d == {"a": 1, "e": 6}, "e" in d, d["e"], d.get("b", 0)
 
     assert_same(ember.compile(f, fullgraph=True)(torch.ones(1)), f(torch.ones(1)))
+
+
+class _PlainListSub(list):
+    pass
+
+
+def test_list_new_ignores_its_arguments():
+    def f(x):
+        a = list.__new__(list)
+        a.append(1)
+        b = list.__new__(list, [1, 2], extra="ignored")  # PyType_GenericNew: only list.__init__ fills
+        c = _PlainListSub.__new__(_PlainListSub, [1, 2])
+        return x + 1, a, b, c, type(c)
+
+    assert_same(ember.compile(f, fullgraph=True)(torch.ones(1)), f(torch.ones(1)))
