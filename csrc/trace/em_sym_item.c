@@ -429,10 +429,10 @@ EmStatus em_known_check(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n,
     return (*out = em_sym_const(T, Py_None)) ? EM_OK : EM_ERR;
 }
 
-/* The meta result of fn on args with the stand-ins `which`: (result, device), or NULL (an
- * exception set, or none: the trace aborted). */
-static EM_NEW PyObject *stand_in_args(EmTracer *T, EmSym **args, int nargs, PyObject *kwnames, int which,
-                                      PyObject **margs, PyObject **mkw) {
+/* The meta arguments of args with the stand-ins `which` for their numbers: 1 with *margs and
+ * *mkw new references, 0 with both NULL (an exception set, or none: the trace aborted). */
+static int stand_in_args(EmTracer *T, EmSym **args, int nargs, PyObject *kwnames, int which, PyObject **margs,
+                         PyObject **mkw) {
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     T->item_dummy = which;
     *margs = PyTuple_New(nargs - nkw);
@@ -456,7 +456,7 @@ static EM_NEW PyObject *stand_in_args(EmTracer *T, EmSym **args, int nargs, PyOb
         }
     }
     T->item_dummy = 0;
-    return *mkw;
+    return *mkw != NULL;
 }
 
 EmStatus em_item_call_check(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames) {
