@@ -233,9 +233,20 @@ def _is_int_node(op, target):
 
 # numbers the graph computes (x.item(), csrc/trace/em_sym_item.c): SymInts, SymFloats and SymBools
 # of the fake run (unbacked), which these calls take in their symbolic forms
+def _check(cond):
+    """torch._check(cond) as a node the backend keeps: on an unbacked SymBool torch._check only
+    defers an assert in the fake run's ShapeEnv, which the backend's graph drops (TorchDynamo
+    inserts these _assert_scalar nodes itself: insert_deferred_runtime_asserts)."""
+    torch.ops.aten._assert_scalar.default(cond, "Expected cond to be True, but got False.")
+
+
+def _check_is_size(n):  # its runtime part (torch deprecates the size-like mark; ember makes no size of n)
+    _check(n >= 0)
+
+
 _NUMBER_CALLS = {int: torch.sym_int, float: torch.sym_float, abs: abs, round: round, math.floor: math.floor,
-                 math.ceil: math.ceil, math.trunc: math.trunc, torch._check: torch._check,
-                 torch._check_is_size: torch._check_is_size}
+                 math.ceil: math.ceil, math.trunc: math.trunc, torch._check: _check,
+                 torch._check_is_size: _check_is_size}
 _NUMBER_OPS = frozenset(("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift",
                          "rshift", "neg", "pos", "invert", "lt", "le", "eq", "ne", "gt", "ge"))
 

@@ -122,6 +122,30 @@ def test_check_is_a_runtime_assert_and_a_bound():  # TorchDynamo's test_deferred
         f(torch.tensor([-2]))
 
 
+def _checked(x, t):
+    torch._check(t.item() >= 0)  # its result unused: the backend must keep the check
+    k = t.item()
+    torch._check_is_size(k)
+    return x * x.amax().item() + k
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_checks_raise_on_every_backend(backend):
+    """A check whose result nothing uses still raises on the fx backends (the fake run's
+    deferred assert alone would be dropped by AOTAutograd)."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch deprecates _check_is_size
+        x = randn(4, 3)
+        _exact_on(backend, _checked, x, torch.tensor(2))
+        cf = ember.compile(_checked, backend=backend, fullgraph=True)
+        for t in (torch.tensor(-1), torch.tensor([-3])):
+            with pytest.raises(RuntimeError):
+                _checked(x, t)
+            with pytest.raises(RuntimeError):
+                cf(x, t)
+
+
 def test_check_bounds_decide_comparisons():
     def f(x):
         n = x.item()

@@ -795,6 +795,25 @@ def test_graph_break_item_on_cuda():
     assert counters()["aborts"] == 0 and counters()["fallbacks"] == 0
 
 
+def captured_items(x, t):
+    n = x.amax().item()  # a graph number (fullgraph): a device-to-host read inside the graph
+    torch._check(t.item() >= 0)
+    return x * n + torch.full((4,), n * 2.0, device=x.device), torch.tensor([n, 1.5], device=x.device)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_captured_items_on_cuda(backend):
+    """Numbers from .item() captured under fullgraph reach every backend on CUDA as graph
+    numbers (unbacked SymFloats for the fx backends): one graph, eager's values for new data."""
+    cf = ember.compile(captured_items, backend=backend, fullgraph=True)
+    for seed in (0, 1, 2):
+        x, t = rand(8, 4, seed=seed), torch.tensor(seed, device=CUDA)
+        assert_same(cf(x, t), captured_items(x, t), **INDUCTOR)
+    assert_graphs(1)
+    with pytest.raises(RuntimeError):
+        cf(rand(8, 4), torch.tensor(-1, device=CUDA))
+
+
 def test_tensor_guards_and_storage_reads_are_direct_on_cuda():
     """CUDA tensors are read through the probed layout (this torch build's TensorImpl): their
     guards and the storage check of graphs with in-place ops make no Python calls."""
