@@ -2102,6 +2102,29 @@ _FUNCTION_APPLY = torch.autograd.Function.__dict__["apply"]
 _SETUP_CONTEXT = torch.autograd.Function.setup_context
 
 
+def _apply_takes_keywords():
+    """Whether this torch's apply takes keywords (2.14's C apply binds them to forward's
+    parameters; 2.11's raises TypeError "apply() takes no keyword arguments", with or without
+    setup_context)."""
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, k=1):
+            return x * k
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, None
+
+    try:
+        Probe.apply(torch.zeros(()), k=2)
+    except TypeError:
+        return False
+    return True
+
+
+_APPLY_TAKES_KEYWORDS = _apply_takes_keywords()
+
+
 class TracedCtx:
     """The ctx of a torch.autograd.Function whose forward ember traces while an input needs a
     gradient: it keeps what forward saves and the attributes it sets, which replay_function
@@ -2256,7 +2279,8 @@ def apply_args_plan(cls, nargs, names):
     """How apply(*args, **kwargs) (nargs positional, keywords `names`) passes its arguments to
     forward, as torch's apply does, each an input of the node: each keyword put at its
     parameter's position in forward's own code (its __signature__ and __wrapped__ ignored); with
-    setup_context (forward(*args)) the parameters not given are their defaults. Per position:
+    setup_context (forward(*args)) the parameters not given are their defaults; keywords only
+    where this torch's apply takes them. Per position:
     (0, i) args[i], (1, name) kwargs[name] or (2, default); None where apply raises (a keyword
     naming no positional parameter past the arguments, a parameter left out) or a default is not
     a plain constant. Evaluated on constants while tracing."""
@@ -2269,6 +2293,8 @@ def apply_args_plan(cls, nargs, names):
     at = {p: i for i, p in enumerate(params)}
     varargs = bool(code.co_flags & inspect.CO_VARARGS)  # forward(x, *rest): the extra positionals
     if (nargs > len(params) and not varargs) or any(n not in at or at[n] < nargs for n in names):
+        return None
+    if names and not _APPLY_TAKES_KEYWORDS:
         return None
     if nargs > len(params):
         return None if names else tuple((0, i) for i in range(nargs))

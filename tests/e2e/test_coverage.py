@@ -8,6 +8,7 @@ import collections
 import collections.abc
 import dataclasses
 import functools
+import re
 import warnings
 
 import pytest
@@ -2743,11 +2744,33 @@ class _KwNew(torch.autograd.Function):  # setup_context: the bound inputs
         return g * ctx.factor * ctx.n, None
 
 
-def test_autograd_function_apply_with_keywords():
-    def f(x, b):
-        return (_KwScale.apply(x, factor=6.0) + _KwScale.apply(x, 2.0, bias=b)
-                + _KwScale.apply(x, shift=1, bias=b, factor=0.5) + _KwNew.apply(x, factor=2.0)).sum()
+def _apply_with_keywords(x, b):
+    return (_KwScale.apply(x, factor=6.0) + _KwScale.apply(x, 2.0, bias=b)
+            + _KwScale.apply(x, shift=1, bias=b, factor=0.5) + _KwNew.apply(x, factor=2.0)).sum()
 
+
+def _apply_new_style_with_keywords(x, b):
+    return (_KwNew.apply(x, factor=2.0) * b + _KwNew.apply(x)).sum()
+
+
+@pytest.mark.parametrize("f", [_apply_with_keywords, _apply_new_style_with_keywords])
+def test_autograd_function_keywords_raise_where_torch_raises(f):
+    """torch 2.11's apply refuses keywords; 2.14's binds them."""
+    x, b = randn(3), randn(3, seed=1)
+    try:
+        f(x, b)
+    except TypeError as e:
+        assert not ember._rules._APPLY_TAKES_KEYWORDS
+        with pytest.raises(TypeError, match=re.escape(str(e))):
+            ember.compile(f)(x, b)
+    else:
+        assert ember._rules._APPLY_TAKES_KEYWORDS
+
+
+@pytest.mark.parametrize("f", [_apply_with_keywords, _apply_new_style_with_keywords])
+def test_autograd_function_apply_with_keywords(f):
+    if not ember._rules._APPLY_TAKES_KEYWORDS:
+        pytest.skip("this torch's apply takes no keywords (test_autograd_function_keywords_raise_where_torch_raises)")
     for backend in ("eager", "aot_eager"):
         x, b = randn(3), randn(3, seed=1)
         xe, be = x.clone().requires_grad_(), b.clone().requires_grad_()
@@ -2822,7 +2845,8 @@ class _VarNew(torch.autograd.Function):
 
 def test_autograd_function_setup_context_sees_defaults():
     def f(x):
-        return (_DefaultsNew.apply(x) + _DefaultsNew.apply(x, k=2) + _DefaultsNew.apply(x.detach(), 2.0)
+        k2 = _DefaultsNew.apply(x, k=2) if ember._rules._APPLY_TAKES_KEYWORDS else _DefaultsNew.apply(x, 3.0, 2)
+        return (_DefaultsNew.apply(x) + k2 + _DefaultsNew.apply(x.detach(), 2.0)
                 + _VarNew.apply(x, x * 2, x * 3)).sum()
 
     for backend in ("eager", "aot_eager"):
