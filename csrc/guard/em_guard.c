@@ -543,7 +543,7 @@ int em_guard_check_global_state(EmGuardProg *P) {
 }
 
 int em_guard_check_shape(EmGuardProg *P, const EmSizes *S) {
-    if (!S->sym_hint.len) return 0;
+    if (!S->srcs.len && !S->rels.len) return 0; /* no symbol, or only unbacked ones: nothing to check */
     if (S->nodes.len > EM_SIZE_MAX) { /* symbols are expressions too: this bounds both buffers */
         PyErr_Format(PyExc_RuntimeError, "ember: more than %d symbolic size expressions", EM_SIZE_MAX);
         return -1;
@@ -580,6 +580,8 @@ int em_guard_shape_eval(const EmGuardProg *P, PyObject **slots, int64_t *vals, i
             return 0;
         }
     }
+    for (int32_t k = 0; k < nsym; k++) /* an unbacked symbol (no source, in no relation): its hint */
+        if (!have[k]) symvals[k] = S->sym_hint.data[k];
     if (em_size_eval(S, symvals, vals)) return 0;
     *failed_rel = em_size_check(S, vals);
     return *failed_rel < 0;

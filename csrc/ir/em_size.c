@@ -13,6 +13,8 @@ void em_size_free(EmSizes *S) {
     em_vec_free(&S->srcs);
     em_vec_free(&S->rels);
     em_vec_free(&S->sym_hint);
+    em_vec_free(&S->sym_lo);
+    em_vec_free(&S->sym_hi);
     free(S->index);
     S->index = NULL;
     S->index_cap = 0;
@@ -112,10 +114,23 @@ int32_t em_size_const(EmSizes *S, int64_t c) {
     return intern(S, n, c);
 }
 
-int32_t em_size_new_sym(EmSizes *S, int64_t hint) {
-    EmSizeNode n = {.op = EMS_SYM, .a = S->sym_hint.len, .b = -1, .c = 0};
-    if (em_vec_push(&S->sym_hint, hint)) return -1;
+static int32_t new_sym(EmSizes *S, int64_t hint, int unb, int64_t lo, int64_t hi) {
+    EmSizeNode n = {.op = EMS_SYM, .unb = (uint8_t)unb, .a = S->sym_hint.len, .b = -1, .c = 0};
+    if (em_vec_push(&S->sym_hint, hint) || em_vec_push(&S->sym_lo, lo) || em_vec_push(&S->sym_hi, hi)) return -1;
     return intern(S, n, hint);
+}
+
+int32_t em_size_new_sym(EmSizes *S, int64_t hint) { return new_sym(S, hint, 0, 0, EM_SIZE_INF); }
+
+int32_t em_size_new_unbacked(EmSizes *S, int64_t hint, int64_t lo, int64_t hi) {
+    EM_ASSERT(lo <= hint && hint <= hi, "hint %lld outside [%lld, %lld]", (long long)hint, (long long)lo,
+              (long long)hi);
+    return new_sym(S, hint, 1, lo, hi);
+}
+
+void em_size_narrow(EmSizes *S, int32_t k, int64_t lo, int64_t hi) {
+    if (lo > S->sym_lo.data[k]) S->sym_lo.data[k] = lo;
+    if (hi < S->sym_hi.data[k]) S->sym_hi.data[k] = hi;
 }
 
 static int is_const(const EmSizes *S, int32_t e, int64_t c) {
@@ -165,7 +180,9 @@ static int32_t cancel(EmSizes *S, int32_t a, int32_t b) {
     int32_t zero = em_size_const(S, 0);
     if (zero < 0) return -1;
     for (int i = 0; i < fb.n; i++)
-        if (S->nodes.data[fb.f[i]].op != EMS_SYM && em_size_require(S, EMSR_NE, fb.f[i], zero)) return -1;
+        if ((S->nodes.data[fb.f[i]].op != EMS_SYM || S->nodes.data[fb.f[i]].unb) &&
+            em_size_require(S, EMSR_NE, fb.f[i], zero))
+            return -1;
     int32_t r = em_size_const(S, fa.c / fb.c);
     for (int i = 0; r >= 0 && i < fa.n; i++) r = em_size_op(S, EMS_MUL, r, fa.f[i]);
     return r;
@@ -230,7 +247,7 @@ int32_t em_size_op(EmSizes *S, EmSizeOp op, int32_t a, int32_t b) {
             break;
         default: return -1;
     }
-    EmSizeNode n = {.op = (uint8_t)op, .a = a, .b = b, .c = 0};
+    EmSizeNode n = {.op = (uint8_t)op, .unb = S->nodes.data[a].unb | S->nodes.data[b].unb, .a = a, .b = b, .c = 0};
     return intern(S, n, h);
 }
 
@@ -255,9 +272,126 @@ int em_size_cmp_hint(const EmSizes *S, EmSizeCmp cmp, int32_t a, int32_t b) {
     return cmp_holds(cmp, S->hint.data[a], S->hint.data[b]);
 }
 
+/* ---- ranges (unbacked symbols) ---- */
+
+typedef struct {
+    int64_t lo, hi; /* EM_SIZE_NINF / EM_SIZE_INF: unbounded */
+} Range;
+
+static const Range whole = {EM_SIZE_NINF, EM_SIZE_INF};
+
+static int finite(int64_t v) { return v != EM_SIZE_NINF && v != EM_SIZE_INF; }
+
+/* x * y with either unbounded: its sign's end (0 * unbounded is 0); an overflow unbounded. */
+static int64_t mul_end(int64_t x, int64_t y) {
+    int64_t r;
+    if (x == 0 || y == 0) return 0;
+    if (finite(x) && finite(y) && !__builtin_mul_overflow(x, y, &r) && finite(r)) return r;
+    return (x < 0) != (y < 0) ? EM_SIZE_NINF : EM_SIZE_INF;
+}
+
+static int64_t add_end(int64_t x, int64_t y, int64_t unbounded) {
+    int64_t r;
+    if (!finite(x) || !finite(y) || __builtin_add_overflow(x, y, &r) || !finite(r)) return unbounded;
+    return r;
+}
+
+static int64_t div_end(int64_t x, int64_t c) {
+    int64_t q;
+    if (!finite(x)) return (x < 0) != (c < 0) ? EM_SIZE_NINF : EM_SIZE_INF;
+    return floordiv(x, c, &q) ? EM_SIZE_INF : q;
+}
+
+static Range range_of(const EmSizes *S, int32_t e, int depth) {
+    const EmSizeNode *n = &S->nodes.data[e];
+    if (n->op == EMS_CONST) return (Range){n->c, n->c};
+    if (n->op == EMS_SYM) return n->a < S->sym_lo.len ? (Range){S->sym_lo.data[n->a], S->sym_hi.data[n->a]} : whole;
+    if (depth > 64) return whole;
+    Range x = range_of(S, n->a, depth + 1), y = range_of(S, n->b, depth + 1), r = whole;
+    switch (n->op) {
+        case EMS_ADD: return (Range){add_end(x.lo, y.lo, EM_SIZE_NINF), add_end(x.hi, y.hi, EM_SIZE_INF)};
+        case EMS_MUL: {
+            int64_t p[4] = {mul_end(x.lo, y.lo), mul_end(x.lo, y.hi), mul_end(x.hi, y.lo), mul_end(x.hi, y.hi)};
+            r.lo = r.hi = p[0];
+            for (int i = 1; i < 4; i++) {
+                if (p[i] < r.lo) r.lo = p[i];
+                if (p[i] > r.hi) r.hi = p[i];
+            }
+            return r;
+        }
+        case EMS_FLOORDIV:
+            if (y.lo != y.hi || !finite(y.lo) || y.lo == 0) return whole;
+            return y.lo > 0 ? (Range){div_end(x.lo, y.lo), div_end(x.hi, y.lo)}
+                            : (Range){div_end(x.hi, y.lo), div_end(x.lo, y.lo)};
+        case EMS_MOD:
+            if (y.lo != y.hi || !finite(y.lo) || y.lo == 0) return whole;
+            return y.lo > 0 ? (Range){0, y.lo - 1} : (Range){y.lo + 1, 0};
+        case EMS_MIN: return (Range){x.lo < y.lo ? x.lo : y.lo, x.hi < y.hi ? x.hi : y.hi};
+        case EMS_MAX: return (Range){x.lo > y.lo ? x.lo : y.lo, x.hi > y.hi ? x.hi : y.hi};
+        default: return whole;
+    }
+}
+
+int em_size_decide(const EmSizes *S, EmSizeCmp cmp, int32_t a, int32_t b) {
+    if (a == b) return cmp == EMSR_EQ || cmp == EMSR_LE || cmp == EMSR_GE;
+    Range x = range_of(S, a, 0), y = range_of(S, b, 0);
+    int lt = finite(x.hi) && finite(y.lo) && x.hi < y.lo, le = finite(x.hi) && finite(y.lo) && x.hi <= y.lo,
+        gt = finite(x.lo) && finite(y.hi) && x.lo > y.hi, ge = finite(x.lo) && finite(y.hi) && x.lo >= y.hi;
+    switch (cmp) {
+        case EMSR_LT: return lt ? 1 : ge ? 0 : -1;
+        case EMSR_LE: return le ? 1 : gt ? 0 : -1;
+        case EMSR_GT: return gt ? 1 : le ? 0 : -1;
+        case EMSR_GE: return ge ? 1 : lt ? 0 : -1;
+        case EMSR_EQ: return le && ge ? 1 : lt || gt ? 0 : -1;
+        default: return le && ge ? 0 : lt || gt ? 1 : -1;
+    }
+}
+
+static int unbacked(const EmSizes *S, int32_t a, int32_t b) { return S->nodes.data[a].unb || S->nodes.data[b].unb; }
+
+static void undecided(EmSizes *S, EmSizeCmp cmp, int32_t a, int32_t b) {
+    if (!S->undecided++) S->first_undecided = (EmSizeRel){.cmp = (uint8_t)cmp, .lhs = a, .rhs = b};
+}
+
+int em_size_assume(EmSizes *S, EmSizeCmp cmp, int32_t a, int32_t b) {
+    if (!unbacked(S, a, b)) return em_size_require(S, cmp, a, b);
+    if (em_size_decide(S, cmp, a, b) == 1) return 0;
+    static const EmSizeCmp flipped[] = {EMSR_EQ, EMSR_NE, EMSR_GT, EMSR_GE, EMSR_LT, EMSR_LE};
+    if (em_size_is_const(S, a)) { /* the constant right */
+        int32_t t = a;
+        a = b;
+        b = t;
+        cmp = flipped[cmp];
+    }
+    const EmSizeNode *x = &S->nodes.data[a];
+    int64_t off = 0, c;
+    if (x->op == EMS_ADD && em_size_is_const(S, x->b)) {
+        off = S->nodes.data[x->b].c;
+        x = &S->nodes.data[x->a];
+    }
+    if (!em_size_is_const(S, b) || x->op != EMS_SYM || __builtin_sub_overflow(S->nodes.data[b].c, off, &c) ||
+        !finite(c) || !finite(c + 1) || !finite(c - 1)) {
+        undecided(S, cmp, a, b);
+        return 0;
+    }
+    switch (cmp) { /* sym cmp c */
+        case EMSR_EQ: em_size_narrow(S, x->a, c, c); break;
+        case EMSR_LT: em_size_narrow(S, x->a, EM_SIZE_NINF, c - 1); break;
+        case EMSR_LE: em_size_narrow(S, x->a, EM_SIZE_NINF, c); break;
+        case EMSR_GT: em_size_narrow(S, x->a, c + 1, EM_SIZE_INF); break;
+        case EMSR_GE: em_size_narrow(S, x->a, c, EM_SIZE_INF); break;
+        default: break; /* != c: nothing a range says */
+    }
+    return 0;
+}
+
 int em_size_require(EmSizes *S, EmSizeCmp cmp, int32_t a, int32_t b) {
     EM_ASSERT(em_size_cmp_hint(S, cmp, a, b), "relation %d does not hold at the hints", (int)cmp);
     if ((em_size_is_const(S, a) && em_size_is_const(S, b)) || (a == b && cmp != EMSR_NE)) return 0;
+    if (unbacked(S, a, b)) {
+        if (em_size_decide(S, cmp, a, b) != 1) undecided(S, cmp, a, b);
+        return 0;
+    }
     for (int32_t i = 0; i < S->rels.len; i++) {
         const EmSizeRel *r = &S->rels.data[i];
         if (r->cmp == cmp && r->lhs == a && r->rhs == b) return 0;

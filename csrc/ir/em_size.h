@@ -17,6 +17,7 @@ typedef enum { EMS_CONST, EMS_SYM, EMS_ADD, EMS_MUL, EMS_FLOORDIV, EMS_MOD, EMS_
 
 typedef struct {
     uint8_t op;   /* EmSizeOp */
+    uint8_t unb;  /* it reads an unbacked symbol (em_size_new_unbacked) */
     int32_t a, b; /* operands (expression indices, a < own index); SYM: a = symbol number */
     int64_t c;    /* CONST: the value */
 } EmSizeNode;
@@ -44,9 +45,16 @@ typedef struct EmSizes {
     EmVec(EmSizeSrc) srcs;
     EmVec(EmSizeRel) rels;
     EmVec(int64_t) sym_hint; /* per symbol */
-    int32_t *index; /* hash-consing table (the tracer's copy only): expression + 1, 0 empty */
+    /* the tracer's copy only: */
+    int32_t *index; /* hash-consing table: expression + 1, 0 empty */
     int32_t index_cap;
+    EmVec(int64_t) sym_lo, sym_hi; /* per symbol: the range its values lie in (EM_SIZE_NINF/INF: none) */
+    int32_t undecided;             /* relations on unbacked symbols their ranges did not decide */
+    EmSizeRel first_undecided;
 } EmSizes;
+
+#define EM_SIZE_NINF INT64_MIN
+#define EM_SIZE_INF INT64_MAX
 
 void em_size_init(EmSizes *S);
 void em_size_free(EmSizes *S);
@@ -56,6 +64,12 @@ int em_size_copy(EmSizes *dst, const EmSizes *src);
 int32_t em_size_const(EmSizes *S, int64_t c);
 /* A new symbol whose value is hint when traced, as an expression. */
 int32_t em_size_new_sym(EmSizes *S, int64_t hint);
+/* A new unbacked symbol: a value the graph computes (x.item()), read from no input and never
+ * guarded. Its values lie in [lo, hi]; hint, in that range, stands for it in meta runs only.
+ * A relation on it holds only where its range decides it (em_size_require). */
+int32_t em_size_new_unbacked(EmSizes *S, int64_t hint, int64_t lo, int64_t hi);
+/* Narrows symbol k's range to [lo, hi] (it stays as it was past either end). */
+void em_size_narrow(EmSizes *S, int32_t k, int64_t lo, int64_t hi);
 /* a <op> b for op ADD..MAX, folded and simplified; its hint follows Python's int semantics.
  * -1 also when the hint has no value (FLOORDIV or MOD by zero, overflow): the caller must
  * not build it. */
@@ -66,8 +80,16 @@ static inline int64_t em_size_hint(const EmSizes *S, int32_t e) { return S->hint
 /* Whether cmp holds between the hints of a and b. */
 int em_size_cmp_hint(const EmSizes *S, EmSizeCmp cmp, int32_t a, int32_t b);
 /* Records that `a cmp b` must hold (it holds for the hints); nothing for constants or a
- * relation already recorded. 0 or -1. */
+ * relation already recorded. A relation on an unbacked symbol is no guard: where the ranges
+ * do not decide it true, it counts in S->undecided (the trace relied on a hint: it must not be
+ * installed). 0 or -1. */
 int em_size_require(EmSizes *S, EmSizeCmp cmp, int32_t a, int32_t b);
+/* `a cmp b` for every value in the ranges (backed symbols: >= 0): 1 true, 0 false, -1 either. */
+int em_size_decide(const EmSizes *S, EmSizeCmp cmp, int32_t a, int32_t b);
+/* `a cmp b`, which the op being traced checks itself (it raises otherwise): required; on an
+ * unbacked symbol plus a constant against a constant, its range narrowed instead of counted
+ * undecided. 0 or -1. */
+int em_size_assume(EmSizes *S, EmSizeCmp cmp, int32_t a, int32_t b);
 int em_size_add_src(EmSizes *S, int32_t slot, int32_t dim, int32_t sym);
 
 /* Evaluates every expression from the symbols' values into vals (nodes.len entries). */

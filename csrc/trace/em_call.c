@@ -613,15 +613,29 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
     }
     /* a float input stays one only as an operand of a pointwise operator (em_sym_float.c); a
      * number the graph computes goes where its value cannot change the result's metadata */
-    int items = em_item_among(args, nargs);
+    int items = em_item_among(args, nargs), as_sizes = 0;
+    EmSym *sized[64];
     if (items) {
-        EmStatus ist = em_item_call_check(T, op, fn, args, nargs, kwnames);
+        EmStatus ist = em_item_call_check(T, op, fn, args, nargs, kwnames, &as_sizes);
+        if (ist == EM_OK && as_sizes && nargs > 64) ist = em_trace_fail(T, EMA_VALUE, "more than 64 arguments");
+        if (ist == EM_OK && as_sizes) ist = em_item_sizes(T, args, nargs, sized);
         if (ist != EM_OK) return ist;
+        if (as_sizes) { /* torch.arange(n), x.new_zeros(n, 3): sizes from the graph */
+            args = sized;
+            items = 0;
+        }
     }
     int floats_ok = T->floats_ok;
     T->floats_ok = items || (op != EMOP_CALL && (em_op_info[op].flags & EMF_POINTWISE));
     EmStatus st = op_record_sized(T, op, fn, args, nargs, kwnames, meta_fn, out);
     T->floats_ok = floats_ok;
+    if (st == EM_ABORT && (as_sizes || em_int_holds_unbacked(T, args, nargs))) {
+        Py_CLEAR(T->exc); /* its meta run had stand-ins for sizes from .item(): not eager's outcome */
+        char name[160];
+        if (op == EMOP_CALL) em_callable_name(fn, name, sizeof(name));
+        else snprintf(name, sizeof(name), "%s", em_op_info[op].name);
+        st = em_trace_fail(T, EMA_DATA_DEP, "%s given a size from .item()", name);
+    }
     if (st == EM_OK && T->data_nodes.len && self >= 0 &&
         (em_op_info[op].kind == EMOK_SETITEM || (*out == args[0] && args[0]->ref != self)))
         st = data_written(T, self);

@@ -527,16 +527,24 @@ static int rule_factory(EmTracer *T, int rule, EmSym **args, int npos, Dims *r) 
     }
 }
 
-/* arange(end) and arange(start, end) of ints (step 1). */
+/* arange(end), arange(start, end) and arange(start, end, step) of ints, a positive constant
+ * step: (end - start + step - 1) // step, which arange requires >= 0 (it raises otherwise). */
 static int rule_arange(EmTracer *T, EmSym **args, int npos, Dims *r, EmStatus *st) {
-    if (npos < 1 || npos > 2) return 0;
-    int32_t lo = npos == 2 ? int_of(T, args[0]) : em_size_const(&T->sizes, 0), hi = int_of(T, args[npos - 1]);
+    long step = 1;
+    if (npos < 1 || npos > 3 || (npos == 3 && (!const_int(args[2], &step) || step <= 0))) return 0;
+    EmSizes *S = &T->sizes;
+    int32_t lo = npos >= 2 ? int_of(T, args[0]) : em_size_const(S, 0), hi = int_of(T, args[npos >= 2]);
     if (lo < 0 || hi < 0) return 0;
-    int32_t n = em_size_sub(&T->sizes, hi, lo);
-    if (n < 0) return *st = EM_ERR, PyErr_NoMemory(), -1;
-    if (em_size_hint(&T->sizes, n) < 0) return 0;
-    int32_t z = em_size_const(&T->sizes, 0);
-    if (z < 0 || em_size_require(&T->sizes, EMSR_GE, n, z)) return *st = EM_ERR, PyErr_NoMemory(), -1;
+    int32_t n = em_size_sub(S, hi, lo), k = em_size_const(S, step), k1 = em_size_const(S, step - 1),
+            z = em_size_const(S, 0);
+    if (n < 0 || z < 0) return *st = EM_ERR, PyErr_NoMemory(), -1;
+    if (em_size_hint(S, n) < 0) return 0;
+    if (em_size_assume(S, EMSR_GE, n, z)) return *st = EM_ERR, PyErr_NoMemory(), -1; /* end >= start */
+    if (step != 1) {
+        int32_t up = k1 < 0 ? -1 : em_size_op(S, EMS_ADD, n, k1);
+        n = up < 0 || k < 0 ? -1 : em_size_op(S, EMS_FLOORDIV, up, k);
+    }
+    if (n < 0 || em_size_require(S, EMSR_GE, n, z)) return *st = EM_ERR, PyErr_NoMemory(), -1;
     r->n = 1;
     r->e[0] = n;
     return 1;
@@ -1020,6 +1028,21 @@ static int any_sym(EmTracer *T, EmSym **args, int nargs, int depth) {
     return 0;
 }
 
+/* Pins every SYM_INT among args that reads an unbacked symbol: an op no rule covers given a
+ * size from .item() (as a dim, a size) could have other metadata than its meta run's on the
+ * stand-in (em_size_require counts the pin undecided: the trace aborts). */
+static EmStatus pin_unbacked(EmTracer *T, EmSym **args, int nargs, int depth) {
+    for (int i = 0; i < nargs; i++) {
+        EmSym *s = args[i];
+        EmStatus st = EM_OK;
+        if (s->kind == SYM_INT && T->sizes.nodes.data[s->expr].unb) st = em_int_specialize(T, s->expr);
+        else if ((s->kind == SYM_TUPLE || s->kind == SYM_LIST || s->kind == SYM_SLICE) && depth < 4)
+            st = pin_unbacked(T, s->items.data, s->items.len, depth + 1);
+        if (st != EM_OK) return st;
+    }
+    return EM_OK;
+}
+
 EmStatus em_shape_sym(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, EmSym *out) {
     if (!em_int_active(T) || !out) return EM_OK;
     /* a tuple of tensors: its length is fixed by the op (max(dim), topk) or by a size (the split
@@ -1083,8 +1106,9 @@ EmStatus em_shape_sym(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
     }
     if (ok < 0) return st == EM_OK ? EM_ERR : st;
     n = &T->G->nodes.data[out->ref];
-    if (ok != 1 || r.n != n->ndim) return EM_OK; /* unknown: a read pins what it came from */
+    if (ok != 1 || r.n != n->ndim) /* unknown: a read pins what it came from */
+        return pin_unbacked(T, args, nargs, 0);
     for (int i = 0; i < r.n; i++)
-        if (em_size_hint(&T->sizes, r.e[i]) != em_ir_sizes(T->G, n)[i]) return EM_OK;
+        if (em_size_hint(&T->sizes, r.e[i]) != em_ir_sizes(T->G, n)[i]) return pin_unbacked(T, args, nargs, 0);
     return em_node_set_dims(T, out->ref, r.e, r.n) ? EM_ERR : EM_OK;
 }

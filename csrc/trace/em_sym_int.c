@@ -94,6 +94,15 @@ EmStatus em_int_specialize(EmTracer *T, int32_t e) {
     return em_size_require(&T->sizes, EMSR_EQ, e, c) ? (PyErr_NoMemory(), EM_ERR) : EM_OK;
 }
 
+EmStatus em_int_undecided(EmTracer *T) {
+    Py_CLEAR(T->exc); /* a raise traced after the decision: the frame runs as Python, which raises it */
+    EmStrBuf b = {0};
+    if (em_size_rel_text(&T->sizes, &T->sizes.first_undecided, &b)) return PyErr_NoMemory(), EM_ERR;
+    EmStatus st = em_trace_fail(T, EMA_DATA_DEP, "the size relation %s of a number from .item()", b.s);
+    em_sb_free(&b);
+    return st;
+}
+
 static EmStatus specialize_arg(EmTracer *T, const EmArg *a, uint8_t *seen, int depth);
 
 /* Pins the sizes of node r and of everything it was computed from (seen: per node, walked). */
@@ -170,6 +179,27 @@ int32_t em_node_dim(EmTracer *T, EmRef r, int d, EmStatus *st) {
 
 int em_node_has_sym_dims(const EmTracer *T, EmRef r) { return dims_at(T, r) != EM_DIMS_STATIC; }
 
+static int holds_unbacked(const EmTracer *T, EmSym **args, int nargs, int depth) {
+    const EmSizes *S = &T->sizes;
+    for (int i = 0; i < nargs; i++) {
+        const EmSym *s = args[i];
+        if (s->kind == SYM_INT && S->nodes.data[s->expr].unb) return 1;
+        if (s->kind == SYM_TENSOR) {
+            int32_t d = dims_at(T, s->ref);
+            for (int k = 0; d >= 0 && k < T->G->nodes.data[s->ref].ndim; k++)
+                if (S->nodes.data[T->dim_exprs.data[d + k]].unb) return 1;
+        }
+        if ((s->kind == SYM_TUPLE || s->kind == SYM_LIST || s->kind == SYM_SLICE) && depth < 4 &&
+            holds_unbacked(T, s->items.data, s->items.len, depth + 1))
+            return 1;
+    }
+    return 0;
+}
+
+int em_int_holds_unbacked(const EmTracer *T, EmSym **args, int nargs) {
+    return T->sizes.sym_lo.len && holds_unbacked(T, args, nargs, 0);
+}
+
 /* ---- SYM_INT values ---- */
 
 EmSym *em_int_sym(EmTracer *T, int32_t e) {
@@ -245,7 +275,9 @@ EmRef em_int_ref(EmTracer *T, int32_t e, EmStatus *st) {
     }
     if (n.op == EMS_SYM) {
         const EmSymLeaf *leaf = &T->sym_leaf.data[n.a];
-        if (leaf->dim < 0) { /* an int input: the graph reads its slot */
+        if (leaf->dim == EM_LEAF_ITEM) { /* unbacked: the number node itself */
+            r = leaf->ref;
+        } else if (leaf->dim < 0) { /* an int input: the graph reads its slot */
             r = em_ir_node(T->G, EMOP_INPUT, 0, 0, -1, 0, -1);
             if (r < 0 || em_vec_push(&T->input_slots, leaf->slot)) return *st = EM_ERR, PyErr_NoMemory(), -1;
             T->G->nodes.data[r].aux = T->G->ninputs++;
@@ -563,6 +595,15 @@ EmStatus em_known_tensor_layout(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all
 /* min(a, b, ...) / max(...) of ints, one at least symbolic: an expression. */
 EmStatus em_known_minmax(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)self;
+    EmSym *sized[8];
+    int items = 0;
+    for (int i = 0; i < n; i++)
+        if (all[i]->kind == SYM_ITEM) items += all[i]->obj == (PyObject *)&PyLong_Type ? 1 : n + 1;
+    if (items && items <= n && n >= 2 && n <= 8 && !kwnames) { /* max(n, 1024) of an int item: a size */
+        EmStatus st = em_item_sizes(T, all, n, sized);
+        if (st != EM_OK) return st;
+        all = sized;
+    }
     int any = 0;
     for (int i = 0; i < n; i++) any |= all[i]->kind == SYM_INT;
     if (!any || kwnames || n < 2) {

@@ -16,8 +16,11 @@
  *   does), and a bound on an int that later comparisons with constants use
  *   (`torch._check(n >= 0)` decides `if n >= 0:`: when it is false the check has raised);
  * - a return value or a value live at a graph break: a graph output.
- * Anything else that needs the value (a branch, a size, str(), a dict key) aborts as
- * data-dependent: without fullgraph the graph breaks there, handing the number on.
+ * - a size (torch.arange(n), x.new_zeros(n), x[:n]): an int item becomes an unbacked size
+ *   symbol bound to its node (em_item_size; em_size.h): relations on it hold only where its
+ *   range decides them, else the trace aborts (em_int_undecided).
+ * Anything else that needs the value (a branch, str(), a dict key) aborts as data-dependent:
+ * without fullgraph the graph breaks there, handing the number on.
  * Bounds: spec of an int item is (lo, hi), Python ints or None; a bool item made by comparing
  * an int item with a constant keeps items = [that item, the constant] and pos = the comparison
  * (Py_LT..Py_GE) with the item on the left.
@@ -36,6 +39,7 @@ static EmSym *item_new(EmTracer *T, EmRef r, PyObject *tp) {
     if (!s) return NULL;
     s->ref = r;
     s->obj = Py_NewRef(tp);
+    s->expr = -1; /* no size symbol yet (em_item_size) */
     return s;
 }
 
@@ -166,8 +170,12 @@ static int decide(const EmSym *x, int cmp, PyObject *c) {
     }
 }
 
-/* Narrows int item x's bounds to [lo, hi] (has_*: which ends are given). EM_OK or EM_ERR. */
-static EmStatus narrow(EmSym *x, int has_lo, long long lo, int has_hi, long long hi) {
+/* Narrows int item x's bounds to [lo, hi] (has_*: which ends are given), and its size
+ * symbol's range. EM_OK or EM_ERR. */
+static EmStatus narrow(EmTracer *T, EmSym *x, int has_lo, long long lo, int has_hi, long long hi) {
+    if (x->expr >= 0)
+        em_size_narrow(&T->sizes, T->sizes.nodes.data[x->expr].a, has_lo ? lo : EM_SIZE_NINF,
+                       has_hi ? hi : EM_SIZE_INF);
     Bounds b = bounds_of(x);
     if (has_lo && (!b.has_lo || lo > b.lo)) b.has_lo = 1, b.lo = lo;
     if (has_hi && (!b.has_hi || hi < b.hi)) b.has_hi = 1, b.hi = hi;
@@ -182,7 +190,7 @@ static EmStatus narrow(EmSym *x, int has_lo, long long lo, int has_hi, long long
 }
 
 /* What checking bool item cond (true from here on) says of the int item it compares. */
-static EmStatus learn(EmSym *cond) {
+static EmStatus learn(EmTracer *T, EmSym *cond) {
     if (cond->items.len != 2 || cond->items.data[0]->obj != (PyObject *)&PyLong_Type) return EM_OK;
     EmSym *x = cond->items.data[0];
     PyObject *c = cond->items.data[1]->obj;
@@ -191,13 +199,66 @@ static EmStatus learn(EmSym *cond) {
     if (isnan(cd) || fabs(cd) > 4503599627370496.0) return EM_OK;
     long long fl = (long long)floor(cd), ce = (long long)ceil(cd);
     switch (cond->pos) {
-        case Py_GT: return narrow(x, 1, fl + 1, 0, 0);
-        case Py_GE: return narrow(x, 1, ce, 0, 0);
-        case Py_LT: return narrow(x, 0, 0, 1, ce - 1);
-        case Py_LE: return narrow(x, 0, 0, 1, fl);
-        case Py_EQ: return fl == ce ? narrow(x, 1, fl, 1, fl) : EM_OK;
+        case Py_GT: return narrow(T, x, 1, fl + 1, 0, 0);
+        case Py_GE: return narrow(T, x, 1, ce, 0, 0);
+        case Py_LT: return narrow(T, x, 0, 0, 1, ce - 1);
+        case Py_LE: return narrow(T, x, 0, 0, 1, fl);
+        case Py_EQ: return fl == ce ? narrow(T, x, 1, fl, 1, fl) : EM_OK;
         default: return EM_OK;
     }
+}
+
+/* ---- as sizes ---- */
+
+/* The stand-in value of a size symbol: a number no static size is likely to be, >= 2 as
+ * TorchDynamo's size-oblivious reasoning takes unbacked sizes, inside the item's bounds. */
+#define ITEM_SIZE_HINT 7919
+
+int32_t em_item_size(EmTracer *T, EmSym *s) {
+    if (s->kind != SYM_ITEM || s->obj != (PyObject *)&PyLong_Type) return -2;
+    if (s->expr >= 0) return s->expr;
+    Bounds b = bounds_of(s);
+    int64_t lo = b.has_lo ? b.lo : EM_SIZE_NINF, hi = b.has_hi ? b.hi : EM_SIZE_INF;
+    int64_t hint = ITEM_SIZE_HINT < lo ? lo : ITEM_SIZE_HINT > hi ? hi : ITEM_SIZE_HINT;
+    if (lo > hi) return -2; /* its checks cannot all pass: it stays a number */
+    if (!em_int_active(T)) T->dyn_from = T->G->nodes.len;
+    int32_t e = em_size_new_unbacked(&T->sizes, hint, lo, hi);
+    EmSymLeaf leaf = {.ref = s->ref, .slot = -1, .dim = EM_LEAF_ITEM, .expr = e};
+    if (e < 0 || em_vec_push(&T->sym_leaf, leaf)) return PyErr_NoMemory(), -1;
+    return s->expr = e;
+}
+
+/* s with its int items (s itself, or in a plain tuple, list or torch.Size) as their size
+ * symbols: s when it holds none, else a new sym; NULL with *st set (a number other than an
+ * int among them: data-dependent). */
+static EmSym *as_sizes(EmTracer *T, EmSym *s, int depth, EmStatus *st) {
+    if (s->kind == SYM_ITEM) {
+        int32_t e = em_item_size(T, s);
+        if (e == -1) return *st = EM_ERR, NULL;
+        if (e == -2) return *st = em_trace_fail(T, EMA_DATA_DEP, "a size given a number from .item()"), NULL;
+        EmSym *r = em_int_sym(T, e);
+        if (!r) *st = EM_ERR;
+        return r;
+    }
+    if ((s->kind != SYM_TUPLE && s->kind != SYM_LIST) || s->spec || depth > EM_MAX_NEST ||
+        !em_item_among(s->items.data, s->items.len))
+        return s;
+    EmSym *r = em_sym_new(T, (EmSymKind)s->kind);
+    if (!r) return *st = EM_ERR, NULL;
+    r->seq_type = Py_XNewRef(s->seq_type);
+    for (int32_t i = 0; i < s->items.len; i++) {
+        EmSym *it = as_sizes(T, s->items.data[i], depth + 1, st);
+        if (!it) return NULL;
+        if (em_vec_push(&r->items, it)) return *st = EM_ERR, PyErr_NoMemory(), NULL;
+    }
+    return r;
+}
+
+EmStatus em_item_sizes(EmTracer *T, EmSym **args, int nargs, EmSym **out) {
+    EmStatus st = EM_OK;
+    for (int i = 0; i < nargs; i++)
+        if (!(out[i] = as_sizes(T, args[i], 0, &st))) return st;
+    return EM_OK;
 }
 
 /* ---- the kind's operations ---- */
@@ -251,6 +312,21 @@ static EmStatus item_compare(EmTracer *T, int cmp, EmSym *a, EmSym *b, EmSym **o
     static const int swapped[] = {
         [Py_LT] = Py_GT, [Py_LE] = Py_GE, [Py_EQ] = Py_EQ, [Py_NE] = Py_NE, [Py_GT] = Py_LT, [Py_GE] = Py_LE};
     int xcmp = x == a ? cmp : swapped[cmp]; /* x xcmp c */
+    int32_t ec = c->kind == SYM_ITEM || c->kind == SYM_INT                           ? c->expr
+                 : x->expr >= 0 && c->kind == SYM_CONST && PyLong_CheckExact(c->obj) ? em_int_expr(T, c)
+                                                                                     : -1;
+    if (ec == -2) return EM_ERR;
+    if (x->expr >= 0 && ec >= 0) { /* sizes: r.size(0) == n of r = arange(n) */
+        int d = em_size_decide(&T->sizes,
+                               (EmSizeCmp)(xcmp == Py_EQ   ? EMSR_EQ
+                                           : xcmp == Py_NE ? EMSR_NE
+                                           : xcmp == Py_LT ? EMSR_LT
+                                           : xcmp == Py_LE ? EMSR_LE
+                                           : xcmp == Py_GT ? EMSR_GT
+                                                           : EMSR_GE),
+                               x->expr, ec);
+        if (d >= 0) return (*out = em_sym_const(T, d ? Py_True : Py_False)) ? EM_OK : EM_ERR;
+    }
     if (is_number_const(c)) {
         int d = decide(x, xcmp, c->obj);
         if (d >= 0) return (*out = em_sym_const(T, d ? Py_True : Py_False)) ? EM_OK : EM_ERR;
@@ -424,7 +500,7 @@ EmStatus em_known_check(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n,
     EmSym *node = number_node(T, EMOP_CALL, fn->obj, is_size ? "_check_is_size" : "_check", all, 1,
                               (PyObject *)Py_TYPE(Py_None), &st);
     if (!node) return st;
-    st = is_size ? narrow(all[0], 1, 0, 0, 0) : learn(all[0]);
+    st = is_size ? narrow(T, all[0], 1, 0, 0, 0) : learn(T, all[0]);
     if (st != EM_OK) return st;
     return (*out = em_sym_const(T, Py_None)) ? EM_OK : EM_ERR;
 }
@@ -459,24 +535,21 @@ static int stand_in_args(EmTracer *T, EmSym **args, int nargs, PyObject *kwnames
     return *mkw != NULL;
 }
 
-EmStatus em_item_call_check(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames) {
+EmStatus em_item_call_check(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
+                            int *as_sizes) {
+    *as_sizes = 0;
     if (op != EMOP_CALL) {
         int ok = em_op_info[op].flags & EMF_POINTWISE; /* x * s */
         if (op == EMOP_SETITEM && nargs == 3) /* x[i] = s: only the value */
             ok = !em_item_among(args, 2) && args[1]->kind != SYM_FLOAT;
-        if (!ok) return em_trace_fail(T, EMA_DATA_DEP, "%s given a number from .item()", em_op_info[op].name);
+        if (!ok) return (*as_sizes = 1), EM_OK;
         /* an integer tensor to a negative power raises */
         return op == EMOP_POW || op == EMOP_IPOW ? may_raise(T, "a power of a tensor to") : EM_OK;
     }
     PyObject *r = PyObject_CallMethod(em_state.meta_run, "item_call_ok", "O", fn);
     int ok = r ? PyObject_IsTrue(r) : -1;
     Py_XDECREF(r);
-    if (ok <= 0) {
-        if (ok < 0) return EM_ERR;
-        char name[160];
-        em_callable_name(fn, name, sizeof(name));
-        return em_trace_fail(T, EMA_DATA_DEP, "%s given a number from .item()", name);
-    }
+    if (ok <= 0) return ok < 0 ? EM_ERR : ((*as_sizes = 1), EM_OK);
     PyObject *a1 = NULL, *k1 = NULL, *a2 = NULL, *k2 = NULL;
     int floats_ok = T->floats_ok;
     T->floats_ok = 1;
@@ -497,8 +570,6 @@ EmStatus em_item_call_check(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, in
     int t = same ? PyObject_IsTrue(same) : -1;
     Py_XDECREF(same);
     if (t < 0) return EM_ERR;
-    if (t) return EM_OK;
-    char name[160];
-    em_callable_name(fn, name, sizeof(name));
-    return em_trace_fail(T, EMA_DATA_DEP, "the result sizes of %s given a number from .item()", name);
+    *as_sizes = !t;
+    return EM_OK;
 }

@@ -11,6 +11,12 @@
 EmStatus em_slice_build(EmTracer *T, EmSym **bounds, int n, EmSym **out) {
     PyObject *v[3] = {Py_None, Py_None, Py_None};
     int sym = 0;
+    EmSym *sized[3];
+    if (em_item_among(bounds, n)) { /* x[:n] of an int item: a size */
+        EmStatus st = em_item_sizes(T, bounds, n, sized);
+        if (st != EM_OK) return st;
+        bounds = sized;
+    }
     for (int i = 0; i < n; i++) {
         if (bounds[i]->kind != SYM_CONST && bounds[i]->kind != SYM_INT)
             return em_trace_fail(T, EMA_VALUE, "slice bound %s", em_sym_describe(bounds[i]));

@@ -753,6 +753,10 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
             }
             return em_trace_fail(T, EMA_RETURN, "a %s object left the trace", Py_TYPE(s->obj)->tp_name); /* super() */
         case SYM_CELL: return out_cell(T, s, depth);
+        case SYM_SLICE: { /* slice(start, stop, step) of its bounds' values, made per call */
+            EmStatus st = push_out(T, (EmOut){.kind = OUT_CALL, .v = 3, .obj = Py_NewRef((PyObject *)&PySlice_Type)});
+            return st == EM_OK ? out_children(T, s->items.data, 0, 3, depth) : st;
+        }
         case SYM_TUPLE:
         case SYM_LIST:
         case SYM_DICT: return out_container(T, s, depth);
@@ -807,6 +811,7 @@ EmStatus em_trace_loop(EmTracer *T) {
         st = dispatch(T, &ins);
         EM_ASSERT(T->sp >= 0 && T->sp <= T->stack_cap, "stack depth %d of %d after %s", T->sp, T->stack_cap,
                   em_bc_names[ins.op]);
+        if (T->sizes.undecided && st != EM_ERR) st = em_int_undecided(T);
         if (st == EM_ABORT && T->exc && T->depth == 0 && ins.op == EMBC_RAISE_VARARGS) {
             T->raise_at = ins.at;
             T->raise_exc = T->exc;

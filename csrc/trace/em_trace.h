@@ -34,12 +34,14 @@ typedef enum {
     EM_DYN_ALL = 2     /* dynamic=True: every dimension of every input tensor but parameters */
 } EmDynMode;
 
-/* Where symbol k is read from: dimension dim of graph input ref (guard slot slot), or (dim -1,
- * ref -1) the Python int in slot; expr: the symbol as an expression. */
+/* Where symbol k is read from: dimension dim of graph input ref (guard slot slot), (dim -1,
+ * ref -1) the Python int in slot, or (dim EM_LEAF_ITEM, slot -1) the int the graph's node ref
+ * computes (an unbacked symbol: x.item()); expr: the symbol as an expression. */
 typedef struct {
     EmRef ref;
     int32_t slot, dim, expr;
 } EmSymLeaf;
+#define EM_LEAF_ITEM (-2)
 
 /* The state of one frame being traced: the intercepted frame's, or an inlined call's. An
  * inlined call saves its caller's as a whole (`EmFrame saved = T->frame`) and puts it back on

@@ -833,6 +833,12 @@ EmStatus em_sym_specialize(EmTracer *T, EmSym *s);
 EmStatus em_node_specialize(EmTracer *T, EmRef r);
 /* The value of a SYM_INT, pinned (new reference; NULL with an exception on error). */
 EM_NEW PyObject *em_int_value(EmTracer *T, EmSym *s);
+/* Whether args (nested in tuples, lists and slices) hold a size from .item(): a SYM_INT or a
+ * tensor's dimension that reads an unbacked symbol. */
+int em_int_holds_unbacked(const EmTracer *T, EmSym **args, int nargs);
+/* The trace relied on a relation of an unbacked symbol (a size from .item()) that its range
+ * does not decide: a data-dependent failure at the current instruction. */
+EmStatus em_int_undecided(EmTracer *T);
 /* The graph node that computes expression e (not a constant) from the inputs. -1 with *st. */
 EmRef em_int_ref(EmTracer *T, int32_t e, EmStatus *st);
 EmStatus em_int_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out);
@@ -900,10 +906,18 @@ int32_t em_item_arg(EmTracer *T, EmSym *s, EmStatus *st);
 EM_NEW PyObject *em_item_dummy(const EmSym *s, int which);
 /* Whether args (or the tuples and lists among them) hold a SYM_ITEM. */
 int em_item_among(EmSym **args, int nargs);
-/* Before recording op(args) holding a SYM_ITEM: EM_OK when its result metadata cannot depend
- * on the number's value (a pointwise operator or torch function, a fill value, torch.tensor's
- * data; checked by a second meta run on other stand-ins), else the abort. */
-EmStatus em_item_call_check(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames);
+/* Before recording op(args) holding a SYM_ITEM: EM_OK with *as_sizes 0 when its result
+ * metadata cannot depend on the number's value (a pointwise operator or torch function, a fill
+ * value, torch.tensor's data; checked by a second meta run on other stand-ins), 1 when it may
+ * (the numbers are to be sizes: em_item_sizes); or a failure. */
+EmStatus em_item_call_check(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames,
+                            int *as_sizes);
+/* The size symbol of int item s (an unbacked symbol bound to its node, made at its first use
+ * as a size): its expression; -2 when s is no int item (or its bounds are empty), -1 on error. */
+int32_t em_item_size(EmTracer *T, EmSym *s);
+/* args with their int items (in plain tuples and lists too) as SYM_INTs of their size symbols,
+ * into out[nargs]; a float or bool item among them fails (data-dependent). */
+EmStatus em_item_sizes(EmTracer *T, EmSym **args, int nargs, EmSym **out);
 /* 1 when an in-place op (its result is its first argument, retargeted) keeps that argument's
  * sizes (x += y, x.mul_(y)); 0 for one that may change them (x.t_(), x.resize_()). */
 int em_inplace_keeps_sizes(EmOp op, PyObject *fn);

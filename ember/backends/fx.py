@@ -521,7 +521,7 @@ class _Builder:
         gm.meta["ember_float_args"] = tuple(self.float_args)
         gm.meta["ember_float_examples"] = self.float_examples
         gm.meta["ember_check_vals"] = self.check_vals
-        by_node = {node: ref for ref, node in self.env.items()}
+        by_node = {node: ref for ref, node in self.env.items() if isinstance(node, torch.fx.Node)}
         for node, val in zip(gm.graph.find_nodes(op="placeholder"), self.placeholder_vals):
             node.meta["val"] = val  # the fakes themselves (FakeTensorProp put copies): the fake mode's
             # memo holds them weakly, and AOTAutograd finds the symbolic fake of an input there
@@ -532,6 +532,8 @@ class _Builder:
             if meta is None or not isinstance(val, torch.Tensor) or not traced:
                 continue
             hints = tuple(s.node.hint if isinstance(s, torch.SymInt) else s for s in val.shape)
+            if None in hints:  # a size from .item() (unbacked): the trace had a stand-in
+                hints = tuple(meta[4][i] if h is None else h for i, h in enumerate(hints))
             if hints != tuple(meta[4]):
                 raise RuntimeError(f"{node.format_node()}: sizes {hints} where the trace had {tuple(meta[4])}")
 
@@ -590,6 +592,8 @@ class _Builder:
         vals = [self.arg(a) for a in args]
         nkw = len(kwnames) if kwnames else 0
         pos, kwargs = vals[:len(vals) - nkw], dict(zip(kwnames or (), vals[len(vals) - nkw:]))
+        if op == "call" and target is slice and vkind == 2 and not kwargs:  # x[:n] of a symbolic n
+            return slice(*pos)  # an argument of the getitem node (FX maps the nodes inside it)
         if vkind == 2 and not (self.in_syms is not None and _is_int_node(op, target)):  # not a tensor program
             raise _Unexportable(f"a call of {getattr(target, '__name__', target)!r} returning an object")
         if op == "call" and vkind == 2 and target in _SYM_CALLS:

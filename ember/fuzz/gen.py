@@ -1127,6 +1127,14 @@ class Generator:
             [f"{s} = {t}.sum().item()", f"{v} = {t} + 1 if {s} > 0 else {t} - 1"],
             [f"{n} = ({t} > 0).sum().item()", f"{s} = abs(-{n}) ** 2 + float({n})", f"{v} = {t}.add({s})"],
             [f"{s} = {t}.flatten()[:2].tolist() if {t}.numel() >= 2 else [0.5, 1.5]", f"{v} = {t} * {s}[0] - {s}[1]"],
+            # sizes from .item() (unbacked symbols): factories, arange, slices with checks, or a break
+            [f"{n} = ({t} > 0).sum().item()", f"{v} = {t} + torch.arange({n}).float().sum() + len(torch.ones({n}, 2))"],
+            [f"{n} = ({t} > 0).sum().item()", f"torch._check({n} >= 0)", f"torch._check({n} <= {t}.numel())",
+             f"{v} = {t} * {t}.flatten()[:{n}].sum() - {t}.flatten()[{n}:].sum()"],
+            [f"{n} = ({t} < 0).sum().item()", f"{v} = {t} * {t}.new_ones(max({n}, 3)).sum() + torch.zeros({n} + 1, 2).sum()"],
+            [f"{n} = ({t} > 0).sum().item()", f"{v} = {t} + {t}.flatten()[:{n}].sum()"],
+            [f"{n} = ({t} > 0).sum().item()", f"{s} = torch.arange(0, {n}, 2)",
+             f"{v} = {t} + ({s}.shape[0] == ({n} + 1) // 2) + {s}.sum()"],
         ]
         return self.pick(opts)
 

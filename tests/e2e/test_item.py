@@ -210,9 +210,7 @@ def test_dynamo_setting_is_honoured():
 
 
 @pytest.mark.parametrize("body", [
-    "torch.full((v,), 1.0)",  # a size
-    "torch.arange(v)",
-    "x.view(v, -1)",
+    "x.view(v, -1)",  # a size no rule follows: its meta run had a stand-in
     "x.sum(dim=v - 1)",
     "x[v:]",
     "str(v)",
@@ -325,3 +323,132 @@ def test_tolist_of_a_symbolic_length_breaks():
 
     with pytest.raises(ember.Unsupported):
         ember.compile(f, fullgraph=True, dynamic=True)(randn(3))
+
+
+# sizes from .item(): an int item used as a size is an unbacked symbol bound to its node (its
+# value comes from the graph at run time); what the trace decides from it must follow from its
+# bounds (torch._check) or from what the op checks itself (arange's length >= 0)
+def _arange_checked(x):  # TorchDynamo's test_torch_check
+    y = x.item()
+    torch._check(y >= 0)
+    return torch.arange(0, y)
+
+
+def _arange_length(x):  # test_arange_length_with_float32_dtype: r.size(0) == y is decided
+    y = x.item()
+    r = torch.arange(y, dtype=torch.float32)
+    if r.size(0) == y:
+        return r + 1
+    return r
+
+
+def _empty_of_arithmetic(x):  # test_unbacked_empty_tensor
+    n = x.item()
+    return torch.empty((n - 1) // 2).fill_(3.0)
+
+
+def _ones_max(x):  # test_item_max
+    return torch.ones(max(x.item(), 1024))
+
+
+def _padding_mask(lengths):  # test_unbacked_arange_in_bounds
+    row = torch.arange(0, lengths.max().item(), 1)
+    mask = (row < lengths.unsqueeze(-1)).type(torch.float32)
+    return mask[:, :, None]
+
+
+def _slice_checked(x, t):
+    n = t.item()
+    torch._check(n >= 0)
+    torch._check(n <= x.size(0))
+    return x[:n] * 2, x[n:].sum()
+
+
+def _factories(x, t):
+    n = t.item()
+    return (torch.full((n,), 1.5), x.new_zeros(n, 2), torch.zeros(n).sum() + x.sum(), len(torch.ones(n, 3)),
+            torch.arange(0, n, 2))
+
+
+_SIZED = [
+    (_arange_checked, [(torch.tensor([3]),), (torch.tensor([0]),), (torch.tensor([7]),)]),
+    (_arange_length, [(torch.tensor([300]),), (torch.tensor([1]),)]),
+    (_empty_of_arithmetic, [(torch.tensor([4]),), (torch.tensor([1]),), (torch.tensor([9]),)]),
+    (_ones_max, [(torch.tensor([1000]),), (torch.tensor([2000]),)]),
+    (_padding_mask, [(torch.tensor([5, 4, 4, 4], dtype=torch.int32),), (torch.tensor([2, 7, 1, 3], dtype=torch.int32),)]),
+    (_slice_checked, [(randn(10), torch.tensor(4)), (randn(10), torch.tensor(0)), (randn(10), torch.tensor(10))]),
+    (_factories, [(randn(3), torch.tensor(5)), (randn(3), torch.tensor(1)), (randn(3), torch.tensor(0))]),
+]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("fn,calls", _SIZED, ids=[f.__name__ for f, _ in _SIZED])
+def test_sizes_from_items(backend, fn, calls):
+    """One graph for every value (no recompile), eager's results, on the backend itself."""
+    import warnings
+    cf = ember.compile(fn, backend=backend, fullgraph=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ember.EmberWarning)  # handed to the backend, not the executor
+        for args in calls:
+            assert_same(cf(*args), fn(*args))
+    c = counters()
+    assert (c["frames"], c["breaks"], c["aborts"]) == (1, 0, 0), c
+    assert "call item" in _graph_text(fn)
+
+
+def test_sizes_from_items_under_inductor():
+    import warnings
+    for fn, calls in _SIZED[:2] + _SIZED[4:6]:
+        ember.reset()
+        cf = ember.compile(fn, backend="inductor", fullgraph=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ember.EmberWarning)
+            for args in calls:
+                assert_same(cf(*args), fn(*args))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_sizes_from_items_raise_as_eager(backend):
+    """A size eager refuses (arange's negative length, empty's negative size, a failed check)
+    raises there too: the graph holds no assumption about the values."""
+    for fn, args in [(_arange_checked, (torch.tensor([-1]),)), (_arange_length, (torch.tensor([-5]),)),
+                     (_empty_of_arithmetic, (torch.tensor([-2]),)), (_slice_checked, (randn(10), torch.tensor(11)))]:
+        ember.reset()
+        cf = ember.compile(fn, backend=backend, fullgraph=True)
+        cf(*{_slice_checked: (randn(10), torch.tensor(3))}.get(fn, (torch.tensor([5]),)))
+        with pytest.raises(RuntimeError):
+            fn(*args)
+        with pytest.raises(RuntimeError):
+            cf(*args)
+
+
+@pytest.mark.parametrize("body", [
+    "x[:v]",  # v <= 4 and v >= 0 are not known: Python's clamping would be decided
+    "torch.zeros(v) + x",  # broadcasting decides v == 4
+    "torch.zeros(v).shape[0] > 3",
+    "[i for i in range(v)]",
+    "torch.zeros(v).view(-1, 2)",
+    "torch.zeros(v, 2).squeeze(0)",
+    "x.narrow(0, 0, v)",
+    "torch.ones(v).sum(dim=v - 1)",
+])
+def test_size_relations_not_decided_are_data_dependent(body):
+    ns = {"torch": torch}
+    exec(f"def f(x, n):\n    v = n.item()\n    return {body}\n", ns)
+    f = ns["f"]
+    with pytest.raises(ember.Unsupported, match="item"):
+        ember.compile(f, fullgraph=True)(randn(4), torch.tensor(2))
+    ember.reset()
+    ember.config.capture_scalar_outputs = True
+    try:  # without fullgraph: a break there, eager's result (or error) for every value
+        cf = ember.compile(f)
+        for k in (2, 4, 1, 0, 6, -1):
+            try:
+                want = f(randn(4), torch.tensor(k))
+            except (RuntimeError, IndexError) as e:
+                with pytest.raises(type(e)):
+                    cf(randn(4), torch.tensor(k))
+            else:
+                assert_same(cf(randn(4), torch.tensor(k)), want)
+    finally:
+        ember.config.capture_scalar_outputs = False
