@@ -814,6 +814,25 @@ def test_captured_items_on_cuda(backend):
         cf(rand(8, 4), torch.tensor(-1, device=CUDA))
 
 
+def sized_by_items(lengths, x):
+    row = torch.arange(0, lengths.max().item(), device=lengths.device)  # a size from .item()
+    mask = (row < lengths.unsqueeze(-1)).to(x.dtype)
+    n = lengths.min().item()
+    torch._check(n >= 0)
+    torch._check(n <= x.size(0))
+    return mask * x.sum(), x[:n] * 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_sizes_from_items_on_cuda(backend):
+    """Sizes from .item() (unbacked symbols): one graph for every value on CUDA."""
+    cf = ember.compile(sized_by_items, backend=backend, fullgraph=True)
+    for lengths in ([5, 4, 4, 4], [2, 7, 1, 3], [3, 3, 3, 8]):
+        t, x = torch.tensor(lengths, device=CUDA), rand(8, seed=len(lengths))
+        assert_same(cf(t, x), sized_by_items(t, x), **INDUCTOR)
+    assert_graphs(1)
+
+
 def test_tensor_guards_and_storage_reads_are_direct_on_cuda():
     """CUDA tensors are read through the probed layout (this torch build's TensorImpl): their
     guards and the storage check of graphs with in-place ops make no Python calls."""
