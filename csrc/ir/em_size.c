@@ -369,11 +369,9 @@ int em_size_assume(EmSizes *S, EmSizeCmp cmp, int32_t a, int32_t b) {
         off = S->nodes.data[x->b].c;
         x = &S->nodes.data[x->a];
     }
-    if (!em_size_is_const(S, b) || x->op != EMS_SYM || __builtin_sub_overflow(S->nodes.data[b].c, off, &c) ||
-        !finite(c) || !finite(c + 1) || !finite(c - 1)) {
-        undecided(S, cmp, a, b);
-        return 0;
-    }
+    if (!em_size_is_const(S, b) || x->op != EMS_SYM || !x->unb || __builtin_sub_overflow(S->nodes.data[b].c, off, &c) ||
+        !finite(c) || !finite(c + 1) || !finite(c - 1))
+        return 0; /* nothing a range says: the op raises where it fails */
     switch (cmp) { /* sym cmp c */
         case EMSR_EQ: em_size_narrow(S, x->a, c, c); break;
         case EMSR_LT: em_size_narrow(S, x->a, EM_SIZE_NINF, c - 1); break;

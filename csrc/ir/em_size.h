@@ -86,9 +86,9 @@ int em_size_cmp_hint(const EmSizes *S, EmSizeCmp cmp, int32_t a, int32_t b);
 int em_size_require(EmSizes *S, EmSizeCmp cmp, int32_t a, int32_t b);
 /* `a cmp b` for every value in the ranges (backed symbols: >= 0): 1 true, 0 false, -1 either. */
 int em_size_decide(const EmSizes *S, EmSizeCmp cmp, int32_t a, int32_t b);
-/* `a cmp b`, which the op being traced checks itself (it raises otherwise): required; on an
- * unbacked symbol plus a constant against a constant, its range narrowed instead of counted
- * undecided. 0 or -1. */
+/* `a cmp b`, which the op being traced checks itself (it raises otherwise): required; on
+ * unbacked symbols no guard (nothing to count undecided), and for an unbacked symbol plus a
+ * constant against a constant its range narrowed. 0 or -1. */
 int em_size_assume(EmSizes *S, EmSizeCmp cmp, int32_t a, int32_t b);
 int em_size_add_src(EmSizes *S, int32_t slot, int32_t dim, int32_t sym);
 

@@ -618,6 +618,7 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
     if (items) {
         EmStatus ist = em_item_call_check(T, op, fn, args, nargs, kwnames, &as_sizes);
         if (ist == EM_OK && as_sizes && nargs > 64) ist = em_trace_fail(T, EMA_VALUE, "more than 64 arguments");
+        if (ist == EM_OK && as_sizes && op == EMOP_CALL) ist = em_split_hints(T, fn, args, nargs, kwnames);
         if (ist == EM_OK && as_sizes) ist = em_item_sizes(T, args, nargs, sized);
         if (ist != EM_OK) return ist;
         if (as_sizes) { /* torch.arange(n), x.new_zeros(n, 3): sizes from the graph */

@@ -763,6 +763,82 @@ static int rule_getitem(EmTracer *T, EmSym *x, EmSym *key, Dims *r, EmStatus *st
     return 1;
 }
 
+static int rule_of(PyObject *fn, int *shape_rule);
+
+/* The split family's name: 'u' unbind, 's' split / split_with_sizes, 0 any other. */
+static char split_kind(PyObject *fn) {
+    PyObject *qn = PyObject_GetAttrString(fn, "__name__");
+    const char *name = qn && PyUnicode_Check(qn) ? PyUnicode_AsUTF8(qn) : NULL;
+    if (!name) PyErr_Clear(); /* a nameless callable: no rule */
+    char k = !name                                                         ? 0
+             : !strcmp(name, "unbind")                                     ? 'u'
+             : !strcmp(name, "split") || !strcmp(name, "split_with_sizes") ? 's'
+                                                                           : 0;
+    Py_XDECREF(qn);
+    return k;
+}
+
+/* The sections list of split(x, [n0, n1, ...], dim) (its items' expressions into e[64], *n
+ * of them): 1, or 0 when it is not one of ints. */
+static int split_sections(EmTracer *T, EmSym *sec, int32_t *e, int *n) {
+    if (!sec || (sec->kind != SYM_TUPLE && sec->kind != SYM_LIST) || sec->items.len > 64) return 0;
+    for (int32_t i = 0; i < sec->items.len; i++)
+        if ((e[i] = int_of(T, sec->items.data[i])) < 0) return 0;
+    *n = sec->items.len;
+    return 1;
+}
+
+/* split(x, [n0, n1, ...], dim) with a symbolic section: item i's split dimension is ni, and
+ * split checks that they sum to x's (it raises otherwise). */
+static EmStatus split_by_sections(EmTracer *T, const Dims *x, int w, const int32_t *sec, int nsec, EmSym *out) {
+    EmSizes *S = &T->sizes;
+    int32_t sum = em_size_const(S, 0);
+    for (int i = 0; sum >= 0 && i < nsec; i++) sum = em_size_op(S, EMS_ADD, sum, sec[i]);
+    if (sum < 0 || em_size_hint(S, sum) != em_size_hint(S, x->e[w]) || out->items.len != nsec) return EM_OK;
+    if (em_size_assume(S, EMSR_EQ, sum, x->e[w])) return PyErr_NoMemory(), EM_ERR;
+    for (int32_t i = 0; i < nsec; i++) {
+        EmSym *it = out->items.data[i];
+        if (it->kind != SYM_TENSOR || T->G->nodes.data[it->ref].ndim != x->n) return EM_OK;
+        Dims r = *x;
+        r.e[w] = sec[i];
+        for (int k = 0; k < r.n; k++)
+            if (em_size_hint(S, r.e[k]) != em_ir_sizes(T->G, &T->G->nodes.data[it->ref])[k]) return EM_OK;
+        if (em_node_set_dims(T, it->ref, r.e, r.n)) return EM_ERR;
+    }
+    return EM_OK;
+}
+
+EmStatus em_split_hints(EmTracer *T, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames) {
+    int shape_rule, npos = nargs - (kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0);
+    if (rule_of(fn, &shape_rule) != SYMR_SPLIT || split_kind(fn) != 's' || npos < 1 || !is_tensor(args[0]))
+        return PyErr_Occurred() ? EM_ERR : EM_OK;
+    EmSym *sec = arg_at(args, npos, kwnames, 1, "split_size_or_sections"), *dim = arg_at(args, npos, kwnames, 2, "dim");
+    if (!sec) sec = arg_at(args, npos, kwnames, 1, "split_sizes");
+    if (!sec) sec = arg_at(args, npos, kwnames, 1, "split_size");
+    const EmNode *xn = &T->G->nodes.data[args[0]->ref];
+    long dv = 0;
+    int w;
+    if (!sec || (sec->kind != SYM_TUPLE && sec->kind != SYM_LIST) || (dim && !const_int(dim, &dv)) ||
+        !wrap(dv, xn->ndim, &w))
+        return EM_OK;
+    int64_t left = em_ir_sizes(T->G, xn)[w];
+    int fresh = 0;
+    for (int32_t i = 0; i < sec->items.len; i++) {
+        EmSym *it = sec->items.data[i];
+        int32_t e = it->kind == SYM_ITEM ? it->expr : int_of(T, it);
+        if (it->kind == SYM_ITEM && e < 0) fresh++;
+        else if (e >= 0) left -= em_size_hint(&T->sizes, e);
+        else return EM_OK; /* a float item: em_item_sizes refuses it */
+    }
+    for (int32_t i = 0, k = 0; left >= 0 && i < sec->items.len; i++) { /* what is left, shared out */
+        EmSym *it = sec->items.data[i];
+        if (it->kind != SYM_ITEM || it->expr >= 0) continue;
+        int64_t h = left / fresh + (++k == fresh ? left % fresh : 0);
+        if (em_item_size_hinted(T, it, h) == -1) return EM_ERR;
+    }
+    return EM_OK;
+}
+
 /* split/chunk/unbind/...: the items' sizes, when the split dimension is a constant. */
 static EmStatus rule_split(EmTracer *T, PyObject *fn, EmSym **args, int npos, PyObject *kwnames, EmSym *out) {
     Dims x;
@@ -770,16 +846,19 @@ static EmStatus rule_split(EmTracer *T, PyObject *fn, EmSym **args, int npos, Py
     if (npos < 1 || !is_tensor(args[0]) || out->kind != SYM_TUPLE) return EM_OK;
     if (dims_of(T, args[0], &x, &st)) return st;
     EmSym *dim = arg_at(args, npos, kwnames, 2, "dim");
-    const char *name = "";
-    PyObject *qn = PyObject_GetAttrString(fn, "__name__");
-    if (qn && PyUnicode_Check(qn)) name = PyUnicode_AsUTF8(qn);
-    if (!qn || !name) PyErr_Clear(); /* a nameless callable: no rule */
-    int is_unbind = name && !strcmp(name, "unbind");
+    char kind = split_kind(fn);
+    if (PyErr_Occurred()) return EM_ERR;
+    int is_unbind = kind == 'u';
     if (is_unbind) dim = arg_at(args, npos, kwnames, 1, "dim");
-    Py_XDECREF(qn);
     long dv = 0;
     int w;
     if ((dim && !const_int(dim, &dv)) || !wrap(dv, x.n, &w)) return em_sym_specialize(T, args[0]);
+    int32_t sec[64];
+    int nsec = 0;
+    if (kind == 's' && npos >= 2 && split_sections(T, args[1], sec, &nsec)) {
+        for (int i = 0; i < nsec; i++)
+            if (!em_size_is_const(&T->sizes, sec[i])) return split_by_sections(T, &x, w, sec, nsec, out);
+    }
     /* the number of pieces follows from the split dimension's size: the trace made that many */
     if ((st = em_int_specialize(T, x.e[w])) != EM_OK) return st;
     if ((x.e[w] = em_size_const(&T->sizes, em_size_hint(&T->sizes, x.e[w]))) < 0) return PyErr_NoMemory(), EM_ERR;

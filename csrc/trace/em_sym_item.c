@@ -214,12 +214,14 @@ static EmStatus learn(EmTracer *T, EmSym *cond) {
  * TorchDynamo's size-oblivious reasoning takes unbacked sizes, inside the item's bounds. */
 #define ITEM_SIZE_HINT 7919
 
-int32_t em_item_size(EmTracer *T, EmSym *s) {
+int32_t em_item_size(EmTracer *T, EmSym *s) { return em_item_size_hinted(T, s, ITEM_SIZE_HINT); }
+
+int32_t em_item_size_hinted(EmTracer *T, EmSym *s, int64_t want) {
     if (s->kind != SYM_ITEM || s->obj != (PyObject *)&PyLong_Type) return -2;
     if (s->expr >= 0) return s->expr;
     Bounds b = bounds_of(s);
     int64_t lo = b.has_lo ? b.lo : EM_SIZE_NINF, hi = b.has_hi ? b.hi : EM_SIZE_INF;
-    int64_t hint = ITEM_SIZE_HINT < lo ? lo : ITEM_SIZE_HINT > hi ? hi : ITEM_SIZE_HINT;
+    int64_t hint = want < lo ? lo : want > hi ? hi : want;
     if (lo > hi) return -2; /* its checks cannot all pass: it stays a number */
     if (!em_int_active(T)) T->dyn_from = T->G->nodes.len;
     int32_t e = em_size_new_unbacked(&T->sizes, hint, lo, hi);

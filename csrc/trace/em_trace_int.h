@@ -915,6 +915,12 @@ EmStatus em_item_call_check(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, in
 /* The size symbol of int item s (an unbacked symbol bound to its node, made at its first use
  * as a size): its expression; -2 when s is no int item (or its bounds are empty), -1 on error. */
 int32_t em_item_size(EmTracer *T, EmSym *s);
+/* em_item_size with the stand-in `hint` (clamped into its bounds) where it makes the symbol. */
+int32_t em_item_size_hinted(EmTracer *T, EmSym *s, int64_t hint);
+/* Before em_item_sizes for split(x, [n0, n1, ...]) / split_with_sizes of int items: makes
+ * their symbols with stand-ins that sum to the split dimension's traced size (the meta run
+ * checks the sum). EM_OK, or EM_ERR. */
+EmStatus em_split_hints(EmTracer *T, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames);
 /* args with their int items (in plain tuples and lists too) as SYM_INTs of their size symbols,
  * into out[nargs]; a float or bool item among them fails (data-dependent). */
 EmStatus em_item_sizes(EmTracer *T, EmSym **args, int nargs, EmSym **out);

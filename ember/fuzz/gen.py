@@ -1135,6 +1135,8 @@ class Generator:
             [f"{n} = ({t} > 0).sum().item()", f"{v} = {t} + {t}.flatten()[:{n}].sum()"],
             [f"{n} = ({t} > 0).sum().item()", f"{s} = torch.arange(0, {n}, 2)",
              f"{v} = {t} + ({s}.shape[0] == ({n} + 1) // 2) + {s}.sum()"],
+            [f"{n} = ({t}.flatten() > 0).sum().item()", f"{s} = {t}.flatten().split([{n}, {t}.numel() - {n}])",
+             f"{v} = {t} + {s}[0].sum() - {s}[1].sum() * 2"],
         ]
         return self.pick(opts)
 

@@ -370,6 +370,18 @@ def _factories(x, t):
             torch.arange(0, n, 2))
 
 
+def _split_by_items(x, counts):  # test_split_aot_autograd; MoE-style routing by counts
+    sizes = counts.tolist()
+    parts = torch.split(x, sizes)
+    return [p.sum(0) * 2 for p in parts] + [x.split(sizes, dim=0)[0].shape[0] + 1]
+
+
+def _split_with_sizes(x, i):
+    y, z = i.tolist()
+    a, b = x.split_with_sizes([y, z])
+    return a * 2, b.sum()
+
+
 _SIZED = [
     (_arange_checked, [(torch.tensor([3]),), (torch.tensor([0]),), (torch.tensor([7]),)]),
     (_arange_length, [(torch.tensor([300]),), (torch.tensor([1]),)]),
@@ -378,6 +390,8 @@ _SIZED = [
     (_padding_mask, [(torch.tensor([5, 4, 4, 4], dtype=torch.int32),), (torch.tensor([2, 7, 1, 3], dtype=torch.int32),)]),
     (_slice_checked, [(randn(10), torch.tensor(4)), (randn(10), torch.tensor(0)), (randn(10), torch.tensor(10))]),
     (_factories, [(randn(3), torch.tensor(5)), (randn(3), torch.tensor(1)), (randn(3), torch.tensor(0))]),
+    (_split_by_items, [(randn(12, 3), torch.tensor([5, 4, 3])), (randn(12, 3), torch.tensor([0, 12, 0]))]),
+    (_split_with_sizes, [(randn(10), torch.tensor([7, 3])), (randn(10), torch.tensor([10, 0]))]),
 ]
 
 
@@ -412,10 +426,13 @@ def test_sizes_from_items_raise_as_eager(backend):
     """A size eager refuses (arange's negative length, empty's negative size, a failed check)
     raises there too: the graph holds no assumption about the values."""
     for fn, args in [(_arange_checked, (torch.tensor([-1]),)), (_arange_length, (torch.tensor([-5]),)),
-                     (_empty_of_arithmetic, (torch.tensor([-2]),)), (_slice_checked, (randn(10), torch.tensor(11)))]:
+                     (_empty_of_arithmetic, (torch.tensor([-2]),)), (_slice_checked, (randn(10), torch.tensor(11))),
+                     (_split_with_sizes, (randn(10), torch.tensor([3, 3]))),  # split checks the sum
+                     (_split_with_sizes, (randn(10), torch.tensor([12, -2])))]:
         ember.reset()
         cf = ember.compile(fn, backend=backend, fullgraph=True)
-        cf(*{_slice_checked: (randn(10), torch.tensor(3))}.get(fn, (torch.tensor([5]),)))
+        cf(*{_slice_checked: (randn(10), torch.tensor(3)),
+             _split_with_sizes: (randn(10), torch.tensor([4, 6]))}.get(fn, (torch.tensor([5]),)))
         with pytest.raises(RuntimeError):
             fn(*args)
         with pytest.raises(RuntimeError):
