@@ -18,11 +18,13 @@ if sys.version_info[:2] not in ((3, 11), (3, 12)):
 import torch  # noqa: E402
 
 from . import _C, _logging, _rules  # noqa: E402
+DataDependentError = _rules.DataDependentError
+DataDependentError.__module__ = "ember"
 from ._config import config
 from ._explain import BreakReason, ExplainOutput, explain
 from .backends import BackendCompilerFailed, list_backends, resolve as _resolve_backend
 
-__all__ = ["compile", "disable", "reset", "explain", "config", "list_backends", "Unsupported", "ConstraintViolation", "EmberWarning",
+__all__ = ["compile", "disable", "reset", "explain", "config", "list_backends", "Unsupported", "DataDependentError", "ConstraintViolation", "EmberWarning",
            "BackendCompilerFailed", "mark_dynamic", "mark_static", "maybe_mark_dynamic"]
 
 Unsupported = _C.Unsupported

@@ -4,7 +4,7 @@ import os
 
 class _Config:
     _fields = ("cache_size_limit", "accumulated_recompile_limit", "strict", "force_python_tensor_guards",
-               "capture_scalar_outputs")
+               "capture_scalar_outputs", "capture_dynamic_output_shape_ops")
 
     def __init__(self):
         # Entries per code object (per function); a code that needs one more runs as plain
@@ -23,6 +23,11 @@ class _Config:
         # or TorchDynamo's capture_scalar_outputs) rather than a graph break
         object.__setattr__(self, "capture_scalar_outputs",
                            os.environ.get("EMBER_CAPTURE_SCALAR_OUTPUTS", "") == "1")
+        # x.nonzero(), x[mask], x.masked_select(mask): ops whose result size depends on the data
+        # are in the graph, that size a symbol (as with fullgraph=True, or TorchDynamo's
+        # capture_dynamic_output_shape_ops) rather than a graph break
+        object.__setattr__(self, "capture_dynamic_output_shape_ops",
+                           os.environ.get("EMBER_CAPTURE_DYNAMIC_OUTPUT_SHAPE_OPS", "") == "1")
 
     def __setattr__(self, name, value):
         if name not in self._fields:

@@ -33,6 +33,31 @@ import torch
 
 from . import _C
 
+
+
+def _user_error():
+    try:
+        from torch._dynamo.exc import UserError, UserErrorType
+        return (UserError,), UserErrorType.ANTI_PATTERN
+    except Exception:  # noqa: BLE001 - no torch._dynamo: ember.Unsupported alone
+        return (), None
+
+
+_USER_ERROR, _ANTI_PATTERN = _user_error()
+
+
+class DataDependentError(_C.Unsupported, *_USER_ERROR):
+    """ember could not capture a use of a number from .item() that needs its value (a branch, a
+    size relation its checks do not decide) under fullgraph=True: torch.compile raises its
+    UserError there, which this is too. torch._check(...) the bounds the code needs, or let the
+    graph break."""
+
+    def __init__(self, msg):
+        RuntimeError.__init__(self, msg)
+        self.msg, self.error_type, self.real_stack = msg, _ANTI_PATTERN, None
+        self.skip_frame, self.category, self.gb_type, self.logged = False, None, "", False
+
+
 UNKNOWN, GRAPH, CONST, ABORT, META_QUERY, TRUE, CTX = (_C.RULE_UNKNOWN, _C.RULE_GRAPH, _C.RULE_CONST, _C.RULE_ABORT,
                                                        _C.RULE_META_QUERY, _C.RULE_TRUE, _C.RULE_CTX)
 NUMPY = _C.RULE_NUMPY  # an ember._np wrapper: a graph call on ndarrays (csrc/trace/em_sym_np.c)
@@ -1874,6 +1899,44 @@ def capture_scalar_outputs():
         return True
     dyn = sys.modules.get("torch._dynamo.config")
     return bool(getattr(dyn, "capture_scalar_outputs", False))
+
+
+def capture_dynamic_output_shape_ops():
+    """Whether nonzero/masked_select/x[mask] are captured outside fullgraph: ember.config's
+    setting, or TorchDynamo's."""
+    from ._config import config
+    if config.capture_dynamic_output_shape_ops:
+        return True
+    dyn = sys.modules.get("torch._dynamo.config")
+    return bool(getattr(dyn, "capture_dynamic_output_shape_ops", False))
+
+
+def _stand_in_count(n):
+    """How many elements a data-dependent result of at most n stands in with in meta runs: n - 1
+    where that is >= 2 (unequal to n, which other sizes may be), else n."""
+    return n - 1 if n >= 3 else n
+
+
+def nonzero_meta(x, *, as_tuple=False):
+    """torch.nonzero's result for a meta run: (count, x.dim()) int64, count a stand-in."""
+    if as_tuple or not isinstance(x, torch.Tensor):
+        raise NotImplementedError("nonzero(as_tuple=True)")
+    return torch.empty((_stand_in_count(x.numel()), x.dim()), dtype=torch.long, device=x.device)
+
+
+def masked_select_meta(x, mask):
+    if not isinstance(x, torch.Tensor) or not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        raise NotImplementedError("masked_select of a non-bool mask")
+    b = torch.broadcast_shapes(x.shape, mask.shape)
+    return torch.empty((_stand_in_count(math.prod(b)),), dtype=x.dtype, device=x.device)
+
+
+def mask_index_meta(x, mask):
+    """x[mask] of a bool mask over x's leading dimensions: (count,) + the rest of x."""
+    if mask.dtype != torch.bool or mask.dim() == 0 or mask.dim() > x.dim() or x.shape[:mask.dim()] != mask.shape:
+        raise NotImplementedError("x[mask] of another mask")
+    return torch.empty((_stand_in_count(mask.numel()),) + tuple(x.shape[mask.dim():]), dtype=x.dtype,
+                       device=x.device)
 
 
 # callables whose numbers fill or are the data of their result: its metadata does not depend on

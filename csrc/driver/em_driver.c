@@ -315,6 +315,7 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
     clock_gettime(CLOCK_MONOTONIC, &t0);
     *out = NULL;
     *why = NULL;
+    em_state.abort_item = 0;
     if (!e) return EMD_ERR;
     em_graph_init(&G, obj_retain, obj_release);
     EmStatus st = em_trace_run(&T, co, in, &G, &e->P, -1, dyn_mode, dyn_state, !allow_break);
@@ -328,6 +329,7 @@ EmDriverResult em_driver_compile(PyCodeObject *co, const EmFrameIn *in, int allo
     }
     if (st == EM_ABORT) {
         if (!(first_why = em_trace_abort_message(&T))) goto done;
+        em_state.abort_item = T.abort == EMA_ITEM_DEP;
         int at = T.abort_root_at;
         /* an exception raised by the frame that left it through its with blocks and finally
          * clauses: the break is at that raise (which runs them for real) */

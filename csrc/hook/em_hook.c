@@ -135,11 +135,13 @@ static void warnings_switch(PyObject *fn) {
 
 /* Stops compiling this code: it runs as plain Python from now on, and ember's warn(kind, code,
  * why) tells the user (kind: "abort", "limit" or "internal"). Under fullgraph or strict, raises
- * ember.Unsupported instead (returns -1). */
+ * ember.Unsupported instead (ember.DataDependentError for a use of a number from .item() that
+ * needs its value, as torch.compile raises UserError there), returning -1. */
 static int fall_back(EmExtra *x, PyCodeObject *co, PyObject *EM_STEALS why, int flags, const char *kind) {
     em_state.n_aborts++;
     if ((flags & EMH_FULLGRAPH) || em_state.strict) {
-        PyErr_SetObject(em_state.unsupported, why);
+        int item = em_state.abort_item && em_state.data_dependent && !strcmp(kind, "abort");
+        PyErr_SetObject(item ? em_state.data_dependent : em_state.unsupported, why);
         Py_DECREF(why);
         return -1;
     }

@@ -171,12 +171,13 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
     Py_XSETREF(em_state.object_getattribute,
                PyObject_GetAttrString((PyObject *)&PyBaseObject_Type, "__getattribute__"));
     if (!em_state.object_getattribute) return NULL;
-    static const char *names[] = {"set_grad_enabled", "enter_ctx",    "exit_ctx",    "reenter",  "grad_restorer",
-                                  "environ",          "warnings_off", "warnings_on", "set_data", "rerun_safe"};
+    static const char *names[] = {"set_grad_enabled", "enter_ctx",  "exit_ctx",          "reenter",
+                                  "grad_restorer",    "environ",    "warnings_off",      "warnings_on",
+                                  "set_data",         "rerun_safe", "DataDependentError"};
     PyObject **slots[] = {&em_state.set_grad_enabled, &em_state.ctx_enter_fn,  &em_state.ctx_exit_fn,
                           &em_state.ctx_reenter_fn,   &em_state.grad_restorer, &em_state.os_environ,
                           &em_state.warnings_off,     &em_state.warnings_on,   &em_state.set_data,
-                          &em_state.rerun_safe};
+                          &em_state.rerun_safe,       &em_state.data_dependent};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         PyObject *f = PyObject_GetAttrString(helper, names[i]);
         if (!f) return NULL;

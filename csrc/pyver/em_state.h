@@ -49,6 +49,8 @@ typedef struct {
     PyObject *forced_codes; /* weakref.WeakSet: codes ember.compile was given directly (never skipped) */
     PyObject *nn_module_type; /* torch.nn.Module */
     PyObject *unsupported;    /* ember.Unsupported */
+    PyObject *data_dependent; /* ember.DataDependentError (ember/_rules.py) */
+    int abort_item; /* the last compile's first trace aborted on a use of a number from .item() (EMA_ITEM_DEP) */
     PyObject *constraint_violation; /* ember.ConstraintViolation: the caller's error, raised from the call */
     PyObject *known; /* tuple: the object of each row of trace/em_known.def, in row order (em_call.c) */
     PyObject *op_fns;        /* tuple indexed by EmOp: the Python operator of each op (meta runs) */

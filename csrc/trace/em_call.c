@@ -101,7 +101,7 @@ static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, in
             return T->floats_ok || em_float_pin(T, s) == EM_OK ? Py_NewRef(s->obj) : NULL;
         case SYM_ITEM: /* a stand-in where its value cannot matter (em_item_call_check) */
             if (T->floats_ok) return em_item_dummy(s, T->item_dummy);
-            return em_trace_fail(T, EMA_DATA_DEP, "a number from .item() given to real code"), NULL;
+            return em_trace_fail(T, EMA_ITEM_DEP, "a number from .item() given to real code"), NULL;
         case SYM_SLICE: return meta_slice(T, s);
         case SYM_TUPLE:
         case SYM_LIST: {
@@ -587,6 +587,11 @@ static int to_other(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs,
 
 EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, PyObject *meta_fn,
                       EmSym **out) {
+    if (op == EMOP_SUBSCR && nargs == 2 && !kwnames && (!meta_fn || meta_fn == em_op_fn(EMOP_SUBSCR))) {
+        /* x[mask]: its size from the data (em_dyn_mask_index records it with its own meta_fn) */
+        EmStatus dst = em_dyn_mask_index(T, args, out);
+        if (dst != CALL_NEXT) return dst;
+    }
     EmSym *moved[64];
     int nmoved = to_other(T, op, fn, args, nargs, kwnames, moved);
     if (nmoved < 0) return EM_ERR;
@@ -635,7 +640,7 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
         char name[160];
         if (op == EMOP_CALL) em_callable_name(fn, name, sizeof(name));
         else snprintf(name, sizeof(name), "%s", em_op_info[op].name);
-        st = em_trace_fail(T, EMA_DATA_DEP, "%s given a size from .item()", name);
+        st = em_trace_fail(T, EMA_ITEM_DEP, "%s given a size from .item()", name);
     }
     if (st == EM_OK && T->data_nodes.len && self >= 0 &&
         (em_op_info[op].kind == EMOK_SETITEM || (*out == args[0] && args[0]->ref != self)))

@@ -98,7 +98,7 @@ EmStatus em_int_undecided(EmTracer *T) {
     Py_CLEAR(T->exc); /* a raise traced after the decision: the frame runs as Python, which raises it */
     EmStrBuf b = {0};
     if (em_size_rel_text(&T->sizes, &T->sizes.first_undecided, &b)) return PyErr_NoMemory(), EM_ERR;
-    EmStatus st = em_trace_fail(T, EMA_DATA_DEP, "the size relation %s of a number from .item()", b.s);
+    EmStatus st = em_trace_fail(T, EMA_ITEM_DEP, "the size relation %s of a number from .item()", b.s);
     em_sb_free(&b);
     return st;
 }
@@ -453,7 +453,7 @@ const EmSymOps em_int_ops = {
 static int32_t dim_symbol(EmTracer *T, EmRef ref, int32_t slot, int dim, int64_t hint) {
     EmSizes *S = &T->sizes;
     for (int32_t k = 0; k < S->sym_hint.len; k++)
-        if (S->sym_hint.data[k] == hint && T->sym_leaf.data[k].dim >= 0)
+        if (S->sym_hint.data[k] == hint && T->sym_leaf.data[k].dim >= 0 && T->sym_leaf.data[k].slot >= 0)
             return em_size_add_src(S, slot, dim, k) ? -1 : T->sym_leaf.data[k].expr;
     if (!em_int_active(T)) T->dyn_from = T->G->nodes.len;
     int32_t k = S->sym_hint.len, e = em_size_new_sym(S, hint);

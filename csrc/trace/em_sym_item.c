@@ -84,7 +84,7 @@ int em_item_among(EmSym **args, int nargs) {
 
 int32_t em_item_arg(EmTracer *T, EmSym *s, EmStatus *st) {
     if (!T->floats_ok) {
-        *st = em_trace_fail(T, EMA_DATA_DEP, "an op given a number from .item() where it may decide sizes");
+        *st = em_trace_fail(T, EMA_ITEM_DEP, "an op given a number from .item() where it may decide sizes");
         return -1;
     }
     int32_t a = em_ir_arg(T->G, EMARG_REF, s->ref, 0);
@@ -237,7 +237,7 @@ static EmSym *as_sizes(EmTracer *T, EmSym *s, int depth, EmStatus *st) {
     if (s->kind == SYM_ITEM) {
         int32_t e = em_item_size(T, s);
         if (e == -1) return *st = EM_ERR, NULL;
-        if (e == -2) return *st = em_trace_fail(T, EMA_DATA_DEP, "a size given a number from .item()"), NULL;
+        if (e == -2) return *st = em_trace_fail(T, EMA_ITEM_DEP, "a size given a number from .item()"), NULL;
         EmSym *r = em_int_sym(T, e);
         if (!r) *st = EM_ERR;
         return r;
@@ -266,7 +266,7 @@ EmStatus em_item_sizes(EmTracer *T, EmSym **args, int nargs, EmSym **out) {
 /* ---- the kind's operations ---- */
 
 static EmStatus data_dep(EmTracer *T, const char *what) {
-    return em_trace_fail(T, EMA_DATA_DEP, "%s a number from .item()", what);
+    return em_trace_fail(T, EMA_ITEM_DEP, "%s a number from .item()", what);
 }
 
 static EmStatus item_getattr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
@@ -274,7 +274,7 @@ static EmStatus item_getattr(EmTracer *T, EmSym *base, PyObject *name, int metho
     (void)method;
     (void)out;
     (void)self;
-    return em_trace_fail(T, EMA_DATA_DEP, "attribute %s of a number from .item()", PyUnicode_AsUTF8(name));
+    return em_trace_fail(T, EMA_ITEM_DEP, "attribute %s of a number from .item()", PyUnicode_AsUTF8(name));
 }
 
 static EmStatus item_truth(EmTracer *T, EmSym *s, int *out) {

@@ -888,6 +888,12 @@ int32_t em_float_arg(EmTracer *T, EmSym *s, EmStatus *st);
 EmStatus em_known_tensor_item(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 /* x.tolist() where numbers are captured, of a tensor of static sizes, at most two dimensions and
  * 64 elements: nested lists of x[i][j].item(); CALL_NEXT otherwise. */
+/* em_sym_dynout.c: x.nonzero(), x.masked_select(m) and x[mask] where captured: a node whose
+ * first dimension is an unbacked symbol; CALL_NEXT otherwise. em_dyn_mask_index: args x, mask. */
+EmStatus em_known_nonzero(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
+EmStatus em_known_masked_select(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                EmSym **out);
+EmStatus em_dyn_mask_index(EmTracer *T, EmSym **args, EmSym **out);
 EmStatus em_known_tensor_tolist(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
                                 EmSym **out);
 /* torch._check(c) of a bool SYM_ITEM, torch._check_is_size(i) of an int one: a check node and a

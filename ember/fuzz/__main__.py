@@ -27,14 +27,16 @@ def main(argv=None):
     ap.add_argument("--dynamic", choices=("none", "true", "false"), default="none",
                     help="ember.compile's dynamic= for every program (default None: automatic dynamic)")
     ap.add_argument("--capture-scalars", action="store_true",
-                    help="x.item() captured in the graph (ember.config.capture_scalar_outputs) in every program")
+                    help="x.item(), x.nonzero(), x[mask] captured in the graph (ember.config.capture_scalar_outputs "
+                         "and capture_dynamic_output_shape_ops) in every program")
     ap.add_argument("--why", action="store_true",
                     help="list why frames ran as plain Python (each reason, with the number of programs)")
     ap.add_argument("-q", "--quiet", action="store_true")
     a = ap.parse_args(argv)
     os.environ["EMBER_FUZZ_DYNAMIC"] = a.dynamic  # read by the workers (runner._compile)
     if a.capture_scalars:
-        os.environ["EMBER_CAPTURE_SCALAR_OUTPUTS"] = "1"  # ember.config's default in the workers
+        os.environ["EMBER_CAPTURE_SCALAR_OUTPUTS"] = "1"  # ember.config's defaults in the workers
+        os.environ["EMBER_CAPTURE_DYNAMIC_OUTPUT_SHAPE_OPS"] = "1"
     log = (lambda *_: None) if a.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     summary = fuzz_run(a.seed, a.count, a.backend, jobs=a.jobs, out=a.out, minimize=a.minimize,
                        triage_torch=a.triage_torch, timeout=a.timeout, start=a.start, log=log,

@@ -1137,6 +1137,10 @@ class Generator:
              f"{v} = {t} + ({s}.shape[0] == ({n} + 1) // 2) + {s}.sum()"],
             [f"{n} = ({t}.flatten() > 0).sum().item()", f"{s} = {t}.flatten().split([{n}, {t}.numel() - {n}])",
              f"{v} = {t} + {s}[0].sum() - {s}[1].sum() * 2"],
+            # result sizes from the data (nonzero, x[mask], masked_select): unbacked symbols
+            [f"{s} = {t}[{t} > 0]", f"{v} = {t} + ({s} * 2).sum() + {s}.shape[0] + len({t}.nonzero())"],
+            [f"{s} = {t}.masked_select({t} < 0.5)", f"{v} = {t} * {s}.abs().amax(0, keepdim=True).sum() if {s}.numel() else {t}"],
+            [f"{s} = {t}.nonzero()", f"{v} = {t} + {s}.float().sum() - {t}.flatten()[:{s}.shape[0]].sum()"],
         ]
         return self.pick(opts)
 

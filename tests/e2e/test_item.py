@@ -469,3 +469,126 @@ def test_size_relations_not_decided_are_data_dependent(body):
                 assert_same(cf(randn(4), torch.tensor(k)), want)
     finally:
         ember.config.capture_scalar_outputs = False
+
+
+def test_data_dependent_uses_raise_torch_compiles_user_error():
+    """Under fullgraph, a use of a number from .item() that needs its value raises
+    ember.DataDependentError: an ember.Unsupported, and the UserError torch.compile raises
+    there (TorchDynamo's test_torch_check_nonnegative, test_issue111918). Other refusals stay
+    plain ember.Unsupported."""
+    import torch._dynamo.exc as dexc
+
+    def branch(x):
+        y = x.item()
+        torch._check(y >= 0)
+        if y == 0:
+            return x
+        return torch.arange(0, y)
+
+    def size(x, t):
+        return x[:t.item()]
+
+    def tensor_branch(x):
+        return x if x.sum() > 0 else -x
+
+    for fn, args in ((branch, (torch.tensor([3]),)), (size, (randn(4), torch.tensor(2)))):
+        with pytest.raises(dexc.UserError) as e:
+            ember.compile(fn, fullgraph=True)(*args)
+        assert isinstance(e.value, ember.DataDependentError) and isinstance(e.value, ember.Unsupported)
+        assert e.value.error_type == dexc.UserErrorType.ANTI_PATTERN
+        ember.reset()
+    with pytest.raises(ember.Unsupported) as e:
+        ember.compile(tensor_branch, fullgraph=True)(randn(3))
+    assert not isinstance(e.value, dexc.UserError)
+
+
+# ops whose result size depends on the data (nonzero, masked_select, x[mask]): captured under
+# fullgraph or capture_dynamic_output_shape_ops, that size an unbacked symbol read from the node
+def _selections(x):
+    y = x[x > 0]
+    return y * 2, torch.nonzero(x), x.masked_select(x < 0).sum(), y.shape[0] + 1, len(x.nonzero())
+
+
+def _rows(x, w):
+    keep = x.sum(1) > 0
+    sel = x[keep]
+    return sel @ w, keep.nonzero().squeeze(1).float().mean(), sel.shape, (sel + 1).relu().sum(0)
+
+
+_DATA_SIZED = [
+    (_selections, [(randn(7, seed=s),) for s in range(3)] + [(torch.zeros(7),), (torch.ones(7),)]),
+    (_rows, [(randn(6, 3, seed=s), randn(3, 2, seed=9)) for s in range(3)]),
+]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("fn,calls", _DATA_SIZED, ids=[f.__name__ for f, _ in _DATA_SIZED])
+def test_data_dependent_result_sizes(backend, fn, calls):
+    """One graph for every count (no recompile), eager's results, on the backend itself."""
+    import warnings
+    cf = ember.compile(fn, backend=backend, fullgraph=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ember.EmberWarning)
+        for args in calls:
+            assert_same(cf(*args), fn(*args))
+    c = counters()
+    assert (c["frames"], c["breaks"], c["aborts"]) == (1, 0, 0), c
+
+
+def test_data_dependent_result_sizes_under_inductor():
+    import warnings
+    for fn, calls in _DATA_SIZED:
+        ember.reset()
+        cf = ember.compile(fn, backend="inductor", fullgraph=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ember.EmberWarning)
+            for args in calls:
+                got, want = cf(*args), fn(*args)
+                for g, w in zip(got, want):
+                    if isinstance(w, torch.Tensor):
+                        torch.testing.assert_close(g, w, equal_nan=True)
+                    else:
+                        assert g == w
+
+
+def test_data_dependent_result_sizes_break_by_default():
+    """Without fullgraph or the setting, nonzero breaks the graph (TorchDynamo's default)."""
+    def f(x):
+        return x.nonzero() + 1
+
+    assert_same(ember.compile(f)(randn(5)), f(randn(5)))
+    assert counters()["breaks"] + counters()["fallbacks"] >= 1
+    ember.reset()
+    ember.testing.reset_counters()
+    ember.config.capture_dynamic_output_shape_ops = True
+    try:
+        assert_same(ember.compile(f)(randn(5)), f(randn(5)))
+        assert (counters()["frames"], counters()["breaks"]) == (1, 0)
+    finally:
+        ember.config.capture_dynamic_output_shape_ops = False
+
+
+@pytest.mark.parametrize("body", [
+    "x[x > 0] + x",  # broadcasting the count against 5
+    "x[x > 0].view(-1, 2)",
+    "x.nonzero().shape[0] > 2",
+    "x[:x.nonzero().shape[0]]",  # Python's clamping: count <= 5 is known, count >= 0 too: no break
+])
+def test_data_dependent_result_sizes_where_decided(body):
+    ns = {"torch": torch}
+    exec(f"def f(x):\n    return {body}\n", ns)
+    f = ns["f"]
+    ember.config.capture_dynamic_output_shape_ops = True
+    try:
+        cf = ember.compile(f)
+        for s in range(4):
+            x = randn(5, seed=s)
+            try:
+                want = f(x)
+            except RuntimeError as e:
+                with pytest.raises(type(e)):
+                    cf(x)
+            else:
+                assert_same(cf(x), want)
+    finally:
+        ember.config.capture_dynamic_output_shape_ops = False

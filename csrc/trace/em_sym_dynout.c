@@ -1,0 +1,90 @@
+/* em_sym_dynout.c: ops whose result size depends on the data (x.nonzero(), x.masked_select(m),
+ * x[mask] of a bool mask), captured as TorchDynamo's capture_dynamic_output_shape_ops captures
+ * them: under fullgraph or that setting (ember.config's or TorchDynamo's); otherwise the rules
+ * refuse them (a graph break), as before.
+ *
+ * The op is a graph node whose meta result holds a stand-in count (_rules.*_meta). Its first
+ * dimension is an unbacked symbol read from the node at run time (x.size(0) of the result),
+ * its range [0, the number of elements it selects from]: relations on it hold only where the
+ * range decides them (em_size.h), anything else is data-dependent.
+ */
+#include "em_sym_ops.h"
+
+#include "../pyver/em_state.h"
+
+/* Whether these ops are captured in this trace. 1, 0, -1 on error. */
+static int capturing(EmTracer *T) {
+    if (T->fullgraph) return 1;
+    PyObject *r = PyObject_CallMethod(em_state.meta_run, "capture_dynamic_output_shape_ops", NULL);
+    int on = r ? PyObject_IsTrue(r) : -1;
+    Py_XDECREF(r);
+    return on;
+}
+
+/* The number of elements of tensor sym t when its sizes are static, else -1. */
+static int64_t static_numel(EmTracer *T, const EmSym *t) {
+    if (em_int_active(T) && em_node_has_sym_dims(T, t->ref)) return -1;
+    const EmNode *n = &T->G->nodes.data[t->ref];
+    int64_t k = 1;
+    for (int d = 0; d < n->ndim; d++)
+        if (__builtin_mul_overflow(k, em_ir_sizes(T->G, n)[d], &k)) return -1;
+    return k;
+}
+
+static int is_tensor_of(EmTracer *T, const EmSym *s, int bool_only) {
+    if (s->kind != SYM_TENSOR) return 0;
+    const EmNode *n = &T->G->nodes.data[s->ref];
+    return n->vkind == EMV_TENSOR && (!bool_only || n->dtype == EMDT_BOOL);
+}
+
+/* Records op(args) with meta function _rules.<meta_name>, its first dimension a new unbacked
+ * symbol in [0, bound] (bound < 0: unbounded), its others those of x from dimension `from` on
+ * (x NULL: the meta result's). CALL_NEXT where the op is not captured. */
+static EmStatus dyn_output(EmTracer *T, const char *meta_name, EmOp op, PyObject *fn, EmSym **args, int nargs,
+                           int64_t bound, EmSym *x, int from, EmSym **out) {
+    if (T->in_vmap) return CALL_NEXT;
+    int on = capturing(T);
+    if (on <= 0) return on < 0 ? EM_ERR : CALL_NEXT;
+    PyObject *meta_fn = PyObject_GetAttrString(em_state.meta_run, meta_name);
+    if (!meta_fn) return EM_ERR;
+    EmStatus st = em_op_record(T, op, fn, args, nargs, NULL, meta_fn, out);
+    Py_DECREF(meta_fn);
+    if (st != EM_OK || (*out)->kind != SYM_TENSOR) return st;
+    EmRef r = (*out)->ref;
+    const EmNode *n = &T->G->nodes.data[r];
+    if (n->ndim < 1 || n->ndim > 64) return em_trace_fail(T, EMA_META, "%s of %d dimensions", meta_name, n->ndim);
+    int64_t hint = em_ir_sizes(T->G, n)[0];
+    if (!em_int_active(T)) T->dyn_from = T->G->nodes.len;
+    int32_t exprs[64];
+    exprs[0] = em_size_new_unbacked(&T->sizes, hint, 0, bound < 0 ? EM_SIZE_INF : bound);
+    EmSymLeaf leaf = {.ref = r, .slot = -1, .dim = 0, .expr = exprs[0]};
+    if (exprs[0] < 0 || em_vec_push(&T->sym_leaf, leaf)) return PyErr_NoMemory(), EM_ERR;
+    for (int i = 1; i < n->ndim; i++) {
+        exprs[i] = x ? em_node_dim(T, x->ref, from + i - 1, &st)
+                     : em_size_const(&T->sizes, em_ir_sizes(T->G, &T->G->nodes.data[r])[i]);
+        if (exprs[i] < 0) return st != EM_OK ? st : (PyErr_NoMemory(), EM_ERR);
+    }
+    return em_node_set_dims(T, r, exprs, T->G->nodes.data[r].ndim) ? EM_ERR : EM_OK;
+}
+
+EmStatus em_known_nonzero(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    (void)self;
+    if (n != 1 || kwnames || !is_tensor_of(T, all[0], 0)) return CALL_NEXT; /* as_tuple=: the rule's */
+    return dyn_output(T, "nonzero_meta", EMOP_CALL, fn->obj, all, 1, static_numel(T, all[0]), NULL, 0, out);
+}
+
+EmStatus em_known_masked_select(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                EmSym **out) {
+    (void)self;
+    if (n != 2 || kwnames || !is_tensor_of(T, all[0], 0) || !is_tensor_of(T, all[1], 1)) return CALL_NEXT;
+    int64_t a = static_numel(T, all[0]), b = static_numel(T, all[1]), bound = -1; /* the broadcast's <= a * b */
+    if (a >= 0 && b >= 0 && __builtin_mul_overflow(a, b, &bound)) bound = -1;
+    return dyn_output(T, "masked_select_meta", EMOP_CALL, fn->obj, all, 2, bound, NULL, 0, out);
+}
+
+EmStatus em_dyn_mask_index(EmTracer *T, EmSym **args, EmSym **out) {
+    if (!is_tensor_of(T, args[0], 0) || !is_tensor_of(T, args[1], 1)) return CALL_NEXT;
+    int mdim = T->G->nodes.data[args[1]->ref].ndim;
+    if (mdim < 1 || mdim > T->G->nodes.data[args[0]->ref].ndim) return CALL_NEXT;
+    return dyn_output(T, "mask_index_meta", EMOP_SUBSCR, NULL, args, 2, static_numel(T, args[1]), args[0], mdim, out);
+}
