@@ -833,6 +833,22 @@ def test_sizes_from_items_on_cuda(backend):
     assert_graphs(1)
 
 
+def selected_rows(x, w):
+    keep = x.sum(1) > 0
+    sel = x[keep]  # its count from the data: an unbacked size
+    return sel @ w, keep.nonzero().squeeze(1).float().mean(), x.masked_select(x < 0).sum()
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_data_dependent_result_sizes_on_cuda(backend):
+    cf = ember.compile(selected_rows, backend=backend, fullgraph=True)
+    w = rand(3, 2, seed=9)
+    for seed in range(3):
+        x = rand(6, 3, seed=seed)
+        assert_same(cf(x, w), selected_rows(x, w), **INDUCTOR)
+    assert_graphs(1)
+
+
 def test_tensor_guards_and_storage_reads_are_direct_on_cuda():
     """CUDA tensors are read through the probed layout (this torch build's TensorImpl): their
     guards and the storage check of graphs with in-place ops make no Python calls."""
