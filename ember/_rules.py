@@ -1918,10 +1918,17 @@ def _stand_in_count(n):
 
 
 def nonzero_meta(x, *, as_tuple=False):
-    """torch.nonzero's result for a meta run: (count, x.dim()) int64, count a stand-in."""
-    if as_tuple or not isinstance(x, torch.Tensor):
-        raise NotImplementedError("nonzero(as_tuple=True)")
-    return torch.empty((_stand_in_count(x.numel()), x.dim()), dtype=torch.long, device=x.device)
+    """torch.nonzero's result for a meta run: (count, x.dim()) int64, count a stand-in; with
+    as_tuple (torch.where(x)) its columns, as eager's unbind(1) gives them (one for a 0-d x)."""
+    if not isinstance(x, torch.Tensor):
+        raise NotImplementedError("nonzero of a non-tensor")
+    r = torch.empty((_stand_in_count(x.numel()), max(x.dim(), 1) if as_tuple else x.dim()), dtype=torch.long,
+                    device=x.device)
+    return r.unbind(1) if as_tuple else r
+
+
+def where_meta(cond):
+    return nonzero_meta(cond, as_tuple=True)
 
 
 def masked_select_meta(x, mask):

@@ -1,5 +1,5 @@
-/* em_sym_dynout.c: ops whose result size depends on the data (x.nonzero(), x.masked_select(m),
- * x[mask] of a bool mask), captured as TorchDynamo's capture_dynamic_output_shape_ops captures
+/* em_sym_dynout.c: ops whose result size depends on the data (x.nonzero(), torch.where(c),
+ * x.masked_select(m), x[mask] of a bool mask), captured as TorchDynamo's capture_dynamic_output_shape_ops captures
  * them: under fullgraph or that setting (ember.config's or TorchDynamo's); otherwise the rules
  * refuse them (a graph break), as before.
  *
@@ -37,40 +37,61 @@ static int is_tensor_of(EmTracer *T, const EmSym *s, int bool_only) {
     return n->vkind == EMV_TENSOR && (!bool_only || n->dtype == EMDT_BOOL);
 }
 
-/* Records op(args) with meta function _rules.<meta_name>, its first dimension a new unbacked
- * symbol in [0, bound] (bound < 0: unbounded), its others those of x from dimension `from` on
- * (x NULL: the meta result's). CALL_NEXT where the op is not captured. */
+/* Records op(args) with meta function _rules.<meta_name>: a tensor, or a tuple of tensors, whose
+ * first dimension is a new unbacked symbol in [0, bound] (bound < 0: unbounded) and others
+ * those of x from dimension `from` on (x NULL: the meta result's). CALL_NEXT where the op is
+ * not captured. */
 static EmStatus dyn_output(EmTracer *T, const char *meta_name, EmOp op, PyObject *fn, EmSym **args, int nargs,
-                           int64_t bound, EmSym *x, int from, EmSym **out) {
+                           PyObject *kwnames, int64_t bound, EmSym *x, int from, EmSym **out) {
     if (T->in_vmap) return CALL_NEXT;
     int on = capturing(T);
     if (on <= 0) return on < 0 ? EM_ERR : CALL_NEXT;
     PyObject *meta_fn = PyObject_GetAttrString(em_state.meta_run, meta_name);
     if (!meta_fn) return EM_ERR;
-    EmStatus st = em_op_record(T, op, fn, args, nargs, NULL, meta_fn, out);
+    EmStatus st = em_op_record(T, op, fn, args, nargs, kwnames, meta_fn, out);
     Py_DECREF(meta_fn);
-    if (st != EM_OK || (*out)->kind != SYM_TENSOR) return st;
-    EmRef r = (*out)->ref;
-    const EmNode *n = &T->G->nodes.data[r];
-    if (n->ndim < 1 || n->ndim > 64) return em_trace_fail(T, EMA_META, "%s of %d dimensions", meta_name, n->ndim);
-    int64_t hint = em_ir_sizes(T->G, n)[0];
-    if (!em_int_active(T)) T->dyn_from = T->G->nodes.len;
-    int32_t exprs[64];
-    exprs[0] = em_size_new_unbacked(&T->sizes, hint, 0, bound < 0 ? EM_SIZE_INF : bound);
-    EmSymLeaf leaf = {.ref = r, .slot = -1, .dim = 0, .expr = exprs[0]};
-    if (exprs[0] < 0 || em_vec_push(&T->sym_leaf, leaf)) return PyErr_NoMemory(), EM_ERR;
-    for (int i = 1; i < n->ndim; i++) {
-        exprs[i] = x ? em_node_dim(T, x->ref, from + i - 1, &st)
-                     : em_size_const(&T->sizes, em_ir_sizes(T->G, &T->G->nodes.data[r])[i]);
-        if (exprs[i] < 0) return st != EM_OK ? st : (PyErr_NoMemory(), EM_ERR);
+    if (st != EM_OK) return st;
+    /* a tensor, or a tuple of tensors of that count (torch.where(c)) */
+    EmSym **items = (*out)->kind == SYM_TUPLE ? (*out)->items.data : out;
+    int nitems = (*out)->kind == SYM_TUPLE ? (*out)->items.len : 1;
+    int32_t e = -1;
+    for (int k = 0; k < nitems; k++) {
+        if (items[k]->kind != SYM_TENSOR) return em_trace_fail(T, EMA_META, "%s returning a non-tensor", meta_name);
+        EmRef r = items[k]->ref;
+        const EmNode *n = &T->G->nodes.data[r];
+        if (n->ndim < 1 || n->ndim > 64) return em_trace_fail(T, EMA_META, "%s of %d dimensions", meta_name, n->ndim);
+        if (e < 0) { /* the count: read from the first result at run time */
+            if (!em_int_active(T)) T->dyn_from = T->G->nodes.len;
+            e = em_size_new_unbacked(&T->sizes, em_ir_sizes(T->G, n)[0], 0, bound < 0 ? EM_SIZE_INF : bound);
+            EmSymLeaf leaf = {.ref = r, .slot = -1, .dim = 0, .expr = e};
+            if (e < 0 || em_vec_push(&T->sym_leaf, leaf)) return PyErr_NoMemory(), EM_ERR;
+        }
+        int32_t exprs[64];
+        exprs[0] = e;
+        for (int i = 1; i < n->ndim; i++) {
+            exprs[i] = x ? em_node_dim(T, x->ref, from + i - 1, &st)
+                         : em_size_const(&T->sizes, em_ir_sizes(T->G, &T->G->nodes.data[r])[i]);
+            if (exprs[i] < 0) return st != EM_OK ? st : (PyErr_NoMemory(), EM_ERR);
+        }
+        if (em_node_set_dims(T, r, exprs, T->G->nodes.data[r].ndim)) return EM_ERR;
     }
-    return em_node_set_dims(T, r, exprs, T->G->nodes.data[r].ndim) ? EM_ERR : EM_OK;
+    return EM_OK;
 }
 
 EmStatus em_known_nonzero(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)self;
-    if (n != 1 || kwnames || !is_tensor_of(T, all[0], 0)) return CALL_NEXT; /* as_tuple=: the rule's */
-    return dyn_output(T, "nonzero_meta", EMOP_CALL, fn->obj, all, 1, static_numel(T, all[0]), NULL, 0, out);
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
+    if (n - nkw != 1 || nkw > 1 || !is_tensor_of(T, all[0], 0)) return CALL_NEXT;
+    if (nkw && (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "as_tuple") ||
+                all[1]->kind != SYM_CONST || !PyBool_Check(all[1]->obj)))
+        return CALL_NEXT;
+    return dyn_output(T, "nonzero_meta", EMOP_CALL, fn->obj, all, n, kwnames, static_numel(T, all[0]), NULL, 0, out);
+}
+
+EmStatus em_known_where(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    (void)self;
+    if (n != 1 || kwnames || !is_tensor_of(T, all[0], 0)) return CALL_NEXT; /* where(c, x, y): the rule's */
+    return dyn_output(T, "where_meta", EMOP_CALL, fn->obj, all, 1, NULL, static_numel(T, all[0]), NULL, 0, out);
 }
 
 EmStatus em_known_masked_select(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
@@ -79,12 +100,13 @@ EmStatus em_known_masked_select(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all
     if (n != 2 || kwnames || !is_tensor_of(T, all[0], 0) || !is_tensor_of(T, all[1], 1)) return CALL_NEXT;
     int64_t a = static_numel(T, all[0]), b = static_numel(T, all[1]), bound = -1; /* the broadcast's <= a * b */
     if (a >= 0 && b >= 0 && __builtin_mul_overflow(a, b, &bound)) bound = -1;
-    return dyn_output(T, "masked_select_meta", EMOP_CALL, fn->obj, all, 2, bound, NULL, 0, out);
+    return dyn_output(T, "masked_select_meta", EMOP_CALL, fn->obj, all, 2, NULL, bound, NULL, 0, out);
 }
 
 EmStatus em_dyn_mask_index(EmTracer *T, EmSym **args, EmSym **out) {
     if (!is_tensor_of(T, args[0], 0) || !is_tensor_of(T, args[1], 1)) return CALL_NEXT;
     int mdim = T->G->nodes.data[args[1]->ref].ndim;
     if (mdim < 1 || mdim > T->G->nodes.data[args[0]->ref].ndim) return CALL_NEXT;
-    return dyn_output(T, "mask_index_meta", EMOP_SUBSCR, NULL, args, 2, static_numel(T, args[1]), args[0], mdim, out);
+    return dyn_output(T, "mask_index_meta", EMOP_SUBSCR, NULL, args, 2, NULL, static_numel(T, args[1]), args[0], mdim,
+                      out);
 }

@@ -1141,6 +1141,7 @@ class Generator:
             [f"{s} = {t}[{t} > 0]", f"{v} = {t} + ({s} * 2).sum() + {s}.shape[0] + len({t}.nonzero())"],
             [f"{s} = {t}.masked_select({t} < 0.5)", f"{v} = {t} * {s}.abs().amax(0, keepdim=True).sum() if {s}.numel() else {t}"],
             [f"{s} = {t}.nonzero()", f"{v} = {t} + {s}.float().sum() - {t}.flatten()[:{s}.shape[0]].sum()"],
+            [f"{s} = torch.where({t}.flatten() > 0)[0]", f"{v} = {t} + {t}.flatten()[{s}].sum() * 2 - {s}.float().mean()"],
         ]
         return self.pick(opts)
 

@@ -515,9 +515,16 @@ def _rows(x, w):
     return sel @ w, keep.nonzero().squeeze(1).float().mean(), sel.shape, (sel + 1).relu().sum(0)
 
 
+def _where_keep(x, scores):  # detection-style: indices of the scores above a threshold
+    keep = torch.where(scores > 0.2)[0]
+    rows, cols = x.nonzero(as_tuple=True)
+    return scores[keep] * 2, keep, rows + cols, torch.where(x > 0, x, 0.0), x[rows, cols].sum()
+
+
 _DATA_SIZED = [
     (_selections, [(randn(7, seed=s),) for s in range(3)] + [(torch.zeros(7),), (torch.ones(7),)]),
     (_rows, [(randn(6, 3, seed=s), randn(3, 2, seed=9)) for s in range(3)]),
+    (_where_keep, [(randn(4, 5, seed=s), randn(8, seed=s + 3).abs()) for s in range(3)]),
 ]
 
 
