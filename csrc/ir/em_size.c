@@ -425,7 +425,7 @@ static int text_at(const EmSizes *S, int32_t e, EmStrBuf *out, int paren) {
     const EmSizeNode *n = &S->nodes.data[e];
     switch (n->op) {
         case EMS_CONST: return em_sb_printf(out, "%lld", (long long)n->c);
-        case EMS_SYM: return em_sb_printf(out, "s%d", n->a);
+        case EMS_SYM: return em_sb_printf(out, n->unb ? "u%d" : "s%d", n->a); /* u: unbacked */
         case EMS_MIN:
         case EMS_MAX:
             if (em_sb_puts(out, n->op == EMS_MIN ? "min(" : "max(") || text_at(S, n->a, out, 0) ||
