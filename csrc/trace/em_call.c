@@ -98,6 +98,7 @@ static EM_NEW PyObject *meta_value_at(EmTracer *T, EmSym *s, int *has_tensor, in
         case SYM_INT: /* its traced value: an op's result sizes follow by rule or pin it (em_shape_sym) */
             return PyLong_FromLongLong(em_size_hint(&T->sizes, s->expr));
         case SYM_FLOAT: /* its traced value, for a pointwise operator's meta run; anything else uses its value */
+            if (T->stand_ins) return PyFloat_FromDouble(T->item_dummy ? 2.5 : 1.5); /* em_item_call_check */
             return T->floats_ok || em_float_pin(T, s) == EM_OK ? Py_NewRef(s->obj) : NULL;
         case SYM_ITEM: /* a stand-in where its value cannot matter (em_item_call_check) */
             if (T->floats_ok) return em_item_dummy(s, T->item_dummy);
@@ -619,8 +620,16 @@ EmStatus em_op_record(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
     /* a float input stays one only as an operand of a pointwise operator (em_sym_float.c); a
      * number the graph computes goes where its value cannot change the result's metadata */
     int items = em_item_among(args, nargs), as_sizes = 0;
+    /* a float input given to a call: a graph input where the call's result metadata cannot
+     * depend on it (a fill value, torch.tensor's data), else pinned (em_sym_float.c) */
+    int floats = !items && op == EMOP_CALL && em_float_among(args, nargs);
     EmSym *sized[64];
-    if (items) {
+    if (floats) {
+        EmStatus fst = em_item_call_check(T, op, fn, args, nargs, kwnames, &as_sizes);
+        if (fst != EM_OK) return fst;
+        items = !as_sizes; /* its floats are values of the graph */
+        as_sizes = 0;
+    } else if (items) {
         EmStatus ist = em_item_call_check(T, op, fn, args, nargs, kwnames, &as_sizes);
         if (ist == EM_OK && as_sizes && nargs > 64) ist = em_trace_fail(T, EMA_VALUE, "more than 64 arguments");
         if (ist == EM_OK && as_sizes && op == EMOP_CALL) ist = em_split_hints(T, fn, args, nargs, kwnames);

@@ -77,6 +77,22 @@ static int item_among_at(EmSym **args, int nargs, int depth, long *left) {
     return 0;
 }
 
+static int float_among_at(EmSym **args, int nargs, int depth, long *left) {
+    for (int i = 0; i < nargs && depth <= EM_MAX_NEST && --*left >= 0; i++) {
+        EmSym *s = args[i];
+        if (s->kind == SYM_FLOAT) return 1;
+        if ((s->kind == SYM_TUPLE || s->kind == SYM_LIST) &&
+            float_among_at(s->items.data, s->items.len, depth + 1, left))
+            return 1;
+    }
+    return 0;
+}
+
+int em_float_among(EmSym **args, int nargs) {
+    long left = EM_MAX_WALK;
+    return float_among_at(args, nargs, 0, &left);
+}
+
 int em_item_among(EmSym **args, int nargs) {
     long left = EM_MAX_WALK; /* past it: taken as holding none (the op's own walks abort there) */
     return item_among_at(args, nargs, 0, &left);
@@ -513,6 +529,7 @@ static int stand_in_args(EmTracer *T, EmSym **args, int nargs, PyObject *kwnames
                          PyObject **mkw) {
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     T->item_dummy = which;
+    T->stand_ins = 1;
     *margs = PyTuple_New(nargs - nkw);
     *mkw = *margs ? PyDict_New() : NULL;
     for (int i = 0; *mkw && i < nargs; i++) {
@@ -534,6 +551,7 @@ static int stand_in_args(EmTracer *T, EmSym **args, int nargs, PyObject *kwnames
         }
     }
     T->item_dummy = 0;
+    T->stand_ins = 0;
     return *mkw != NULL;
 }
 

@@ -192,6 +192,7 @@ typedef struct EmTracer {
     int floats_ok;       /* em_op_record of a pointwise operator: a float input stays one */
     int fullgraph;       /* a break would fail the compile: x.item() is captured (em_sym_item.c) */
     int item_dummy;      /* which stand-in a SYM_ITEM is in meta runs (em_item_dummy) */
+    int stand_ins;       /* em_item_call_check's meta runs: a SYM_FLOAT is a stand-in too */
     PyObject *dyn_state; /* borrowed dict or NULL: source name -> sizes seen (automatic dynamic) */
     EmVec(EmSymLeaf) sym_leaf;
     EmVec(int32_t) node_dims, dim_exprs, expr_ref, node_expr;

@@ -911,8 +911,9 @@ int32_t em_item_arg(EmTracer *T, EmSym *s, EmStatus *st);
 /* A stand-in for s's value in a meta run (new reference): one of two of its type (which: 0 or
  * 1), for em_item_call_check's comparison. */
 EM_NEW PyObject *em_item_dummy(const EmSym *s, int which);
-/* Whether args (or the tuples and lists among them) hold a SYM_ITEM. */
+/* Whether args (or the tuples and lists among them) hold a SYM_ITEM; a SYM_FLOAT. */
 int em_item_among(EmSym **args, int nargs);
+int em_float_among(EmSym **args, int nargs);
 /* Before recording op(args) holding a SYM_ITEM: EM_OK with *as_sizes 0 when its result
  * metadata cannot depend on the number's value (a pointwise operator or torch function, a fill
  * value, torch.tensor's data; checked by a second meta run on other stand-ins), 1 when it may

@@ -772,6 +772,28 @@ def test_float_crossing_a_graph_break_compiles_the_resume_function_once():
     assert frames() <= 3  # the frame, the resume function twice (a value, then any)
 
 
+def test_float_crossing_a_break_into_fills_and_data_compiles_once():
+    """A float that crossed a break given to a call whose result metadata cannot depend on it
+    (torch.tensor's data, a fill value, a pointwise torch function's scalar) is a graph input
+    there too, not pinned per value (a recompile storm to the cache limit before)."""
+    def f(x):
+        s = x.sum().item()  # a graph break: s is an argument of the resume function
+        return (torch.tensor([s, 1.0]) + x.sum(), torch.full_like(x, s), x.masked_fill(x > 0, s),
+                torch.clamp(x, max=s), torch.full((2,), s * 2))
+
+    cf = ember.compile(f)
+    run_all(f, cf, [(randn(3, seed=k),) for k in range(10)])
+    assert frames() <= 3 and counters()["fallbacks"] == 0, counters()
+
+
+def test_float_deciding_a_size_stays_pinned():
+    def f(x, s):
+        return torch.arange(0.0, 2.0, s), torch.nn.functional.interpolate(x, scale_factor=s)
+
+    cf = ember.compile(f)
+    run_all(f, cf, [(randn(1, 1, 4), s) for s in (0.5, 0.25, 1.0, 0.5, 2.0)])
+
+
 def test_arithmetic_and_branches_on_a_changing_float_compile_per_outcome():
     """Arithmetic on a float input (with constants and other such floats) is computed by the
     guard with Python's operators, and a comparison or truth test guards its outcome, not the
