@@ -103,10 +103,27 @@ EmStatus em_known_masked_select(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all
     return dyn_output(T, "masked_select_meta", EMOP_CALL, fn->obj, all, 2, NULL, bound, NULL, 0, out);
 }
 
+/* A bool or uint8 tensor: an index of either is a mask. */
+static int is_mask(EmTracer *T, const EmSym *s) {
+    return is_tensor_of(T, s, 0) &&
+           (T->G->nodes.data[s->ref].dtype == EMDT_BOOL || T->G->nodes.data[s->ref].dtype == EMDT_U8);
+}
+
 EmStatus em_dyn_mask_index(EmTracer *T, EmSym **args, EmSym **out) {
-    if (!is_tensor_of(T, args[0], 0) || !is_tensor_of(T, args[1], 1)) return CALL_NEXT;
-    int mdim = T->G->nodes.data[args[1]->ref].ndim;
-    if (mdim < 1 || mdim > T->G->nodes.data[args[0]->ref].ndim) return CALL_NEXT;
+    if (!is_tensor_of(T, args[0], 0)) return CALL_NEXT;
+    EmSym *k = args[1];
+    if ((k->kind == SYM_TUPLE || k->kind == SYM_LIST) && !k->seq_type) { /* x[m, 1]: a mask among indices */
+        for (int32_t i = 0; i < k->items.len; i++)
+            if (is_mask(T, k->items.data[i]))
+                return em_trace_fail(T, EMA_DATA_DEP, "indexing by a mask among other indices");
+        return CALL_NEXT;
+    }
+    if (!is_mask(T, k)) return CALL_NEXT;
+    int mdim = T->G->nodes.data[k->ref].ndim;
+    if (mdim > T->G->nodes.data[args[0]->ref].ndim) return CALL_NEXT; /* eager's IndexError, from the meta run */
+    if (mdim == 0) /* the meta kernel answers one element whatever the mask holds; torch's fake one guards */
+        return em_trace_fail(T, EMA_DATA_DEP, "indexing by a 0-d mask");
+    if (!is_tensor_of(T, k, 1)) return CALL_NEXT; /* a uint8 mask: the meta run refuses it (a break) */
     return dyn_output(T, "mask_index_meta", EMOP_SUBSCR, NULL, args, 2, NULL, static_numel(T, args[1]), args[0], mdim,
                       out);
 }

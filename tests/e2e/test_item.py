@@ -599,3 +599,25 @@ def test_data_dependent_result_sizes_where_decided(body):
                 assert_same(cf(x), want)
     finally:
         ember.config.capture_dynamic_output_shape_ops = False
+
+
+@pytest.mark.parametrize("capture", [False, True])
+def test_zero_dim_mask_index_is_data_dependent(capture):
+    """x[x > 0] of a 0-d x has 0 or 1 elements: the meta kernel answers 1 whatever the mask
+    holds, so the trace must not take its size from there (it said 1 for a 0-element result;
+    found by fuzz 3511 #214 under aot_eager). A mask among other indices likewise."""
+    def f(x, y):
+        s = x[x > 0]
+        u = x[(x > 0).to(torch.uint8)]  # a uint8 index is a mask too
+        return s.shape[0], s * 2, y[y.sum() > 0, :1].sum(), u.shape[0]
+
+    ember.config.capture_dynamic_output_shape_ops = capture
+    try:
+        for backend in ("eager", "aot_eager"):
+            ember.reset()
+            cf = ember.compile(f, backend=backend)
+            for v in (0.5, -0.5, 2.0, 0.0):
+                x, y = torch.tensor(v), randn(2, 3, seed=int(v * 10))
+                assert_same(cf(x, y), f(x, y))
+    finally:
+        ember.config.capture_dynamic_output_shape_ops = False
