@@ -361,6 +361,24 @@ static EmStatus item_compare(EmTracer *T, int cmp, EmSym *a, EmSym *b, EmSym **o
     return EM_OK;
 }
 
+/* a <bin> b cannot raise whatever number a is: b a constant that is a nonzero divisor, a
+ * non-negative int exponent of an int (a float's power may overflow), or a shift count from 0
+ * to 63. */
+static int cannot_raise(EmOp bin, const EmSym *a, const EmSym *b) {
+    if (!is_number_const(b)) return 0;
+    if (bin == EMOP_TRUEDIV || bin == EMOP_FLOORDIV || bin == EMOP_MOD) {
+        int zero = PyObject_Not(b->obj);
+        return zero == 0 && !(PyFloat_CheckExact(b->obj) && isnan(PyFloat_AS_DOUBLE(b->obj)));
+    }
+    if (PyFloat_CheckExact(b->obj)) return 0;
+    int overflow = 0;
+    long long k = PyLong_AsLongLongAndOverflow(b->obj, &overflow);
+    if (overflow || (k == -1 && PyErr_Occurred())) return PyErr_Clear(), 0;
+    int int_base = a->kind == SYM_ITEM ? a->obj != (PyObject *)&PyFloat_Type
+                                       : a->kind == SYM_INT || (a->kind == SYM_CONST && !PyFloat_CheckExact(a->obj));
+    return bin == EMOP_POW ? k >= 0 && int_base : k >= 0 && k < 64;
+}
+
 static EmStatus item_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out) {
     if (!is_operand(a) || !is_operand(b)) return data_dep(T, "an operator on a value other than a number and");
     if (op >= EMOP_LT && op <= EMOP_GE) return item_compare(T, Py_LT + (op - EMOP_LT), a, b, out);
@@ -369,8 +387,9 @@ static EmStatus item_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *
     PyObject *tp = result_type(T, bin, em_op_fn(bin), a, b);
     if (!tp) return data_dep(T, "the result type of an operator on");
     EmStatus st = EM_OK;
-    if (bin == EMOP_TRUEDIV || bin == EMOP_FLOORDIV || bin == EMOP_MOD || bin == EMOP_POW || bin == EMOP_LSHIFT ||
-        bin == EMOP_RSHIFT) /* by zero, 0.0 ** -1, a negative shift, an overflow */
+    if ((bin == EMOP_TRUEDIV || bin == EMOP_FLOORDIV || bin == EMOP_MOD || bin == EMOP_POW || bin == EMOP_LSHIFT ||
+         bin == EMOP_RSHIFT) &&
+        !cannot_raise(bin, a, b)) /* by zero, 0.0 ** -1, a negative shift, an overflow */
         st = may_raise(T, "an operator that may raise on");
     if (st != EM_OK) return st;
     EmSym *ops[2] = {a, b};

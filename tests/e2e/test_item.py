@@ -301,6 +301,21 @@ def test_a_raise_after_a_write_breaks_there():
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_operators_that_cannot_raise_stay_in_the_graph_after_a_write(backend):
+    """A division by a nonzero constant, an int's non-negative int power, a shift by 0..63
+    cannot raise: no break after a write (the break's extra graph output gave NaN gradients
+    under AOTAutograd's coarse autograd node; fuzz 3512 #13)."""
+    def f(y, t):
+        h = torch.cat([y])
+        h[0] = 0
+        s, n = y.sum().item(), t.item()
+        return h * (s / 2 - s // 4), n ** 2 + (n << 3) - (n >> 1) + n // 2 + n % 3
+
+    y = randn(3, 4).requires_grad_()
+    _exact_on(backend, f, y, torch.tensor(5))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_int_and_float_of_a_tensor_are_its_item_converted(backend):
     def f(x, t):
         return x * int(t) + float(t), float(x.sum()), int(t.sum() * 2.7), int(-t)
