@@ -1096,7 +1096,7 @@ EmStatus em_trace_break_outputs(EmTracer *T, int **stack_val, int *nstack, int *
     }
     free(read);
     T->out.data[head_at].v = k;
-    return EM_OK;
+    return T->sizes.undecided ? em_int_undecided(T) : EM_OK; /* building the outputs relied on one */
 }
 
 EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGraph *G, EmGuardProg *P, int break_at,
@@ -1130,6 +1130,7 @@ EmStatus em_trace_run(EmTracer *T, PyCodeObject *code, const EmFrameIn *in, EmGr
     if (st == EM_OK && !T->broke && T->ctx_open.len) st = em_trace_fail(T, EMA_VALUE, "returned inside a with block");
     if (st == EM_OK && !T->broke) st = em_obj_effects_head(T);
     if (st == EM_OK && !T->broke) st = build_out(T, T->retval, 0);
+    if (st == EM_OK && T->sizes.undecided) st = em_int_undecided(T); /* after the last instruction */
     if (st == EM_OK) {
         const char *bad = em_ir_verify(G);
         if (bad) {
