@@ -12,15 +12,6 @@
 
 #include "../pyver/em_state.h"
 
-/* Whether these ops are captured in this trace. 1, 0, -1 on error. */
-static int capturing(EmTracer *T) {
-    if (T->fullgraph) return 1;
-    PyObject *r = PyObject_CallMethod(em_state.meta_run, "capture_dynamic_output_shape_ops", NULL);
-    int on = r ? PyObject_IsTrue(r) : -1;
-    Py_XDECREF(r);
-    return on;
-}
-
 /* The number of elements of tensor sym t when its sizes are static, else -1. */
 static int64_t static_numel(EmTracer *T, const EmSym *t) {
     if (em_int_active(T) && em_node_has_sym_dims(T, t->ref)) return -1;
@@ -44,7 +35,7 @@ static int is_tensor_of(EmTracer *T, const EmSym *s, int bool_only) {
 static EmStatus dyn_output(EmTracer *T, const char *meta_name, EmOp op, PyObject *fn, EmSym **args, int nargs,
                            PyObject *kwnames, int64_t bound, EmSym *x, int from, EmSym **out) {
     if (T->in_vmap) return CALL_NEXT;
-    int on = capturing(T);
+    int on = em_capturing(T, "capture_dynamic_output_shape_ops");
     if (on <= 0) return on < 0 ? EM_ERR : CALL_NEXT;
     PyObject *meta_fn = PyObject_GetAttrString(em_state.meta_run, meta_name);
     if (!meta_fn) return EM_ERR;

@@ -66,23 +66,13 @@ static EM_NEW PyObject *type_stand_in(EmTracer *T, EmSym *s) {
     return Py_NewRef(s->obj); /* a constant's value; a float input's traced value */
 }
 
-static int item_among_at(EmSym **args, int nargs, int depth, long *left) {
+/* Whether args (and the tuples and lists among them) hold a sym of kind `kind`. */
+static int kind_among_at(EmSym **args, int nargs, uint8_t kind, int depth, long *left) {
     for (int i = 0; i < nargs && depth <= EM_MAX_NEST && --*left >= 0; i++) { /* a list may hold itself */
         EmSym *s = args[i];
-        if (s->kind == SYM_ITEM) return 1;
+        if (s->kind == kind) return 1;
         if ((s->kind == SYM_TUPLE || s->kind == SYM_LIST) &&
-            item_among_at(s->items.data, s->items.len, depth + 1, left))
-            return 1;
-    }
-    return 0;
-}
-
-static int float_among_at(EmSym **args, int nargs, int depth, long *left) {
-    for (int i = 0; i < nargs && depth <= EM_MAX_NEST && --*left >= 0; i++) {
-        EmSym *s = args[i];
-        if (s->kind == SYM_FLOAT) return 1;
-        if ((s->kind == SYM_TUPLE || s->kind == SYM_LIST) &&
-            float_among_at(s->items.data, s->items.len, depth + 1, left))
+            kind_among_at(s->items.data, s->items.len, kind, depth + 1, left))
             return 1;
     }
     return 0;
@@ -90,12 +80,12 @@ static int float_among_at(EmSym **args, int nargs, int depth, long *left) {
 
 int em_float_among(EmSym **args, int nargs) {
     long left = EM_MAX_WALK;
-    return float_among_at(args, nargs, 0, &left);
+    return kind_among_at(args, nargs, SYM_FLOAT, 0, &left);
 }
 
 int em_item_among(EmSym **args, int nargs) {
     long left = EM_MAX_WALK; /* past it: taken as holding none (the op's own walks abort there) */
-    return item_among_at(args, nargs, 0, &left);
+    return kind_among_at(args, nargs, SYM_ITEM, 0, &left);
 }
 
 int32_t em_item_arg(EmTracer *T, EmSym *s, EmStatus *st) {
@@ -444,10 +434,9 @@ EmStatus em_item_conv(EmTracer *T, PyObject *fn, EmSym *s, EmSym **out) {
     return *out ? EM_OK : st;
 }
 
-/* Whether numbers the graph computes are captured in this trace. 1, 0, -1 on error. */
-static int capturing(EmTracer *T) {
+int em_capturing(EmTracer *T, const char *setting) {
     if (T->fullgraph) return 1;
-    PyObject *r = PyObject_CallMethod(em_state.meta_run, "capture_scalar_outputs", NULL);
+    PyObject *r = PyObject_CallMethod(em_state.meta_run, setting, NULL);
     int on = r ? PyObject_IsTrue(r) : -1;
     Py_XDECREF(r);
     return on;
@@ -467,7 +456,7 @@ static EmStatus item_of(EmTracer *T, EmSym *t, EmSym **out) {
                    : cls == EMDC_FLOAT ? (PyObject *)&PyFloat_Type
                                        : NULL;
     if (numel != 1 || !tp) return CALL_NEXT; /* eager raises; a complex number */
-    int on = capturing(T);
+    int on = em_capturing(T, "capture_scalar_outputs");
     if (on <= 0) return on < 0 ? EM_ERR : CALL_NEXT;
     EmStatus st = EM_OK;
     *out = number_node(T, EMOP_CALL, EM_KNOWN(tensor_item), "item", &t, 1, tp, &st);
@@ -513,7 +502,7 @@ EmStatus em_known_tensor_tolist(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all
     for (int d = 0; d < x->ndim; d++) numel *= em_ir_sizes(T->G, x)[d];
     EmDtypeClass cls = em_dtype_class(x->dtype);
     if (numel > 64 || (cls != EMDC_BOOL && cls != EMDC_INT && cls != EMDC_FLOAT)) return CALL_NEXT;
-    int on = capturing(T);
+    int on = em_capturing(T, "capture_scalar_outputs");
     if (on <= 0) return on < 0 ? EM_ERR : CALL_NEXT;
     return tolist_of(T, all[0], x->ndim, out);
 }

@@ -914,6 +914,10 @@ EM_NEW PyObject *em_item_dummy(const EmSym *s, int which);
 /* Whether args (or the tuples and lists among them) hold a SYM_ITEM; a SYM_FLOAT. */
 int em_item_among(EmSym **args, int nargs);
 int em_float_among(EmSym **args, int nargs);
+/* Whether what the _rules setting `setting` (capture_scalar_outputs,
+ * capture_dynamic_output_shape_ops) says is captured is captured in this trace: always under
+ * fullgraph, as TorchDynamo does. 1, 0, -1 on error. */
+int em_capturing(EmTracer *T, const char *setting);
 /* Before recording op(args) holding a SYM_ITEM: EM_OK with *as_sizes 0 when its result
  * metadata cannot depend on the number's value (a pointwise operator or torch function, a fill
  * value, torch.tensor's data; checked by a second meta run on other stand-ins), 1 when it may
