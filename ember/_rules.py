@@ -281,11 +281,78 @@ def _sym_min(a, b):
     return min(a, b)
 
 
+class _CmpKey:
+    """functools.cmp_to_key(cmp)(obj) made in the trace: compares by cmp(a, b) against 0, as
+    the C KeyWrapper does."""
+
+    def __init__(self, cmp, obj):
+        self.cmp = cmp
+        self.obj = obj
+
+    def __lt__(self, other):
+        return self.cmp(self.obj, other.obj) < 0
+
+    def __gt__(self, other):
+        return self.cmp(self.obj, other.obj) > 0
+
+    def __eq__(self, other):
+        return self.cmp(self.obj, other.obj) == 0
+
+    def __le__(self, other):
+        return self.cmp(self.obj, other.obj) <= 0
+
+    def __ge__(self, other):
+        return self.cmp(self.obj, other.obj) >= 0
+
+    __hash__ = None
+
+
+def _shim_cmp_to_key(mycmp):
+    return _functools.partial(_CmpKey, mycmp)
+
+
+real_cmp_to_key = _functools.cmp_to_key  # what a cmp_to_key made in the trace is when it leaves it
+
+
+def keyed_sort(items, keys, reverse):
+    """sorted()'s result for items by keys that are not constants (csrc/trace/em_call.c
+    known_keyed), traced: keys compared with `<` only, stably, reverse as CPython's list.sort
+    does it (the run reversed, sorted, reversed back); a binary insertion sort, CPython's own for
+    lists shorter than 64."""
+    order = list(range(len(keys)))
+    if reverse:
+        order.reverse()
+    for i in range(1, len(order)):
+        pivot = order[i]
+        lo, hi = 0, i
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if keys[pivot] < keys[order[mid]]:
+                hi = mid
+            else:
+                lo = mid + 1
+        del order[i]
+        order.insert(lo, pivot)
+    if reverse:
+        order.reverse()
+    return [items[i] for i in order]
+
+
+def keyed_best(items, keys, is_max):
+    """max()/min()'s result for items by keys that are not constants, traced: each key compared
+    with the best so far (`key > best` for max, `key < best` for min), as CPython does."""
+    best = 0
+    for i in range(1, len(keys)):
+        if (keys[i] > keys[best]) if is_max else (keys[i] < keys[best]):
+            best = i
+    return items[best]
+
+
 TRACE_AS = {torch.autograd.profiler.record_function: _record_function, operator.itemgetter: _shim_itemgetter,
             torch.sym_max: _sym_max, torch.sym_min: _sym_min,
             re.sub: _re_sub, re.subn: _re_subn,
             operator.attrgetter: _shim_attrgetter, operator.methodcaller: _shim_methodcaller,
-            torch._C._log_api_usage_once: _log_api_usage_once}
+            torch._C._log_api_usage_once: _log_api_usage_once, _functools.cmp_to_key: _shim_cmp_to_key}
 for _name in ("FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
               "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"):
     if hasattr(torch, _name):

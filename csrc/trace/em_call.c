@@ -2264,6 +2264,25 @@ static EM_NEW PyObject *sort_stand_in(EmSym *s, int depth) {
     return t;
 }
 
+/* sorted/max/min's answer where the keys are not all constants (objects with their own `<`,
+ * symbolic ints, cmp_to_key's wrappers) or do not compare as stand-ins: _rules.keyed_sort or
+ * keyed_best traced on the items and keys, so each comparison is one the trace makes (a user
+ * __lt__ inlined, a size relation guarded, a tensor's truth data-dependent). flag: reverse for
+ * sorted, is-max for max/min. */
+static EmStatus keyed_traced(EmTracer *T, int flag, int is_sorted, EmSym **items, int32_t len, EmSym *keys,
+                             EmSym **out) {
+    static PyObject *fns[2]; /* ember._rules.keyed_best, keyed_sort: owned for the process */
+    if (!fns[is_sorted] &&
+        !(fns[is_sorted] = PyObject_GetAttrString(em_state.meta_run, is_sorted ? "keyed_sort" : "keyed_best")))
+        return EM_ERR;
+    EmSym *f = em_sym_const(T, fns[is_sorted]), *tup = em_sym_new(T, SYM_TUPLE);
+    EmSym *args[3] = {tup, keys, em_sym_const(T, flag ? Py_True : Py_False)};
+    for (int32_t i = 0; tup && i < len; i++)
+        if (em_vec_push(&tup->items, items[i])) return PyErr_NoMemory(), EM_ERR;
+    if (!f || !tup || !args[2]) return EM_ERR;
+    return em_call(T, f, NULL, args, 3, NULL, out);
+}
+
 static EmStatus known_keyed(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)self;
     EmSym *key = kwarg(all, n, kwnames, "key"), *rev = kwarg(all, n, kwnames, "reverse");
@@ -2282,19 +2301,18 @@ static EmStatus known_keyed(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, in
     int32_t len;
     EmStatus st = r < 0 ? EM_ERR : keyed_items(T, all, npos, &items, &len);
     PyObject *keys = st == EM_OK ? PyList_New(len) : NULL;
-    for (int32_t i = 0; keys && st == EM_OK && i < len; i++) {
-        EmSym *k = NULL;
-        if (!key) {
-            PyObject *x = sort_stand_in(items[i], 0);
-            if (!x) st = EM_ERR;
-            else PyList_SET_ITEM(keys, i, x);
-            continue;
-        }
-        if ((st = em_call(T, key, NULL, &items[i], 1, NULL, &k)) != EM_OK) break;
-        if (k->kind != SYM_CONST) st = em_trace_fail(T, EMA_VALUE, "a key that is %s", em_sym_describe(k));
-        else PyList_SET_ITEM(keys, i, Py_NewRef(k->obj));
+    EmSym *ksyms = keys ? em_sym_new(T, SYM_LIST) : NULL; /* the keys as traced, for keyed_traced */
+    int all_const = 1;
+    for (int32_t i = 0; ksyms && st == EM_OK && i < len; i++) {
+        EmSym *k = items[i];
+        if (key && (st = em_call(T, key, NULL, &items[i], 1, NULL, &k)) != EM_OK) break;
+        PyObject *x = key ? (k->kind == SYM_CONST ? Py_NewRef(k->obj) : NULL) : sort_stand_in(k, 0);
+        if (!x && PyErr_Occurred()) st = EM_ERR;
+        else if (em_vec_push(&ksyms->items, k)) st = (Py_XDECREF(x), PyErr_NoMemory(), EM_ERR);
+        else if (x) PyList_SET_ITEM(keys, i, x);
+        else all_const = 0;
     }
-    if (st != EM_OK || !keys) {
+    if (st != EM_OK || !ksyms) {
         Py_XDECREF(keys); /* unset items are NULL, which list dealloc skips */
         return st == EM_OK ? EM_ERR : st;
     }
@@ -2303,9 +2321,10 @@ static EmStatus known_keyed(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, in
         if (dflt) return *out = dflt, EM_OK;
         return em_trace_fail(T, EMA_CALL, "%s of an empty sequence", is_sorted ? "sorted" : "max/min");
     }
-    PyObject *order = keyed_order(fn->obj, keys, r);
+    PyObject *order = all_const ? keyed_order(fn->obj, keys, r) : NULL;
     Py_DECREF(keys);
-    if (!order) return PyErr_Occurred() ? EM_ERR : em_trace_fail(T, EMA_VALUE, "keys that do not compare");
+    if (!order && PyErr_Occurred()) return EM_ERR;
+    if (!order) return keyed_traced(T, is_sorted ? r : fn->obj == EM_KNOWN(max), is_sorted, items, len, ksyms, out);
     if (!is_sorted) {
         *out = items[PyLong_AsSsize_t(order)];
         Py_DECREF(order);

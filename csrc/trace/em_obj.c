@@ -702,6 +702,17 @@ static EmStatus store_data(EmTracer *T, EmSym *base, EmSym *v) {
     return st == EM_OK && g ? em_ctx_set_grad(T, 1) : st;
 }
 
+/* e.name = v of an exception the trace made (a constant: raised or made from constants in
+ * this trace, never one of the frame's) and a constant v: set on it now, as eager sets it on
+ * the exception it makes, where the class keeps such names in its __dict__ (no descriptor, no
+ * own __setattr__). */
+static EmStatus exc_store_attr(EmTracer *T, PyObject *e, PyObject *name, PyObject *v) {
+    PyTypeObject *tp = Py_TYPE(e);
+    if (tp->tp_setattro != PyObject_GenericSetAttr || _PyType_Lookup(tp, name) || !_PyObject_GetDictPtr(e))
+        return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a %s", PyUnicode_AsUTF8(name), tp->tp_name);
+    return PyObject_SetAttr(e, name, v) ? EM_ERR : EM_OK;
+}
+
 EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
     if (base->kind == SYM_TENSOR) { /* t.tag = v: an attribute of its __dict__, set after the graph ran */
         if (!PyUnicode_CompareWithASCIIString(name, "grad")) return store_grad(T, base, name, v);
@@ -711,6 +722,8 @@ EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {
             return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a tensor", PyUnicode_AsUTF8(name));
         return em_obj_record_store(T, base, name, v);
     }
+    if (base->kind == SYM_CONST && v->kind == SYM_CONST && PyExceptionInstance_Check(base->obj))
+        return exc_store_attr(T, base->obj, name, v->obj);
     if (base->kind != SYM_NEW && base->kind != SYM_OBJ)
         return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a %s", PyUnicode_AsUTF8(name),
                              em_sym_describe(base));

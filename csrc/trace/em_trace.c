@@ -354,6 +354,32 @@ static EmStatus out_closure(EmTracer *T, EmSym *s, int depth) {
     return st == EM_OK && s->pos ? out_children(T, s->items.data, ncells, s->items.len, depth + 1) : st;
 }
 
+/* A partial: read from the frame, the object itself; made while tracing,
+ * _rules.call_kw(functools.partial, (func, *args), {keywords}) per call (once per output). */
+static EmStatus out_partial(EmTracer *T, EmSym *s, int depth) {
+    if (s->src >= 0) return push_out(T, (EmOut){.kind = OUT_SLOT, .v = s->src});
+    if (s->out_at >= 0) return same_out(T, s);
+    s->out_at = T->out.len;
+    PyObject *key_cls = PyObject_GetAttrString(em_state.meta_run, "_CmpKey"); /* cmp_to_key's stand-in */
+    if (!key_cls) return EM_ERR;
+    EmSym *f = s->items.data[0];
+    int is_key = (f->kind == SYM_CONST || f->kind == SYM_OBJ) && f->obj == key_cls && s->pos == 1 && !s->keys.len;
+    Py_DECREF(key_cls);
+    if (is_key) { /* functools.cmp_to_key(cmp): the real one again */
+        EmStatus st = push_helper_call(T, "real_cmp_to_key", 1);
+        return st == EM_OK ? build_out(T, s->items.data[1], depth + 1) : st;
+    }
+    PyObject *names = PyTuple_New(s->keys.len);
+    for (int32_t i = 0; names && i < s->keys.len; i++) PyTuple_SET_ITEM(names, i, Py_NewRef(s->keys.data[i]));
+    EmStatus st = names ? push_helper_call(T, "call_kw", 3) : EM_ERR;
+    if (st == EM_OK) st = push_out(T, (EmOut){.kind = OUT_CONST, .obj = Py_NewRef(EM_KNOWN(partial))});
+    if (st == EM_OK) st = push_out(T, (EmOut){.kind = OUT_TUPLE, .v = 1 + s->pos});
+    if (st == EM_OK) st = out_children(T, s->items.data, 0, 1 + s->pos, depth + 1);
+    if (st == EM_OK) st = push_out(T, (EmOut){.kind = OUT_DICT, .v = s->keys.len, .obj = Py_NewRef(names)});
+    Py_XDECREF(names);
+    return st == EM_OK ? out_children(T, s->items.data, 1 + s->pos, s->items.len, depth + 1) : st;
+}
+
 /* The keys of DICT sym d as a new tuple (NULL on error). */
 static PyObject *dict_keys_tuple(EmSym *d) {
     PyObject *keys = PyTuple_New(d->keys.len);
@@ -753,6 +779,7 @@ static EmStatus build_out(EmTracer *T, EmSym *s, int depth) {
             }
             return em_trace_fail(T, EMA_RETURN, "a %s object left the trace", Py_TYPE(s->obj)->tp_name); /* super() */
         case SYM_CELL: return out_cell(T, s, depth);
+        case SYM_PARTIAL: return out_partial(T, s, depth);
         case SYM_SLICE: { /* slice(start, stop, step) of its bounds' values, made per call */
             EmStatus st = push_out(T, (EmOut){.kind = OUT_CALL, .v = 3, .obj = Py_NewRef((PyObject *)&PySlice_Type)});
             return st == EM_OK ? out_children(T, s->items.data, 0, 3, depth) : st;
