@@ -1589,6 +1589,17 @@ static EmStatus known_len(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int 
     return CALL_NEXT;
 }
 
+/* operator.length_hint(o[, default]) (it.__length_hint__() too): len(o) of a container the
+ * trace holds, the items left of an iterator over such items; else the rule. */
+static EmStatus known_length_hint(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
+                                  EmSym **out) {
+    if (kwnames || n < 1 || n > 2 || (n == 2 && all[1]->kind != SYM_CONST)) return CALL_NEXT;
+    EmSymKind k = all[0]->kind;
+    if (k == SYM_TUPLE || k == SYM_LIST || k == SYM_DICT || k == SYM_VIEW || k == SYM_SET)
+        return known_len(T, fn, self, all, 1, NULL, out);
+    return em_iter_length_hint(T, all[0], out);
+}
+
 /* getattr(o, "name"[, default]), hasattr(o, "name") and vars(o) */
 static EmStatus known_getattr(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)self;

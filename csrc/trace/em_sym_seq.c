@@ -497,6 +497,17 @@ EmStatus em_iter_take(EmTracer *T, EmSym *it, EmSym **out) {
     return EM_OK;
 }
 
+EmStatus em_iter_length_hint(EmTracer *T, EmSym *it, EmSym **out) {
+    if (it->kind != SYM_ITER || it->lazy || !it->seq_type || !PyType_Check(it->seq_type) ||
+        !_PyType_Lookup((PyTypeObject *)it->seq_type, EM_STR(dunder_length_hint)))
+        return CALL_NEXT;
+    EmStatus st = iter_check(T, it);
+    PyObject *n = st == EM_OK ? PyLong_FromLong(it->pos < it->items.len ? it->items.len - it->pos : 0) : NULL;
+    *out = n ? em_sym_const(T, n) : NULL;
+    Py_XDECREF(n);
+    return st != EM_OK ? st : *out ? EM_OK : EM_ERR;
+}
+
 /* iter(it) is it. */
 static EmStatus iter_self(EmTracer *T, EmSym *s, EmSym **out) {
     *out = s;
@@ -521,6 +532,11 @@ static EmStatus iter_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
 static EmStatus iter_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
     int it = !PyUnicode_CompareWithASCIIString(name, "__iter__"),
         nx = !PyUnicode_CompareWithASCIIString(name, "__next__");
+    if (method && !PyUnicode_CompareWithASCIIString(name, "__length_hint__") && !base->lazy) {
+        *out = em_sym_known(T, EM_KNOWN(length_hint), "length_hint"); /* operator.length_hint(it) */
+        *self = base;
+        return *out ? EM_OK : EM_ERR;
+    }
     if (method && (it || nx)) {
         *out = it ? em_sym_known(T, EM_KNOWN(iter), "iter") : em_sym_known(T, EM_KNOWN(next), "next");
         *self = base;

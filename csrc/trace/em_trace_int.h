@@ -571,6 +571,10 @@ EmStatus em_iter_of(EmTracer *T, EmSym *s, EmSym **out);
 EmStatus em_iter_use(EmTracer *T, EmSym *it);
 /* next(it): its next item in *out, NULL when it is exhausted (a lazy one makes it now). */
 EmStatus em_iter_take(EmTracer *T, EmSym *it, EmSym **out);
+/* it.__length_hint__() of an iterator over items the trace holds whose type has one (a list,
+ * tuple, set, dict or range iterator): the items not yet taken, a constant; CALL_NEXT for
+ * other iterators. */
+EmStatus em_iter_length_hint(EmTracer *T, EmSym *it, EmSym **out);
 
 /* Sets of constants are CONST syms holding a real set; one made while tracing (src < 0, a fresh
  * object) may be changed in place by its methods and operators, one read from the frame not. */

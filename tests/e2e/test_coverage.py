@@ -577,6 +577,30 @@ def test_attribute_stores_on_exceptions_made_in_the_trace():
     assert (e1.hits, e2.hits) == (1, 2)
 
 
+def test_length_hint_of_iterators_and_containers():
+    """it.__length_hint__() and operator.length_hint: the items an iterator has left (its list
+    grown meanwhile too), len() of a container."""
+    import operator
+
+    def f(x):
+        out = []
+        lst = [1, 2, 3]
+        for obj in (lst, (4, 5), {1, 2, 3}, {1: "a", 2: "b"}, {1: "a"}.values(), range(4)):
+            it = iter(obj)
+            out.append(it.__length_hint__())
+            next(it)
+            out.append(operator.length_hint(it))
+        it = iter(lst)
+        next(it)
+        lst.append(9)
+        out.append(it.__length_hint__())
+        out.append(operator.length_hint([1, 2], 7))
+        out.append(iter(set()).__length_hint__())
+        return x.sin(), out
+
+    one_graph(f, randn(3))
+
+
 def test_list_sort_with_a_key_empties_the_list_while_the_keys_run():
     # as CPython's list.sort: the list is empty during the sort, a change made to it meanwhile
     # raises ValueError (the sorted items kept), a key that raises leaves the items as they were
