@@ -704,13 +704,17 @@ static EmStatus store_data(EmTracer *T, EmSym *base, EmSym *v) {
 
 /* e.name = v of an exception the trace made (a constant: raised or made from constants in
  * this trace, never one of the frame's) and a constant v: set on it now, as eager sets it on
- * the exception it makes, where the class keeps such names in its __dict__ (no descriptor, no
- * own __setattr__). */
+ * the exception it makes, where the class keeps such names in its __dict__ or BaseException's
+ * own descriptors (no other descriptor, no own __setattr__). */
 static EmStatus exc_store_attr(EmTracer *T, PyObject *e, PyObject *name, PyObject *v) {
     PyTypeObject *tp = Py_TYPE(e);
-    if (tp->tp_setattro != PyObject_GenericSetAttr || _PyType_Lookup(tp, name) || !_PyObject_GetDictPtr(e))
+    PyObject *descr = _PyType_Lookup(tp, name);
+    /* BaseException's own C descriptors (__context__, __cause__, __suppress_context__, args...)
+     * run no user code; their TypeError for a wrong value is raised in the trace */
+    int base_descr = descr && descr == _PyType_Lookup((PyTypeObject *)PyExc_BaseException, name);
+    if (tp->tp_setattro != PyObject_GenericSetAttr || (descr && !base_descr) || !_PyObject_GetDictPtr(e))
         return em_trace_fail(T, EMA_SIDE_EFFECT, "attribute store .%s on a %s", PyUnicode_AsUTF8(name), tp->tp_name);
-    return PyObject_SetAttr(e, name, v) ? EM_ERR : EM_OK;
+    return PyObject_SetAttr(e, name, v) ? em_trace_raise_pending(T, "exception attribute store") : EM_OK;
 }
 
 EmStatus em_obj_store_attr(EmTracer *T, EmSym *base, PyObject *name, EmSym *v) {

@@ -565,6 +565,23 @@ def test_attribute_stores_on_exceptions_made_in_the_trace():
 
     one_graph(f, randn(3))
 
+    def chain(x):  # BaseException's own descriptors
+        try:
+            raise KeyError("k")
+        except KeyError as exc:
+            e = exc
+        e.__context__ = NameError()
+        e.__cause__ = None
+        suppressed = e.__suppress_context__
+        e.__suppress_context__ = False
+        try:
+            e.__context__ = 3
+        except TypeError as bad:
+            msg = str(bad)
+        return x + 1, type(e.__context__), e.__cause__, suppressed, e.__suppress_context__, msg
+
+    one_graph(chain, randn(3))
+
     def g(x, err):  # the caller's exception: the store happens on it every call
         err.hits = getattr(err, "hits", 0) + 1
         return x + 1
