@@ -565,6 +565,8 @@ def test_attribute_stores_on_exceptions_made_in_the_trace():
 
     one_graph(f, randn(3))
 
+
+def test_exception_chaining_descriptors_stored_in_the_trace():
     def chain(x):  # BaseException's own descriptors
         try:
             raise KeyError("k")
@@ -582,6 +584,8 @@ def test_attribute_stores_on_exceptions_made_in_the_trace():
 
     one_graph(chain, randn(3))
 
+
+def test_attribute_stores_on_the_callers_exception():
     def g(x, err):  # the caller's exception: the store happens on it every call
         err.hits = getattr(err, "hits", 0) + 1
         return x + 1
