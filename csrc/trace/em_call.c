@@ -1776,11 +1776,18 @@ static EmStatus known_update_wrapper(EmTracer *T, EmSym *fn, EmSym *self, EmSym 
     return EM_OK;
 }
 
-/* tuple.__new__(namedtuple class, items) */
+/* tuple.__new__(namedtuple class, items); tuple.__new__(tuple, ...) is tuple(...);
+ * list.__new__(list, ...) a new empty list (PyType_GenericNew ignores its arguments). Other
+ * classes: the rule (a subclass's instance, em_obj.c). */
 static EmStatus known_tuple_new(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
                                 EmSym **out) {
-    (void)fn;
     (void)self;
+    int exact = n >= 1 && (all[0]->kind == SYM_OBJ || all[0]->kind == SYM_CONST);
+    if (exact && fn->obj == EM_KNOWN(list_new) && all[0]->obj == (PyObject *)&PyList_Type)
+        return (*out = em_sym_new(T, SYM_LIST)) ? EM_OK : EM_ERR;
+    if (exact && fn->obj == EM_KNOWN(tuple_new) && all[0]->obj == (PyObject *)&PyTuple_Type)
+        return em_call(T, all[0], NULL, all + 1, n - 1, kwnames, out);
+    if (fn->obj != EM_KNOWN(tuple_new)) return CALL_NEXT;
     if (n == 2 && !kwnames && (all[0]->kind == SYM_OBJ || all[0]->kind == SYM_CONST) && PyType_Check(all[0]->obj) &&
         em_is_namedtuple_type((PyTypeObject *)all[0]->obj)) {
         EmSym *items = NULL;

@@ -168,6 +168,16 @@ static EmStatus del_extended_slice(EmTracer *T, EmSym *c, EmSym *key) {
     return EM_OK;
 }
 
+EmStatus em_stand_in_list_raise(EmTracer *T, Py_ssize_t n, PyObject *key, PyObject *v) {
+    PyObject *l = PyList_New(n);
+    for (Py_ssize_t i = 0; l && i < n; i++) PyList_SET_ITEM(l, i, Py_NewRef(Py_None));
+    int r = !l ? -2 : v ? PyObject_SetItem(l, key, v) : PyObject_DelItem(l, key);
+    Py_XDECREF(l);
+    if (r == -2) return EM_ERR;
+    if (r < 0) return em_trace_raise_pending(T, v ? "list item store" : "list item deletion");
+    return em_trace_fail(T, EMA_VALUE, "list item %s by a %s", v ? "store" : "deletion", Py_TYPE(key)->tp_name);
+}
+
 EmStatus em_sym_delitem(EmTracer *T, EmSym *c, EmSym *key) {
     if (!(key = key_for(T, c, key))) return EM_ERR;
     if (key->kind == SYM_SLICE && c->kind != SYM_TENSOR && !(key = em_slice_pinned(T, key))) return EM_ERR;
@@ -187,9 +197,12 @@ EmStatus em_sym_delitem(EmTracer *T, EmSym *c, EmSym *key) {
         EmSym *empty = em_sym_new(T, SYM_LIST);
         return empty ? em_sym_setitem(T, c, key, empty) : EM_ERR;
     }
-    if (!PyLong_CheckExact(key->obj)) return em_trace_fail(T, EMA_VALUE, "del of a list item by a non-int");
+    if (!PyIndex_Check(key->obj)) /* Python's TypeError, from a list of as many items */
+        return em_stand_in_list_raise(T, c->items.len, key->obj, NULL);
     int overflow = 0;
-    long long i = PyLong_AsLongLongAndOverflow(key->obj, &overflow), n = c->items.len;
+    PyObject *ik = PyNumber_Index(key->obj); /* a bool, an int subclass: its int */
+    long long i = ik ? PyLong_AsLongLongAndOverflow(ik, &overflow) : -1, n = c->items.len;
+    Py_XDECREF(ik);
     if (i == -1 && PyErr_Occurred()) return EM_ERR;
     if (i < 0) i += n;
     if (overflow || i < 0 || i >= n) {

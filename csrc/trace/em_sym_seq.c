@@ -139,7 +139,7 @@ static EmStatus list_store_slice(EmTracer *T, EmSym *c, PyObject *slice, EmSym *
     if (v->kind != SYM_LIST && v->kind != SYM_TUPLE) {
         PyTypeObject *vt = em_sym_known_type(v); /* a number, None: not iterable */
         if (v->kind == SYM_CONST && vt && !vt->tp_iter && !PySequence_Check(v->obj))
-            return em_trace_raise_msg(T, PyExc_TypeError, "can only assign an iterable");
+            return em_stand_in_list_raise(T, c->items.len, slice, v->obj); /* this Python's message */
         return em_trace_fail(T, EMA_VALUE, "slice store of %s", em_sym_describe(v));
     }
     Py_ssize_t start, stop, step, n = c->items.len, m = v->items.len;

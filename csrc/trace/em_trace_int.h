@@ -575,6 +575,10 @@ EmStatus em_iter_take(EmTracer *T, EmSym *it, EmSym **out);
  * tuple, set, dict or range iterator): the items not yet taken, a constant; CALL_NEXT for
  * other iterators. */
 EmStatus em_iter_length_hint(EmTracer *T, EmSym *it, EmSym **out);
+/* The exception CPython raises for l[key] = v (v NULL: del l[key]) on a list of n items, where
+ * the trace knows it raises for the key's or value's type alone: raised in the trace (an
+ * abort; the trace fails where that list does not raise). */
+EmStatus em_stand_in_list_raise(EmTracer *T, Py_ssize_t n, PyObject *key, PyObject *v);
 
 /* Sets of constants are CONST syms holding a real set; one made while tracing (src < 0, a fresh
  * object) may be changed in place by its methods and operators, one read from the frame not. */

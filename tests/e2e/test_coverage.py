@@ -622,6 +622,31 @@ def test_length_hint_of_iterators_and_containers():
     one_graph(f, randn(3))
 
 
+def test_list_and_tuple_new_and_item_errors_as_pythons():
+    """tuple.__new__(tuple, it) is tuple(it), list.__new__(list, ...) an empty list; deleting
+    or storing list items with keys or values of the wrong type raises this Python's own
+    error (its message differs between versions)."""
+    def f(x):
+        p = list("abcdef")
+        p.__delitem__(1)
+        p.__delitem__(slice(1, 3))
+        del p[True]
+        msgs = []
+        for bad in (lambda: p.__delitem__(slice(1, 1, 0)), lambda: p.__delitem__("a"),
+                    lambda: p.__setitem__(slice(1, 2), 3), lambda: p.__setitem__(slice(None, None, 2), 3),
+                    lambda: tuple.__new__(tuple, [1], extra=1)):
+            try:
+                bad()
+            except (TypeError, ValueError) as e:
+                msgs.append((type(e), str(e)))
+        t = tuple.__new__(tuple, [1, 2])
+        q = list.__new__(list, [1, 2], extra="ignored")
+        q.append(x)
+        return x + 1, p, msgs, t, q
+
+    one_graph(f, randn(3))
+
+
 def test_list_sort_with_a_key_empties_the_list_while_the_keys_run():
     # as CPython's list.sort: the list is empty during the sort, a change made to it meanwhile
     # raises ValueError (the sorted items kept), a key that raises leaves the items as they were
