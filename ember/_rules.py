@@ -314,6 +314,20 @@ def _shim_cmp_to_key(mycmp):
 real_cmp_to_key = _functools.cmp_to_key  # what a cmp_to_key made in the trace is when it leaves it
 
 
+class HashAs:
+    """A stand-in of hash h, equal only to itself, for item i of a set the trace holds whose
+    item hashes by its own __hash__ (csrc/trace/em_cont.c set_value_items: Python's order)."""
+
+    __slots__ = ("h", "i")
+
+    def __init__(self, h, i):
+        self.h = h
+        self.i = i
+
+    def __hash__(self):
+        return self.h
+
+
 def keyed_sort(items, keys, reverse):
     """sorted()'s result for items by keys that are not constants (csrc/trace/em_call.c
     known_keyed), traced: keys compared with `<` only, stably, reverse as CPython's list.sort

@@ -1149,10 +1149,52 @@ static EmStatus unhashable_at(EmTracer *T, EmSym *x, int depth) {
 
 EmStatus em_unhashable(EmTracer *T, EmSym *x) { return unhashable_at(T, x, 0); }
 
+/* The hash item it of a set is stored under when a value-hashed item could equal it: a
+ * constant's own, a value-hashed object's traced hash (traced again at each lookup). 1 with *h,
+ * 0 for other items (hashed by identity: no such item equals them), -1 with *st set. */
+static int set_value_hash(EmTracer *T, EmSym *it, Py_hash_t *h, EmStatus *st) {
+    if (it->kind == SYM_CONST) {
+        if ((*h = PyObject_Hash(it->obj)) != -1) return 1;
+        PyErr_Clear();
+        return 0;
+    }
+    if (!em_value_hashed(it)) return 0;
+    return em_value_hash(T, it, h, st) ? -1 : 1;
+}
+
+/* Python's lookup of x among s's items where x or a stored item is hashed by its own
+ * __hash__ (em_value_hashed): the first item that is x, or has x's hash and compares equal to
+ * it (the stored item's == first, traced). Its index, -1 none, -2 with *st set. */
+static int32_t set_value_find(EmTracer *T, EmSym *s, EmSym *x, EmStatus *st) {
+    Py_hash_t h, ih;
+    int r = set_value_hash(T, x, &h, st);
+    if (r <= 0) return r < 0 ? -2 : (*st = em_trace_fail(T, EMA_VALUE, "a set holding a %s", em_sym_describe(x)), -2);
+    for (int32_t i = 0; i < s->items.len; i++) {
+        EmSym *it = s->items.data[i];
+        if (it == x) return i;
+        if ((r = set_value_hash(T, it, &ih, st)) < 0) return -2;
+        if (!r || ih != h || (it->kind == SYM_CONST && x->kind == SYM_CONST)) continue;
+        int eq = 0;
+        if ((*st = em_sym_eq_truth(T, it, x, &eq)) == CALL_NEXT)
+            *st = em_trace_fail(T, EMA_VALUE, "a set holding a %s", em_sym_describe(x));
+        if (*st != EM_OK) return -2;
+        if (eq) return i;
+    }
+    return -1;
+}
+
+/* 1 when set sym s holds an item hashed by its own __hash__. */
+static int set_has_value_items(const EmSym *s) {
+    for (int32_t i = 0; i < s->items.len; i++)
+        if (em_value_hashed(s->items.data[i])) return 1;
+    return 0;
+}
+
 /* The index of x among set sym s's items, -1 when absent; -2 with *st set otherwise. */
 static int32_t set_find(EmTracer *T, EmSym *s, EmSym *x, EmStatus *st) {
     *st = EM_OK;
     if (!(x = em_sym_hashable(T, x))) return *st = EM_ERR, -2;
+    if (em_value_hashed(x)) return set_value_find(T, s, x, st);
     int kx = em_set_item_kind(x);
     if (kx < 0 && (*st = em_unhashable(T, x)) != CALL_NEXT) return -2;
     *st = EM_OK;
@@ -1172,6 +1214,10 @@ static int32_t set_find(EmTracer *T, EmSym *s, EmSym *x, EmStatus *st) {
         }
         if (same < 0) return *st = EM_ERR, -2;
         if (same) return i;
+    }
+    if (kx == 0 && set_has_value_items(s)) { /* a constant may equal such an item: Python asks it */
+        int32_t at = set_value_find(T, s, x, st);
+        if (at != -1) return at;
     }
     return -1;
 }
@@ -1250,13 +1296,62 @@ static EmStatus set_truth(EmTracer *T, EmSym *s, int *out) {
     return EM_OK;
 }
 
-/* Its items in Python's order: known only when they are all constants. */
+/* The items of set sym s, constants and objects hashed by their own __hash__, in Python's
+ * order: a real set built in s's order of the constants and stand-ins of the objects' hashes
+ * (_rules.HashAs), read back. */
+static EmStatus set_value_items(EmTracer *T, EmSym *s, EmSym **out) {
+    static PyObject *hash_as; /* ember._rules.HashAs, owned for the process */
+    if (!hash_as && !(hash_as = PyObject_GetAttrString(em_state.meta_run, "HashAs"))) return EM_ERR;
+    PyObject *set = PySet_New(NULL), *v = NULL;
+    EmStatus st = set ? EM_OK : EM_ERR;
+    for (int32_t i = 0; st == EM_OK && i < s->items.len; i++) {
+        EmSym *it = s->items.data[i];
+        Py_hash_t h = 0;
+        if (it->kind != SYM_CONST && em_value_hash(T, it, &h, &st)) break;
+        PyObject *stand = it->kind == SYM_CONST ? Py_NewRef(it->obj) : PyObject_CallFunction(hash_as, "ni", h, i);
+        if (!stand || PySet_Add(set, stand)) st = EM_ERR;
+        Py_XDECREF(stand);
+    }
+    EmSym *r = st == EM_OK ? em_sym_new(T, SYM_TUPLE) : NULL;
+    PyObject *iter = r ? PyObject_GetIter(set) : NULL;
+    while (iter && (v = PyIter_Next(iter))) {
+        EmSym *item = NULL;
+        if (Py_TYPE(v) == (PyTypeObject *)hash_as) {
+            PyObject *at = PyObject_GetAttrString(v, "i");
+            long i = at ? PyLong_AsLong(at) : -1;
+            Py_XDECREF(at);
+            item = i >= 0 && i < s->items.len ? s->items.data[i] : NULL;
+        } else {
+            item = em_sym_const(T, v);
+        }
+        Py_DECREF(v);
+        if (!item || em_vec_push(&r->items, item)) {
+            if (!PyErr_Occurred()) PyErr_NoMemory();
+            break;
+        }
+    }
+    Py_XDECREF(iter);
+    Py_XDECREF(set);
+    if (st != EM_OK) return st;
+    if (!r || PyErr_Occurred()) return EM_ERR;
+    *out = r;
+    return EM_OK;
+}
+
+/* Its items in Python's order: known only when they are all constants or objects hashed by
+ * their own __hash__ (an identity hash's order follows ids). */
 static EmStatus set_items(EmTracer *T, EmSym *s, EmSym **out) {
     EmSym *c = NULL;
-    for (int32_t i = 0; i < s->items.len; i++)
-        if (s->items.data[i]->kind != SYM_CONST)
+    int values = 0;
+    for (int32_t i = 0; i < s->items.len; i++) {
+        EmSym *it = s->items.data[i];
+        if (it->kind == SYM_CONST) continue;
+        if (!em_value_hashed(it))
             return em_trace_fail(T, EMA_VALUE, "iteration over a set holding a %s (its order follows ids)",
-                                 em_sym_describe(s->items.data[i]));
+                                 em_sym_describe(it));
+        values = 1;
+    }
+    if (values) return set_value_items(T, s, out);
     EmStatus st = em_set_of_items(T, (PyObject *)&PySet_Type, s->items.data, s->items.len, &c);
     return st == EM_OK ? em_seq_items(T, c, out) : st;
 }

@@ -1271,7 +1271,7 @@ static int key_hash(PyObject *key, Py_hash_t *h) {
 }
 
 int em_value_hashed(const EmSym *k) {
-    if (k->kind != SYM_NEW) return 0;
+    if (k->kind != SYM_NEW && (k->kind != SYM_OBJ || k->src < 0 || PyType_Check(k->obj))) return 0;
     PyTypeObject *tp = Py_TYPE(k->obj);
     PyObject *h = _PyType_Lookup(tp, EM_STR(dunder_hash));
     if (h && PyFunction_Check(h)) return 1;
@@ -1319,9 +1319,7 @@ int em_tuple_key_hash(const EmSym *k, Py_hash_t *h) {
     return *h == -1 ? -1 : 0;
 }
 
-/* The hash a value-hashed key k is stored under: its traced hash(); a tuple's em_tuple_key_hash.
- * 0, -1 with *st set. */
-static int value_hash(EmTracer *T, EmSym *k, Py_hash_t *h, EmStatus *st) {
+int em_value_hash(EmTracer *T, EmSym *k, Py_hash_t *h, EmStatus *st) {
     if (em_set_item_kind(k) == 2)
         return em_tuple_key_hash(k, h) ? (*st = em_trace_raise_pending(T, "unhashable dict key"), -1) : 0;
     EmSym *hf = em_sym_known(T, EM_KNOWN(hash), "hash"), *hv = NULL;
@@ -1334,10 +1332,10 @@ static int value_hash(EmTracer *T, EmSym *k, Py_hash_t *h, EmStatus *st) {
 }
 
 /* em_dict_key of a key hashed by value (value_hashed, a tuple of objects compared by identity):
- * its hash (value_hash), then value_lookup. */
+ * its hash (em_value_hash), then value_lookup. */
 static int value_key(EmTracer *T, EmSym *d, EmSym *k, int make, PyObject **key, EmStatus *st) {
     Py_hash_t h;
-    if (value_hash(T, k, &h, st)) return -1;
+    if (em_value_hash(T, k, &h, st)) return -1;
     int32_t i = value_lookup(T, d, k, h, st);
     if (i == -2 && *st == EM_OK) *st = EM_ERR;
     if (i != -1) return i == -2 ? -1 : ((*key = d->keys.data[i]), 0);

@@ -206,10 +206,14 @@ int em_key_of_frame(const EmSym *key);
 /* s as a dict key or set item: a tuple made while tracing of constants (hashed by value) is
  * that constant tuple; anything else is s. NULL with an exception on error. */
 EmSym *em_sym_hashable(EmTracer *T, EmSym *s);
-/* Whether object sym k (made while tracing) hashes by a Python __hash__ of its class, or as a
- * tuple or frozenset subclass by its items: a dict key by value (em_dict_key traces its hash
- * and the == of stored keys of that hash, as CPython's lookup). */
+/* Whether object sym k (made while tracing, or one of the frame's that is no class) hashes by a
+ * Python __hash__ of its class, or as a tuple or frozenset subclass by its items: a dict key or
+ * set item by value (em_dict_key and the set lookups trace its hash and the == of stored keys
+ * of that hash, as CPython's lookup). */
 int em_value_hashed(const EmSym *k);
+/* The hash a value-hashed key k (or a tuple key, em_tuple_key_hash) is stored under: its
+ * traced hash(). 0, -1 with *st set. */
+int em_value_hash(EmTracer *T, EmSym *k, Py_hash_t *h, EmStatus *st);
 /* Guards the entry on fn() == expect when it runs (a LOAD_CALL of ember._rules.call_query on
  * fn, then EQ): a state query outside the GLOBAL_STATE guard. 0, -1 with an exception. */
 int em_guard_query(EmTracer *T, PyObject *fn, PyObject *expect);

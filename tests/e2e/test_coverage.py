@@ -647,6 +647,46 @@ def test_list_and_tuple_new_and_item_errors_as_pythons():
     one_graph(f, randn(3))
 
 
+class _HashedByValue:
+    """Hashed and compared by its value (and equal to that value itself)."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def __hash__(self):
+        return hash(self.v)
+
+    def __eq__(self, other):
+        return (isinstance(other, _HashedByValue) and self.v == other.v) or other == self.v
+
+
+@dataclasses.dataclass(frozen=True)
+class _Key:
+    a: int
+    b: str
+
+
+def test_sets_and_dict_keys_of_objects_with_their_own_hash():
+    """Objects hashed by their own __hash__ in sets and as dict keys, made in the trace or the
+    caller's: Python's lookups (the hash traced, then == with stored items of that hash), its
+    iteration order; the hash of the caller's object is guarded by what it read."""
+    def f(x, h, k):
+        s = {_HashedByValue(3), _HashedByValue(1), 1, _HashedByValue(2), h}  # 1 equals _HashedByValue(1): not added
+        s.add(_HashedByValue(2))
+        s.discard(_HashedByValue(1))
+        found = [_HashedByValue(3) in s, 1 in s, _HashedByValue(5) in s, h in s, 2 in s]
+        d = {h: x, k: x + 1, _Key(1, "a"): 2}
+        return (x * len(s), found, [getattr(i, "v", i) for i in s], d[_HashedByValue(h.v)] + d[_Key(k.a, k.b)],
+                d[_Key(1, "a")], len({_Key(1, "a"), _Key(1, "a"), k}))
+
+    cf = ember.compile(f, fullgraph=True)
+    x = randn(3)
+    for hv, key in ((7, _Key(2, "b")), (7, _Key(2, "b")), (8, _Key(1, "a"))):
+        assert_same(cf(x, _HashedByValue(hv), key), f(x, _HashedByValue(hv), key))
+    c = counters()
+    assert (c["breaks"], c["hits"], c["frames"]) == (0, 1, 2), c
+
+
 def test_list_sort_with_a_key_empties_the_list_while_the_keys_run():
     # as CPython's list.sort: the list is empty during the sort, a change made to it meanwhile
     # raises ValueError (the sorted items kept), a key that raises leaves the items as they were
