@@ -328,6 +328,119 @@ class HashAs:
         return self.h
 
 
+_NOTHING = object()  # no value yet (the groupby shim's state)
+
+
+def _shim_groupby(iterable, key=None):
+    """itertools.groupby made in the trace: CPython's algorithm (itertoolsmodule.c groupby_next,
+    _grouper_next) as a generator of (key, group) whose groups are generators; a group left
+    behind yields nothing once the next one starts. Keys are compared `target == current` (an
+    identical key is equal without ==), as PyObject_RichCompareBool does."""
+    it = iter(iterable)
+    s = [_NOTHING, _NOTHING, _NOTHING, 0]  # target key, current key, current value, current group
+
+    def step():
+        v = next(it)
+        s[2] = v
+        s[1] = v if key is None else key(v)
+
+    def grouper(n, target):
+        while s[3] == n:
+            if s[2] is _NOTHING:
+                try:
+                    step()
+                except StopIteration:
+                    return
+            if not (target is s[1] or target == s[1]):
+                return
+            r = s[2]
+            s[2] = s[1] = _NOTHING
+            yield r
+
+    n = 0
+    while True:
+        s[3] = 0
+        while not (s[1] is not _NOTHING and (s[0] is _NOTHING or not (s[0] is s[1] or s[0] == s[1]))):
+            try:
+                step()
+            except StopIteration:
+                return
+        s[0] = s[1]
+        n += 1
+        s[3] = n
+        yield s[1], grouper(n, s[0])
+
+
+class _Tee:
+    """One iterator of itertools.tee made in the trace: a shared linked list of the values taken
+    ([value, next link]); tee() of such an iterator shares its list, as CPython's copies do."""
+
+    def __init__(self, iterable):
+        if isinstance(iterable, _Tee):  # iter() of one is itself
+            self.iterator = iterable.iterator
+            self.link = iterable.link
+        else:
+            self.iterator = iter(iterable)
+            self.link = [None, None]
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        link = self.link
+        if link[1] is None:
+            link[0] = next(self.iterator)
+            link[1] = [None, None]
+        value, self.link = link
+        return value
+
+
+def _shim_tee(iterable, n=2):
+    """itertools.tee made in the trace: n _Tee iterators over one list of values (of a _Tee: it
+    and n - 1 copies of it, as CPython's tee of a tee object)."""
+    if not isinstance(n, int):
+        raise TypeError(f"'{type(n).__name__}' object cannot be interpreted as an integer")
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    if n == 0:
+        return ()
+    first = iterable if isinstance(iterable, _Tee) else _Tee(iterable)  # a tee's own iterator is the first
+    result = [first]
+    for _ in range(n - 1):
+        result.append(_Tee(first))
+    return tuple(result)
+
+
+def _repr_guard_codes():
+    import dataclasses
+    import reprlib
+    codes = [reprlib.recursive_repr()(lambda self: "").__code__]
+    if hasattr(dataclasses, "_recursive_repr"):
+        codes.append(dataclasses._recursive_repr(lambda self: "").__code__)
+    return tuple(codes)
+
+
+# the code of reprlib.recursive_repr's (and dataclasses') wrapper: a call of one is a call of the
+# repr it wraps (its free variable user_function), its guard against recursive reprs (keyed by
+# id() and thread) left out (csrc/trace/em_inline.c)
+REPR_GUARD_CODES = _repr_guard_codes()
+
+
+def container_repr(c):
+    """repr() of a list, tuple, dict, set or frozenset the trace holds whose items are not all
+    constants: CPython's text, each item's repr() traced (csrc/trace/em_call.c known_str)."""
+    if isinstance(c, dict):
+        return "{" + ", ".join([repr(k) + ": " + repr(v) for k, v in c.items()]) + "}"
+    inner = ", ".join([repr(v) for v in c])
+    if isinstance(c, tuple):
+        return "(" + inner + ("," if len(c) == 1 else "") + ")"
+    if isinstance(c, list):
+        return "[" + inner + "]"
+    if not c:
+        return type(c).__name__ + "()"
+    return "{" + inner + "}" if isinstance(c, set) else "frozenset({" + inner + "})"
+
+
 def keyed_sort(items, keys, reverse):
     """sorted()'s result for items by keys that are not constants (csrc/trace/em_call.c
     known_keyed), traced: keys compared with `<` only, stably, reverse as CPython's list.sort
@@ -366,7 +479,8 @@ TRACE_AS = {torch.autograd.profiler.record_function: _record_function, operator.
             torch.sym_max: _sym_max, torch.sym_min: _sym_min,
             re.sub: _re_sub, re.subn: _re_subn,
             operator.attrgetter: _shim_attrgetter, operator.methodcaller: _shim_methodcaller,
-            torch._C._log_api_usage_once: _log_api_usage_once, _functools.cmp_to_key: _shim_cmp_to_key}
+            torch._C._log_api_usage_once: _log_api_usage_once, _functools.cmp_to_key: _shim_cmp_to_key,
+            itertools.groupby: _shim_groupby, itertools.tee: _shim_tee}
 for _name in ("FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
               "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"):
     if hasattr(torch, _name):

@@ -1462,6 +1462,16 @@ static EmStatus known_str(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int 
         EmStatus st = exc_text(T, fn->obj, all[0], out);
         if (st != CALL_NEXT) return st;
     }
+    EmSymKind k = n == 1 && !kwnames ? all[0]->kind : SYM_NULL;
+    if ((k == SYM_TUPLE || k == SYM_LIST || k == SYM_DICT || k == SYM_SET) &&
+        (fn->obj == EM_KNOWN(str) || fn->obj == EM_KNOWN(repr)) &&
+        (!all[0]->seq_type || all[0]->seq_type == (PyObject *)&PySet_Type ||
+         all[0]->seq_type == (PyObject *)&PyFrozenSet_Type)) { /* a plain container: its items' reprs */
+        static PyObject *crepr; /* ember._rules.container_repr, owned for the process */
+        if (!crepr && !(crepr = PyObject_GetAttrString(em_state.meta_run, "container_repr"))) return EM_ERR;
+        EmSym *f = em_sym_const(T, crepr);
+        return f ? em_call(T, f, NULL, all, 1, NULL, out) : EM_ERR;
+    }
     if (n != 1 || kwnames || !em_sym_user_operand(all[0])) return CALL_NEXT;
     PyTypeObject *tp = Py_TYPE(all[0]->obj);
     PyObject *s = _PyType_Lookup(tp, EM_STR(dunder_str)), *r = _PyType_Lookup(tp, EM_STR(dunder_repr));
@@ -1515,9 +1525,41 @@ int em_module_own_dunder(PyObject *o, PyObject *name) {
 /* hash(o) of an instance (made in the trace or from the frame): its class's Python __hash__,
  * traced (an int, as hash() requires); a tuple or frozenset subclass keeping its base's, the
  * hash of its items (the base hashes only those). */
+/* hash(t) of a tuple the trace holds (a namedtuple's too, without its own __hash__): each
+ * item's hash traced as hash(item) (a constant, or the trace fails), combined by CPython's own
+ * tuple hash over stand-ins of those hashes (_rules.HashAs). */
+static EmStatus tuple_hash(EmTracer *T, EmSym *fn, EmSym *t, EmSym **out) {
+    static PyObject *hash_as; /* ember._rules.HashAs, owned for the process */
+    if (!hash_as && !(hash_as = PyObject_GetAttrString(em_state.meta_run, "HashAs"))) return EM_ERR;
+    PyObject *stand = PyTuple_New(t->items.len);
+    EmStatus st = stand ? EM_OK : EM_ERR;
+    for (int32_t i = 0; st == EM_OK && i < t->items.len; i++) {
+        EmSym *h = NULL;
+        if ((st = em_call(T, fn, NULL, &t->items.data[i], 1, NULL, &h)) != EM_OK) break;
+        if (h->kind != SYM_CONST || !PyLong_CheckExact(h->obj)) {
+            st = em_trace_fail(T, EMA_CALL, "hash() of a tuple holding %s", em_sym_describe(t->items.data[i]));
+            break;
+        }
+        PyObject *o = PyObject_CallFunction(hash_as, "Oi", h->obj, i);
+        if (!o) st = EM_ERR;
+        else PyTuple_SET_ITEM(stand, i, o);
+    }
+    Py_hash_t hv = st == EM_OK ? PyObject_Hash(stand) : -1;
+    Py_XDECREF(stand);
+    if (st != EM_OK) return st;
+    PyObject *hr = hv == -1 ? NULL : PyLong_FromSsize_t(hv);
+    *out = hr ? em_sym_const(T, hr) : NULL;
+    Py_XDECREF(hr);
+    return *out ? EM_OK : EM_ERR;
+}
+
 static EmStatus known_hash(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)self;
     EmSym *a = n == 1 && !kwnames ? all[0] : NULL, *items = NULL;
+    if (a && a->kind == SYM_TUPLE &&
+        (!a->seq_type || _PyType_Lookup((PyTypeObject *)a->seq_type, EM_STR(dunder_hash)) ==
+                             _PyType_Lookup(&PyTuple_Type, EM_STR(dunder_hash))))
+        return tuple_hash(T, fn, a, out);
     if (!a || (a->kind != SYM_NEW && (a->kind != SYM_OBJ || a->src < 0 || a->by_id))) return CALL_NEXT;
     PyTypeObject *tp = Py_TYPE(a->obj);
     PyObject *h = _PyType_Lookup(tp, EM_STR(dunder_hash));
@@ -2053,7 +2095,18 @@ static EmStatus known_next(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int
         }
         return em_trace_raise_new(T, PyExc_StopIteration, NULL);
     }
-    return CALL_NEXT;
+    EmSym *o = !kwnames && (n == 1 || n == 2) ? all[0] : NULL; /* an object with a Python __next__ */
+    PyObject *nx = o && (o->kind == SYM_NEW || (o->kind == SYM_OBJ && o->src >= 0))
+                       ? _PyType_Lookup(Py_TYPE(o->obj), EM_STR(dunder_next))
+                       : NULL;
+    if (!nx || !PyFunction_Check(nx)) return CALL_NEXT;
+    EmStatus st = em_call_dunder(T, o, "__next__", NULL, 0, out);
+    if (n == 2 && st == EM_ABORT && T->exc && PyErr_GivenExceptionMatches(T->exc, PyExc_StopIteration)) {
+        Py_CLEAR(T->exc); /* next(o, default): the default at its end */
+        *out = all[1];
+        return EM_OK;
+    }
+    return st;
 }
 
 static EmStatus known_size_numel(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,

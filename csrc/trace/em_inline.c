@@ -272,9 +272,33 @@ static EmSym *gen_call(EmTracer *T, EmSym **args, int nargs, PyObject *kwnames) 
     return bad ? (PyErr_NoMemory(), NULL) : call;
 }
 
+/* The repr function a reprlib.recursive_repr wrapper fn (or dataclasses') wraps, borrowed; NULL
+ * (no exception) for other functions. A recursive repr then recurses until the trace's depth
+ * limit, which aborts: the call runs as Python. */
+static PyObject *repr_guarded(PyFunctionObject *fn) {
+    static PyObject *codes; /* ember._rules.REPR_GUARD_CODES, owned for the process */
+    if (!codes && !(codes = PyObject_GetAttrString(em_state.meta_run, "REPR_GUARD_CODES"))) return PyErr_Clear(), NULL;
+    int hit = 0;
+    for (Py_ssize_t i = 0; PyTuple_Check(codes) && i < PyTuple_GET_SIZE(codes); i++)
+        hit |= PyTuple_GET_ITEM(codes, i) == fn->func_code;
+    PyCodeObject *co = (PyCodeObject *)fn->func_code;
+    int nfree = em_code_nfree(co), first = em_code_nlocalsplus(co) - nfree;
+    for (int k = 0; hit && fn->func_closure && k < nfree; k++)
+        if (!PyUnicode_CompareWithASCIIString(em_code_name(co, first + k), "user_function")) {
+            PyObject *f = PyCell_GET(PyTuple_GET_ITEM(fn->func_closure, k));
+            return f && PyFunction_Check(f) ? f : NULL;
+        }
+    return NULL;
+}
+
 EmStatus em_inline_closure(EmTracer *T, PyObject *func, EmSym *closure, EmSym **args, int nargs, PyObject *kwnames,
                            EmSym **out) {
     PyFunctionObject *fn = (PyFunctionObject *)func;
+    PyObject *wrapped = closure ? NULL : repr_guarded(fn);
+    EmSym *fs = wrapped ? em_sym_seen(T, func) : NULL; /* one guarded by code only: its cells are not constants */
+    if (wrapped && !(fs && fs->kind == SYM_OBJ && fs->by_id == 2))
+        return em_inline_closure(T, wrapped, NULL, args, nargs, kwnames, out);
+    if (PyErr_Occurred()) return EM_ERR;
     PyCodeObject *co = (PyCodeObject *)fn->func_code;
     if (T->depth >= EM_MAX_DEPTH)
         return em_trace_fail(T, EMA_INLINE, "%s (inlining too deep)", PyUnicode_AsUTF8(co->co_qualname));

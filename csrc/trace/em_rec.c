@@ -1095,6 +1095,14 @@ EmStatus h_format_value(EmTracer *T, const EmInstr *in) {
     /* a list, tuple, dict or set of constants: formatted as that value (no user code runs) */
     PyObject *known = v->kind != SYM_CONST && (!spec || spec->kind == SYM_CONST) ? plain_value(v, 0) : NULL;
     if (PyErr_Occurred()) return EM_ERR;
+    int plain = v->kind == SYM_TUPLE || v->kind == SYM_LIST || v->kind == SYM_DICT || v->kind == SYM_SET;
+    int empty_spec = !spec ||
+                     (spec->kind == SYM_CONST && PyUnicode_Check(spec->obj) && !PyUnicode_GET_LENGTH(spec->obj));
+    if (!known && plain && empty_spec && (in->arg & 3) != 3) { /* its str() or repr(): its items' reprs */
+        EmSym *f = em_sym_known(T, EM_KNOWN(repr), "repr"), *r = NULL;
+        EmStatus st = f ? em_call(T, f, NULL, &v, 1, NULL, &r) : EM_ERR;
+        return st == EM_OK ? em_push(T, r) : st;
+    }
     if ((v->kind != SYM_CONST && !known) || (spec && spec->kind != SYM_CONST))
         return em_trace_fail(T, EMA_VALUE, "f-string of %s", em_sym_describe(v));
     PyObject *conv = known ? known : Py_NewRef(v->obj), *tmp = NULL;

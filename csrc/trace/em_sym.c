@@ -2462,6 +2462,13 @@ EmStatus em_sym_new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, E
     return new_attr(T, base, name, method, out, self, 0);
 }
 
+/* 1 when the trace made a weakref.ref to o (made while tracing). */
+static int weakref_made_of(EmTracer *T, const EmSym *o) {
+    for (int32_t i = 0; i < T->syms.len; i++)
+        if (em_weakref_made(T->syms.data[i]) && T->syms.data[i]->items.data[0] == o) return 1;
+    return 0;
+}
+
 static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self, int generic) {
     PyTypeObject *tp = Py_TYPE(base->obj);
     const char *n = PyUnicode_AsUTF8(name);
@@ -2490,6 +2497,8 @@ static EmStatus new_attr(EmTracer *T, EmSym *base, PyObject *name, int method, E
             return EM_OK;
         }
         if (!strcmp(n, "__class__")) return known_out(T, (PyObject *)tp, tp->tp_name, out);
+        if (!strcmp(n, "__weakref__") && !weakref_made_of(T, base)) /* no weak reference to it yet */
+            return (*out = em_sym_const(T, Py_None)) ? EM_OK : EM_ERR;
         return em_trace_fail(T, EMA_ATTR, "%s.%s (descriptor of an object made while tracing)", tp->tp_name, n);
     }
     for (int32_t i = 0; i < attrs->keys.len; i++) {

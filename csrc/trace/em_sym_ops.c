@@ -89,10 +89,31 @@ EmStatus em_sym_items_eq(EmTracer *T, EmSym *x, EmSym *y, int lookup, int *eq) {
     return items_eq_at(T, x, y, lookup, 0, eq);
 }
 
+EmStatus em_seq_eq_traced(EmTracer *T, EmSym *a, EmSym *b, int *eq) {
+    int sa = seq_like(a);
+    if (!sa || sa != seq_like(b)) return CALL_NEXT;
+    *eq = seq_len(a) == seq_len(b);
+    for (Py_ssize_t i = 0; *eq && i < seq_len(a); i++) {
+        EmSym *x = seq_item(T, a, i), *y = x ? seq_item(T, b, i) : NULL;
+        if (!y) return EM_ERR;
+        if (x == y || (x->kind == SYM_CONST && y->kind == SYM_CONST && x->obj == y->obj)) continue;
+        EmStatus st = em_sym_eq_truth(T, x, y, eq);
+        if (st != EM_OK) return st;
+    }
+    return EM_OK;
+}
+
 /* ---- dispatch ---- */
 
 EmStatus em_sym_getattr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
     *self = NULL;
+    EmSymKind k = base->kind;
+    if ((k == SYM_TUPLE || k == SYM_LIST || k == SYM_DICT || k == SYM_SET) &&
+        !PyUnicode_Compare(name, EM_STR(dunder_class))) { /* object's __class__: type(c) */
+        PyTypeObject *tp = em_sym_known_type(base);
+        PyObject *cls_descr = _PyType_Lookup(&PyBaseObject_Type, EM_STR(dunder_class));
+        if (tp && _PyType_Lookup(tp, EM_STR(dunder_class)) == cls_descr) return em_sym_type(T, base, out);
+    }
     const EmSymOps *o = ops_of(base);
     if (o->getattr) return o->getattr(T, base, name, method, out, self);
     return em_trace_fail(T, EMA_ATTR, "%s of %s", PyUnicode_AsUTF8(name), em_sym_describe(base));
@@ -544,7 +565,21 @@ EmStatus em_sym_getitem_known(EmTracer *T, EmSym *c, EmSym *key, EmSym **out) {
     return em_sym_eval(T, em_op_fn(EMOP_SUBSCR), args, 2, out);
 }
 
+/* An instance made while tracing of a tuple or frozenset subclass that hashes and compares as
+ * its base: its contents, which every lookup finds as it finds the instance; else key. */
+static EmStatus plain_content_key(EmTracer *T, EmSym *key, EmSym **out) {
+    *out = key;
+    if (key->kind != SYM_NEW || !em_value_hashed(key)) return EM_OK;
+    PyTypeObject *tp = Py_TYPE(key->obj), *base = PyType_IsSubtype(tp, &PyTuple_Type)       ? &PyTuple_Type
+                                                  : PyType_IsSubtype(tp, &PyFrozenSet_Type) ? &PyFrozenSet_Type
+                                                                                            : NULL;
+    if (!base || tp->tp_richcompare != base->tp_richcompare || tp->tp_hash != base->tp_hash) return EM_OK;
+    return em_slot_operand(T, key, out);
+}
+
 EmStatus em_sym_contains_known(EmTracer *T, EmSym *c, EmSym *key, int *found) {
+    EmStatus kst = plain_content_key(T, key, &key);
+    if (kst != EM_OK) return kst;
     /* a tensor, or an object made while tracing hashed by identity, is no key of a set or dict
      * of constants (one of the frame's may hold its functions: they are its constants) */
     if (key->kind != SYM_OBJ && em_set_item_kind(key) == 1 &&

@@ -238,6 +238,7 @@ static EmStatus list_inplace(EmTracer *T, EmOp op, EmSym *a, EmSym *b, EmSym **o
 static EmStatus seq_equal(EmTracer *T, EmOp op, EmSym *a, EmSym *b, EmSym **out) {
     int eq = 0;
     EmStatus st = em_sym_items_eq(T, a, b, 0, &eq);
+    if (st == CALL_NEXT) st = em_seq_eq_traced(T, a, b, &eq); /* items with their own __eq__ */
     if (st != EM_OK) return st;
     *out = em_sym_const(T, eq == (op == EMOP_EQ) ? Py_True : Py_False);
     return *out ? EM_OK : EM_ERR;

@@ -305,6 +305,10 @@ EmStatus em_sym_truth(EmTracer *T, EmSym *s, int *out);
 EmStatus em_sym_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, EmSym **out);
 /* bool(a == b), traced (a's __eq__ first, as Python's ==): *eq. EM_OK, EM_ABORT or EM_ERR. */
 EmStatus em_sym_eq_truth(EmTracer *T, EmSym *a, EmSym *b, int *eq);
+/* a == b of two tuples (or two lists) as Python's: lengths, then each pair of items `x is y or
+ * x == y`, the == traced (a user __eq__ inlined), until one differs. CALL_NEXT where a or b is
+ * no such sequence or their kinds differ. */
+EmStatus em_seq_eq_traced(EmTracer *T, EmSym *a, EmSym *b, int *eq);
 /* <op> a for an operand that holds no tensor (NEG, POS, INVERT). */
 EmStatus em_sym_unop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym **out);
 /* `a is b`: *same 0 or 1. */

@@ -687,6 +687,86 @@ def test_sets_and_dict_keys_of_objects_with_their_own_hash():
     assert (c["breaks"], c["hits"], c["frames"]) == (0, 1, 2), c
 
 
+@dataclasses.dataclass(frozen=True)
+class _Inner:
+    a: float
+
+
+@dataclasses.dataclass(frozen=True)
+class _Outer:
+    inner: _Inner
+    z: int
+
+
+class _PlainFrozen(frozenset):
+    pass
+
+
+class _Guarded(dict):
+    """A dict subclass whose own methods refuse changes (dict(d) copies its storage anyway)."""
+
+    def pop(self, *args):
+        raise TypeError("frozen")
+
+
+class _Countdown:
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.n == 0:
+            raise StopIteration
+        self.n -= 1
+        return self.n
+
+
+_GUARDED = _Guarded(a=1, b=2)
+
+
+def test_class_hash_repr_and_equality_of_containers_holding_objects():
+    """c.__class__ of containers; hash() and == of tuples holding objects with their own
+    __hash__/__eq__ (a frozen dataclass's); repr()/str()/f-strings of containers holding objects
+    (a dataclass's repr, its recursion guard left out); a frozenset subclass found in a set;
+    dict() of a dict subclass of the caller; an object's __weakref__."""
+    def f(x):
+        t, lst = (x, x + 1), [x]
+        o = _Outer(_Inner(1.0), 2)
+        same = o == _Outer(_Inner(1.0), 2), o != _Outer(_Inner(2.0), 2), hash(o) == hash(_Outer(_Inner(1.0), 2))
+        path = (_Inner(0.5), _Outer(_Inner(1.5), 3))
+        text = (f"path={path}", str([_Inner(2.0)]), repr({"k": _Inner(3.0)}), f"{(_Inner(4.0),)}")
+        found = _PlainFrozen("abc") in _PlainFrozen([frozenset("abc")]), frozenset("ab") in {_PlainFrozen("ab")}
+        return (t.__class__([x * 2]), lst.__class__((x,)), type(t), same, {o: 1}[_Outer(_Inner(1.0), 2)], text,
+                found, list(dict(_GUARDED).items()), _Countdown(1).__weakref__)
+
+    one_graph(f, randn(3))
+
+
+def test_groupby_tee_and_next_of_user_iterators():
+    """itertools.groupby and itertools.tee made in the trace behave as CPython's (a group left
+    behind is empty once the next starts; tee of a tee shares it, the tee itself first);
+    next(o[, default]) of an object with its own __next__."""
+    import itertools
+
+    def f(x):
+        groups = list(itertools.groupby("aabbbc"))
+        late = [(k, list(g)) for k, g in groups]
+        live = [(k, list(g)) for k, g in itertools.groupby([1, 1, 2, 3, 3, 3])]
+        heads = [(k, next(g)) for k, g in itertools.groupby("aaabbc")]
+        by_len = [(k, list(g)) for k, g in itertools.groupby(["a", "bb", "cc", "d"], key=len)]
+        a, b = itertools.tee([x, x + 1, x + 2])
+        first = next(a)
+        c, d = itertools.tee(a, 2)
+        rest = [list(c), list(b), list(d), list(a), itertools.tee([1], 0)]
+        it = _Countdown(2)
+        counted = [next(it), next(it), next(it, "end")]
+        return first, late, live, heads, by_len, rest, counted, list(itertools.groupby([]))
+
+    one_graph(f, randn(3))
+
+
 def test_list_sort_with_a_key_empties_the_list_while_the_keys_run():
     # as CPython's list.sort: the list is empty during the sort, a change made to it meanwhile
     # raises ValueError (the sorted items kept), a key that raises leaves the items as they were
