@@ -780,10 +780,17 @@ EmStatus em_mapping_as_dict(EmTracer *T, EmSym *m, EmSym **out) {
     if (m->kind == SYM_VIEW && m->pos == 'm')
         return (*out = m->items.data[0]), EM_OK; /* a mappingproxy: its dict, read */
     /* a dict subclass of the frame iterating as dict: CPython copies its storage (dict_merge's
-     * fast path), whatever its own keys() or __getitem__ */
-    if (m->kind == SYM_OBJ && m->src >= 0 && !m->by_id && PyDict_Check(m->obj) && !PyDict_CheckExact(m->obj) &&
-        Py_TYPE(m->obj)->tp_iter == PyDict_Type.tp_iter)
-        return em_frame_items(T, m, out);
+     * fast path), whatever its own keys() or __getitem__; else it reads keys() then m[k], which
+     * are its items in order where both are dict's or OrderedDict's own */
+    if (m->kind == SYM_OBJ && m->src >= 0 && !m->by_id && PyDict_Check(m->obj) && !PyDict_CheckExact(m->obj)) {
+        PyTypeObject *tp = Py_TYPE(m->obj);
+        PyObject *kf = _PyType_Lookup(tp, EM_STR(keys)), *gf = _PyType_Lookup(tp, EM_STR(dunder_getitem));
+        if (tp->tp_iter == PyDict_Type.tp_iter ||
+            ((kf == _PyType_Lookup(&PyDict_Type, EM_STR(keys)) ||
+              kf == _PyType_Lookup((PyTypeObject *)EM_KNOWN(OrderedDict), EM_STR(keys))) &&
+             gf == _PyType_Lookup(&PyDict_Type, EM_STR(dunder_getitem))))
+            return em_frame_items(T, m, out);
+    }
     if (!em_sym_user_operand(m) || PyDict_Check(m->obj)) return CALL_NEXT;
     PyObject *kf = _PyType_Lookup(Py_TYPE(m->obj), EM_STR(keys));
     if (!kf || !PyFunction_Check(kf)) return CALL_NEXT;

@@ -1192,6 +1192,17 @@ EmStatus em_super(EmTracer *T, EmSym *cls, EmSym *obj, EmSym **out) {
 static EmStatus inline_attr_hook(EmTracer *T, PyObject *hook, EmSym *base, PyObject *name, EmSym **out) {
     EmSym *args[2] = {base, em_sym_const(T, name)};
     if (!args[1]) return EM_ERR;
+    PyTypeObject *tp = Py_TYPE(base->obj);
+    PyObject *gattr = hook == _PyType_Lookup(tp, EM_STR(dunder_getattribute))
+                          ? _PyType_Lookup(tp, EM_STR(dunder_getattr))
+                          : NULL;
+    if (PyFunction_Check(hook) && gattr && PyFunction_Check(gattr)) {
+        /* as CPython's slot: an AttributeError of __getattribute__ asks __getattr__ */
+        EmStatus st = em_inline(T, hook, args, 2, NULL, out);
+        if (st != EM_ABORT || !T->exc || !PyErr_GivenExceptionMatches(T->exc, PyExc_AttributeError)) return st;
+        Py_CLEAR(T->exc);
+        return em_inline(T, gattr, args, 2, NULL, out);
+    }
     if (PyFunction_Check(hook)) return em_inline(T, hook, args, 2, NULL, out);
     EmSym *f = em_sym_const(T, hook);
     return f ? em_call(T, f, NULL, args, 2, NULL, out) : EM_ERR;

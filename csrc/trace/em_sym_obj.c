@@ -515,6 +515,12 @@ static EmStatus call_op_dunder(EmTracer *T, EmOp op, int reflected, EmSym *x, Em
         if (plain && PyUnicode_CheckExact(x->obj) && op == EMOP_MOD) plain = 0; /* str % obj formats */
         if (plain && PyTuple_CheckExact(x->obj) && (op == EMOP_MUL || op == EMOP_ADD)) plain = 0;
         if (plain && u && PyObject_TypeCheck(u->obj, Py_TYPE(x->obj))) plain = 0;
+        /* a builtin container compared with an object of another family: its slot declines */
+        int fam = x->kind == SYM_CONST || user_operand(x) ? 0 : container_family(em_sym_known_type(x));
+        if (fam && u &&
+            (op == EMOP_EQ || op == EMOP_NE || op == EMOP_LT || op == EMOP_LE || op == EMOP_GT || op == EMOP_GE) &&
+            container_family(Py_TYPE(u->obj)) != fam)
+            plain = 1;
         return plain ? not_implemented(T, out)
                      : em_trace_fail(T, EMA_VALUE, "operator %s on %s", name, em_sym_describe(x));
     }

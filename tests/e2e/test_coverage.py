@@ -767,6 +767,42 @@ def test_groupby_tee_and_next_of_user_iterators():
     one_graph(f, randn(3))
 
 
+class _Mapped:
+    """An AttributeError of its __getattribute__ asks its __getattr__, as CPython's slot does."""
+
+    def __init__(self):
+        self.a = 2
+
+    def __getattribute__(self, key):
+        if key == "sentinel":
+            raise AttributeError(key)
+        return super().__getattribute__(key)
+
+    def __getattr__(self, key):
+        if key == "sentinel":
+            return 5
+        raise AttributeError(key)
+
+
+class _FrozenOrdered(collections.OrderedDict):
+    def pop(self, *args):
+        raise TypeError("frozen")
+
+
+def test_getattr_after_getattribute_dict_of_ordered_subclass_and_foreign_comparisons():
+    from torch.utils._ordered_set import OrderedSet
+
+    od = _FrozenOrdered(b=1, a=2)
+    od.move_to_end("b")
+
+    def f(x, m):
+        p, q = OrderedSet("abc"), OrderedSet("bef")
+        cmps = [p != q, p != {"a": 1}, {"a": 1} != p, [1] == p, p != (1,), OrderedSet.__ne__(p, q)]
+        return x * m.a * m.sentinel, list(dict(od).items()), cmps
+
+    one_graph(f, randn(3), _Mapped())
+
+
 def test_list_sort_with_a_key_empties_the_list_while_the_keys_run():
     # as CPython's list.sort: the list is empty during the sort, a change made to it meanwhile
     # raises ValueError (the sorted items kept), a key that raises leaves the items as they were
