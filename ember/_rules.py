@@ -114,6 +114,18 @@ TYPE_QUERIES = {torch._C._has_torch_function, torch._C._has_torch_function_unary
                 torch._C._has_torch_function_variadic, torch.overrides.has_torch_function,
                 torch.overrides.has_torch_function_unary, torch.overrides.has_torch_function_variadic,
                 torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.overrides.is_tensor_like}
+# queries of global state no guard of the GLOBAL_STATE kind checks (matmul and cuDNN settings,
+# the autograd engine's checkpoint flag): answered now, a constant, the entry guarded on the same
+# answer (csrc/trace/em_call.c known_state_query)
+STATE_QUERIES = {f for f in (
+    getattr(torch._C, n, None) for n in (
+        "_get_cublas_allow_tf32", "_get_cublas_allow_fp16_reduced_precision_reduction",
+        "_get_cublas_allow_bf16_reduced_precision_reduction", "_get_cublas_allow_fp16_accumulation",
+        "_get_cudnn_allow_tf32", "_get_cudnn_enabled", "_get_cudnn_benchmark", "_get_cudnn_deterministic",
+        "_get_mkldnn_enabled", "_get_float32_matmul_precision"))
+    if f is not None}
+if hasattr(torch.autograd, "_is_checkpoint_valid"):
+    STATE_QUERIES.add(torch.autograd._is_checkpoint_valid)
 # (torch.compiler.is_dynamo_compiling stays False: ember is not TorchDynamo, and torch.cond
 # then runs its eager path, which calls the chosen branch for a constant predicate)
 _set(TRUE, [torch.compiler.is_compiling, getattr(torch._dynamo, "is_compiling", None),

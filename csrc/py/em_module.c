@@ -166,6 +166,7 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
         helper_table(helper, "SYM_RULES", 1, &em_state.sym_rules) ||
         helper_table(helper, "TYPE_QUERIES", 0, &em_state.type_query_fns) ||
         helper_table(helper, "SIZE_FREE", 0, &em_state.size_free_fns) ||
+        helper_table(helper, "STATE_QUERIES", 0, &em_state.state_query_fns) ||
         helper_table(helper, "TRACE_AS", 1, &em_state.trace_as))
         return NULL;
     Py_XSETREF(em_state.object_getattribute,

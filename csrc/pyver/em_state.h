@@ -59,6 +59,7 @@ typedef struct {
     PyObject *sym_rules;     /* dict callable -> symbolic size rule (em_shape_sym.c) */
     PyObject *type_query_fns; /* set: CONST callables whose answer for a tensor depends only on its type */
     PyObject *size_free_fns;  /* set: queries whose answer does not depend on a tensor's sizes */
+    PyObject *state_query_fns; /* set: queries of global state the GLOBAL_STATE guard does not check */
     PyObject *trace_as;       /* dict callable -> the Python function the trace calls instead */
     /* graph calls that change global state (helper attributes of the same names) */
     PyObject *object_getattribute; /* object.__getattribute__ (a slot wrapper) */

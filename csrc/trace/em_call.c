@@ -2512,6 +2512,9 @@ static EmStatus call_known(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int
     for (int k = 0; k < EMK__COUNT; k++)
         if (PyTuple_GET_ITEM(em_state.known, k) == fn->obj)
             return handlers[k] ? handlers[k](T, fn, self, all, n, kwnames, out) : CALL_NEXT;
+    int query = fn->kind == SYM_OBJ || fn->kind == SYM_CONST ? PySet_Contains(em_state.state_query_fns, fn->obj) : 0;
+    if (query < 0) PyErr_Clear(); /* an unhashable callable is in no table */
+    if (query == 1) return known_state_query(T, fn, self, all, n, kwnames, out); /* _rules.STATE_QUERIES */
     if ((fn->kind == SYM_OBJ || fn->kind == SYM_CONST) && PyDict_GET_SIZE(em_state.trace_as)) {
         PyObject *as = PyDict_GetItemWithError(em_state.trace_as, fn->obj); /* _rules.TRACE_AS */
         if (!as) PyErr_Clear(); /* an unhashable callable is in no table */

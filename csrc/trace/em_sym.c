@@ -2112,6 +2112,9 @@ static int module_trusted(PyObject *o) {
 static EmStatus module_value(EmTracer *T, PyObject *o, PyObject *v, EmSym **out) {
     if (PyObject_TypeCheck(v, em_state.tensor_type))
         return em_trace_fail(T, EMA_ATTR, "tensor stored in module %s", module_label(o));
+    if (!is_pure(v, 0) && !PyType_Check(v) && !PyCallable_Check(v) && !PyModule_Check(v))
+        return known_out(T, v, Py_TYPE(v)->tp_name,
+                         out); /* a settings object (matmul, GLOBALS): its attributes guarded */
     *out = is_pure(v, 0) ? em_sym_const(T, v) : em_sym_new(T, SYM_OBJ);
     if (*out && (*out)->kind == SYM_OBJ) (*out)->obj = Py_NewRef(v);
     return *out ? EM_OK : EM_ERR;

@@ -257,6 +257,30 @@ def test_other_global_state_queries_are_guarded_constants():
     assert (c["frames"], c["recompiles"], c["hits"], c["breaks"]) == (2, 1, 1, 0), c
 
 
+def test_backend_settings_and_torch_module_objects_are_guarded():
+    """Settings read through torch's own objects (torch.backends.cuda.matmul.allow_tf32, whose
+    __getattr__ asks torch._C; ONNX's GLOBALS; the autograd engine's checkpoint flag): the
+    answer a constant, the entry guarded on it; a changed setting recompiles."""
+    def f(x):
+        y = x.sin() if torch.backends.cuda.matmul.allow_tf32 else x.cos()
+        if torch.onnx.is_in_onnx_export() or not torch.autograd._is_checkpoint_valid():
+            return y - 1
+        return y + 1
+
+    x = randn(3)
+    f(x)  # imports what is_in_onnx_export imports (an import is no graph op)
+    cf = ember.compile(f, fullgraph=True)
+    before = torch.backends.cuda.matmul.allow_tf32
+    try:
+        for on in (False, False, True):
+            torch.backends.cuda.matmul.allow_tf32 = on
+            assert_same(cf(x), f(x))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+    c = counters()
+    assert (c["frames"], c["recompiles"], c["hits"], c["breaks"]) == (2, 1, 1, 0), c
+
+
 def test_itertools_over_tensors_and_constants():
     """itertools' structural functions over syms: the real function runs on stand-ins, so the
     result's order and shape are Python's own; tensors come back as themselves."""
