@@ -654,6 +654,10 @@ GRAD_CTX = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
 # the graph's ops); with record=True its `as w` list is not modelled (a use of it aborts), nor
 # is module= (a filter set in its block would change the warnings module's filters)
 _set(CTX, GRAD_CTX + (torch.inference_mode, torch.autocast, warnings.catch_warnings))
+# torch.nn.attention.sdpa_kernel: the SDPA backends allowed in its block, set and restored by
+# the graph around the block's ops on ember's executor (Python backends leave it out, as
+# catch_warnings: their own attention kernels run)
+_set(CTX, [getattr(getattr(torch.nn, "attention", None), "sdpa_kernel", None)])
 # torch.vmap: its implementation is traced; the level it enters (vmap_increment_nesting) is a
 # context of the graph, the batch dimension added to and removed from tensors graph calls, on
 # batched meta tensors while tracing (as TorchDynamo puts them in its graphs); the vmap

@@ -1997,7 +1997,10 @@ static EmStatus type_attr(EmTracer *T, EmSym *base, PyObject *name, int method, 
     PyTypeObject *cls = (PyTypeObject *)base->obj, *meta = Py_TYPE(cls);
     const char *n = PyUnicode_AsUTF8(name);
     if (!n) return EM_ERR;
-    if (meta->tp_getattro != PyType_Type.tp_getattro &&
+    /* pybind11's metaclass reads as type's but for an instancemethod in the class dict */
+    PyObject *found = _PyType_Lookup(cls, name);
+    int pybind = !strcmp(meta->tp_name, "pybind11_type") && !(found && PyInstanceMethod_Check(found));
+    if (meta->tp_getattro != PyType_Type.tp_getattro && !pybind &&
         _PyType_Lookup(meta, EM_STR(dunder_getattribute)) != _PyType_Lookup(&PyType_Type, EM_STR(dunder_getattribute)))
         return em_trace_fail(T, EMA_ATTR, "%s.%s (metaclass with its own __getattribute__)", cls->tp_name, n);
     PyObject *mattr = _PyType_Lookup(meta, name);

@@ -543,7 +543,7 @@ class _Builder:
         _vmap_increment_nesting/_vmap_decrement_nesting, as TorchDynamo writes them."""
         if target is _rules.exit_ctx:
             entered = self.arg(args[0])
-            if entered is None:  # a catch_warnings block: not in the FX graph
+            if entered is None:  # a catch_warnings or sdpa_kernel block: not in the FX graph
                 return None
             if entered in self.vmap_levels:
                 return self.graph.call_function(_rules._predispatch._vmap_decrement_nesting, ())
@@ -551,6 +551,8 @@ class _Builder:
         cls, cargs, ckw = args[0][1]
         if cls is warnings.catch_warnings:  # the compiled kernels give no warnings to filter
             return None
+        if cls is getattr(getattr(torch.nn, "attention", None), "sdpa_kernel", None):
+            return None  # the backend's own attention kernels run (its lowering picks them)
         if cls in _rules._FUNCTORCH_CTX:  # a vmap level, as TorchDynamo writes it
             bound = inspect.signature(cls).bind(*cargs, **dict(ckw))
             vals = (bound.arguments["batch_size"], bound.arguments["randomness"])

@@ -553,3 +553,28 @@ def test_functorch_level_changes_run_once_in_python():
     assert maybe_current_level() is None, "the compiled call left a vmap level pushed"
     torch.testing.assert_close(got, want)
     torch.rand(2)  # raises in vmap's randomness "error" mode
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_sdpa_kernel_block_is_one_graph(backend):
+    """torch.nn.attention.sdpa_kernel: a with block the graph enters and leaves (the allowed SDPA
+    backends set around the block's ops on ember's executor, left out for Python backends, whose
+    own kernels run); the flags are restored after it."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+
+    def f(q):
+        with sdpa_kernel([SDPBackend.MATH, SDPBackend.EFFICIENT_ATTENTION]):
+            y = F.scaled_dot_product_attention(q, q, q)
+        with sdpa_kernel(SDPBackend.MATH):
+            z = F.scaled_dot_product_attention(q, q * 2, q)
+        return y + z
+
+    q = randn(1, 2, 4, 8)
+    flags = torch.backends.cuda.flash_sdp_enabled(), torch.backends.cuda.math_sdp_enabled()
+    cf = ember.compile(f, fullgraph=True, backend=backend)
+    for _ in range(2):
+        torch.testing.assert_close(cf(q), f(q))
+    assert (torch.backends.cuda.flash_sdp_enabled(), torch.backends.cuda.math_sdp_enabled()) == flags
+    c = counters()
+    assert (c["frames"], c["breaks"], c["hits"], c["fallbacks"]) == (1, 0, 1, 0), c
