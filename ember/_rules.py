@@ -2149,6 +2149,20 @@ def masked_select_meta(x, mask):
     return torch.empty((_stand_in_count(math.prod(b)),), dtype=x.dtype, device=x.device)
 
 
+def unique_meta(x, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """torch.unique's results for a meta run (dim=None): values (count,) of x's dtype, a stand-in
+    count; the inverse of x's sizes; counts (count,) int64."""
+    if not isinstance(x, torch.Tensor) or dim is not None:
+        raise NotImplementedError("unique along a dim")
+    c = _stand_in_count(x.numel())
+    out = [torch.empty((c,), dtype=x.dtype, device=x.device)]
+    if return_inverse:
+        out.append(torch.empty(x.shape, dtype=torch.long, device=x.device))
+    if return_counts:
+        out.append(torch.empty((c,), dtype=torch.long, device=x.device))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
 def mask_index_meta(x, mask):
     """x[mask] of a bool mask over x's leading dimensions: (count,) + the rest of x."""
     if mask.dtype != torch.bool or mask.dim() == 0 or mask.dim() > x.dim() or x.shape[:mask.dim()] != mask.shape:

@@ -118,3 +118,54 @@ EmStatus em_dyn_mask_index(EmTracer *T, EmSym **args, EmSym **out) {
     return dyn_output(T, "mask_index_meta", EMOP_SUBSCR, NULL, args, 2, NULL, static_numel(T, args[1]), args[0], mdim,
                       out);
 }
+
+/* torch.unique(x, sorted, return_inverse, return_counts, dim=None): (the flags as constants,
+ * positional or by keyword) its values and counts of a new unbacked count in [0, x.numel()],
+ * its inverse of x's sizes. CALL_NEXT for other forms (a dim: the rule's). */
+EmStatus em_known_unique(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
+    (void)self;
+    static const char *const names[] = {"input", "sorted", "return_inverse", "return_counts", "dim"};
+    EmSym *a[5] = {NULL, NULL, NULL, NULL, NULL};
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = n - nkw;
+    if (npos < 1 || npos > 5) return CALL_NEXT;
+    for (int i = 0; i < npos; i++) a[i] = all[i];
+    for (int k = 0; k < nkw; k++) {
+        int i = 0;
+        while (i < 5 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, k), names[i])) i++;
+        if (i == 5 || a[i]) return CALL_NEXT; /* Python's TypeError, from the call run as Python */
+        a[i] = all[npos + k];
+    }
+    int flag[5] = {0, 1, 0, 0, 0};
+    for (int i = 1; i < 4; i++) {
+        if (a[i] && (a[i]->kind != SYM_CONST || !PyBool_Check(a[i]->obj))) return CALL_NEXT;
+        if (a[i]) flag[i] = a[i]->obj == Py_True;
+    }
+    if (!is_tensor_of(T, a[0], 0) || (a[4] && !(a[4]->kind == SYM_CONST && a[4]->obj == Py_None))) return CALL_NEXT;
+    int on = em_capturing(T, "capture_dynamic_output_shape_ops");
+    if (on <= 0 || T->in_vmap) return on < 0 ? EM_ERR : CALL_NEXT;
+    PyObject *meta_fn = PyObject_GetAttrString(em_state.meta_run, "unique_meta");
+    if (!meta_fn) return EM_ERR;
+    EmStatus st = em_op_record(T, EMOP_CALL, fn->obj, all, n, kwnames, meta_fn, out);
+    Py_DECREF(meta_fn);
+    if (st != EM_OK) return st;
+    int nitems = (*out)->kind == SYM_TUPLE ? (*out)->items.len : 1;
+    if (nitems != 1 + flag[2] + flag[3]) return em_trace_fail(T, EMA_META, "unique_meta's results");
+    EmSym **items = (*out)->kind == SYM_TUPLE ? (*out)->items.data : out;
+    int64_t bound = static_numel(T, a[0]);
+    if (!em_int_active(T)) T->dyn_from = T->G->nodes.len;
+    int32_t e = em_size_new_unbacked(&T->sizes, em_ir_sizes(T->G, &T->G->nodes.data[items[0]->ref])[0], 0,
+                                     bound < 0 ? EM_SIZE_INF : bound);
+    EmSymLeaf leaf = {.ref = items[0]->ref, .slot = -1, .dim = 0, .expr = e};
+    if (e < 0 || em_vec_push(&T->sym_leaf, leaf)) return PyErr_NoMemory(), EM_ERR;
+    for (int k = 0; k < nitems; k++) {
+        EmRef r = items[k]->ref;
+        int inverse = flag[2] && k == 1, nd = T->G->nodes.data[r].ndim;
+        int32_t exprs[64];
+        if (nd > 64 || (!inverse && nd != 1)) return em_trace_fail(T, EMA_META, "unique_meta's result %d", k);
+        for (int i = 0; i < nd; i++)
+            if ((exprs[i] = inverse ? em_node_dim(T, a[0]->ref, i, &st) : e) < 0)
+                return st != EM_OK ? st : (PyErr_NoMemory(), EM_ERR);
+        if (em_node_set_dims(T, r, exprs, nd)) return EM_ERR;
+    }
+    return EM_OK;
+}

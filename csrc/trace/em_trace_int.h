@@ -909,6 +909,7 @@ EmStatus em_known_tensor_item(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, 
 EmStatus em_known_nonzero(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 EmStatus em_known_masked_select(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,
                                 EmSym **out);
+EmStatus em_known_unique(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 EmStatus em_known_where(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out);
 EmStatus em_dyn_mask_index(EmTracer *T, EmSym **args, EmSym **out);
 EmStatus em_known_tensor_tolist(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames,

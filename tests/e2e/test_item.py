@@ -536,8 +536,16 @@ def _where_keep(x, scores):  # detection-style: indices of the scores above a th
     return scores[keep] * 2, keep, rows + cols, torch.where(x > 0, x, 0.0), x[rows, cols].sum()
 
 
+def _uniques(labels, x):  # torch.unique's count from the data; its inverse of the input's sizes
+    u = torch.unique(labels)
+    v, inv, cnt = torch.unique(labels, return_inverse=True, return_counts=True)
+    w = labels.unique(sorted=True, return_counts=False)
+    return u * 2, v, inv, x[inv].sum(0), cnt.float().mean(), w.shape[0] + 1, u.sum()
+
+
 _DATA_SIZED = [
     (_selections, [(randn(7, seed=s),) for s in range(3)] + [(torch.zeros(7),), (torch.ones(7),)]),
+    (_uniques, [(torch.tensor(v), randn(6, 2, seed=1)) for v in ([3, 1, 3, 2, 1, 9], [5] * 6, [0, 1, 2, 3, 4, 5])]),
     (_rows, [(randn(6, 3, seed=s), randn(3, 2, seed=9)) for s in range(3)]),
     (_where_keep, [(randn(4, 5, seed=s), randn(8, seed=s + 3).abs()) for s in range(3)]),
 ]
