@@ -453,6 +453,75 @@ def container_repr(c):
     return "{" + inner + "}" if isinstance(c, set) else "frozenset({" + inner + "})"
 
 
+def _shim_count_elements(mapping, iterable):
+    """collections' C helper _count_elements (Counter.update of an iterable), as its pure-Python
+    fallback in collections does it."""
+    mapping_get = mapping.get
+    for elem in iterable:
+        mapping[elem] = mapping_get(elem, 0) + 1
+
+
+# heapq's C functions made in the trace: heapq's own Python sift functions (the reference
+# implementation the C module mirrors, comparison for comparison)
+import heapq as _heapq  # noqa: E402
+
+
+def _shim_heapify(x):
+    for i in reversed(range(len(x) // 2)):
+        _heapq._siftup(x, i)
+
+
+def _shim_heappush(heap, item):
+    heap.append(item)
+    _heapq._siftdown(heap, 0, len(heap) - 1)
+
+
+def _shim_heappop(heap):
+    last = heap.pop()
+    if heap:
+        first = heap[0]
+        heap[0] = last
+        _heapq._siftup(heap, 0)
+        return first
+    return last
+
+
+def _shim_heapreplace(heap, item):
+    first = heap[0]
+    heap[0] = item
+    _heapq._siftup(heap, 0)
+    return first
+
+
+def _shim_heappushpop(heap, item):
+    if heap and heap[0] < item:
+        item, heap[0] = heap[0], item
+        _heapq._siftup(heap, 0)
+    return item
+
+
+def _shim_heapify_max(x):
+    for i in reversed(range(len(x) // 2)):
+        _heapq._siftup_max(x, i)
+
+
+def _shim_heapreplace_max(heap, item):
+    first = heap[0]
+    heap[0] = item
+    _heapq._siftup_max(heap, 0)
+    return first
+
+
+def _shim_heappop_max(heap):
+    last = heap.pop()
+    if heap:
+        first = heap[0]
+        heap[0] = last
+        _heapq._siftup_max(heap, 0)
+        return first
+    return last
+
+
 def keyed_sort(items, keys, reverse):
     """sorted()'s result for items by keys that are not constants (csrc/trace/em_call.c
     known_keyed), traced: keys compared with `<` only, stably, reverse as CPython's list.sort
@@ -493,6 +562,21 @@ TRACE_AS = {torch.autograd.profiler.record_function: _record_function, operator.
             operator.attrgetter: _shim_attrgetter, operator.methodcaller: _shim_methodcaller,
             torch._C._log_api_usage_once: _log_api_usage_once, _functools.cmp_to_key: _shim_cmp_to_key,
             itertools.groupby: _shim_groupby, itertools.tee: _shim_tee}
+try:
+    import _heapq as _c_heapq
+    for _name, _shim in (("heapify", _shim_heapify), ("heappush", _shim_heappush), ("heappop", _shim_heappop),
+                         ("heapreplace", _shim_heapreplace), ("heappushpop", _shim_heappushpop),
+                         ("_heapify_max", _shim_heapify_max), ("_heapreplace_max", _shim_heapreplace_max),
+                         ("_heappop_max", _shim_heappop_max)):
+        if hasattr(_c_heapq, _name) and hasattr(_heapq, "_siftup") and hasattr(_heapq, "_siftup_max"):
+            TRACE_AS[getattr(_c_heapq, _name)] = _shim
+except ImportError:  # heapq's own Python functions run (traced as they are)
+    pass
+try:
+    from _collections import _count_elements as _c_count_elements
+    TRACE_AS[_c_count_elements] = _shim_count_elements
+except ImportError:  # collections' own Python version runs (traced as it is)
+    pass
 for _name in ("FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
               "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"):
     if hasattr(torch, _name):

@@ -292,11 +292,27 @@ static EmStatus list_reverse(EmTracer *T, EmSym *self, EmSym **out) {
 
 /* l.sort() of constants: Python's own stable sort of the values (list(range(n)).sort(key=vals
  * .__getitem__)), the syms permuted alike. Anything else (a tensor, a symbolic int) aborts. */
+/* l.sort() of items that are not all constants (tuples of objects, objects with their own <):
+ * _rules.keyed_sort traced on the items as their own keys, its order written into l. */
+static EmStatus list_sort_traced(EmTracer *T, EmSym *self, EmSym **out) {
+    static PyObject *ks; /* ember._rules.keyed_sort, owned for the process */
+    if (!ks && !(ks = PyObject_GetAttrString(em_state.meta_run, "keyed_sort"))) return EM_ERR;
+    EmSym *f = em_sym_const(T, ks), *tup = em_sym_new(T, SYM_TUPLE), *r = NULL;
+    for (int32_t i = 0; tup && i < self->items.len; i++)
+        if (em_vec_push(&tup->items, self->items.data[i])) return PyErr_NoMemory(), EM_ERR;
+    EmSym *args[3] = {tup, tup, em_sym_const(T, Py_False)};
+    EmStatus st = f && tup && args[2] ? em_call(T, f, NULL, args, 3, NULL, &r) : EM_ERR;
+    if (st != EM_OK) return st;
+    if (r->kind != SYM_LIST || r->items.len != self->items.len) return em_trace_fail(T, EMA_VALUE, "list.sort");
+    memcpy(self->items.data, r->items.data, sizeof(EmSym *) * (size_t)r->items.len);
+    self->mver++;
+    return none_out(T, out);
+}
+
 static EmStatus list_sort(EmTracer *T, EmSym *self, EmSym **out) {
     int32_t n = self->items.len;
     for (int32_t i = 0; i < n; i++)
-        if (self->items.data[i]->kind != SYM_CONST)
-            return em_trace_fail(T, EMA_VALUE, "list.sort of a %s", em_sym_describe(self->items.data[i]));
+        if (self->items.data[i]->kind != SYM_CONST) return list_sort_traced(T, self, out);
     PyObject *vals = PyList_New(n), *key = NULL, *order = PyList_New(n), *sort = NULL;
     EmSym **was = PyMem_Malloc(sizeof(EmSym *) * (size_t)(n ? n : 1));
     EmStatus st = EM_ERR;
@@ -312,9 +328,9 @@ static EmStatus list_sort(EmTracer *T, EmSym *self, EmSym **out) {
     PyObject *kw = Py_BuildValue("{s:O}", "key", key), *r = kw ? PyObject_VectorcallDict(sort, NULL, 0, kw) : NULL;
     Py_XDECREF(kw);
     Py_XDECREF(r);
-    if (!r) { /* incomparable values: Python raises TypeError where the trace cannot follow */
+    if (!r) { /* incomparable values: the comparisons traced, which raise as Python does */
         PyErr_Clear();
-        st = em_trace_fail(T, EMA_VALUE, "list.sort of values that do not compare");
+        st = list_sort_traced(T, self, out);
         goto done;
     }
     memcpy(was, self->items.data, sizeof(EmSym *) * (size_t)n);

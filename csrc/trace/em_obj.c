@@ -183,6 +183,14 @@ EmStatus em_builtin_on_items(EmTracer *T, PyObject *fn, EmSym *self, EmSym *item
     if (!n) return EM_ERR;
     int inplace = 0;
     EmStatus st = em_slot_call(T, n, items, args, nargs, out, &inplace);
+    PyObject *missing = !strcmp(n, "__getitem__") && nargs == 1 && PyDict_Check(self->obj)
+                            ? _PyType_Lookup(Py_TYPE(self->obj), EM_STR(dunder_missing))
+                            : NULL;
+    if (st == EM_ABORT && missing && PyFunction_Check(missing) && T->exc &&
+        PyErr_GivenExceptionMatches(T->exc, PyExc_KeyError)) { /* dict's subscript asks a subclass's __missing__ */
+        Py_CLEAR(T->exc);
+        return em_call_dunder(T, self, "__missing__", args, 1, out);
+    }
     if (st == EM_OK && inplace && !((*out)->kind == SYM_CONST && (*out)->obj == Py_NotImplemented)) *out = self;
     if (st != CALL_NEXT) return st;
     if (!Py_IS_TYPE(fn, &PyMethodDescr_Type))

@@ -89,6 +89,23 @@ EmStatus em_sym_items_eq(EmTracer *T, EmSym *x, EmSym *y, int lookup, int *eq) {
     return items_eq_at(T, x, y, lookup, 0, eq);
 }
 
+EmStatus em_seq_order_traced(EmTracer *T, EmOp op, EmSym *a, EmSym *b, EmSym **out) {
+    int sa = seq_like(a);
+    if (!sa || sa != seq_like(b)) return CALL_NEXT;
+    Py_ssize_t na = seq_len(a), nb = seq_len(b);
+    for (Py_ssize_t i = 0; i < na && i < nb; i++) {
+        EmSym *x = seq_item(T, a, i), *y = x ? seq_item(T, b, i) : NULL;
+        if (!y) return EM_ERR;
+        if (x == y || (x->kind == SYM_CONST && y->kind == SYM_CONST && x->obj == y->obj)) continue;
+        int eq = 0;
+        EmStatus st = em_sym_eq_truth(T, x, y, &eq);
+        if (st != EM_OK) return st;
+        if (!eq) return em_sym_binop(T, op, em_op_fn(op), x, y, out); /* the first differing pair decides */
+    }
+    int r = op == EMOP_LT ? na < nb : op == EMOP_LE ? na <= nb : op == EMOP_GT ? na > nb : na >= nb;
+    return (*out = em_sym_const(T, r ? Py_True : Py_False)) ? EM_OK : EM_ERR;
+}
+
 EmStatus em_seq_eq_traced(EmTracer *T, EmSym *a, EmSym *b, int *eq) {
     int sa = seq_like(a);
     if (!sa || sa != seq_like(b)) return CALL_NEXT;

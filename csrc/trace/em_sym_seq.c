@@ -251,6 +251,10 @@ static EmStatus seq_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b
         EmStatus est = seq_equal(T, op, a, b, out);
         if (est != CALL_NEXT) return est;
     }
+    if (op == EMOP_LT || op == EMOP_LE || op == EMOP_GT || op == EMOP_GE) { /* item by item, traced */
+        EmStatus ost = em_seq_order_traced(T, op, a, b, out);
+        if (ost != CALL_NEXT) return ost;
+    }
     if ((a->kind == SYM_LIST && a->seq_type) || (b->kind == SYM_LIST && b->seq_type))
         return em_trace_fail(T, EMA_VALUE, "an operator on a deque");
     if (a->kind == SYM_LIST && (op == EMOP_IADD || op == EMOP_IMUL)) return list_inplace(T, op, a, b, out);
@@ -533,6 +537,8 @@ static EmStatus iter_items(EmTracer *T, EmSym *s, EmSym **tmp_out) {
 static EmStatus iter_attr(EmTracer *T, EmSym *base, PyObject *name, int method, EmSym **out, EmSym **self) {
     int it = !PyUnicode_CompareWithASCIIString(name, "__iter__"),
         nx = !PyUnicode_CompareWithASCIIString(name, "__next__");
+    if (!method && nx) /* it.__next__ as a value: next bound to it */
+        return em_sym_method(T, EM_KNOWN(next), base, 0, out, self);
     if (method && !PyUnicode_CompareWithASCIIString(name, "__length_hint__") && !base->lazy) {
         *out = em_sym_known(T, EM_KNOWN(length_hint), "length_hint"); /* operator.length_hint(it) */
         *self = base;

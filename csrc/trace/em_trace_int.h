@@ -309,6 +309,10 @@ EmStatus em_sym_eq_truth(EmTracer *T, EmSym *a, EmSym *b, int *eq);
  * x == y`, the == traced (a user __eq__ inlined), until one differs. CALL_NEXT where a or b is
  * no such sequence or their kinds differ. */
 EmStatus em_seq_eq_traced(EmTracer *T, EmSym *a, EmSym *b, int *eq);
+/* a < b (op LT, LE, GT or GE) of two tuples (or two lists) as Python's: the first pair of items
+ * that are not equal (== traced) compared with op, its result the answer; else the lengths.
+ * CALL_NEXT where a or b is no such sequence or their kinds differ. */
+EmStatus em_seq_order_traced(EmTracer *T, EmOp op, EmSym *a, EmSym *b, EmSym **out);
 /* <op> a for an operand that holds no tensor (NEG, POS, INVERT). */
 EmStatus em_sym_unop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym **out);
 /* `a is b`: *same 0 or 1. */
