@@ -102,24 +102,29 @@ static EM_NEW PyObject *dict_value(EmSym *d) {
 }
 
 /* dict a == dict b as CPython compares them: lengths, then a's items in order, each key looked
- * up in b and the values compared `is`, then == (constants only: a pair of distinct non-constant
- * values, tensors, leaves it undecided: CALL_NEXT); two OrderedDicts equal as dicts then compare
- * their keys' order. Constant keys only. */
+ * up in b (em_dict_key: a key hashed by its own __hash__ compared by its traced ==) and the
+ * values compared `is`, then == (a user __eq__ traced; tensors' values leave it undecided); two
+ * OrderedDicts equal as dicts then compare their keys' order (keys that are no tokens). */
 static EmStatus dict_equal(EmTracer *T, EmSym *a, EmSym *b, int *eq) {
-    if (a->kind != SYM_DICT || b->kind != SYM_DICT || em_dict_has_tokens(a) || em_dict_has_tokens(b)) return CALL_NEXT;
+    if (a->kind != SYM_DICT || b->kind != SYM_DICT) return CALL_NEXT;
     *eq = a->keys.len == b->keys.len;
     for (int32_t i = 0; *eq && i < a->keys.len; i++) {
-        int32_t j = -1;
-        for (int32_t k = 0; j < 0 && k < b->keys.len; k++) {
-            int r = PyObject_RichCompareBool(a->keys.data[i], b->keys.data[k], Py_EQ);
-            if (r < 0) return PyErr_Clear(), CALL_NEXT;
-            if (r) j = k;
-        }
+        EmSym *ks = em_dict_key_sym(T, a->keys.data[i]);
+        PyObject *bk = NULL;
+        EmStatus st = EM_OK;
+        int r = ks ? em_dict_key(T, b, ks, 0, &bk, &st) : (st = EM_ERR, -1);
+        if (r < 0) return st;
+        int32_t j = r == 0 ? em_dict_find(b, bk) : -1;
+        if (j == -2) return PyErr_Clear(), CALL_NEXT;
         if (j < 0) return (*eq = 0), EM_OK;
-        EmStatus st = em_sym_items_eq(T, a->items.data[i], b->items.data[j], 0, eq);
+        EmSym *x = a->items.data[i], *y = b->items.data[j];
+        if (x == y) continue;
+        st = em_sym_items_eq(T, x, y, 0, eq);
+        if (st == CALL_NEXT) st = em_sym_eq_truth(T, x, y, eq); /* the stored value's __eq__ first */
         if (st != EM_OK) return st;
     }
     int od = a->seq_type == EM_KNOWN(OrderedDict) && b->seq_type == EM_KNOWN(OrderedDict);
+    if (*eq && od && (em_dict_has_tokens(a) || em_dict_has_tokens(b))) return CALL_NEXT;
     for (int32_t i = 0; *eq && od && i < a->keys.len; i++) {
         int r = PyObject_RichCompareBool(a->keys.data[i], b->keys.data[i], Py_EQ);
         if (r < 0) return PyErr_Clear(), CALL_NEXT;
@@ -259,6 +264,81 @@ static EmStatus view_contains(EmTracer *T, EmSym *v, EmSym *key, int *found) {
 static EmStatus view_truth(EmTracer *T, EmSym *v, int *out) {
     if (v->pos != 'm') return em_trace_fail(T, EMA_VALUE, "truth value of %s", em_sym_describe(v));
     return em_sym_truth(T, v->items.data[0], out);
+}
+
+/* x in view b as dictview's contains: a keys view looks the key up in its dict (em_dict_key), an
+ * items view the pair's key, then compares the value found == the pair's (traced); a set, a
+ * set's membership. */
+static EmStatus view_has(EmTracer *T, EmSym *b, EmSym *x, int *found) {
+    if (b->kind != SYM_VIEW) return em_sym_contains(T, b, x, found);
+    EmSym *d = b->items.data[0], *key = x, *val = NULL;
+    if (b->pos == 'i') {
+        EmSym *pair = x->kind == SYM_CONST && PyTuple_CheckExact(x->obj) ? NULL : x;
+        if (!pair && PyTuple_GET_SIZE(x->obj) == 2) {
+            key = em_sym_const(T, PyTuple_GET_ITEM(x->obj, 0));
+            val = em_sym_const(T, PyTuple_GET_ITEM(x->obj, 1));
+            if (!key || !val) return EM_ERR;
+        } else if (pair && pair->kind == SYM_TUPLE && !pair->seq_type && pair->items.len == 2) {
+            key = pair->items.data[0];
+            val = pair->items.data[1];
+        } else {
+            return (*found = 0), EM_OK; /* not a (key, value) pair */
+        }
+    }
+    PyObject *k = NULL;
+    EmStatus st = EM_OK;
+    int r = em_dict_key(T, d, key, 0, &k, &st);
+    if (r < 0) return st;
+    int32_t j = r == 0 ? em_dict_find(d, k) : -1;
+    if (j == -2) return EM_ERR;
+    *found = j >= 0;
+    if (!*found || !val || d->items.data[j] == val) return EM_OK;
+    return em_sym_eq_truth(T, d->items.data[j], val, found); /* the stored value's __eq__ first */
+}
+
+EmStatus em_view_compare(EmTracer *T, EmOp op, EmSym *a, EmSym *b, EmSym **out) {
+    int set_like_a = a->kind == SYM_VIEW && (a->pos == 'k' || a->pos == 'i'),
+        set_like_b = b->kind == SYM_VIEW && (b->pos == 'k' || b->pos == 'i');
+    int set_b = b->kind == SYM_SET || (b->kind == SYM_CONST && PyAnySet_Check(b->obj));
+    int set_a = a->kind == SYM_SET || (a->kind == SYM_CONST && PyAnySet_Check(a->obj));
+    if (!(op >= EMOP_LT && op <= EMOP_GE) || !((set_like_a && (set_like_b || set_b)) || (set_a && set_like_b)))
+        return CALL_NEXT;
+    if (!set_like_a) { /* a set op a view: the view's reflected comparison */
+        static const EmOp flip[] = {[EMOP_LT] = EMOP_GT, [EMOP_LE] = EMOP_GE, [EMOP_EQ] = EMOP_EQ,
+                                    [EMOP_NE] = EMOP_NE, [EMOP_GT] = EMOP_LT, [EMOP_GE] = EMOP_LE};
+        return em_view_compare(T, flip[op], b, a, out);
+    }
+    EmSym *ia = em_view_items(T, a), *ib = set_like_b ? em_view_items(T, b) : NULL;
+    if (!ia || (set_like_b && !ib)) return EM_ERR;
+    Py_ssize_t la = ia->items.len, lb = set_like_b ? ib->items.len : -1;
+    if (!set_like_b) {
+        EmSym *n = NULL, *lf = em_sym_known(T, EM_KNOWN(len), "len");
+        EmStatus lst = lf ? em_call(T, lf, NULL, &b, 1, NULL, &n) : EM_ERR;
+        if (lst != EM_OK) return lst;
+        if (n->kind != SYM_CONST || !PyLong_Check(n->obj)) return em_trace_fail(T, EMA_VALUE, "len() of a set");
+        lb = PyLong_AsSsize_t(n->obj);
+    }
+    /* dictview_richcompare: sizes first, then every item of the smaller side in the other */
+    int r = 0, sub = op == EMOP_LT || op == EMOP_LE || op == EMOP_EQ || op == EMOP_NE;
+    int sizes = op == EMOP_EQ || op == EMOP_NE ? la == lb
+                : op == EMOP_LT                ? la < lb
+                : op == EMOP_LE                ? la <= lb
+                : op == EMOP_GT                ? la > lb
+                                               : la >= lb;
+    if (sizes) {
+        EmSym *items = sub ? ia : (set_like_b ? ib : NULL), *other = sub ? b : a;
+        if (!items) { /* a set's items, in its order */
+            EmStatus ist = em_seq_items(T, b, &items);
+            if (ist != EM_OK) return ist;
+        }
+        r = 1;
+        for (int32_t i = 0; r && i < items->items.len; i++) {
+            EmStatus st = view_has(T, other, items->items.data[i], &r);
+            if (st != EM_OK) return st;
+        }
+    }
+    if (op == EMOP_NE) r = !r;
+    return (*out = em_sym_const(T, r ? Py_True : Py_False)) ? EM_OK : EM_ERR;
 }
 
 const EmSymOps em_view_ops = {

@@ -353,6 +353,10 @@ EmStatus em_sym_binop(EmTracer *T, EmOp op, PyObject *fn, EmSym *a, EmSym *b, Em
             return EM_ERR;
     }
     /* a symbolic int decides, on either side; so does a sequence times a constant (2 * [x]) */
+    if (a->kind == SYM_VIEW || b->kind == SYM_VIEW) { /* keys/items views compare as sets */
+        EmStatus vst = em_view_compare(T, op, a, b, out);
+        if (vst != CALL_NEXT) return vst;
+    }
     if ((op == EMOP_EQ || op == EMOP_NE) && never_equal(a, b))
         return (*out = em_sym_const(T, op == EMOP_NE ? Py_True : Py_False)) ? EM_OK : EM_ERR;
     if (em_sym_user_operand(a) || em_sym_user_operand(b)) return em_user_binop(T, op, a, b, out);

@@ -545,6 +545,10 @@ EmStatus em_dict_getitem(EmTracer *T, EmSym *d, EmSym *key, EmSym **out);
 EmStatus em_container_method(EmTracer *T, PyObject *fn, EmSym *self, EmSym **args, int nargs, EmSym **out);
 /* The current contents of a dict view sym as a new LIST sym (NULL on error). */
 EmSym *em_view_items(EmTracer *T, EmSym *view);
+/* view op other for a comparison op where a keys or items view meets another such view or a
+ * set (either side): CPython's dictview_richcompare (sizes, then each item of one side looked up
+ * in the other, an items view's values compared == traced). CALL_NEXT for other operands. */
+EmStatus em_view_compare(EmTracer *T, EmOp op, EmSym *a, EmSym *b, EmSym **out);
 /* OrderedDict(src, **kw) (factory NULL) or defaultdict(factory, src, **kw) (factory a sym, None
  * for none) as a dict sym of that type; src and kwvals as em_make_dict's. */
 EmStatus em_make_dict_of(EmTracer *T, PyObject *type, EmSym *factory, EmSym *src, EmSym **kwvals, PyObject *kwnames,

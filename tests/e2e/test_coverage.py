@@ -859,6 +859,33 @@ def test_ordering_of_tuples_and_lists_holding_objects():
     one_graph(f, randn(3))
 
 
+class _RaisesOnEq:
+    def __eq__(self, other):
+        raise KeyError("compared")
+
+    __hash__ = object.__hash__
+
+
+def test_dict_and_view_comparisons_compare_values_in_the_trace():
+    """== of dicts and the comparisons of keys/items views (with each other and with sets) as
+    CPython's: sizes, then lookups, values compared == in the trace (a raising __eq__ raises)."""
+    def f(x):
+        d1, d2, d3 = {"a": 1, "b": [2]}, {"a": 1, "b": [2], "c": 3}, {"a": 1, "b": [99]}
+        r = [d1.items() == d2.items(), d1.items() <= d2.items(), d1.items() < d2.items(), d1.items() == d3.items(),
+             d1.keys() <= d2.keys(), d2.keys() > d1.keys(), d1.keys() == {"a", "b"}, {"a", "b"} == d1.keys(),
+             {"a"} < d1.keys(), d1.keys() >= {"z"}, d1.values() == d1.values(), d1.keys() != d3.keys(),
+             d1.items() == {("a", 1)}, d1.keys() == ["a", "b"], {1: _Rank(1)} == {1: _Rank(1)}]
+        for a, b in (({1: _RaisesOnEq()}, {1: _RaisesOnEq()}), ({_HashedByValue(1): 1}, {1: 1})):
+            try:
+                r.append(a == b)
+                r.append(a.items() == b.items())
+            except KeyError:
+                r.append("raised")
+        return x + 1, r
+
+    one_graph(f, randn(3))
+
+
 def test_list_sort_with_a_key_empties_the_list_while_the_keys_run():
     # as CPython's list.sort: the list is empty during the sort, a change made to it meanwhile
     # raises ValueError (the sorted items kept), a key that raises leaves the items as they were
