@@ -1508,6 +1508,9 @@ static EmStatus known_clear_frames(EmTracer *T, EmSym *fn, EmSym *self, EmSym **
 static EmStatus known_bool(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, int n, PyObject *kwnames, EmSym **out) {
     (void)fn;
     (void)self;
+    if (n == 1 && !kwnames && all[0]->kind == SYM_ITEM) return em_item_conv(T, fn->obj, all[0], out);
+    if (n == 1 && !kwnames && all[0]->kind == SYM_TENSOR) /* bool(t) of a captured item: bool(t.item()) */
+        return em_tensor_conv(T, fn->obj, all[0], out);
     if (n != 1 || kwnames || all[0]->kind == SYM_CONST || all[0]->kind == SYM_TENSOR) return CALL_NEXT;
     int t;
     EmStatus st = em_sym_truth(T, all[0], &t);
@@ -2923,9 +2926,15 @@ static EmStatus call_by_rule(EmTracer *T, EmSym *fn, EmSym *self, EmSym **all, i
     if (ost != CALL_NEXT) return ost;
     PyObject *bound_to = PyCFunction_Check(f) ? PyCFunction_GET_SELF(f) : NULL;
     /* methods of immutable builtin values ("-".join, "{}".format, (1, 2).index): pure */
+    /* and their types' class methods and __new__ (int.from_bytes, bool.__new__(bool, 1)) */
+    int immutable_type = bound_to && PyCFunction_Check(f) &&
+                         (bound_to == (PyObject *)&PyUnicode_Type || bound_to == (PyObject *)&PyBytes_Type ||
+                          bound_to == (PyObject *)&PyLong_Type || bound_to == (PyObject *)&PyFloat_Type ||
+                          bound_to == (PyObject *)&PyBool_Type || bound_to == (PyObject *)&PyComplex_Type);
     int rule = (bound_to &&
                 (PyUnicode_CheckExact(bound_to) || PyBytes_CheckExact(bound_to) || PyLong_CheckExact(bound_to) ||
                  PyFloat_CheckExact(bound_to) || PyTuple_CheckExact(bound_to) || PyFrozenSet_CheckExact(bound_to) ||
+                 PyBool_Check(bound_to) || PyComplex_CheckExact(bound_to) || immutable_type ||
                  tuple_own_method(bound_to, f))) ||
                        immutable_unbound(f, all, n)
                    ? RULE_CONST

@@ -411,6 +411,16 @@ const EmSymOps em_item_ops = {
 /* ---- calls ---- */
 
 EmStatus em_item_conv(EmTracer *T, PyObject *fn, EmSym *s, EmSym **out) {
+    if (fn == (PyObject *)&PyBool_Type) { /* bool(n): itself for a bool, else n != 0 (a NaN is true) */
+        if (s->obj == (PyObject *)&PyBool_Type) return (*out = s), EM_OK;
+        EmStatus st = EM_OK;
+        PyObject *zero = PyLong_FromLong(0);
+        EmSym *args[2] = {s, zero ? em_sym_const(T, zero) : NULL};
+        Py_XDECREF(zero);
+        if (!args[1]) return EM_ERR;
+        *out = number_node(T, EMOP_NE, em_op_fn(EMOP_NE), "ne", args, 2, (PyObject *)&PyBool_Type, &st);
+        return *out ? EM_OK : st;
+    }
     PyObject *x = em_item_dummy(s, 0), *r = x ? PyObject_CallOneArg(fn, x) : NULL;
     Py_XDECREF(x);
     if (!r) return PyErr_Clear(), data_dep(T, "a conversion of");

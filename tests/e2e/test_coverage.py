@@ -886,6 +886,18 @@ def test_dict_and_view_comparisons_compare_values_in_the_trace():
     one_graph(f, randn(3))
 
 
+def test_methods_of_immutable_builtin_types_fold():
+    """Methods of complex and bool values and the class methods and __new__ of int, bool, str,
+    bytes and complex (bool.__new__(bool, 1), int.from_bytes) on constants are constants."""
+    def f(x):
+        c = (complex(1, 2).conjugate(), True.bit_length(), bool.__new__(bool), bool.__new__(bool, 1),
+             bool.from_bytes(b"\x00" * 2, "big"), int.from_bytes(b"\x01\x00", "little"), bytes.fromhex("ff"),
+             float.fromhex("0x1p-1"))
+        return x + c[0].real + c[5], c
+
+    one_graph(f, randn(3))
+
+
 def test_list_sort_with_a_key_empties_the_list_while_the_keys_run():
     # as CPython's list.sort: the list is empty during the sort, a change made to it meanwhile
     # raises ValueError (the sorted items kept), a key that raises leaves the items as they were

@@ -324,6 +324,17 @@ def test_int_and_float_of_a_tensor_are_its_item_converted(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_bool_of_a_tensor_is_its_item_converted(backend):
+    def f(mask, x):  # bool(n) of a number from .item(): n != 0 (a NaN is true), a bool itself
+        return bool((mask == 0).all()), bool(mask.sum() * 0.0), bool(x.sum() + float("nan")), bool(mask.any())
+
+    for m in (torch.zeros(2, 3), torch.tensor([[0.0, 1.0], [0.0, 0.0]])):
+        ember.reset()
+        ember.testing.reset_counters()
+        _exact_on(backend, f, m, randn(2))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_tolist_of_a_small_tensor_is_numbers(backend):
     def f(x, t, m):
         a, b = t.tolist()
