@@ -2349,6 +2349,8 @@ static EmStatus trusted_class_attr(EmTracer *T, EmSym *base, PyObject *name, con
              Py_IS_TYPE(v, &PyWrapperDescr_Type) || Py_IS_TYPE(v, &PyClassMethodDescr_Type) ||
              (!PyType_Check(base->obj) && PyCallable_Check(v)))
         *out = by_id_sym(T, v);
+    else if (PyType_Check(base->obj) && !PyCallable_Check(v) && !PyModule_Check(v))
+        *out = em_sym_known(T, v, n); /* a class's constant object (a pybind11 enum member): read as an input */
     else {
         EmStatus st = em_trace_fail(T, EMA_ATTR, "%s.%s of a %s", ((PyTypeObject *)base->obj)->tp_name, n,
                                     Py_TYPE(v)->tp_name);
