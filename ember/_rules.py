@@ -1069,22 +1069,9 @@ def _state_setter(fn):
         bool(_STATE_SETTER.search(name))
 
 
-def _allowed_in_graph(fn):
-    """Whether torch._dynamo.allow_in_graph marked the Python function fn: a graph call, run on
-    meta values while tracing and for real by the graph, as TorchDynamo puts it in its graph."""
-    rules = sys.modules.get("torch._dynamo.trace_rules")
-    ids = getattr(rules, "_allowed_callable_ids", None)
-    try:
-        return isinstance(fn, types.FunctionType) and ids is not None and id(fn) in ids
-    except Exception:  # noqa: BLE001 - another torch's registry
-        return False
-
-
 def _classify(fn):
     if isinstance(fn, enum.EnumMeta) and type(fn).__call__ is enum.EnumMeta.__call__:
         return CONST  # E(1): the member of that value (looked up, nothing made)
-    if _allowed_in_graph(fn):
-        return GRAPH
     if _state_setter(fn):
         return ABORT
     if _numpy_pure(fn):

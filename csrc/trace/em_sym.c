@@ -2112,12 +2112,19 @@ static int module_trusted(PyObject *o) {
 
 /* v, an attribute of module o that is not guarded (trusted library modules): a constant, or
  * an object sym by identity; a tensor stored in a module is refused. */
+/* v is an instance of a class made in Python or by pybind11 (torch.backends.cuda.matmul, ONNX's
+ * GLOBALS, an SDPBackend member) that is no container, callable, class or module: a trusted
+ * module's or class's object read by identity, its attributes guarded like an input's. */
+static int settings_object(PyObject *v) {
+    return !is_pure(v, 0) && (Py_TYPE(v)->tp_flags & Py_TPFLAGS_HEAPTYPE) && !PyType_Check(v) && !PyCallable_Check(v) &&
+           !PyModule_Check(v) && !PyDict_Check(v) && !PyList_Check(v) && !PyTuple_Check(v) && !PyAnySet_Check(v);
+}
+
 static EmStatus module_value(EmTracer *T, PyObject *o, PyObject *v, EmSym **out) {
     if (PyObject_TypeCheck(v, em_state.tensor_type))
         return em_trace_fail(T, EMA_ATTR, "tensor stored in module %s", module_label(o));
-    if (!is_pure(v, 0) && !PyType_Check(v) && !PyCallable_Check(v) && !PyModule_Check(v))
-        return known_out(T, v, Py_TYPE(v)->tp_name,
-                         out); /* a settings object (matmul, GLOBALS): its attributes guarded */
+    if (settings_object(v)) /* torch.backends.cuda.matmul, ONNX's GLOBALS: its attributes guarded */
+        return known_out(T, v, Py_TYPE(v)->tp_name, out);
     *out = is_pure(v, 0) ? em_sym_const(T, v) : em_sym_new(T, SYM_OBJ);
     if (*out && (*out)->kind == SYM_OBJ) (*out)->obj = Py_NewRef(v);
     return *out ? EM_OK : EM_ERR;
@@ -2349,7 +2356,7 @@ static EmStatus trusted_class_attr(EmTracer *T, EmSym *base, PyObject *name, con
              Py_IS_TYPE(v, &PyWrapperDescr_Type) || Py_IS_TYPE(v, &PyClassMethodDescr_Type) ||
              (!PyType_Check(base->obj) && PyCallable_Check(v)))
         *out = by_id_sym(T, v);
-    else if (PyType_Check(base->obj) && !PyCallable_Check(v) && !PyModule_Check(v))
+    else if (PyType_Check(base->obj) && settings_object(v))
         *out = em_sym_known(T, v, n); /* a class's constant object (a pybind11 enum member): read as an input */
     else {
         EmStatus st = em_trace_fail(T, EMA_ATTR, "%s.%s of a %s", ((PyTypeObject *)base->obj)->tp_name, n,

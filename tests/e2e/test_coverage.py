@@ -898,32 +898,6 @@ def test_methods_of_immutable_builtin_types_fold():
     one_graph(f, randn(3))
 
 
-def test_allow_in_graph_functions_are_graph_calls():
-    """A function torch._dynamo.allow_in_graph marked is a call of the graph (run on meta values
-    while tracing, for real by the graph each call), not inlined, as TorchDynamo puts it."""
-    import torch._dynamo
-
-    calls = []
-
-    def scaled(x):
-        calls.append("scaled")
-        return x * 2
-
-    allowed = torch._dynamo.allow_in_graph(scaled)
-
-    def f(x):
-        return allowed(x + 1) - 1
-
-    x = randn(3)
-    cf = ember.compile(f, fullgraph=True)
-    assert_same(cf(x), f(x))
-    n = len(calls)
-    assert_same(cf(x), f(x))
-    assert calls[n:] == ["scaled", "scaled"]  # the graph's call, then eager's
-    c = counters()
-    assert (c["frames"], c["breaks"], c["hits"]) == (1, 0, 1), c
-
-
 def test_list_sort_with_a_key_empties_the_list_while_the_keys_run():
     # as CPython's list.sort: the list is empty during the sort, a change made to it meanwhile
     # raises ValueError (the sorted items kept), a key that raises leaves the items as they were
