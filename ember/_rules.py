@@ -476,14 +476,18 @@ def _shim_heappush(heap, item):
     _heapq._siftdown(heap, 0, len(heap) - 1)
 
 
-def _shim_heappop(heap):
+def _heap_pop(heap, siftup):
     last = heap.pop()
     if heap:
         first = heap[0]
         heap[0] = last
-        _heapq._siftup(heap, 0)
+        siftup(heap, 0)
         return first
     return last
+
+
+def _shim_heappop(heap):
+    return _heap_pop(heap, _heapq._siftup)
 
 
 def _shim_heapreplace(heap, item):
@@ -513,13 +517,7 @@ def _shim_heapreplace_max(heap, item):
 
 
 def _shim_heappop_max(heap):
-    last = heap.pop()
-    if heap:
-        first = heap[0]
-        heap[0] = last
-        _heapq._siftup_max(heap, 0)
-        return first
-    return last
+    return _heap_pop(heap, _heapq._siftup_max)
 
 
 def keyed_sort(items, keys, reverse):
