@@ -1282,7 +1282,8 @@ static int key_hash(PyObject *key, Py_hash_t *h) {
 }
 
 int em_value_hashed(const EmSym *k) {
-    if (k->kind != SYM_NEW && (k->kind != SYM_OBJ || k->src < 0 || PyType_Check(k->obj))) return 0;
+    /* an object guarded by identity only is not: its hash would be taken once, unguarded */
+    if (k->kind != SYM_NEW && (k->kind != SYM_OBJ || k->src < 0 || k->by_id || PyType_Check(k->obj))) return 0;
     PyTypeObject *tp = Py_TYPE(k->obj);
     PyObject *h = _PyType_Lookup(tp, EM_STR(dunder_hash));
     if (h && PyFunction_Check(h)) return 1;

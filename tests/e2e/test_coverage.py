@@ -898,6 +898,24 @@ def test_methods_of_immutable_builtin_types_fold():
     one_graph(f, randn(3))
 
 
+_GLOBAL_KEY = _HashedByValue(1)
+
+
+def test_a_global_object_hashed_by_value_is_not_taken_once():
+    """A global read by identity whose hash depends on its state: a change of that state is seen
+    (its lookup runs as Python where it cannot be guarded)."""
+    def f(x):
+        return x + (_HashedByValue(1) in {_GLOBAL_KEY, _HashedByValue(2)})
+
+    cf, x = ember.compile(f), randn(1)
+    try:
+        assert_same(cf(x), f(x))
+        _GLOBAL_KEY.v = 5
+        assert_same(cf(x), f(x))
+    finally:
+        _GLOBAL_KEY.v = 1
+
+
 def test_list_sort_with_a_key_empties_the_list_while_the_keys_run():
     # as CPython's list.sort: the list is empty during the sort, a change made to it meanwhile
     # raises ValueError (the sorted items kept), a key that raises leaves the items as they were
