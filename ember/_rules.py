@@ -2215,8 +2215,8 @@ def nonzero_meta(x, *, as_tuple=False):
     as_tuple (torch.where(x)) its columns, as eager's unbind(1) gives them (one for a 0-d x)."""
     if not isinstance(x, torch.Tensor):
         raise NotImplementedError("nonzero of a non-tensor")
-    r = torch.empty((_stand_in_count(x.numel()), max(x.dim(), 1) if as_tuple else x.dim()), dtype=torch.long,
-                    device=x.device)
+    n, d = _stand_in_count(x.numel()), max(x.dim(), 1) if as_tuple else x.dim()
+    r = torch.empty_strided((n, d), (1, n), dtype=torch.long, device=x.device)  # eager's layout
     return r.unbind(1) if as_tuple else r
 
 

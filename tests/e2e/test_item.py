@@ -576,6 +576,28 @@ def test_data_dependent_result_sizes(backend, fn, calls):
     assert (c["frames"], c["breaks"], c["aborts"]) == (1, 0, 0), c
 
 
+def _layouts(x):
+    s = x.nonzero()
+    s.contiguous()
+    rows, cols, deps = x.nonzero(as_tuple=True)
+    return s, s.contiguous(), s.t(), s[:, 1], rows, torch.where(x > 0)[2], x.masked_select(x > 0)
+
+
+def _same_layout(a, b):  # strides of the dimensions of more than one element (as is_contiguous reads them)
+    return a.shape == b.shape and (a.numel() == 0 or all(x == y for n, x, y in zip(a.shape, a.stride(), b.stride()) if n > 1))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_data_dependent_result_layouts(backend):
+    """nonzero's result is eager's (count, dim) of strides (1, count), its columns contiguous."""
+    cf = ember.compile(_layouts, backend=backend, fullgraph=True)
+    for x in (randn(2, 4, 4, seed=1), torch.zeros(2, 3, 3), torch.eye(3).reshape(1, 3, 3), randn(3, 1, 2, seed=2)):
+        got, want = cf(x), _layouts(x)
+        assert_same(got, want)
+        for g, w in zip(got, want):
+            assert _same_layout(g, w), (g.shape, g.stride(), w.stride())
+
+
 def test_data_dependent_result_sizes_under_inductor():
     import warnings
     for fn, calls in _DATA_SIZED:
