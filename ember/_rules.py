@@ -1819,6 +1819,8 @@ for _names, _owners, _rule in (
         ("conv1d conv2d conv3d", (_F, torch), _C.SYMR_CONV),
         ("flatten", (_T, torch), _C.SYMR_FLATTEN),
         ("squeeze", (_T, torch), _C.SYMR_SQUEEZE),
+        ("tensor as_tensor scalar_tensor", (torch,), _C.SYMR_DATA),
+        ("new_tensor", (_T,), _C.SYMR_NEW_DATA),
         ("linear", (_F, _NN), _C.SYMR_LINEAR)):
     for _o in _owners:
         for _f in _fns(_o, _names):

@@ -1107,6 +1107,18 @@ static int any_sym(EmTracer *T, EmSym **args, int nargs, int depth) {
     return 0;
 }
 
+/* Whether args (nested in tuples and lists) hold a tensor of symbolic sizes. */
+static int sym_tensor_held(EmTracer *T, EmSym **args, int nargs, int depth) {
+    for (int i = 0; i < nargs; i++) {
+        EmSym *s = args[i];
+        if (s->kind == SYM_TENSOR && em_node_has_sym_dims(T, s->ref)) return 1;
+        if ((s->kind == SYM_TUPLE || s->kind == SYM_LIST) && depth < 4 &&
+            sym_tensor_held(T, s->items.data, s->items.len, depth + 1))
+            return 1;
+    }
+    return 0;
+}
+
 /* Pins every SYM_INT among args that reads an unbacked symbol: an op no rule covers given a
  * size from .item() (as a dim, a size) could have other metadata than its meta run's on the
  * stand-in (em_size_require counts the pin undecided: the trace aborts). */
@@ -1180,6 +1192,13 @@ EmStatus em_shape_sym(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
             case SYMR_FLATTEN: ok = npos >= 1 ? rule_flatten(T, args, npos, kwnames, &r, &st) : 0; break;
             case SYMR_SQUEEZE: ok = npos >= 1 ? rule_squeeze(T, args, npos, kwnames, &r, &st) : 0; break;
             case SYMR_SDPA: ok = rule_sdpa(T, args, npos, &r, &st); break;
+            case SYMR_DATA:
+            case SYMR_NEW_DATA: { /* symbolic numbers among the data are its values (graph values) */
+                int skip = rule == SYMR_NEW_DATA && nargs >= 1;
+                if (!sym_tensor_held(T, args + skip, nargs - skip, 0))
+                    return em_node_set_dims(T, out->ref, NULL, 0) ? EM_ERR : EM_OK;
+                break;
+            }
             default: break;
         }
     }

@@ -210,6 +210,22 @@ def test_factories_and_new_tensors_take_symbolic_sizes():
     assert frames() == 1
 
 
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_tensors_made_from_sizes_keep_them_symbolic(backend):
+    """torch.tensor/as_tensor/scalar_tensor/new_tensor of sizes: the sizes are the data, not
+    the result's shape, which the data's nesting gives: one compile for every size."""
+    def f(x):
+        b, s = x.shape
+        t = torch.tensor([b, s * 2]) + 1
+        u = x.new_tensor([[s], [b - 1]]) * x.sum()
+        v = torch.as_tensor([float(3), s], dtype=torch.float32).sum() + x
+        return t, u, v, torch.scalar_tensor(s - 1) * 2, torch.tensor(b)
+
+    cf = ember.compile(f, dynamic=True, backend=backend)
+    run_all(f, cf, [(randn(n, m),) for n, m in ((2, 3), (4, 5), (3, 7))])
+    assert frames() == 1
+
+
 def test_mark_dynamic_and_mark_static():
     def f(x):
         return x.reshape(x.shape[0], -1).sum(1)

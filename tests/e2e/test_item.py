@@ -583,6 +583,18 @@ def _layouts(x):
     return s, s.contiguous(), s.t(), s[:, 1], rows, torch.where(x > 0)[2], x.masked_select(x > 0)
 
 
+def _counts_as_data(a):  # a count from the data in a tensor's data: its shape is the list's
+    n = a.nonzero().squeeze(-1).numel()
+    return a.new_tensor([n, n + 1, n * 2]), torch.tensor([[n], [a.shape[0] - n]]) + 1
+
+
+def test_data_dependent_count_as_tensor_data():
+    cf = ember.compile(_counts_as_data, backend="eager", fullgraph=True)
+    for a in (torch.tensor([1, 0, 0, 5]), torch.tensor([1, 1, 1, 5]), torch.zeros(4, dtype=torch.long)):
+        assert_same(cf(a), _counts_as_data(a))
+    assert counters()["frames"] == 1
+
+
 def _same_layout(a, b):  # strides of the dimensions of more than one element (as is_contiguous reads them)
     return a.shape == b.shape and (a.numel() == 0 or all(x == y for n, x, y in zip(a.shape, a.stride(), b.stride()) if n > 1))
 
