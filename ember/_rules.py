@@ -1799,10 +1799,13 @@ _SAME_NAMES = ("float double half bfloat16 int long short bool char byte to type
                "dropout dropout_ alpha_dropout zero_ fill_ copy_ nan_to_num rms_norm rsqrt tanh sigmoid relu gelu "
                "silu softplus softmax log_softmax layer_norm group_norm batch_norm instance_norm normalize neg "
                "abs exp log sqrt sin cos erf logical_not bitwise_not sign floor ceil round relu_ gelu_ silu_ "
-               "hardtanh leaky_relu elu mish hardswish hardsigmoid relu6 sigmoid_ tanh_ mul_ add_ sub_ div_")
+               "hardtanh leaky_relu elu mish hardswish hardsigmoid relu6 sigmoid_ tanh_ mul_ add_ sub_ div_ "
+               "zeros_like ones_like empty_like full_like rand_like randn_like randint_like scatter scatter_ "
+               "scatter_add scatter_add_ scatter_reduce scatter_reduce_ index_add index_add_ index_copy index_copy_ "
+               "index_fill index_fill_ masked_scatter masked_scatter_")
 for _names, _owners, _rule in (
         (_SAME_NAMES, (_T, torch, _F), _C.SYMR_SAME),
-        ("where masked_fill", (_T, torch), _C.SYMR_BROADCAST),  # the mask may broadcast x
+        ("where masked_fill lerp addcmul addcdiv", (_T, torch), _C.SYMR_BROADCAST),  # the mask may broadcast x
         ("matmul bmm mm", (_T, torch), _C.SYMR_MATMUL),
         ("sum mean amax amin prod any all logsumexp nansum", (_T, torch), _C.SYMR_REDUCE),
         ("zeros ones empty rand randn", (torch,), _C.SYMR_FACTORY),
@@ -1821,6 +1824,20 @@ for _names, _owners, _rule in (
         ("squeeze", (_T, torch), _C.SYMR_SQUEEZE),
         ("tensor as_tensor scalar_tensor", (torch,), _C.SYMR_DATA),
         ("new_tensor", (_T,), _C.SYMR_NEW_DATA),
+        ("gather", (_T, torch), _C.SYMR_GATHER),
+        ("index_select", (_T, torch), _C.SYMR_INDEX_SELECT),
+        ("max min median nanmedian mode", (_T, torch), _C.SYMR_MINMAX),
+        ("sort argsort cummax cummin", (_T, torch), _C.SYMR_SORT),
+        ("topk", (_T, torch), _C.SYMR_TOPK),
+        ("argmax argmin", (_T, torch), (_C.SYMR_REDUCE_AT, 12)),
+        ("var std", (_T, torch), (_C.SYMR_REDUCE_AT, 13)),
+        ("norm", (_T, torch), (_C.SYMR_REDUCE_AT, 23)),
+        ("count_nonzero", (_T, torch), (_C.SYMR_REDUCE_AT, 10)),
+        ("expand_as view_as reshape_as", (_T,), _C.SYMR_AS),
+        ("repeat", (_T,), _C.SYMR_REPEAT),
+        ("stack", (torch,), _C.SYMR_STACK),
+        ("pad", (_NN, _F), _C.SYMR_PAD),
+        ("_native_multi_head_attention", (torch,), _C.SYMR_MHA),
         ("linear", (_F, _NN), _C.SYMR_LINEAR)):
     for _o in _owners:
         for _f in _fns(_o, _names):

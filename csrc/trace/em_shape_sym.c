@@ -308,10 +308,32 @@ static int dim_mask(EmSym *dim, int ndim, uint64_t *out) {
     return 1;
 }
 
+/* s as a sequence of ints (a tuple or list, of constants or symbolic ints): their expressions. */
+static int int_seq(EmTracer *T, EmSym *s, Dims *out) {
+    if (s->kind == SYM_CONST && (PyTuple_CheckExact(s->obj) || PyList_CheckExact(s->obj))) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(s->obj);
+        if (n > 64) return 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *v = PySequence_Fast_GET_ITEM(s->obj, i);
+            long x = PyLong_CheckExact(v) ? PyLong_AsLong(v) : -1;
+            if (!PyLong_CheckExact(v) || (x == -1 && PyErr_Occurred())) return PyErr_Clear(), 0;
+            if ((out->e[i] = em_size_const(&T->sizes, x)) < 0) return PyErr_Clear(), 0;
+        }
+        out->n = (int)n;
+        return 1;
+    }
+    if ((s->kind != SYM_TUPLE && s->kind != SYM_LIST) || s->items.len > 64) return 0;
+    for (int32_t i = 0; i < s->items.len; i++)
+        if ((out->e[i] = int_of(T, s->items.data[i])) < 0) return 0;
+    out->n = s->items.len;
+    return 1;
+}
+
 /* Sizes given as varargs from `from`, or as one tuple/list/Size: their expressions. */
 static int size_list(EmTracer *T, EmSym **args, int from, int npos, Dims *out) {
     EmSym **items = args + from;
     int n = npos - from;
+    if (n == 1 && args[from]->kind == SYM_CONST && !PyLong_Check(args[from]->obj)) return int_seq(T, args[from], out);
     if (n == 1 && (args[from]->kind == SYM_TUPLE || args[from]->kind == SYM_LIST)) {
         items = args[from]->items.data;
         n = args[from]->items.len;
@@ -428,6 +450,123 @@ static int rule_reduce(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, D
     for (int i = 0; i < x.n; i++)
         if (!((red >> i) & 1)) r->e[r->n++] = x.e[i];
         else if (keepdim) r->e[r->n++] = one;
+    return 1;
+}
+
+/* gather(x, dim, index): index's sizes. */
+static int rule_gather(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, Dims *r, EmStatus *st) {
+    EmSym *index = arg_at(args, npos, kwnames, 2, "index");
+    if (!index || !is_tensor(index)) return 0;
+    return dims_of(T, index, r, st) ? -1 : 1;
+}
+
+/* index_select(x, dim, index): x's sizes, dimension dim the index's length. */
+static int rule_index_select(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, Dims *r, EmStatus *st) {
+    EmSym *dim = arg_at(args, npos, kwnames, 1, "dim"), *index = arg_at(args, npos, kwnames, 2, "index");
+    long d;
+    int w;
+    if (!is_tensor(args[0]) || !dim || !index || !is_tensor(index) || !const_int(dim, &d)) return 0;
+    Dims ix;
+    if (dims_of(T, args[0], r, st) || dims_of(T, index, &ix, st)) return -1;
+    if (ix.n > 1 || !wrap(d, r->n ? r->n : 1, &w) || r->n == 0) return 0;
+    r->e[w] = ix.n ? ix.e[0] : em_size_const(&T->sizes, 1);
+    return r->e[w] < 0 ? (*st = EM_ERR, PyErr_NoMemory(), -1) : 1;
+}
+
+/* max/min(a, b) of two tensors: broadcast; else (x[, dim, keepdim]) as a reduction. */
+static int rule_minmax(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, Dims *r, EmStatus *st) {
+    EmSym *other = arg_at(args, npos, kwnames, 1, "other");
+    if (other && is_tensor(other)) {
+        EmSym *two[2] = {args[0], other};
+        return rule_broadcast(T, two, 2, r, st);
+    }
+    return rule_reduce(T, args, npos, kwnames, r, st);
+}
+
+/* A reduction whose dim is positional argument dim_at (or dim=), keepdim positional keep_at
+ * (or keepdim=; keep_at 0: none): rule_reduce's result. */
+static int rule_reduce_at(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, int dim_at, int keep_at, Dims *r,
+                          EmStatus *st) {
+    EmSym *a[3] = {args[0], arg_at(args, npos, kwnames, dim_at, "dim"),
+                   keep_at ? arg_at(args, npos, kwnames, keep_at, "keepdim") : NULL};
+    if (npos > (keep_at > dim_at ? keep_at : dim_at) + 1) return 0; /* more than the rule reads */
+    Dims x;
+    if (!is_tensor(args[0]) || dims_of(T, args[0], &x, st)) return PyErr_Occurred() ? -1 : 0;
+    uint64_t red;
+    int keepdim = 0;
+    if (a[2]) {
+        if (a[2]->kind != SYM_CONST || !PyBool_Check(a[2]->obj)) return 0;
+        keepdim = a[2]->obj == Py_True;
+    }
+    if (a[1] && a[1]->kind == SYM_CONST && PyBool_Check(a[1]->obj)) return 0; /* var(x, False): unbiased */
+    if (!dim_mask(a[1], x.n, &red)) return 0;
+    if (!red) red = ~(uint64_t)0;
+    int32_t one = em_size_const(&T->sizes, 1);
+    if (one < 0) return *st = EM_ERR, PyErr_NoMemory(), -1;
+    r->n = 0;
+    for (int i = 0; i < x.n; i++)
+        if (!((red >> i) & 1)) r->e[r->n++] = x.e[i];
+        else if (keepdim) r->e[r->n++] = one;
+    return 1;
+}
+
+/* expand_as/view_as/reshape_as(x, other): other's sizes. */
+static int rule_as(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, Dims *r, EmStatus *st) {
+    EmSym *other = arg_at(args, npos, kwnames, 1, "other");
+    if (!other || !is_tensor(other)) return 0;
+    return dims_of(T, other, r, st) ? -1 : 1;
+}
+
+/* x.repeat(*sizes): x's sizes, 1 before them up to len(sizes), times sizes. */
+static int rule_repeat(EmTracer *T, EmSym **args, int npos, Dims *r, EmStatus *st) {
+    Dims x;
+    if (npos < 2 || !is_tensor(args[0]) || !size_list(T, args, 1, npos, r)) return 0;
+    if (dims_of(T, args[0], &x, st)) return -1;
+    if (r->n < x.n) return 0; /* eager's error, from the meta run */
+    for (int i = 0; i < x.n; i++) {
+        int at = r->n - x.n + i;
+        if ((r->e[at] = em_size_op(&T->sizes, EMS_MUL, r->e[at], x.e[i])) < 0)
+            return *st = EM_ERR, PyErr_NoMemory(), -1;
+    }
+    return 1;
+}
+
+/* stack(tensors, dim=0): the tensors' sizes (required equal) with len(tensors) inserted at dim. */
+static int rule_stack(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, Dims *r, EmStatus *st) {
+    EmSym *seq = args[0], *dim = arg_at(args, npos, kwnames, 1, "dim");
+    long d = 0;
+    if ((seq->kind != SYM_TUPLE && seq->kind != SYM_LIST) || !seq->items.len || (dim && !const_int(dim, &d))) return 0;
+    Dims x;
+    for (int32_t i = 0; i < seq->items.len; i++) {
+        EmSym *t = seq->items.data[i];
+        if (!is_tensor(t)) return 0;
+        if (dims_of(T, t, i ? &x : r, st)) return -1;
+        if (i && x.n != r->n) return 0;
+        for (int k = 0; i && k < x.n; k++)
+            if (r->e[k] != x.e[k] && em_size_require(&T->sizes, EMSR_EQ, r->e[k], x.e[k]))
+                return *st = EM_ERR, PyErr_NoMemory(), -1;
+    }
+    int w;
+    if (r->n >= 64 || !wrap(d, r->n + 1, &w)) return 0;
+    memmove(&r->e[w + 1], &r->e[w], sizeof(int32_t) * (size_t)(r->n - w));
+    if ((r->e[w] = em_size_const(&T->sizes, seq->items.len)) < 0) return *st = EM_ERR, PyErr_NoMemory(), -1;
+    r->n++;
+    return 1;
+}
+
+/* pad(x, pad[, mode, value]): dimension -1-i grown by pad[2i] + pad[2i+1]. */
+static int rule_pad(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, Dims *r, EmStatus *st) {
+    EmSym *pad = arg_at(args, npos, kwnames, 1, "pad");
+    Dims p;
+    if (!is_tensor(args[0]) || !pad || !int_seq(T, pad, &p) || p.n % 2) return 0;
+    if (dims_of(T, args[0], r, st)) return -1;
+    if (p.n / 2 > r->n) return 0;
+    for (int32_t i = 0; i < p.n / 2; i++) {
+        int32_t lo = p.e[2 * i], hi = p.e[2 * i + 1];
+        int32_t *e = &r->e[r->n - 1 - i];
+        if ((*e = em_size_op(&T->sizes, EMS_ADD, *e, em_size_op(&T->sizes, EMS_ADD, lo, hi))) < 0)
+            return *st = EM_ERR, PyErr_NoMemory(), -1;
+    }
     return 1;
 }
 
@@ -634,7 +773,8 @@ static int32_t bound_expr(EmTracer *T, EmSym *b) {
 static int32_t slice_len(EmTracer *T, int32_t e, EmSym *start, EmSym *stop, EmSym *step) {
     EmSizes *S = &T->sizes;
     long sv = 1;
-    if (!(step->kind == SYM_CONST && step->obj == Py_None) && !(const_int(step, &sv) && sv == 1)) return -1;
+    if (!(step->kind == SYM_CONST && step->obj == Py_None) && !(const_int(step, &sv) && sv >= 1 && sv < (1L << 30)))
+        return -1;
     int32_t bs = bound_expr(T, start), bt = bound_expr(T, stop);
     if (bs == -2 || bt == -2) return -1;
     int32_t z = em_size_const(S, 0);
@@ -643,8 +783,13 @@ static int32_t slice_len(EmTracer *T, int32_t e, EmSym *start, EmSym *stop, EmSy
     if (lo < 0 || hi < 0) return -2;
     int32_t len = em_size_sub(S, hi, lo);
     if (len < 0) return -2;
-    if (em_size_hint(S, len) >= 0) return em_size_require(S, EMSR_GE, len, z) ? -2 : len;
-    return em_size_require(S, EMSR_LT, len, z) ? -2 : z;
+    if (em_size_hint(S, len) < 0) return em_size_require(S, EMSR_LT, len, z) ? -2 : z;
+    if (em_size_require(S, EMSR_GE, len, z)) return -2;
+    if (sv == 1) return len;
+    int32_t k = em_size_const(S, sv), k1 = em_size_const(S, sv - 1); /* a step k: ceil(len / k) */
+    int32_t up = k < 0 || k1 < 0 ? -1 : em_size_op(S, EMS_ADD, len, k1);
+    int32_t r = up < 0 ? -1 : em_size_op(S, EMS_FLOORDIV, up, k);
+    return r < 0 ? -2 : r;
 }
 
 /* slice_len of a constant slice object. */
@@ -1134,6 +1279,97 @@ static EmStatus pin_unbacked(EmTracer *T, EmSym **args, int nargs, int depth) {
     return EM_OK;
 }
 
+/* topk(x, k, dim=-1): x's sizes with dim's k. */
+static int rule_topk(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, Dims *r, EmStatus *st) {
+    EmSym *k = arg_at(args, npos, kwnames, 1, "k"), *dim = arg_at(args, npos, kwnames, 2, "dim");
+    long d = -1;
+    int w;
+    int32_t ke = k ? int_of(T, k) : -1;
+    if (ke < 0 || (dim && !const_int(dim, &d))) return 0;
+    if (dims_of(T, args[0], r, st)) return -1;
+    if (!wrap(d, r->n ? r->n : 1, &w) || r->n == 0) return 0;
+    r->e[w] = ke;
+    return 1;
+}
+
+/* (values, indices) of max/min/median/mode(x, dim) or sort(x): each the reduction's sizes, or
+ * x's. Sizes the rule does not match stay unknown (a read pins what they came from). */
+static EmStatus tuple_alike(EmTracer *T, int rule, EmSym **args, int nargs, PyObject *kwnames, EmSym *out) {
+    int npos = nargs - (kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0);
+    Dims r = {.n = 0};
+    EmStatus st = EM_OK;
+    int ok = npos < 1 || !is_tensor(args[0]) ? 0
+             : rule == SYMR_MINMAX           ? rule_reduce(T, args, npos, kwnames, &r, &st)
+             : rule == SYMR_TOPK             ? rule_topk(T, args, npos, kwnames, &r, &st)
+                                             : (dims_of(T, args[0], &r, &st) ? -1 : 1);
+    if (ok < 0) return st == EM_OK ? EM_ERR : st;
+    for (int32_t k = 0; ok == 1 && k < (rule == SYMR_MHA ? 1 : out->items.len); k++) { /* MHA: its weights unknown */
+        EmSym *t = out->items.data[k];
+        if (t->kind != SYM_TENSOR || T->G->nodes.data[t->ref].ndim != r.n) return pin_unbacked(T, args, nargs, 0);
+        const EmNode *n = &T->G->nodes.data[t->ref];
+        for (int i = 0; i < r.n; i++)
+            if (em_size_hint(&T->sizes, r.e[i]) != em_ir_sizes(T->G, n)[i]) return pin_unbacked(T, args, nargs, 0);
+        if (em_node_set_dims(T, t->ref, r.e, r.n)) return EM_ERR;
+    }
+    return ok == 1 ? EM_OK : pin_unbacked(T, args, nargs, 0);
+}
+
+/* The result sizes of fn(args) by its em_sym_rules.def row into *r: 1, 2 when they are static
+ * (the data of torch.tensor), 0 when no rule applies, -1 with *st set. */
+static int call_rule(EmTracer *T, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, Dims *rr, EmStatus *st) {
+    int npos = nargs - (kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0), shape_rule = 0, ok = 0;
+    int rule = rule_of(fn, &shape_rule);
+    if (PyErr_Occurred()) return *st = EM_ERR, -1;
+    switch (rule) {
+        case SYMR_SAME:
+            if (npos >= 1 && is_tensor(args[0])) ok = dims_of(T, args[0], rr, st) ? -1 : 1;
+            break;
+        case SYMR_BROADCAST: ok = rule_broadcast(T, args, nargs, rr, st); break;
+        case SYMR_LINEAR: ok = rule_linear(T, args, npos, rr, st); break;
+        case SYMR_MATMUL: ok = rule_matmul(T, args, npos, rr, st); break;
+        case SYMR_REDUCE: ok = npos >= 1 ? rule_reduce(T, args, npos, kwnames, rr, st) : 0; break;
+        case SYMR_VIEWS: ok = npos >= 1 ? rule_view_family(T, shape_rule, args, npos, rr, st) : 0; break;
+        case SYMR_FACTORY:
+        case SYMR_FULL:
+        case SYMR_NEW_FACTORY:
+        case SYMR_NEW_FULL: ok = rule_factory(T, rule, args, npos, rr); break;
+        case SYMR_ARANGE: ok = rule_arange(T, args, npos, rr, st); break;
+        case SYMR_CAT: ok = npos >= 1 ? rule_cat(T, args, npos, kwnames, rr, st) : 0; break;
+        case SYMR_EMBEDDING: ok = rule_embedding(T, args, npos, rr, st); break;
+        case SYMR_EMBEDDING_W: {
+            EmSym *sw[2] = {npos >= 2 ? args[1] : NULL, args[0]};
+            ok = npos >= 2 ? rule_embedding(T, sw, 2, rr, st) : 0;
+            break;
+        }
+        case SYMR_ADDMM: ok = rule_addmm(T, args, npos, rr, st); break;
+        case SYMR_CONV:
+        case SYMR_MAX_POOL:
+        case SYMR_AVG_POOL: ok = npos >= 2 ? rule_window(T, rule, shape_rule, args, npos, kwnames, rr, st) : 0; break;
+        case SYMR_ADAPTIVE: ok = npos >= 1 ? rule_adaptive(T, shape_rule, args, npos, kwnames, rr, st) : 0; break;
+        case SYMR_FLATTEN: ok = npos >= 1 ? rule_flatten(T, args, npos, kwnames, rr, st) : 0; break;
+        case SYMR_SQUEEZE: ok = npos >= 1 ? rule_squeeze(T, args, npos, kwnames, rr, st) : 0; break;
+        case SYMR_SDPA: ok = rule_sdpa(T, args, npos, rr, st); break;
+        case SYMR_GATHER: ok = npos >= 1 ? rule_gather(T, args, npos, kwnames, rr, st) : 0; break;
+        case SYMR_INDEX_SELECT: ok = npos >= 1 ? rule_index_select(T, args, npos, kwnames, rr, st) : 0; break;
+        case SYMR_MINMAX: ok = npos >= 1 && is_tensor(args[0]) ? rule_minmax(T, args, npos, kwnames, rr, st) : 0; break;
+        case SYMR_SORT: ok = npos >= 1 && is_tensor(args[0]) ? (dims_of(T, args[0], rr, st) ? -1 : 1) : 0; break;
+        case SYMR_REDUCE_AT:
+            ok = npos >= 1 ? rule_reduce_at(T, args, npos, kwnames, shape_rule / 10, shape_rule % 10, rr, st) : 0;
+            break;
+        case SYMR_AS: ok = npos >= 1 ? rule_as(T, args, npos, kwnames, rr, st) : 0; break;
+        case SYMR_REPEAT: ok = rule_repeat(T, args, npos, rr, st); break;
+        case SYMR_STACK: ok = npos >= 1 ? rule_stack(T, args, npos, kwnames, rr, st) : 0; break;
+        case SYMR_PAD: ok = npos >= 1 ? rule_pad(T, args, npos, kwnames, rr, st) : 0; break;
+        case SYMR_DATA:
+        case SYMR_NEW_DATA: { /* symbolic numbers among the data are its values (graph values) */
+            int skip = rule == SYMR_NEW_DATA && nargs >= 1;
+            return sym_tensor_held(T, args + skip, nargs - skip, 0) ? 0 : 2;
+        }
+        default: break;
+    }
+    return ok;
+}
+
 EmStatus em_shape_sym(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int nargs, PyObject *kwnames, EmSym *out) {
     if (!em_int_active(T) || !out) return EM_OK;
     /* a tuple of tensors: its length is fixed by the op (max(dim), topk) or by a size (the split
@@ -1143,13 +1379,16 @@ EmStatus em_shape_sym(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
         int rule = rule_of(fn, &shape_rule);
         if (PyErr_Occurred()) return EM_ERR;
         int npos = nargs - (kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0);
-        return rule == SYMR_SPLIT ? rule_split(T, fn, args, npos, kwnames, out) : EM_OK;
+        if (rule == SYMR_SPLIT) return rule_split(T, fn, args, npos, kwnames, out);
+        return rule == SYMR_MINMAX || rule == SYMR_SORT || rule == SYMR_TOPK || rule == SYMR_MHA
+                   ? tuple_alike(T, rule, args, nargs, kwnames, out)
+                   : EM_OK;
     }
     if (out->kind != SYM_TENSOR) return EM_OK;
     const EmNode *n = &T->G->nodes.data[out->ref];
     if (n->vkind != EMV_TENSOR) return EM_OK;
     if (!any_sym(T, args, nargs, 0)) return em_node_set_dims(T, out->ref, NULL, 0) ? EM_ERR : EM_OK;
-    int npos = nargs - (kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0), shape_rule = 0, ok = 0;
+    int npos = nargs - (kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0), ok = 0;
     EmStatus st = EM_OK;
     Dims r = {.n = 0};
     EmOpKind kind = em_op_info[op].kind;
@@ -1159,51 +1398,15 @@ EmStatus em_shape_sym(EmTracer *T, EmOp op, PyObject *fn, EmSym **args, int narg
     else if (op == EMOP_CALL && fn && PySet_Contains(em_state.pointwise_fns, fn) == 1)
         ok = rule_broadcast(T, args, nargs, &r, &st); /* keyword operands too (other=, min=) */
     else if (op == EMOP_CALL && fn) {
-        int rule = rule_of(fn, &shape_rule);
-        if (PyErr_Occurred()) return EM_ERR;
-        switch (rule) {
-            case SYMR_SAME:
-                if (npos >= 1 && is_tensor(args[0])) ok = dims_of(T, args[0], &r, &st) ? -1 : 1;
-                break;
-            case SYMR_BROADCAST: ok = rule_broadcast(T, args, nargs, &r, &st); break;
-            case SYMR_LINEAR: ok = rule_linear(T, args, npos, &r, &st); break;
-            case SYMR_MATMUL: ok = rule_matmul(T, args, npos, &r, &st); break;
-            case SYMR_REDUCE: ok = npos >= 1 ? rule_reduce(T, args, npos, kwnames, &r, &st) : 0; break;
-            case SYMR_VIEWS: ok = npos >= 1 ? rule_view_family(T, shape_rule, args, npos, &r, &st) : 0; break;
-            case SYMR_FACTORY:
-            case SYMR_FULL:
-            case SYMR_NEW_FACTORY:
-            case SYMR_NEW_FULL: ok = rule_factory(T, rule, args, npos, &r); break;
-            case SYMR_ARANGE: ok = rule_arange(T, args, npos, &r, &st); break;
-            case SYMR_CAT: ok = npos >= 1 ? rule_cat(T, args, npos, kwnames, &r, &st) : 0; break;
-            case SYMR_EMBEDDING: ok = rule_embedding(T, args, npos, &r, &st); break;
-            case SYMR_EMBEDDING_W: {
-                EmSym *sw[2] = {npos >= 2 ? args[1] : NULL, args[0]};
-                ok = npos >= 2 ? rule_embedding(T, sw, 2, &r, &st) : 0;
-                break;
-            }
-            case SYMR_ADDMM: ok = rule_addmm(T, args, npos, &r, &st); break;
-            case SYMR_CONV:
-            case SYMR_MAX_POOL:
-            case SYMR_AVG_POOL:
-                ok = npos >= 2 ? rule_window(T, rule, shape_rule, args, npos, kwnames, &r, &st) : 0;
-                break;
-            case SYMR_ADAPTIVE: ok = npos >= 1 ? rule_adaptive(T, shape_rule, args, npos, kwnames, &r, &st) : 0; break;
-            case SYMR_FLATTEN: ok = npos >= 1 ? rule_flatten(T, args, npos, kwnames, &r, &st) : 0; break;
-            case SYMR_SQUEEZE: ok = npos >= 1 ? rule_squeeze(T, args, npos, kwnames, &r, &st) : 0; break;
-            case SYMR_SDPA: ok = rule_sdpa(T, args, npos, &r, &st); break;
-            case SYMR_DATA:
-            case SYMR_NEW_DATA: { /* symbolic numbers among the data are its values (graph values) */
-                int skip = rule == SYMR_NEW_DATA && nargs >= 1;
-                if (!sym_tensor_held(T, args + skip, nargs - skip, 0))
-                    return em_node_set_dims(T, out->ref, NULL, 0) ? EM_ERR : EM_OK;
-                break;
-            }
-            default: break;
-        }
+        ok = call_rule(T, fn, args, nargs, kwnames, &r, &st);
     }
     if (ok < 0) return st == EM_OK ? EM_ERR : st;
+    if (ok == 2) return em_node_set_dims(T, out->ref, NULL, 0) ? EM_ERR : EM_OK;
     n = &T->G->nodes.data[out->ref];
+    if (n->ndim == 0) { /* no sizes to know; a size from .item() given to an op no rule covers is pinned */
+        st = ok == 1 ? EM_OK : pin_unbacked(T, args, nargs, 0);
+        return st != EM_OK ? st : em_node_set_dims(T, out->ref, NULL, 0) ? EM_ERR : EM_OK;
+    }
     if (ok != 1 || r.n != n->ndim) /* unknown: a read pins what it came from */
         return pin_unbacked(T, args, nargs, 0);
     for (int i = 0; i < r.n; i++)

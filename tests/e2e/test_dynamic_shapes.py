@@ -317,12 +317,46 @@ def test_stride_read_pins_sizes():
 
 def test_unruled_op_pins_what_it_came_from():
     def f(x):
-        m, _ = x.max(dim=1)  # a tuple result: no size rule
-        return m.view(m.shape[0], 1) + x
+        d = torch.diag(x[:, 0])  # no size rule
+        return d.view(d.shape[0], -1)[:, :1] + x
 
     cf = ember.compile(f, dynamic=True)
     run_all(f, cf, [(randn(n, 3),) for n in (2, 4, 4)])
     assert frames() == 2
+
+
+_RULED = [  # ops whose result sizes follow from their operands' symbolic ones: no pin
+    lambda x: x.max(dim=1)[0].view(x.shape[0], 1) + x,
+    lambda x: x.min(1, keepdim=True).indices + x.median(dim=0).values + torch.max(x, x.flip(0)),
+    lambda x: x.sort(dim=-1)[0] + x.argsort(0) + x.cummax(0).values + x.topk(2, dim=1).values.sum(1, keepdim=True),
+    lambda x: x.gather(1, x.argsort(1)[:, :2]).sum(1) + x.index_select(0, torch.arange(x.shape[0])).sum(1),
+    lambda x: x.argmax(1, keepdim=True) + x.var(1, True, True) + x.std(dim=0) + x.norm(2, 1, True) + x.max(),
+    lambda x: torch.full_like(x, 2) + torch.zeros_like(x).scatter(1, x.argsort(1), x) + torch.lerp(x, x * 2, 0.5),
+    lambda x: x[:1].expand_as(x) + x.t().reshape_as(x) + x.repeat((2, 1))[:x.shape[0]] + x.repeat(1, 2)[:, :3],
+    lambda x: torch.stack([x, x * 2], dim=-1).sum(-1) + F.pad(x, (1, 1))[:, 1:-1] + F.pad(x, (0, 0, 0, x.shape[0]))[1:1 + x.shape[0]],
+    lambda x: x.view((x.shape[0], 3, 1)).squeeze(-1) + torch.count_nonzero(x > 0, 1)[:, None],
+    lambda x: torch.cat([x[..., ::2, :], x[1::2]], 0).sum(0) + x[::3].sum(0) + x[:, 1::2].sum(1, keepdim=True),
+]
+
+
+def test_native_attention_fast_path_keeps_sizes_symbolic():
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
+
+    def f(x):
+        return mha(x, x, x, need_weights=False)[0] + 1
+
+    cf = ember.compile(f, dynamic=True)
+    with torch.no_grad():  # eval and no grad: torch._native_multi_head_attention
+        run_all(f, cf, [(randn(2, n, 8, seed=n),) for n in (3, 5, 6)])
+    assert frames() == 1
+
+
+@pytest.mark.parametrize("k", range(len(_RULED)))
+def test_ruled_ops_keep_sizes_symbolic(k):
+    f = _RULED[k]
+    cf = ember.compile(f, dynamic=True)
+    run_all(f, cf, [(randn(n, 3, seed=n),) for n in (2, 4, 5, 7)])
+    assert frames() == 1
 
 
 def test_sizes_cross_a_graph_break():
