@@ -1116,10 +1116,14 @@ def _classify(fn):
             return UNKNOWN  # nn.Module.__init__ once TorchDynamo ran: the original, then a tag (_generation_tag)
         return ABORT  # TorchDynamo's machinery (disable wrappers, set_eval_frame): runs at a break
     elif isinstance(fn, types.FunctionType) and mod in _GRAPH_PY_MODULES and not (
-            mod == "torch.nn.init" and fn.__name__.startswith("_")):
+            mod == "torch.nn.init" and fn.__name__.startswith("_")) and not (
+            mod == "torch.overrides" and "." in getattr(fn, "__qualname__", "")) and \
+            fn.__name__ not in ("__enter__", "__exit__"):
         # torch's Python-level operators; any other Python function (nn.Module methods, user
         # code, nn.init's private helpers such as _calculate_correct_fan, which compute Python
-        # values from sizes) is inlined
+        # values from sizes, the methods of torch.overrides' mode classes and any class's
+        # __enter__/__exit__, which push modes or set state: as GRAPH calls they would run
+        # while tracing) is inlined
         return GRAPH
     return UNKNOWN
 

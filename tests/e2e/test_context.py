@@ -578,3 +578,42 @@ def test_sdpa_kernel_block_is_one_graph(backend):
     assert (torch.backends.cuda.flash_sdp_enabled(), torch.backends.cuda.math_sdp_enabled()) == flags
     c = counters()
     assert (c["frames"], c["breaks"], c["hits"], c["fallbacks"]) == (1, 0, 1, 0), c
+
+
+class _ZerosForAdd(__import__("torch.overrides", fromlist=["BaseTorchFunctionMode"]).BaseTorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.add:
+            return torch.zeros(2, 2)
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def _mode_block(x, y):
+    with _ZerosForAdd():
+        o = torch.add(x, 3)  # the mode's answer: zeros
+    return torch.add(o, y)  # the mode left: zeros + y
+
+
+def _mode_block_raises(x):
+    with _ZerosForAdd():
+        raise ValueError("inside")
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_torch_function_mode_block_runs_as_eager_and_leaves_no_mode(fullgraph):
+    """A TorchFunctionMode entered in the compiled function: its __enter__ is not run while
+    tracing (it pushes the mode), so the block runs as Python; the mode stack is as eager's."""
+    from torch._C import _len_torch_function_stack
+
+    x, y = torch.full((2, 2), 2.0), torch.full((2, 2), 3.0)
+    want = _mode_block(x, y)
+    cf = ember.compile(_mode_block, fullgraph=fullgraph)
+    if fullgraph:
+        with pytest.raises(ember.Unsupported):
+            cf(x, y)
+    else:
+        torch.testing.assert_close(cf(x, y), want)
+    assert _len_torch_function_stack() == 0
+    with pytest.raises(ember.Unsupported if fullgraph else ValueError):
+        ember.compile(_mode_block_raises, fullgraph=fullgraph)(x)
+    assert _len_torch_function_stack() == 0
+    torch.testing.assert_close(torch.add(x, 1), x + 1)
