@@ -1128,6 +1128,18 @@ def _classify(fn):
     return UNKNOWN
 
 
+def _disable_wrapper_code():
+    """The code of the function torch.compiler.disable wraps a callable in (it calls the callable
+    directly): a frame it calls, and all that frame calls, are not compiled (csrc/hook). None
+    where this torch has no such wrapper."""
+    ctx = getattr(sys.modules.get("torch._dynamo.eval_frame"), "DisableContext", None)
+    call = getattr(getattr(ctx, "__call__", None), "__code__", None)
+    codes = [c for c in getattr(call, "co_consts", ()) if isinstance(c, types.CodeType) and c.co_name == "_fn"]
+    return codes[0] if len(codes) == 1 else None
+
+
+DISABLE_WRAPPER_CODE = _disable_wrapper_code()
+
 _GRAPH_PY_MODULES = {"torch", "torch.functional", "torch.nn.functional", "torch._tensor", "torch.random",
                      "torch.nn.init", "torch.utils.checkpoint", "torch.autograd.function", "torch._jit_internal",
                      "torch.overrides", "torch.fft", "torch.linalg", "torch.special"}

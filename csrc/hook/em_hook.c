@@ -294,6 +294,14 @@ static PyObject *em_eval(PyThreadState *ts, EmPyFrame *f, int throwflag) {
     /* a hook installed after ours (TorchDynamo compiling or running torch.cond's branches, a
      * torch.compile'd function) calls ours as its previous one: its frames are its own */
     if (!(flags & EMH_ENABLED) || throwflag || em_eval_get() != em_eval) return eval_prev(ts, f, throwflag);
+    EmPyFrame *caller = em_thread_frame(ts);
+    if (caller && (PyObject *)em_frame_code(caller) == em_state.disable_code) {
+        /* called by torch.compiler.disable's wrapper: it and all it calls run as Python */
+        tls_set(0);
+        PyObject *r = eval_prev(ts, f, throwflag);
+        tls_set(flags);
+        return r;
+    }
     PyCodeObject *co = em_frame_code(f);
     EmExtra *x = em_cache_get(co);
     if (x && x->mode == EMX_SKIP) return eval_prev(ts, f, throwflag);

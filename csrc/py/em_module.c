@@ -169,6 +169,9 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
         helper_table(helper, "STATE_QUERIES", 0, &em_state.state_query_fns) ||
         helper_table(helper, "TRACE_AS", 1, &em_state.trace_as))
         return NULL;
+    PyObject *dc = PyObject_GetAttrString(helper, "DISABLE_WRAPPER_CODE");
+    if (!dc) return NULL;
+    Py_XSETREF(em_state.disable_code, dc);
     Py_XSETREF(em_state.object_getattribute,
                PyObject_GetAttrString((PyObject *)&PyBaseObject_Type, "__getattribute__"));
     if (!em_state.object_getattribute) return NULL;

@@ -48,6 +48,9 @@ static inline PyFunctionObject *em_frame_func(EmPyFrame *f) {
     return f->f_func;
 #endif
 }
+/* The thread's innermost running frame: at the hook, the caller of the frame it was given
+ * (a fresh frame is linked into the chain only once evaluated); NULL at the top. */
+static inline EmPyFrame *em_thread_frame(PyThreadState *ts) { return ts->cframe ? ts->cframe->current_frame : NULL; }
 /* A frame that has run no instruction yet (not a resumed generator or coroutine). */
 static inline int em_frame_fresh(EmPyFrame *f) {
     return _PyInterpreterFrame_LASTI(f) < 0 && f->owner == FRAME_OWNED_BY_THREAD;

@@ -47,6 +47,7 @@ typedef struct {
     PyObject *log;        /* callable(channel, text) */
     PyObject *skip_file;  /* callable(co_filename) -> bool: never intercept that file's code */
     PyObject *forced_codes; /* weakref.WeakSet: codes ember.compile was given directly (never skipped) */
+    PyObject *disable_code; /* the code of torch.compiler.disable's wrapper (_rules.DISABLE_WRAPPER_CODE), or None */
     PyObject *nn_module_type; /* torch.nn.Module */
     PyObject *unsupported;    /* ember.Unsupported */
     PyObject *data_dependent; /* ember.DataDependentError (ember/_rules.py) */

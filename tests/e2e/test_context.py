@@ -617,3 +617,38 @@ def test_torch_function_mode_block_runs_as_eager_and_leaves_no_mode(fullgraph):
         ember.compile(_mode_block_raises, fullgraph=fullgraph)(x)
     assert _len_torch_function_stack() == 0
     torch.testing.assert_close(torch.add(x, 1), x + 1)
+
+
+@torch.compiler.disable
+def _not_compiled(x):
+    if torch.compiler.is_compiling():  # True only where ember (or TorchDynamo) traces this frame
+        raise RuntimeError("traced")
+    return _helper_of_disabled(x) + 1
+
+
+def _helper_of_disabled(x):  # called from a disabled frame: not compiled either (recursive)
+    if torch.compiler.is_compiling():
+        raise RuntimeError("traced")
+    return x.sin()
+
+
+class _DisabledBlock(torch.nn.Module):
+    def forward(self, x):
+        if torch.compiler.is_compiling():
+            raise RuntimeError("traced")
+        return x * 3
+
+
+def test_torch_compiler_disable_is_honoured():
+    """torch.compiler.disable(fn or module): the function, and what it calls, run as Python
+    when called from compiled code (a graph break around the call)."""
+    block = torch.compiler.disable(_DisabledBlock())
+
+    def f(x):
+        return _not_compiled(x.cos()) * 2 + block(x)
+
+    x = randn(3)
+    cf = ember.compile(f)
+    for _ in range(2):
+        torch.testing.assert_close(cf(x), f(x))
+    assert counters()["breaks"] >= 1
