@@ -153,6 +153,10 @@ _set(ABORT, [torch.equal, torch.is_nonzero, torch.allclose, torch.manual_seed, t
 # TorchDynamo itself (torch.compile inside a compiled function, torch.cond's tensor-predicate
 # path): never traced, it runs at a graph break (see also _classify)
 _set(ABORT, [torch.compile, getattr(torch._dynamo, "optimize", None)])
+# torch._dynamo.decorators.leaf_function: its wrapper (inlined: _classify) calls this, a graph call
+# whose meta run is the registered fake implementation (_leaf_meta); at run time it calls the
+# real function, opaque to the trace (and through its own HOP under AOTAutograd's tracing)
+_LEAF_CALL = getattr(sys.modules.get("torch._dynamo.decorators"), "_invoke_leaf_function_python", None)
 _set(ABORT, [print, input, open, builtins.exec, builtins.eval, builtins.id, builtins.setattr,
              builtins.delattr, builtins.vars, builtins.globals, builtins.locals])
 
@@ -554,12 +558,59 @@ def keyed_best(items, keys, is_max):
     return items[best]
 
 
+def leaf_op(real_impl, fake_impl, names, *values):
+    """A leaf_function call as a graph op: the real function through torch's own entry (at run
+    time; under AOTAutograd's tracing its HOP runs the fake one). values: the positional
+    arguments, then those of the keywords names."""
+    k = len(values) - len(names)
+    return _LEAF_CALL(real_impl, fake_impl, values[:k], dict(zip(names, values[k:])))
+
+
+def _leaf_meta(real_impl, fake_impl, names, *values):
+    """leaf_op's meta result: the fake implementation on the meta arguments."""
+    k = len(values) - len(names)
+    return fake_impl(*values[:k], **dict(zip(names, values[k:])))
+
+
+def _shim_leaf_call(real_impl, fake_impl, args, kwargs, mutates_args=None, hook_fn=None, hook_fake_fn=None):
+    """torch._dynamo.decorators._invoke_leaf_function_python as traced: a graph op (leaf_op);
+    one that mutates its arguments or has a backward hook runs at a graph break."""
+    if mutates_args or hook_fn is not None or hook_fake_fn is not None:
+        return _leaf_call_at_break(real_impl, fake_impl, args, kwargs, mutates_args=mutates_args, hook_fn=hook_fn,
+                                   hook_fake_fn=hook_fake_fn)
+    return leaf_op(real_impl, fake_impl, tuple(kwargs), *args, *kwargs.values())
+
+
+def nonstrict_op(fn, *args, **kwargs):
+    """A call of a function torch._dynamo.nonstrict_trace wraps while tracing: a graph op that
+    calls it (its meta run runs its Python on meta values, as TorchDynamo's non-strict tracing)."""
+    return fn(*args, **kwargs)
+
+
+def _shim_nonstrict_trace(fn):
+    """torch._dynamo.nonstrict_trace(fn) applied while tracing."""
+    return _functools.partial(nonstrict_op, fn)
+
+
+def _leaf_call_at_break(*args, **kwargs):
+    """_invoke_leaf_function_python itself (ABORT: it runs at a graph break)."""
+    return _LEAF_CALL(*args, **kwargs)
+
+
+_set(GRAPH, [leaf_op, nonstrict_op])
+_set(ABORT, [_leaf_call_at_break])
+
 TRACE_AS = {torch.autograd.profiler.record_function: _record_function, operator.itemgetter: _shim_itemgetter,
             torch.sym_max: _sym_max, torch.sym_min: _sym_min,
             re.sub: _re_sub, re.subn: _re_subn,
             operator.attrgetter: _shim_attrgetter, operator.methodcaller: _shim_methodcaller,
             torch._C._log_api_usage_once: _log_api_usage_once, _functools.cmp_to_key: _shim_cmp_to_key,
             itertools.groupby: _shim_groupby, itertools.tee: _shim_tee}
+if _LEAF_CALL is not None:
+    TRACE_AS[_LEAF_CALL] = _shim_leaf_call
+for _nst in {getattr(sys.modules.get("torch._dynamo.decorators"), "nonstrict_trace", None),
+             getattr(torch.compiler, "nonstrict_trace", None)} - {None}:
+    TRACE_AS[_nst] = _shim_nonstrict_trace
 try:
     import _heapq as _c_heapq
     for _name, _shim in (("heapify", _shim_heapify), ("heappush", _shim_heappush), ("heappop", _shim_heappop),
@@ -1012,7 +1063,7 @@ def _lasting(fn, rule):
     if isinstance(fn, _C_DESCRIPTORS):
         return True
     if isinstance(fn, types.FunctionType):
-        return rule != UNKNOWN
+        return rule != UNKNOWN and fn.__code__ is not _NONSTRICT_CODE  # a wrapper made per decorated function
     if isinstance(fn, type):
         return not fn.__flags__ & _HEAPTYPE
     return False
@@ -1067,7 +1118,20 @@ def _state_setter(fn):
         bool(_STATE_SETTER.search(name))
 
 
+def _inner_code(fn, name):
+    """The code of the function named name that fn defines (its closure's), or None."""
+    codes = [c for c in getattr(getattr(fn, "__code__", None), "co_consts", ()) if isinstance(c, types.CodeType)
+             and c.co_name == name]
+    return codes[0] if len(codes) == 1 else None
+
+
+# the wrapper torch._dynamo.nonstrict_trace makes (functools.wraps gives it the function's names)
+_NONSTRICT_CODE = _inner_code(getattr(sys.modules.get("torch._dynamo.decorators"), "nonstrict_trace", None), "wrapped")
+
+
 def _classify(fn):
+    if _NONSTRICT_CODE is not None and getattr(fn, "__code__", None) is _NONSTRICT_CODE:
+        return GRAPH  # an op: the function called at run time, run on meta values to trace
     if isinstance(fn, enum.EnumMeta) and type(fn).__call__ is enum.EnumMeta.__call__:
         return CONST  # E(1): the member of that value (looked up, nothing made)
     if _state_setter(fn):
@@ -1110,6 +1174,8 @@ def _classify(fn):
         if mod == "torch" or mod.startswith("torch.") and not mod.startswith(("torch._dynamo", "torch.compiler")):
             return GRAPH
     if mod.startswith("torch._dynamo") and callable(fn):
+        if isinstance(fn, types.FunctionType) and fn.__qualname__ == "leaf_function.<locals>.inner":
+            return UNKNOWN  # inlined: it calls _invoke_leaf_function_python (TRACE_AS: leaf_op)
         if mod == "torch._dynamo.test_case" and isinstance(fn, types.FunctionType):
             return UNKNOWN  # its TestCase's assertEqual, Python code TorchDynamo traces too
         if getattr(fn, "__qualname__", None) == "install_generation_tagging_init.<locals>.patched_init":
@@ -1133,9 +1199,7 @@ def _disable_wrapper_code():
     directly): a frame it calls, and all that frame calls, are not compiled (csrc/hook). None
     where this torch has no such wrapper."""
     ctx = getattr(sys.modules.get("torch._dynamo.eval_frame"), "DisableContext", None)
-    call = getattr(getattr(ctx, "__call__", None), "__code__", None)
-    codes = [c for c in getattr(call, "co_consts", ()) if isinstance(c, types.CodeType) and c.co_name == "_fn"]
-    return codes[0] if len(codes) == 1 else None
+    return _inner_code(getattr(ctx, "__call__", None), "_fn")
 
 
 DISABLE_WRAPPER_CODE = _disable_wrapper_code()
@@ -1928,18 +1992,19 @@ def _autocast_on(device):
 _fake_mode = None
 
 
-def _run_fake(fn, args, kwargs, device):
+def _run_fake(fn, args, kwargs, device, mode=None):
     """fn on fake tensors of the real device, so that autocast picks the result dtypes it
-    would; the results come back as meta tensors."""
+    would; the results come back as meta tensors. mode: the FakeTensorMode (else ember's)."""
     global _fake_mode
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.utils._pytree import tree_map
     if _fake_mode is None:
         _fake_mode = FakeTensorMode()
+    mode = mode or _fake_mode
 
     def to_fake(t):
         if isinstance(t, torch.Tensor) and t.device.type == "meta":
-            with _fake_mode:
+            with mode:
                 f = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device)
             return f.requires_grad_() if t.requires_grad and f.is_floating_point() else f
         return t
@@ -1951,9 +2016,22 @@ def _run_fake(fn, args, kwargs, device):
         return t
 
     fargs, fkwargs = tree_map(to_fake, args), tree_map(to_fake, kwargs)
-    with _fake_mode:
+    with mode:
         out = fn(*fargs, **fkwargs)
     return tree_map(to_meta, out)
+
+
+_leaf_fake_mode = None
+
+
+def _leaf_fake(args, kwargs, device):
+    """leaf_op's meta result: its fake implementation on fake tensors of the real device; real
+    tensors it reads (a module's parameters given to it) are taken as constants."""
+    global _leaf_fake_mode
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    if _leaf_fake_mode is None:
+        _leaf_fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    return _run_fake(_leaf_meta, args, kwargs, device, _leaf_fake_mode)
 
 
 # Meta results by call signature: in a model the same op runs on the same shapes layer after
@@ -2106,6 +2184,9 @@ def _check_resized_out(fn, args, kwargs, given):
 def run(fn, args, kwargs, device, consts=False):
     """Runs fn on meta values; returns (result, device of the result). consts: every argument
     is a constant of the trace (no symbolic size), so a pure op of no tensor runs for real."""
+    if fn is leaf_op:  # the fake implementation, written for fake tensors of the real device
+        device = device if device is not None else torch.get_default_device()
+        return _leaf_fake(args, kwargs, device), device
     kind = _MOVES.get(fn)
     if kind is not None:
         return _move(kind, args, kwargs, device)

@@ -4853,3 +4853,62 @@ def test_compiled_backward_reads_ctx_fields():
         if need_y:
             torch.testing.assert_close(y.grad, x.detach())
     assert counters()["aborts"] == 0 and counters()["breaks"] == 0
+
+
+# torch._dynamo.decorators.leaf_function / nonstrict_trace: opaque graph calls
+_leaf_calls = []
+
+
+@torch._dynamo.decorators.leaf_function
+def _leaf(x, y, scale=1.0):
+    _leaf_calls.append(1)  # runs at run time, every call (opaque to the trace)
+    if x.sum() > 0:  # data-dependent: fine inside a leaf
+        return (x @ y * 2 * scale,)
+    return (x @ y * 3 * scale,)
+
+
+@_leaf.register_fake
+def _leaf_fake(x, y, scale=1.0):
+    return (x @ y,)
+
+
+@torch._dynamo.nonstrict_trace
+def _nonstrict(x, y):
+    torch._dynamo.graph_break()  # a no-op when run as Python (non-strict tracing runs it)
+    return x * y + 1
+
+
+def _plain(x):
+    torch._dynamo.graph_break()
+    return x + 42
+
+
+def _uses_leaf(x, y):
+    return _leaf(x, y, scale=2.0)[0] + _nonstrict(x, y) + torch._dynamo.nonstrict_trace(_plain)(x)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_leaf_function_and_nonstrict_trace_are_graph_calls(backend):
+    cf = ember.compile(_uses_leaf, backend=backend, fullgraph=True)
+    for s in range(3):
+        x, y = randn(3, 3, seed=s), randn(3, 3, seed=s + 5)
+        n = len(_leaf_calls)
+        assert_same(cf(x, y), _uses_leaf(x, y))
+        assert len(_leaf_calls) == n + 2  # compiled and eager calls each ran the real function
+    c = counters()
+    assert (c["breaks"], c["fallbacks"]) == (0, 0), c
+    x = randn(3, 3, seed=1, requires_grad=True)
+    ember.compile(_uses_leaf, backend=backend)(x, randn(3, 3)).sum().backward()
+    want = x.grad.clone()
+    x.grad = None
+    _uses_leaf(x, randn(3, 3)).sum().backward()
+    torch.testing.assert_close(x.grad, want)
+
+
+def test_leaf_function_without_fake_raises_as_eager():
+    @torch._dynamo.decorators.leaf_function
+    def no_fake(x):
+        return (x + 1,)
+
+    with pytest.raises(ValueError, match="fake implementation"):
+        ember.compile(lambda x: no_fake(x)[0])(randn(2))
