@@ -1132,6 +1132,8 @@ _NONSTRICT_CODE = _inner_code(getattr(sys.modules.get("torch._dynamo.decorators"
 def _classify(fn):
     if _NONSTRICT_CODE is not None and getattr(fn, "__code__", None) is _NONSTRICT_CODE:
         return GRAPH  # an op: the function called at run time, run on meta values to trace
+    if isinstance(fn, types.FunctionType) and fn.__dict__.get("_torchdynamo_disable") is True:
+        return ABORT  # torch.compiler.disable(fn, recursive=False): runs at a break (its frame not compiled)
     if isinstance(fn, enum.EnumMeta) and type(fn).__call__ is enum.EnumMeta.__call__:
         return CONST  # E(1): the member of that value (looked up, nothing made)
     if _state_setter(fn):
@@ -1203,6 +1205,10 @@ def _disable_wrapper_code():
 
 
 DISABLE_WRAPPER_CODE = _disable_wrapper_code()
+# that of torch.compiler.disable(fn, recursive=False)'s wrapper: the frame it calls is not compiled
+DISABLE_ONCE_CODE = _inner_code(
+    getattr(sys.modules.get("torch._dynamo.external_utils"), "get_nonrecursive_disable_wrapper", None),
+    "nonrecursive_disable_wrapper")
 
 _GRAPH_PY_MODULES = {"torch", "torch.functional", "torch.nn.functional", "torch._tensor", "torch.random",
                      "torch.nn.init", "torch.utils.checkpoint", "torch.autograd.function", "torch._jit_internal",

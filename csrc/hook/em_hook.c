@@ -295,13 +295,15 @@ static PyObject *em_eval(PyThreadState *ts, EmPyFrame *f, int throwflag) {
      * torch.compile'd function) calls ours as its previous one: its frames are its own */
     if (!(flags & EMH_ENABLED) || throwflag || em_eval_get() != em_eval) return eval_prev(ts, f, throwflag);
     EmPyFrame *caller = em_thread_frame(ts);
-    if (caller && (PyObject *)em_frame_code(caller) == em_state.disable_code) {
+    PyObject *by = caller ? (PyObject *)em_frame_code(caller) : NULL;
+    if (by && by == em_state.disable_code) {
         /* called by torch.compiler.disable's wrapper: it and all it calls run as Python */
         tls_set(0);
         PyObject *r = eval_prev(ts, f, throwflag);
         tls_set(flags);
         return r;
     }
+    if (by && by == em_state.disable_once_code) return eval_prev(ts, f, throwflag); /* recursive=False: this frame */
     PyCodeObject *co = em_frame_code(f);
     EmExtra *x = em_cache_get(co);
     if (x && x->mode == EMX_SKIP) return eval_prev(ts, f, throwflag);

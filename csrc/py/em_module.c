@@ -172,6 +172,8 @@ static PyObject *m_setup(PyObject *self, PyObject *args, PyObject *kw) {
     PyObject *dc = PyObject_GetAttrString(helper, "DISABLE_WRAPPER_CODE");
     if (!dc) return NULL;
     Py_XSETREF(em_state.disable_code, dc);
+    if (!(dc = PyObject_GetAttrString(helper, "DISABLE_ONCE_CODE"))) return NULL;
+    Py_XSETREF(em_state.disable_once_code, dc);
     Py_XSETREF(em_state.object_getattribute,
                PyObject_GetAttrString((PyObject *)&PyBaseObject_Type, "__getattribute__"));
     if (!em_state.object_getattribute) return NULL;

@@ -652,3 +652,25 @@ def test_torch_compiler_disable_is_honoured():
     for _ in range(2):
         torch.testing.assert_close(cf(x), f(x))
     assert counters()["breaks"] >= 1
+
+
+def _callee_of_once(x):
+    return x.sin() + (100 if torch.compiler.is_compiling() else 1)  # compiled: recursive=False
+
+
+@torch.compiler.disable(recursive=False)
+def _not_compiled_once(x):
+    if torch.compiler.is_compiling():
+        raise RuntimeError("traced")
+    return _callee_of_once(x.cos())
+
+
+def test_torch_compiler_disable_non_recursive():
+    """disable(fn, recursive=False): fn's own frame runs as Python, the frames it calls are
+    compiled (as TorchDynamo: is_compiling() is True there)."""
+    def f(x):
+        return _not_compiled_once(x.tan()) * 2
+
+    x = randn(3)
+    got = ember.compile(f)(x)
+    torch.testing.assert_close(got, (x.tan().cos().sin() + 100) * 2)
