@@ -432,25 +432,31 @@ static EmSym *arg_at(EmSym **args, int npos, PyObject *kwnames, int i, const cha
     return i < npos ? args[i] : NULL;
 }
 
-static int rule_reduce(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, Dims *r, EmStatus *st) {
-    Dims x;
-    if (!is_tensor(args[0]) || dims_of(T, args[0], &x, st)) return PyErr_Occurred() ? -1 : 0;
-    EmSym *dim = arg_at(args, npos, kwnames, 1, "dim"), *keep = arg_at(args, npos, kwnames, 2, "keepdim");
+/* x's sizes reduced over dim (an int, a tuple or list of ints, None or absent: all), kept as 1
+ * with keep True: 1, 0 when dim or keep is not a constant of those, -1 with *st set. */
+static int reduced_dims(EmTracer *T, EmSym *x, EmSym *dim, EmSym *keep, Dims *r, EmStatus *st) {
+    Dims d;
+    if (!is_tensor(x) || dims_of(T, x, &d, st)) return PyErr_Occurred() ? -1 : 0;
     int keepdim = 0;
     if (keep) {
         if (keep->kind != SYM_CONST || !PyBool_Check(keep->obj)) return 0;
         keepdim = keep->obj == Py_True;
     }
     uint64_t red;
-    if (!dim_mask(dim, x.n, &red)) return 0;
+    if (!dim_mask(dim, d.n, &red)) return 0;
     if (!red) red = ~(uint64_t)0; /* dim=() reduces every dimension */
     int32_t one = em_size_const(&T->sizes, 1);
     if (one < 0) return *st = EM_ERR, PyErr_NoMemory(), -1;
     r->n = 0;
-    for (int i = 0; i < x.n; i++)
-        if (!((red >> i) & 1)) r->e[r->n++] = x.e[i];
+    for (int i = 0; i < d.n; i++)
+        if (!((red >> i) & 1)) r->e[r->n++] = d.e[i];
         else if (keepdim) r->e[r->n++] = one;
     return 1;
+}
+
+static int rule_reduce(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, Dims *r, EmStatus *st) {
+    return reduced_dims(T, args[0], arg_at(args, npos, kwnames, 1, "dim"), arg_at(args, npos, kwnames, 2, "keepdim"), r,
+                        st);
 }
 
 /* gather(x, dim, index): index's sizes. */
@@ -487,27 +493,11 @@ static int rule_minmax(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, D
  * (or keepdim=; keep_at 0: none): rule_reduce's result. */
 static int rule_reduce_at(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, int dim_at, int keep_at, Dims *r,
                           EmStatus *st) {
-    EmSym *a[3] = {args[0], arg_at(args, npos, kwnames, dim_at, "dim"),
-                   keep_at ? arg_at(args, npos, kwnames, keep_at, "keepdim") : NULL};
+    EmSym *dim = arg_at(args, npos, kwnames, dim_at, "dim"),
+          *keep = keep_at ? arg_at(args, npos, kwnames, keep_at, "keepdim") : NULL;
     if (npos > (keep_at > dim_at ? keep_at : dim_at) + 1) return 0; /* more than the rule reads */
-    Dims x;
-    if (!is_tensor(args[0]) || dims_of(T, args[0], &x, st)) return PyErr_Occurred() ? -1 : 0;
-    uint64_t red;
-    int keepdim = 0;
-    if (a[2]) {
-        if (a[2]->kind != SYM_CONST || !PyBool_Check(a[2]->obj)) return 0;
-        keepdim = a[2]->obj == Py_True;
-    }
-    if (a[1] && a[1]->kind == SYM_CONST && PyBool_Check(a[1]->obj)) return 0; /* var(x, False): unbiased */
-    if (!dim_mask(a[1], x.n, &red)) return 0;
-    if (!red) red = ~(uint64_t)0;
-    int32_t one = em_size_const(&T->sizes, 1);
-    if (one < 0) return *st = EM_ERR, PyErr_NoMemory(), -1;
-    r->n = 0;
-    for (int i = 0; i < x.n; i++)
-        if (!((red >> i) & 1)) r->e[r->n++] = x.e[i];
-        else if (keepdim) r->e[r->n++] = one;
-    return 1;
+    if (dim && dim->kind == SYM_CONST && PyBool_Check(dim->obj)) return 0; /* var(x, False): unbiased */
+    return reduced_dims(T, args[0], dim, keep, r, st);
 }
 
 /* expand_as/view_as/reshape_as(x, other): other's sizes. */
