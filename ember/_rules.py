@@ -1924,6 +1924,11 @@ for _names, _owners, _rule in (
         ("stack", (torch,), _C.SYMR_STACK),
         ("pad", (_NN, _F), _C.SYMR_PAD),
         ("_native_multi_head_attention", (torch,), _C.SYMR_MHA),
+        ("outer ger", (_T, torch), _C.SYMR_OUTER),
+        ("linspace logspace", (torch,), _C.SYMR_LINSPACE),
+        ("one_hot", (_F, torch._C._nn), _C.SYMR_ONE_HOT),
+        ("unflatten", (_T, torch), _C.SYMR_UNFLATTEN),
+        ("movedim moveaxis", (_T, torch), _C.SYMR_MOVEDIM),
         ("linear", (_F, _NN), _C.SYMR_LINEAR)):
     for _o in _owners:
         for _f in _fns(_o, _names):

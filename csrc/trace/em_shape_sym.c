@@ -500,6 +500,74 @@ static int rule_reduce_at(EmTracer *T, EmSym **args, int npos, PyObject *kwnames
     return reduced_dims(T, args[0], dim, keep, r, st);
 }
 
+/* outer(a, b) of 1-d tensors: (len(a), len(b)). */
+static int rule_outer(EmTracer *T, EmSym **args, int npos, Dims *r, EmStatus *st) {
+    Dims a, b;
+    if (npos != 2 || !is_tensor(args[0]) || !is_tensor(args[1])) return 0;
+    if (dims_of(T, args[0], &a, st) || dims_of(T, args[1], &b, st)) return -1;
+    if (a.n != 1 || b.n != 1) return 0;
+    *r = (Dims){.e = {a.e[0], b.e[0]}, .n = 2};
+    return 1;
+}
+
+/* linspace/logspace(start, end, steps, ...): (steps,). */
+static int rule_linspace(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, Dims *r) {
+    EmSym *steps = arg_at(args, npos, kwnames, 2, "steps");
+    int32_t e = steps ? int_of(T, steps) : -1;
+    if (e < 0) return 0;
+    *r = (Dims){.e = {e}, .n = 1};
+    return 1;
+}
+
+/* one_hot(x, num_classes): x's sizes, then num_classes (a constant >= 0; -1 reads the data). */
+static int rule_one_hot(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, Dims *r, EmStatus *st) {
+    EmSym *k = arg_at(args, npos, kwnames, 1, "num_classes");
+    long c;
+    if (!k || !const_int(k, &c) || c < 0 || !is_tensor(args[0])) return 0;
+    if (dims_of(T, args[0], r, st)) return -1;
+    if (r->n >= 64) return 0;
+    if ((r->e[r->n++] = em_size_const(&T->sizes, c)) < 0) return *st = EM_ERR, PyErr_NoMemory(), -1;
+    return 1;
+}
+
+/* unflatten(x, dim, sizes): dimension dim replaced by sizes (none of them -1). */
+static int rule_unflatten(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, Dims *r, EmStatus *st) {
+    EmSym *dim = arg_at(args, npos, kwnames, 1, "dim"), *sizes = arg_at(args, npos, kwnames, 2, "sizes");
+    long d;
+    int w;
+    Dims x, s;
+    if (!is_tensor(args[0]) || !dim || !sizes || !const_int(dim, &d) || !int_seq(T, sizes, &s)) return 0;
+    for (int i = 0; i < s.n; i++)
+        if (em_size_is_const(&T->sizes, s.e[i]) && em_size_hint(&T->sizes, s.e[i]) < 0) return 0;
+    if (dims_of(T, args[0], &x, st)) return -1;
+    if (!wrap(d, x.n, &w) || x.n - 1 + s.n > 64) return 0;
+    r->n = 0;
+    for (int i = 0; i < x.n; i++)
+        if (i != w) r->e[r->n++] = x.e[i];
+        else
+            for (int k = 0; k < s.n; k++) r->e[r->n++] = s.e[k];
+    return 1;
+}
+
+/* movedim(x, source, destination) of single ints: x's sizes with that dimension moved. */
+static int rule_movedim(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, Dims *r, EmStatus *st) {
+    EmSym *src = arg_at(args, npos, kwnames, 1, "source"), *dst = arg_at(args, npos, kwnames, 2, "destination");
+    long a, b;
+    int from, to;
+    Dims x;
+    if (!is_tensor(args[0]) || !src || !dst || !const_int(src, &a) || !const_int(dst, &b)) return 0;
+    if (dims_of(T, args[0], &x, st)) return -1;
+    if (!wrap(a, x.n, &from) || !wrap(b, x.n, &to)) return 0;
+    int32_t moved = x.e[from];
+    r->n = 0;
+    for (int i = 0; i < x.n; i++)
+        if (i != from) r->e[r->n++] = x.e[i];
+    memmove(&r->e[to + 1], &r->e[to], sizeof(int32_t) * (size_t)(r->n - to));
+    r->e[to] = moved;
+    r->n++;
+    return 1;
+}
+
 /* expand_as/view_as/reshape_as(x, other): other's sizes. */
 static int rule_as(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, Dims *r, EmStatus *st) {
     EmSym *other = arg_at(args, npos, kwnames, 1, "other");
@@ -1350,6 +1418,11 @@ static int call_rule(EmTracer *T, PyObject *fn, EmSym **args, int nargs, PyObjec
         case SYMR_REPEAT: ok = rule_repeat(T, args, npos, rr, st); break;
         case SYMR_STACK: ok = npos >= 1 ? rule_stack(T, args, npos, kwnames, rr, st) : 0; break;
         case SYMR_PAD: ok = npos >= 1 ? rule_pad(T, args, npos, kwnames, rr, st) : 0; break;
+        case SYMR_OUTER: ok = rule_outer(T, args, npos, rr, st); break;
+        case SYMR_LINSPACE: ok = rule_linspace(T, args, npos, kwnames, rr); break;
+        case SYMR_ONE_HOT: ok = npos >= 1 ? rule_one_hot(T, args, npos, kwnames, rr, st) : 0; break;
+        case SYMR_UNFLATTEN: ok = npos >= 1 ? rule_unflatten(T, args, npos, kwnames, rr, st) : 0; break;
+        case SYMR_MOVEDIM: ok = npos >= 1 ? rule_movedim(T, args, npos, kwnames, rr, st) : 0; break;
         case SYMR_DATA:
         case SYMR_NEW_DATA: { /* symbolic numbers among the data are its values (graph values) */
             int skip = rule == SYMR_NEW_DATA && nargs >= 1;

@@ -336,6 +336,8 @@ _RULED = [  # ops whose result sizes follow from their operands' symbolic ones: 
     lambda x: torch.stack([x, x * 2], dim=-1).sum(-1) + F.pad(x, (1, 1))[:, 1:-1] + F.pad(x, (0, 0, 0, x.shape[0]))[1:1 + x.shape[0]],
     lambda x: x.view((x.shape[0], 3, 1)).squeeze(-1) + torch.count_nonzero(x > 0, 1)[:, None],
     lambda x: torch.cat([x[..., ::2, :], x[1::2]], 0).sum(0) + x[::3].sum(0) + x[:, 1::2].sum(1, keepdim=True),
+    lambda x: torch.outer(x[:, 0], x[0]).sum(1, keepdim=True) + torch.linspace(0, 1, x.shape[0])[:, None] +
+    F.one_hot(x.argmax(1), 3) + x.reshape(-1).unflatten(0, (x.shape[0], 3)) + x[None].movedim(0, -1).squeeze(-1),
 ]
 
 
