@@ -153,9 +153,8 @@ _set(ABORT, [torch.equal, torch.is_nonzero, torch.allclose, torch.manual_seed, t
 # TorchDynamo itself (torch.compile inside a compiled function, torch.cond's tensor-predicate
 # path): never traced, it runs at a graph break (see also _classify)
 _set(ABORT, [torch.compile, getattr(torch._dynamo, "optimize", None)])
-# torch._dynamo.decorators.leaf_function: its wrapper (inlined: _classify) calls this, a graph call
-# whose meta run is the registered fake implementation (_leaf_meta); at run time it calls the
-# real function, opaque to the trace (and through its own HOP under AOTAutograd's tracing)
+# torch._dynamo.decorators.leaf_function: its wrapper (inlined: _classify) calls this, traced as
+# _shim_leaf_call: a graph op (leaf_op) whose meta run is the registered fake implementation
 _LEAF_CALL = getattr(sys.modules.get("torch._dynamo.decorators"), "_invoke_leaf_function_python", None)
 _set(ABORT, [print, input, open, builtins.exec, builtins.eval, builtins.id, builtins.setattr,
              builtins.delattr, builtins.vars, builtins.globals, builtins.locals])
@@ -1133,7 +1132,7 @@ def _classify(fn):
     if _NONSTRICT_CODE is not None and getattr(fn, "__code__", None) is _NONSTRICT_CODE:
         return GRAPH  # an op: the function called at run time, run on meta values to trace
     if isinstance(fn, types.FunctionType) and fn.__dict__.get("_torchdynamo_disable") is True:
-        return ABORT  # torch.compiler.disable(fn, recursive=False): runs at a break (its frame not compiled)
+        return ABORT  # a torch.compiler.disable wrapper: runs at a break (the hook does not compile what it calls)
     if isinstance(fn, enum.EnumMeta) and type(fn).__call__ is enum.EnumMeta.__call__:
         return CONST  # E(1): the member of that value (looked up, nothing made)
     if _state_setter(fn):
@@ -1196,16 +1195,11 @@ def _classify(fn):
     return UNKNOWN
 
 
-def _disable_wrapper_code():
-    """The code of the function torch.compiler.disable wraps a callable in (it calls the callable
-    directly): a frame it calls, and all that frame calls, are not compiled (csrc/hook). None
-    where this torch has no such wrapper."""
-    ctx = getattr(sys.modules.get("torch._dynamo.eval_frame"), "DisableContext", None)
-    return _inner_code(getattr(ctx, "__call__", None), "_fn")
-
-
-DISABLE_WRAPPER_CODE = _disable_wrapper_code()
-# that of torch.compiler.disable(fn, recursive=False)'s wrapper: the frame it calls is not compiled
+# the codes of the functions torch.compiler.disable wraps a callable in (each calls it directly;
+# None where this torch has none): the hook (csrc/hook) does not compile a frame the first calls
+# nor anything that frame calls, and does not compile a frame the second (recursive=False) calls
+DISABLE_WRAPPER_CODE = _inner_code(
+    getattr(getattr(sys.modules.get("torch._dynamo.eval_frame"), "DisableContext", None), "__call__", None), "_fn")
 DISABLE_ONCE_CODE = _inner_code(
     getattr(sys.modules.get("torch._dynamo.external_utils"), "get_nonrecursive_disable_wrapper", None),
     "nonrecursive_disable_wrapper")
@@ -2011,7 +2005,7 @@ def _run_fake(fn, args, kwargs, device, mode=None):
     from torch.utils._pytree import tree_map
     if _fake_mode is None:
         _fake_mode = FakeTensorMode()
-    mode = mode or _fake_mode
+    mode = mode if mode is not None else _fake_mode
 
     def to_fake(t):
         if isinstance(t, torch.Tensor) and t.device.type == "meta":

@@ -47,22 +47,22 @@ typedef struct {
     PyObject *log;        /* callable(channel, text) */
     PyObject *skip_file;  /* callable(co_filename) -> bool: never intercept that file's code */
     PyObject *forced_codes; /* weakref.WeakSet: codes ember.compile was given directly (never skipped) */
-    PyObject *disable_code; /* the code of torch.compiler.disable's wrapper (_rules.DISABLE_WRAPPER_CODE), or None */
-    PyObject *disable_once_code; /* that of disable(recursive=False)'s (_rules.DISABLE_ONCE_CODE), or None */
+    /* the codes of torch.compiler.disable's wrappers, recursive and not (_rules.DISABLE_*_CODE), or None */
+    PyObject *disable_code, *disable_once_code;
     PyObject *nn_module_type; /* torch.nn.Module */
-    PyObject *unsupported; /* ember.Unsupported */
+    PyObject *unsupported;    /* ember.Unsupported */
     PyObject *data_dependent; /* ember.DataDependentError (ember/_rules.py) */
     int abort_item; /* the last compile's first trace aborted on a use of a number from .item() (EMA_ITEM_DEP) */
     PyObject *constraint_violation; /* ember.ConstraintViolation: the caller's error, raised from the call */
     PyObject *known; /* tuple: the object of each row of trace/em_known.def, in row order (em_call.c) */
-    PyObject *op_fns; /* tuple indexed by EmOp: the Python operator of each op (meta runs) */
+    PyObject *op_fns;        /* tuple indexed by EmOp: the Python operator of each op (meta runs) */
     PyObject *pointwise_fns; /* set of elementwise callables whose metadata C infers */
-    PyObject *shape_rules; /* dict callable -> shape rule (em_infer.c) */
-    PyObject *sym_rules; /* dict callable -> symbolic size rule (em_shape_sym.c) */
+    PyObject *shape_rules;   /* dict callable -> shape rule (em_infer.c) */
+    PyObject *sym_rules;     /* dict callable -> symbolic size rule (em_shape_sym.c) */
     PyObject *type_query_fns; /* set: CONST callables whose answer for a tensor depends only on its type */
-    PyObject *size_free_fns; /* set: queries whose answer does not depend on a tensor's sizes */
+    PyObject *size_free_fns;  /* set: queries whose answer does not depend on a tensor's sizes */
     PyObject *state_query_fns; /* set: queries of global state the GLOBAL_STATE guard does not check */
-    PyObject *trace_as; /* dict callable -> the Python function the trace calls instead */
+    PyObject *trace_as;       /* dict callable -> the Python function the trace calls instead */
     /* graph calls that change global state (helper attributes of the same names) */
     PyObject *object_getattribute; /* object.__getattribute__ (a slot wrapper) */
     PyObject *set_grad_enabled, *ctx_enter_fn, *ctx_exit_fn, *ctx_reenter_fn, *grad_restorer;
@@ -70,7 +70,7 @@ typedef struct {
     PyObject *rerun_memo; /* dict fn -> True: the torch callables rerun_safe said so of */
     PyObject *set_data; /* aten.shallow_copy_data_ (`t.data = v` in the graph), None where torch lacks it */
     PyObject *warnings_off, *warnings_on; /* () -> None: Python warnings ignored while ember traces */
-    PyObject *os_environ; /* os.environ: lookups guarded per key on its _data dict */
+    PyObject *os_environ;   /* os.environ: lookups guarded per key on its _data dict */
     PyObject *module_trust; /* dict module -> bool: _rules.trusted_module's answer (made on first use) */
 
     /* backends (ember/backends): list indexed by the backend number a compiled callable
@@ -85,10 +85,10 @@ typedef struct {
     Py_ssize_t extra_index;
     PyObject *code_registry; /* list of weak references to the codes that have an extra (cache/) */
     Py_ssize_t registry_live; /* its length after the last pruning */
-    PyObject *resume_codes; /* dict: (code, offset, live locals) -> resume code (driver/) */
-    PyObject *unbound; /* the value a resume function takes for a local that is unbound (emit/) */
+    PyObject *resume_codes;  /* dict: (code, offset, live locals) -> resume code (driver/) */
+    PyObject *unbound;       /* the value a resume function takes for a local that is unbound (emit/) */
     void *prev_eval; /* _PyFrameEvalFunction saved when the hook was installed */
-    int hook_users; /* threads with the hook enabled */
+    int hook_users;  /* threads with the hook enabled */
     Py_tss_t tss_enabled;
     Py_tss_t tss_root; /* EmRoot * of the outermost frame ember handles on this thread (hook/) */
     /* the compile lock (cache/em_cache.c): the thread holding it and how many times */
@@ -107,7 +107,7 @@ typedef struct {
     long long n_frames, n_aborts, n_hits, n_recompiles, n_fallbacks, n_breaks;
     long long n_graphs; /* compiled frames whose graph has an op (n_frames counts empty ones too) */
     long long n_internal; /* frames run as plain Python after an internal error of ember's */
-    long long n_reruns; /* calls run again as plain Python after their graph raised (em_hook.c) */
+    long long n_reruns;   /* calls run again as plain Python after their graph raised (em_hook.c) */
 } EmState;
 
 enum {

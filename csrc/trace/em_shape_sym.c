@@ -620,10 +620,8 @@ static int rule_pad(EmTracer *T, EmSym **args, int npos, PyObject *kwnames, Dims
     if (dims_of(T, args[0], r, st)) return -1;
     if (p.n / 2 > r->n) return 0;
     for (int32_t i = 0; i < p.n / 2; i++) {
-        int32_t lo = p.e[2 * i], hi = p.e[2 * i + 1];
-        int32_t *e = &r->e[r->n - 1 - i];
-        if ((*e = em_size_op(&T->sizes, EMS_ADD, *e, em_size_op(&T->sizes, EMS_ADD, lo, hi))) < 0)
-            return *st = EM_ERR, PyErr_NoMemory(), -1;
+        int32_t grow = em_size_op(&T->sizes, EMS_ADD, p.e[2 * i], p.e[2 * i + 1]), *e = &r->e[r->n - 1 - i];
+        if (grow < 0 || (*e = em_size_op(&T->sizes, EMS_ADD, *e, grow)) < 0) return *st = EM_ERR, PyErr_NoMemory(), -1;
     }
     return 1;
 }
